@@ -1,0 +1,187 @@
+"""Hardware: which platform this is, what GPUs it has, and their peak dense FLOP/s.
+
+Detection has the same semantics as ``shell/platform.sh`` so the shell layer and
+Python never disagree about where they run:
+
+* ``amd``: ``/dev/kfd`` plus ``amd-smi`` or ``rocm-smi`` on PATH, or a ROCm build of torch;
+* ``nvd``: a working ``nvidia-smi``, or a CUDA build of torch that sees a device;
+* ``cpu``: neither.
+
+``PLATFORM`` overrides detection. The peak table holds dense (not sparse) BF16 and
+FP8 TFLOP/s per device from vendor datasheets; an unknown device gets ``None`` with
+a reason, never a guessed peak, so an MFU is never invented.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _pyplatform
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PLATFORMS = ("amd", "nvd", "cpu")
+
+# Dense peak TFLOP/s (bf16, fp8). Matched against the device name, most specific first.
+PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
+    ("MI355X", 2500.0, 5000.0),  # approximate: AMD quotes ~2.5 PF dense bf16 for MI355X
+    ("MI325X", 1307.4, 2614.9),
+    ("MI300X", 1307.4, 2614.9),
+    ("B200", 2250.0, 4500.0),
+    ("H200", 989.4, 1978.9),
+    ("H100 PCIe", 756.0, 1513.0),
+    ("H100", 989.4, 1978.9),  # SXM
+)
+PEAK_SOURCES = {
+    "MI355X": "AMD Instinct MI355X datasheet (approximate)",
+    "MI325X": "AMD Instinct MI325X datasheet",
+    "MI300X": "AMD Instinct MI300X datasheet",
+    "B200": "NVIDIA DGX B200 datasheet (per GPU, dense)",
+    "H200": "NVIDIA H200 SXM datasheet (dense)",
+    "H100 PCIe": "NVIDIA H100 PCIe datasheet (dense)",
+    "H100": "NVIDIA H100 SXM datasheet (dense)",
+}
+
+
+def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float | None, str | None]:
+    """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8).
+
+    Returns ``(value, None)`` or ``(None, reason)``.
+    """
+    if not device_name:
+        return None, "no accelerator detected: peak FLOP/s unknown, MFU not computed"
+    if precision not in ("bf16", "fp8"):
+        return None, f"no peak table entry for precision {precision!r} (only bf16 and fp8 are tabulated)"
+    upper = device_name.upper()
+    for marker, bf16, fp8 in PEAK_TFLOPS:
+        if marker.upper() in upper:
+            return (bf16 if precision == "bf16" else fp8), None
+    return None, f"device {device_name!r} is not in the peak table (utils/hardware.py): MFU not computed"
+
+
+@dataclass
+class GpuInfo:
+    """What the result records about the accelerators (DESIGN section 6 ``gpu_info``)."""
+
+    device_name: str | None
+    device_count: int
+    total_memory_gb: float | None
+    software_stack: str  # cuda | rocm | cpu
+    software_version: str | None
+    pytorch_version: str | None
+    driver_version: str | None
+    peak_tflops: dict[str, float | None] = field(default_factory=dict)
+    peak_tflops_reason: str | None = None
+    peak_tflops_source: str | None = None
+    cpu_name: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _which(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def detect_platform(environ: Mapping[str, str] | None = None, dev_dir: str | None = None) -> str:
+    """Return ``amd``, ``nvd`` or ``cpu``; ``PLATFORM`` in the environment wins."""
+    env = os.environ if environ is None else environ
+    requested = env.get("PLATFORM", "").strip().lower()
+    if requested:
+        if requested not in PLATFORMS:
+            raise ValueError(f"PLATFORM={requested!r} is not valid; use one of: {', '.join(PLATFORMS)}")
+        return requested
+    dev = Path(dev_dir or env.get("TPRIMAT_DEV_DIR") or "/dev")
+    if (dev / "kfd").exists() and (_which("amd-smi") or _which("rocm-smi")):
+        return "amd"
+    if _which("nvidia-smi"):
+        try:
+            subprocess.run(["nvidia-smi", "-L"], check=True, capture_output=True, timeout=20)
+            return "nvd"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    torch = _torch()
+    if torch is not None:
+        if getattr(torch.version, "hip", None):
+            return "amd"
+        if getattr(torch.version, "cuda", None) and torch.cuda.is_available():
+            return "nvd"
+    return "cpu"
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            check=True, capture_output=True, text=True, timeout=20,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def _amd_driver() -> str | None:
+    version_file = Path("/sys/module/amdgpu/version")
+    if version_file.is_file():
+        return version_file.read_text().strip() or None
+    try:
+        from amdsmi import amdsmi_get_gpu_driver_info, amdsmi_get_processor_handles, amdsmi_init
+
+        amdsmi_init()
+        handles = amdsmi_get_processor_handles()
+        return amdsmi_get_gpu_driver_info(handles[0]).get("driver_version") if handles else None
+    except Exception:  # amdsmi absent or failing: the driver is simply unknown
+        return None
+
+
+def cpu_name() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return _pyplatform.processor() or None
+
+
+def collect_gpu_info(platform: str, precision: str = "bf16") -> GpuInfo:
+    """Describe the accelerators of ``platform``; on cpu every GPU field is honest about absence."""
+    torch = _torch()
+    torch_version = getattr(torch, "__version__", None) if torch else None
+    peak_key = "fp8" if precision == "fp8" else "bf16"
+    if platform == "cpu" or torch is None or not torch.cuda.is_available():
+        reason = "no accelerator on platform cpu: peak FLOP/s unknown, MFU not computed"
+        if platform != "cpu":
+            reason = f"platform {platform} but torch sees no GPU: peak FLOP/s unknown, MFU not computed"
+        return GpuInfo(
+            device_name=None, device_count=0, total_memory_gb=None, software_stack="cpu",
+            software_version=None, pytorch_version=torch_version, driver_version=None,
+            peak_tflops={"bf16": None, "fp8": None}, peak_tflops_reason=reason, cpu_name=cpu_name(),
+        )
+    props = torch.cuda.get_device_properties(0)
+    name = props.name
+    hip = getattr(torch.version, "hip", None)
+    stack, version = ("rocm", hip) if hip else ("cuda", torch.version.cuda)
+    bf16, _ = peak_tflops(name, "bf16")
+    fp8, _ = peak_tflops(name, "fp8")
+    _, reason = peak_tflops(name, peak_key)
+    source = next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if m.upper() in name.upper()), None)
+    return GpuInfo(
+        device_name=name, device_count=torch.cuda.device_count(),
+        total_memory_gb=round(props.total_memory / 1024**3, 2), software_stack=stack,
+        software_version=version, pytorch_version=torch_version,
+        driver_version=_amd_driver() if hip else _nvidia_driver(),
+        peak_tflops={"bf16": bf16, "fp8": fp8}, peak_tflops_reason=reason,
+        peak_tflops_source=source, cpu_name=cpu_name(),
+    )

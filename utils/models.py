@@ -1,0 +1,158 @@
+"""Model shapes and FLOPs: the one table every framework and the FLOPs counter use.
+
+Why one table: a comparison is only fair if Megatron, Primus, NeMo and the
+``tran`` reference build the same network. Launchers turn a :class:`ModelShape`
+into their own flags; nothing else hard-codes layer counts or vocab sizes.
+
+FLOPs follow Megatron's dense formula divided by tokens (see shared FORMATS.md):
+``6 * N'`` for the weight matmuls (forward + backward, multiply-add = 2 FLOPs) plus
+``12 * L * s * h`` for attention scores and values with full attention, or half of
+that when only the causal half is counted. Both conventions are always reported,
+each labelled, because published numbers use either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+LLAMA3_ROPE_SCALING: dict[str, Any] = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Architecture of one decoder-only model at one size."""
+
+    key: str  # "llama" | "qwen"
+    size: str  # "full" | "tiny"
+    display_name: str
+    hf_repo: str  # where the real tokenizer comes from
+    hf_architecture: str  # transformers class used by the tran reference
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    num_query_groups: int  # key/value heads (GQA)
+    vocab_size: int
+    rope_theta: float
+    norm_eps: float
+    qkv_bias: bool
+    max_position_embeddings: int
+    rope_scaling: dict[str, Any] | None = None
+    swiglu: bool = True
+    tied_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def parameter_count(self) -> int:
+        """Parameters including embeddings and norms (for reporting model size)."""
+        h, f, L = self.hidden_size, self.ffn_hidden_size, self.num_layers
+        d, a, g = self.head_dim, self.num_attention_heads, self.num_query_groups
+        attn = h * d * (a + 2 * g) + h * h + (d * (a + 2 * g) if self.qkv_bias else 0)
+        mlp = (3 if self.swiglu else 2) * h * f
+        per_layer = attn + mlp + 2 * h
+        embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
+        return L * per_layer + embeddings + h
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_FULL = {
+    "llama": ModelShape(
+        key="llama", size="full", display_name="Llama 3.1 8B", hf_repo="meta-llama/Llama-3.1-8B",
+        hf_architecture="LlamaForCausalLM", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
+        num_attention_heads=32, num_query_groups=8, vocab_size=128256, rope_theta=500000.0,
+        norm_eps=1e-5, qkv_bias=False, max_position_embeddings=131072, rope_scaling=LLAMA3_ROPE_SCALING,
+    ),
+    "qwen": ModelShape(
+        key="qwen", size="full", display_name="Qwen 2.5 7B", hf_repo="Qwen/Qwen2.5-7B",
+        hf_architecture="Qwen2ForCausalLM", num_layers=28, hidden_size=3584, ffn_hidden_size=18944,
+        num_attention_heads=28, num_query_groups=4, vocab_size=152064, rope_theta=1000000.0,
+        norm_eps=1e-6, qkv_bias=True, max_position_embeddings=131072,
+    ),
+}
+
+# Tiny shapes keep every architectural feature (GQA ratio 4:1 and 7:1, SwiGLU with the
+# same ffn/hidden ratio, QKV bias, RoPE base and scaling, untied embeddings) at
+# dimensions where a step takes well under a second on 2 CPU cores.
+_TINY = {
+    "llama": dataclasses.replace(
+        _FULL["llama"], size="tiny", display_name="Llama 3.1 8B (tiny)", num_layers=2, hidden_size=128,
+        ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=8192,
+    ),
+    "qwen": dataclasses.replace(
+        _FULL["qwen"], size="tiny", display_name="Qwen 2.5 7B (tiny)", num_layers=2, hidden_size=112,
+        ffn_hidden_size=592, num_attention_heads=7, num_query_groups=1, max_position_embeddings=8192,
+    ),
+}
+
+
+def get_shape(model: str, size: str = "full", vocab_size: int | None = None) -> ModelShape:
+    """Shape of ``model`` (llama|qwen) at ``size`` (full|tiny).
+
+    ``vocab_size`` replaces the table's vocabulary: tiny models take their
+    tokenizer's, and a framework that pads the vocabulary passes its padded size.
+    """
+    table = {"full": _FULL, "tiny": _TINY}.get(size)
+    if table is None:
+        raise ValueError(f"MODEL_SIZE={size!r}: allowed values are full, tiny")
+    if model not in table:
+        raise ValueError(f"model {model!r}: allowed values are {', '.join(table)}")
+    shape = table[model]
+    if vocab_size is not None:
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size={vocab_size}: must be positive")
+        shape = dataclasses.replace(shape, vocab_size=vocab_size)
+    return shape
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Training FLOPs per token under both attention conventions."""
+
+    full: float  # attention over the whole s x s matrix (torchtitan, older NVIDIA numbers)
+    causal: float  # only the causal half of attention (NVIDIA's published numbers since 2025)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "full": self.full,
+            "causal": self.causal,
+            "convention": {
+                "full": "6*N' + 12*L*s*h (full attention)",
+                "causal": "6*N' + 6*L*s*h (causal-halved attention)",
+            },
+        }
+
+
+def matmul_weights_per_token(shape: ModelShape) -> int:
+    """N': weights touched by matrix multiplies per token (embeddings excluded, output layer included)."""
+    h, f, L = shape.hidden_size, shape.ffn_hidden_size, shape.num_layers
+    d, a, g = shape.head_dim, shape.num_attention_heads, shape.num_query_groups
+    mlp_matrices = 3 if shape.swiglu else 2
+    return L * (h * d * (a + 2 * g) + h * h + mlp_matrices * h * f) + h * shape.vocab_size
+
+
+def flops_per_token(shape: ModelShape, seq_len: int) -> FlopsPerToken:
+    """Megatron's dense training FLOPs per token (forward + backward)."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len={seq_len}: must be positive")
+    weights = 6 * matmul_weights_per_token(shape)
+    attention_full = 12 * shape.num_layers * seq_len * shape.hidden_size
+    return FlopsPerToken(full=float(weights + attention_full), causal=float(weights + attention_full / 2))
+
+
+def mfu(tokens_per_second_per_gpu: float, flops: float, peak_tflops: float | None) -> float | None:
+    """Model FLOPs utilisation in [0, 1+]; None when the peak is unknown."""
+    if peak_tflops is None or peak_tflops <= 0:
+        return None
+    return tokens_per_second_per_gpu * flops / (peak_tflops * 1e12)
