@@ -2,7 +2,7 @@
 # Shared launcher behind every train/train_<platform>_<framework>_<model>.sh one-liner.
 # Usage: train/launch.sh <platform> <framework> <model> [train.launch options...]
 set -euo pipefail
-# shellcheck source=../shell/platform.sh
+# shellcheck source=shell/platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../shell/platform.sh"
 cd "$TPRIMAT_ROOT"
 if [[ $# -lt 3 ]]; then

@@ -1,0 +1,33 @@
+# tprimat:amd - AMD MI300X image: Primus + Megatron-LM (+ tprimat's tran loop) on the Primus container.
+# Build: ./shell/build.sh (or docker build -f amd.Dockerfile -t tprimat:amd .)
+# The base tag is pinned; nothing of the base's ROCm torch/Primus/Megatron stack is replaced
+# (see amd-requirements.txt and shell/install_requirements.sh). No secret enters any layer:
+# HF_TOKEN is read at run time from secrets.env or the environment (.dockerignore keeps
+# secrets.env, output/ and data out of the build context).
+FROM rocm/primus:v25.11
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# TPRIMAT_IN_CONTAINER makes utils/configure.py default DATA_DIR to the /data/tprimat mount.
+# /opt/rocm/bin on PATH puts amd-smi and rocprofv3 (docs/DOCKER.md) in reach.
+# HSA_NO_SCRATCH_RECLAIM=1 is AMD's recommended setting for MI300X training throughput.
+ENV TPRIMAT_IN_CONTAINER=1 \
+    DATA_DIR=/data/tprimat \
+    HF_HOME=/root/.cache/huggingface \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/rocm/bin:${PATH} \
+    HSA_NO_SCRATCH_RECLAIM=1
+
+WORKDIR /workspace/code
+
+# Requirements first, so code edits do not re-run the install layer.
+COPY amd-requirements.txt shell/install_requirements.sh /tmp/tprimat-build/
+RUN bash /tmp/tprimat-build/install_requirements.sh /tmp/tprimat-build/amd-requirements.txt \
+    && rm -rf /tmp/tprimat-build
+
+# The code is baked in for a self-contained image; shell/run_<step>.sh mounts the live checkout
+# over it, so a rebuild is only needed when requirements change.
+COPY . /workspace/code
+
+CMD ["bash"]

@@ -1,0 +1,1 @@
+"""tprimat data pipeline: fetch -> clean -> encode -> verify (see docs/ARCHITECTURE.md)."""

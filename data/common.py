@@ -1,0 +1,147 @@
+"""Shared plumbing of the data stages: errors, atomic outputs, JSONL streaming, CLI glue.
+
+Every stage follows the same rules so a failure anywhere looks the same: a
+:class:`DataError` becomes ``<stage>: error: <message>`` on stderr and exit code 1,
+and nothing is written under its final name until it is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from utils.configure import MODEL_NAMES, Config, ConfigError, load_config
+from utils.dataset import TokenizerMissingError
+
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+
+class DataError(RuntimeError):
+    """A data stage cannot produce a trustworthy output. The message names the file and the problem."""
+
+
+@contextlib.contextmanager
+def atomic_output(final: Path) -> Iterator[Path]:
+    """Yield a temporary sibling of ``final``; rename it into place only if the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while block := stream.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_dir(path: Path) -> str:
+    """One hash over the names and contents of every file in a directory (a tokenizer)."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode() + b"\0" + sha256_file(file).encode())
+    return digest.hexdigest()
+
+
+def iter_jsonl_texts(path: Path) -> Iterator[str]:
+    """Stream the ``text`` field of a JSONL file, one document at a time (bounded memory)."""
+    try:
+        stream = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: input not found (run the previous data stage first)") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with stream:
+        try:
+            for number, line in enumerate(stream, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                text = record.get("text") if isinstance(record, dict) else None
+                if not isinstance(text, str):
+                    raise DataError(f"{path}:{number}: expected an object with a string 'text' field")
+                yield text
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def write_jsonl_line(stream, text: str) -> None:
+    stream.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+
+
+def tool_versions(*packages: str) -> dict[str, str | None]:
+    """Installed versions of the packages whose behaviour shapes an output."""
+    versions: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+# ---------------------------------------------------------------------------
+# command line
+
+
+def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """Options every stage shares; defaults come from ``load_config()``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--dataset", help="override DATASET (bc | c4 | sample | local:<path>)")
+    parser.add_argument("--data-dir", type=Path, help="override DATA_DIR")
+    parser.add_argument("--force", action="store_true", help="redo the work even if the manifest says it is current")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
+    return parser
+
+
+def add_model_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", action="append", choices=MODEL_NAMES,
+                        help="model(s) to process (repeatable; default: MODELS from config.env)")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """``load_config()`` with the command-line overrides applied and re-validated."""
+    cfg = load_config()
+    changes: dict[str, object] = {}
+    if args.dataset:
+        changes["dataset"] = args.dataset
+    if args.data_dir:
+        changes["data_dir"] = args.data_dir.expanduser().resolve()
+    if getattr(args, "model", None):
+        changes["models"] = tuple(dict.fromkeys(args.model))
+    return cfg.replace(**changes) if changes else cfg
+
+
+def run_stage(prog: str, body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
+              argv: Sequence[str] | None) -> int:
+    """Parse, run, and turn expected failures into one clear line and a non-zero exit."""
+    args = parser.parse_args(argv)
+    try:
+        body(args)
+    except ConfigError as exc:
+        print(f"{prog}: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (DataError, TokenizerMissingError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; no partial output was kept", file=sys.stderr)
+        return 130
+    return 0

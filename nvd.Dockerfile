@@ -1,0 +1,31 @@
+# tprimat:nvd - NVIDIA H100 image: NeMo 2 + Megatron-LM (+ tprimat's tran loop) on the NeMo container.
+# Build: ./shell/build.sh (or docker build -f nvd.Dockerfile -t tprimat:nvd .)
+# The base tag is pinned; nothing of the base's torch/NeMo/Megatron stack is replaced
+# (see nvd-requirements.txt and shell/install_requirements.sh). No secret enters any layer:
+# HF_TOKEN is read at run time from secrets.env or the environment (.dockerignore keeps
+# secrets.env, output/ and data out of the build context).
+FROM nvcr.io/nvidia/nemo:25.04
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# TPRIMAT_IN_CONTAINER makes utils/configure.py default DATA_DIR to the /data/tprimat mount.
+# CUDA_DEVICE_MAX_CONNECTIONS=1 is what Megatron/NeMo expect for compute/communication overlap.
+ENV TPRIMAT_IN_CONTAINER=1 \
+    DATA_DIR=/data/tprimat \
+    HF_HOME=/root/.cache/huggingface \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    CUDA_DEVICE_MAX_CONNECTIONS=1
+
+WORKDIR /workspace/code
+
+# Requirements first, so code edits do not re-run the install layer.
+COPY nvd-requirements.txt shell/install_requirements.sh /tmp/tprimat-build/
+RUN bash /tmp/tprimat-build/install_requirements.sh /tmp/tprimat-build/nvd-requirements.txt \
+    && rm -rf /tmp/tprimat-build
+
+# The code is baked in for a self-contained image; shell/run_<step>.sh mounts the live checkout
+# over it, so a rebuild is only needed when requirements change.
+COPY . /workspace/code
+
+CMD ["bash"]

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Sourced by build.sh, run_<step>.sh and entry.sh: the one place that decides how a tprimat
+# container is started, so every step gets identical devices, mounts and environment.
+# Needs platform.sh to be sourced first.
+# shellcheck shell=bash
+
+TPRIMAT_CONTAINER_ROOT=/workspace/code          # the image's WORKDIR; the repo is mounted here
+TPRIMAT_CONTAINER_DATA=/data/tprimat            # utils/configure.py's DATA_DIR inside containers
+TPRIMAT_CONTAINER_HF=/root/.cache/huggingface   # HF_HOME inside containers
+TPRIMAT_CONTAINER_OUTPUT=/output/tprimat        # used only when OUTPUT_DIR lies outside the repo
+
+# Host variables forwarded into the container by name (their values never appear in argv):
+# communication and runtime tuning, device selection, and the secret when it is not in secrets.env.
+TPRIMAT_FORWARD_PREFIXES=(NCCL_ RCCL_ HSA_ HIP_ NVTE_ TORCH_ PYTORCH_ CUDA_ ROCR_ UCX_ GLOO_)
+TPRIMAT_FORWARD_NAMES=(HF_TOKEN OMP_NUM_THREADS)
+
+# docker reads --env-file lines verbatim: a quoted value or an `export` prefix would reach the
+# container with its quotes. Refuse such a secrets.env instead of passing a mangled token.
+# The message names the key only, never the value.
+tprimat_check_secrets_file() {
+    local bad
+    bad="$(sed -n -E 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=["'"'"'].*/\2/p; s/^[[:space:]]*export[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)=.*/\1/p' "$1" | sort -u | tr '\n' ' ')"
+    if [[ -n "$bad" ]]; then
+        echo "docker.sh: $1: write ${bad% } as KEY=value without quotes or 'export' (docker --env-file keeps them literally)" >&2
+        return 2
+    fi
+}
+
+tprimat_image() {
+    echo "tprimat:$1"
+}
+
+# True when a Docker engine answers. DOCKER_INFO_TIMEOUT bounds a hung daemon socket.
+tprimat_docker_ready() {
+    command -v docker >/dev/null 2>&1 || return 1
+    timeout "${DOCKER_INFO_TIMEOUT:-20}" docker info >/dev/null 2>&1
+}
+
+# Device and isolation flags of a platform (DESIGN section 8). SYS_PTRACE on amd lets
+# `rocprofv3 --attach` reach the training process (docs/DOCKER.md).
+tprimat_device_flags() {
+    case "$1" in
+        nvd) TPRIMAT_DEVICE_FLAGS=(--gpus all) ;;
+        amd) TPRIMAT_DEVICE_FLAGS=(--device=/dev/kfd --device=/dev/dri --group-add video
+                                   --security-opt seccomp=unconfined --cap-add=SYS_PTRACE) ;;
+        *) echo "docker.sh: no container flags for platform '$1'" >&2; return 2 ;;
+    esac
+}
+
+# One config value through the typed loader (config.env + environment), e.g. DATA_DIR.
+tprimat_config_get() {
+    "$TPRIMAT_PYTHON" -m utils.configure --get "$1"
+}
+
+# Fill TPRIMAT_DOCKER_ARGV with `docker run ...` for platform $1; the remaining arguments are the
+# command to run inside the container. Set TPRIMAT_INTERACTIVE=1 for an interactive shell.
+tprimat_docker_run_argv() {
+    local platform="$1"
+    shift
+    local data_dir output_dir hf_home name prefix
+    data_dir="$(tprimat_config_get DATA_DIR)" || return 2
+    output_dir="$(tprimat_config_get OUTPUT_DIR)" || return 2
+    hf_home="$(tprimat_config_get HF_HOME)" || return 2
+    [[ -n "$hf_home" ]] || hf_home="${XDG_CACHE_HOME:-$HOME/.cache}/huggingface"
+    tprimat_device_flags "$platform" || return 2
+    # Create the mount sources as this user; docker would create missing ones owned by root.
+    mkdir -p "$data_dir" "$output_dir" "$hf_home" || return 2
+
+    TPRIMAT_DOCKER_ARGV=(run --rm)
+    if [[ "${TPRIMAT_INTERACTIVE:-0}" == 1 ]]; then
+        TPRIMAT_DOCKER_ARGV+=(-it)
+    elif [[ -t 1 ]]; then
+        TPRIMAT_DOCKER_ARGV+=(-t)
+    fi
+    TPRIMAT_DOCKER_ARGV+=("${TPRIMAT_DEVICE_FLAGS[@]}")
+    # Host IPC and network for NCCL/RCCL (shared memory between ranks, and multi-node rendezvous);
+    # unlimited locked memory and a 64 MiB stack as the vendors' PyTorch containers recommend.
+    TPRIMAT_DOCKER_ARGV+=(--ipc=host --network=host --shm-size=16g
+                          --ulimit memlock=-1 --ulimit stack=67108864)
+    TPRIMAT_DOCKER_ARGV+=(-v "$TPRIMAT_ROOT:$TPRIMAT_CONTAINER_ROOT"
+                          -v "$data_dir:$TPRIMAT_CONTAINER_DATA"
+                          -v "$hf_home:$TPRIMAT_CONTAINER_HF")
+    local container_output
+    case "$output_dir/" in
+        "$TPRIMAT_ROOT"/*) container_output="$TPRIMAT_CONTAINER_ROOT/${output_dir#"$TPRIMAT_ROOT"/}" ;;
+        *) container_output="$TPRIMAT_CONTAINER_OUTPUT"
+           TPRIMAT_DOCKER_ARGV+=(-v "$output_dir:$TPRIMAT_CONTAINER_OUTPUT") ;;
+    esac
+    container_output="${container_output%/}"
+    TPRIMAT_DOCKER_ARGV+=(-w "$TPRIMAT_CONTAINER_ROOT")
+    # config.env is not handed to docker as is: docker's --env-file keeps quotes and inline comments
+    # literally (MODELS="llama qwen" would arrive with its quotes). Instead the effective config
+    # (config.env + environment overrides, validated here) is rendered as plain KEY=value lines.
+    if [[ -f "${TPRIMAT_CONFIG:-$TPRIMAT_ROOT/config.env}" ]]; then
+        TPRIMAT_DOCKER_ENV_FILE="$(mktemp "${TMPDIR:-/tmp}/tprimat-config.env.XXXXXX")" || return 2
+        "$TPRIMAT_PYTHON" -m utils.configure | grep -v '^#' >"$TPRIMAT_DOCKER_ENV_FILE" || return 2
+        TPRIMAT_DOCKER_ARGV+=(--env-file "$TPRIMAT_DOCKER_ENV_FILE")
+    fi
+    if [[ -f "$TPRIMAT_ROOT/secrets.env" ]]; then
+        tprimat_check_secrets_file "$TPRIMAT_ROOT/secrets.env" || return 2
+        TPRIMAT_DOCKER_ARGV+=(--env-file "$TPRIMAT_ROOT/secrets.env")
+    fi
+    while IFS= read -r name; do
+        for prefix in "${TPRIMAT_FORWARD_PREFIXES[@]}"; do
+            [[ "$name" == "$prefix"* ]] && TPRIMAT_DOCKER_ARGV+=(-e "$name") && break
+        done
+    done < <(compgen -e | sort)
+    for name in "${TPRIMAT_FORWARD_NAMES[@]}"; do
+        [[ -n "${!name+set}" ]] && TPRIMAT_DOCKER_ARGV+=(-e "$name")
+    done
+    TPRIMAT_DOCKER_ARGV+=(-e "PLATFORM=$platform"
+                          -e "DATA_DIR=$TPRIMAT_CONTAINER_DATA"
+                          -e "OUTPUT_DIR=$container_output"
+                          -e "HF_HOME=$TPRIMAT_CONTAINER_HF"
+                          "$(tprimat_image "$platform")" "$@")
+}
+
+# Run shell/<step>.sh inside tprimat:<platform>, or natively on cpu / without a Docker engine.
+# The container's exit status is returned unchanged.
+tprimat_run_step() {
+    local step="$1"
+    shift
+    local platform rc
+    platform="$(tprimat_resolve_platform)" || return 2
+    if [[ "$platform" == cpu ]]; then
+        echo "run_$step.sh: platform cpu has no container; running shell/$step.sh natively"
+        bash "$TPRIMAT_ROOT/shell/$step.sh" "$@"
+        return $?
+    fi
+    if ! tprimat_docker_ready; then
+        echo "run_$step.sh: no Docker engine answers (docker info failed); running shell/$step.sh natively"
+        PLATFORM="$platform" bash "$TPRIMAT_ROOT/shell/$step.sh" "$@"
+        return $?
+    fi
+    tprimat_require_image "$platform" || return $?
+    trap 'rm -f "${TPRIMAT_DOCKER_ENV_FILE:-}"' EXIT
+    tprimat_docker_run_argv "$platform" bash "shell/$step.sh" "$@" || return $?
+    echo "run_$step.sh: running shell/$step.sh in $(tprimat_image "$platform")"
+    docker "${TPRIMAT_DOCKER_ARGV[@]}"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        echo "run_$step.sh: the container exited with status $rc" >&2
+    fi
+    return "$rc"
+}
+
+tprimat_require_image() {
+    local image
+    image="$(tprimat_image "$1")"
+    if ! docker image inspect "$image" >/dev/null 2>&1; then
+        echo "docker.sh: image $image not found; build it first with ./shell/build.sh" >&2
+        return 1
+    fi
+}

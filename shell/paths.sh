@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Sourced by purge.sh and wrap.sh: the guard every destructive path goes through.
+# Needs platform.sh (TPRIMAT_ROOT) to be sourced first.
+# shellcheck shell=bash
+
+# tprimat_safe_target LABEL PATH: print the resolved PATH when it is safe to empty, else explain
+# and fail. Refused: an empty value, any '..' component, '/', the repository itself, the home
+# directory or any directory that contains the repository or home. Allowed: paths strictly
+# inside the repository, and inside a container the data mount (/data/tprimat) and below.
+tprimat_safe_target() {
+    local label="$1" raw="$2" resolved home root
+    if [[ -z "$raw" ]]; then
+        echo "refusing $label: the path is empty" >&2
+        return 1
+    fi
+    if [[ "$raw" =~ (^|/)\.\.(/|$) ]]; then
+        echo "refusing $label='$raw': '..' components are not allowed" >&2
+        return 1
+    fi
+    resolved="$(realpath -m -- "$raw")" || return 1
+    root="$(realpath -m -- "$TPRIMAT_ROOT")"
+    home="$(realpath -m -- "${HOME:-/root}")"
+    if [[ "$resolved" == / ]]; then
+        echo "refusing $label='$raw': it is the filesystem root" >&2
+        return 1
+    fi
+    if [[ "$resolved" == "$home" || "$home/" == "$resolved"/* ]]; then
+        echo "refusing $label='$raw': it is the home directory or contains it" >&2
+        return 1
+    fi
+    if [[ "$resolved" == "$root" || "$root/" == "$resolved"/* ]]; then
+        echo "refusing $label='$raw': it is the repository or contains it" >&2
+        return 1
+    fi
+    if [[ "$resolved/" == "$root"/* ]]; then
+        echo "$resolved"
+        return 0
+    fi
+    if [[ "${TPRIMAT_IN_CONTAINER:-0}" == 1 && "$resolved/" == /data/tprimat/* ]]; then
+        echo "$resolved"
+        return 0
+    fi
+    echo "refusing $label='$raw': $resolved is outside the repository $root; remove it by hand if you mean it" >&2
+    return 1
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The quick benchmark for newcomers, on the local cpu platform, fully offline:
+#   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare.
+# Every workload value below can be overridden from the environment (e.g. TRAIN_ITERS=200).
+set -euo pipefail
+
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+    cat <<'USAGE'
+Usage: shell/quickstart.sh
+Runs the whole tprimat pipeline locally on CPU with tiny model shapes and a generated dataset:
+set-up (.venv), data (shell/data.sh), training (shell/train.sh, FRAMEWORK=tran), comparison.
+Results: output/train_cpu_tran_<model>.json, output/compare.png, output/compare.md.
+USAGE
+    exit 0
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/shell/setup.sh"
+
+export PLATFORM=cpu DATASET="${DATASET:-sample}" MODEL_SIZE="${MODEL_SIZE:-tiny}" FRAMEWORK="${FRAMEWORK:-tran}"
+export MODELS="${MODELS:-llama qwen}"
+export TRAIN_ITERS="${TRAIN_ITERS:-60}" WARMUP_STEPS="${WARMUP_STEPS:-6}" LR="${LR:-3e-3}" MIN_LR="${MIN_LR:-3e-4}"
+export SL="${SL:-256}" MBS="${MBS:-4}" GA="${GA:-2}"
+export TP=1 PP=1 CP=1 DP="${DP:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-1}" NNODES=1 NODE_RANK=0
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+
+echo "quickstart: data (DATASET=$DATASET)"
+"$root/shell/data.sh"
+echo "quickstart: training (FRAMEWORK=$FRAMEWORK, MODEL_SIZE=$MODEL_SIZE, TRAIN_ITERS=$TRAIN_ITERS)"
+"$root/shell/train.sh"
+
+# shellcheck source=shell/platform.sh
+source "$root/shell/platform.sh"
+output_dir="$("$TPRIMAT_PYTHON" -m utils.configure --get OUTPUT_DIR)"
+echo
+echo "quickstart: done. Results are in $output_dir:"
+echo "  results:    $output_dir/train_cpu_tran_*.json"
+echo "  comparison: $output_dir/compare.png and $output_dir/compare.md"
+echo "  logs:       $output_dir/logs/"

@@ -1,0 +1,108 @@
+"""Shared fixtures: a tiny offline workload and its data, prepared once per test session.
+
+The sample data is built by the real pipeline (``shell/data.sh`` with
+``DATASET=sample``), so every test that trains reads data and tokenizers through
+the same loading code a real run uses.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+# A workload small enough for 2 CPU cores that still exercises warm-up, GA and the LR schedule.
+TINY_WORKLOAD = {
+    "PLATFORM": "cpu",
+    "DATASET": "sample",
+    "MODEL_SIZE": "tiny",
+    "MODELS": "llama qwen",
+    "FRAMEWORK": "tran",
+    "SAMPLE_MB": "0.5",
+    "SAMPLE_VOCAB": "2048",
+    "TRAIN_ITERS": "12",
+    "WARMUP_STEPS": "2",
+    "SL": "64",
+    "MBS": "2",
+    "GA": "2",
+    "TP": "1",
+    "PP": "1",
+    "CP": "1",
+    "DP": "1",
+    "NNODES": "1",
+    "NODE_RANK": "0",
+    "GPUS_PER_NODE": "1",
+    "MEASURE_SKIP_STEPS": "",
+    "LR": "3e-3",
+    "MIN_LR": "3e-4",
+    "RUNS": "1",
+    "PROFILING": "false",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tiny_environ(data_dir: Path, output_dir: Path, **overrides: str) -> dict[str, str]:
+    """os.environ plus the tiny workload, pointed at test directories (never the repo's)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN",)}
+    env.update(TINY_WORKLOAD)
+    env.update(
+        TPRIMAT_CONFIG=str(REPO / "config.env"),
+        DATA_DIR=str(data_dir),
+        OUTPUT_DIR=str(output_dir),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture(scope="session")
+def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Offline sample corpus, tokenizers and Megatron datasets for llama and qwen (built once)."""
+    data_dir = tmp_path_factory.mktemp("sample-data")
+    output_dir = tmp_path_factory.mktemp("sample-data-output")
+    proc = subprocess.run(
+        ["bash", str(REPO / "shell" / "data.sh")],
+        env=tiny_environ(data_dir, output_dir),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"shell/data.sh failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return data_dir
+
+
+@pytest.fixture
+def tiny_env(sample_data_dir: Path, tmp_path: Path) -> Callable[..., dict[str, str]]:
+    """Factory: the tiny workload's environment with a fresh OUTPUT_DIR, plus overrides."""
+
+    def make(**overrides: str) -> dict[str, str]:
+        return tiny_environ(sample_data_dir, tmp_path / "output", **overrides)
+
+    return make
+
+
+def run_module(module: str, *args: str, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` from the repo root, capturing output."""
+    return subprocess.run(
+        [PYTHON, "-m", module, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )

@@ -1,0 +1,66 @@
+"""utils/models.py: the shape table and Megatron's FLOPs formula against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from utils.models import flops_per_token, get_shape, matmul_weights_per_token, mfu
+
+
+def test_llama_8b_flops_per_token_at_8192_hand_computed():
+    # N' = 32*(4096*128*(32+2*8) + 4096^2 + 3*4096*14336) + 4096*128256
+    #    = 32*(25,165,824 + 16,777,216 + 176,160,768) + 525,336,576 = 7,504,658,432
+    # weights: 6*N' = 45,027,950,592; attention 12*L*s*h = 12*32*8192*4096 = 12,884,901,888
+    shape = get_shape("llama", "full")
+    assert matmul_weights_per_token(shape) == 7_504_658_432
+    flops = flops_per_token(shape, 8192)
+    assert flops.full == 45_027_950_592 + 12_884_901_888  # 57.9 GFLOP/token (FORMATS.md check)
+    assert flops.causal == 45_027_950_592 + 6_442_450_944  # 51.5 GFLOP/token
+    assert round(flops.full / 1e9, 1) == 57.9 and round(flops.causal / 1e9, 1) == 51.5
+
+
+def test_qwen_7b_flops_at_2048_hand_computed():
+    # head dim 128; N' = 28*(3584*128*(28+8) + 3584^2 + 3*3584*18944) + 3584*152064
+    #    = 28*(16,515,072 + 12,845,056 + 203,685,888) + 544,997,376 = 7,070,285,824
+    shape = get_shape("qwen", "full")
+    assert matmul_weights_per_token(shape) == 7_070_285_824
+    assert flops_per_token(shape, 2048).full == 6 * 7_070_285_824 + 12 * 28 * 2048 * 3584
+
+
+def test_full_shapes_match_the_design_table():
+    llama, qwen = get_shape("llama"), get_shape("qwen")
+    assert (llama.num_layers, llama.hidden_size, llama.ffn_hidden_size, llama.num_attention_heads,
+            llama.num_query_groups, llama.vocab_size, llama.rope_theta, llama.norm_eps) == (
+        32, 4096, 14336, 32, 8, 128256, 500000.0, 1e-5)
+    assert (qwen.num_layers, qwen.hidden_size, qwen.ffn_hidden_size, qwen.num_attention_heads,
+            qwen.num_query_groups, qwen.vocab_size, qwen.rope_theta, qwen.norm_eps) == (
+        28, 3584, 18944, 28, 4, 152064, 1000000.0, 1e-6)
+    assert qwen.qkv_bias and not llama.qkv_bias
+    assert llama.rope_scaling["rope_type"] == "llama3" and qwen.rope_scaling is None
+    assert round(llama.parameter_count() / 1e9, 2) == 8.03 and round(qwen.parameter_count() / 1e9, 2) == 7.62
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_tiny_keeps_every_architectural_feature(model):
+    full, tiny = get_shape(model, "full"), get_shape(model, "tiny", vocab_size=2048)
+    assert tiny.vocab_size == 2048
+    assert full.num_attention_heads // full.num_query_groups == tiny.num_attention_heads // tiny.num_query_groups
+    assert tiny.hidden_size % tiny.num_attention_heads == 0
+    assert abs(full.ffn_hidden_size / full.hidden_size - tiny.ffn_hidden_size / tiny.hidden_size) < 0.05
+    for feature in ("qkv_bias", "swiglu", "tied_embeddings", "rope_theta", "norm_eps", "rope_scaling"):
+        assert getattr(full, feature) == getattr(tiny, feature)
+    assert tiny.parameter_count() < 2_000_000
+
+
+def test_bad_shape_requests():
+    with pytest.raises(ValueError, match="MODEL_SIZE='huge'"):
+        get_shape("llama", "huge")
+    with pytest.raises(ValueError, match="model 'gpt'"):
+        get_shape("gpt")
+    with pytest.raises(ValueError, match="vocab_size=0"):
+        get_shape("llama", vocab_size=0)
+
+
+def test_mfu():
+    assert mfu(1000.0, 1e12, 1000.0) == pytest.approx(1.0)  # 1000 tok/s * 1 TFLOP/token = 1 PFLOP/s
+    assert mfu(1000.0, 1e12, None) is None
