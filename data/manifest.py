@@ -69,11 +69,3 @@ def write_manifest(path: Path, stage: str, key: dict[str, Any], outputs: list[Pa
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest
 
-
-def output_hash(manifest_path: Path, output: Path) -> str | None:
-    """The sha256 a manifest recorded for one output (lets the next stage key on it cheaply)."""
-    manifest = read_manifest(manifest_path)
-    if manifest is None:
-        return None
-    entry = manifest.get("outputs", {}).get(_relative(output, manifest_path.parent))
-    return entry.get("sha256") if entry else None

@@ -85,10 +85,6 @@ class RunGroup:
         return f"{self.platform}/{self.framework}"
 
     @property
-    def display(self) -> str:
-        return f"{PLATFORM_NAMES.get(self.platform, self.platform)} {FRAMEWORK_NAMES.get(self.framework, self.framework)}"
-
-    @property
     def ok_runs(self) -> list[LoadedResult]:
         return [r for r in self.runs if r.ok]
 

@@ -39,7 +39,7 @@ def t_critical(df: float) -> float:
     """0.975 quantile of Student's t for ``df`` degrees of freedom (rounded down)."""
     if df < 1:
         raise ValueError(f"degrees of freedom {df}: need at least 1")
-    whole = int(math.floor(df))
+    whole = math.floor(df)
     usable = [k for k in _T975 if k <= whole]
     return _T975[max(usable)] if whole <= 120 else _Z975
 
@@ -57,14 +57,14 @@ class Estimate:
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
 
-    def format(self, digits: int = 1, scale: float = 1.0) -> str:
-        """``1,234.5 [1,200.0, 1,260.1]``; a single run shows ``(1 run)``."""
+    def format(self, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+        """``1,234.5 [1,200.0, 1,260.1]``; a single run shows ``1,234.5 (1 run)``; ``unit`` follows the value."""
         def fmt(x: float) -> str:
             return f"{x * scale:,.{digits}f}"
 
         if not self.has_interval:
-            return f"{fmt(self.value)} (1 run)" if self.n == 1 else fmt(self.value)
-        return f"{fmt(self.value)} [{fmt(self.low)}, {fmt(self.high)}]"  # type: ignore[arg-type]
+            return f"{fmt(self.value)}{unit} (1 run)" if self.n == 1 else f"{fmt(self.value)}{unit}"
+        return f"{fmt(self.value)}{unit} [{fmt(self.low)}, {fmt(self.high)}]"  # type: ignore[arg-type]
 
 
 def estimate(values: Sequence[float]) -> Estimate | None:

@@ -36,7 +36,8 @@ tprimat_safe_target() {
         echo "$resolved"
         return 0
     fi
-    if [[ "${TPRIMAT_IN_CONTAINER:-0}" == 1 && "$resolved/" == /data/tprimat/* ]]; then
+    # Same container test as utils/configure.py, which defaults DATA_DIR to /data/tprimat there.
+    if [[ ( "${TPRIMAT_IN_CONTAINER:-0}" == 1 || -e /.dockerenv ) && "$resolved/" == /data/tprimat/* ]]; then
         echo "$resolved"
         return 0
     fi

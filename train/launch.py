@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -54,6 +54,8 @@ class RunContext:
     run_index: int | None
     result_path: Path
     log_path: Path
+    # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
+    dry_run: bool = False
 
 
 @dataclass
@@ -172,7 +174,7 @@ def run_plan(plan: LaunchPlan, log_path: Path) -> int:
 
 def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
     """Plan, (dry-)run and collect one job; 0 when its result says ok."""
-    plan = plugin.plan(ctx)
+    plan = plugin.plan(replace(ctx, dry_run=dry_run))
     if dry_run:
         sys.stdout.write(plan.render())
         return 0

@@ -1,9 +1,17 @@
 """The environment each launcher sets, per platform: one documented place.
 
-Every variable here changes performance or correctness, so every one is recorded
-in the result (``environment.launcher_set``). Values already present in the
-caller's environment win, so a user can still experiment (``NCCL_ALGO=Ring ...``)
-and the result shows what actually ran.
+Every framework on a platform (``mega``, ``prim``/``nemo``, ``tran``) starts from the
+same variables, so two frameworks on one machine differ in their code, not in
+their communication or allocator settings. Every variable here changes
+performance or correctness, so every one is recorded in the result
+(``environment.launcher_set``). Values already present in the caller's environment
+win, so a user can still experiment (``NCCL_ALGO=Ring ...``) and the result shows
+what actually ran.
+
+Sources: AMD's Primus launcher (``examples/run_pretrain.sh`` of the release in
+``rocm/primus:v25.11``, and its later ``runner/helpers/envs/base_env.sh``), ROCm's
+Megatron-LM ``examples/llama/train_llama3.sh``, NVIDIA's Megatron-LM Llama 3
+example and NeMo's performance recipes.
 """
 
 from __future__ import annotations
@@ -14,22 +22,38 @@ from collections.abc import Mapping
 # Settings common to every framework on a platform. Why each is set:
 PLATFORM_ENV: dict[str, dict[str, str]] = {
     "nvd": {
-        # Megatron/TE overlap communication with compute only when kernels queue in order.
+        # Megatron/TE overlap communication with compute only when kernels queue in order
+        # (required by sequence parallelism and TP communication overlap).
         "CUDA_DEVICE_MAX_CONNECTIONS": "1",
         # Transformer Engine attention backends: cuDNN fused attention and flash attention allowed.
         "NVTE_FUSED_ATTN": "1",
         "NVTE_FLASH_ATTN": "1",
-        # Fewer allocator retries on long runs; the same choice NVIDIA's recipes make.
+        # Fewer allocator retries and less fragmentation on long runs.
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        # NeMo's performance recipes: free NCCL buffers without record_stream bookkeeping.
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
         # Fail fast instead of hanging on a collective error, so the result records it.
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
     },
     "amd": {
+        # Same reason as on NVIDIA; Primus and ROCm Megatron set it too.
         "CUDA_DEVICE_MAX_CONNECTIONS": "1",
-        # Avoid scratch-memory reclaim stalls between kernels (AMD's recommended training setting).
+        # Keep scratch memory between kernels instead of reclaiming it (avoids stalls; AMD's
+        # dense-training default in ROCm Megatron and in current Primus).
         "HSA_NO_SCRATCH_RECLAIM": "1",
-        # Use the SDMA engines for host<->device copies.
+        # Use the SDMA engines for host<->device copies (Primus sets 1).
         "HSA_ENABLE_SDMA": "1",
+        # Two hardware queues per device: AMD's setting for stable training throughput.
+        "GPU_MAX_HW_QUEUES": "2",
+        # Give RCCL's streams high priority so communication overlaps compute.
+        "TORCH_NCCL_HIGH_PRIORITY": "1",
+        # Skip RCCL's argument checks on every collective (overhead only).
+        "NCCL_CHECKS_DISABLE": "1",
+        # MSCCL algorithms off, as Primus and ROCm Megatron do, for stability.
+        "RCCL_MSCCL_ENABLE": "0",
+        # CK flash-attention backward "v3" kernels off: the Primus release in the pinned image
+        # disables them for accuracy; set here so mega and prim on AMD run the same kernels.
+        "NVTE_CK_USES_BWD_V3": "0",
         # Same allocator policy as on NVIDIA (HIP reads the PYTORCH_HIP_ prefix).
         "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",

@@ -84,6 +84,7 @@ class Config:
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / "data_cache")
     sample_mb: float = 4.0
     sample_vocab: int = 8192
+    min_doc_chars: int = 16
     encode_workers: int = 0
     output_dir: Path = field(default_factory=lambda: REPO_ROOT / "output")
     hf_home: Path | None = None
@@ -278,7 +279,7 @@ def _validate(cfg: Config, explicit_gbs: int | None) -> None:
     for name in positive:
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must be at least 1")
-    for name in ("warmup_steps", "node_rank", "encode_workers", "seed"):
+    for name in ("warmup_steps", "node_rank", "encode_workers", "seed", "min_doc_chars"):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must not be negative")
     for name in ("lr", "sample_mb"):

@@ -1,0 +1,317 @@
+"""Stage 1: get the raw corpus and the tokenizers into ``DATA_DIR``.
+
+* ``bc`` / ``c4``: the first ``DATA_SAMPLES`` documents streamed with ``datasets``
+  (nothing else of the corpus is downloaded), written to ``<dataset>/raw.jsonl``.
+* ``sample``: a deterministic generated corpus (``data/sample_corpus.py``), offline.
+* ``local:<path>``: a JSONL file (``text`` field), a plain-text file (documents
+  separated by blank lines) or a directory of such files, copied to ``raw.jsonl``.
+* Tokenizers: the real ones through ``huggingface_hub`` (tokenizer files only) into
+  ``tokenizers/<model>``; for ``sample`` a BPE trained on the corpus into
+  ``tokenizers/sample-<model>``. Both load through ``utils.dataset.load_tokenizer``.
+
+The two network calls (:func:`open_hub_stream`, :func:`download_tokenizer_files`)
+are deliberately thin so everything around them is tested offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from data import manifest as mf
+from data import sample_corpus
+from data.common import (
+    DataError,
+    add_model_arg,
+    atomic_output,
+    base_parser,
+    config_from_args,
+    iter_jsonl_texts,
+    run_stage,
+    sha256_dir,
+    sha256_file,
+    tool_versions,
+    write_jsonl_line,
+)
+from utils.configure import Config, read_secret
+from utils.dataset import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    """A corpus on the Hugging Face Hub in a script-free format (parquet/json) that streams."""
+
+    repo: str
+    config: str | None
+    split: str
+    text_field: str = "text"
+
+
+# BookCorpus: the original `bookcorpus` repo relies on a loading script, which current
+# `datasets` no longer runs; rojagtap/bookcorpus holds the same 74M rows as parquet.
+HUB_DATASETS: dict[str, HubDataset] = {
+    "bc": HubDataset("rojagtap/bookcorpus", None, "train"),
+    "c4": HubDataset("allenai/c4", "en", "train"),
+}
+TOKENIZER_REPOS: dict[str, str] = {"llama": "meta-llama/Llama-3.1-8B", "qwen": "Qwen/Qwen2.5-7B"}
+GATED_REPOS = frozenset({"meta-llama/Llama-3.1-8B"})
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.json", "merges.txt", "tokenizer.model")
+LOCAL_SUFFIXES = (".jsonl", ".json", ".txt", ".text", ".md")
+
+
+def fetch_manifest_path(cfg: Config) -> Path:
+    return dataset_dir(cfg) / "fetch.manifest.json"
+
+
+def tokenizer_manifest_path(cfg: Config, model: str) -> Path:
+    directory = tokenizer_dir(cfg, model)
+    return directory.with_name(directory.name + ".manifest.json")
+
+
+# ---------------------------------------------------------------------------
+# network (thin on purpose: tests replace these two)
+
+
+def open_hub_stream(source: HubDataset) -> Iterable[dict[str, Any]]:
+    """Stream a Hub corpus record by record; nothing beyond what is read is downloaded."""
+    from datasets import load_dataset
+
+    return load_dataset(source.repo, source.config, split=source.split, streaming=True)
+
+
+def download_tokenizer_files(repo: str, destination: Path, token: str | None) -> None:
+    """Download only the tokenizer files of a model repository."""
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(repo_id=repo, allow_patterns=list(TOKENIZER_FILES), local_dir=str(destination), token=token)
+
+
+# ---------------------------------------------------------------------------
+# corpus
+
+
+def _hub_documents(cfg: Config, source: HubDataset, progress: bool) -> Iterator[str]:
+    try:
+        stream = iter(open_hub_stream(source))
+        with tqdm(total=cfg.data_samples, desc=f"fetch {cfg.dataset}", unit="doc", disable=not progress) as bar:
+            for record in itertools.islice(stream, cfg.data_samples):
+                text = record.get(source.text_field) if isinstance(record, dict) else None
+                if not isinstance(text, str):
+                    raise DataError(f"{source.repo}: record without a string '{source.text_field}' field")
+                bar.update(1)
+                yield text
+    except DataError:
+        raise
+    except Exception as exc:  # datasets/fsspec/network errors have no common base class
+        raise DataError(f"cannot stream {source.repo} ({source.config or 'default'}): "
+                        f"{type(exc).__name__}: {exc}") from exc
+
+
+def local_files(spec: str) -> list[Path]:
+    """The files behind ``DATASET=local:<path>``, in a stable order."""
+    path = Path(spec[len("local:"):]).expanduser()
+    if not path.exists():
+        raise DataError(f"DATASET=local:{path}: {path} does not exist")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOCAL_SUFFIXES)
+        if not files:
+            raise DataError(f"DATASET=local:{path}: no {', '.join(LOCAL_SUFFIXES)} files in the directory")
+        return files
+    return [path]
+
+
+def _plain_text_documents(path: Path) -> Iterator[str]:
+    """Documents of a plain-text file: blocks separated by blank lines, streamed."""
+    block: list[str] = []
+    try:
+        with path.open(encoding="utf-8") as stream:
+            for line in stream:
+                if line.strip():
+                    block.append(line)
+                elif block:
+                    yield "".join(block)
+                    block = []
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if block:
+        yield "".join(block)
+
+
+def _local_documents(files: list[Path]) -> Iterator[str]:
+    for file in files:
+        if not os.access(file, os.R_OK):
+            raise DataError(f"{file}: cannot read (permission denied)")
+        if file.suffix.lower() in (".jsonl", ".json"):
+            yield from iter_jsonl_texts(file)
+        else:
+            yield from _plain_text_documents(file)
+
+
+def _corpus_key(cfg: Config) -> dict[str, Any]:
+    if cfg.dataset == "sample":
+        return {"source": "sample", "seed": cfg.seed, "sample_mb": cfg.sample_mb,
+                "generator": sample_corpus.GENERATOR_VERSION}
+    if cfg.dataset.startswith("local:"):
+        files = local_files(cfg.dataset)
+        for file in files:
+            if not os.access(file, os.R_OK):
+                raise DataError(f"{file}: cannot read (permission denied)")
+        return {"source": "local", "files": {str(f.resolve()): sha256_file(f) for f in files}}
+    source = HUB_DATASETS[cfg.dataset]
+    return {"source": source.repo, "config": source.config, "split": source.split, "samples": cfg.data_samples}
+
+
+def fetch_corpus(cfg: Config, force: bool = False, progress: bool = True) -> Path:
+    """Write ``<DATA_DIR>/<dataset>/raw.jsonl`` unless the manifest says it is current."""
+    out = raw_path(cfg)
+    manifest_path = fetch_manifest_path(cfg)
+    key = _corpus_key(cfg)
+    if not force and mf.is_current(manifest_path, key):
+        print(f"fetch: {out} is current (manifest {manifest_path.name}); --force to redo")
+        return out
+    count = 0
+    with atomic_output(out) as tmp:
+        if cfg.dataset == "sample":
+            spec = sample_corpus.SampleSpec(seed=cfg.seed, target_bytes=int(cfg.sample_mb * 1_000_000))
+            count = sample_corpus.write_corpus(spec, tmp)
+        else:
+            if cfg.dataset.startswith("local:"):
+                documents = _local_documents(local_files(cfg.dataset))
+            else:
+                documents = _hub_documents(cfg, HUB_DATASETS[cfg.dataset], progress)
+            with tmp.open("w", encoding="utf-8") as stream:
+                for text in documents:
+                    write_jsonl_line(stream, text)
+                    count += 1
+        if count == 0:
+            raise DataError(f"{cfg.dataset}: the source produced no documents; nothing written to {out}")
+    if not cfg.dataset.startswith(("sample", "local:")) and count < cfg.data_samples:
+        print(f"fetch: warning: {cfg.dataset} ended after {count} of DATA_SAMPLES={cfg.data_samples} documents",
+              file=sys.stderr)
+    mf.write_manifest(manifest_path, "fetch", key, [out], {"documents": count})
+    print(f"fetch: wrote {count} documents to {out}")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# tokenizers
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def _hf_token(repo: str) -> str | None:
+    token = read_secret("HF_TOKEN")
+    if token is None and repo in GATED_REPOS:
+        raise DataError(
+            f"{repo} is a gated repository and HF_TOKEN is not set: accept its licence on "
+            f"https://huggingface.co/{repo}, then put HF_TOKEN=<your token> in secrets.env "
+            "(copy secrets.env.example) or export HF_TOKEN"
+        )
+    return token
+
+
+def fetch_real_tokenizer(cfg: Config, model: str, force: bool = False) -> Path:
+    repo = TOKENIZER_REPOS[model]
+    final = tokenizer_dir(cfg, model)
+    manifest_path = tokenizer_manifest_path(cfg, model)
+    key = {"repo": repo, "files": list(TOKENIZER_FILES)}
+    if not force and mf.is_current(manifest_path, key) and final.is_dir():
+        print(f"fetch: tokenizer {final} is current; --force to redo")
+        return final
+    token = _hf_token(repo)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        try:
+            download_tokenizer_files(repo, tmp, token)
+        except Exception as exc:  # hub errors: gated, not found, offline...
+            message = str(exc).replace(token, "<HF_TOKEN>") if token else str(exc)
+            hint = " (is HF_TOKEN in secrets.env valid and the licence accepted?)" if repo in GATED_REPOS else ""
+            raise DataError(f"cannot download the tokenizer of {repo}{hint}: {type(exc).__name__}: {message}") from None
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download metadata
+        load_tokenizer(tmp)  # refuse to install a tokenizer that does not load
+        _replace_dir(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    outputs = sorted(p for p in final.rglob("*") if p.is_file())
+    mf.write_manifest(manifest_path, "fetch-tokenizer", key, outputs, {"files": len(outputs)})
+    print(f"fetch: tokenizer of {repo} saved to {final}")
+    return final
+
+
+def fetch_sample_tokenizers(cfg: Config, corpus: Path, force: bool = False) -> list[Path]:
+    """Train the sample BPE once and save one tokenizer per model (skipped when current)."""
+    corpus_hash = sha256_file(corpus)
+    versions = tool_versions("tokenizers", "transformers")
+    base = None
+    done = []
+    for model in cfg.models:
+        final = tokenizer_dir(cfg, model)
+        manifest_path = tokenizer_manifest_path(cfg, model)
+        key = {"trained_on": corpus_hash, "bpe_vocab": cfg.sample_vocab, "style": model,
+               "generator": sample_corpus.GENERATOR_VERSION, "versions": versions}
+        if not force and mf.is_current(manifest_path, key):
+            print(f"fetch: tokenizer {final} is current; --force to redo")
+            done.append(final)
+            continue
+        if base is None:
+            print(f"fetch: training a {cfg.sample_vocab}-token byte-level BPE on {corpus.name}")
+            base = sample_corpus.train_base_tokenizer(corpus, cfg.sample_vocab)
+        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            sample_corpus.save_model_tokenizer(base, model, tmp)
+            load_tokenizer(tmp)
+            _replace_dir(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        outputs = sorted(p for p in final.rglob("*") if p.is_file())
+        mf.write_manifest(manifest_path, "fetch-tokenizer", key, outputs, {"tokenizer_sha256": sha256_dir(final)})
+        print(f"fetch: sample tokenizer for {model} saved to {final}")
+        done.append(final)
+    return done
+
+
+def fetch(cfg: Config, force: bool = False, progress: bool = True) -> None:
+    if cfg.hf_home:
+        os.environ["HF_HOME"] = str(cfg.hf_home)
+    corpus = fetch_corpus(cfg, force=force, progress=progress)
+    if cfg.dataset == "sample":
+        fetch_sample_tokenizers(cfg, corpus, force=force)
+    else:
+        for model in cfg.models:
+            fetch_real_tokenizer(cfg, model, force=force)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = base_parser("data.fetch", "Fetch (or generate) the raw corpus and the tokenizers into DATA_DIR.")
+    add_model_arg(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body(args: argparse.Namespace) -> None:
+        fetch(config_from_args(args), force=args.force, progress=not args.no_progress)
+
+    return run_stage("data.fetch", body, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Stage 4: prove each ``.bin/.idx`` pair is a correct Megatron dataset of the clean corpus.
+
+Checks, each failing with the file and the problem named:
+
+* the ``.idx`` header by hand first (magic, version 1, a known dtype code, the dtype
+  megatron-core's rule gives for this tokenizer's vocabulary), because megatron-core
+  only ``assert``s these;
+* the ``.idx`` size the header implies, then opening with megatron-core's
+  ``IndexedDataset`` (the reader every framework uses);
+* sequence and document counts (one sequence per document, as ``preprocess_data.py``
+  writes without ``--split-sentences``) against the clean corpus and the encode
+  manifest, which must belong to this very pair and this ``clean.jsonl`` (a stale or
+  half-installed pair is rejected);
+* byte offsets consistent with the lengths, and the ``.bin`` size against the index
+  (a truncated ``.bin`` fails here);
+* every token id below the vocabulary size, every document ending in EOD;
+* a round trip on sampled documents: decoding gives the clean text back, and
+  re-encoding it gives the stored tokens.
+
+A passing run records ``<prefix>.verify.json``; an unchanged pair is not re-checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data import manifest as mf
+from data.common import (
+    DataError,
+    add_model_arg,
+    base_parser,
+    config_from_args,
+    iter_jsonl_texts,
+    run_stage,
+    sha256_dir,
+    sha256_file,
+)
+from data.encode import bin_idx, encode_manifest_path
+from utils.configure import Config
+from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+
+INDEX_MAGIC = b"MMIDIDX\x00\x00"
+HEADER_BYTES = 9 + 8 + 1 + 8 + 8
+ROUND_TRIP_SAMPLES = 16
+_CHUNK_TOKENS = 1 << 24
+
+
+def verify_report_path(prefix: Path) -> Path:
+    return Path(f"{prefix}.verify.json")
+
+
+def read_index_header(idx_path: Path) -> dict[str, int]:
+    """Parse the fixed 34-byte ``.idx`` header with clear errors for each field."""
+    from megatron.core.datasets.indexed_dataset import DType
+
+    with idx_path.open("rb") as stream:
+        header = stream.read(HEADER_BYTES)
+    if len(header) < HEADER_BYTES:
+        raise DataError(f"{idx_path}: truncated index header ({len(header)} of {HEADER_BYTES} bytes)")
+    if header[:9] != INDEX_MAGIC:
+        raise DataError(f"{idx_path}: wrong magic {header[:9]!r}, expected {INDEX_MAGIC!r}: not a Megatron index")
+    version, code, sequences, documents = struct.unpack("<QBQQ", header[9:])
+    if version != 1:
+        raise DataError(f"{idx_path}: index version {version}, only version 1 is supported")
+    known = {member.value: member.name for member in DType}
+    if code not in known:
+        raise DataError(f"{idx_path}: unknown dtype code {code} (known: {known})")
+    return {"version": version, "dtype_code": code, "sequences": sequences, "documents": documents}
+
+
+def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dict[str, Any]:
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDataset
+
+    prefix = dataset_prefix(cfg, model)
+    bin_path, idx_path = bin_idx(prefix)
+    for path in (idx_path, bin_path):
+        if not path.is_file():
+            raise DataError(f"{path}: missing; run `python -m data.encode` first")
+
+    vocab, eod = vocab_size(tokenizer), eod_id(tokenizer)
+    header = read_index_header(idx_path)
+    expected_dtype = DType.optimal_dtype(vocab)
+    dtype = DType.dtype_from_code(header["dtype_code"])
+    if dtype != expected_dtype:
+        expected_code = DType.code_from_dtype(expected_dtype)
+        raise DataError(f"{idx_path}: dtype code {header['dtype_code']} ({dtype.__name__}) but a vocabulary of "
+                        f"{vocab} tokens needs {expected_dtype.__name__} (code {expected_code})")
+    n, d = header["sequences"], header["documents"]
+    idx_bytes = HEADER_BYTES + n * 4 + n * 8 + d * 8
+    if idx_path.stat().st_size != idx_bytes:
+        raise DataError(f"{idx_path}: {idx_path.stat().st_size} bytes, but the header ({n} sequences, "
+                        f"{d} document indices) needs {idx_bytes}: truncated or corrupt")
+
+    encode_manifest = mf.read_manifest(encode_manifest_path(prefix))
+    if encode_manifest is None:
+        raise DataError(f"{prefix}: no encode manifest; this pair was not completed by data.encode (re-run it)")
+    recorded = encode_manifest.get("outputs", {})
+    for path in (bin_path, idx_path):
+        entry = recorded.get(path.name, {})
+        if entry.get("bytes") != path.stat().st_size:
+            raise DataError(f"{path}: {path.stat().st_size} bytes, but data.encode wrote {entry.get('bytes')}: "
+                            "truncated or replaced")
+    if encode_manifest.get("key", {}).get("clean_sha256") != clean_hash:
+        raise DataError(f"{prefix}: stale: encoded from a different clean.jsonl (re-run data.encode)")
+
+    try:
+        dataset = IndexedDataset(str(prefix))
+    except (AssertionError, ValueError, OSError) as exc:
+        raise DataError(f"{prefix}: megatron-core IndexedDataset cannot open it: {exc or type(exc).__name__}") from None
+    lengths = dataset.sequence_lengths.astype(np.int64)
+    doc_index = dataset.document_indices
+    pointers = dataset.index.sequence_pointers if hasattr(dataset, "index") else None
+    if len(dataset) != n or len(doc_index) != d:
+        raise DataError(f"{idx_path}: IndexedDataset reads {len(dataset)} sequences / {len(doc_index)} indices, "
+                        f"header says {n} / {d}")
+    if d != n + 1 or not np.array_equal(doc_index, np.arange(d)):
+        raise DataError(f"{idx_path}: expected one sequence per document (document indices 0..{n}), "
+                        f"got {d - 1} documents for {n} sequences")
+    expected_docs = encode_manifest.get("counts", {}).get("documents")
+    if n != expected_docs:
+        raise DataError(f"{idx_path}: {n} documents, but data.encode wrote {expected_docs}")
+    if n and lengths.min() < 1:
+        raise DataError(f"{idx_path}: document {int(np.argmin(lengths))} is empty (no EOD)")
+    itemsize = np.dtype(dtype).itemsize
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) * itemsize
+    if pointers is not None and not np.array_equal(np.asarray(pointers), starts):
+        raise DataError(f"{idx_path}: sequence byte offsets do not match the sequence lengths")
+    tokens = int(lengths.sum())
+    if bin_path.stat().st_size != tokens * itemsize:
+        raise DataError(f"{bin_path}: {bin_path.stat().st_size} bytes, but the index describes {tokens} tokens "
+                        f"of {itemsize} bytes = {tokens * itemsize}: truncated or corrupt")
+
+    data = np.memmap(bin_path, dtype=dtype, mode="r")
+    for start in range(0, tokens, _CHUNK_TOKENS):
+        chunk = data[start:start + _CHUNK_TOKENS]
+        low, high = int(chunk.min()), int(chunk.max())
+        if high >= vocab or low < 0:
+            bad = start + int(np.argmax((chunk >= vocab) | (chunk < 0)))
+            raise DataError(f"{bin_path}: token id {int(data[bad])} at position {bad} is outside the vocabulary "
+                            f"[0, {vocab}) of {tokenizer_dir(cfg, model)}")
+    ends = starts // itemsize + lengths - 1
+    not_eod = np.flatnonzero(data[ends] != eod)
+    if not_eod.size:
+        raise DataError(f"{bin_path}: {not_eod.size} document(s) do not end in EOD {eod}, "
+                        f"first: document {int(not_eod[0])}")
+    samples = _round_trip(cfg, prefix, dataset, tokenizer, eod)
+    del data, dataset
+    return {"documents": n, "tokens": tokens, "dtype": dtype.__name__, "vocab_size": vocab, "eod_id": eod,
+            "round_trip_documents": samples}
+
+
+def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: int) -> list[int]:
+    """Decode sampled documents back to their clean text and re-encode them to the stored tokens."""
+    count = len(dataset)
+    picks = sorted(random.Random(cfg.seed).sample(range(count), min(ROUND_TRIP_SAMPLES, count)))
+    wanted = set(picks)
+    texts: dict[int, str] = {}
+    for number, text in enumerate(iter_jsonl_texts(clean_path(cfg))):
+        if number in wanted:
+            texts[number] = text
+            if len(texts) == len(wanted):
+                break
+    for number in picks:
+        stored = [int(t) for t in dataset[number]]
+        if number not in texts:
+            raise DataError(f"{prefix}: document {number} has no counterpart in {clean_path(cfg)}")
+        decoded = tokenizer.decode(stored, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        if decoded != texts[number]:
+            raise DataError(f"{prefix}.bin: document {number} decodes to {decoded[:60]!r}..., "
+                            f"clean text is {texts[number][:60]!r}...")
+        if [*tokenizer(texts[number])["input_ids"], eod] != stored:
+            raise DataError(f"{prefix}.bin: document {number} differs from re-encoding its clean text")
+    return picks
+
+
+def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]:
+    source = clean_path(cfg)
+    if not source.is_file():
+        raise DataError(f"{source}: missing; verify compares the dataset with it (run data.clean)")
+    tok_dir = tokenizer_dir(cfg, model)
+    tokenizer = load_tokenizer(tok_dir)
+    prefix = dataset_prefix(cfg, model)
+    bin_path, idx_path = bin_idx(prefix)
+    report_path = verify_report_path(prefix)
+    clean_hash = sha256_file(source)
+    if not force and all(p.is_file() for p in (bin_path, idx_path)):
+        key = {"bin_sha256": sha256_file(bin_path), "idx_sha256": sha256_file(idx_path),
+               "tokenizer_sha256": sha256_dir(tok_dir), "clean_sha256": clean_hash, "seed": cfg.seed}
+        if mf.is_current(report_path, key):
+            print(f"verify: {prefix} unchanged since it passed ({report_path.name}); --force to re-check")
+            return mf.read_manifest(report_path)["counts"]
+    result = _check_pair(cfg, model, tokenizer, clean_hash)
+    key = {"bin_sha256": sha256_file(bin_path), "idx_sha256": sha256_file(idx_path),
+           "tokenizer_sha256": sha256_dir(tok_dir), "clean_sha256": clean_hash, "seed": cfg.seed}
+    mf.write_manifest(report_path, "verify", key, [], result)
+    print(f"verify: OK {prefix}.bin/.idx: {result['documents']} documents, {result['tokens']} tokens, "
+          f"{result['dtype']}, ids < {result['vocab_size']}, every document ends in EOD {result['eod_id']}, "
+          f"{len(result['round_trip_documents'])} documents round-trip")
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = base_parser("data.verify", "Check each encoded dataset with megatron-core's IndexedDataset.")
+    add_model_arg(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body(args: argparse.Namespace) -> None:
+        cfg = config_from_args(args)
+        failures = []
+        for model in cfg.models:
+            try:
+                verify_model(cfg, model, force=args.force)
+            except DataError as exc:
+                print(f"data.verify: FAILED: {exc}", file=sys.stderr)
+                failures.append(model)
+        if failures:
+            raise DataError(f"{len(failures)} dataset(s) failed verification: {', '.join(failures)}")
+
+    return run_stage("data.verify", body, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""From run groups to the numbers a report shows: per-group summaries, ratios, loss parity.
+
+Only ``ok`` runs enter a summary; failed and incomplete runs are counted and shown
+by their status, never averaged in. Repeated runs give a median and a 95% interval
+(:mod:`evaluate.stats`); every ratio is computed from the per-run values of both
+sides, so its interval carries the run-to-run noise of both platforms.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluate.references import ReferenceMatch, match_references
+from evaluate.results import LoadedResult, RunGroup
+from evaluate.stats import Estimate, estimate, pearson, ratio_estimate
+
+TOKENS_PER_TRILLION = 1e12
+
+
+def _values(runs: list[LoadedResult], block: str, key: str) -> list[float]:
+    out = []
+    for run in runs:
+        value = (run.data.get(block) or {}).get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            out.append(float(value))
+    return out
+
+
+def _mfu_values(runs: list[LoadedResult], convention: str) -> list[float]:
+    out = []
+    for run in runs:
+        value = ((run.data.get("performance_metrics") or {}).get("mfu") or {}).get(convention)
+        if isinstance(value, (int, float)):
+            out.append(float(value))
+    return out
+
+
+def _first_reason(runs: list[LoadedResult], block: str, key: str, default: str) -> str:
+    for run in runs:
+        value = (run.data.get(block) or {}).get(key)
+        if value:
+            return str(value)
+    return default
+
+
+@dataclass
+class GroupSummary:
+    """What one (platform, framework, model) achieved over its ok runs."""
+
+    group: RunGroup
+    tokens_per_gpu: Estimate | None
+    step_time: Estimate | None  # median step time of each run
+    avg_step_time: Estimate | None  # mean step time of each run
+    mfu_full: Estimate | None
+    mfu_causal: Estimate | None
+    mfu_reason: str | None
+    peak_memory_gb: Estimate | None
+    memory_reason: str | None
+    tokens_per_kwh: Estimate | None
+    power_reason: str | None
+    final_loss: float | None
+    step_time_total_s: float | None
+    per_run_tokens_per_gpu: list[float] = field(default_factory=list)
+    references: list[ReferenceMatch] = field(default_factory=list)
+
+    @property
+    def representative(self) -> LoadedResult | None:
+        """The first ok run (lowest run index): its curves are plotted, its hardware is shown."""
+        ok = self.group.ok_runs
+        return ok[0] if ok else None
+
+    def cost_per_trillion(self, price_per_gpu_hour: float | None) -> Estimate | None:
+        """Dollars to train on 1e12 tokens at ``price_per_gpu_hour`` per GPU: price / (tokens/s/GPU * 3600) * 1e12."""
+        if price_per_gpu_hour is None or self.tokens_per_gpu is None:
+            return None
+
+        def cost(tps: float) -> float:
+            return price_per_gpu_hour / (tps * 3600.0) * TOKENS_PER_TRILLION
+
+        tpg = self.tokens_per_gpu
+        if tpg.has_interval and tpg.low and tpg.low > 0:
+            return Estimate(cost(tpg.value), cost(tpg.high), cost(tpg.low), tpg.n)  # type: ignore[arg-type]
+        return Estimate(cost(tpg.value), None, None, tpg.n)
+
+
+def summarize_group(group: RunGroup) -> GroupSummary:
+    ok = group.ok_runs
+    per_run_tps = _values(ok, "performance_metrics", "tokens_per_second_per_gpu")
+    mfu_full, mfu_causal = _mfu_values(ok, "full"), _mfu_values(ok, "causal")
+    peaks = _values(ok, "memory_metrics", "peak_allocated_gb")
+    kwh = _values(ok, "power_metrics", "tokens_per_kwh")
+    finals = []
+    for run in ok:
+        finite = [v for v in run.data["loss_values"] if v is not None and math.isfinite(v)]
+        if finite:
+            finals.append(finite[-1])
+    first = ok[0] if ok else None
+    total = sum(t for t in first.data["step_times"] if t is not None) if first else None
+    summary = GroupSummary(
+        group=group,
+        tokens_per_gpu=estimate(per_run_tps),
+        step_time=estimate(_values(ok, "performance_metrics", "median_step_time_seconds")),
+        avg_step_time=estimate(_values(ok, "performance_metrics", "avg_step_time_seconds")),
+        mfu_full=estimate(mfu_full),
+        mfu_causal=estimate(mfu_causal),
+        mfu_reason=None if mfu_full else _first_reason(ok, "performance_metrics", "mfu_reason", "not computed"),
+        peak_memory_gb=estimate(peaks),
+        memory_reason=None if peaks else _first_reason(ok, "memory_metrics", "reason", "not measured"),
+        tokens_per_kwh=estimate(kwh),
+        power_reason=None if kwh else _first_reason(ok, "power_metrics", "reason", "power not measured"),
+        final_loss=statistics.median(finals) if finals else None,
+        step_time_total_s=total,
+        per_run_tokens_per_gpu=per_run_tps,
+    )
+    if first is not None and summary.tokens_per_gpu is not None:
+        summary.references = match_references(first.data, summary.tokens_per_gpu.value)
+    return summary
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """AMD / NVIDIA tokens/s/GPU for one pair of frameworks of one model."""
+
+    numerator: GroupSummary
+    denominator: GroupSummary
+    value: Estimate
+
+
+def platform_ratios(summaries: list[GroupSummary], top: str = "amd", bottom: str = "nvd") -> list[Ratio]:
+    """Every ``top`` group against every ``bottom`` group of the same model, from per-run values."""
+    out = []
+    for a in (s for s in summaries if s.group.platform == top):
+        for b in (s for s in summaries if s.group.platform == bottom):
+            value = ratio_estimate(a.per_run_tokens_per_gpu, b.per_run_tokens_per_gpu)
+            if value is not None:
+                out.append(Ratio(a, b, value))
+    return out
+
+
+@dataclass(frozen=True)
+class LossParity:
+    """How closely two platforms' loss curves agree on identical data."""
+
+    first: GroupSummary
+    second: GroupSummary
+    steps: int
+    correlation: float | None
+    max_relative_gap: float | None
+    reason: str | None  # why parity was not computed
+
+
+def _same_tokens(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """None if both runs saw the same tokens in the same order, else why not."""
+    def part(result: dict[str, Any], name: str) -> Any:
+        value = (result.get("fingerprint") or {}).get(name)
+        return value.get("hash") if isinstance(value, dict) else None
+
+    for name in ("data", "tokenizer"):
+        ha, hb = part(a, name), part(b, name)
+        if ha is None or hb is None:
+            return f"{name} fingerprint missing: identical data cannot be shown"
+        if ha != hb:
+            return f"{name} differs: loss curves are not comparable"
+    for key in ("SEED", "GBS", "SL"):
+        if a["training_config"].get(key) != b["training_config"].get(key):
+            return f"{key} differs: loss curves are not comparable"
+    return None
+
+
+def loss_parity(first: GroupSummary, second: GroupSummary) -> LossParity:
+    """Pearson correlation and max |a-b|/|b| of the loss curves over their common steps (b = ``second``)."""
+    ra, rb = first.representative, second.representative
+    if ra is None or rb is None:
+        return LossParity(first, second, 0, None, None, "no completed run on one side")
+    reason = _same_tokens(ra.data, rb.data)
+    if reason:
+        return LossParity(first, second, 0, None, None, reason)
+    pairs = [(x, y) for x, y in zip(ra.data["loss_values"], rb.data["loss_values"], strict=False)
+             if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+    if len(pairs) < 3:
+        return LossParity(first, second, len(pairs), None, None, "fewer than 3 common finite loss values")
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    gaps = [abs(x - y) / abs(y) for x, y in pairs if y != 0]
+    return LossParity(first, second, len(pairs), pearson(xs, ys), max(gaps) if gaps else None, None)
+
+
+def cross_platform_parities(summaries: list[GroupSummary]) -> list[LossParity]:
+    """Loss parity for every pair of completed groups on different platforms (ordered AMD, NVIDIA, CPU)."""
+    out = []
+    completed = [s for s in summaries if s.representative is not None]
+    for i, a in enumerate(completed):
+        for b in completed[i + 1:]:
+            if a.group.platform != b.group.platform:
+                out.append(loss_parity(a, b))
+    return out

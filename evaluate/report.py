@@ -1,0 +1,274 @@
+"""The comparison as text: ``compare.md`` and the console summary, from one :class:`Comparison`.
+
+Order of the Markdown report: the fairness verdict first (and, when workloads
+differ but ``--allow-mismatch`` was given, a first line that says so), skipped
+files, hardware and software per platform, then per model a results table, the
+published references, the AMD/NVIDIA ratio with its interval, loss-curve parity,
+and, when only one platform is present, the frameworks of that platform side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluate.analysis import GroupSummary, LossParity, Ratio, cross_platform_parities, platform_ratios
+from evaluate.fairness import FairnessReport
+from evaluate.results import FRAMEWORK_NAMES, MODEL_NAMES, PLATFORM_NAMES
+from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
+from evaluate.tables import console_table, markdown_table
+
+MISMATCH_LINE = ("**WARNING: the workloads compared here are NOT identical (compared anyway with --allow-mismatch); "
+                 "differences below. Ratios are not a fair hardware comparison.**")
+KEY_LIBRARIES = ("torch", "megatron-core", "transformer-engine", "transformer_engine", "nemo-toolkit",
+                 "nemo_toolkit", "primus", "flash-attn", "flash_attn", "transformers", "lightning")
+
+
+@dataclass
+class Comparison:
+    """Everything the report shows, computed once."""
+
+    by_model: dict[str, list[GroupSummary]]
+    fairness: FairnessReport
+    skipped: list[tuple[Path, str]]
+    allow_mismatch: bool
+    prices: dict[str, float] = field(default_factory=dict)
+    figure_name: str = "compare.png"
+    parity_figure_name: str | None = "loss_parity.png"
+
+    @property
+    def platforms(self) -> list[str]:
+        return sorted({s.group.platform for groups in self.by_model.values() for s in groups})
+
+    @property
+    def single_platform(self) -> bool:
+        return len(self.platforms) == 1
+
+    def ratios(self, model: str) -> list[Ratio]:
+        return platform_ratios(self.by_model[model])
+
+    def parities(self, model: str) -> list[LossParity]:
+        return cross_platform_parities(self.by_model[model])
+
+    def all_parities(self) -> list[LossParity]:
+        return [p for model in sorted(self.by_model) for p in self.parities(model)]
+
+
+# ---------------------------------------------------------------------------
+# cells
+
+
+def _est(value: Estimate | None, digits: int = 1, scale: float = 1.0, missing: str = "n/a", unit: str = "") -> str:
+    return value.format(digits, scale, unit) if value is not None else missing
+
+
+def _mfu(value: Estimate | None, reason: str | None, short: bool = False) -> str:
+    if value is None:
+        return f"n/a ({reason})" if reason and not short else "n/a"
+    return value.format(1, 100.0, "%")
+
+
+def _not_measured(value: Estimate | None, reason: str | None, digits: int = 1, short: bool = False) -> str:
+    if value is not None:
+        return _est(value, digits)
+    return "not measured" if short else f"not measured ({reason or 'no data'})"
+
+
+def _price(summary: GroupSummary, prices: dict[str, float]) -> str:
+    price = prices.get(summary.group.platform)
+    if price is None:
+        return "no price given"
+    cost = summary.cost_per_trillion(price)
+    return "$" + _est(cost, 0) if cost is not None else "n/a"
+
+
+def _framework(summary: GroupSummary) -> str:
+    g = summary.group
+    return f"{PLATFORM_NAMES.get(g.platform, g.platform)} {FRAMEWORK_NAMES.get(g.framework, g.framework)}"
+
+
+RESULT_HEADERS = ["platform / framework", "status", "tokens/s/GPU", "median step (s)", "MFU full",
+                  "MFU causal", "peak mem (GiB)", "tokens/kWh", "cost per 1T tokens"]
+
+
+def result_rows(groups: list[GroupSummary], prices: dict[str, float], short: bool = False) -> list[list[str]]:
+    """One row per group; ``short`` leaves the reasons for missing values out (the console lists them apart)."""
+    rows = []
+    for s in groups:
+        if not s.group.ok_runs:
+            rows.append([_framework(s), s.group.status_text()] + ["-"] * (len(RESULT_HEADERS) - 2))
+            continue
+        rows.append([
+            _framework(s), s.group.status_text(), _est(s.tokens_per_gpu, 1), _est(s.step_time, 3),
+            _mfu(s.mfu_full, s.mfu_reason, short), _mfu(s.mfu_causal, s.mfu_reason, short),
+            _not_measured(s.peak_memory_gb, s.memory_reason, 2, short),
+            _not_measured(s.tokens_per_kwh, s.power_reason, 0, short),
+            _price(s, prices),
+        ])
+    return rows
+
+
+def failed_rows(groups: list[GroupSummary]) -> list[list[str]]:
+    return [[run.path.name, run.status, (run.data.get("error") or "")[:160]]
+            for s in groups for run in s.group.not_ok_runs]
+
+
+def reference_rows(groups: list[GroupSummary]) -> list[list[str]]:
+    rows = []
+    for s in groups:
+        for m in s.references:
+            ref = m.reference
+            rows.append([_framework(s), ref.name, ref.config_text(), f"{ref.tokens_per_second_per_gpu:,.0f}",
+                         f"{m.measured:,.1f}", m.verdict(),
+                         f"[{ref.source_title}]({ref.source_url})" + ("" if ref.verified else " (unverified)")])
+    return rows
+
+
+def ratio_rows(ratios: list[Ratio]) -> list[list[str]]:
+    return [[_framework(r.numerator), _framework(r.denominator), _est(r.value, 3, unit="x"),
+             "faster on AMD" if r.value.value > 1 else "faster on NVIDIA" if r.value.value < 1 else "equal"]
+            for r in ratios]
+
+
+def parity_rows(parities: list[LossParity]) -> list[list[str]]:
+    rows = []
+    for p in parities:
+        if p.reason:
+            rows.append([_framework(p.first), _framework(p.second), "-", "-", "-", f"not computed: {p.reason}"])
+        else:
+            corr = f"{p.correlation:.4f}" if p.correlation is not None else "n/a (constant curve)"
+            gap = f"{p.max_relative_gap:.2%}" if p.max_relative_gap is not None else "n/a"
+            rows.append([_framework(p.first), _framework(p.second), str(p.steps), corr, gap, ""])
+    return rows
+
+
+def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
+    """Seed 004's per-platform view: frameworks side by side."""
+    rows = []
+    for s in groups:
+        final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
+        total = f"{s.step_time_total_s:,.1f}s" if s.step_time_total_s is not None else "n/a"
+        rows.append([FRAMEWORK_NAMES.get(s.group.framework, s.group.framework), s.group.status_text(),
+                     _est(s.tokens_per_gpu, 1), _est(s.avg_step_time, 3), final, total])
+    return rows
+
+
+def hardware_rows(comparison: Comparison) -> list[list[str]]:
+    seen: dict[tuple[str, str], list[Any]] = {}
+    for groups in comparison.by_model.values():
+        for s in groups:
+            run = s.representative or (s.group.runs[0] if s.group.runs else None)
+            if run is None:
+                continue
+            gpu = run.data["gpu_info"]
+            env = run.data.get("environment") or {}
+            libs = env.get("libraries") or {}
+            lib_text = ", ".join(f"{k} {libs[k]}" for k in KEY_LIBRARIES if k in libs) or "n/a"
+            image = (env.get("image") or {}).get("tag") or "none recorded"
+            key = (run.platform, s.group.framework)
+            seen.setdefault(key, [
+                PLATFORM_NAMES.get(run.platform, run.platform), s.group.framework,
+                gpu.get("device_name") or gpu.get("cpu_name") or "n/a", gpu.get("device_count"),
+                gpu.get("total_memory_gb"), f"{gpu.get('software_stack')} {gpu.get('software_version') or ''}".strip(),
+                gpu.get("driver_version") or "n/a", lib_text, image,
+            ])
+    return [seen[k] for k in sorted(seen)]
+
+
+HARDWARE_HEADERS = ["platform", "framework", "device", "GPUs", "memory (GB)", "stack", "driver", "libraries",
+                    "image"]
+
+
+# ---------------------------------------------------------------------------
+# documents
+
+
+def markdown(comparison: Comparison) -> str:
+    fairness = comparison.fairness
+    lines: list[str] = []
+    if not fairness.fair:
+        lines += [MISMATCH_LINE, ""]
+    lines += ["# tprimat comparison", "", f"**Fairness check: {fairness.verdict()}**", ""]
+    if fairness.differences:
+        lines += [f"- {d.describe()}" for d in fairness.differences] + [""]
+    if comparison.skipped:
+        lines += ["## Skipped files", ""]
+        lines += [f"- `{p.name}`: {reason}" for p, reason in comparison.skipped] + [""]
+    lines += ["## Hardware and software", "", markdown_table(HARDWARE_HEADERS, hardware_rows(comparison)), ""]
+    lines += [f"![comparison]({comparison.figure_name})", ""]
+    for model in sorted(comparison.by_model):
+        groups = comparison.by_model[model]
+        lines += [f"## {MODEL_NAMES.get(model, model)}", ""]
+        lines += [markdown_table(RESULT_HEADERS, result_rows(groups, comparison.prices)), ""]
+        failed = failed_rows(groups)
+        if failed:
+            lines += ["Runs not counted (failed or incomplete):", "",
+                      markdown_table(["file", "status", "reason"], failed), ""]
+        refs = reference_rows(groups)
+        if refs:
+            lines += ["### Published references", "",
+                      markdown_table(["result", "reference", "reference config", "reference tokens/s/GPU",
+                                      "measured", "verdict", "source"], refs), ""]
+        ratios = comparison.ratios(model)
+        if ratios:
+            lines += ["### AMD / NVIDIA throughput ratio", "",
+                      markdown_table(["AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
+                                     ratio_rows(ratios)), ""]
+        parities = comparison.parities(model)
+        if parities:
+            lines += ["### Loss-curve parity between platforms", "",
+                      markdown_table(["first", "second", "steps", "correlation", "max relative gap", "note"],
+                                     parity_rows(parities)), ""]
+        if comparison.single_platform:
+            platform = PLATFORM_NAMES.get(comparison.platforms[0], comparison.platforms[0])
+            lines += [f"### {platform} frameworks side by side", "",
+                      markdown_table(["framework", "status", "tokens/s/GPU", "avg step (s)", "final loss",
+                                      "total step time"], framework_rows(groups)), ""]
+            best = max((s for s in groups if s.tokens_per_gpu), key=lambda s: s.tokens_per_gpu.value, default=None)
+            if best is not None:
+                lines += [f"Highest throughput: **{_framework(best)}**, {_est(best.tokens_per_gpu)} tokens/s/GPU", ""]
+    if comparison.parity_figure_name and any(p.reason is None for p in comparison.all_parities()):
+        lines += [f"![loss parity]({comparison.parity_figure_name})", ""]
+    lines += ["## Method", "",
+              f"- Repeated runs: {INTERVAL_METHOD}. Ratios: {RATIO_METHOD}. Failed and incomplete runs are listed, "
+              "never averaged in.",
+              "- Throughput: GBS x SL / median step time over measured (post-warm-up) steps, per GPU = / world size.",
+              "- MFU: achieved FLOP/s per GPU / peak dense FLOP/s of the device, with FLOPs per token from Megatron's "
+              "dense formula under full attention and causal-halved attention.",
+              "- Cost per 1T tokens: price per GPU-hour / (tokens/s/GPU x 3600) x 1e12"
+              + (" with " + ", ".join(f"{PLATFORM_NAMES.get(k, k)} ${v:.2f}/GPU-h"
+                                      for k, v in sorted(comparison.prices.items())) if comparison.prices
+                 else " (no --price-per-gpu-hour given)") + ".",
+              "- Loss parity: Pearson correlation and max |a - b| / |b| of the per-step loss, computed only when both "
+              "runs have the same data and tokenizer fingerprints, seed, GBS and SL.",
+              "- A result below half of a matching published reference is flagged as likely misconfigured.", ""]
+    return "\n".join(lines)
+
+
+def console(comparison: Comparison) -> str:
+    lines = []
+    if not comparison.fairness.fair:
+        lines.append("WARNING: workloads differ; compared anyway (--allow-mismatch)")
+    lines.append(f"fairness: {comparison.fairness.verdict()}")
+    lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
+    for model in sorted(comparison.by_model):
+        groups = comparison.by_model[model]
+        title = MODEL_NAMES.get(model, model)
+        rows = result_rows(groups, comparison.prices, short=True)
+        lines += ["", f"== {title} ==", console_table(RESULT_HEADERS, rows)]
+        notes = sorted({f"{what}: {reason}" for s in groups if s.group.ok_runs
+                        for what, reason in (("MFU", s.mfu_reason), ("memory", s.memory_reason),
+                                             ("power", s.power_reason)) if reason})
+        lines += [f"  note: {note}" for note in notes]
+        for row in reference_rows(groups):
+            lines.append(f"  reference: {row[0]} vs {row[1]} ({row[3]} tokens/s/GPU): {row[5]}")
+        for row in ratio_rows(comparison.ratios(model)):
+            lines.append(f"  AMD/NVIDIA {row[0]} vs {row[1]}: {row[2]} ({row[3]})")
+        for row in parity_rows(comparison.parities(model)):
+            detail = row[5] or f"correlation {row[3]}, max relative gap {row[4]} over {row[2]} steps"
+            lines.append(f"  loss parity {row[0]} vs {row[1]}: {detail}")
+        if comparison.single_platform:
+            lines += ["", console_table(["framework", "status", "tokens/s/GPU", "avg step (s)", "final loss",
+                                         "total step time"], framework_rows(groups))]
+    return "\n".join(lines)

@@ -1,0 +1,233 @@
+"""Validate result files: schema, sanity of the numbers, and fairness across them.
+
+Checks, per result (errors fail the validation, warnings are shown):
+
+* schema (``utils.result.read_result``), ``status`` ok;
+* throughput consistent with the step times: ``tokens_per_second`` equals
+  ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
+  per-step array, and the per-GPU figure times the GPU count gives it back;
+* MFU at most 100% under both FLOP conventions;
+* every loss finite, at least ``--min-steps`` measured steps, loss decreasing on
+  average (mean of the last third below the mean of the first third);
+
+and across all results given, the fairness check of :mod:`evaluate.fairness`
+(every workload key and the data/tokenizer/model-shape/FLOP fingerprints equal, per
+model). Exit status: 0 valid, 1 a check failed, 2 nothing to validate or bad usage.
+
+CLI: ``python -m evaluate.validate [FILE|DIR ...] [--json] [--min-steps N]``
+(default: the config's ``OUTPUT_DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluate.fairness import FairnessReport, check_fairness
+from evaluate.results import LoadedDirectory, find_result_files, load_results
+from evaluate.tables import console_table
+from utils.configure import ConfigError, load_config
+
+THROUGHPUT_TOLERANCE = 0.01
+DEFAULT_MIN_STEPS = 5
+__all__ = ["ResultCheck", "ValidationReport", "check_fairness", "check_result", "main", "validate_paths"]
+
+
+@dataclass
+class ResultCheck:
+    """Outcome of the sanity checks of one result."""
+
+    path: Path
+    status: str
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "status": self.status, "valid": self.ok,
+                "errors": self.errors, "warnings": self.warnings}
+
+
+def _relative_gap(a: float, b: float) -> float:
+    return abs(a - b) / abs(b) if b else math.inf
+
+
+def _check_throughput(result: dict[str, Any], perf: dict[str, Any], errors: list[str]) -> None:
+    config = result["training_config"]
+    gbs, sl, gpus = config["global_batch_size"], config["sequence_length"], config["num_gpus"]
+    if perf.get("tokens_per_step") != gbs * sl:
+        errors.append(f"tokens_per_step {perf.get('tokens_per_step')} != GBS*SL = {gbs}*{sl} = {gbs * sl}")
+    skipped = int(perf.get("skipped_steps") or 0)
+    measured = [t for t in result["step_times"][skipped:] if t is not None and math.isfinite(t)]
+    tps = perf.get("tokens_per_second")
+    if not measured or tps is None:
+        errors.append("no throughput: no measured step times or tokens_per_second is null")
+        return
+    median = statistics.median(measured)
+    expected = gbs * sl / median if median > 0 else math.inf
+    gap = _relative_gap(tps, expected)
+    if gap > THROUGHPUT_TOLERANCE:
+        errors.append(f"tokens_per_second {tps:,.1f} disagrees with GBS*SL/median step time {expected:,.1f} "
+                      f"({gap:.1%} > {THROUGHPUT_TOLERANCE:.0%})")
+    per_gpu = perf.get("tokens_per_second_per_gpu")
+    if per_gpu is None or _relative_gap(per_gpu * gpus, tps) > THROUGHPUT_TOLERANCE:
+        errors.append(f"tokens_per_second_per_gpu {per_gpu} x {gpus} GPUs does not give tokens_per_second {tps:,.1f}")
+    recorded = perf.get("median_step_time_seconds")
+    if recorded is not None and _relative_gap(recorded, median) > THROUGHPUT_TOLERANCE:
+        errors.append(f"median_step_time_seconds {recorded:.6g} disagrees with the step_times array ({median:.6g})")
+
+
+def _flagged_disagreements(block: Any) -> list[dict[str, Any]]:
+    """Every ``utils.monitor.framework_disagreement`` record with ``flagged`` set, wherever it sits."""
+    if isinstance(block, dict):
+        found = [block] if block.get("flagged") is True else []
+        for value in block.values():
+            found.extend(_flagged_disagreements(value))
+        return found
+    if isinstance(block, list):
+        return [d for item in block for d in _flagged_disagreements(item)]
+    return []
+
+
+def _check_losses(result: dict[str, Any], errors: list[str], warnings: list[str]) -> None:
+    losses = result["loss_values"]
+    if not losses:
+        errors.append("no loss values recorded")
+        return
+    bad = [i + 1 for i, v in enumerate(losses) if v is None or not math.isfinite(v)]
+    if bad:
+        shown = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")
+        errors.append(f"{len(bad)} non-finite loss value(s) at step(s) {shown}")
+    finite = [v for v in losses if v is not None and math.isfinite(v)]
+    if len(finite) < 6:
+        warnings.append(f"only {len(finite)} finite losses: too few to judge whether loss decreases")
+        return
+    third = len(finite) // 3
+    first, last = statistics.fmean(finite[:third]), statistics.fmean(finite[-third:])
+    if not last < first:
+        errors.append(f"loss not decreasing on average: first third mean {first:.4f}, last third mean {last:.4f}")
+
+
+def check_result(result: dict[str, Any], path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
+    """Sanity checks of one schema-valid result."""
+    check = ResultCheck(path, str(result["status"]))
+    errors, warnings = check.errors, check.warnings
+    if result["status"] != "ok":
+        errors.append(f"status {result['status']}: {result.get('error')}")
+    warnings.extend(f"recorded warning: {w}" for w in result.get("warnings") or [])
+    perf = result.get("performance_metrics")
+    if not perf:
+        errors.append("no performance_metrics")
+    else:
+        measured = int(perf.get("measured_steps") or 0)
+        if measured < min_steps:
+            errors.append(f"only {measured} measured steps (need at least {min_steps})")
+        _check_throughput(result, perf, errors)
+        for convention, value in (perf.get("mfu") or {}).items():
+            if value is not None and value > 1.0:
+                errors.append(f"MFU ({convention}) {value:.1%} exceeds 100%: FLOPs, peak or step time is wrong")
+        if perf.get("mfu") is None:
+            warnings.append(f"MFU not computed: {perf.get('mfu_reason')}")
+        for disagreement in _flagged_disagreements(perf.get("framework_reported")):
+            warnings.append(f"framework's own {disagreement.get('metric')} differs from ours by "
+                            f"{disagreement.get('relative_gap') or 0:.1%} (over the 5% tolerance)")
+    _check_losses(result, errors, warnings)
+    return check
+
+
+@dataclass
+class ValidationReport:
+    checks: list[ResultCheck]
+    invalid: list[tuple[Path, str]]
+    fairness: FairnessReport
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and not self.invalid and all(c.ok for c in self.checks) and self.fairness.fair
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "valid": self.ok,
+            "results": [c.as_dict() for c in self.checks],
+            "invalid_files": [{"path": str(p), "error": e} for p, e in self.invalid],
+            "fairness": self.fairness.as_dict(),
+        }
+
+
+def validate_loaded(loaded: LoadedDirectory, min_steps: int = DEFAULT_MIN_STEPS) -> ValidationReport:
+    checks = [check_result(r.data, r.path, min_steps) for r in loaded.results]
+    return ValidationReport(checks, loaded.skipped, check_fairness(loaded.results))
+
+
+def collect_paths(inputs: list[Path]) -> list[Path]:
+    """Files as given, directories expanded to their ``train_*.json``."""
+    paths: list[Path] = []
+    for item in inputs:
+        paths.extend(find_result_files(item) if item.is_dir() else [item])
+    return paths
+
+
+def validate_paths(inputs: list[Path], min_steps: int = DEFAULT_MIN_STEPS) -> ValidationReport:
+    return validate_loaded(load_results(collect_paths(inputs)), min_steps)
+
+
+def render_text(report: ValidationReport) -> str:
+    rows = []
+    for check in report.checks:
+        verdict = "valid" if check.ok else "INVALID"
+        rows.append([check.path.name, check.status, verdict, len(check.errors), len(check.warnings)])
+    rows += [[path.name, "-", "UNREADABLE", 1, 0] for path, _ in report.invalid]
+    lines = [console_table(["file", "status", "verdict", "errors", "warnings"], rows), ""]
+    for check in report.checks:
+        for message in check.errors:
+            lines.append(f"ERROR   {check.path.name}: {message}")
+        for message in check.warnings:
+            lines.append(f"warning {check.path.name}: {message}")
+    for path, message in report.invalid:
+        lines.append(f"ERROR   {path.name}: {message}")
+    lines.append("")
+    lines.append(f"fairness: {report.fairness.verdict()}")
+    lines.extend(f"  - {d.describe()}" for d in report.fairness.differences)
+    lines.append(f"overall: {'VALID' if report.ok else 'INVALID'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluate.validate", description=__doc__.split("\n\n")[0],
+                                     epilog="Exit status: 0 valid, 1 a check failed, 2 nothing to validate.")
+    parser.add_argument("paths", type=Path, nargs="*", help="result files or directories (default: OUTPUT_DIR)")
+    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--min-steps", type=int, default=DEFAULT_MIN_STEPS,
+                        help=f"fewest measured steps a result may have (default {DEFAULT_MIN_STEPS})")
+    args = parser.parse_args(argv)
+    inputs = args.paths
+    if not inputs:
+        try:
+            inputs = [load_config().output_dir]
+        except ConfigError as exc:
+            print(f"config error: {exc}", file=sys.stderr)
+            return 2
+    missing = [p for p in inputs if not p.exists()]
+    if missing:
+        print(f"error: no such file or directory: {', '.join(map(str, missing))}", file=sys.stderr)
+        return 2
+    paths = collect_paths(inputs)
+    if not paths:
+        print(f"error: no train_*.json result files in {', '.join(map(str, inputs))}", file=sys.stderr)
+        return 2
+    report = validate_loaded(load_results(paths), args.min_steps)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else render_text(report))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

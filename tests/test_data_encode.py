@@ -1,0 +1,141 @@
+"""data/encode.py: Megatron-exact output, dtype rule, atomicity, idempotence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data import encode, verify
+from tests.helpers_data import built_sample, copy_tree, use_data_env
+from utils.dataset import load_tokenizer
+
+__all__ = ["built_sample"]
+
+
+@pytest.fixture
+def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data_dir = copy_tree(built_sample, tmp_path / "data")
+    use_data_env(monkeypatch, data_dir)
+    return data_dir
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_byte_identical_to_preprocess_data_approach(built_sample: Path, tmp_path: Path, model: str) -> None:
+    """The pipeline's .bin/.idx equal what Megatron's tool approach writes with megatron-core's builder."""
+    from bench.encode_bench import run_baseline
+
+    tok_dir = built_sample / "tokenizers" / f"sample-{model}"
+    vocab = len(load_tokenizer(tok_dir))
+    baseline = tmp_path / "baseline"
+    run_baseline(built_sample / "sample" / "clean.jsonl", tok_dir, baseline, workers=2, vocab=vocab)
+    ours = built_sample / f"sample-{model}_text_document"
+    for suffix in (".bin", ".idx"):
+        assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{baseline}{suffix}").read_bytes(), suffix
+
+
+def test_llama_documents_start_with_bos_and_decode_back(built_sample: Path) -> None:
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    tokenizer = load_tokenizer(built_sample / "tokenizers" / "sample-llama")
+    dataset = IndexedDataset(str(built_sample / "sample-llama_text_document"))
+    first_text = json.loads((built_sample / "sample" / "clean.jsonl").open().readline())["text"]
+    first = dataset[0].tolist()
+    assert first[0] == tokenizer.bos_token_id and first[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(first, skip_special_tokens=True) == first_text
+
+
+class _FakeTokenizer:
+    """A slow-path tokenizer with a chosen vocabulary size: ids are character codes."""
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = vocab
+        self.eos_token_id = vocab - 1
+
+    def __len__(self) -> int:
+        return self.vocab
+
+    def __call__(self, texts, return_attention_mask=False):
+        return {"input_ids": [[ord(c) + self.vocab - 300 for c in text] for text in texts]}
+
+
+@pytest.mark.parametrize(("vocab", "dtype", "code"),
+                         [(65499, np.uint16, 8), (65500, np.int32, 4), (151665, np.int32, 4)])
+def test_dtype_rule(tmp_path: Path, vocab: int, dtype: type, code: int) -> None:
+    prefix = tmp_path / "fake_text_document"
+    stats = encode.encode_documents(["abc", "hello"], _FakeTokenizer(vocab), prefix, workers=1, progress=False)
+    assert stats.dtype == dtype.__name__
+    assert verify.read_index_header(Path(f"{prefix}.idx"))["dtype_code"] == code
+    tokens = np.fromfile(f"{prefix}.bin", dtype=dtype)
+    assert tokens.tolist() == [*(ord(c) + vocab - 300 for c in "abc"), vocab - 1,
+                               *(ord(c) + vocab - 300 for c in "hello"), vocab - 1]
+
+
+def test_interrupted_encode_leaves_nothing_verify_accepts(data_copy: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+    calls = {"n": 0}
+    original = IndexedDatasetBuilder.add_document
+
+    def add_then_interrupt(self, tensor, lengths, modes=None):
+        calls["n"] += 1
+        if calls["n"] == 20:
+            raise KeyboardInterrupt
+        return original(self, tensor, lengths, modes)
+
+    monkeypatch.setattr(IndexedDatasetBuilder, "add_document", add_then_interrupt)
+    assert encode.main(["--force", "--model", "llama", "--no-progress"]) == 130
+    prefix = data_copy / "sample-llama_text_document"
+    leftovers = sorted(p.name for p in data_copy.iterdir() if p.name.startswith((prefix.name, f".{prefix.name}")))
+    assert leftovers == []
+    monkeypatch.setattr(IndexedDatasetBuilder, "add_document", original)
+    capsys.readouterr()
+    assert verify.main(["--model", "llama"]) == 1
+    assert "missing" in capsys.readouterr().err
+
+
+def test_killed_encode_pair_without_manifest_is_rejected(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A process killed between rename and manifest (SIGKILL) leaves a pair with no manifest: rejected."""
+    Path(f"{data_copy / 'sample-qwen_text_document'}.manifest.json").unlink()
+    assert verify.main(["--model", "qwen", "--force"]) == 1
+    assert "no encode manifest" in capsys.readouterr().err
+
+
+def test_idempotent_and_force(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = data_copy / "sample-qwen_text_document"
+    before = Path(f"{prefix}.bin").stat().st_mtime_ns
+    assert encode.main(["--model", "qwen", "--no-progress"]) == 0
+    assert "are current" in capsys.readouterr().out
+    assert Path(f"{prefix}.bin").stat().st_mtime_ns == before
+    bin_bytes = Path(f"{prefix}.bin").read_bytes()
+    assert encode.main(["--model", "qwen", "--force", "--no-progress"]) == 0
+    assert "documents" in capsys.readouterr().out
+    assert Path(f"{prefix}.bin").read_bytes() == bin_bytes  # deterministic
+
+
+def test_truncated_output_is_redone(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bin_path = Path(f"{data_copy / 'sample-llama_text_document'}.bin")
+    good = bin_path.read_bytes()
+    bin_path.write_bytes(good[:100])
+    assert encode.main(["--model", "llama", "--no-progress"]) == 0
+    assert bin_path.read_bytes() == good
+
+
+def test_missing_clean_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    use_data_env(monkeypatch, tmp_path / "empty")
+    assert encode.main(["--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "clean.jsonl" in err and "data.clean" in err
+
+
+def test_missing_tokenizer_dir(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    shutil.rmtree(data_copy / "tokenizers" / "sample-qwen")
+    assert encode.main(["--model", "qwen", "--force", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "sample-qwen" in err and "does not exist" in err and "run_data.sh" in err

@@ -1,0 +1,96 @@
+"""shell/train.sh: loops over train.jobs' selection, continues past failures, compares, summarizes.
+
+The launchers are replaced (in a copy of the repository) by stand-ins that record their arguments
+and exit with a chosen status, so this tests the orchestration alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers_shell import clean_env, copy_repo, run_script
+
+STAND_IN = """#!/usr/bin/env bash
+echo "$(basename "$0")${{*:+ $*}}" >> "$JOB_LOG"
+exit {code}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = copy_repo(tmp_path / "repo")
+    for script in (root / "train").glob("train_*_*_*.sh"):
+        code = 3 if "_qwen" in script.name else 0
+        script.write_text(STAND_IN.format(code=code))
+    compare = root / "evaluate" / "compare.py"
+    if compare.exists():
+        compare.unlink()
+    return root
+
+
+def _env(tmp_path: Path, **values: str) -> dict[str, str]:
+    return clean_env(tmp_path, JOB_LOG=str(tmp_path / "jobs.log"), OUTPUT_DIR=str(tmp_path / "out"), **values)
+
+
+def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_path: Path) -> None:
+    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="all", RUNS="2"))
+    assert (tmp_path / "jobs.log").read_text().splitlines() == [
+        "train_cpu_tran_llama.sh --run-index 1", "train_cpu_tran_llama.sh --run-index 2",
+        "train_cpu_tran_qwen.sh --run-index 1", "train_cpu_tran_qwen.sh --run-index 2",
+    ]
+    assert proc.returncode == 1, "a failed job makes the whole run fail, after every job ran"
+    assert "cpu/tran/qwen run 1 exited with 3; continuing" in proc.stderr
+    assert "evaluate/compare.py is not present" in proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("cpu ")]
+    assert [(r[2], r[3], r[4], r[5]) for r in rows] == [
+        ("llama", "1", "0", "missing"), ("llama", "2", "0", "missing"),
+        ("qwen", "1", "3", "missing"), ("qwen", "2", "3", "missing"),
+    ]
+    assert "0 of 4 job(s) finished ok" in proc.stdout
+
+
+@pytest.mark.parametrize(("platform", "asked", "runs"), [("nvd", "prim", "nemo"), ("amd", "nemo", "prim")])
+def test_vendor_mapping_is_applied_and_printed(repo: Path, tmp_path: Path, platform: str, asked: str,
+                                               runs: str) -> None:
+    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM=platform, FRAMEWORK=asked, MODELS="llama"))
+    assert f"FRAMEWORK={asked} on {platform} runs {runs}" in proc.stderr
+    assert (tmp_path / "jobs.log").read_text().splitlines() == [f"train_{platform}_{runs}_llama.sh"]
+
+
+@pytest.mark.parametrize("platform", ["amd", "nvd"])
+def test_all_runs_every_framework_of_the_platform(repo: Path, tmp_path: Path, platform: str) -> None:
+    run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM=platform, FRAMEWORK="all"))
+    frameworks = {"amd": ("mega", "prim", "tran"), "nvd": ("mega", "nemo", "tran")}[platform]
+    assert (tmp_path / "jobs.log").read_text().splitlines() == [
+        f"train_{platform}_{f}_{m}.sh" for f in frameworks for m in ("llama", "qwen")]
+
+
+def test_unavailable_framework_is_an_error_before_any_job(repo: Path, tmp_path: Path) -> None:
+    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="mega"))
+    assert proc.returncode == 2
+    assert "valid: tran" in proc.stderr
+    assert not (tmp_path / "jobs.log").exists()
+
+
+def test_dry_run_is_passed_and_skips_compare(repo: Path, tmp_path: Path) -> None:
+    proc = run_script(repo, "shell/train.sh", "--dry-run",
+                      env=_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
+    assert (tmp_path / "jobs.log").read_text().splitlines() == ["train_cpu_tran_llama.sh --dry-run"]
+    assert "dry run, skipping the comparison" in proc.stdout
+
+
+def test_compare_is_called_with_the_results_dir(repo: Path, tmp_path: Path) -> None:
+    (repo / "evaluate" / "compare.py").write_text(
+        "import sys\nopen(sys.argv[-1] + '/compared', 'w').write(' '.join(sys.argv[1:]))\n")
+    run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
+    assert (tmp_path / "out" / "compared").read_text() == f"--results-dir {tmp_path / 'out'}"
+
+
+def test_other_node_ranks_skip_compare_and_report_exit_codes(repo: Path, tmp_path: Path) -> None:
+    proc = run_script(repo, "shell/train.sh", env=_env(
+        tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran", NNODES="2", NODE_RANK="1", DP="16"))
+    assert proc.returncode == 0, proc.stderr
+    assert "NODE_RANK=1; node 0 writes the results" in proc.stdout
+    assert "exit 0  train_cpu_tran_llama.json" in proc.stdout

@@ -1,0 +1,136 @@
+"""evaluate/validate.py and evaluate/fairness.py: sanity checks and the fairness check."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers_evaluate import make_result
+
+from evaluate.fairness import check_fairness
+from evaluate.results import load_directory
+from evaluate.validate import main as validate_main
+
+
+def run_validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = validate_main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_valid_results_pass_with_json_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim", run_index=1, seed=1)
+    make_result(out, "nvd", "nemo", run_index=1, seed=2)
+    code, stdout, _ = run_validate(capsys, str(out), "--json")
+    report = json.loads(stdout)
+    assert code == 0, stdout
+    assert report["valid"] is True
+    assert [r["valid"] for r in report["results"]] == [True, True]
+    assert report["fairness"]["fair"] is True
+    assert report["fairness"]["compared"] == {"llama": ["amd_prim_llama_r1", "nvd_nemo_llama_r1"]}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda r: r["performance_metrics"].update(tokens_per_second=r["performance_metrics"]["tokens_per_second"]
+                                                   * 1.05), "disagrees with GBS*SL/median step time"),
+        (lambda r: r["performance_metrics"].update(mfu={"full": 1.2, "causal": 1.1}), "exceeds 100%"),
+        (lambda r: r["loss_values"].__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
+        (lambda r: r["loss_values"].reverse(), "loss not decreasing on average"),
+        (lambda r: r.update(loss_values=[]), "no loss values recorded"),
+    ],
+    ids=["throughput", "mfu", "nan-loss", "loss-rising", "no-loss"],
+)
+def test_sanity_checks_catch_broken_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str], mutate,
+                                            expected: str) -> None:
+    path = make_result(tmp_path / "out", "nvd", "mega", mutate=mutate)
+    code, stdout, _ = run_validate(capsys, str(path))
+    assert code == 1
+    assert expected in stdout
+    assert "overall: INVALID" in stdout
+
+
+def test_too_few_measured_steps_and_failed_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    short = make_result(out, "amd", "mega", TRAIN_ITERS="6", WARMUP_STEPS="2", MEASURE_SKIP_STEPS="3")
+    failed = make_result(out, "nvd", "mega", status="failed")
+    code, stdout, _ = run_validate(capsys, str(short), str(failed), "--min-steps", "5")
+    assert code == 1
+    assert "only 3 measured steps (need at least 5)" in stdout
+    assert "status failed: run failed in a test" in stdout
+
+
+def test_truncated_file_is_reported_not_crashing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    good = make_result(out, "amd", "prim")
+    broken = out / "train_nvd_nemo_llama.json"
+    broken.write_text(good.read_text()[:500], encoding="utf-8")
+    code, stdout, _ = run_validate(capsys, str(out))
+    assert code == 1
+    assert "train_nvd_nemo_llama.json" in stdout and "UNREADABLE" in stdout
+    assert "not valid JSON (truncated?)" in stdout
+
+
+def test_empty_directory_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, stderr = run_validate(capsys, str(tmp_path))
+    assert code == 2
+    assert "no train_*.json result files" in stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"SL": "4096"}, "SL"),
+        ({"GA": "4"}, "GBS"),
+        ({"FP8": "true"}, "FP8"),
+        ({"tokenizer_vocab": "v2"}, "tokenizer hash"),
+        ({"data_content": b"other tokens"}, "data hash"),
+    ],
+    ids=["seq-len", "global-batch", "precision", "tokenizer", "data"],
+)
+def test_fairness_lists_each_difference(tmp_path: Path, overrides: dict, key: str) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim")
+    make_result(out, "nvd", "nemo", **overrides)
+    report = check_fairness(load_directory(out).results)
+    assert not report.fair
+    keys = {d.key for d in report.differences}
+    assert key in keys
+    difference = next(d for d in report.differences if d.key == key)
+    assert set(difference.values) == {"amd_prim_llama", "nvd_nemo_llama"}
+    assert f"[llama] {key} differs" in difference.describe()
+
+
+def test_fairness_missing_fingerprint_is_unverifiable_and_models_are_separate(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim")
+    make_result(out, "nvd", "nemo", mutate=lambda r: r.update(fingerprint=None))
+    make_result(out, "nvd", "nemo", "qwen", SL="4096")  # another model: never compared with llama
+    make_result(out, "nvd", "mega", status="failed", SL="1024")  # failed runs do not take part
+    report = check_fairness(load_directory(out).results)
+    assert {d.model for d in report.differences} == {"llama"}
+    unverifiable = {d.key for d in report.differences if d.unverifiable}
+    assert {"data hash", "tokenizer hash", "flop_convention"} <= unverifiable
+    assert "SL" not in {d.key for d in report.differences}
+    assert report.compared["qwen"] == ["nvd_nemo_qwen"]
+
+
+def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        validate_main(["--help"])
+    assert info.value.code == 0
+    assert "--min-steps" in capsys.readouterr().out
+
+
+def test_mfu_is_finite_in_handmade_results(tmp_path: Path) -> None:
+    """The hand-made results are realistic: MFU below 100% and throughput from the formula."""
+    path = make_result(tmp_path / "out", "nvd", "nemo", step_time=2.0)
+    data = json.loads(path.read_text())
+    perf = data["performance_metrics"]
+    assert perf["tokens_per_second"] == pytest.approx(64 * 2048 / perf["median_step_time_seconds"])
+    assert 0 < perf["mfu"]["causal"] < perf["mfu"]["full"] < 1
+    assert math.isfinite(data["power_metrics"]["tokens_per_kwh"])

@@ -1,0 +1,283 @@
+"""The Megatron-LM settings of one tprimat workload, shared by the ``mega`` and ``prim`` launchers.
+
+Why one table: Megatron-LM's ``pretrain_gpt.py`` and Primus (which runs the same
+Megatron trainer) must build the same network and train it the same way. Both
+launchers render :func:`megatron_settings`, keyed by Megatron's argument *dest*
+names (``num_query_groups``, ``lr_warmup_iters``...). Those are exactly the keys
+Primus accepts in an experiment's ``overrides``, and :func:`render_cli` turns them
+into ``--num-query-groups 8`` style flags, so the two launchers cannot drift apart.
+
+Choices that are not config keys, and why:
+
+* dropout 0 (Megatron defaults to 0.1; Llama and Qwen train without dropout);
+* ``dataloader_type: single``: Megatron's sequential sampler. Primus's trainer
+  defaults to ``cyclic`` (a shuffling sampler), which would feed different tokens;
+* ``eod_mask_loss: false`` (Megatron's default; Primus's examples turn it on);
+* ``use_distributed_optimizer``, ``overlap_grad_reduce``, ``overlap_param_gather``:
+  what NVIDIA's and AMD's own Llama recipes use; they change speed, not the maths;
+* ``sequence_parallel`` whenever TP > 1 (both vendors' recipes do);
+* attention backend per platform: ``fused`` (cuDNN through Transformer Engine) on
+  NVIDIA, as NVIDIA's Llama 3 8B H100 example does; ``auto`` on AMD, Primus's
+  default, where ROCm Transformer Engine picks its CK kernels;
+* no gradient-accumulation fusion on AMD (Primus's and ROCm Megatron's examples
+  switch it off: the fused wgrad kernel is a CUDA/apex one);
+* vocabulary padding: see :func:`choose_vocab_padding`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from utils.configure import Config
+from utils.models import ModelShape
+
+ATTENTION_BACKEND = {"nvd": "fused", "amd": "auto"}
+
+# len(tokenizer) of the real tokenizers (what Megatron's HuggingFaceTokenizer reports):
+# Llama 3.1: 128000 BPE tokens + 256 reserved special tokens; Qwen 2.5: 151643 + 22 special.
+# Used only when the tokenizer files are not on this machine (e.g. a dry run on a laptop).
+REAL_TOKENIZER_SIZES = {"llama": 128256, "qwen": 151665}
+
+# Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by * TP
+# (megatron/training/tokenizer: vocab_size_with_padding). 128 is Megatron's default;
+# the others are tried in this order when 128 does not land on the model's vocabulary.
+DIVISOR_PREFERENCE = (128, 256, 512, 1024, 64, 32, 16, 8, 4, 2, 1)
+
+# Megatron store_false flags: the dest is True by default and this flag sets it False.
+NEGATIVE_FLAGS = {
+    "add_bias_linear": "--disable-bias-linear",
+    "gradient_accumulation_fusion": "--no-gradient-accumulation-fusion",
+}
+# Flags whose spelling is not the dest name with dashes.
+FLAG_NAMES = {"fp8": "--fp8-format"}
+FP8_SETTINGS = {"fp8": "hybrid", "fp8_amax_history_len": 1024, "fp8_amax_compute_algo": "max"}
+ADAM_EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class VocabPadding:
+    """How Megatron's padded vocabulary was made to equal the model's."""
+
+    tokenizer_size: int
+    tokenizer_size_source: str
+    target: int
+    divisible_by: int
+    padded: int
+
+    @property
+    def matches_target(self) -> bool:
+        return self.padded == self.target
+
+    def note(self) -> str:
+        text = (f"vocabulary: tokenizer has {self.tokenizer_size} tokens ({self.tokenizer_size_source}); "
+                f"--make-vocab-size-divisible-by {self.divisible_by} pads it to {self.padded}")
+        if not self.matches_target:
+            text += f", not the model's {self.target}: FLOPs and the result's model_shape use {self.padded}"
+        return text
+
+
+def megatron_padded_vocab(tokenizer_size: int, divisible_by: int, tp: int) -> int:
+    """Megatron's rule: round up to a multiple of ``divisible_by * TP``."""
+    multiple = divisible_by * tp
+    return math.ceil(tokenizer_size / multiple) * multiple
+
+
+def choose_vocab_padding(tokenizer_size: int, target: int, tp: int) -> tuple[int, int]:
+    """The first divisor (128 preferred) whose padding lands exactly on ``target``.
+
+    Llama 3.1 (128256 tokens) needs 128 at TP 1-2 and 64 at TP 4; Qwen 2.5 (151665
+    tokens, 152064 in the model) needs 512 at TP 1. When no divisor works (a
+    tokenizer larger than the target, or an odd size with TP > 1) Megatron's default
+    128 is used and the caller records the padded size it produces.
+    """
+    for divisor in DIVISOR_PREFERENCE:
+        if megatron_padded_vocab(tokenizer_size, divisor, tp) == target:
+            return divisor, target
+    return 128, megatron_padded_vocab(tokenizer_size, 128, tp)
+
+
+def tokenizer_size(cfg: Config, model: str, tokenizer_dir: Path | None) -> tuple[int, str]:
+    """``len(tokenizer)`` and where it came from: the files when present, else the known real size."""
+    if tokenizer_dir is not None and any((Path(tokenizer_dir) / n).is_file()
+                                         for n in ("tokenizer.json", "tokenizer_config.json")):
+        from utils.dataset import load_tokenizer, vocab_size
+
+        return vocab_size(load_tokenizer(Path(tokenizer_dir))), f"counted from {tokenizer_dir}"
+    if cfg.dataset == "sample":
+        return cfg.sample_vocab, f"SAMPLE_VOCAB (tokenizer files not found in {tokenizer_dir})"
+    return REAL_TOKENIZER_SIZES[model], f"known size of the real tokenizer (files not found in {tokenizer_dir})"
+
+
+def vocab_padding(cfg: Config, model: str, shape: ModelShape, tokenizer_dir: Path | None) -> VocabPadding:
+    """Padding that makes Megatron's embedding the shape table's size (tiny models: the tokenizer's)."""
+    size, source = tokenizer_size(cfg, model, tokenizer_dir)
+    target = shape.vocab_size if shape.size == "full" else size
+    divisor, padded = choose_vocab_padding(size, target, cfg.tp)
+    return VocabPadding(size, source, target, divisor, padded)
+
+
+def megatron_settings(
+    cfg: Config,
+    shape: ModelShape,
+    platform: str,
+    tokenizer_dir: Path,
+    padding: VocabPadding,
+) -> dict[str, Any]:
+    """Every Megatron argument (dest name -> value) the workload fixes, data paths excepted.
+
+    Data paths differ between the launchers (``--data-path`` + ``--split`` for
+    Megatron, ``train_data_path`` for Primus, whose preparation step would otherwise
+    download BookCorpus), so each launcher adds its own.
+    """
+    if platform not in ATTENTION_BACKEND:
+        raise ValueError(f"platform {platform!r}: Megatron runs on {', '.join(ATTENTION_BACKEND)}")
+    settings: dict[str, Any] = {
+        # ---- model (from the shape table) ----
+        "num_layers": shape.num_layers,
+        "hidden_size": shape.hidden_size,
+        "ffn_hidden_size": shape.ffn_hidden_size,
+        "num_attention_heads": shape.num_attention_heads,
+        "group_query_attention": True,
+        "num_query_groups": shape.num_query_groups,
+        "swiglu": shape.swiglu,
+        "normalization": "RMSNorm",
+        "norm_epsilon": shape.norm_eps,
+        "position_embedding_type": "rope",
+        "rotary_base": int(shape.rope_theta),
+        "rotary_percent": 1.0,
+        "use_rope_scaling": shape.rope_scaling is not None,
+        "untie_embeddings_and_output_weights": not shape.tied_embeddings,
+        "add_bias_linear": False,
+        "add_qkv_bias": shape.qkv_bias,
+        "hidden_dropout": 0.0,
+        "attention_dropout": 0.0,
+        "init_method_std": cfg.init_std,
+        "make_vocab_size_divisible_by": padding.divisible_by,
+        "seq_length": cfg.sl,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "transformer_impl": "transformer_engine",
+        "attention_backend": ATTENTION_BACKEND[platform],
+        # ---- batch and parallelism ----
+        "micro_batch_size": cfg.mbs,
+        "global_batch_size": cfg.gbs,
+        "tensor_model_parallel_size": cfg.tp,
+        "pipeline_model_parallel_size": cfg.pp,
+        "context_parallel_size": cfg.cp,
+        "sequence_parallel": cfg.tp > 1,
+        "use_distributed_optimizer": True,
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
+        "gradient_accumulation_fusion": platform != "amd",
+        # ---- optimizer and schedule ----
+        "seed": cfg.seed,
+        "train_iters": cfg.train_iters,
+        "optimizer": "adam",
+        "lr": cfg.lr,
+        "min_lr": cfg.min_lr,
+        "lr_decay_style": cfg.lr_decay,
+        "lr_warmup_iters": cfg.warmup_steps,
+        "lr_decay_iters": cfg.train_iters,
+        "adam_beta1": cfg.beta1,
+        "adam_beta2": cfg.beta2,
+        "adam_eps": ADAM_EPS,
+        "weight_decay": cfg.weight_decay,
+        "clip_grad": cfg.grad_clip,
+        # ---- precision ----
+        "bf16": cfg.precision == "bf16",
+        "fp16": cfg.precision == "fp16",
+        "fp8": None,
+        # ---- data, evaluation, logging ----
+        "tokenizer_type": "HuggingFaceTokenizer",
+        "tokenizer_model": str(tokenizer_dir),
+        "dataloader_type": "single",
+        "eod_mask_loss": False,
+        "eval_iters": 0,
+        "eval_interval": cfg.train_iters,
+        "log_interval": 1,
+        "log_throughput": True,
+    }
+    if shape.rope_scaling is not None:
+        settings["rope_scaling_factor"] = float(shape.rope_scaling["factor"])
+    if cfg.fp8:
+        settings.update(FP8_SETTINGS)
+    return settings
+
+
+def flag_name(dest: str) -> str:
+    return FLAG_NAMES.get(dest, "--" + dest.replace("_", "-"))
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)  # shortest exact form: 3e-05, 1e-05, 0.95
+    return str(value)
+
+
+def render_cli(settings: dict[str, Any]) -> list[str]:
+    """Megatron command-line flags for ``settings``; ``None`` and default-valued booleans are omitted."""
+    argv: list[str] = []
+    for dest, value in settings.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            if dest in NEGATIVE_FLAGS:
+                if not value:
+                    argv.append(NEGATIVE_FLAGS[dest])
+            elif value:
+                argv.append(flag_name(dest))
+            continue
+        if isinstance(value, (list, tuple)):
+            argv += [flag_name(dest), *(_render_value(v) for v in value)]
+            continue
+        argv += [flag_name(dest), _render_value(value)]
+    return argv
+
+
+def precision_label(cfg: Config) -> str:
+    """What the result records as ``precision_effective``."""
+    return f"{cfg.precision}+fp8-hybrid" if cfg.fp8 else cfg.precision
+
+
+# ---------------------------------------------------------------------------
+# where the frameworks live
+
+DEFAULT_PRIMUS_PATH = Path("/workspace/Primus")  # rocm/primus images
+NEMO_IMAGE_MEGATRON = Path("/opt/megatron-lm")  # nvcr.io/nvidia/nemo images
+
+
+def primus_root(cfg: Config) -> Path:
+    """``PRIMUS_PATH`` from the config (or environment), else the Primus image's location."""
+    return Path(cfg.primus_path) if cfg.primus_path else DEFAULT_PRIMUS_PATH
+
+
+def megatron_candidates(cfg: Config, platform: str) -> list[Path]:
+    """Where Megatron-LM may be: ``MEGATRON_PATH``, else the platform image's known location."""
+    if cfg.megatron_path:
+        return [Path(cfg.megatron_path)]
+    if platform == "amd":
+        return [primus_root(cfg) / "third_party" / "Megatron-LM"]
+    return [NEMO_IMAGE_MEGATRON]
+
+
+def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
+    """(Megatron-LM root, None) or (the first candidate, why it is not usable here)."""
+    candidates = megatron_candidates(cfg, platform)
+    for root in candidates:
+        if (root / "pretrain_gpt.py").is_file():
+            return root, None
+    tried = ", ".join(str(c) for c in candidates)
+    return candidates[0], (f"Megatron-LM not found: no pretrain_gpt.py in {tried}; set MEGATRON_PATH in config.env "
+                           "or run inside the platform image (./shell/run_train.sh)")
+
+
+def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:
+    """Why the encoded dataset or the tokenizer is not usable, or None when both are there."""
+    missing = [str(p) for p in (Path(f"{data_prefix}.bin"), Path(f"{data_prefix}.idx")) if not p.is_file()]
+    if not any((Path(tokenizer_dir) / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json")):
+        missing.append(f"{tokenizer_dir}/tokenizer.json")
+    if not missing:
+        return None
+    return f"data not prepared: missing {', '.join(missing)}; run ./shell/run_data.sh first"

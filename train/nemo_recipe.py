@@ -1,0 +1,250 @@
+"""Config -> NeMo 2 recipe-field overrides, as plain data: no NeMo import anywhere in this file.
+
+Why a separate, NeMo-free module: ``--dry-run`` and the tests must show exactly which
+recipe fields the ``nemo`` launcher sets on a machine without NeMo, and the training
+process must apply *that same* summary, not a second copy of the mapping. So the
+mapping is data: ``{"trainer.max_steps": 500, "data": {"_target_": ...}, ...}``,
+serialisable to JSON, and ``train/train_nemo.py`` turns it into recipe edits inside
+the ``nvcr.io/nvidia/nemo:25.04`` image (NeMo 2.3).
+
+Every workload key of ``config.env`` is set explicitly, because the recipes carry
+their own defaults that differ from tprimat's: ``llama31_8b`` uses context
+parallelism 2 and a MockDataModule with a GPT-2-sized vocabulary unless told
+otherwise; ``qwen25_7b`` uses tensor parallelism 2, 3e-5 minimum LR and 500
+warm-up steps; both use Adam epsilon 1e-5 (Megatron-LM and PyTorch use 1e-8),
+write checkpoints every 15 minutes, validate, and resume from old checkpoints.
+Attribute paths were read from the NeMo v2.3.0 sources (``recipes/llama31_8b.py``,
+``recipes/qwen25_7b.py``, ``recipes/qwen2.py``, ``recipes/optim/adam.py``,
+``recipes/log/default.py``, ``gpt/data/pre_training.py``,
+``lightning/pytorch/optim/lr_scheduler.py``).
+
+Object values are ``{"_target_": "module.attr", "_call_": "config"|"factory", **kwargs}``:
+``config`` becomes ``nemo_run.Config(target, **kwargs)``, ``factory`` calls the
+NeMo recipe factory (e.g. ``bf16_mixed()``) which returns such a Config.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.configure import Config
+from utils.models import ModelShape
+
+NEMO_IMAGE = "nvcr.io/nvidia/nemo:25.04"
+NEMO_VERSION = "2.3 (the NeMo in the 25.04 container)"
+
+# The recipe each model starts from, and the parallel layout it would use if not told.
+RECIPES: dict[str, str] = {
+    "llama": "nemo.collections.llm.recipes.llama31_8b.pretrain_recipe",
+    "qwen": "nemo.collections.llm.recipes.qwen25_7b.pretrain_recipe",
+}
+RECIPE_PARALLEL_DEFAULTS: dict[str, dict[str, int]] = {
+    "llama": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "context_parallel_size": 2},
+    "qwen": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "context_parallel_size": 1},
+}
+
+# Same epsilon as Megatron-LM's --adam-eps default and torch.optim.AdamW, which the
+# mega and tran launchers use; the NeMo recipe's 1e-5 would be a silent difference.
+ADAM_EPS = 1e-8
+
+PRECISION_PLUGINS: dict[tuple[str, bool], dict[str, Any]] = {
+    ("bf16", False): {"_target_": "nemo.collections.llm.recipes.precision.mixed_precision.bf16_mixed",
+                      "_call_": "factory"},
+    ("bf16", True): {"_target_": "nemo.collections.llm.recipes.precision.mixed_precision.bf16_with_fp8_mixed",
+                     "_call_": "factory"},
+    ("fp16", False): {"_target_": "nemo.collections.llm.recipes.precision.mixed_precision.fp16_mixed",
+                      "_call_": "factory"},
+    ("fp32", False): {"_target_": "nemo.lightning.MegatronMixedPrecision", "_call_": "config", "precision": "32"},
+}
+
+SCHEDULERS: dict[str, str] = {
+    # linear warm-up then cosine to MIN_LR at TRAIN_ITERS (constant_steps=0: no hold)
+    "cosine": "nemo.lightning.pytorch.optim.CosineAnnealingScheduler",
+    # linear warm-up then linear decay to MIN_LR at TRAIN_ITERS
+    "linear": "nemo.lightning.pytorch.optim.WarmupAnnealingScheduler",
+    # linear warm-up then constant LR
+    "constant": "nemo.lightning.pytorch.optim.WarmupPolicyScheduler",
+}
+
+PRETRAINING_DATA_MODULE = "nemo.collections.llm.gpt.data.pre_training.PreTrainingDataModule"
+HF_TOKENIZER = "nemo.collections.common.tokenizers.huggingface.auto_tokenizer.AutoTokenizer"
+NEMO_LOGGER = "nemo.lightning.NeMoLogger"
+
+
+@dataclass
+class NemoOverrides:
+    """The recipe to start from, its factory arguments and every field tprimat sets on it."""
+
+    model: str
+    recipe: str
+    recipe_kwargs: dict[str, Any]
+    fields: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "recipe": self.recipe, "recipe_kwargs": self.recipe_kwargs,
+                "fields": self.fields, "notes": self.notes}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NemoOverrides:
+        missing = [key for key in ("model", "recipe", "recipe_kwargs", "fields") if key not in data]
+        if missing:
+            raise ValueError(f"NeMo overrides lack {', '.join(missing)}")
+        return cls(model=data["model"], recipe=data["recipe"], recipe_kwargs=dict(data["recipe_kwargs"]),
+                   fields=dict(data["fields"]), notes=list(data.get("notes") or []))
+
+
+def precision_plugin(cfg: Config) -> dict[str, Any]:
+    """The Megatron mixed-precision plugin for PRECISION (+ FP8 on top of bf16)."""
+    key = (cfg.precision, cfg.fp8)
+    if key not in PRECISION_PLUGINS:
+        raise ValueError(f"PRECISION={cfg.precision} with FP8={cfg.fp8}: no NeMo precision plugin for it")
+    return dict(PRECISION_PLUGINS[key])
+
+
+def lr_scheduler(cfg: Config) -> dict[str, Any]:
+    """Warm-up for WARMUP_STEPS, then LR_DECAY to MIN_LR at TRAIN_ITERS.
+
+    ``max_steps`` must be given: the NeMo scheduler modules default it to 10, not
+    to the trainer's step count.
+    """
+    spec: dict[str, Any] = {
+        "_target_": SCHEDULERS[cfg.lr_decay], "_call_": "config",
+        "warmup_steps": cfg.warmup_steps, "max_steps": cfg.train_iters, "min_lr": cfg.min_lr,
+    }
+    if cfg.lr_decay == "cosine":
+        spec["constant_steps"] = 0
+    return spec
+
+
+def model_fields(cfg: Config, model: str, shape: ModelShape) -> dict[str, Any]:
+    """The architecture from tprimat's shape table, so NeMo builds the network every framework builds."""
+    fields: dict[str, Any] = {
+        "model.config.num_layers": shape.num_layers,
+        "model.config.hidden_size": shape.hidden_size,
+        "model.config.ffn_hidden_size": shape.ffn_hidden_size,
+        "model.config.num_attention_heads": shape.num_attention_heads,
+        "model.config.num_query_groups": shape.num_query_groups,
+        # Set, not derived: NeMo would otherwise pad the tokenizer's size to a multiple of 128.
+        "model.config.vocab_size": shape.vocab_size,
+        "model.config.seq_length": cfg.sl,
+        "model.config.rotary_base": shape.rope_theta,
+        "model.config.layernorm_epsilon": shape.norm_eps,
+        "model.config.add_qkv_bias": shape.qkv_bias,
+        "model.config.share_embeddings_and_output_weights": shape.tied_embeddings,
+        "model.config.init_method_std": cfg.init_std,
+    }
+    if model == "llama" and shape.rope_scaling:
+        scaling = shape.rope_scaling
+        fields.update({
+            "model.config.scale_factor": scaling["factor"],
+            "model.config.low_freq_factor": scaling["low_freq_factor"],
+            "model.config.high_freq_factor": scaling["high_freq_factor"],
+            "model.config.old_context_len": scaling["original_max_position_embeddings"],
+        })
+    return fields
+
+
+def build_overrides(
+    cfg: Config,
+    model: str,
+    shape: ModelShape,
+    *,
+    data_prefix: Path,
+    tokenizer_dir: Path,
+    log_dir: Path,
+    index_cache_dir: Path,
+) -> NemoOverrides:
+    """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data.
+
+    ``shape`` must already carry the real vocabulary (the tokenizer's for tiny models),
+    see :func:`train.train_nemo.resolve_shape`.
+    """
+    if model not in RECIPES:
+        raise ValueError(f"model {model!r}: allowed values are {', '.join(RECIPES)}")
+    fields: dict[str, Any] = {
+        # -- trainer: steps, layout, no validation, no checkpoints, one log line per step
+        "trainer.max_steps": cfg.train_iters,
+        "trainer.num_nodes": cfg.nnodes,
+        "trainer.devices": cfg.gpus_per_node,
+        # Gradient accumulation is Megatron's: GBS / (MBS * DP) micro-batches per step.
+        "trainer.accumulate_grad_batches": 1,
+        "trainer.log_every_n_steps": 1,
+        "trainer.limit_val_batches": 0,
+        "trainer.limit_test_batches": 0,
+        "trainer.num_sanity_val_steps": 0,
+        # An int (PreTrainingDataModule divides by it); with limit_val_batches=0 nothing is validated.
+        "trainer.val_check_interval": cfg.train_iters,
+        "trainer.enable_checkpointing": False,
+        "trainer.plugins": precision_plugin(cfg),
+        "trainer.strategy.tensor_model_parallel_size": cfg.tp,
+        "trainer.strategy.pipeline_model_parallel_size": cfg.pp,
+        "trainer.strategy.context_parallel_size": cfg.cp,
+        "trainer.strategy.virtual_pipeline_model_parallel_size": None,
+        # Megatron's usual pairing: sequence parallelism whenever tensor parallelism is on.
+        "trainer.strategy.sequence_parallel": cfg.tp > 1,
+        "trainer.strategy.ckpt_async_save": False,
+        # -- model
+        **model_fields(cfg, model, shape),
+        # -- optimizer: Megatron distributed AdamW (decoupled weight decay)
+        "optim.config.optimizer": "adam",
+        "optim.config.lr": cfg.lr,
+        "optim.config.min_lr": cfg.min_lr,
+        "optim.config.weight_decay": cfg.weight_decay,
+        "optim.config.adam_beta1": cfg.beta1,
+        "optim.config.adam_beta2": cfg.beta2,
+        "optim.config.adam_eps": ADAM_EPS,
+        "optim.config.clip_grad": cfg.grad_clip,
+        "optim.config.bf16": cfg.precision == "bf16",
+        "optim.config.fp16": cfg.precision == "fp16",
+        "optim.config.use_distributed_optimizer": True,
+        "optim.lr_scheduler": lr_scheduler(cfg),
+        # -- data: the .bin/.idx that data/ wrote, read with the real tokenizer (never mock data)
+        "data": {
+            "_target_": PRETRAINING_DATA_MODULE, "_call_": "config",
+            "paths": [str(data_prefix)],
+            "seq_length": cfg.sl,
+            "micro_batch_size": cfg.mbs,
+            "global_batch_size": cfg.gbs,
+            "tokenizer": {"_target_": HF_TOKENIZER, "_call_": "config",
+                          "pretrained_model_name": str(tokenizer_dir), "use_fast": True},
+            # Everything to training: validation is off, so nothing is held out.
+            "split": "100,0,0",
+            "seed": cfg.seed,
+            "index_mapping_dir": str(index_cache_dir),
+            "reset_position_ids": False,
+            "reset_attention_mask": False,
+            "eod_mask_loss": False,
+        },
+        # -- logging: NeMo's own log files only; no checkpoint callback, no TensorBoard/W&B
+        "log": {"_target_": NEMO_LOGGER, "_call_": "config", "name": f"tprimat_{model}",
+                "log_dir": str(log_dir), "use_datetime_version": False, "ckpt": None,
+                "tensorboard": None, "wandb": None},
+        # A benchmark never resumes from an earlier run's checkpoint.
+        "resume": None,
+    }
+    defaults = RECIPE_PARALLEL_DEFAULTS[model]
+    notes = [
+        f"recipe {RECIPES[model]} defaults to TP={defaults['tensor_model_parallel_size']} "
+        f"PP={defaults['pipeline_model_parallel_size']} CP={defaults['context_parallel_size']}; "
+        f"tprimat sets TP={cfg.tp} PP={cfg.pp} CP={cfg.cp} from config",
+        f"GBS={cfg.gbs} = MBS {cfg.mbs} x DP {cfg.dp} x GA {cfg.ga}: Megatron runs GBS/(MBS*DP) = "
+        f"{cfg.ga} micro-batches per step",
+        f"SEED={cfg.seed} seeds the data order here and the model init in the training process "
+        "(NeMo 2.3's strategy seeds with a fixed 1234, so tprimat re-seeds before the model is built)",
+        f"Adam epsilon {ADAM_EPS} (Megatron-LM/PyTorch default) instead of the recipe's 1e-5",
+    ]
+    return NemoOverrides(
+        model=model,
+        recipe=RECIPES[model],
+        recipe_kwargs={"name": f"tprimat_{model}", "dir": str(log_dir), "num_nodes": cfg.nnodes,
+                       "num_gpus_per_node": cfg.gpus_per_node},
+        fields=fields,
+        notes=notes,
+    )

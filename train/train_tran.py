@@ -1,0 +1,283 @@
+"""``tran``: the vendor-neutral reference trainer, the same file on cpu, nvd and amd.
+
+Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` built from the shape table
+(random init, no download, SDPA attention), a plain PyTorch loop with AdamW, warm-up
+then cosine/linear/constant decay, gradient clipping and accumulation, autocast
+precision, DDP under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm maps to
+RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
+
+Two roles in one module:
+
+* launcher plugin (:func:`plan`, :func:`collect`) used by ``python -m train.launch``;
+* the training entry run by ``torchrun``: ``python -m train.train_tran --model llama --result PATH``.
+
+Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
+``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
+DP ranks; rank 0 writes the result through ``result_guard``, so SIGTERM or an error
+still leaves a valid ``incomplete``/``failed`` file. SIGTERM is turned into a flag that
+every rank checks after each step, agreed through the loss all-reduce, so all ranks
+stop after the same step and no collective is left half-entered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from train.launch import LaunchPlan, RunContext, read_own_result, torchrun_argv
+from train.platform_env import launcher_env
+from train.tran_step import Dist, Trainer, lr_at
+from utils.configure import REPO_ROOT, Config, ConfigError, load_config
+
+# ---------------------------------------------------------------------------
+# launcher plugin
+
+
+def check_supported(cfg: Config) -> None:
+    """tran is plain DDP: refuse what it cannot run instead of running something else."""
+    if cfg.tp * cfg.pp * cfg.cp != 1:
+        raise ValueError(f"tran is data-parallel only: TP={cfg.tp}, PP={cfg.pp}, CP={cfg.cp} must all be 1 "
+                         "(use mega/prim/nemo for model parallelism)")
+    if cfg.fp8:
+        raise ValueError("FP8=true is not supported by tran (no Transformer Engine); set FP8=false for tran")
+
+
+def plan(ctx: RunContext) -> LaunchPlan:
+    """``torchrun ... -m train.train_tran``; on cpu, OMP threads split the cores between the processes."""
+    cfg = ctx.cfg
+    check_supported(cfg)
+    extra: dict[str, str] = {}
+    if ctx.platform == "cpu":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        extra["OMP_NUM_THREADS"] = str(max(1, cores // cfg.gpus_per_node))
+    argv = [*torchrun_argv(cfg), "-m", "train.train_tran", "--model", ctx.model, "--platform", ctx.platform,
+            "--result", str(ctx.result_path), "--log-path", str(ctx.log_path)]
+    if ctx.run_index is not None:
+        argv += ["--run-index", str(ctx.run_index)]
+    env = launcher_env(ctx.platform, extra)
+    env["TPRIMAT_LAUNCHER_ENV"] = ",".join(sorted(env))  # so the worker can record what tprimat set
+    return LaunchPlan(argv=argv, env=env, cwd=REPO_ROOT,
+                      notes=["global rank 0 writes the result; every rank samples its own GPU's power"])
+
+
+def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None:
+    """The result rank 0 wrote; None (the launcher records the failure with the log tail) if absent."""
+    return read_own_result(ctx)
+
+
+# ---------------------------------------------------------------------------
+# training pieces
+
+
+def setup_distributed(cfg: Config, platform: str) -> Dist:
+    """Join the torchrun job (or run alone), check the world size, pick the device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != cfg.world_size:
+        raise ConfigError(f"torchrun started {world} process(es) but TP*PP*CP*DP = {cfg.world_size}: "
+                          "NNODES*GPUS_PER_NODE must equal the config's world size")
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if platform == "cpu":
+        device = torch.device("cpu")
+    else:
+        if not torch.cuda.is_available() or local_rank >= torch.cuda.device_count():
+            raise RuntimeError(f"platform {platform}: local rank {local_rank} needs a GPU but torch sees "
+                               f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ and not dist.is_initialized():  # under torchrun
+        dist.init_process_group("gloo" if device.type == "cpu" else "nccl")
+    return Dist(rank, local_rank, world, device)
+
+
+# ---------------------------------------------------------------------------
+# the measured run
+
+
+class StopRequest:
+    """SIGINT/SIGTERM only set a flag; the loop stops after the current step on every rank (see module doc)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            print(f"train_tran: {signal.Signals(signum).name} received; stopping after this step", flush=True)
+        self.signum = self.signum or signum
+
+
+def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, dict[str, Any] | None]:
+    """``torch.profiler`` over 0-based steps [PROFILE_STEP_START, PROFILE_STEP_END) (Megatron's convention).
+
+    One warm-up step (when there is one before the range) lets the profiler settle;
+    the trace of each rank goes to ``<OUTPUT_DIR>/profiles/<result stem>_rank<r>.json``.
+    """
+    if not cfg.profiling:
+        return contextlib.nullcontext(), None
+    start, end = cfg.profile_step_start, min(cfg.profile_step_end, cfg.train_iters)
+    if start >= cfg.train_iters:
+        return contextlib.nullcontext(), {"steps": None, "trace": None, "reason": (
+            f"PROFILE_STEP_START={start} is not below TRAIN_ITERS={cfg.train_iters}: nothing profiled")}
+    active, warmup = max(1, end - start), min(1, start)
+    directory = cfg.output_dir / "profiles"
+    directory.mkdir(parents=True, exist_ok=True)
+    trace = directory / f"{result_path.stem}_rank{info.rank}.json"
+
+    def write_trace(prof: Any) -> None:
+        tmp = trace.with_name(f".{trace.name}.tmp")
+        prof.export_chrome_trace(str(tmp))
+        os.replace(tmp, trace)
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if info.device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    profiler = torch.profiler.profile(
+        activities=activities, on_trace_ready=write_trace,
+        schedule=torch.profiler.schedule(wait=start - warmup, warmup=warmup, active=active, repeat=1))
+    details = {"steps": [start + 1, start + active], "step_numbering": "1-based, inclusive",
+               "trace": str(directory / f"{result_path.stem}_rank<r>.json"), "rank0_trace": str(trace)}
+    return profiler, details
+
+
+def reduce_loss(local_loss: torch.Tensor, stop: bool, info: Dist) -> tuple[float, bool]:
+    """(mean loss over DP ranks, whether any rank asked to stop): one all-reduce, same answer everywhere."""
+    if info.world_size == 1:
+        return float(local_loss), stop
+    packed = torch.stack([local_loss.float(), torch.tensor(float(stop), device=info.device)])
+    dist.all_reduce(packed)
+    return float(packed[0]) / info.world_size, bool(packed[1] > 0)
+
+
+def gather_objects(value: Any, info: Dist) -> list[Any]:
+    if info.world_size == 1:
+        return [value]
+    out: list[Any] = [None] * info.world_size
+    dist.all_gather_object(out, value)
+    return out
+
+
+def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) -> None:
+    """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends."""
+    from evaluate.fingerprint import fingerprint
+    from utils.hardware import collect_gpu_info
+    from utils.models import get_shape
+    from utils.monitor import StepMonitor, fill_result
+    from utils.power import MeasuredWindow, PowerSampler, open_reader
+    from utils.result import Interrupted, new_result, result_guard
+
+    set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
+    result = new_result(
+        cfg, platform=args.platform, framework="tran", model=args.model, shape=get_shape(args.model, cfg.model_size),
+        gpu_info=collect_gpu_info(args.platform), source_kind="callback", log_path=args.log_path,
+        run_index=args.run_index, launcher_env={k: os.environ[k] for k in set_by_launcher})
+    result["training_config"]["world_size_started"] = info.world_size
+    monitor = StepMonitor(info.device if info.device.type == "cuda" else None)
+    reader, reason = open_reader(args.platform, info.local_rank)
+    power = MeasuredWindow(PowerSampler(reader) if reader else None, reason, gpus_total=info.world_size,
+                           tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
+    shape_now = [get_shape(args.model, cfg.model_size)]
+
+    def fill(res: dict[str, Any]) -> None:
+        peak_allocated, peak_reserved = monitor.peak_memory()
+        fill_result(res, monitor.arrays(), skip_steps=cfg.skip_steps, global_batch_size=cfg.gbs, seq_len=cfg.sl,
+                    world_size=info.world_size, shape=shape_now[0], peak_allocated_gb=peak_allocated,
+                    peak_reserved_gb=peak_reserved,
+                    memory_reason=None if info.device.type == "cuda" else "platform cpu: device memory not tracked")
+        res["power_metrics"] = power.metrics(len(monitor.records))
+
+    path = args.result if info.rank == 0 else None
+    with result_guard(path, result, fill, expected_steps=cfg.train_iters):
+        stop.install()  # replaces result_guard's raise-anywhere handler: stop at a step boundary instead
+        trainer = Trainer(cfg, args.model, info)
+        shape_now[0] = trainer.shape
+        result["model_shape"] = trainer.shape.as_dict()
+        result["training_config"]["precision_effective"] = trainer.precision_effective
+        if info.rank == 0:
+            result["fingerprint"] = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
+        profiler, profiling = profiler_for(cfg, info, args.result)
+        if profiling is not None:
+            result["profiling"] = profiling
+            if profiling.get("steps"):
+                first, last = profiling["steps"]
+                result["warnings"].append(f"steps {first}-{last} ran under torch.profiler; their step times "
+                                          "include the profiler's overhead")
+        with profiler as prof:
+            for index in range(cfg.train_iters):
+                if index == cfg.skip_steps:
+                    power.start()
+                monitor.start_step()
+                local_loss = trainer.step(index)
+                record = monitor.end_step(lr=lr_at(index + 1, cfg))
+                # Loss reduction is outside the timed step: it is measurement, not training.
+                record.loss, stopping = reduce_loss(local_loss, stop.signum is not None, info)
+                if prof is not None:
+                    prof.step()
+                if info.rank == 0:
+                    print(f"step {index + 1}/{cfg.train_iters} | loss {record.loss:.4f} | lr {record.lr:.3e} | "
+                          f"time {record.time_s * 1000:.1f} ms | tokens/s {cfg.tokens_per_step / record.time_s:.0f}",
+                          flush=True)
+                if not math.isfinite(record.loss):
+                    raise FloatingPointError(f"non-finite loss at step {index + 1}")
+                if stopping:
+                    break
+        power.stop(len(monitor.records), lambda local: gather_objects(local, info))
+        if stop.signum is not None:
+            raise Interrupted(stop.signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m train.train_tran",
+        description="tran reference training (run under torchrun; normally started by python -m train.launch "
+                    "--framework tran). Config comes from config.env plus environment overrides.")
+    parser.add_argument("--model", required=True, choices=("llama", "qwen"))
+    parser.add_argument("--result", required=True, type=Path, help="result JSON written by global rank 0")
+    parser.add_argument("--platform", choices=("amd", "nvd", "cpu"), default=None,
+                        help="platform (default: PLATFORM or detection)")
+    parser.add_argument("--run-index", type=int, default=None, help="repeat number k, recorded in the result")
+    parser.add_argument("--log-path", type=Path, default=None, help="the launcher's log, recorded in the result")
+    args = parser.parse_args(argv)
+    stop = StopRequest()
+    stop.install()  # from the very start, so an early SIGTERM is not a silent kill
+    try:
+        cfg = load_config()
+        check_supported(cfg)
+        if args.platform is None:
+            from utils.hardware import detect_platform
+
+            args.platform = cfg.platform or detect_platform()
+        info = setup_distributed(cfg, args.platform)
+    except (ConfigError, ValueError, RuntimeError) as exc:
+        print(f"train_tran: error: {exc}", file=sys.stderr)
+        return 2
+    from utils.result import Interrupted
+
+    try:
+        train(cfg, args, info, stop)
+        return 0
+    except Interrupted as exc:
+        print(f"train_tran: rank {info.rank}: interrupted by {exc}; partial result written by rank 0",
+              file=sys.stderr)
+        return 128 + exc.signum
+    except Exception as exc:
+        print(f"train_tran: rank {info.rank}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""One rank's model, optimizer, schedule and precision for the ``tran`` reference trainer.
+
+Kept apart from ``train/train_tran.py`` (launching, distributed set-up, the measured
+loop) so each file reads in one sitting and ``bench/monitor_overhead.py`` can drive
+the very same optimizer step without the monitor.
+
+Choices that affect comparability, all deliberate:
+
+* the model is the transformers class named by the shape table, randomly
+  initialised (normal, std ``INIT_STD``) directly on the device, SDPA attention,
+  untied embeddings, RoPE (with llama3 scaling for Llama);
+* AdamW (eps 1e-8) with weight decay on matrices only (not on norms and biases), as
+  Megatron does; gradient clipping on the global norm;
+* the loss is token-mean cross entropy in fp32 over SL next-token targets;
+* autocast runs the matmuls in bf16/fp16 while weights and optimizer state stay fp32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from utils.configure import Config
+
+
+@dataclass(frozen=True)
+class Dist:
+    """Where this process sits in the job: global and local rank, world size, its device."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+
+def build_model(model: str, shape: Any, device: torch.device, init_std: float) -> torch.nn.Module:
+    """The transformers class named by the shape, randomly initialised on ``device`` (no weights downloaded)."""
+    import transformers
+
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": shape.rope_theta}
+    if shape.rope_scaling:
+        rope = {**shape.rope_scaling, "rope_theta": shape.rope_theta}
+    common = dict(
+        vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, intermediate_size=shape.ffn_hidden_size,
+        num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_attention_heads,
+        num_key_value_heads=shape.num_query_groups, max_position_embeddings=shape.max_position_embeddings,
+        rms_norm_eps=shape.norm_eps, rope_parameters=rope, tie_word_embeddings=shape.tied_embeddings,
+        initializer_range=init_std, attn_implementation="sdpa", use_cache=False,
+    )
+    if shape.hf_architecture == "LlamaForCausalLM":
+        config = transformers.LlamaConfig(**common, attention_bias=shape.qkv_bias)
+    elif shape.hf_architecture == "Qwen2ForCausalLM":
+        if not shape.qkv_bias:
+            raise ValueError("Qwen2ForCausalLM always has QKV bias; the shape says qkv_bias=False")
+        config = transformers.Qwen2Config(**common)
+    else:
+        raise ValueError(f"{model}: tran has no builder for {shape.hf_architecture}")
+    with device:  # initialise in place: an 8B model is never materialised on the host first
+        return getattr(transformers, shape.hf_architecture)(config)
+
+
+def lr_at(step: int, cfg: Config) -> float:
+    """LR of 1-based ``step``: linear warm-up to LR over WARMUP_STEPS, then decay to MIN_LR at TRAIN_ITERS.
+
+    Matches the value Megatron logs at the same iteration (warm-up ``LR*k/W``, cosine
+    ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2`` with ``r`` the decay fraction).
+    """
+    if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
+        return cfg.lr * step / cfg.warmup_steps
+    if cfg.lr_decay == "constant" or cfg.train_iters <= cfg.warmup_steps:
+        return cfg.lr
+    ratio = min(1.0, (step - cfg.warmup_steps) / (cfg.train_iters - cfg.warmup_steps))
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.lr_decay == "cosine" else 1.0 - ratio
+    return cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)
+
+
+def precision_setup(cfg: Config, device: torch.device) -> tuple[torch.dtype | None, Any, str]:
+    """(autocast dtype or None, GradScaler or None, what actually runs). Weights stay fp32 (master weights)."""
+    if cfg.precision == "bf16":
+        return torch.bfloat16, None, f"bf16 autocast ({device.type}), fp32 weights and optimizer"
+    if cfg.precision == "fp16":
+        scaler = torch.amp.GradScaler(device.type)
+        return torch.float16, scaler, f"fp16 autocast + GradScaler ({device.type}), fp32 weights and optimizer"
+    return None, None, f"fp32 ({device.type})"
+
+
+@dataclass
+class Trainer:
+    """Model, optimizer and data of one rank; :meth:`step` runs one optimizer step (GA micro-batches)."""
+
+    cfg: Config
+    model_name: str
+    dist_info: Dist
+    shape: Any = None
+    data: Any = None
+    model: torch.nn.Module = None  # type: ignore[assignment]
+    optimizer: torch.optim.Optimizer = None  # type: ignore[assignment]
+    autocast_dtype: torch.dtype | None = None
+    scaler: Any = None
+    precision_effective: str = ""
+    prefix: Path | None = None
+    tokenizer_dir: Path | None = None
+    extra_warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from train.tran_data import TokenWindows
+        from utils import dataset
+        from utils.models import get_shape
+
+        cfg, device = self.cfg, self.dist_info.device
+        self.prefix = dataset.dataset_prefix(cfg, self.model_name)
+        self.tokenizer_dir = dataset.tokenizer_dir(cfg, self.model_name)
+        vocab = dataset.vocab_size(dataset.load_tokenizer(self.tokenizer_dir))
+        if cfg.model_size == "tiny":
+            self.shape = get_shape(self.model_name, "tiny", vocab_size=vocab)
+        else:
+            self.shape = get_shape(self.model_name, "full")
+            if self.shape.vocab_size < vocab:
+                raise ValueError(f"tokenizer has {vocab} tokens but the {self.model_name} shape's vocab is "
+                                 f"{self.shape.vocab_size}: token ids would overflow the embedding")
+        self.data = TokenWindows(self.prefix, cfg.sl, cfg.seed)
+        torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
+        model = build_model(self.model_name, self.shape, device, cfg.init_std)
+        if self.dist_info.world_size > 1:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.model = model
+        decay = [p for p in model.parameters() if p.ndim >= 2]  # no weight decay on norms and biases
+        no_decay = [p for p in model.parameters() if p.ndim < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=lr_at(1, cfg), betas=(cfg.beta1, cfg.beta2), eps=1e-8, fused=device.type == "cuda")
+        self.autocast_dtype, self.scaler, self.precision_effective = precision_setup(cfg, device)
+
+    def step(self, index: int) -> torch.Tensor:
+        """Optimizer step ``index`` (0-based): GA micro-batches, clip, update. Returns this rank's mean loss."""
+        cfg, info = self.cfg, self.dist_info
+        lr = lr_at(index + 1, cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        total = torch.zeros((), device=info.device)
+        for micro in range(cfg.ga):
+            tokens = self.data.micro_batch(index, micro, rank=info.rank, dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga)
+            tokens = tokens.to(info.device, non_blocking=True)
+            last = micro == cfg.ga - 1
+            sync = contextlib.nullcontext() if last or info.world_size == 1 else self.model.no_sync()
+            with sync:
+                with torch.autocast(info.device.type, dtype=self.autocast_dtype,
+                                    enabled=self.autocast_dtype is not None):
+                    logits = self.model(input_ids=tokens[:, :-1]).logits
+                loss = torch.nn.functional.cross_entropy(
+                    logits.float().reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
+                scaled = loss / cfg.ga
+                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+            total += loss.detach()
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total / cfg.ga
+
+
