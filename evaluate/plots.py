@@ -64,6 +64,7 @@ def _bars(ax, summaries: list[GroupSummary], values: list[Estimate | None], labe
     if all(v is None for v in values):
         ax.text(0.5, 0.5, empty_text, ha="center", va="center", wrap=True, transform=ax.transAxes, fontsize=9)
         ax.set_xticks([])
+        ax.set_yticks([])
         return
     xs = list(range(len(summaries)))
     heights = [(v.value * scale) if v is not None else 0.0 for v in values]
@@ -143,6 +144,7 @@ def _mfu_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> None:
         ax.text(0.5, 0.5, "MFU not available:\n" + "\n".join(reasons[:3]), ha="center", va="center",
                 transform=ax.transAxes, fontsize=8, wrap=True)
         ax.set_xticks([])
+        ax.set_yticks([])
         return
     xs = list(range(len(summaries)))
     width = 0.38

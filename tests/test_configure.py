@@ -108,7 +108,7 @@ def test_env_file_parsing(tmp_path):
     path.write_text("# comment\n\nexport A=1\nB=\"x y\"  # trailing\nC='q'\nD=\n")
     assert parse_env_file(path) == {"A": "1", "B": "x y", "C": "q", "D": ""}
     path.write_text("not an assignment\n")
-    with pytest.raises(ConfigError, match="c.env:1: expected KEY=value"):
+    with pytest.raises(ConfigError, match=r"c\.env:1: expected KEY=value"):
         parse_env_file(path)
 
 

@@ -154,7 +154,7 @@ def test_apply_overrides_sets_nested_fields_and_builds_configs():
 
     class FakeRun:
         @staticmethod
-        def Config(target, **kwargs):  # noqa: N802 - mirrors nemo_run.Config
+        def Config(target, **kwargs):  # mirrors nemo_run.Config
             calls.append(target)
             return ("Config", target, kwargs)
 

@@ -75,7 +75,7 @@ def test_round_trip(tmp_path):
 def test_broken_results_are_rejected_with_the_first_problem(tmp_path, mutate, problem):
     result = make_result()
     mutate(result)
-    with pytest.raises(ResultError, match="train_x.json") as excinfo:
+    with pytest.raises(ResultError, match=r"train_x\.json") as excinfo:
         write_result(tmp_path / "train_x.json", result)
     assert problem in str(excinfo.value)
     assert not (tmp_path / "train_x.json").exists()

@@ -13,12 +13,13 @@ Two roles in one module:
   appends :class:`utils.monitor.BenchmarkCallback` to the trainer and runs it in this
   process.
 
-How it runs: ``nemo_run.run(recipe, direct=True)`` is documented (and used by NeMo's
-own recipe tests under torchrun) as "build the recipe with fiddle and call it in this
-process". tprimat does exactly that itself (``fdl.build(recipe)`` then call it), and
-appends its callback to the *built* trainer, because fiddle copies configured values
-while building: the callback instance tprimat later checks must be the one Lightning
-calls. torchrun provides the ranks; Lightning picks them up from its environment.
+How it runs: ``nemo_run.run(recipe, direct=True)`` (what NeMo 2.3's own recipe tests
+call under torchrun) is, in nemo-run 0.4 (``run/task.py: direct_run_fn``), exactly
+``fdl.build(recipe)()``: build the recipe with fiddle and call it in this process.
+tprimat does those two steps itself so that it can append its callback to the *built*
+trainer in between: fiddle copies configured values while building, and the callback
+instance tprimat checks afterwards must be the one Lightning calls. torchrun provides
+the ranks; Lightning picks them up from its environment.
 """
 
 from __future__ import annotations
