@@ -226,3 +226,9 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
         model_max_length=131072,
     )
     wrapped.save_pretrained(str(out_dir))
+    # transformers 5 records its own class name ("TokenizersBackend"), which the 4.x releases in the
+    # NeMo and Primus images cannot load; the generic fast-tokenizer class loads under both.
+    config_path = out_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -89,11 +89,15 @@ def _cores() -> int:
 
 
 @pytest.mark.slow
-def test_sigterm_mid_run_leaves_an_incomplete_result(tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
-    env = tiny_env(TRAIN_ITERS="2000", MEASURE_SKIP_STEPS="1")
+@pytest.mark.parametrize(("model", "processes"), [("llama", "1"), ("qwen", "2")])
+def test_sigterm_mid_run_leaves_an_incomplete_result(tiny_env: Callable[..., dict[str, str]], tmp_path: Path,
+                                                     model: str, processes: str) -> None:
+    # With 2 processes every rank must stop after the same step (agreed through the loss all-reduce),
+    # otherwise rank 0 would hang or fail in a collective instead of writing "incomplete".
+    env = tiny_env(TRAIN_ITERS="2000", MEASURE_SKIP_STEPS="1", DP=processes, GPUS_PER_NODE=processes, GA="1")
     log = tmp_path / "launcher.log"
     with log.open("w") as sink:
-        proc = subprocess.Popen([PYTHON, "-m", *LAUNCH, "--model", "llama"], env=env, cwd=REPO, stdout=sink,
+        proc = subprocess.Popen([PYTHON, "-m", *LAUNCH, "--model", model], env=env, cwd=REPO, stdout=sink,
                                 stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 180
@@ -107,8 +111,9 @@ def test_sigterm_mid_run_leaves_an_incomplete_result(tiny_env: Callable[..., dic
                 proc.kill()
     text = log.read_text()
     assert code == 1, text[-3000:]  # the launcher's exit: the job did not finish ok
-    result = read_result(Path(env["OUTPUT_DIR"]) / "train_cpu_tran_llama.json")
+    result = read_result(Path(env["OUTPUT_DIR"]) / f"train_cpu_tran_{model}.json")
     assert result["status"] == "incomplete", result["error"]
+    assert result["training_config"]["world_size_started"] == int(processes)
     assert "SIGTERM" in result["error"]
     done = len(result["step_times"])
     assert 4 <= done < 2000 and f"{done} of 2000 steps done" in result["error"]

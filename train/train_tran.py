@@ -113,8 +113,8 @@ class StopRequest:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, _frame: Any) -> None:
-        if self.signum is None:
-            print(f"train_tran: {signal.Signals(signum).name} received; stopping after this step", flush=True)
+        if self.signum is None:  # os.write: print() is not safe to re-enter from a signal handler
+            os.write(2, f"train_tran: {signal.Signals(signum).name} received; stopping after this step\n".encode())
         self.signum = self.signum or signum
 
 
@@ -233,8 +233,8 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) 
                 if stopping:
                     break
         power.stop(len(monitor.records), lambda local: gather_objects(local, info))
-        if stop.signum is not None:
-            raise Interrupted(stop.signum)
+        if stop.signum is not None and len(monitor.records) < cfg.train_iters:
+            raise Interrupted(stop.signum)  # result_guard records incomplete with the steps done
 
 
 def main(argv: list[str] | None = None) -> int:

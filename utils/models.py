@@ -88,7 +88,7 @@ _FULL = {
 _TINY = {
     "llama": dataclasses.replace(
         _FULL["llama"], size="tiny", display_name="Llama 3.1 8B (tiny)", num_layers=2, hidden_size=128,
-        ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=8192,
+        ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=16384,
     ),
     "qwen": dataclasses.replace(
         _FULL["qwen"], size="tiny", display_name="Qwen 2.5 7B (tiny)", num_layers=2, hidden_size=112,

@@ -1,0 +1,206 @@
+"""Overhead of tprimat's step measurement on a real tiny ``tran`` training loop.
+
+"Monitor on" is exactly what ``train/train_tran.py`` adds around each optimizer step:
+``StepMonitor.start_step``/``end_step`` (device sync + clock + a record), reading the
+loss to the host (``float(loss)``) and the board-power sampler thread (on GPUs; on cpu
+there is no power reader, so none runs, as in a real cpu run). "Monitor off" is the bare
+``Trainer.step`` loop. Both run in one process on the same model, alternating blocks
+of steps in an on/off/off/on pattern so slow drift (thermal, other jobs) cancels; each
+block is timed as a whole with an outside clock, synchronized at both ends.
+
+Reported: median step time per mode, the per-step overhead (mean over ABBA quads of
+mean(on) - mean(off), with a 95% interval), that as % of the step time, and the direct
+cost of the monitor calls alone (no training between them), which is the floor the
+A/B figure cannot resolve on a noisy machine. Target: overhead <= 0.5% of step time.
+
+Run (needs the sample data: ``DATASET=sample ./shell/data.sh``)::
+
+    DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \\
+        .venv/bin/python -m bench.monitor_overhead --model llama
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from train.tran_step import Dist, Trainer, lr_at
+from utils.configure import ConfigError, load_config
+from utils.hardware import cpu_name, detect_platform
+from utils.monitor import StepMonitor
+from utils.power import PowerSampler, open_reader
+
+PATTERN = ("on", "off", "off", "on")
+TARGET_PERCENT = 0.5
+
+
+class SyntheticReader:
+    """A power reader that returns a constant: measures the sampler thread's cost where no sensor exists."""
+
+    method = "synthetic constant (thread cost only, not a power measurement)"
+
+    def read_watts(self) -> float:
+        return 0.0
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_block(trainer: Trainer, mode: str, first_step: int, steps: int, reader: Any) -> float:
+    """Seconds for ``steps`` optimizer steps, monitored or bare, timed from outside."""
+    device, cfg = trainer.dist_info.device, trainer.cfg
+    sync(device)
+    started = time.perf_counter()
+    if mode == "off":
+        for index in range(first_step, first_step + steps):
+            trainer.step(index)
+    else:
+        monitor = StepMonitor(device if device.type == "cuda" else None)
+        sampler = PowerSampler(reader) if reader is not None else None
+        if sampler:
+            sampler.start()
+        for index in range(first_step, first_step + steps):
+            monitor.start_step()
+            loss = trainer.step(index)
+            record = monitor.end_step(lr=lr_at(index + 1, cfg))
+            record.loss = float(loss)
+        if sampler:
+            sampler.stop()
+    sync(device)
+    return time.perf_counter() - started
+
+
+def direct_cost(device: torch.device, repeats: int = 20000) -> float:
+    """Seconds per step of the monitor calls alone (start, end, loss to host), no training in between."""
+    monitor = StepMonitor(device if device.type == "cuda" else None)
+    loss = torch.ones((), device=device)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        monitor.start_step()
+        record = monitor.end_step(lr=1e-3)
+        record.loss = float(loss)
+    return (time.perf_counter() - started) / repeats
+
+
+def interval95(values: list[float]) -> tuple[float, float]:
+    """Mean +- t(0.975, n-1) * standard error (t from a small table; normal beyond 30)."""
+    n = len(values)
+    mean = statistics.fmean(values)
+    if n < 2:
+        return mean, mean
+    t_table = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
+               15: 2.13, 20: 2.09, 30: 2.04}
+    t = next((t_table[k] for k in sorted(t_table) if k >= n - 1), 1.96)
+    half = t * statistics.stdev(values) / n**0.5
+    return mean - half, mean + half
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    cfg = load_config()
+    plat = detect_platform()
+    device = torch.device("cuda", 0) if plat != "cpu" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    trainer = Trainer(cfg, args.model, Dist(0, 0, 1, device))
+    reader, power_reason = open_reader(plat, 0)
+    if reader is None and args.synthetic_sampler:
+        reader, power_reason = SyntheticReader(), None
+    step = 0
+    for _ in range(args.warmup):
+        trainer.step(step)
+        step += 1
+    per_step: dict[str, list[float]] = {"on": [], "off": []}
+    quads: list[float] = []
+    for quad in range(args.quads):
+        times: dict[str, list[float]] = {"on": [], "off": []}
+        for mode in PATTERN:
+            seconds = run_block(trainer, mode, step, args.steps_per_block, reader) / args.steps_per_block
+            step += args.steps_per_block
+            times[mode].append(seconds)
+            per_step[mode].append(seconds)
+        quads.append(statistics.fmean(times["on"]) - statistics.fmean(times["off"]))
+        print(f"quad {quad + 1}/{args.quads}: on {statistics.fmean(times['on']) * 1e3:.2f} ms/step, "
+              f"off {statistics.fmean(times['off']) * 1e3:.2f} ms/step", file=sys.stderr, flush=True)
+    step_off = statistics.median(per_step["off"])
+    overhead = statistics.fmean(quads)
+    low, high = interval95(quads)
+    direct = direct_cost(device)
+    return {
+        "command": " ".join([os.path.basename(sys.executable), "-m", "bench.monitor_overhead", *sys.argv[1:]]),
+        "machine": {"platform": plat, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
+                    None, "cpu": cpu_name(), "cpus": os.cpu_count(),
+                    "torch_threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0],
+                    "torch": torch.__version__},
+        "workload": {"model": args.model, "model_size": cfg.model_size, "sl": cfg.sl, "mbs": cfg.mbs, "ga": cfg.ga,
+                     "precision": trainer.precision_effective, "params": trainer.shape.parameter_count()},
+        "power_sampler": f"running in 'on' blocks ({reader.method})" if reader else f"not running: {power_reason}",
+        "blocks": {"quads": args.quads, "steps_per_block": args.steps_per_block, "pattern": "/".join(PATTERN)},
+        "median_step_s": {"off": step_off, "on": statistics.median(per_step["on"])},
+        "overhead_per_step_s": overhead,
+        "overhead_95ci_s": [low, high],
+        "overhead_percent": 100 * overhead / step_off,
+        "overhead_percent_95ci": [100 * low / step_off, 100 * high / step_off],
+        "direct_monitor_cost_s": direct,
+        "direct_monitor_cost_percent": 100 * direct / step_off,
+        "target_percent": TARGET_PERCENT,
+    }
+
+
+def verdict(figures: dict[str, Any]) -> str:
+    low, high = figures["overhead_percent_95ci"]
+    if high <= TARGET_PERCENT:
+        return "met (the whole 95% interval is below the target)"
+    if low > TARGET_PERCENT:
+        return "NOT met (the whole 95% interval is above the target)"
+    return "inconclusive from the A/B blocks (interval spans the target); see the direct cost"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.monitor_overhead", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=("llama", "qwen"), default="llama")
+    parser.add_argument("--quads", type=int, default=8, help="on/off/off/on groups of blocks (default 8)")
+    parser.add_argument("--steps-per-block", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=5, help="unmeasured steps first")
+    parser.add_argument("--synthetic-sampler", action="store_true",
+                        help="where no power sensor exists (cpu), run the sampler thread on a constant reader "
+                             "so its cost is included")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if min(args.quads, args.steps_per_block) < 1 or args.warmup < 0:
+        parser.error("--quads and --steps-per-block must be >= 1, --warmup >= 0")
+    try:
+        figures = measure(args)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        print(f"monitor_overhead: {exc}", file=sys.stderr)
+        return 2
+    ms = figures["median_step_s"]
+    low, high = figures["overhead_percent_95ci"]
+    print(f"step time, median: monitor off {ms['off'] * 1e3:.3f} ms, on {ms['on'] * 1e3:.3f} ms")
+    print(f"overhead per step: {figures['overhead_per_step_s'] * 1e6:.1f} us = {figures['overhead_percent']:.3f}% "
+          f"(95% interval {low:.3f}% .. {high:.3f}%)")
+    print(f"monitor calls alone: {figures['direct_monitor_cost_s'] * 1e6:.2f} us per step = "
+          f"{figures['direct_monitor_cost_percent']:.4f}% of the step")
+    print(f"power sampler: {figures['power_sampler']}")
+    print(f"target <= {TARGET_PERCENT}%: {verdict(figures)}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=args.json.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(figures, handle, indent=2)
+        os.replace(tmp, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
