@@ -108,7 +108,21 @@ def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:
 
 
 def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:
-    return result_path(cfg.output_dir / "logs", platform, framework, model, run_index).with_suffix(".log")
+    """The job's log; with several nodes each node keeps its own (``..._node<k>.log``) on shared storage."""
+    path = result_path(cfg.output_dir / "logs", platform, framework, model, run_index).with_suffix(".log")
+    return path.with_name(f"{path.stem}_node{cfg.node_rank}.log") if cfg.nnodes > 1 else path
+
+
+def writes_result(ctx: RunContext, plugin: Plugin) -> bool:
+    """Whether this node owns the job's result file.
+
+    Only one node may write it, or nodes sharing ``OUTPUT_DIR`` would overwrite each
+    other. A plugin names the node that sees the measurement: ``RESULT_NODE = "first"``
+    (global rank 0 measures in-process, the default) or ``"last"`` (Megatron and Primus
+    print their iteration lines on the last rank, which lives on the last node).
+    """
+    owner = getattr(plugin, "RESULT_NODE", "first")
+    return ctx.cfg.node_rank == (ctx.cfg.nnodes - 1 if owner == "last" else 0)
 
 
 def load_plugin(framework: str) -> Plugin:
@@ -178,10 +192,15 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
     if dry_run:
         sys.stdout.write(plan.render())
         return 0
+    print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
+    if not writes_result(ctx, plugin):
+        returncode = run_plan(plan, ctx.log_path)
+        print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
+              f"the result {ctx.result_path.name} is written by the node that measures")
+        return 0 if returncode == 0 else 1
     ctx.result_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         ctx.result_path.unlink()  # a stale result must never pass for this run's
-    print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
     returncode = run_plan(plan, ctx.log_path)
     try:
         result = plugin.collect(ctx, plan, returncode)
@@ -248,13 +267,15 @@ def main(argv: list[str] | None = None) -> int:
         result_path=result_path(cfg.output_dir, args.platform, framework, args.model, args.run_index),
         log_path=log_path_for(cfg, args.platform, framework, args.model, args.run_index),
     )
+    plugin = load_plugin(framework)
     try:
-        return launch(ctx, load_plugin(framework), dry_run=args.dry_run)
+        return launch(ctx, plugin, dry_run=args.dry_run)
     except (ValueError, FileNotFoundError) as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         if args.dry_run:
             return 2
-        write_result(ctx.result_path, failure_result(ctx, "failed", str(exc)))
+        if writes_result(ctx, plugin):
+            write_result(ctx.result_path, failure_result(ctx, "failed", str(exc)))
         return 1
 
 

@@ -70,6 +70,10 @@ def _model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding
     return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
 
 
+# The iteration lines are printed by the last rank, so the last node's launcher extracts the result.
+RESULT_NODE = "last"
+
+
 def plan(ctx: RunContext) -> LaunchPlan:
     """``torchrun <rendezvous> <MEGATRON_PATH>/pretrain_gpt.py <flags>`` with the platform's environment."""
     cfg = ctx.cfg

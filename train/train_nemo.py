@@ -113,6 +113,10 @@ def missing_data(cfg: Config, model: str) -> list[Path]:
 # launcher plugin
 
 
+# Global rank 0 (on the first node) writes the measured result.
+RESULT_NODE = "first"
+
+
 def plan(ctx: RunContext) -> LaunchPlan:
     """torchrun + ``-m train.train_nemo`` with the NVIDIA environment and the overrides file."""
     if ctx.platform != PLATFORM:

@@ -127,6 +127,10 @@ def _model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding
     return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
 
 
+# The iteration lines are printed by the last rank, so the last node's launcher extracts the result.
+RESULT_NODE = "last"
+
+
 def plan(ctx: RunContext) -> LaunchPlan:
     """``EXP=<generated.yaml> bash examples/run_pretrain.sh`` from ``PRIMUS_PATH``."""
     if ctx.platform != "amd":

@@ -51,6 +51,10 @@ def check_supported(cfg: Config) -> None:
         raise ValueError("FP8=true is not supported by tran (no Transformer Engine); set FP8=false for tran")
 
 
+# Global rank 0 (on the first node) writes the measured result.
+RESULT_NODE = "first"
+
+
 def plan(ctx: RunContext) -> LaunchPlan:
     """``torchrun ... -m train.train_tran``; on cpu, OMP threads split the cores between the processes."""
     cfg = ctx.cfg
