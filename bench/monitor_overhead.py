@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import torch
 
 from train.tran_step import Dist, Trainer, lr_at
+from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
 from utils.hardware import cpu_name, detect_platform
 from utils.monitor import StepMonitor
@@ -194,11 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"power sampler: {figures['power_sampler']}")
     print(f"target <= {TARGET_PERCENT}%: {verdict(figures)}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=args.json.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(figures, handle, indent=2)
-        os.replace(tmp, args.json)
+        atomic_write_text(args.json, json.dumps(figures, indent=2) + "\n")
     return 0
 
 

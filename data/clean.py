@@ -29,7 +29,6 @@ from tqdm import tqdm
 from data import manifest as mf
 from data.common import (
     DataError,
-    atomic_output,
     base_parser,
     config_from_args,
     iter_jsonl_texts,
@@ -37,6 +36,7 @@ from data.common import (
     sha256_file,
     write_jsonl_line,
 )
+from utils.atomic import atomic_path
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_dir, raw_path
 
@@ -85,7 +85,7 @@ def clean(cfg: Config, force: bool = False, progress: bool = True) -> CleanCount
 
     counts = CleanCounts()
     seen: set[bytes] = set()
-    with atomic_output(out) as tmp, tmp.open("w", encoding="utf-8") as stream:
+    with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as stream:
         for raw in tqdm(iter_jsonl_texts(source), desc="clean", unit="doc", disable=not progress):
             counts.input_documents += 1
             text = normalize(raw)

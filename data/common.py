@@ -8,10 +8,8 @@ and nothing is written under its final name until it is complete.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
@@ -26,19 +24,6 @@ EXIT_CONFIG = 2
 
 class DataError(RuntimeError):
     """A data stage cannot produce a trustworthy output. The message names the file and the problem."""
-
-
-@contextlib.contextmanager
-def atomic_output(final: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``final``; rename it into place only if the block succeeds."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

@@ -47,6 +47,7 @@ from data.common import (
     sha256_file,
     tool_versions,
 )
+from utils.atomic import temp_sibling
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
 
@@ -127,7 +128,7 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
     eod = eod_id(tokenizer)
     dtype = DType.optimal_dtype(vocab)
     bin_path, idx_path = bin_idx(prefix)
-    tmp_bin = prefix.with_name(f".{prefix.name}.tmp-{os.getpid()}.bin")
+    tmp_bin = temp_sibling(prefix, ".bin")
     tmp_idx = tmp_bin.with_suffix(".idx")
     prefix.parent.mkdir(parents=True, exist_ok=True)
     encoder = _BatchEncoder(tokenizer)

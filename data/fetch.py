@@ -32,7 +32,6 @@ from data import sample_corpus
 from data.common import (
     DataError,
     add_model_arg,
-    atomic_output,
     base_parser,
     config_from_args,
     iter_jsonl_texts,
@@ -42,6 +41,7 @@ from data.common import (
     tool_versions,
     write_jsonl_line,
 )
+from utils.atomic import atomic_path, temp_sibling
 from utils.configure import Config, read_secret
 from utils.dataset import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
 
@@ -182,7 +182,7 @@ def fetch_corpus(cfg: Config, force: bool = False, progress: bool = True) -> Pat
         print(f"fetch: {out} is current (manifest {manifest_path.name}); --force to redo")
         return out
     count = 0
-    with atomic_output(out) as tmp:
+    with atomic_path(out) as tmp:
         if cfg.dataset == "sample":
             spec = sample_corpus.SampleSpec(seed=cfg.seed, target_bytes=int(cfg.sample_mb * 1_000_000))
             count = sample_corpus.write_corpus(spec, tmp)
@@ -235,7 +235,7 @@ def fetch_real_tokenizer(cfg: Config, model: str, force: bool = False) -> Path:
         print(f"fetch: tokenizer {final} is current; --force to redo")
         return final
     token = _hf_token(repo)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    tmp = temp_sibling(final)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -274,7 +274,7 @@ def fetch_sample_tokenizers(cfg: Config, corpus: Path, force: bool = False) -> l
         if base is None:
             print(f"fetch: training a {cfg.sample_vocab}-token byte-level BPE on {corpus.name}")
             base = sample_corpus.train_base_tokenizer(corpus, cfg.sample_vocab)
-        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        tmp = temp_sibling(final)
         shutil.rmtree(tmp, ignore_errors=True)
         try:
             sample_corpus.save_model_tokenizer(base, model, tmp)

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from data.common import atomic_output, sha256_file
+from data.common import sha256_file
+from utils.atomic import atomic_path
 
 SCHEMA_VERSION = 1
 
@@ -65,7 +66,7 @@ def write_manifest(path: Path, stage: str, key: dict[str, Any], outputs: list[Pa
         "counts": counts,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    with atomic_output(path) as tmp:
+    with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest
 

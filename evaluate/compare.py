@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 
 from evaluate.analysis import summarize_group
-from evaluate.atomic import save_figure, write_text
 from evaluate.fairness import check_fairness
-from evaluate.plots import comparison_figure, loss_parity_figure
+from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
+from utils.atomic import atomic_write_text
 from utils.configure import PLATFORMS, ConfigError, load_config
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
@@ -68,7 +68,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     parities = comparison.all_parities()
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
         written.append(save_figure(loss_parity_figure(parities), output_dir / comparison.parity_figure_name))
-    written.append(write_text(output_dir / "compare.md", markdown(comparison)))
+    written.append(atomic_write_text(output_dir / "compare.md", markdown(comparison)))
     return written
 
 

@@ -10,6 +10,9 @@ tests inspect axes titles rather than just a file's existence.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -19,6 +22,7 @@ from matplotlib.figure import Figure
 from evaluate.analysis import GroupSummary, LossParity
 from evaluate.results import MODEL_NAMES, PLATFORM_NAMES
 from evaluate.stats import Estimate
+from utils.atomic import atomic_path
 
 PLATFORM_COLORS = {"amd": "#d62728", "nvd": "#76b900", "cpu": "#7f7f7f"}
 FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx"}
@@ -230,3 +234,11 @@ def loss_parity_figure(parities: list[LossParity]) -> Figure:
         ax_gap.grid(alpha=0.3)
     figure.suptitle("Loss-curve parity between platforms on identical data", fontsize=13)
     return figure
+
+
+def save_figure(figure: Any, path: Path, dpi: int = 110) -> Path:
+    """``figure.savefig`` atomically: a half-written PNG never replaces a good one."""
+    path = Path(path)
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        figure.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
+    return path

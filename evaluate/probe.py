@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaluate.atomic import write_text
 from evaluate.fingerprint import code_revision
+from utils.atomic import atomic_write_text
 from utils.environment import capture_environment
 from utils.hardware import collect_gpu_info, cpu_name, detect_platform
 from utils.result import now_iso
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = json.dumps(snapshot(), indent=2, default=str) + "\n"
     if args.output:
-        write_text(args.output, text)
+        atomic_write_text(args.output, text)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

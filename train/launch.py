@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from utils.atomic import atomic_write_text
 from utils.configure import Config, ConfigError, load_config
 from utils.hardware import collect_gpu_info, detect_platform
 from utils.models import get_shape
@@ -153,10 +154,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 def run_plan(plan: LaunchPlan, log_path: Path) -> int:
     """Run the command, tee its output to ``log_path``, forward SIGINT/SIGTERM; return its exit code."""
     for path, text in plan.files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, text)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:

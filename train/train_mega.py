@@ -63,7 +63,8 @@ def megatron_args(
     return render_cli(settings)
 
 
-def _model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]:
+def model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]:
+    """Data prefix, tokenizer directory, model shape and vocabulary padding (shared with Primus)."""
     cfg = ctx.cfg
     prefix, tokenizer = dataset_prefix(cfg, ctx.model), tokenizer_dir(cfg, ctx.model)
     shape = get_shape(ctx.model, cfg.model_size)
@@ -77,7 +78,7 @@ RESULT_NODE = "last"
 def plan(ctx: RunContext) -> LaunchPlan:
     """``torchrun <rendezvous> <MEGATRON_PATH>/pretrain_gpt.py <flags>`` with the platform's environment."""
     cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = _model_inputs(ctx)
+    prefix, tokenizer, shape, padding = model_inputs(ctx)
     root, root_problem = find_megatron(cfg, ctx.platform)
     notes = [padding.note()]
     problems = [p for p in (root_problem, missing_data(prefix, tokenizer)) if p is not None]
@@ -92,8 +93,13 @@ def plan(ctx: RunContext) -> LaunchPlan:
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None:
     """The unified result from the run's log (failures included, with the reason)."""
+    return collect_from_log(ctx, plan, returncode)
+
+
+def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any]:
+    """Extract the unified result from a Megatron-style log; used by ``mega`` and ``prim``."""
     cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = _model_inputs(ctx)
+    prefix, tokenizer, shape, padding = model_inputs(ctx)
     if not padding.matches_target:
         shape = get_shape(ctx.model, cfg.model_size, vocab_size=padding.padded)
     result = build_result(

@@ -27,23 +27,17 @@ from typing import Any
 
 import yaml
 
-from evaluate.extract import build_result
-from evaluate.fingerprint import fingerprint
 from train.launch import LaunchPlan, RunContext
 from train.megatron_args import (
     VocabPadding,
     megatron_settings,
     missing_data,
-    precision_label,
     primus_root,
-    vocab_padding,
 )
 from train.platform_env import launcher_env
-from train.train_mega import index_cache_dir
+from train.train_mega import collect_from_log, index_cache_dir, model_inputs
 from utils.configure import Config
-from utils.dataset import dataset_prefix, tokenizer_dir
-from utils.hardware import collect_gpu_info
-from utils.models import ModelShape, get_shape
+from utils.models import ModelShape
 
 PRIMUS_MODEL_FILES = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml"}
 RUN_SCRIPT = Path("examples") / "run_pretrain.sh"
@@ -120,13 +114,6 @@ def train_log_path(ctx: RunContext) -> Path:
     return ctx.log_path.with_name(f"{ctx.log_path.stem}.primus_train.log")
 
 
-def _model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]:
-    cfg = ctx.cfg
-    prefix, tokenizer = dataset_prefix(cfg, ctx.model), tokenizer_dir(cfg, ctx.model)
-    shape = get_shape(ctx.model, cfg.model_size)
-    return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
-
-
 # The iteration lines are printed by the last rank, so the last node's launcher extracts the result.
 RESULT_NODE = "last"
 
@@ -136,7 +123,7 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if ctx.platform != "amd":
         raise ValueError(f"prim runs on amd only (platform {ctx.platform}); on nvd the vendor stack is nemo")
     cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = _model_inputs(ctx)
+    prefix, tokenizer, shape, padding = model_inputs(ctx)
     root = primus_root(cfg)
     notes = [padding.note()]
     problems = [missing_data(prefix, tokenizer)]
@@ -170,17 +157,6 @@ def plan(ctx: RunContext) -> LaunchPlan:
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None:
     """The unified result from the captured output (or Primus's TRAIN_LOG), failures included."""
-    cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = _model_inputs(ctx)
-    if not padding.matches_target:
-        shape = get_shape(ctx.model, cfg.model_size, vocab_size=padding.padded)
-    result = build_result(
-        cfg, log_path=ctx.log_path, platform=ctx.platform, framework=ctx.framework, model=ctx.model,
-        returncode=returncode, shape=shape, gpu_info=collect_gpu_info(ctx.platform, "fp8" if cfg.fp8 else "bf16"),
-        launcher_env=plan.env, run_index=ctx.run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
-        precision_effective=precision_label(cfg), extra_logs=plan.extra_logs,
-    )
-    result["source"]["command"] = plan.argv
+    result = collect_from_log(ctx, plan, returncode)
     result["source"]["primus_experiment"] = str(experiment_path(ctx))
-    result["warnings"] = [*plan.notes, *result["warnings"]]
     return result

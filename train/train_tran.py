@@ -36,6 +36,7 @@ import torch.distributed as dist
 from train.launch import LaunchPlan, RunContext, read_own_result, torchrun_argv
 from train.platform_env import launcher_env
 from train.tran_step import Dist, Trainer, lr_at
+from utils.atomic import atomic_path
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
 
 # ---------------------------------------------------------------------------
@@ -140,9 +141,8 @@ def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, dict[
     trace = directory / f"{result_path.stem}_rank{info.rank}.json"
 
     def write_trace(prof: Any) -> None:
-        tmp = trace.with_name(f".{trace.name}.tmp")
-        prof.export_chrome_trace(str(tmp))
-        os.replace(tmp, trace)
+        with atomic_path(trace, suffix=".json") as tmp:
+            prof.export_chrome_trace(str(tmp))
 
     activities = [torch.profiler.ProfilerActivity.CPU]
     if info.device.type == "cuda":

@@ -21,10 +21,8 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -34,6 +32,7 @@ from typing import Any
 
 import jsonschema
 
+from utils.atomic import atomic_write_text
 from utils.configure import Config
 from utils.environment import capture_environment
 from utils.hardware import GpuInfo
@@ -85,20 +84,7 @@ def write_result(path: Path, result: dict[str, Any]) -> Path:
     """Validate, then write atomically (temp file in the same directory + rename)."""
     path = Path(path)
     validate(result, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write_text(path, json.dumps(result, indent=2, allow_nan=False) + "\n", fsync=True)
 
 
 def read_result(path: Path) -> dict[str, Any]:
