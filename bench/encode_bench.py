@@ -18,11 +18,9 @@ on a shared machine the slow runs measure the neighbours, not the code.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import multiprocessing
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -31,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from data.clean import clean
-from data.common import iter_jsonl_texts
+from data.common import iter_jsonl_texts, sha256_file
 from data.encode import bin_idx, encode_documents, resolve_workers
 from data.fetch import fetch
 from utils.configure import load_config
 from utils.dataset import clean_path, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from utils.hardware import cpu_name
 
 
 @dataclass
@@ -106,20 +105,6 @@ def run_tokenizer_only(corpus: Path, tokenizer_path: Path) -> Run:
     return Run("tokenizer alone (ceiling)", time.perf_counter() - started, tokens)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.encode_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--sample-mb", type=float, default=16.0, help="size of the generated corpus (default 16)")
@@ -152,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     run = run_tprimat(corpus, tok_path, prefix, workers)
                 runs.append(run)
                 bin_path, idx_path = bin_idx(prefix)
-                digests.setdefault(method, set()).add((_sha256(bin_path), _sha256(idx_path)))
+                digests.setdefault(method, set()).add((sha256_file(bin_path), sha256_file(idx_path)))
                 bin_path.unlink()
                 idx_path.unlink()
                 print(f"  {run.method:24s} run {repeat + 1}: {run.seconds:6.2f} s  "
@@ -175,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "tokenizer_only_tokens_per_s": round(ceiling.tokens_per_second),
         "ceiling_ratio_vs_baseline": round(
             ceiling.tokens_per_second / best["preprocess_data-style"].tokens_per_second, 2),
-        "cpu": _cpu_model(), "cpus_available": len(os.sched_getaffinity(0)),
+        "cpu": cpu_name() or "unknown", "cpus_available": len(os.sched_getaffinity(0)),
         "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
     }
     print(json.dumps(summary, indent=2))

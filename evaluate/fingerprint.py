@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from data.common import sha256_file
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
 from utils.models import ModelShape, get_shape
 
 FLOP_CONVENTION = "megatron-dense-v1: 6*N' + 12*L*s*h (full) and 6*N' + 6*L*s*h (causal)"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "tokenizer.model")
-CHUNK = 1 << 20
 
 
 def hash_json(value: Any) -> str:
@@ -34,11 +34,7 @@ def hash_json(value: Any) -> str:
 
 
 def hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + sha256_file(path)
 
 
 def hash_files(paths: list[Path]) -> str | None:
