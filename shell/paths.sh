@@ -37,7 +37,7 @@ tprimat_safe_target() {
         return 0
     fi
     # Same container test as utils/configure.py, which defaults DATA_DIR to /data/tprimat there.
-    if [[ ( "${TPRIMAT_IN_CONTAINER:-0}" == 1 || -e /.dockerenv ) && "$resolved/" == /data/tprimat/* ]]; then
+    if [[ "${TPRIMAT_IN_CONTAINER:-0}" == 1 && "$resolved/" == /data/tprimat/* ]]; then
         echo "$resolved"
         return 0
     fi

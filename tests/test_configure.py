@@ -92,9 +92,10 @@ def test_relative_paths_resolve_against_the_repo():
     assert cfg.output_dir == REPO_ROOT / "output"
 
 
-def test_container_default_data_dir(monkeypatch):
-    monkeypatch.setenv("TPRIMAT_IN_CONTAINER", "1")
+def test_container_default_data_dir():
     assert load_config(environ={**BASE, "TPRIMAT_IN_CONTAINER": "1"}).data_dir == Path("/data/tprimat")
+    # Native runs keep ./data_cache even where the machine itself is a container (no tprimat marker).
+    assert load_config(environ=BASE).data_dir == REPO_ROOT / "data_cache"
 
 
 def test_workload_has_every_fairness_key():

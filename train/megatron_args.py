@@ -13,8 +13,9 @@ Choices that are not config keys, and why:
 * ``dataloader_type: single``: Megatron's sequential sampler. Primus's trainer
   defaults to ``cyclic`` (a shuffling sampler), which would feed different tokens;
 * ``eod_mask_loss: false`` (Megatron's default; Primus's examples turn it on);
-* ``use_distributed_optimizer``, ``overlap_grad_reduce``, ``overlap_param_gather``:
-  what NVIDIA's and AMD's own Llama recipes use; they change speed, not the maths;
+* ``use_distributed_optimizer`` on, ``overlap_grad_reduce`` and ``overlap_param_gather``
+  off, as the user's fairness table fixes them for both vendors (the vendors' own recipes
+  turn overlap on; it changes speed, not the maths, but it must be the same everywhere);
 * ``sequence_parallel`` whenever TP > 1 (both vendors' recipes do);
 * attention backend per platform: ``fused`` (cuDNN through Transformer Engine) on
   NVIDIA, as NVIDIA's Llama 3 8B H100 example does; ``auto`` on AMD, Primus's
@@ -168,8 +169,10 @@ def megatron_settings(
         "context_parallel_size": cfg.cp,
         "sequence_parallel": cfg.tp > 1,
         "use_distributed_optimizer": True,
-        "overlap_grad_reduce": True,
-        "overlap_param_gather": True,
+        # The fairness table: no overlap of gradient reduction or parameter gathering on either vendor
+        # (the same for nemo); gradients reduced in the training dtype (Megatron's default).
+        "overlap_grad_reduce": False,
+        "overlap_param_gather": False,
         "gradient_accumulation_fusion": platform != "amd",
         # ---- optimizer and schedule ----
         "seed": cfg.seed,

@@ -190,6 +190,12 @@ def build_overrides(
         # Megatron's usual pairing: sequence parallelism whenever tensor parallelism is on.
         "trainer.strategy.sequence_parallel": cfg.tp > 1,
         "trainer.strategy.ckpt_async_save": False,
+        # Gradient reduction as the fairness table (and Megatron-LM's defaults) has it: in the training
+        # dtype and not overlapped. The recipes reduce in fp32 with overlap on, a numerical and a
+        # scheduling difference from the mega/prim runs it is compared with.
+        "trainer.strategy.ddp.grad_reduce_in_fp32": False,
+        "trainer.strategy.ddp.overlap_grad_reduce": False,
+        "trainer.strategy.ddp.overlap_param_gather": False,
         # -- model
         **model_fields(cfg, model, shape),
         # -- optimizer: Megatron distributed AdamW (decoupled weight decay)

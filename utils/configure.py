@@ -212,8 +212,13 @@ def parse_env_file(path: Path) -> dict[str, str]:
     return values
 
 
-def _in_container() -> bool:
-    return Path("/.dockerenv").exists() or os.environ.get("TPRIMAT_IN_CONTAINER") == "1"
+def _in_container(env: Mapping[str, str]) -> bool:
+    """Inside a tprimat image (its Dockerfiles set TPRIMAT_IN_CONTAINER=1).
+
+    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
+    container, and a native run there must keep its data in ./data_cache.
+    """
+    return env.get("TPRIMAT_IN_CONTAINER") == "1"
 
 
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Config)}
@@ -350,7 +355,7 @@ def load_config(
             continue  # empty path: keep the default chosen below
         kwargs[key.lower()] = value
     if kwargs.get("data_dir") is None:
-        kwargs["data_dir"] = Path(CONTAINER_DATA_DIR) if _in_container() else REPO_ROOT / "data_cache"
+        kwargs["data_dir"] = Path(CONTAINER_DATA_DIR) if _in_container(env) else REPO_ROOT / "data_cache"
     if kwargs.get("output_dir") is None:
         kwargs["output_dir"] = REPO_ROOT / "output"
     for name in ("data_dir", "output_dir"):
