@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus = clean_path(prepare_corpus(cfg, args.shape))
         documents = sum(1 for _ in iter_jsonl_texts(corpus))
         vocab = vocab_size(load_tokenizer(tok_path))
+        import megatron.core.datasets.indexed_dataset  # noqa: F401  (import once, outside every timed run)
         runs: list[Run] = []
         digests: dict[str, set[tuple[str, str]]] = {}
         load_before = os.getloadavg()

@@ -73,7 +73,7 @@ def run_block(trainer: Trainer, mode: str, first_step: int, steps: int, reader: 
         for index in range(first_step, first_step + steps):
             monitor.start_step()
             loss = trainer.step(index)
-            record = monitor.end_step(lr=lr_at(index + 1, cfg))
+            record = monitor.end_step(lr=lr_at(index, cfg))
             record.loss = float(loss)
         if sampler:
             sampler.stop()

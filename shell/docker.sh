@@ -14,14 +14,15 @@ TPRIMAT_CONTAINER_OUTPUT=/output/tprimat        # used only when OUTPUT_DIR lies
 TPRIMAT_FORWARD_PREFIXES=(NCCL_ RCCL_ HSA_ HIP_ NVTE_ TORCH_ PYTORCH_ CUDA_ ROCR_ UCX_ GLOO_)
 TPRIMAT_FORWARD_NAMES=(HF_TOKEN OMP_NUM_THREADS)
 
-# docker reads --env-file lines verbatim: a quoted value or an `export` prefix would reach the
-# container with its quotes. Refuse such a secrets.env instead of passing a mangled token.
+# docker reads --env-file lines verbatim: a quoted value, an `export` prefix, a trailing
+# ` # comment` or a CRLF line end would reach the container as part of the value (while the
+# native loader strips them). Refuse such a secrets.env instead of passing a mangled token.
 # The message names the key only, never the value.
 tprimat_check_secrets_file() {
     local bad
-    bad="$(sed -n -E 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=["'"'"'].*/\2/p; s/^[[:space:]]*export[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)=.*/\1/p' "$1" | sort -u | tr '\n' ' ')"
+    bad="$(sed -n -E 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=["'"'"'].*/\2/p; s/^[[:space:]]*export[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)=.*/\1/p; s/^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)=(.*[[:space:]]#.*|.*\r)$/\1/p' "$1" | sort -u | tr '\n' ' ')"
     if [[ -n "$bad" ]]; then
-        echo "docker.sh: $1: write ${bad% } as KEY=value without quotes or 'export' (docker --env-file keeps them literally)" >&2
+        echo "docker.sh: $1: write ${bad% } as KEY=value without quotes, 'export', a trailing comment or CRLF line ends (docker --env-file keeps them literally)" >&2
         return 2
     fi
 }
@@ -91,9 +92,11 @@ tprimat_docker_run_argv() {
     # config.env is not handed to docker as is: docker's --env-file keeps quotes and inline comments
     # literally (MODELS="llama qwen" would arrive with its quotes). Instead the effective config
     # (config.env + environment overrides, validated here) is rendered as plain KEY=value lines.
+    # GBS is left out: it is derived, and a fixed GBS in the container's environment would turn
+    # any later MBS/DP/GA override there (e.g. in entry.sh) into a GBS mismatch error.
     if [[ -f "${TPRIMAT_CONFIG:-$TPRIMAT_ROOT/config.env}" ]]; then
         TPRIMAT_DOCKER_ENV_FILE="$(mktemp "${TMPDIR:-/tmp}/tprimat-config.env.XXXXXX")" || return 2
-        "$TPRIMAT_PYTHON" -m utils.configure | grep -v '^#' >"$TPRIMAT_DOCKER_ENV_FILE" || return 2
+        "$TPRIMAT_PYTHON" -m utils.configure | grep -v -e '^#' -e '^GBS=' >"$TPRIMAT_DOCKER_ENV_FILE" || return 2
         TPRIMAT_DOCKER_ARGV+=(--env-file "$TPRIMAT_DOCKER_ENV_FILE")
     fi
     if [[ -f "$TPRIMAT_ROOT/secrets.env" ]]; then

@@ -7,7 +7,16 @@
 #   PYTHON=python3 shell/install_requirements.sh <requirements.txt>
 set -euo pipefail
 
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+    echo "Usage: [PYTHON=python3] shell/install_requirements.sh <requirements.txt>"
+    echo "Installs the pinned lines whose package the image lacks, under constraints frozen from the image."
+    exit 0
+fi
 requirements="${1:?usage: install_requirements.sh <requirements.txt>}"
+if [[ ! -r "$requirements" ]]; then
+    echo "install_requirements: cannot read $requirements" >&2
+    exit 2
+fi
 python="${PYTHON:-python3}"
 workdir="$(mktemp -d)"
 trap 'rm -rf "$workdir"' EXIT

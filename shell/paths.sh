@@ -44,3 +44,20 @@ tprimat_safe_target() {
     echo "refusing $label='$raw': $resolved is outside the repository $root; remove it by hand if you mean it" >&2
     return 1
 }
+
+# tprimat_refuse_project_dir LABEL DIR: fail when DIR holds the project's own files, so that
+# e.g. DATA_DIR=data (the data/ package) or OUTPUT_DIR=docs is never emptied like an output.
+# Tracked files (git, .gitkeep aside) decide; without git, any *.py or *.sh near the top does.
+tprimat_refuse_project_dir() {
+    local label="$1" dir="$2" found
+    [[ -d "$dir" ]] || return 0
+    if found="$(git -C "$TPRIMAT_ROOT" ls-files -- "$dir" 2>/dev/null)"; then
+        found="$(grep -v -m 1 -E '(^|/)\.gitkeep$' <<<"$found")"
+    else
+        found="$(find "$dir" -maxdepth 2 -type f \( -name '*.py' -o -name '*.sh' \) -print -quit)"
+    fi
+    if [[ -n "$found" ]]; then
+        echo "refusing $label='$dir': it holds the project's own files (e.g. $found), not generated ones" >&2
+        return 1
+    fi
+}

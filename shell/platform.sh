@@ -19,11 +19,12 @@ tprimat_detect_platform() {
     fi
 }
 
-# Resolve PLATFORM: the environment wins, then config.env, then detection.
+# Resolve PLATFORM: the environment wins, then the config file (TPRIMAT_CONFIG or config.env, the
+# same file utils/configure.py reads; the value may be quoted or exported), then detection.
 tprimat_resolve_platform() {
-    local requested="${PLATFORM:-}"
-    if [[ -z "$requested" && -f "$TPRIMAT_ROOT/config.env" ]]; then
-        requested="$(sed -n 's/^[[:space:]]*PLATFORM=\([A-Za-z]*\).*/\1/p' "$TPRIMAT_ROOT/config.env" | tail -n 1)"
+    local requested="${PLATFORM:-}" config="${TPRIMAT_CONFIG:-$TPRIMAT_ROOT/config.env}"
+    if [[ -z "$requested" && -f "$config" ]]; then
+        requested="$(sed -n -E "s/^[[:space:]]*(export[[:space:]]+)?PLATFORM=[\"']?([A-Za-z]*).*/\\2/p" "$config" | tail -n 1)"
     fi
     if [[ -z "$requested" ]]; then
         tprimat_detect_platform

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 import stat
@@ -115,22 +114,51 @@ def _dockerignore_patterns() -> list[tuple[bool, str]]:
     return patterns
 
 
+def _docker_regex(pattern: str) -> str:
+    """moby/patternmatcher's translation: `**` spans directories, `*` and `?` stop at '/'.
+
+    (fnmatch's `*` also matches '/', which would make `*.env` look like it covers `sub/x.env`;
+    Docker does not.) Character classes are not used in .dockerignore and not supported here.
+    """
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            i += 2
+            if pattern.startswith("/", i):
+                i += 1
+            out += ".*" if i >= len(pattern) else "(?:.*/)?"
+        elif pattern[i] in "*?":
+            out += "[^/]*" if pattern[i] == "*" else "[^/]"
+            i += 1
+        else:
+            out += re.escape(pattern[i])
+            i += 1
+    return f"^{out}$"
+
+
 def _ignored(path: str, patterns: list[tuple[bool, str]]) -> bool:
     """Docker's rule: the last matching pattern wins; a pattern matching a parent excludes the child."""
     parts = path.split("/")
     prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
     ignored = False
     for negate, pattern in patterns:
-        regex = fnmatch.translate(pattern.replace("**/", "\0")).replace("\0", "(?:.*/)?")
+        regex = _docker_regex(pattern)
         if any(re.match(regex, prefix) for prefix in prefixes):
             ignored = not negate
     return ignored
 
 
+def test_pattern_emulation_follows_docker() -> None:
+    assert _ignored("x.env", [(False, "*.env")])
+    assert not _ignored("sub/x.env", [(False, "*.env")]), "Docker's `*` does not cross '/'"
+    assert _ignored("a/b/x.env", [(False, "**/*.env")]) and _ignored("x.env", [(False, "**/*.env")])
+    assert _ignored("output/a/b.json", [(False, "output")])
+
+
 @pytest.mark.parametrize("path", [
     "secrets.env", "sub/secrets.env", "output/train_nvd_mega_llama.json", "output.zip",
     "data_cache/bc/raw.jsonl", ".venv/bin/python", ".git/config", "utils/__pycache__/x.pyc",
-    "local.env",
+    "local.env", "sub/local.env", "secrets.env.bak", "secrets.env~", ".secrets.env.swp", "docs/old/secrets.env.orig",
 ])
 def test_dockerignore_keeps_out(path: str) -> None:
     assert _ignored(path, _dockerignore_patterns())

@@ -69,6 +69,7 @@ def test_platform_override_and_bad_value(tmp_path):
         ("NVIDIA H100 80GB HBM3", "bf16", 989.4),
         ("NVIDIA H100 80GB HBM3", "fp8", 1978.9),
         ("NVIDIA H100 PCIe", "bf16", 756.0),
+        ("NVIDIA H100 NVL", "bf16", 835.5),  # must not fall through to the SXM entry
         ("NVIDIA H200", "bf16", 989.4),
         ("NVIDIA B200", "fp8", 4500.0),
         ("AMD Instinct MI300X", "bf16", 1307.4),

@@ -83,6 +83,34 @@ def test_purge_with_data_refuses_outside_data_dir(repo: Path, tmp_path: Path) ->
     assert (repo / "output" / "train_cpu_tran_llama.json").exists()
 
 
+@pytest.mark.parametrize(("flag", "key", "value", "kept"), [
+    ("--with-data", "DATA_DIR", "data", "data/common.py"),   # DATA_DIR=data is the data/ package
+    ("", "OUTPUT_DIR", "shell", "shell/purge.sh"),
+])
+def test_purge_refuses_a_directory_of_the_project_itself(repo: Path, tmp_path: Path, flag: str, key: str,
+                                                          value: str, kept: str) -> None:
+    """No git in the copy: the *.py/*.sh fallback decides."""
+    proc = run_script(repo, "shell/purge.sh", *filter(None, [flag]), env=clean_env(tmp_path, **{key: value}))
+    assert proc.returncode == 1
+    assert "project's own files" in proc.stderr
+    assert (repo / kept).exists()
+    assert (repo / "output" / "train_cpu_tran_llama.json").exists(), "nothing removed"
+
+
+def test_purge_refuses_a_tracked_directory_without_code(repo: Path, tmp_path: Path) -> None:
+    """With git, tracked files decide: docs/ holds no *.py or *.sh but is still the project's."""
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "docs", "output/.gitkeep"], check=True)
+    env = clean_env(tmp_path, OUTPUT_DIR="docs")
+    env["GIT_CONFIG_GLOBAL"] = "/dev/null"
+    proc = run_script(repo, "shell/purge.sh", env=env)
+    assert proc.returncode == 1 and "docs/" in proc.stderr
+    assert (repo / "docs" / "DOCKER.md").exists()
+    # output/ holds only a tracked .gitkeep: still purged
+    assert run_script(repo, "shell/purge.sh", env=clean_env(tmp_path)).returncode == 0
+    assert sorted(p.name for p in (repo / "output").iterdir()) == [".gitkeep"]
+
+
 def test_purge_with_empty_output_dir_uses_the_repo_default(repo: Path, tmp_path: Path) -> None:
     """OUTPUT_DIR= (empty) means ./output: purge empties exactly that, keeps .gitkeep and data."""
     proc = run_script(repo, "shell/purge.sh", env=clean_env(tmp_path, OUTPUT_DIR=""))

@@ -223,7 +223,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) 
                     power.start()
                 monitor.start_step()
                 local_loss = trainer.step(index)
-                record = monitor.end_step(lr=lr_at(index + 1, cfg))
+                record = monitor.end_step(lr=lr_at(index, cfg))  # the rate this step applied
                 # Loss reduction is outside the timed step: it is measurement, not training.
                 record.loss, stopping = reduce_loss(local_loss, stop.signum is not None, info)
                 if prof is not None:

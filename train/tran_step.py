@@ -65,10 +65,13 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
 
 
 def lr_at(step: int, cfg: Config) -> float:
-    """LR of 1-based ``step``: linear warm-up to LR over WARMUP_STEPS, then decay to MIN_LR at TRAIN_ITERS.
+    """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at TRAIN_ITERS.
 
-    Matches the value Megatron logs at the same iteration (warm-up ``LR*k/W``, cosine
-    ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2`` with ``r`` the decay fraction).
+    Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS`` (warm-up
+    ``LR*k/W``, cosine ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2``, ``r`` the decay
+    fraction). Megatron's scheduler starts at 0 and advances *after* each optimizer step,
+    so its iteration ``k`` (1-based) trains with ``lr_at(k - 1)`` (the first step at LR 0
+    with warm-up) and then logs ``lr_at(k)``, the rate of the next iteration.
     """
     if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
         return cfg.lr * step / cfg.warmup_steps
@@ -134,13 +137,16 @@ class Trainer:
         no_decay = [p for p in model.parameters() if p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=lr_at(1, cfg), betas=(cfg.beta1, cfg.beta2), eps=1e-8, fused=device.type == "cuda")
+            lr=lr_at(0, cfg), betas=(cfg.beta1, cfg.beta2), eps=1e-8, fused=device.type == "cuda")
         self.autocast_dtype, self.scaler, self.precision_effective = precision_setup(cfg, device)
 
     def step(self, index: int) -> torch.Tensor:
-        """Optimizer step ``index`` (0-based): GA micro-batches, clip, update. Returns this rank's mean loss."""
+        """Optimizer step ``index`` (0-based): GA micro-batches, clip, update. Returns this rank's mean loss.
+
+        The rate is ``lr_at(index)``: ``index`` steps have completed, as in Megatron (see :func:`lr_at`).
+        """
         cfg, info = self.cfg, self.dist_info
-        lr = lr_at(index + 1, cfg)
+        lr = lr_at(index, cfg)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         total = torch.zeros((), device=info.device)

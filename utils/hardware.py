@@ -33,6 +33,7 @@ PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
     ("B200", 2250.0, 4500.0),
     ("H200", 989.4, 1978.9),
     ("H100 PCIe", 756.0, 1513.0),
+    ("H100 NVL", 835.5, 1670.5),  # datasheet's 1,671 / 3,341 TFLOP/s are with sparsity
     ("H100", 989.4, 1978.9),  # SXM
 )
 PEAK_SOURCES = {
@@ -42,6 +43,7 @@ PEAK_SOURCES = {
     "B200": "NVIDIA DGX B200 datasheet (per GPU, dense)",
     "H200": "NVIDIA H200 SXM datasheet (dense)",
     "H100 PCIe": "NVIDIA H100 PCIe datasheet (dense)",
+    "H100 NVL": "NVIDIA H100 NVL datasheet (dense = half the sparse figure)",
     "H100": "NVIDIA H100 SXM datasheet (dense)",
 }
 

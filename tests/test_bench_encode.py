@@ -1,0 +1,32 @@
+"""The BookCorpus-shaped corpus of ``bench/encode_bench.py --shape sentences`` (no timing here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.encode_bench import split_sentences, write_sentence_corpus
+
+
+def test_split_sentences_on_every_sample_ending() -> None:
+    text = 'Hello there. "Quoted one!" Next, one... Semi; then a question?\n\nNew paragraph, no end'
+    assert split_sentences(text) == [
+        "Hello there.", '"Quoted one!"', "Next, one...", "Semi;", "then a question?", "New paragraph, no end",
+    ]
+
+
+def test_split_sentences_keeps_inner_punctuation_and_drops_blank_documents() -> None:
+    assert split_sentences("Pi is 3.14, café, São Paulo.") == ["Pi is 3.14, café, São Paulo."]
+    assert split_sentences("   \n\t") == []
+    assert split_sentences("") == []
+
+
+def test_write_sentence_corpus_keeps_order_and_all_text(tmp_path: Path) -> None:
+    documents = ["One. Two!", "", "Three?\n\nFour \"five.\" Six"]
+    source = tmp_path / "raw.jsonl"
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents), encoding="utf-8")
+    out = tmp_path / "sentences" / "raw.jsonl"
+    assert write_sentence_corpus(source, out) == 5
+    rows = [json.loads(line)["text"] for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows == ["One.", "Two!", "Three?", 'Four "five."', "Six"]
+    assert not list(out.parent.glob(".*tmp*")), "no temporary file may be left behind"
