@@ -57,6 +57,12 @@ def verify_report_path(prefix: Path) -> Path:
     return Path(f"{prefix}.verify.json")
 
 
+def count_documents(jsonl: Path) -> int:
+    """Documents in a JSONL file as ``iter_jsonl_texts`` yields them (blank lines skipped), without parsing."""
+    with jsonl.open("rb") as stream:
+        return sum(1 for line in stream if line.strip())
+
+
 def read_index_header(idx_path: Path) -> dict[str, int]:
     """Parse the fixed 34-byte ``.idx`` header with clear errors for each field."""
     from megatron.core.datasets.indexed_dataset import DType
@@ -127,6 +133,11 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
     expected_docs = encode_manifest.get("counts", {}).get("documents")
     if n != expected_docs:
         raise DataError(f"{idx_path}: {n} documents, but data.encode wrote {expected_docs}")
+    # Counted from clean.jsonl itself: the encode manifest only repeats what encode wrote, so a
+    # document lost on the way would otherwise go unnoticed (round trips sample only a few).
+    clean_docs = count_documents(clean_path(cfg))
+    if n != clean_docs:
+        raise DataError(f"{idx_path}: {n} documents, but {clean_path(cfg)} holds {clean_docs}")
     if n and lengths.min() < 1:
         raise DataError(f"{idx_path}: document {int(np.argmin(lengths))} is empty (no EOD)")
     itemsize = np.dtype(dtype).itemsize

@@ -48,11 +48,6 @@ tprimat_device_flags() {
     esac
 }
 
-# One config value through the typed loader (config.env + environment), e.g. DATA_DIR.
-tprimat_config_get() {
-    "$TPRIMAT_PYTHON" -m utils.configure --get "$1"
-}
-
 # Fill TPRIMAT_DOCKER_ARGV with `docker run ...` for platform $1; the remaining arguments are the
 # command to run inside the container. Set TPRIMAT_INTERACTIVE=1 for an interactive shell.
 tprimat_docker_run_argv() {
@@ -124,6 +119,11 @@ tprimat_run_step() {
     local step="$1"
     shift
     local platform rc
+    if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+        echo "Usage: shell/run_$step.sh [shell/$step.sh options]"
+        echo "Runs shell/$step.sh in tprimat:<platform> (see docs/DOCKER.md); on cpu, or when no Docker engine answers, natively."
+        return 0
+    fi
     platform="$(tprimat_resolve_platform)" || return 2
     if [[ "$platform" == cpu ]]; then
         echo "run_$step.sh: platform cpu has no container; running shell/$step.sh natively"

@@ -24,7 +24,7 @@ tprimat_detect_platform() {
 tprimat_resolve_platform() {
     local requested="${PLATFORM:-}" config="${TPRIMAT_CONFIG:-$TPRIMAT_ROOT/config.env}"
     if [[ -z "$requested" && -f "$config" ]]; then
-        requested="$(sed -n -E "s/^[[:space:]]*(export[[:space:]]+)?PLATFORM=[\"']?([A-Za-z]*).*/\\2/p" "$config" | tail -n 1)"
+        requested="$(sed -n -E "s/^[[:space:]]*(export[[:space:]]+)?PLATFORM=[\"']?([^[:space:]\"'#]*).*/\\2/p" "$config" | tail -n 1)"
     fi
     if [[ -z "$requested" ]]; then
         tprimat_detect_platform
@@ -43,3 +43,9 @@ else
     TPRIMAT_PYTHON="$(command -v python3 || command -v python || echo python3)"
 fi
 export TPRIMAT_PYTHON
+
+# One config value through the typed loader (config.env + environment), e.g. OUTPUT_DIR.
+# Shell scripts never parse config.env themselves for values Python validates.
+tprimat_config_get() {
+    "$TPRIMAT_PYTHON" -m utils.configure --get "$1"
+}

@@ -38,12 +38,12 @@ for key in OUTPUT_DIR DATA_DIR; do
     fi
 done
 
-output_dir="$("$TPRIMAT_PYTHON" -m utils.configure --get OUTPUT_DIR)" || exit 2
+output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
 output_dir="$(tprimat_safe_target OUTPUT_DIR "$output_dir")" || exit 1
 tprimat_refuse_project_dir OUTPUT_DIR "$output_dir" || exit 1
 targets=()
 if [[ $with_data -eq 1 ]]; then
-    data_dir="$("$TPRIMAT_PYTHON" -m utils.configure --get DATA_DIR)" || exit 2
+    data_dir="$(tprimat_config_get DATA_DIR)" || exit 2
     data_dir="$(tprimat_safe_target DATA_DIR "$data_dir")" || exit 1
     tprimat_refuse_project_dir DATA_DIR "$data_dir" || exit 1
 fi

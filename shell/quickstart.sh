@@ -31,7 +31,7 @@ echo "quickstart: training (FRAMEWORK=$FRAMEWORK, MODEL_SIZE=$MODEL_SIZE, TRAIN_
 
 # shellcheck source=shell/platform.sh
 source "$root/shell/platform.sh"
-output_dir="$("$TPRIMAT_PYTHON" -m utils.configure --get OUTPUT_DIR)"
+output_dir="$(tprimat_config_get OUTPUT_DIR)"
 echo
 echo "quickstart: done. Results are in $output_dir:"
 echo "  results:    $output_dir/train_cpu_tran_*.json"

@@ -2,11 +2,6 @@
 # Run shell/purge.sh inside the tprimat:<platform> container (natively on cpu or without Docker).
 # Arguments are passed to shell/purge.sh; the exit status is the step's.
 set -uo pipefail
-if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-    echo "Usage: shell/run_purge.sh [shell/purge.sh options]"
-    echo "Runs shell/purge.sh in tprimat:<platform> (see docs/DOCKER.md); on cpu, or when no Docker engine answers, natively."
-    exit 0
-fi
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 # shellcheck source=docker.sh

@@ -2,11 +2,6 @@
 # Run shell/train.sh inside the tprimat:<platform> container (natively on cpu or without Docker).
 # Arguments are passed to shell/train.sh; the exit status is the step's.
 set -uo pipefail
-if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-    echo "Usage: shell/run_train.sh [shell/train.sh options]"
-    echo "Runs shell/train.sh in tprimat:<platform> (see docs/DOCKER.md); on cpu, or when no Docker engine answers, natively."
-    exit 0
-fi
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 # shellcheck source=docker.sh

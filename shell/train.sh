@@ -29,8 +29,8 @@ cd "$TPRIMAT_ROOT" || exit 2
 platform="$(tprimat_resolve_platform)" || exit 2
 export PLATFORM="$platform"
 
-output_dir="$("$TPRIMAT_PYTHON" -m utils.configure --get OUTPUT_DIR)" || exit 2
-node_rank="$("$TPRIMAT_PYTHON" -m utils.configure --get NODE_RANK)" || exit 2
+output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
+node_rank="$(tprimat_config_get NODE_RANK)" || exit 2
 jobs_text="$("$TPRIMAT_PYTHON" -m train.jobs --platform "$platform")" || exit 2
 mapfile -t jobs <<<"$jobs_text"
 if [[ ${#jobs[@]} -eq 0 || -z "${jobs[0]}" ]]; then

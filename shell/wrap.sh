@@ -16,7 +16,7 @@ fi
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 cd "$TPRIMAT_ROOT" || exit 2
 
-output_dir="$("$TPRIMAT_PYTHON" -m utils.configure --get OUTPUT_DIR)" || exit 2
+output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
 if [[ ! -d "$output_dir" ]] || [[ -z "$(find "$output_dir" -type f ! -name .gitkeep -print -quit)" ]]; then
     echo "wrap.sh: $output_dir has no results to pack; run ./shell/run_train.sh first" >&2
     exit 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -109,3 +110,24 @@ def test_missing_tokenizer_dir(data_copy: Path, capsys: pytest.CaptureFixture[st
 def test_unchanged_pair_is_not_rechecked(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert verify.main(["--model", "llama"]) == 0
     assert "unchanged since it passed" in capsys.readouterr().out
+
+
+def test_a_document_lost_by_encode_is_caught(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pair missing clean.jsonl's last document, with an encode manifest that agrees with the pair
+    (as an encode that silently dropped it would write): the sampled round trips all still match, so
+    only a count taken from clean.jsonl itself can catch it."""
+    from data import encode
+
+    clean = data_copy / "sample" / "clean.jsonl"
+    original = clean.read_bytes()
+    lines = original.splitlines(keepends=True)
+    clean.write_bytes(b"".join(lines[:-1]))
+    assert encode.main(["--force", "--model", "llama", "--no-progress"]) == 0
+    clean.write_bytes(original)
+    manifest_path = encode.encode_manifest_path(_prefix(data_copy))
+    manifest = verify.mf.read_manifest(manifest_path)
+    manifest["key"]["clean_sha256"] = verify.sha256_file(clean)
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    code, err = _run_verify(capsys, "llama")
+    assert code == 1
+    assert f"{len(lines) - 1} documents, but {clean} holds {len(lines)}" in err
