@@ -202,15 +202,17 @@ def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]
     bin_path, idx_path = bin_idx(prefix)
     report_path = verify_report_path(prefix)
     clean_hash = sha256_file(source)
-    if not force and all(p.is_file() for p in (bin_path, idx_path)):
+    key = None
+    if all(p.is_file() for p in (bin_path, idx_path)):
+        # Hashed once, before the check: verification reads the files but never changes them.
         key = {"bin_sha256": sha256_file(bin_path), "idx_sha256": sha256_file(idx_path),
                "tokenizer_sha256": sha256_dir(tok_dir), "clean_sha256": clean_hash, "seed": cfg.seed}
-        if mf.is_current(report_path, key):
+        if not force and mf.is_current(report_path, key):
             print(f"verify: {prefix} unchanged since it passed ({report_path.name}); --force to re-check")
             return mf.read_manifest(report_path)["counts"]
     result = _check_pair(cfg, model, tokenizer, clean_hash)
-    key = {"bin_sha256": sha256_file(bin_path), "idx_sha256": sha256_file(idx_path),
-           "tokenizer_sha256": sha256_dir(tok_dir), "clean_sha256": clean_hash, "seed": cfg.seed}
+    if key is None:  # unreachable: _check_pair raises DataError when either file is missing
+        raise DataError(f"{prefix}.bin/.idx: missing")
     mf.write_manifest(report_path, "verify", key, [], result)
     print(f"verify: OK {prefix}.bin/.idx: {result['documents']} documents, {result['tokens']} tokens, "
           f"{result['dtype']}, ids < {result['vocab_size']}, every document ends in EOD {result['eod_id']}, "
