@@ -20,8 +20,9 @@ import itertools
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ from data.common import (
     write_jsonl_line,
 )
 from utils.atomic import atomic_path, temp_sibling
-from utils.configure import Config, read_secret
+from utils.configure import MODEL_NAMES, Config, read_secret
 from utils.dataset import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
+from utils.models import get_shape
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ HUB_DATASETS: dict[str, HubDataset] = {
     "bc": HubDataset("rojagtap/bookcorpus", None, "train"),
     "c4": HubDataset("allenai/c4", "en", "train"),
 }
-TOKENIZER_REPOS: dict[str, str] = {"llama": "meta-llama/Llama-3.1-8B", "qwen": "Qwen/Qwen2.5-7B"}
-GATED_REPOS = frozenset({"meta-llama/Llama-3.1-8B"})
+# The tokenizer repositories come from the shape table; only Llama's is gated.
+TOKENIZER_REPOS: dict[str, str] = {model: get_shape(model).hf_repo for model in MODEL_NAMES}
+GATED_REPOS = frozenset({TOKENIZER_REPOS["llama"]})
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "tokenizer.model")
 LOCAL_SUFFIXES = (".jsonl", ".json", ".txt", ".text", ".md")
@@ -215,6 +218,24 @@ def _replace_dir(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+def _install_tokenizer(final: Path, build: Callable[[Path], None]) -> list[Path]:
+    """Build a tokenizer in a temporary sibling directory, check it loads, then swap it into place.
+
+    Returns the installed files. A failed build or a tokenizer that does not load leaves
+    ``final`` as it was.
+    """
+    tmp = temp_sibling(final)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        build(tmp)
+        load_tokenizer(tmp)  # refuse to install a tokenizer that does not load
+        _replace_dir(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return sorted(p for p in final.rglob("*") if p.is_file())
+
+
 def _hf_token(repo: str) -> str | None:
     token = read_secret("HF_TOKEN")
     if token is None and repo in GATED_REPOS:
@@ -235,10 +256,8 @@ def fetch_real_tokenizer(cfg: Config, model: str, force: bool = False) -> Path:
         print(f"fetch: tokenizer {final} is current; --force to redo")
         return final
     token = _hf_token(repo)
-    tmp = temp_sibling(final)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+
+    def download(tmp: Path) -> None:
         try:
             download_tokenizer_files(repo, tmp, token)
         except Exception as exc:  # hub errors: gated, not found, offline...
@@ -246,11 +265,8 @@ def fetch_real_tokenizer(cfg: Config, model: str, force: bool = False) -> Path:
             hint = " (is HF_TOKEN in secrets.env valid and the licence accepted?)" if repo in GATED_REPOS else ""
             raise DataError(f"cannot download the tokenizer of {repo}{hint}: {type(exc).__name__}: {message}") from None
         shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download metadata
-        load_tokenizer(tmp)  # refuse to install a tokenizer that does not load
-        _replace_dir(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    outputs = sorted(p for p in final.rglob("*") if p.is_file())
+
+    outputs = _install_tokenizer(final, download)
     mf.write_manifest(manifest_path, "fetch-tokenizer", key, outputs, {"files": len(outputs)})
     print(f"fetch: tokenizer of {repo} saved to {final}")
     return final
@@ -274,15 +290,7 @@ def fetch_sample_tokenizers(cfg: Config, corpus: Path, force: bool = False) -> l
         if base is None:
             print(f"fetch: training a {cfg.sample_vocab}-token byte-level BPE on {corpus.name}")
             base = sample_corpus.train_base_tokenizer(corpus, cfg.sample_vocab)
-        tmp = temp_sibling(final)
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            sample_corpus.save_model_tokenizer(base, model, tmp)
-            load_tokenizer(tmp)
-            _replace_dir(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        outputs = sorted(p for p in final.rglob("*") if p.is_file())
+        outputs = _install_tokenizer(final, partial(sample_corpus.save_model_tokenizer, base, model))
         mf.write_manifest(manifest_path, "fetch-tokenizer", key, outputs, {"tokenizer_sha256": sha256_dir(final)})
         print(f"fetch: sample tokenizer for {model} saved to {final}")
         done.append(final)
