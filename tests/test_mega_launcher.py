@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers_megatron import FIXTURES, make_config, make_context, parse_flags
 from train import megatron_args, train_mega
 from train.launch import launch
-from train.platform_env import PLATFORM_ENV
+from train.platform_env import ATTENTION_BACKEND_ENV, PLATFORM_ENV
 from utils.configure import REPO_ROOT
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.models import get_shape
@@ -103,7 +106,7 @@ def test_missing_megatron_is_an_error_but_dry_run_notes_it(tmp_path: Path) -> No
     plan = train_mega.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
     assert str(tmp_path / "nowhere" / "pretrain_gpt.py") in plan.argv
     assert any("Megatron-LM not found" in note for note in plan.notes)
-    assert set(plan.env) == set(PLATFORM_ENV["nvd"])
+    assert set(plan.env) == set(PLATFORM_ENV["nvd"]) | set(ATTENTION_BACKEND_ENV["fused"])
 
 
 def test_image_locations_per_platform(tmp_path: Path) -> None:
@@ -174,3 +177,38 @@ def test_dry_run_through_the_cli(tmp_path: Path) -> None:
     assert "--tensor-model-parallel-size 2" in command and "--global-batch-size 64" in command
     assert "CUDA_DEVICE_MAX_CONNECTIONS=1" in proc.stdout
     assert not (tmp_path / "train_nvd_mega_llama.json").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize(("platform", "framework"), [("nvd", "mega"), ("amd", "mega"), ("amd", "prim"),
+                                                      ("nvd", "nemo")])
+def test_attention_switches_agree_with_the_backend_even_when_the_shell_sets_others(
+        tmp_path, monkeypatch, platform, framework):
+    """Megatron asserts at model build that NVTE_{FLASH,FUSED,UNFUSED}_ATTN are unset or match
+    --attention-backend; a shell's NVTE_FLASH_ATTN=1 must not reach a fused-attention run."""
+    from train.megatron_args import ATTENTION_BACKEND
+
+    monkeypatch.setenv("NVTE_FLASH_ATTN", "1")
+    monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
+    cfg = make_config(tmp_path)
+    if framework == "nemo":
+        from tests.helpers_nemo import make_tokenizer
+        from train import train_nemo
+        from utils.dataset import tokenizer_dir
+
+        make_tokenizer(tokenizer_dir(cfg, "llama"), 400)
+        plan = train_nemo.plan(make_context(cfg, platform, framework, "llama"))
+        fields = json.loads(next(iter(plan.files.values())))["fields"]
+        backend = fields["model.config.attention_backend"]["name"]
+        assert backend == ATTENTION_BACKEND[platform]
+    else:
+        plugin = importlib.import_module(f"train.train_{framework}")
+        plan = plugin.plan(make_context(cfg, platform, framework, "llama", dry_run=True))
+        if framework == "mega":
+            flags = parse_flags(plan.argv[plan.argv.index(next(a for a in plan.argv
+                                                               if a.endswith("pretrain_gpt.py"))) + 1:])
+            backend = flags["--attention-backend"][0]
+        else:
+            backend = yaml.safe_load(next(iter(plan.files.values())))["modules"]["pre_trainer"]["overrides"][
+                "attention_backend"]
+    for name, value in ATTENTION_BACKEND_ENV[backend].items():
+        assert plan.env[name] == value, f"{name}={plan.env[name]} contradicts --attention-backend {backend}"

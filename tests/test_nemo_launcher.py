@@ -96,7 +96,7 @@ def test_launcher_dry_run_shows_the_generated_overrides_file(workspace):
     assert proc.returncode == 0, proc.stderr
     assert "# generated file:" in proc.stdout and "train_nvd_nemo_qwen.nemo_overrides.json" in proc.stdout
     assert '"trainer.max_steps": 33' in proc.stdout
-    assert "NVTE_FUSED_ATTN=1" in proc.stdout
+    assert "NVTE_FUSED_ATTN=1" in proc.stdout and "NVTE_FLASH_ATTN=0" in proc.stdout
 
 
 def test_dry_run_without_a_tokenizer_fails_clearly(tmp_path):
@@ -177,3 +177,43 @@ def test_apply_overrides_sets_nested_fields_and_builds_configs():
     bad = NemoOverrides(model="llama", recipe="x", recipe_kwargs={}, fields={"trainer.nonexistent.x": 1})
     with pytest.raises(AttributeError):
         train_nemo.apply_overrides(recipe, bad, FakeRun)
+
+
+class _RecordingConfig(SimpleNamespace):
+    """Stands in for ``nemo_run.Config``: attribute writes land on the object, like fiddle's buildables."""
+
+
+class _RecordingRun:
+    @staticmethod
+    def Config(target, **kwargs):
+        return _RecordingConfig(target=target, **kwargs)
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_overrides_apply_to_the_recipes_real_strategy_shapes(workspace, model):
+    """NeMo 2.3's qwen25_7b builds MegatronStrategy without ddp=, so ``strategy.ddp`` is the string
+    "megatron"; llama31_8b passes a DistributedDataParallelConfig. Both must take the overrides."""
+    recipe_ddp = "megatron" if model == "qwen" else _RecordingConfig(grad_reduce_in_fp32=True,
+                                                                     overlap_grad_reduce=True)
+    plugin = _RecordingConfig(precision="bf16-mixed", grad_reduce_in_fp32=True)
+    recipe = SimpleNamespace(
+        trainer=SimpleNamespace(strategy=SimpleNamespace(ddp=recipe_ddp), plugins=plugin),
+        model=SimpleNamespace(config=SimpleNamespace()), optim=SimpleNamespace(config=SimpleNamespace()),
+        data=None, log=None, resume="auto",
+    )
+    overrides = train_nemo.overrides_for(workspace.cfg, model, f"train_nvd_nemo_{model}")
+    # Fields whose objects are NeMo classes (data module, scheduler, logger, the bf16_mixed() factory)
+    # need NeMo; the strategy, DDP, plugin and model fields are what the Qwen crash was about.
+    fields = {path: value for path, value in overrides.fields.items()
+              if not json.dumps(value).count('"_target_": "nemo.')}
+    fields["trainer.plugins"] = {"_target_": "types.SimpleNamespace", "_call_": "config",
+                                 "grad_reduce_in_fp32": True}  # stands in for bf16_mixed()
+    fields = {"trainer.plugins": fields.pop("trainer.plugins"), **fields}
+    factory_free = NemoOverrides(model=model, recipe="x", recipe_kwargs={}, fields=fields)
+    train_nemo.apply_overrides(recipe, factory_free, _RecordingRun)
+    ddp = recipe.trainer.strategy.ddp
+    assert ddp.target.__name__ == "DistributedDataParallelConfig"
+    assert ddp.grad_reduce_in_fp32 is False and ddp.overlap_grad_reduce is False
+    assert ddp.overlap_param_gather is False
+    assert recipe.trainer.plugins.grad_reduce_in_fp32 is False
+    assert recipe.model.config.attention_backend.name == "fused"  # megatron-core's AttnBackend member

@@ -16,10 +16,15 @@ Choices that are not config keys, and why:
 * ``use_distributed_optimizer`` on, ``overlap_grad_reduce`` and ``overlap_param_gather``
   off, as the user's fairness table fixes them for both vendors (the vendors' own recipes
   turn overlap on; it changes speed, not the maths, but it must be the same everywhere);
+* gradients reduced in bf16 when PRECISION=bf16 (``--grad-reduce-in-bf16``): the fairness
+  table's ``grad_reduce_in_fp32: False``. Without the flag Megatron's argument validation
+  switches bf16 runs to fp32 accumulation and all-reduce (docs/CONFORMANCE.md);
 * ``sequence_parallel`` whenever TP > 1 (both vendors' recipes do);
 * attention backend per platform: ``fused`` (cuDNN through Transformer Engine) on
   NVIDIA, as NVIDIA's Llama 3 8B H100 example does; ``auto`` on AMD, Primus's
-  default, where ROCm Transformer Engine picks its CK kernels;
+  default, where ROCm Transformer Engine picks its CK kernels. The launchers export the
+  matching ``NVTE_*_ATTN`` switches (:func:`train.platform_env.attention_env`), because
+  Megatron refuses to build the model when they disagree with the backend;
 * no gradient-accumulation fusion on AMD (Primus's and ROCm Megatron's examples
   switch it off: the fused wgrad kernel is a CUDA/apex one);
 * vocabulary padding: see :func:`choose_vocab_padding`.
@@ -170,7 +175,8 @@ def megatron_settings(
         "sequence_parallel": cfg.tp > 1,
         "use_distributed_optimizer": True,
         # The fairness table: no overlap of gradient reduction or parameter gathering on either vendor
-        # (the same for nemo); gradients reduced in the training dtype (Megatron's default).
+        # (the same for nemo); gradients reduced in bf16 under bf16 (Megatron's validation would
+        # otherwise switch them to fp32).
         "overlap_grad_reduce": False,
         "overlap_param_gather": False,
         "gradient_accumulation_fusion": platform != "amd",
@@ -192,6 +198,7 @@ def megatron_settings(
         "bf16": cfg.precision == "bf16",
         "fp16": cfg.precision == "fp16",
         "fp8": None,
+        "grad_reduce_in_bf16": cfg.precision == "bf16",
         # ---- data, evaluation, logging ----
         "tokenizer_type": "HuggingFaceTokenizer",
         "tokenizer_model": str(tokenizer_dir),

@@ -18,9 +18,10 @@ Attribute paths were read from the NeMo v2.3.0 sources (``recipes/llama31_8b.py`
 ``recipes/log/default.py``, ``gpt/data/pre_training.py``,
 ``lightning/pytorch/optim/lr_scheduler.py``).
 
-Object values are ``{"_target_": "module.attr", "_call_": "config"|"factory", **kwargs}``:
+Object values are ``{"_target_": "module.attr", "_call_": "config"|"factory"|"member", **kwargs}``:
 ``config`` becomes ``nemo_run.Config(target, **kwargs)``, ``factory`` calls the
-NeMo recipe factory (e.g. ``bf16_mixed()``) which returns such a Config.
+NeMo recipe factory (e.g. ``bf16_mixed()``) which returns such a Config, ``member``
+is the enum member ``target[name]`` (``AttnBackend.fused``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ SCHEDULERS: dict[str, str] = {
     "constant": "nemo.lightning.pytorch.optim.WarmupPolicyScheduler",
 }
 
+# The attention backend of the mega launcher on nvd (train/megatron_args.py), so both NVIDIA
+# stacks run the same cuDNN fused attention; NeMo's model config defaults to auto.
+ATTENTION_BACKEND = "fused"
+ATTN_BACKEND_ENUM = "megatron.core.transformer.enums.AttnBackend"
+DDP_CONFIG = "megatron.core.distributed.DistributedDataParallelConfig"
+
 PRETRAINING_DATA_MODULE = "nemo.collections.llm.gpt.data.pre_training.PreTrainingDataModule"
 HF_TOKENIZER = "nemo.collections.common.tokenizers.huggingface.auto_tokenizer.AutoTokenizer"
 NEMO_LOGGER = "nemo.lightning.NeMoLogger"
@@ -108,6 +115,18 @@ def precision_plugin(cfg: Config) -> dict[str, Any]:
     return dict(PRECISION_PLUGINS[key])
 
 
+def ddp_config() -> dict[str, Any]:
+    """Megatron's DDP settings under the fairness table (the same for every model's recipe)."""
+    return {
+        "_target_": DDP_CONFIG, "_call_": "config",
+        "grad_reduce_in_fp32": False,
+        "overlap_grad_reduce": False,
+        "overlap_param_gather": False,
+        "use_distributed_optimizer": True,
+        "check_for_nan_in_grad": True,
+    }
+
+
 def lr_scheduler(cfg: Config) -> dict[str, Any]:
     """Warm-up for WARMUP_STEPS, then LR_DECAY to MIN_LR at TRAIN_ITERS.
 
@@ -139,6 +158,8 @@ def model_fields(cfg: Config, model: str, shape: ModelShape) -> dict[str, Any]:
         "model.config.add_qkv_bias": shape.qkv_bias,
         "model.config.share_embeddings_and_output_weights": shape.tied_embeddings,
         "model.config.init_method_std": cfg.init_std,
+        "model.config.attention_backend": {"_target_": ATTN_BACKEND_ENUM, "_call_": "member",
+                                           "name": ATTENTION_BACKEND},
     }
     if model == "llama" and shape.rope_scaling:
         scaling = shape.rope_scaling
@@ -190,12 +211,14 @@ def build_overrides(
         # Megatron's usual pairing: sequence parallelism whenever tensor parallelism is on.
         "trainer.strategy.sequence_parallel": cfg.tp > 1,
         "trainer.strategy.ckpt_async_save": False,
-        # Gradient reduction as the fairness table (and Megatron-LM's defaults) has it: in the training
-        # dtype and not overlapped. The recipes reduce in fp32 with overlap on, a numerical and a
-        # scheduling difference from the mega/prim runs it is compared with.
-        "trainer.strategy.ddp.grad_reduce_in_fp32": False,
-        "trainer.strategy.ddp.overlap_grad_reduce": False,
-        "trainer.strategy.ddp.overlap_param_gather": False,
+        # Gradient reduction as the fairness table has it: in the training dtype and not overlapped.
+        # A whole DDP config, not single fields: qwen25_7b's strategy has no ddp config (the string
+        # "megatron"), so its fields cannot be set one by one. The recipes reduce in fp32 with
+        # overlap on, a numerical and a scheduling difference from the mega/prim runs.
+        "trainer.strategy.ddp": ddp_config(),
+        # The bf16 precision plugin would set ddp.grad_reduce_in_fp32 back to True when the
+        # strategy connects it; its own field decides (docs/CONFORMANCE.md).
+        "trainer.plugins.grad_reduce_in_fp32": False,
         # -- model
         **model_fields(cfg, model, shape),
         # -- optimizer: Megatron distributed AdamW (decoupled weight decay)

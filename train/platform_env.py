@@ -25,9 +25,6 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
         # Megatron/TE overlap communication with compute only when kernels queue in order
         # (required by sequence parallelism and TP communication overlap).
         "CUDA_DEVICE_MAX_CONNECTIONS": "1",
-        # Transformer Engine attention backends: cuDNN fused attention and flash attention allowed.
-        "NVTE_FUSED_ATTN": "1",
-        "NVTE_FLASH_ATTN": "1",
         # Fewer allocator retries and less fragmentation on long runs.
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
         # NeMo's performance recipes: free NCCL buffers without record_stream bookkeeping.
@@ -61,6 +58,27 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
     # cpu: the tran launcher sets OMP_NUM_THREADS from the core count and the process count.
     "cpu": {},
 }
+
+
+# The Transformer Engine switches each Megatron attention backend requires. Megatron's language
+# module asserts that NVTE_FLASH_ATTN/NVTE_FUSED_ATTN/NVTE_UNFUSED_ATTN are unset or equal to these
+# values for the configured --attention-backend, and stops at model build otherwise
+# (docs/CONFORMANCE.md). They are exported outright, never inherited, for the backend
+# train/megatron_args.py chooses, so an NVTE_* variable left in a shell cannot crash the job.
+ATTENTION_BACKEND_ENV: dict[str, dict[str, str]] = {
+    "flash": {"NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"},
+    "fused": {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1", "NVTE_UNFUSED_ATTN": "0"},
+    "unfused": {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "0", "NVTE_UNFUSED_ATTN": "1"},
+    "local": {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"},
+    "auto": {"NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "1", "NVTE_UNFUSED_ATTN": "1"},
+}
+
+
+def attention_env(backend: str) -> dict[str, str]:
+    """The NVTE_* attention switches that agree with Megatron's ``--attention-backend backend``."""
+    if backend not in ATTENTION_BACKEND_ENV:
+        raise ValueError(f"attention backend {backend!r}: allowed values are {', '.join(ATTENTION_BACKEND_ENV)}")
+    return dict(ATTENTION_BACKEND_ENV[backend])
 
 
 def launcher_env(platform: str, extra: Mapping[str, str] | None = None,

@@ -22,6 +22,7 @@ from evaluate.extract import build_result
 from evaluate.fingerprint import fingerprint
 from train.launch import LaunchPlan, RunContext, torchrun_argv
 from train.megatron_args import (
+    ATTENTION_BACKEND,
     VocabPadding,
     find_megatron,
     megatron_settings,
@@ -30,7 +31,7 @@ from train.megatron_args import (
     render_cli,
     vocab_padding,
 )
-from train.platform_env import launcher_env
+from train.platform_env import attention_env, launcher_env
 from utils.configure import Config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.hardware import collect_gpu_info
@@ -87,8 +88,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
     notes += [f"{problem} (a real run stops here)" for problem in problems]
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
             *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding)]
-    return LaunchPlan(argv=argv, env=launcher_env(ctx.platform), cwd=root if root_problem is None else None,
-                      notes=notes)
+    env = {**launcher_env(ctx.platform), **attention_env(ATTENTION_BACKEND[ctx.platform])}
+    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None:

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from train.launch import LaunchPlan, RunContext, failure_result, log_path_for, read_own_result, torchrun_argv
-from train.nemo_recipe import NEMO_IMAGE, NemoOverrides, build_overrides
-from train.platform_env import launcher_env
+from train.nemo_recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
+from train.platform_env import attention_env, launcher_env
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
 from utils.models import ModelShape, get_shape
 from utils.result import result_path
@@ -49,6 +49,12 @@ NEMO_ENV: dict[str, str] = {
     # Data-loader workers fork after the HF tokenizer was used; its thread pool must not be inherited.
     "TOKENIZERS_PARALLELISM": "false",
 }
+
+
+def nemo_env() -> dict[str, str]:
+    """The NVIDIA launcher table, NeMo's extras and the NVTE_* switches of the attention backend
+    the overrides set (``model.config.attention_backend``), which Megatron checks at model build."""
+    return {**launcher_env(PLATFORM, NEMO_ENV), **attention_env(ATTENTION_BACKEND)}
 # NeMo's TimingCallback logs this per step without synchronizing the device; recorded beside ours.
 NEMO_STEP_TIME_KEY = "train_step_timing in s"
 LOG_SCAN_LINES = 400
@@ -132,7 +138,7 @@ def plan(ctx: RunContext) -> LaunchPlan:
     missing = missing_data(ctx.cfg, ctx.model)
     if missing:
         notes.append(f"dataset files missing now: {', '.join(map(str, missing))} (prepare the data first)")
-    return LaunchPlan(argv=argv, env=launcher_env(PLATFORM, NEMO_ENV), cwd=REPO_ROOT,
+    return LaunchPlan(argv=argv, env=nemo_env(), cwd=REPO_ROOT,
                       files={file: overrides.to_json()}, notes=notes)
 
 
@@ -182,6 +188,8 @@ def build_value(value: Any, run: Any) -> Any:
         target = _resolve(value["_target_"])
         if value.get("_call_") == "factory":
             return target(**kwargs)
+        if value.get("_call_") == "member":  # an enum member by name, e.g. AttnBackend.fused
+            return getattr(target, kwargs["name"])
         return run.Config(target, **kwargs)
     if isinstance(value, dict):
         return {k: build_value(v, run) for k, v in value.items()}
@@ -261,7 +269,7 @@ def train(args: argparse.Namespace) -> int:
     result = new_result(
         cfg, platform=PLATFORM, framework=FRAMEWORK, model=args.model, shape=shape,
         gpu_info=collect_gpu_info(PLATFORM), source_kind="callback", log_path=args.log, run_index=args.run_index,
-        launcher_env=launcher_env(PLATFORM, NEMO_ENV),
+        launcher_env=nemo_env(),
         fingerprint=fingerprint(cfg, shape, prefix, tok) if rank == 0 else None, precision_effective=precision,
     )
     reader, power_reason = open_reader(PLATFORM, local_rank)

@@ -29,12 +29,13 @@ import yaml
 
 from train.launch import LaunchPlan, RunContext
 from train.megatron_args import (
+    ATTENTION_BACKEND,
     VocabPadding,
     megatron_settings,
     missing_data,
     primus_root,
 )
-from train.platform_env import launcher_env
+from train.platform_env import attention_env, launcher_env
 from train.train_mega import collect_from_log, index_cache_dir, model_inputs
 from utils.configure import Config
 from utils.models import ModelShape
@@ -150,7 +151,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
     }
     text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, tokenizer, padding))
     return LaunchPlan(
-        argv=["bash", str(RUN_SCRIPT)], env={**launcher_env("amd"), **run_vars}, cwd=root,
+        argv=["bash", str(RUN_SCRIPT)], cwd=root,
+        env={**launcher_env("amd"), **attention_env(ATTENTION_BACKEND["amd"]), **run_vars},
         files={exp_file: text}, notes=notes, extra_logs=[train_log],
     )
 
