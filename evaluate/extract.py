@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from utils.configure import Config, ConfigError, load_config
-from utils.hardware import PEAK_SOURCES, PEAK_TFLOPS, GpuInfo, collect_gpu_info, peak_tflops
+from utils.hardware import collect_gpu_info, gpu_info_for_device
 from utils.models import ModelShape, get_shape
 from utils.monitor import fill_result, framework_disagreement
 from utils.result import ResultError, finalize_result, new_result, validate, write_result
+from utils.result_model import GpuInfo
 
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 NUM_OR_NAN = rf"(?:{NUM}|[-+]?(?:nan|inf(?:inity)?))"
@@ -480,19 +481,6 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 
-def gpu_info_for_name(platform: str, device_name: str, device_count: int) -> GpuInfo:
-    """GpuInfo for a device named on the command line (log-analysis mode: nothing is detected)."""
-    bf16, reason = peak_tflops(device_name, "bf16")
-    fp8, _ = peak_tflops(device_name, "fp8")
-    source = next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if m.upper() in device_name.upper()), None)
-    return GpuInfo(
-        device_name=device_name, device_count=device_count, total_memory_gb=None,
-        software_stack={"amd": "rocm", "nvd": "cuda"}.get(platform, "cpu"), software_version=None,
-        pytorch_version=None, driver_version=None, peak_tflops={"bf16": bf16, "fp8": fp8},
-        peak_tflops_reason=reason, peak_tflops_source=source,
-    )
-
-
 def build_result(
     cfg: Config,
     *,
@@ -603,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    gpu = gpu_info_for_name(args.platform, args.gpu_name, cfg.world_size) if args.gpu_name else None
+    gpu = gpu_info_for_device(args.platform, args.gpu_name, cfg.world_size) if args.gpu_name else None
     from evaluate.fingerprint import fingerprint
     from utils.dataset import dataset_prefix, tokenizer_dir
 

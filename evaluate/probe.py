@@ -129,7 +129,7 @@ def snapshot() -> dict[str, Any]:
         platform_reason = None
     except ValueError as exc:
         platform, platform_reason = None, str(exc)
-    gpu = collect_gpu_info(platform or "cpu").as_dict()
+    gpu = collect_gpu_info(platform or "cpu").model_dump()
     vendor: dict[str, Any] = {"reason": "platform cpu: no GPU tools queried"}
     if platform == "nvd":
         vendor = nvidia_gpus()

@@ -16,11 +16,12 @@ from typing import Any
 
 from evaluate.fingerprint import fingerprint
 from utils.configure import REPO_ROOT, Config, load_config
-from utils.hardware import GpuInfo, peak_tflops
+from utils.hardware import peak_tflops
 from utils.models import get_shape
 from utils.monitor import fill_result
 from utils.power import DeviceEnergy, power_metrics
 from utils.result import finalize_result, new_result, result_path, write_result
+from utils.result_model import GpuInfo
 
 DEVICES = {"amd": ("AMD Instinct MI300X", "rocm", "6.4.1", 192.0),
            "nvd": ("NVIDIA H100 80GB HBM3", "cuda", "12.8", 79.6)}

@@ -13,9 +13,9 @@ import pytest
 from evaluate import extract
 from tests.helpers_megatron import FIXTURE_WORKLOAD, FIXTURES, make_config
 from utils.configure import REPO_ROOT
-from utils.hardware import GpuInfo
 from utils.models import flops_per_token, get_shape
 from utils.result import validate
+from utils.result_model import GpuInfo
 
 # Per-iteration times (ms) and losses every fixture was written with (tests/fixtures/logs/README.md).
 TIMES_MS = [5210.4, 2104.7, 1991.2, 1985.0, 1979.3, 1988.8, 1983.1, 1986.4, 1981.9, 1984.6]

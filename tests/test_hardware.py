@@ -91,6 +91,7 @@ def test_unknown_device_has_no_guessed_peak():
 def test_cpu_gpu_info_is_honest_about_absence():
     info = collect_gpu_info("cpu")
     assert info.device_count == 0 and info.device_name is None and info.software_stack == "cpu"
-    assert info.peak_tflops == {"bf16": None, "fp8": None} and "MFU not computed" in info.peak_tflops_reason
+    assert info.peak_tflops.bf16 is None and info.peak_tflops.fp8 is None
+    assert "MFU not computed" in info.peak_tflops_reason
     assert info.pytorch_version and info.pytorch_version.startswith("2.")
     assert os.cpu_count() and info.cpu_name

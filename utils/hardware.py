@@ -19,11 +19,12 @@ import platform as _pyplatform
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-PLATFORMS = ("amd", "nvd", "cpu")
+from utils.registry import PLATFORMS as PLATFORM_REGISTRY
+from utils.result_model import GpuInfo, PeakTflops
+
+PLATFORMS = tuple(PLATFORM_REGISTRY)
 
 # Dense peak TFLOP/s (bf16, fp8). Matched against the device name, most specific first.
 PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
@@ -48,6 +49,12 @@ PEAK_SOURCES = {
 }
 
 
+def peak_source(device_name: str | None) -> str | None:
+    """The datasheet the peak of ``device_name`` comes from, or None when it is not tabulated."""
+    upper = (device_name or "").upper()
+    return next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if upper and m.upper() in upper), None)
+
+
 def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float | None, str | None]:
     """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8).
 
@@ -62,26 +69,6 @@ def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float
         if marker.upper() in upper:
             return (bf16 if precision == "bf16" else fp8), None
     return None, f"device {device_name!r} is not in the peak table (utils/hardware.py): MFU not computed"
-
-
-@dataclass
-class GpuInfo:
-    """What the result records about the accelerators (DESIGN section 6 ``gpu_info``)."""
-
-    device_name: str | None
-    device_count: int
-    total_memory_gb: float | None
-    software_stack: str  # cuda | rocm | cpu
-    software_version: str | None
-    pytorch_version: str | None
-    driver_version: str | None
-    peak_tflops: dict[str, float | None] = field(default_factory=dict)
-    peak_tflops_reason: str | None = None
-    peak_tflops_source: str | None = None
-    cpu_name: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _which(tool: str) -> bool:
@@ -169,7 +156,7 @@ def collect_gpu_info(platform: str, precision: str = "bf16") -> GpuInfo:
         return GpuInfo(
             device_name=None, device_count=0, total_memory_gb=None, software_stack="cpu",
             software_version=None, pytorch_version=torch_version, driver_version=None,
-            peak_tflops={"bf16": None, "fp8": None}, peak_tflops_reason=reason, cpu_name=cpu_name(),
+            peak_tflops=PeakTflops(), peak_tflops_reason=reason, cpu_name=cpu_name(),
         )
     props = torch.cuda.get_device_properties(0)
     name = props.name
@@ -178,12 +165,25 @@ def collect_gpu_info(platform: str, precision: str = "bf16") -> GpuInfo:
     bf16, _ = peak_tflops(name, "bf16")
     fp8, _ = peak_tflops(name, "fp8")
     _, reason = peak_tflops(name, peak_key)
-    source = next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if m.upper() in name.upper()), None)
     return GpuInfo(
         device_name=name, device_count=torch.cuda.device_count(),
         total_memory_gb=round(props.total_memory / 1024**3, 2), software_stack=stack,
         software_version=version, pytorch_version=torch_version,
         driver_version=_amd_driver() if hip else _nvidia_driver(),
-        peak_tflops={"bf16": bf16, "fp8": fp8}, peak_tflops_reason=reason,
-        peak_tflops_source=source, cpu_name=cpu_name(),
+        peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
+        peak_tflops_source=peak_source(name), cpu_name=cpu_name(),
+    )
+
+
+def gpu_info_for_device(platform: str, device_name: str, device_count: int, precision: str = "bf16") -> GpuInfo:
+    """GpuInfo for a device named by the user (log analysis: the run's GPUs are not on this machine)."""
+    bf16, _ = peak_tflops(device_name, "bf16")
+    fp8, _ = peak_tflops(device_name, "fp8")
+    _, reason = peak_tflops(device_name, "fp8" if precision == "fp8" else "bf16")
+    return GpuInfo(
+        device_name=device_name, device_count=device_count, total_memory_gb=None,
+        software_stack=PLATFORM_REGISTRY[platform].software_stack if platform in PLATFORM_REGISTRY else "cpu",
+        software_version=None, pytorch_version=None, driver_version=None,
+        peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
+        peak_tflops_source=peak_source(device_name),
     )

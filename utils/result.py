@@ -35,8 +35,8 @@ import jsonschema
 from utils.atomic import atomic_write_text
 from utils.configure import Config
 from utils.environment import capture_environment
-from utils.hardware import GpuInfo
 from utils.models import ModelShape
+from utils.result_model import GpuInfo
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("result_schema.json")
@@ -149,7 +149,7 @@ def new_result(
         "run_index": run_index,
         "started_at": now_iso(),
         "finished_at": None,
-        "gpu_info": gpu_info.as_dict(),
+        "gpu_info": gpu_info.model_dump(),
         "environment": capture_environment(launcher_env),
         "training_config": training_config(cfg, precision_effective),
         "model_shape": shape.as_dict(),

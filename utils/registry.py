@@ -1,0 +1,98 @@
+"""The one registry of platforms, frameworks and models.
+
+Why one table: argparse ``choices``, the job list, the comparison's labels, the
+result model and the shell (through ``python -m utils.configure --get``) all need
+these lists. Kept here, adding a model or a framework is one entry (plus its
+launcher or shape), and no second list can fall out of step.
+
+Nothing here imports the project: the launcher plugin of a framework is named by
+its module path and imported by ``train/launch.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Platform:
+    key: str  # amd | nvd | cpu
+    display_name: str  # AMD | NVIDIA | CPU
+    software_stack: str  # rocm | cuda | cpu
+
+
+@dataclass(frozen=True)
+class Framework:
+    key: str
+    display_name: str
+    platforms: tuple[str, ...]  # where it runs, in the platforms' order
+    plugin: str  # module with plan()/collect(), imported by train/launch.py
+    # Which node writes a multi-node job's result: "first" (global rank 0 measures in-process)
+    # or "last" (Megatron and Primus print their iteration lines on the last rank).
+    result_node: str = "first"
+
+
+@dataclass(frozen=True)
+class Model:
+    key: str
+    display_name: str
+
+
+PLATFORMS: dict[str, Platform] = {
+    p.key: p
+    for p in (
+        Platform("amd", "AMD", "rocm"),
+        Platform("nvd", "NVIDIA", "cuda"),
+        Platform("cpu", "CPU", "cpu"),
+    )
+}
+
+FRAMEWORKS: dict[str, Framework] = {
+    f.key: f
+    for f in (
+        Framework("mega", "Megatron-LM", ("amd", "nvd"), "train.train_mega", result_node="last"),
+        Framework("prim", "Primus", ("amd",), "train.train_prim", result_node="last"),
+        Framework("nemo", "NeMo", ("nvd",), "train.train_nemo"),
+        Framework("tran", "Transformers (tran)", ("amd", "nvd", "cpu"), "train.train_tran"),
+    )
+}
+
+MODELS: dict[str, Model] = {
+    m.key: m
+    for m in (
+        Model("llama", "Llama 3.1 8B"),
+        Model("qwen", "Qwen 2.5 7B"),
+    )
+}
+
+# The vendor stack that stands in for the other vendor's when asked for by name: Primus <-> NeMo.
+VENDOR_STACK_MAP: dict[tuple[str, str], str] = {
+    ("nvd", "prim"): "nemo",
+    ("amd", "nemo"): "prim",
+}
+
+
+def platform_names() -> tuple[str, ...]:
+    return tuple(PLATFORMS)
+
+
+def framework_names() -> tuple[str, ...]:
+    return tuple(FRAMEWORKS)
+
+
+def model_names() -> tuple[str, ...]:
+    return tuple(MODELS)
+
+
+def frameworks_on(platform: str) -> tuple[str, ...]:
+    """The frameworks ``platform`` runs, in registry order (``FRAMEWORK=all``)."""
+    if platform not in PLATFORMS:
+        raise ValueError(f"platform {platform!r} is not valid; use one of: {', '.join(PLATFORMS)}")
+    return tuple(key for key, framework in FRAMEWORKS.items() if platform in framework.platforms)
+
+
+def display_name(kind: str, key: str) -> str:
+    """Human name of a platform, framework or model key; the key itself when unknown."""
+    table = {"platform": PLATFORMS, "framework": FRAMEWORKS, "model": MODELS}[kind]
+    entry = table.get(key)
+    return entry.display_name if entry is not None else key
