@@ -111,8 +111,6 @@ RULES: dict[str, Rule] = {
 }
 
 
-
-
 def base_type(hint: Any) -> tuple[Any, bool]:
     """``(type, optional)`` of a field's type hint: ``int | None`` gives ``(int, True)``."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
@@ -123,6 +121,7 @@ def base_type(hint: Any) -> tuple[Any, bool]:
 
 
 def is_list(kind: Any) -> bool:
+    """A list key (``tuple[str, ...]``): space- or comma-separated words in config.env."""
     return typing.get_origin(kind) is tuple
 
 
@@ -188,5 +187,3 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
             problem = _bound_problem(rule, value)
             if problem:
                 raise ConfigError(f"{key}={value}: {problem}")
-
-
