@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from utils.configure import MODEL_NAMES, Config, ConfigError, load_config
+from utils.config_rules import DATASETS
+from utils.configure import Config, ConfigError, load_config
 from utils.dataset import TokenizerMissingError
+from utils.registry import model_names
 
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
@@ -89,7 +91,7 @@ def tool_versions(*packages: str) -> dict[str, str | None]:
 def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """Options every stage shares; defaults come from ``load_config()``."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--dataset", help="override DATASET (bc | c4 | sample | local:<path>)")
+    parser.add_argument("--dataset", help=f"override DATASET ({' | '.join(DATASETS)} | local:<path>)")
     parser.add_argument("--data-dir", type=Path, help="override DATA_DIR")
     parser.add_argument("--force", action="store_true", help="redo the work even if the manifest says it is current")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
@@ -97,7 +99,7 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def add_model_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", action="append", choices=MODEL_NAMES,
+    parser.add_argument("--model", action="append", choices=model_names(),
                         help="model(s) to process (repeatable; default: MODELS from config.env)")
 
 

@@ -43,9 +43,10 @@ from data.common import (
     write_jsonl_line,
 )
 from utils.atomic import atomic_path, temp_sibling
-from utils.configure import MODEL_NAMES, Config, read_secret
+from utils.configure import Config, read_secret
 from utils.dataset import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
 from utils.models import get_shape
+from utils.registry import model_names
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ HUB_DATASETS: dict[str, HubDataset] = {
     "c4": HubDataset("allenai/c4", "en", "train"),
 }
 # The tokenizer repositories come from the shape table; only Llama's is gated.
-TOKENIZER_REPOS: dict[str, str] = {model: get_shape(model).hf_repo for model in MODEL_NAMES}
+TOKENIZER_REPOS: dict[str, str] = {model: get_shape(model).hf_repo for model in model_names()}
 GATED_REPOS = frozenset({TOKENIZER_REPOS["llama"]})
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "tokenizer.model")

@@ -6,8 +6,10 @@ set -uo pipefail
 usage() {
     cat <<'USAGE'
 Usage: shell/build.sh [docker build options...]
-Builds tprimat:amd from amd.Dockerfile or tprimat:nvd from nvd.Dockerfile (PLATFORM= overrides
-detection). Extra arguments go to `docker build`, e.g. --no-cache or --pull.
+Builds tprimat:amd from amd.Dockerfile or tprimat:nvd from nvd.Dockerfile for the platform:
+PLATFORM from the environment, else from config.env, else detected (python -m utils.hardware
+--platform). Extra arguments go to `docker build`, e.g. --no-cache or --pull.
+No secret enters the image: .dockerignore keeps secrets.env, output/ and data_cache/ out of the context.
 USAGE
 }
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then

@@ -10,21 +10,20 @@ TPRIMAT_CONTAINER_HF=/root/.cache/huggingface   # HF_HOME inside containers
 TPRIMAT_CONTAINER_OUTPUT=/output/tprimat        # used only when OUTPUT_DIR lies outside the repo
 
 # Host variables forwarded into the container by name (their values never appear in argv):
-# communication and runtime tuning, device selection, and the secret when it is not in secrets.env.
+# communication and runtime tuning, and device selection. Config keys and HF_TOKEN travel in the
+# env file Python writes (tprimat_write_env_file), never as argv.
 TPRIMAT_FORWARD_PREFIXES=(NCCL_ RCCL_ HSA_ HIP_ NVTE_ TORCH_ PYTORCH_ CUDA_ ROCR_ UCX_ GLOO_)
-TPRIMAT_FORWARD_NAMES=(HF_TOKEN OMP_NUM_THREADS)
+TPRIMAT_FORWARD_NAMES=(OMP_NUM_THREADS)
 
-# docker reads --env-file lines verbatim: a quoted value, an `export` prefix, a trailing
-# ` # comment` or a CRLF line end would reach the container as part of the value (while the
-# native loader strips them). Refuse such a secrets.env instead of passing a mangled token.
-# The message names the key only, never the value.
-tprimat_check_secrets_file() {
-    local bad
-    bad="$(sed -n -E 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=["'"'"'].*/\2/p; s/^[[:space:]]*export[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)=.*/\1/p; s/^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)=(.*[[:space:]]#.*|.*\r)$/\1/p' "$1" | sort -u | tr '\n' ' ')"
-    if [[ -n "$bad" ]]; then
-        echo "docker.sh: $1: write ${bad% } as KEY=value without quotes, 'export', a trailing comment or CRLF line ends (docker --env-file keeps them literally)" >&2
-        return 2
-    fi
+# Write the --env-file for `docker run` into a fresh mode-0600 temp file named by
+# TPRIMAT_DOCKER_ENV_FILE: the effective config (config.env + environment, validated, GBS left
+# derived) and HF_TOKEN from the one secrets loader (environment, else secrets.env), rendered by
+# utils/configure.py as plain KEY=value lines. docker keeps quotes, `export` and comments of an
+# env file literally, so neither config.env nor secrets.env is ever handed to docker as is.
+# The caller removes the file (trap) once docker has read it.
+tprimat_write_env_file() {
+    TPRIMAT_DOCKER_ENV_FILE="$(mktemp "${TMPDIR:-/tmp}/tprimat-docker.env.XXXXXX")" || return 2
+    tprimat_python_module utils.configure --docker-env-file "$TPRIMAT_DOCKER_ENV_FILE" || return 2
 }
 
 tprimat_image() {
@@ -84,20 +83,8 @@ tprimat_docker_run_argv() {
     esac
     container_output="${container_output%/}"
     TPRIMAT_DOCKER_ARGV+=(-w "$TPRIMAT_CONTAINER_ROOT")
-    # config.env is not handed to docker as is: docker's --env-file keeps quotes and inline comments
-    # literally (MODELS="llama qwen" would arrive with its quotes). Instead the effective config
-    # (config.env + environment overrides, validated here) is rendered as plain KEY=value lines.
-    # GBS is left out: it is derived, and a fixed GBS in the container's environment would turn
-    # any later MBS/DP/GA override there (e.g. in entry.sh) into a GBS mismatch error.
-    if [[ -f "${TPRIMAT_CONFIG:-$TPRIMAT_ROOT/config.env}" ]]; then
-        TPRIMAT_DOCKER_ENV_FILE="$(mktemp "${TMPDIR:-/tmp}/tprimat-config.env.XXXXXX")" || return 2
-        "$TPRIMAT_PYTHON" -m utils.configure | grep -v -e '^#' -e '^GBS=' >"$TPRIMAT_DOCKER_ENV_FILE" || return 2
-        TPRIMAT_DOCKER_ARGV+=(--env-file "$TPRIMAT_DOCKER_ENV_FILE")
-    fi
-    if [[ -f "$TPRIMAT_ROOT/secrets.env" ]]; then
-        tprimat_check_secrets_file "$TPRIMAT_ROOT/secrets.env" || return 2
-        TPRIMAT_DOCKER_ARGV+=(--env-file "$TPRIMAT_ROOT/secrets.env")
-    fi
+    tprimat_write_env_file || return 2
+    TPRIMAT_DOCKER_ARGV+=(--env-file "$TPRIMAT_DOCKER_ENV_FILE")
     while IFS= read -r name; do
         for prefix in "${TPRIMAT_FORWARD_PREFIXES[@]}"; do
             [[ "$name" == "$prefix"* ]] && TPRIMAT_DOCKER_ARGV+=(-e "$name") && break
@@ -120,8 +107,7 @@ tprimat_run_step() {
     shift
     local platform rc
     if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-        echo "Usage: shell/run_$step.sh [shell/$step.sh options]"
-        echo "Runs shell/$step.sh in tprimat:<platform> (see docs/DOCKER.md); on cpu, or when no Docker engine answers, natively."
+        tprimat_run_usage "run_$step.sh [shell/$step.sh options]" "shell/$step.sh"
         return 0
     fi
     platform="$(tprimat_resolve_platform)" || return 2
@@ -145,6 +131,21 @@ tprimat_run_step() {
         echo "run_$step.sh: the container exited with status $rc" >&2
     fi
     return "$rc"
+}
+
+# The --help text every container entry point shares: usage line ($1) and what runs inside ($2).
+tprimat_run_usage() {
+    cat <<USAGE
+Usage: shell/$1
+Runs $2 in tprimat:<platform> (see docs/DOCKER.md); on cpu, or when no Docker engine answers, natively.
+The platform is PLATFORM from the environment, else from config.env, else detected
+(python -m utils.hardware --platform; amd: /dev/kfd plus amd-smi or rocm-smi, or a ROCm torch;
+nvd: a working nvidia-smi, or a CUDA torch that sees a GPU; else cpu).
+The container gets the platform's devices, --ipc=host, the repository, DATA_DIR and the Hugging Face
+cache mounted, and one env file written by python -m utils.configure --docker-env-file: every
+effective config key (config.env + environment overrides, validated; GBS left derived) and HF_TOKEN
+(environment, else secrets.env). Neither config.env nor secrets.env is handed to docker as is.
+USAGE
 }
 
 tprimat_require_image() {

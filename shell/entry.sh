@@ -3,15 +3,14 @@
 # run_<step>.sh containers (same devices, mounts and environment). Extra arguments replace the
 # shell: ./shell/entry.sh bash train/train_amd_prim_llama.sh
 set -uo pipefail
-if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-    echo "Usage: shell/entry.sh [command...]   (default: an interactive bash in tprimat:<platform>)"
-    echo "On cpu, or when no Docker engine answers, opens the shell natively in the repository."
-    exit 0
-fi
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 # shellcheck source=docker.sh
 source "$TPRIMAT_ROOT/shell/docker.sh"
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+    tprimat_run_usage "entry.sh [command...]   (default: an interactive bash)" "the command (default: bash)"
+    exit 0
+fi
 cd "$TPRIMAT_ROOT" || exit 2
 platform="$(tprimat_resolve_platform)" || exit 2
 command=("$@")

@@ -36,8 +36,8 @@ tprimat_safe_target() {
         echo "$resolved"
         return 0
     fi
-    # Same container test as utils/configure.py, which defaults DATA_DIR to /data/tprimat there.
-    if [[ "${TPRIMAT_IN_CONTAINER:-0}" == 1 && "$resolved/" == /data/tprimat/* ]]; then
+    # Inside a tprimat image (utils/environment.py decides), where DATA_DIR defaults to /data/tprimat.
+    if [[ "$resolved/" == /data/tprimat/* ]] && tprimat_python_module utils.environment --in-container; then
         echo "$resolved"
         return 0
     fi

@@ -7,9 +7,11 @@ set -uo pipefail
 usage() {
     cat <<'USAGE'
 Usage: shell/train.sh [--dry-run] [--help]
-Runs train/train_<platform>_<framework>_<model>.sh for FRAMEWORK (mega|prim|nemo|tran|all) x MODELS,
-RUNS times each (config.env, overridable from the environment: FRAMEWORK=tran ./shell/train.sh).
-prim on nvd runs nemo and nemo on amd runs prim; the mapping is printed.
+Runs train/train_<platform>_<framework>_<model>.sh for FRAMEWORK x MODELS, RUNS times each
+(config.env, overridable from the environment: FRAMEWORK="tran mega" ./shell/train.sh).
+FRAMEWORK is all, one framework or several in run order; prim on nvd runs nemo and nemo on amd
+runs prim, and the mapping is printed. The jobs and the valid names come from
+python -m train.jobs (see its --help); the platform from python -m utils.hardware --platform.
   --dry-run   pass --dry-run to every launcher (prints each launch plan, trains nothing)
 USAGE
 }

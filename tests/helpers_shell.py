@@ -74,6 +74,13 @@ def docker_env_files(env: dict[str, str], call_number: int) -> list[str]:
     return [p.read_text() for p in files]
 
 
+def docker_env_file_modes(env: dict[str, str], call_number: int) -> list[str]:
+    """Octal permission bits of the --env-file files of one call (1-based), as seen when docker ran."""
+    calls_dir = Path(env["FAKE_DOCKER_DIR"])
+    files = sorted(calls_dir.glob(f"call-{call_number}.envmode-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    return [p.read_text().strip() for p in files]
+
+
 def flag_values(argv: list[str], flag: str) -> list[str]:
     """Values of a repeated ``--flag value`` option in an argv."""
     return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == flag]

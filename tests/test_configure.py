@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from utils.configure import REPO_ROOT, ConfigError, load_config, main, parse_env_file, read_secret
+from utils.config_rules import MAX_COUNT, RULES, base_type
+from utils.configure import (
+    CONTAINER_DATA_DIR,
+    FIELD_TYPES,
+    REPO_ROOT,
+    ConfigError,
+    load_config,
+    main,
+    numeric_keys,
+    parse_env_file,
+    read_secret,
+)
+from utils.environment import container_image, in_tprimat_container
 
 BASE = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env")}
 
@@ -98,6 +114,14 @@ def test_container_default_data_dir():
     assert load_config(environ=BASE).data_dir == REPO_ROOT / "data_cache"
 
 
+def test_inside_a_container_has_one_definition():
+    """The tprimat image's marker, not /.dockerenv: the config's DATA_DIR and the result's record agree."""
+    marked = {"TPRIMAT_IN_CONTAINER": "1"}
+    assert in_tprimat_container(marked) and not in_tprimat_container({})
+    assert container_image(marked)["in_container"] is True and container_image({})["in_container"] is False
+    assert load_config(environ={**BASE, **marked}).data_dir == Path(CONTAINER_DATA_DIR)
+
+
 def test_workload_has_every_fairness_key():
     workload = load().workload()
     assert workload["GBS"] == 64 and workload["WORLD_SIZE"] == 8 and workload["PRECISION"] == "bf16"
@@ -146,3 +170,153 @@ def test_cli_get_and_error_exit(capsys, monkeypatch):
     monkeypatch.setenv("MBS", "zero")
     assert main([]) == 2
     assert "MBS='zero'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# hostile values for every numeric key, generated from the config's own key table
+
+HUGE_INT = str(10**30)
+NON_NUMBERS = ("nan", "inf", "-inf", "1e400")
+MALFORMED = ("12abc", "1.2.3", "0x1g", "--1")
+
+
+def _kind(key: str) -> type:
+    return int if key == "GBS" else base_type(FIELD_TYPES[key.lower()])[0]
+
+
+def _hostile_cases() -> list[tuple[str, str]]:
+    """Non-finite, malformed, negative and huge values for every numeric key (GBS, derived, too)."""
+    cases = []
+    for key in (*numeric_keys(), "GBS"):
+        rule = RULES.get(key.lower())
+        values = [*NON_NUMBERS, *MALFORMED, "-1"]
+        if _kind(key) is float:
+            values.append("-1e-9")
+            if rule.maximum is not None:  # unbounded floats: test_unbounded_float_keys_stay_finite_in_json
+                values.append(HUGE_INT)
+        else:
+            values += ["1.5", HUGE_INT]
+            if key != "GBS" and rule.minimum > 0:
+                values.append("-0")  # zero in disguise
+        cases += [(key, value) for value in values]
+    return cases
+
+
+@pytest.mark.parametrize(("key", "value"), _hostile_cases())
+def test_every_numeric_key_rejects_hostile_values_with_one_line(key, value, capsys, monkeypatch):
+    """``python -m utils.configure`` (its main(), run in-process for speed) with KEY=value."""
+    monkeypatch.setenv("TPRIMAT_CONFIG", str(REPO_ROOT / "config.env"))
+    monkeypatch.setenv(key, value)
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"config error: {key}="), err
+
+
+def test_hostile_table_covers_every_numeric_field():
+    """A new numeric key joins the walk above by itself; each one needs a rule with a minimum."""
+    numeric = set(numeric_keys())
+    assert {"LR", "GRAD_CLIP", "INIT_STD", "MIN_LR", "WEIGHT_DECAY", "SAMPLE_MB", "SEED", "MASTER_PORT"} <= numeric
+    assert "FP8" not in numeric and "PROFILING" not in numeric  # bools are not numbers here
+    for key in numeric:
+        rule = RULES.get(key.lower())
+        assert rule is not None and rule.minimum is not None, f"{key} has no minimum in RULES"
+        if _kind(key) is int:
+            assert rule.maximum is not None and rule.maximum <= MAX_COUNT, f"{key}: counts are bounded"
+
+
+def test_unbounded_float_keys_stay_finite_in_json(capsys, monkeypatch):
+    monkeypatch.setenv("TPRIMAT_CONFIG", str(REPO_ROOT / "config.env"))
+    unbounded = [k for k in numeric_keys() if _kind(k) is float and RULES[k.lower()].maximum is None]
+    assert unbounded, "otherwise the walk above should test huge values of every float"
+    for key in unbounded:
+        monkeypatch.setenv(key, "1e300")
+    assert main(["--json"]) == 0
+    values = json.loads(capsys.readouterr().out)
+    assert all(values[key] == 1e300 for key in unbounded)
+
+
+def test_the_cli_itself_exits_2_with_one_line():
+    """The same walk through a real ``python -m utils.configure`` process, one value of each kind."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TPRIMAT_CONFIG": str(REPO_ROOT / "config.env")}
+    for key, value in (("LR", "inf"), ("GRAD_CLIP", "nan"), ("SEED", "-1"), ("MBS", HUGE_INT), ("SL", "12abc")):
+        proc = subprocess.run([sys.executable, "-m", "utils.configure"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=60, env={**env, key: value})
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.startswith(f"config error: {key}=") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("LR", "inf", "LR=inf: must be a finite number"),
+    ("GRAD_CLIP", "nan", "GRAD_CLIP=nan: must be a finite number"),
+    ("INIT_STD", "nan", "INIT_STD=nan: must be a finite number"),
+    ("MIN_LR", "nan", "MIN_LR=nan: must be a finite number"),
+    ("WEIGHT_DECAY", "inf", "WEIGHT_DECAY=inf: must be a finite number"),
+    ("SAMPLE_MB", "inf", "SAMPLE_MB=inf: must be a finite number"),
+    ("LR", "2", "LR=2.0: must be at most 1"),
+    ("LR", "0", "LR=0.0: must be greater than 0"),
+    ("MASTER_PORT", "70000", "MASTER_PORT=70000: must be a TCP port (1-65535)"),
+    ("TRAIN_ITERS", HUGE_INT, f"TRAIN_ITERS={HUGE_INT}: must be at most 2147483647"),
+])
+def test_issue_12_values_are_named(key, value, message):
+    with pytest.raises(ConfigError) as excinfo:
+        load(**{key: value})
+    assert str(excinfo.value) == message
+
+
+def test_field_types_are_the_real_types():
+    assert FIELD_TYPES["lr"] is float and FIELD_TYPES["mbs"] is int and FIELD_TYPES["data_dir"] is Path
+    assert base_type(FIELD_TYPES["measure_skip_steps"]) == (int, True)
+    assert base_type(FIELD_TYPES["hf_home"]) == (Path, True)
+    assert base_type(FIELD_TYPES["models"]) == (tuple[str, ...], False)
+
+
+def test_replace_validates_with_the_same_rules():
+    with pytest.raises(ConfigError, match="MIN_DOC_CHARS=-1: must not be negative"):
+        load().replace(min_doc_chars=-1)
+    with pytest.raises(ConfigError, match="LR=nan: must be a finite number"):
+        load().replace(lr=float("nan"))
+
+
+def test_framework_may_list_several():
+    assert load(FRAMEWORK="tran mega").framework == ("tran", "mega")
+    assert load().framework == ("all",)
+    assert load(FRAMEWORK="tran,mega").as_env()["FRAMEWORK"] == "tran mega"
+
+
+# ---------------------------------------------------------------------------
+# the env file handed to docker
+
+
+def test_docker_env_file(tmp_path, monkeypatch):
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("export HF_TOKEN='hf_DOCKERtokenabcdefghijk'  # mine\r\n")
+    monkeypatch.setattr("utils.secrets_loader.DEFAULT_SECRETS_FILE", secrets)
+    monkeypatch.setenv("TPRIMAT_CONFIG", str(REPO_ROOT / "config.env"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("MODELS", "qwen")
+    target = tmp_path / "docker.env"
+    assert main(["--docker-env-file", str(target)]) == 0
+    assert target.stat().st_mode & 0o777 == 0o600
+    lines = target.read_text().splitlines()
+    assert "MODELS=qwen" in lines and "HF_TOKEN=hf_DOCKERtokenabcdefghijk" in lines
+    assert not [line for line in lines if line.startswith("GBS=")]
+    assert not list(tmp_path.glob(".docker.env.tmp-*")), "written atomically, nothing left behind"
+    keys = [line.split("=", 1)[0] for line in lines]
+    assert keys == [*(k for k in load().as_env() if k != "GBS"), "HF_TOKEN"]
+
+
+def test_docker_env_file_refuses_a_value_with_a_line_break(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TPRIMAT_CONFIG", str(REPO_ROOT / "config.env"))
+    monkeypatch.setenv("MASTER_ADDR", "node0\nEVIL=1")
+    assert main(["--docker-env-file", str(tmp_path / "x.env")]) == 2
+    assert "MASTER_ADDR: the value holds a line break" in capsys.readouterr().err
+    assert not (tmp_path / "x.env").exists()
+
+
+def test_get_refuses_a_secret(monkeypatch, capsys):
+    monkeypatch.setenv("TPRIMAT_CONFIG", str(REPO_ROOT / "config.env"))
+    monkeypatch.setenv("HF_TOKEN", "hf_GETtokenabcdefghijklmn")
+    assert main(["--get", "HF_TOKEN"]) == 2
+    captured = capsys.readouterr()
+    assert "never printed" in captured.err and "hf_GET" not in captured.out + captured.err

@@ -1,14 +1,18 @@
-"""Platform detection (Python and shell/platform.sh) with faked tools, and the peak table."""
+"""Platform detection with faked tools (in Python, and through the shell, which asks Python), and the peak table."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from utils.hardware import collect_gpu_info, detect_platform, peak_tflops
+import utils.hardware
+from utils.configure import ConfigError, load_config
+from utils.hardware import collect_gpu_info, detect_platform, peak_tflops, resolve_platform
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,7 +64,42 @@ def test_platform_override_and_bad_value(tmp_path):
         detect_platform(environ={**env, "PLATFORM": "tpu"})
     assert shell_platform({**env, "PLATFORM": "amd"}).stdout.strip() == "amd"
     proc = shell_platform({**env, "PLATFORM": "tpu"})
-    assert proc.returncode == 2 and "use one of: amd, nvd, cpu" in proc.stderr
+    assert proc.returncode == 2 and "PLATFORM='tpu': allowed values are amd, nvd, cpu" in proc.stderr
+
+
+def test_a_rocm_torch_means_amd_without_any_tool(tmp_path, monkeypatch):
+    """The check shell/platform.sh once lacked: now the shell asks this same function."""
+    env = fake_tools(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    rocm_torch = SimpleNamespace(version=SimpleNamespace(hip="6.4.1", cuda=None))
+    monkeypatch.setattr(utils.hardware, "_torch", lambda: rocm_torch)
+    assert detect_platform(environ=env) == "amd"
+
+
+def test_resolve_platform_order_environment_then_config_then_detection(tmp_path, monkeypatch):
+    env = fake_tools(tmp_path, "nvidia-smi")
+    monkeypatch.setenv("PATH", env["PATH"])
+    config = tmp_path / "c.env"
+    config.write_text("PLATFORM=amd\n")
+    assert resolve_platform(environ={**env, "TPRIMAT_CONFIG": str(config)}) == "amd"
+    assert resolve_platform(environ={**env, "TPRIMAT_CONFIG": str(config), "PLATFORM": "cpu"}) == "cpu"
+    config.write_text("PLATFORM=\n")
+    assert resolve_platform(environ={**env, "TPRIMAT_CONFIG": str(config)}) == "nvd"
+    assert resolve_platform(load_config(config, environ={"PLATFORM": "amd"})) == "amd"
+    config.write_text("PLATFORM=x86\n")
+    with pytest.raises(ConfigError, match="PLATFORM='x86': allowed values are amd, nvd, cpu"):
+        resolve_platform(environ={**env, "TPRIMAT_CONFIG": str(config)})
+
+
+def test_platform_cli(tmp_path):
+    env = {**fake_tools(tmp_path, "nvidia-smi"), "HOME": str(tmp_path)}
+    run = [sys.executable, "-m", "utils.hardware", "--platform"]
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(run, env=env, cwd=repo, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "nvd\n"), proc.stderr
+    proc = subprocess.run(run, env={**env, "PLATFORM": "gpu"}, cwd=repo, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == "config error: PLATFORM='gpu': allowed values are amd, nvd, cpu"
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,15 @@ from tests.helpers_shell import REPO, clean_env
 from train.jobs import (
     FRAMEWORKS_BY_PLATFORM,
     Job,
+    JobOutcome,
     format_summary,
+    frameworks_for,
     read_exit_codes,
     resolve_framework,
     select_jobs,
     summarize,
 )
-from utils.configure import load_config
+from utils.configure import ConfigError, load_config
 
 
 def _cfg(tmp_path: Path, **env: str):
@@ -67,6 +69,34 @@ def test_all_selects_every_framework_of_the_platform(tmp_path: Path, platform: s
         assert job.result == tmp_path / "out" / f"train_{platform}_{job.framework}_{job.model}.json"
 
 
+@pytest.mark.parametrize(("platform", "asked", "runs", "notes"), [
+    ("amd", "tran mega", ("tran", "mega"), 0),          # the order given is the run order
+    ("nvd", "prim nemo", ("nemo",), 1),                 # mapped onto one already listed: runs once
+    ("amd", "nemo,tran", ("prim", "tran"), 1),
+    ("cpu", "tran tran", ("tran",), 0),
+])
+def test_several_frameworks(platform: str, asked: str, runs: tuple[str, ...], notes: int) -> None:
+    cfg_value = load_config(REPO / "config.env", {"FRAMEWORK": asked}).framework
+    frameworks, printed = frameworks_for(platform, cfg_value)
+    assert frameworks == runs and len(printed) == notes
+
+
+def test_several_frameworks_select_jobs_in_that_order(tmp_path: Path) -> None:
+    jobs = select_jobs(_cfg(tmp_path, FRAMEWORK="tran mega", MODELS="qwen"), "nvd")
+    assert [j.script.name for j in jobs] == ["train_nvd_tran_qwen.sh", "train_nvd_mega_qwen.sh"]
+
+
+def test_unknown_or_misplaced_framework_names_list_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="FRAMEWORK='jax': allowed values are mega, prim, nemo, tran, all"):
+        _cfg(tmp_path, FRAMEWORK="tran jax")
+    with pytest.raises(ConfigError, match="all stands alone"):
+        _cfg(tmp_path, FRAMEWORK="all tran")
+    with pytest.raises(ValueError, match="'jax' is not a framework; on platform amd; valid: mega, prim, tran"):
+        frameworks_for("amd", ("jax",))
+    with pytest.raises(ValueError, match="'mega' is not available on platform cpu; valid: tran"):
+        frameworks_for("cpu", ("tran", "mega"))
+
+
 def test_runs_number_results_from_one(tmp_path: Path) -> None:
     jobs = select_jobs(_cfg(tmp_path, FRAMEWORK="prim", MODELS="qwen", RUNS="3"), "nvd")
     assert [(j.framework, j.run_index, j.result.name) for j in jobs] == [
@@ -113,6 +143,16 @@ def test_summary_table(tmp_path: Path) -> None:
         ("mega", 0, "missing"), ("nemo", 1, "invalid"), ("tran", -1, "not run")]
     table = format_summary(outcomes, cfg.output_dir)
     assert "train_nvd_nemo_llama.json" in table and "0 of 3 job(s) finished ok" in table
+
+
+def test_summary_rows_start_with_the_platform_and_keep_long_paths_whole(tmp_path: Path) -> None:
+    long_dir = tmp_path / ("d" * 150)
+    job = Job("amd", "mega", "llama", None, Path("/r/x.sh"), long_dir / "train_amd_mega_llama.json")
+    table = format_summary([JobOutcome(job, 0, "ok")], tmp_path)
+    (row,) = [line for line in table.splitlines() if line.startswith("amd ")]
+    assert row.split() == ["amd", "mega", "llama", "-", "0", "ok", f"{'d' * 150}/train_amd_mega_llama.json"]
+    assert table.splitlines()[0].split() == ["platform", "framework", "model", "run", "exit", "status", "result"]
+    assert table.isascii() and table.endswith(f"1 of 1 job(s) finished ok; results in {tmp_path}")
 
 
 def test_read_exit_codes_rejects_garbage(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from utils.models import flops_per_token, get_shape, matmul_weights_per_token, mfu
+from utils.registry import MODELS
 
 
 def test_llama_8b_flops_per_token_at_8192_hand_computed():
@@ -64,3 +65,11 @@ def test_bad_shape_requests():
 def test_mfu():
     assert mfu(1000.0, 1e12, 1000.0) == pytest.approx(1.0)  # 1000 tok/s * 1 TFLOP/token = 1 PFLOP/s
     assert mfu(1000.0, 1e12, None) is None
+
+
+@pytest.mark.parametrize("size", ["full", "tiny"])
+def test_every_registry_model_has_a_shape_named_by_the_registry(size):
+    for key, model in MODELS.items():
+        shape = get_shape(key, size)
+        assert shape.key == key
+        assert shape.display_name == (model.display_name if size == "full" else f"{model.display_name} (tiny)")

@@ -94,3 +94,10 @@ def test_other_node_ranks_skip_compare_and_report_exit_codes(repo: Path, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert "NODE_RANK=1; node 0 writes the results" in proc.stdout
     assert "exit 0  train_cpu_tran_llama.json" in proc.stdout
+
+
+def test_several_frameworks_run_in_the_order_given(repo: Path, tmp_path: Path) -> None:
+    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="amd", FRAMEWORK="tran nemo",
+                                                       MODELS="llama"))
+    assert "FRAMEWORK=nemo on amd runs prim" in proc.stderr
+    assert (tmp_path / "jobs.log").read_text().splitlines() == ["train_amd_tran_llama.sh", "train_amd_prim_llama.sh"]

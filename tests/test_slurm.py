@@ -18,7 +18,8 @@ def fake_slurm(tmp_path: Path) -> dict[str, str]:
     (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'node-a\\nnode-b\\n'\n")
     for tool in ("srun", "scontrol"):
         (bin_dir / tool).chmod(0o755)
-    env = clean_env(tmp_path, SLURM_SUBMIT_DIR=str(REPO), SLURM_JOB_NODELIST="node-[a-b]", SLURM_JOB_NUM_NODES="2")
+    env = clean_env(tmp_path, SLURM_SUBMIT_DIR=str(REPO), SLURM_JOB_NODELIST="node-[a-b]", SLURM_JOB_NUM_NODES="2",
+                    DP="16")  # 2 nodes x 8 GPUs
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     return env
 
@@ -40,4 +41,13 @@ def test_unknown_step_is_refused(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "shell" / "slurm.sbatch"), "purge"], env=fake_slurm(tmp_path),
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "step must be data or train" in proc.stderr
+    assert not (tmp_path / "srun.calls").exists()
+
+
+def test_a_world_size_that_does_not_fit_the_nodes_fails_before_any_node_starts(tmp_path):
+    env = {**fake_slurm(tmp_path), "DP": "8"}  # 8 GPUs of work for 2 nodes x 8 GPUs
+    proc = subprocess.run(["bash", str(REPO / "shell" / "slurm.sbatch")], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "NNODES*GPUS_PER_NODE = 2*8 = 16" in proc.stderr
     assert not (tmp_path / "srun.calls").exists()

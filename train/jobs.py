@@ -2,9 +2,11 @@
 
 This is the one place that decides what ``FRAMEWORK`` means on a platform, so that
 ``shell/train.sh`` (which loops over the jobs) and ``train/launch.py`` (which runs one)
-cannot disagree. Each vendor's own stack stands in for the other's: ``prim`` (Primus,
-AMD) asked for on ``nvd`` runs ``nemo`` (NeMo, NVIDIA) and the reverse, always with a
-printed note so a mapped job is never mistaken for the framework that was asked for.
+cannot disagree. ``FRAMEWORK`` is ``all`` (every framework of the platform, from
+``utils/registry.py``), one name, or several (``"tran mega"``, run in that order). Each
+vendor's own stack stands in for the other's: ``prim`` (Primus, AMD) asked for on ``nvd``
+runs ``nemo`` (NeMo, NVIDIA) and the reverse, always with a printed note so a mapped job is
+never mistaken for the framework that was asked for.
 
 CLI (run from the repository root)::
 
@@ -15,23 +17,21 @@ CLI (run from the repository root)::
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.configure import PLATFORMS, REPO_ROOT, Config, ConfigError, load_config
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
-FRAMEWORKS_BY_PLATFORM: dict[str, tuple[str, ...]] = {
-    "amd": ("mega", "prim", "tran"),
-    "nvd": ("mega", "nemo", "tran"),
-    "cpu": ("tran",),
-}
+from utils.configure import REPO_ROOT, Config, ConfigError, load_config
+from utils.registry import FRAMEWORK_ALL, FRAMEWORKS, VENDOR_STACK_MAP, frameworks_on, platform_names
 
-# The vendor stack that stands in for the other vendor's: Primus <-> NeMo.
-VENDOR_STACK_MAP: dict[tuple[str, str], str] = {
-    ("nvd", "prim"): "nemo",
-    ("amd", "nemo"): "prim",
-}
+PLATFORMS = platform_names()
+FRAMEWORKS_BY_PLATFORM: dict[str, tuple[str, ...]] = {platform: frameworks_on(platform) for platform in PLATFORMS}
 
 TRAIN_DIR = REPO_ROOT / "train"
 FIELD_SEPARATOR = "\t"
@@ -74,20 +74,37 @@ def resolve_framework(platform: str, framework: str) -> tuple[str, str | None]:
     if mapped is not None:
         return mapped, f"FRAMEWORK={framework} on {platform} runs {mapped} (the {platform} vendor stack)"
     if framework not in valid:
+        problem = "is not available on platform" if framework in FRAMEWORKS else "is not a framework; on platform"
         raise ValueError(
-            f"FRAMEWORK={framework!r} is not available on platform {platform}; "
-            f"valid: {', '.join(valid)} (or all)"
+            f"FRAMEWORK={framework!r} {problem} {platform}; valid: {', '.join(valid)} (or {FRAMEWORK_ALL})"
         )
     return framework, None
 
 
-def frameworks_for(platform: str, framework: str) -> tuple[tuple[str, ...], list[str]]:
-    """Expand ``FRAMEWORK`` (one name or ``all``) into the platform's frameworks plus notes."""
+def frameworks_for(platform: str, framework: str | Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+    """Expand ``FRAMEWORK`` (``all``, one name or several) into the platform's frameworks plus notes.
+
+    Several names run in the order given; a name that maps onto one already listed
+    (``prim nemo`` on nvd) runs once.
+    """
     _check_platform(platform)
-    if framework == "all":
+    names = framework.split() if isinstance(framework, str) else list(framework)
+    if names == [FRAMEWORK_ALL]:
         return FRAMEWORKS_BY_PLATFORM[platform], []
-    resolved, note = resolve_framework(platform, framework)
-    return (resolved,), [note] if note else []
+    if not names:
+        raise ValueError(f"FRAMEWORK is empty; valid on platform {platform}: "
+                         f"{', '.join(FRAMEWORKS_BY_PLATFORM[platform])} (or {FRAMEWORK_ALL})")
+    resolved: list[str] = []
+    notes: list[str] = []
+    for name in names:
+        if name == FRAMEWORK_ALL:
+            raise ValueError(f"FRAMEWORK={' '.join(names)!r}: {FRAMEWORK_ALL} stands alone")
+        runs, note = resolve_framework(platform, name)
+        if note:
+            notes.append(note)
+        if runs not in resolved:
+            resolved.append(runs)
+    return tuple(resolved), notes
 
 
 def script_path(platform: str, framework: str, model: str) -> Path:
@@ -155,23 +172,30 @@ def summarize(jobs: list[Job], exit_codes: dict[str, int]) -> list[JobOutcome]:
     return outcomes
 
 
+# Header underlined with ASCII dashes, no other rules: plain text in logs and any locale,
+# and every row starts with its platform, so a log reader can grep the rows.
+_PLAIN_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+
+
 def format_summary(outcomes: list[JobOutcome], output_dir: Path) -> str:
-    headers = ("platform", "framework", "model", "run", "exit", "status", "result")
-    rows = []
+    """The table ``shell/train.sh`` prints after the loop, plus a one-line verdict."""
+    table = Table(box=_PLAIN_HEAD, show_edge=False, pad_edge=False, header_style="")
+    for header in ("platform", "framework", "model", "run", "exit", "status", "result"):
+        table.add_column(header, no_wrap=True)
     for o in outcomes:
         try:
             shown = str(o.job.result.relative_to(output_dir))
         except ValueError:
             shown = str(o.job.result)
-        rows.append((
+        table.add_row(
             o.job.platform, o.job.framework, o.job.model,
             "-" if o.job.run_index is None else str(o.job.run_index),
             "-" if o.exit_code < 0 else str(o.exit_code), o.status, shown,
-        ))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+        )
+    buffer = io.StringIO()
+    # Wide enough that no path is ever wrapped or cut; trailing padding is stripped below.
+    Console(file=buffer, width=10_000, color_system=None, force_terminal=False).print(table)
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
     good = sum(1 for o in outcomes if o.exit_code == 0 and o.status == "ok")
     lines.append(f"{good} of {len(outcomes)} job(s) finished ok; results in {output_dir}")
     return "\n".join(lines)
@@ -184,11 +208,9 @@ def format_summary(outcomes: list[JobOutcome], output_dir: Path) -> str:
 def _platform(requested: str | None, cfg: Config) -> str:
     if requested:
         return requested
-    if cfg.platform:
-        return cfg.platform
-    from utils.hardware import detect_platform
+    from utils.hardware import resolve_platform
 
-    return detect_platform()
+    return resolve_platform(cfg)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         description="List the training jobs for a platform (FRAMEWORK x MODELS x RUNS from config.env), "
         "one per line: platform, framework, model, run index ('-' when RUNS=1), script, result file, "
         "tab-separated. Mapping notes go to stderr.",
+        epilog="FRAMEWORK is all, one name or several ('tran mega', run in that order). Frameworks per platform: "
+        + "; ".join(f"{p}: {' '.join(f)}" for p, f in FRAMEWORKS_BY_PLATFORM.items())
+        + ". prim on nvd runs nemo and nemo on amd runs prim (each vendor's own stack).",
     )
     parser.add_argument("--platform", choices=PLATFORMS, help="default: PLATFORM from config, else detected")
     parser.add_argument("--summary", type=Path, metavar="CODES_FILE",

@@ -6,7 +6,15 @@ results can be compared key by key. Derived values (global batch size, world
 size) are computed here and checked, never taken on trust: a config that says
 ``GBS=128`` while ``MBS*DP*GA`` is 64 is an error, not a silent choice.
 
-Run ``python -m utils.configure --help`` to print or query the effective config.
+How a value is checked, in order: the field's real type (``typing.get_type_hints``
+of :class:`Config`) converts the text; every float must be finite and every list
+non-empty; then the key's row in :data:`RULES` (choices, minimum, maximum); then the
+cross-key checks of :func:`_check_consistency`. Each failure is one line naming the
+key and the value. The file itself is read as a shell reads it (``utils/envfile.py``);
+secrets (``read_secret``) come from ``utils/secrets_loader.py`` and never enter a Config.
+
+The shell asks this module instead of parsing files itself (``--get KEY``,
+``--docker-env-file PATH``); run ``python -m utils.configure --help``.
 """
 
 from __future__ import annotations
@@ -16,26 +24,28 @@ import dataclasses
 import json
 import os
 import re
-import shlex
 import sys
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils.config_rules import FRAMEWORK_CHOICES as FRAMEWORK_CHOICES  # re-exported: part of this module's API
+from utils.config_rules import MODEL_NAMES, RULES, ConfigError, base_type, check_rules, is_list
+from utils.config_rules import PLATFORMS as PLATFORMS
+from utils.envfile import EnvFileError, read_env_file
+from utils.environment import in_tprimat_container
+from utils.registry import FRAMEWORK_ALL, framework_names
+from utils.secrets_loader import SECRET_KEYS, write_docker_env_file
+from utils.secrets_loader import read_secret as read_secret
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = REPO_ROOT / "config.env"
-DEFAULT_SECRETS_FILE = REPO_ROOT / "secrets.env"
 CONTAINER_DATA_DIR = "/data/tprimat"
 
-PLATFORMS = ("amd", "nvd", "cpu")
-FRAMEWORKS = ("mega", "prim", "nemo", "tran")
-FRAMEWORK_CHOICES = (*FRAMEWORKS, "all")
-MODEL_NAMES = ("llama", "qwen")
-MODEL_SIZES = ("full", "tiny")
-DATASETS = ("bc", "c4", "sample")
-PRECISIONS = ("bf16", "fp16", "fp32")
-LR_DECAYS = ("cosine", "linear", "constant")
+# From utils/registry.py, under the names this module's importers use.
+FRAMEWORKS = framework_names()
 
 # Keys of the workload that must be identical for two results to be comparable
 # (the fairness table of DESIGN.md section 3). Paths, ranks and ports are not
@@ -47,17 +57,13 @@ WORKLOAD_KEYS = (
 )
 
 
-class ConfigError(ValueError):
-    """A config value is missing, malformed or inconsistent. The message names the key."""
-
-
 @dataclass(frozen=True)
 class Config:
     """The effective workload. Field names are the ``config.env`` keys, lower-cased."""
 
     platform: str | None = None
     dataset: str = "bc"
-    framework: str = "all"
+    framework: tuple[str, ...] = (FRAMEWORK_ALL,)  # names in run order, or ("all",)
     models: tuple[str, ...] = MODEL_NAMES
     model_size: str = "full"
     seed: int = 42
@@ -160,8 +166,17 @@ class Config:
         return new
 
 
+# Field name -> its real type (``int | None``, ``tuple[str, ...]``, ``Path``...), resolved once.
+FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Config)
+
+
+def numeric_keys() -> tuple[str, ...]:
+    """Config keys (upper case) whose type is a number; the hostile-input tests walk these."""
+    return tuple(name.upper() for name, hint in FIELD_TYPES.items() if base_type(hint)[0] in (int, float))
+
+
 # ---------------------------------------------------------------------------
-# parsing
+# text -> typed value
 
 
 def _format_value(value: Any) -> str:
@@ -182,133 +197,59 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def parse_env_file(path: Path) -> dict[str, str]:
-    """Read ``KEY=value`` lines the way a POSIX shell would for simple assignments.
-
-    Supports comments, blank lines, an optional ``export``, single/double quotes and
-    trailing `` # comments``. Anything else is an error naming the line, because a
-    line we cannot read is a workload we cannot vouch for.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    values: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export "):].lstrip()
-        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", line)
-        if not match:
-            raise ConfigError(f"{path}:{number}: expected KEY=value, got {raw!r}")
-        key, rest = match.groups()
-        try:
-            words = shlex.split(rest, comments=True, posix=True)
-        except ValueError as exc:
-            raise ConfigError(f"{path}:{number}: cannot parse value of {key}: {exc}") from exc
-        values[key] = " ".join(words)
-    return values
-
-
-def _in_container(env: Mapping[str, str]) -> bool:
-    """Inside a tprimat image (its Dockerfiles set TPRIMAT_IN_CONTAINER=1).
-
-    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
-    container, and a native run there must keep its data in ./data_cache.
-    """
-    return env.get("TPRIMAT_IN_CONTAINER") == "1"
-
-
-_FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Config)}
-
-
 def _convert(key: str, raw: str) -> Any:
     """Turn one raw string into the field's type, with an error naming key and value."""
-    name = key.lower()
-    kind = _FIELD_TYPES[name]
+    kind, optional = base_type(FIELD_TYPES[key.lower()])
     text = raw.strip()
-    if kind in ("int", "int | None"):
-        if text == "" and kind.endswith("None"):
-            return None
-        try:
-            return int(text)
-        except ValueError:
-            raise ConfigError(f"{key}={raw!r}: expected a whole number") from None
-    if kind == "float":
-        try:
-            return float(text)
-        except ValueError:
-            raise ConfigError(f"{key}={raw!r}: expected a number") from None
-    if kind == "bool":
+    if text == "" and (optional or kind is Path):
+        return None  # empty: no value (a Path falls back to its default)
+    if kind is bool:
         lowered = text.lower()
         if lowered in ("1", "true", "yes", "on"):
             return True
         if lowered in ("0", "false", "no", "off", ""):
             return False
         raise ConfigError(f"{key}={raw!r}: expected true or false")
-    if kind == "tuple[str, ...]":
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{key}={raw!r}: expected a whole number") from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{key}={raw!r}: expected a number") from None
+    if is_list(kind):
         return tuple(text.replace(",", " ").split())
-    if kind == "Path":
-        return Path(text).expanduser() if text else None
-    if kind == "Path | None":
-        return Path(text).expanduser() if text else None
-    if kind == "str | None":
-        return text.lower() or None
+    if kind is Path:
+        return Path(text).expanduser()
+    rule = RULES.get(key.lower())
+    if rule is not None and rule.fold_case:
+        return text.lower()
     return text
 
 
-def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{key}={value!r}: allowed values are {', '.join(allowed)}")
+# ---------------------------------------------------------------------------
+# validation
 
 
-def _validate(cfg: Config, explicit_gbs: int | None) -> None:
-    if cfg.platform is not None:
-        _choice("PLATFORM", cfg.platform, PLATFORMS)
-    if not cfg.dataset.startswith("local:"):
-        _choice("DATASET", cfg.dataset, (*DATASETS, "local:<path>"))
-    elif cfg.dataset == "local:":
-        raise ConfigError("DATASET='local:': a path must follow local:, e.g. local:/data/corpus.jsonl")
-    _choice("FRAMEWORK", cfg.framework, FRAMEWORK_CHOICES)
-    if not cfg.models:
-        raise ConfigError(f"MODELS is empty: allowed values are {', '.join(MODEL_NAMES)}")
-    for model in cfg.models:
-        _choice("MODELS", model, MODEL_NAMES)
-    _choice("MODEL_SIZE", cfg.model_size, MODEL_SIZES)
-    _choice("PRECISION", cfg.precision, PRECISIONS)
-    _choice("LR_DECAY", cfg.lr_decay, LR_DECAYS)
-    positive = ("mbs", "sl", "train_iters", "tp", "pp", "cp", "dp", "ga", "data_samples", "nnodes",
-                "gpus_per_node", "runs", "sample_vocab", "master_port")
-    for name in positive:
-        if getattr(cfg, name) < 1:
-            raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must be at least 1")
-    for name in ("warmup_steps", "node_rank", "encode_workers", "seed", "min_doc_chars"):
-        if getattr(cfg, name) < 0:
-            raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must not be negative")
-    for name in ("lr", "sample_mb"):
-        if not getattr(cfg, name) > 0:
-            raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must be greater than 0")
-    for name in ("min_lr", "weight_decay", "grad_clip", "init_std"):
-        if getattr(cfg, name) < 0:
-            raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must not be negative")
+def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
+    """Checks that involve several keys; each message names every key involved."""
+    if FRAMEWORK_ALL in cfg.framework and len(cfg.framework) > 1:
+        raise ConfigError(f"FRAMEWORK={_format_value(cfg.framework)!r}: {FRAMEWORK_ALL} stands alone "
+                          "(it means every framework of the platform)")
     if cfg.min_lr > cfg.lr:
         raise ConfigError(f"MIN_LR={cfg.min_lr}: must not exceed LR={cfg.lr}")
-    for name in ("beta1", "beta2"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise ConfigError(f"{name.upper()}={getattr(cfg, name)}: must be in [0, 1)")
     if cfg.warmup_steps > cfg.train_iters:
         raise ConfigError(f"WARMUP_STEPS={cfg.warmup_steps}: must not exceed TRAIN_ITERS={cfg.train_iters}")
     if cfg.node_rank >= cfg.nnodes:
         raise ConfigError(f"NODE_RANK={cfg.node_rank}: must be below NNODES={cfg.nnodes}")
-    if cfg.master_port > 65535:
-        raise ConfigError(f"MASTER_PORT={cfg.master_port}: must be a TCP port (1-65535)")
-    if cfg.measure_skip_steps is not None and not 0 <= cfg.measure_skip_steps < cfg.train_iters:
+    if cfg.measure_skip_steps is not None and not cfg.measure_skip_steps < cfg.train_iters:
         raise ConfigError(
             f"MEASURE_SKIP_STEPS={cfg.measure_skip_steps}: must be in [0, TRAIN_ITERS={cfg.train_iters})"
         )
-    if cfg.profiling and not 0 <= cfg.profile_step_start <= cfg.profile_step_end:
+    if cfg.profiling and not cfg.profile_step_start <= cfg.profile_step_end:
         raise ConfigError(
             f"PROFILE_STEP_START={cfg.profile_step_start}, PROFILE_STEP_END={cfg.profile_step_end}: "
             "need 0 <= start <= end"
@@ -328,6 +269,23 @@ def _validate(cfg: Config, explicit_gbs: int | None) -> None:
         )
 
 
+def _validate(cfg: Config, explicit_gbs: int | None) -> None:
+    check_rules({name: getattr(cfg, name) for name in FIELD_TYPES}, FIELD_TYPES)
+    _check_consistency(cfg, explicit_gbs)
+
+
+# ---------------------------------------------------------------------------
+# loading
+
+
+def parse_env_file(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines of a config file, read as a shell reads them (``utils/envfile.py``)."""
+    try:
+        return read_env_file(path, label="config file")
+    except EnvFileError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def load_config(
     config_file: Path | str | None = None,
     environ: Mapping[str, str] | None = None,
@@ -341,21 +299,21 @@ def load_config(
     env = dict(os.environ if environ is None else environ)
     path = Path(config_file or env.get("TPRIMAT_CONFIG") or DEFAULT_CONFIG_FILE)
     file_values = parse_env_file(path)
-    known = {name.upper() for name in _FIELD_TYPES}
-    unknown = sorted(set(file_values) - known - {"GBS"})
+    known = {name.upper() for name in FIELD_TYPES} | {"GBS"}
+    unknown = sorted(set(file_values) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
-    merged = {**file_values, **{k: v for k, v in env.items() if k in known or k == "GBS"}}
+    merged = {**file_values, **{k: v for k, v in env.items() if k in known}}
     kwargs: dict[str, Any] = {}
     for key, raw in merged.items():
         if key == "GBS":
             continue
         value = _convert(key, raw)
-        if value is None and _FIELD_TYPES[key.lower()] == "Path":
+        if value is None and FIELD_TYPES[key.lower()] is Path:
             continue  # empty path: keep the default chosen below
         kwargs[key.lower()] = value
     if kwargs.get("data_dir") is None:
-        kwargs["data_dir"] = Path(CONTAINER_DATA_DIR) if _in_container(env) else REPO_ROOT / "data_cache"
+        kwargs["data_dir"] = Path(CONTAINER_DATA_DIR) if in_tprimat_container(env) else REPO_ROOT / "data_cache"
     if kwargs.get("output_dir") is None:
         kwargs["output_dir"] = REPO_ROOT / "output"
     for name in ("data_dir", "output_dir"):
@@ -363,61 +321,73 @@ def load_config(
             kwargs[name] = (REPO_ROOT / kwargs[name]).resolve()
     explicit_gbs = None
     if merged.get("GBS", "").strip():
-        explicit_gbs = _convert("MBS", merged["GBS"]) if merged["GBS"].strip().isdigit() else None
-        if explicit_gbs is None:
-            raise ConfigError(f"GBS={merged['GBS']!r}: expected a whole number")
+        try:
+            explicit_gbs = int(merged["GBS"].strip())
+        except ValueError:
+            raise ConfigError(f"GBS={merged['GBS']!r}: expected a whole number") from None
     cfg = Config(**kwargs)
     _validate(cfg, explicit_gbs)
     return cfg
 
 
-def read_secret(name: str, environ: Mapping[str, str] | None = None, secrets_file: Path | None = None) -> str | None:
-    """Return a secret (e.g. ``HF_TOKEN``) from the environment or ``secrets.env``.
+def docker_env_values(cfg: Config) -> dict[str, str]:
+    """The config part of the env file handed to ``docker run``: every key but GBS.
 
-    Never logged and never part of :class:`Config`, so it cannot leak into a result.
+    GBS is left out: it is derived, and a fixed GBS in the container would turn a later
+    MBS/DP/GA override there (e.g. in entry.sh) into a mismatch error.
     """
-    env = os.environ if environ is None else environ
-    value = env.get(name, "").strip()
-    if value:
-        return value
-    path = secrets_file or DEFAULT_SECRETS_FILE
-    if path.is_file():
-        try:
-            value = parse_env_file(path).get(name, "").strip()
-        except ConfigError:
-            # The message of parse_env_file may quote the offending line, which could be the token.
-            raise ConfigError(f"{path}: cannot be parsed; expected KEY=value lines") from None
-        return value or None
-    return None
+    return {key: value for key, value in cfg.as_env().items() if key != "GBS"}
+
+
+# ---------------------------------------------------------------------------
+# CLI
+
+_EPILOG = """\
+Environment variables with a key's name override config.env (MBS=2 ...). TPRIMAT_CONFIG names
+another config file. Secrets (HF_TOKEN) come from the environment, else secrets.env, and are
+never printed: --get refuses them. --docker-env-file writes every effective key except GBS
+(derived), plus HF_TOKEN when one is set, as plain KEY=value lines (file mode 0600)."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utils.configure",
-        description="Print the effective tprimat config (config.env + environment overrides), validated.",
+        description="Print the effective tprimat config (config.env + environment overrides), validated. "
+        "Exit 2 with one 'config error: KEY...' line when a value is bad.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", type=Path, help="config file (default: $TPRIMAT_CONFIG or ./config.env)")
-    parser.add_argument("--get", metavar="KEY", help="print one value, e.g. DATA_DIR or GBS")
-    parser.add_argument("--json", action="store_true", help="print every key as JSON")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--get", metavar="KEY", help="print one value, e.g. DATA_DIR or GBS")
+    what.add_argument("--json", action="store_true", help="print every key as JSON")
+    what.add_argument("--docker-env-file", type=Path, metavar="PATH",
+                      help="write the env file handed to `docker run --env-file` (see below)")
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config)
+        if args.get:
+            key = args.get.upper()
+            values = cfg.to_dict()
+            if key in SECRET_KEYS:
+                raise ConfigError(f"{key} is a secret; it is never printed")
+            if key not in values:
+                raise ConfigError(f"unknown key {args.get!r}; known: {', '.join(sorted(values))}")
+            print(_format_value(cfg.as_env().get(key, values[key])))
+        elif args.json:
+            print(json.dumps(cfg.to_dict(), indent=2))
+        elif args.docker_env_file:
+            write_docker_env_file(args.docker_env_file, docker_env_values(cfg))
+        else:
+            for key, value in cfg.as_env().items():
+                print(f"{key}={value}")
+            print(f"# derived: GBS={cfg.gbs} WORLD_SIZE={cfg.world_size}")
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    if args.get:
-        values = cfg.to_dict()
-        key = args.get.upper()
-        if key not in values:
-            print(f"config error: unknown key {args.get!r}; known: {', '.join(sorted(values))}", file=sys.stderr)
-            return 2
-        print(_format_value(cfg.as_env().get(key, values[key])))
-    elif args.json:
-        print(json.dumps(cfg.to_dict(), indent=2))
-    else:
-        for key, value in cfg.as_env().items():
-            print(f"{key}={value}")
-        print(f"# derived: GBS={cfg.gbs} WORLD_SIZE={cfg.world_size}")
+    except OSError as exc:
+        print(f"configure: cannot write {exc.filename or args.docker_env_file}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     return 0
 
 

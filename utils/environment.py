@@ -4,16 +4,24 @@ Recorded in every result so a surprising number can be traced to, say, a
 different ``NCCL_ALGO`` or Transformer Engine version. Secrets are never captured:
 only variables with a performance-relevant prefix are kept, and anything whose name
 looks like a credential is dropped even then.
+
+Also the one definition of "inside a tprimat container" (:func:`in_tprimat_container`):
+``utils/configure.py`` defaults DATA_DIR by it, results record it, and the shell asks it
+(``python -m utils.environment --in-container``).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import os
 import platform
 import sys
 from collections.abc import Mapping
 from typing import Any
+
+# Set by amd.Dockerfile and nvd.Dockerfile.
+CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
 
 RELEVANT_PREFIXES = (
     "HSA_", "HIP_", "ROCM_", "ROCR_", "NCCL_", "RCCL_", "NVTE_", "CUDA_", "PYTORCH_", "TORCH_",
@@ -47,13 +55,24 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def container_image(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+def in_tprimat_container(environ: Mapping[str, str] | None = None) -> bool:
+    """Inside a tprimat image: its Dockerfiles set ``TPRIMAT_IN_CONTAINER=1``.
+
+    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
+    container, and a native run there must keep its data in ./data_cache (and record
+    that it ran natively, not in a tprimat image).
+    """
+    env = os.environ if environ is None else environ
+    return env.get(CONTAINER_MARKER) == "1"
+
+
+def container_image(environ: Mapping[str, str] | None = None) -> dict[str, str | bool | None]:
     """Image tag/digest when the orchestration passed them in (TPRIMAT_IMAGE, TPRIMAT_IMAGE_DIGEST)."""
     env = os.environ if environ is None else environ
     return {
         "tag": env.get("TPRIMAT_IMAGE") or None,
         "digest": env.get("TPRIMAT_IMAGE_DIGEST") or None,
-        "in_container": env.get("TPRIMAT_IN_CONTAINER") == "1" or os.path.exists("/.dockerenv"),
+        "in_container": in_tprimat_container(env),
     }
 
 
@@ -75,3 +94,18 @@ def capture_environment(
         "hostname": platform.node(),
         "image": container_image(environ),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.environment",
+        description="Answer questions about the running environment for the shell scripts.",
+    )
+    parser.add_argument("--in-container", action="store_true", required=True,
+                        help=f"exit 0 inside a tprimat image ({CONTAINER_MARKER}=1), 1 elsewhere")
+    parser.parse_args(argv)
+    return 0 if in_tprimat_container() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

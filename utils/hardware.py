@@ -1,30 +1,35 @@
 """Hardware: which platform this is, what GPUs it has, and their peak dense FLOP/s.
 
-Detection has the same semantics as ``shell/platform.sh`` so the shell layer and
-Python never disagree about where they run:
+Platform detection lives here only; the shell asks ``python -m utils.hardware --platform``
+so the two can never disagree about where they run:
 
 * ``amd``: ``/dev/kfd`` plus ``amd-smi`` or ``rocm-smi`` on PATH, or a ROCm build of torch;
 * ``nvd``: a working ``nvidia-smi``, or a CUDA build of torch that sees a device;
 * ``cpu``: neither.
 
-``PLATFORM`` overrides detection. The peak table holds dense (not sparse) BF16 and
-FP8 TFLOP/s per device from vendor datasheets; an unknown device gets ``None`` with
-a reason, never a guessed peak, so an MFU is never invented.
+``PLATFORM`` (environment, then config.env) overrides detection; ``TPRIMAT_DEV_DIR``
+stands in for ``/dev`` in tests. The peak table holds dense (not sparse) BF16 and FP8
+TFLOP/s per device from vendor datasheets; an unknown device gets ``None`` with a
+reason, never a guessed peak, so an MFU is never invented.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform as _pyplatform
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from utils.configure import Config, ConfigError, load_config
 from utils.registry import PLATFORMS as PLATFORM_REGISTRY
+from utils.registry import platform_names
 from utils.result_model import GpuInfo, PeakTflops
 
-PLATFORMS = tuple(PLATFORM_REGISTRY)
+PLATFORMS = platform_names()
 
 # Dense peak TFLOP/s (bf16, fp8). Matched against the device name, most specific first.
 PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
@@ -109,6 +114,22 @@ def detect_platform(environ: Mapping[str, str] | None = None, dev_dir: str | Non
     return "cpu"
 
 
+def resolve_platform(cfg: Config | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The platform to run on: ``PLATFORM`` from the environment, else from config.env, else detected.
+
+    ``cfg`` is the loaded config (whose ``platform`` already merges the environment over the
+    file); without one it is loaded here, so a bad ``PLATFORM`` anywhere is a
+    :class:`~utils.configure.ConfigError` that lists the valid values.
+    """
+    if cfg is None:
+        cfg = load_config(environ=environ)
+    if cfg.platform:
+        return cfg.platform
+    env = dict(os.environ if environ is None else environ)
+    env.pop("PLATFORM", None)  # empty or absent: detect
+    return detect_platform(environ=env)
+
+
 def _nvidia_driver() -> str | None:
     try:
         out = subprocess.run(
@@ -187,3 +208,29 @@ def gpu_info_for_device(platform: str, device_name: str, device_count: int, prec
         peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
         peak_tflops_source=peak_source(device_name),
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.hardware",
+        description="Hardware questions for the shell scripts.",
+        epilog="Platform order: PLATFORM in the environment, then PLATFORM in config.env ($TPRIMAT_CONFIG), "
+        "then detection (amd: /dev/kfd plus amd-smi or rocm-smi, or a ROCm torch; nvd: a working nvidia-smi, "
+        f"or a CUDA torch that sees a GPU; else cpu). Valid values: {', '.join(PLATFORMS)}.",
+    )
+    parser.add_argument("--platform", action="store_true", required=True,
+                        help="print the platform to run on (amd, nvd or cpu)")
+    parser.parse_args(argv)
+    try:
+        print(resolve_platform())
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"platform error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

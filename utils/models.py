@@ -17,6 +17,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from utils.registry import MODELS
+
 LLAMA3_ROPE_SCALING: dict[str, Any] = {
     "rope_type": "llama3",
     "factor": 8.0,
@@ -30,9 +32,9 @@ LLAMA3_ROPE_SCALING: dict[str, Any] = {
 class ModelShape:
     """Architecture of one decoder-only model at one size."""
 
-    key: str  # "llama" | "qwen"
+    key: str  # a model of utils/registry.py
     size: str  # "full" | "tiny"
-    display_name: str
+    display_name: str  # the registry's name, plus " (tiny)" for the tiny shape
     hf_repo: str  # where the real tokenizer comes from
     hf_architecture: str  # transformers class used by the tran reference
     num_layers: int
@@ -69,13 +71,13 @@ class ModelShape:
 
 _FULL = {
     "llama": ModelShape(
-        key="llama", size="full", display_name="Llama 3.1 8B", hf_repo="meta-llama/Llama-3.1-8B",
+        key="llama", size="full", display_name=MODELS["llama"].display_name, hf_repo="meta-llama/Llama-3.1-8B",
         hf_architecture="LlamaForCausalLM", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
         num_attention_heads=32, num_query_groups=8, vocab_size=128256, rope_theta=500000.0,
         norm_eps=1e-5, qkv_bias=False, max_position_embeddings=131072, rope_scaling=LLAMA3_ROPE_SCALING,
     ),
     "qwen": ModelShape(
-        key="qwen", size="full", display_name="Qwen 2.5 7B", hf_repo="Qwen/Qwen2.5-7B",
+        key="qwen", size="full", display_name=MODELS["qwen"].display_name, hf_repo="Qwen/Qwen2.5-7B",
         hf_architecture="Qwen2ForCausalLM", num_layers=28, hidden_size=3584, ffn_hidden_size=18944,
         num_attention_heads=28, num_query_groups=4, vocab_size=152064, rope_theta=1000000.0,
         norm_eps=1e-6, qkv_bias=True, max_position_embeddings=131072,
@@ -87,12 +89,12 @@ _FULL = {
 # dimensions where a step takes well under a second on 2 CPU cores.
 _TINY = {
     "llama": dataclasses.replace(
-        _FULL["llama"], size="tiny", display_name="Llama 3.1 8B (tiny)", num_layers=2, hidden_size=128,
-        ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=16384,
+        _FULL["llama"], size="tiny", display_name=f"{MODELS['llama'].display_name} (tiny)", num_layers=2,
+        hidden_size=128, ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=16384,
     ),
     "qwen": dataclasses.replace(
-        _FULL["qwen"], size="tiny", display_name="Qwen 2.5 7B (tiny)", num_layers=2, hidden_size=112,
-        ffn_hidden_size=592, num_attention_heads=7, num_query_groups=1, max_position_embeddings=8192,
+        _FULL["qwen"], size="tiny", display_name=f"{MODELS['qwen'].display_name} (tiny)", num_layers=2,
+        hidden_size=112, ffn_hidden_size=592, num_attention_heads=7, num_query_groups=1, max_position_embeddings=8192,
     ),
 }
 

@@ -72,12 +72,21 @@ VENDOR_STACK_MAP: dict[tuple[str, str], str] = {
 }
 
 
+# FRAMEWORK=all: every framework of the platform (train/jobs.py expands it).
+FRAMEWORK_ALL = "all"
+
+
 def platform_names() -> tuple[str, ...]:
     return tuple(PLATFORMS)
 
 
 def framework_names() -> tuple[str, ...]:
     return tuple(FRAMEWORKS)
+
+
+def framework_choices() -> tuple[str, ...]:
+    """What ``FRAMEWORK`` may name: a framework or ``all``."""
+    return (*FRAMEWORKS, FRAMEWORK_ALL)
 
 
 def model_names() -> tuple[str, ...]:

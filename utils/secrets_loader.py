@@ -1,0 +1,69 @@
+"""The one secrets loader (``HF_TOKEN``) and the env file that carries config and secrets into docker.
+
+Why here and not in the shell: ``secrets.env`` is written by people, with quotes,
+``export``, trailing comments or CRLF line ends. docker's ``--env-file`` copies such a
+line verbatim, so a token with a trailing `` # mine`` arrives broken; a shell reads it
+right. This module reads it as a shell does (``utils/envfile.py``) and renders plain
+``KEY=value`` lines for docker, so every consumer (data/fetch.py natively, the same code
+in a container) sees the same token. A secret is never part of the config, never printed,
+and an error about ``secrets.env`` never shows a line or a value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from utils.atomic import atomic_path
+from utils.config_rules import ConfigError
+from utils.envfile import EnvFileError, read_env_file
+
+# secrets.env lives at the repository root (this file is utils/secrets_loader.py).
+DEFAULT_SECRETS_FILE = Path(__file__).resolve().parent.parent / "secrets.env"
+# The secrets tprimat uses; only these reach a container.
+SECRET_KEYS = ("HF_TOKEN",)
+
+
+def read_secret(name: str, environ: Mapping[str, str] | None = None, secrets_file: Path | None = None) -> str | None:
+    """Return a secret (e.g. ``HF_TOKEN``) from the environment, else ``secrets.env``; None when neither has it."""
+    env = os.environ if environ is None else environ
+    value = env.get(name, "").strip()
+    if value:
+        return value
+    path = Path(secrets_file or DEFAULT_SECRETS_FILE)
+    if not path.exists():
+        return None
+    try:
+        value = read_env_file(path, secret=True, label="secrets file").get(name, "").strip()
+    except EnvFileError as exc:
+        raise ConfigError(str(exc)) from None
+    return value or None
+
+
+def docker_env_lines(config_values: Mapping[str, str], environ: Mapping[str, str] | None = None,
+                     secrets_file: Path | None = None) -> list[str]:
+    """``KEY=value`` lines for ``docker run --env-file``: ``config_values`` then every secret that is set.
+
+    docker takes each value verbatim up to the line end, so a value with a line break
+    cannot be carried and is an error (naming the key only).
+    """
+    pairs = list(config_values.items())
+    for key in SECRET_KEYS:
+        secret = read_secret(key, environ, secrets_file)
+        if secret is not None:
+            pairs.append((key, secret))
+    for key, value in pairs:
+        if "\n" in value or "\r" in value:
+            raise ConfigError(f"{key}: the value holds a line break, which docker --env-file cannot carry")
+    return [f"{key}={value}" for key, value in pairs]
+
+
+def write_docker_env_file(path: Path, config_values: Mapping[str, str], environ: Mapping[str, str] | None = None,
+                          secrets_file: Path | None = None) -> None:
+    """Write :func:`docker_env_lines` to ``path`` atomically, readable by its owner only (it may hold a secret)."""
+    lines = docker_env_lines(config_values, environ, secrets_file)
+    with atomic_path(Path(path)) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in lines))
