@@ -125,6 +125,8 @@ def test_in_process_plugins_name_the_cause_found_in_the_log(tmp_path):
     assert result.status == "failed" and result.error.startswith("out of memory: torch.OutOfMemoryError")
     assert "exit code 1; no result was written" in result.error
     assert collect_own_result(ctx, 143).status == "incomplete"  # killed by SIGTERM
+    ctx.log_path.write_text("Traceback (most recent call last):\nValueError: bad shape\n")
+    assert collect_own_result(ctx, 1) is None  # a generic exception: the launcher keeps the log's tail
 
 
 def test_plugins_and_result_nodes_come_from_the_registry():

@@ -231,14 +231,15 @@ def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
     """``collect`` of the in-process plugins (tran, nemo): the result global rank 0 wrote.
 
     Without one, a result naming the cause found in the log (out of memory, NCCL/RCCL,
-    NaN, as ``utils/failures.py`` classifies it); with no recognisable cause either,
-    None, and the launcher records the exit code and the log's tail.
+    NaN, as ``utils/failures.py`` classifies it); with no such cause (a generic
+    exception says less than the traceback around it), None, and the launcher records
+    the exit code and the log's tail.
     """
     result = read_own_result(ctx)
     if result is not None:
         return result
     cause = cause_in_log(ctx.log_path)
-    if cause is None:
+    if cause is None or cause.kind == "exception":
         return None
     status = "incomplete" if is_interrupted(returncode) else "failed"
     return failure_result(ctx, status, f"{cause.kind}: {cause.text} (exit code {returncode}; no result was written)",

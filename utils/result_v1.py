@@ -5,8 +5,8 @@ new ones, so a version-1 file must still load, but every reader should see one
 shape. :func:`utils.result.read_result` calls :func:`migrate` and validates its
 output with the typed model like any other file.
 
-What changes (version 1 as ``utils/result.py``, ``utils/monitor.py``,
-``utils/power.py``, ``evaluate/extract.py`` and ``evaluate/fingerprint.py`` wrote it):
+What changes (version 1 as the untyped producers wrote it; ``tests/fixtures/results_v1/``
+holds files they wrote):
 
 * ``training_config``: the fairness keys move under ``workload``; the second spelling
   of parallelism (``tensor_parallel``, ``gradient_accumulation`` ...) is dropped
