@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from data.clean import clean
-from data.common import iter_jsonl_texts, sha256_file, write_jsonl_line
+from data.common import iter_jsonl_texts, write_jsonl_line
 from data.encode import bin_idx, encode_documents, resolve_workers
 from data.fetch import fetch
 from utils.atomic import atomic_path
 from utils.configure import Config, load_config
 from utils.dataset import clean_path, eod_id, load_tokenizer, raw_path, tokenizer_dir, vocab_size
 from utils.hardware import cpu_name
+from utils.hashing import sha256_file
 
 # A sentence ends in . ! ? ; (the sample generator's endings, "..." included), optionally
 # closed by a quote, and is followed by whitespace (a space, or a paragraph break).

@@ -2,8 +2,9 @@
 
 "Monitor on" is exactly what ``train/train_tran.py`` adds around each optimizer step:
 ``StepMonitor.start_step``/``end_step`` (device sync + clock + a record), reading the
-loss to the host (``float(loss)``) and the board-power sampler thread (on GPUs; on cpu
-there is no power reader, so none runs, as in a real cpu run). "Monitor off" is the bare
+loss to the host (``float(loss)``) and the energy meter of ``utils/power.py`` (on GPUs: the
+device's energy counter read at the block's ends, or the power-sampler thread where no
+counter exists; on cpu there is no power reader, so none runs, as in a real cpu run). "Monitor off" is the bare
 ``Trainer.step`` loop. Both run in one process on the same model, alternating blocks
 of steps in an on/off/off/on pattern so slow drift (thermal, other jobs) cancels; each
 block is timed as a whole with an outside clock, synchronized at both ends.
@@ -37,7 +38,8 @@ from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
 from utils.hardware import cpu_name, detect_platform
 from utils.monitor import StepMonitor
-from utils.power import PowerSampler, open_reader
+from utils.power import CounterWindow, device_meter, open_reader
+from utils.registry import model_names
 
 PATTERN = ("on", "off", "off", "on")
 TARGET_PERCENT = 0.5
@@ -50,6 +52,12 @@ class SyntheticReader:
 
     def read_watts(self) -> float:
         return 0.0
+
+
+def meter_method(reader: Any) -> str:
+    """What the 'on' blocks run: the device's energy counter, or the sampler thread on its power reader."""
+    meter = device_meter(reader)
+    return meter.counter.counter_method if isinstance(meter, CounterWindow) else reader.method
 
 
 def sync(device: torch.device) -> None:
@@ -67,16 +75,16 @@ def run_block(trainer: Trainer, mode: str, first_step: int, steps: int, reader: 
             trainer.step(index)
     else:
         monitor = StepMonitor(device if device.type == "cuda" else None)
-        sampler = PowerSampler(reader) if reader is not None else None
-        if sampler:
-            sampler.start()
+        meter = device_meter(reader) if reader is not None else None
+        if meter:
+            meter.start()
         for index in range(first_step, first_step + steps):
             monitor.start_step()
             loss = trainer.step(index)
             record = monitor.end_step(lr=lr_at(index, cfg))
             record.loss = float(loss)
-        if sampler:
-            sampler.stop()
+        if meter:
+            meter.stop()
     sync(device)
     return time.perf_counter() - started
 
@@ -144,7 +152,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "torch": torch.__version__},
         "workload": {"model": args.model, "model_size": cfg.model_size, "sl": cfg.sl, "mbs": cfg.mbs, "ga": cfg.ga,
                      "precision": trainer.precision_effective, "params": trainer.shape.parameter_count()},
-        "power_sampler": f"running in 'on' blocks ({reader.method})" if reader else f"not running: {power_reason}",
+        "power_sampler": (f"running in 'on' blocks ({meter_method(reader)})" if reader
+                          else f"not running: {power_reason}"),
         "blocks": {"quads": args.quads, "steps_per_block": args.steps_per_block, "pattern": "/".join(PATTERN)},
         "median_step_s": {"off": step_off, "on": statistics.median(per_step["on"])},
         "overhead_per_step_s": overhead,
@@ -168,7 +177,7 @@ def verdict(figures: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.monitor_overhead", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=("llama", "qwen"), default="llama")
+    parser.add_argument("--model", choices=model_names(), default="llama")
     parser.add_argument("--quads", type=int, default=8, help="on/off/off/on groups of blocks (default 8)")
     parser.add_argument("--steps-per-block", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured steps first")

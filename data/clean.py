@@ -33,12 +33,12 @@ from data.common import (
     config_from_args,
     iter_jsonl_texts,
     run_stage,
-    sha256_file,
     write_jsonl_line,
 )
 from utils.atomic import atomic_path
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_dir, raw_path
+from utils.hashing import sha256_file
 
 # Bump when a rule changes, so existing clean.jsonl files are redone.
 RULES_VERSION = 1

@@ -1,4 +1,4 @@
-"""Shared plumbing of the data stages: errors, atomic outputs, JSONL streaming, CLI glue.
+"""Shared plumbing of the data stages: errors, JSONL streaming, CLI glue.
 
 Every stage follows the same rules so a failure anywhere looks the same: a
 :class:`DataError` becomes ``<stage>: error: <message>`` on stderr and exit code 1,
@@ -8,7 +8,6 @@ and nothing is written under its final name until it is complete.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -26,22 +25,6 @@ EXIT_CONFIG = 2
 
 class DataError(RuntimeError):
     """A data stage cannot produce a trustworthy output. The message names the file and the problem."""
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while block := stream.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_dir(path: Path) -> str:
-    """One hash over the names and contents of every file in a directory (a tokenizer)."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(file.relative_to(path)).encode() + b"\0" + sha256_file(file).encode())
-    return digest.hexdigest()
 
 
 def iter_jsonl_texts(path: Path) -> Iterator[str]:

@@ -43,13 +43,12 @@ from data.common import (
     config_from_args,
     iter_jsonl_texts,
     run_stage,
-    sha256_dir,
-    sha256_file,
     tool_versions,
 )
 from utils.atomic import temp_sibling
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from utils.hashing import sha256_dir, sha256_file
 
 BATCH_DOCUMENTS = 1024
 _SELF_CHECK_DOCUMENTS = 8

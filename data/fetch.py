@@ -37,14 +37,13 @@ from data.common import (
     config_from_args,
     iter_jsonl_texts,
     run_stage,
-    sha256_dir,
-    sha256_file,
     tool_versions,
     write_jsonl_line,
 )
 from utils.atomic import atomic_path, temp_sibling
 from utils.configure import Config, read_secret
 from utils.dataset import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
+from utils.hashing import sha256_dir, sha256_file
 from utils.models import get_shape
 from utils.registry import model_names
 

@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from data.common import sha256_file
 from utils.atomic import atomic_path
+from utils.hashing import sha256_file
 
 SCHEMA_VERSION = 1
 

@@ -40,12 +40,11 @@ from data.common import (
     config_from_args,
     iter_jsonl_texts,
     run_stage,
-    sha256_dir,
-    sha256_file,
 )
 from data.encode import bin_idx, encode_manifest_path
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from utils.hashing import sha256_dir, sha256_file
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 9 + 8 + 1 + 8 + 8

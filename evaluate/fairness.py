@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluate.fingerprint import hash_json
 from evaluate.results import LoadedResult
 from utils.configure import WORKLOAD_KEYS
+from utils.hashing import hash_json
 
 UNKNOWN = "unknown"
 

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaluate.fingerprint import code_revision
 from utils.atomic import atomic_write_text
 from utils.environment import capture_environment
+from utils.fingerprint import code_revision
 from utils.hardware import collect_gpu_info, cpu_name, detect_platform
 from utils.result import now_iso
 
@@ -147,7 +147,7 @@ def snapshot() -> dict[str, Any]:
         "os": {"platform": pyplatform.platform(), "kernel": pyplatform.release(), "python": sys.version.split()[0],
                "hostname": pyplatform.node()},
         "environment": capture_environment(),
-        "code": code_revision(),
+        "code": code_revision().model_dump(),
     }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.result import ResultError, read_result
+from utils.result_model import Result
 
 RESULT_GLOB = "train_*.json"
 RUN_SUFFIX = re.compile(r"_r(\d+)$")
@@ -119,13 +120,24 @@ class LoadedDirectory:
         return dict(out)
 
 
+def _dict_view(result: Result) -> dict[str, Any]:
+    """TEMPORARY shim until the readers of this package take the typed ``Result``: the JSON form of the
+    result, with the fairness keys (``training_config.workload``) also beside ``training_config``'s other
+    keys, where the readers written for schema version 1 look for them."""
+    data = result.model_dump(mode="json")
+    config = data["training_config"]
+    workload = {key: value for key, value in config["workload"].items() if key != "unknown"}
+    data["training_config"] = {**config, **workload}
+    return data
+
+
 def load_results(paths: list[Path]) -> LoadedDirectory:
     """Read and validate each file; invalid ones are returned in ``skipped`` with the reason."""
     results: list[LoadedResult] = []
     skipped: list[tuple[Path, str]] = []
     for path in sorted(paths):
         try:
-            results.append(LoadedResult(path, read_result(path)))
+            results.append(LoadedResult(path, _dict_view(read_result(path))))
         except ResultError as exc:
             skipped.append((path, str(exc)))
     return LoadedDirectory(results, skipped)

@@ -1,7 +1,7 @@
 """Hand-made amd/nvd results for the evaluate tests, built through the real result API.
 
-Results come from ``utils.result.new_result`` + ``utils.monitor.fill_result`` over
-synthetic per-step arrays (and ``utils.power.power_metrics`` for power), and real
+Results come from ``utils.result.new_result`` + ``utils.metrics.record_steps`` over
+synthetic per-step arrays (and ``utils.power.power_metrics`` for energy), and real
 fingerprints of small files, so they can never drift from the schema the launchers
 write. Nothing here is a hand-typed JSON blob.
 """
@@ -14,14 +14,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-from evaluate.fingerprint import fingerprint
 from utils.configure import REPO_ROOT, Config, load_config
+from utils.fingerprint import fingerprint
 from utils.hardware import peak_tflops
+from utils.metrics import record_steps
 from utils.models import get_shape
-from utils.monitor import fill_result
 from utils.power import DeviceEnergy, power_metrics
 from utils.result import finalize_result, new_result, result_path, write_result
-from utils.result_model import GpuInfo
+from utils.result_model import GpuInfo, Result, Source
 
 DEVICES = {"amd": ("AMD Instinct MI300X", "rocm", "6.4.1", 192.0),
            "nvd": ("NVIDIA H100 80GB HBM3", "cuda", "12.8", 79.6)}
@@ -90,28 +90,31 @@ def make_result(
     mutate: Any = None,
     **workload: str,
 ) -> Path:
-    """Write one valid result file and return its path; ``workload`` overrides config keys (SL="4096", ...)."""
+    """Write one valid result file and return its path; ``workload`` overrides config keys (SL="4096", ...).
+
+    ``mutate`` edits the result's JSON form before it is validated and written.
+    """
     cfg = workload_config(**workload)
     shape = get_shape(model, cfg.model_size)
     root = data_root or out_dir.parent / "fake-data"
     prefix, tokenizer = fake_dataset(root, model, data_content, tokenizer_vocab)
     result = new_result(cfg, platform=platform, framework=framework, model=model, shape=shape,
-                        gpu_info=gpu_info(platform, cfg.world_size), source_kind="callback", run_index=run_index,
-                        fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
+                        gpu_info=gpu_info(platform, cfg.world_size), source=Source(kind="callback"),
+                        run_index=run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
                         precision_effective="fp8" if cfg.fp8 else cfg.precision)
     arrays = synthetic_arrays(cfg.train_iters, step_time, seed, loss_offset)
     if status != "ok":
         arrays = {k: v[: cfg.train_iters // 2] for k, v in arrays.items()}
-    fill_result(result, arrays, skip_steps=cfg.skip_steps, global_batch_size=cfg.gbs, seq_len=cfg.sl,
-                world_size=cfg.world_size, shape=shape, peak_allocated_gb=62.0, peak_reserved_gb=70.0)
+    record_steps(result, arrays, skip_steps=cfg.skip_steps, shape=shape, peak_allocated_gb=62.0, peak_reserved_gb=70.0)
     if with_power:
         measured = len(arrays["step_times"]) - cfg.skip_steps
         duration = sum(arrays["step_times"][cfg.skip_steps:])
         watts = 700.0 if platform == "nvd" else 750.0
         devices = [DeviceEnergy("test", 100, duration, watts * duration, watts) for _ in range(cfg.world_size)]
-        result["power_metrics"] = power_metrics(devices, gpus_total=cfg.world_size,
-                                                tokens=measured * cfg.gbs * cfg.sl)
+        result.power_metrics = power_metrics(devices, gpus_total=cfg.world_size, tokens=measured * cfg.gbs * cfg.sl)
     finalize_result(result, status, None if status == "ok" else f"run {status} in a test")
     if mutate is not None:
-        mutate(result)
+        data = result.model_dump(mode="json")
+        mutate(data)
+        result = Result.model_validate(data)
     return write_result(result_path(out_dir, platform, framework, model, run_index), result)

@@ -8,27 +8,36 @@ from types import SimpleNamespace
 
 import pytest
 
-from train.launch import LaunchPlan, RunContext, launch, log_path_for, torchrun_argv, writes_result
+from train.launch import (
+    LaunchPlan,
+    RunContext,
+    collect_own_result,
+    launch,
+    load_plugin,
+    log_path_for,
+    torchrun_argv,
+    writes_result,
+)
 from utils.configure import REPO_ROOT, load_config
+from utils.registry import FRAMEWORKS
 from utils.result import read_result, result_path
 
 
-def context(tmp_path: Path, **overrides: str) -> RunContext:
+def context(tmp_path: Path, framework: str = "tran", **overrides: str) -> RunContext:
     env = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "OUTPUT_DIR": str(tmp_path), "DP": "1",
            "GPUS_PER_NODE": "1", **overrides}
     cfg = load_config(environ=env)
-    return RunContext(cfg=cfg, platform="cpu", framework="tran", model="llama", run_index=None,
-                      result_path=result_path(cfg.output_dir, "cpu", "tran", "llama"),
-                      log_path=log_path_for(cfg, "cpu", "tran", "llama", None))
+    return RunContext(cfg=cfg, platform="cpu", framework=framework, model="llama", run_index=None,
+                      result_path=result_path(cfg.output_dir, "cpu", framework, "llama"),
+                      log_path=log_path_for(cfg, "cpu", framework, "llama", None))
 
 
-def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None, result_node="first"):
+def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None):
     """A stand-in framework whose command is a Python one-liner."""
     return SimpleNamespace(
         plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", script], env={"TPRIMAT_TEST_VAR": "1"},
                                     files=files or {}),
         collect=collect,
-        RESULT_NODE=result_node,
     )
 
 
@@ -49,8 +58,8 @@ def test_crash_without_result_becomes_failed_with_log_tail(tmp_path):
     code = launch(ctx, plugin("print('RuntimeError: CUDA out of memory'); raise SystemExit(3)"))
     assert code == 1
     result = read_result(ctx.result_path)
-    assert result["status"] == "failed"
-    assert "exit code 3" in result["error"] and "CUDA out of memory" in result["error"]
+    assert result.status == "failed"
+    assert "exit code 3" in result.error and "CUDA out of memory" in result.error
     assert "CUDA out of memory" in ctx.log_path.read_text()
 
 
@@ -71,23 +80,30 @@ def test_signal_death_is_incomplete(tmp_path):
     ctx = context(tmp_path)
     launch(ctx, plugin("import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
     result = read_result(ctx.result_path)
-    assert result["status"] == "incomplete" and "interrupted" in result["error"]
+    assert result.status == "incomplete" and "interrupted" in result.error
 
 
 def test_success_claimed_with_non_zero_exit_is_failed(tmp_path):
     ctx = context(tmp_path)
 
     def collect(ctx, plan, rc):
-        from train.launch import failure_result
-        from utils.result import finalize_result
+        from utils.hardware import collect_gpu_info
+        from utils.metrics import record_steps
+        from utils.models import get_shape
+        from utils.result import finalize_result, new_result
+        from utils.result_model import Source
 
-        result = failure_result(ctx, "failed", "placeholder")
-        result.update(status="ok", error=None)
+        shape = get_shape("llama", ctx.cfg.model_size)
+        result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,
+                            gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
+        steps = ctx.cfg.train_iters
+        record_steps(result, {"step_times": [1.0] * steps, "loss_values": [1.0] * steps,
+                              "learning_rates": [0.0] * steps}, skip_steps=ctx.cfg.skip_steps, shape=shape)
         return finalize_result(result, "ok", None)
 
     assert launch(ctx, plugin("raise SystemExit(5)", collect=collect)) == 1
     result = read_result(ctx.result_path)
-    assert result["status"] == "failed" and "exited with code 5 after reporting success" in result["error"]
+    assert result.status == "failed" and "exited with code 5 after reporting success" in result.error
 
 
 def test_collector_bug_still_leaves_a_result(tmp_path):
@@ -97,16 +113,37 @@ def test_collector_bug_still_leaves_a_result(tmp_path):
         raise KeyError("iteration")
 
     assert launch(ctx, plugin("pass", collect=collect)) == 1
-    assert "collecting the result failed: KeyError" in read_result(ctx.result_path)["error"]
+    assert "collecting the result failed: KeyError" in read_result(ctx.result_path).error
 
 
-@pytest.mark.parametrize(("node_rank", "owner", "writes"),
-                         [(0, "first", True), (1, "first", False), (0, "last", False), (1, "last", True)])
-def test_only_one_node_writes_the_result(tmp_path, node_rank, owner, writes):
-    ctx = context(tmp_path, NNODES="2", DP="2", NODE_RANK=str(node_rank))
-    fake = plugin("pass", result_node=owner)
-    assert writes_result(ctx, fake) is writes
-    assert ctx.log_path.name == f"train_cpu_tran_llama_node{node_rank}.log"
+def test_in_process_plugins_name_the_cause_found_in_the_log(tmp_path):
+    ctx = context(tmp_path)
+    assert collect_own_result(ctx, 1) is None  # no result, no log: the launcher records exit code and tail
+    ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+    ctx.log_path.write_text("step 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    result = collect_own_result(ctx, 1)
+    assert result.status == "failed" and result.error.startswith("out of memory: torch.OutOfMemoryError")
+    assert "exit code 1; no result was written" in result.error
+    assert collect_own_result(ctx, 143).status == "incomplete"  # killed by SIGTERM
+    ctx.log_path.write_text("Traceback (most recent call last):\nValueError: bad shape\n")
+    assert collect_own_result(ctx, 1) is None  # a generic exception: the launcher keeps the log's tail
+
+
+def test_plugins_and_result_nodes_come_from_the_registry():
+    for key, framework in FRAMEWORKS.items():
+        module = load_plugin(key)
+        assert module.__name__ == framework.plugin and callable(module.plan) and callable(module.collect)
+    with pytest.raises(ValueError, match="allowed values are"):
+        load_plugin("jax")
+
+
+@pytest.mark.parametrize(("node_rank", "framework", "writes"),
+                         [(0, "tran", True), (1, "tran", False), (0, "mega", False), (1, "mega", True)])
+def test_only_one_node_writes_the_result(tmp_path, node_rank, framework, writes):
+    ctx = context(tmp_path, framework, NNODES="2", DP="2", NODE_RANK=str(node_rank))
+    fake = plugin("pass")
+    assert writes_result(ctx) is writes
+    assert ctx.log_path.name == f"train_cpu_{framework}_llama_node{node_rank}.log"
     code = launch(ctx, fake)
     assert ctx.result_path.exists() is writes
     assert code == (1 if writes else 0)  # the writer finds no result from the stand-in: failed

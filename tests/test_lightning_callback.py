@@ -1,4 +1,4 @@
-"""utils.monitor.BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed."""
+"""train/nemo_callback.py's BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import torch  # noqa: E402
 from lightning.pytorch import LightningModule, Trainer  # noqa: E402
 
 from tests.helpers_nemo import write_config  # noqa: E402
+from train.nemo_callback import BenchmarkCallback, LightningMeasurement  # noqa: E402
 from utils.configure import load_config  # noqa: E402
 from utils.hardware import collect_gpu_info  # noqa: E402
 from utils.models import get_shape  # noqa: E402
-from utils.monitor import BenchmarkCallback, LightningMeasurement  # noqa: E402
 from utils.result import new_result, read_result  # noqa: E402
+from utils.result_model import Source  # noqa: E402
 
 STEPS, SKIP, WARMUP_SLEEP = 12, 3, 0.25
 
@@ -71,10 +72,9 @@ def _measurement(tmp_path, rank0: bool = True) -> LightningMeasurement:
                                    PLATFORM="cpu"), environ={})
     shape = get_shape("llama", "tiny", vocab_size=512)
     result = new_result(cfg, platform="cpu", framework="nemo", model="llama", shape=shape,
-                        gpu_info=collect_gpu_info("cpu"), source_kind="callback")
+                        gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
     return LightningMeasurement(
         result=result, path=tmp_path / "result.json" if rank0 else None, shape=shape, skip_steps=cfg.skip_steps,
-        global_batch_size=cfg.gbs, seq_len=cfg.sl, world_size=cfg.world_size, expected_steps=cfg.train_iters,
         power_reason="platform cpu: no GPU board power sensor",
     )
 
@@ -92,27 +92,27 @@ def test_real_lightning_run_gives_a_valid_result_with_warmup_excluded(tmp_path):
     module = TinyRegression()
     _fit(module, measurement)
     result = read_result(tmp_path / "result.json")  # schema-validated
-    assert result["status"] == "ok" and result["error"] is None
-    assert len(result["step_times"]) == STEPS == len(module.losses)
+    assert result.status == "ok" and result.error is None
+    assert len(result.step_times) == STEPS == len(module.losses)
     # Loss and LR are the step's own: the module's loss, and the rate the optimizer applied in that step.
-    assert result["loss_values"] == pytest.approx(module.losses, rel=1e-6)
-    assert result["learning_rates"] == pytest.approx(module.lrs)
-    assert result["learning_rates"][:3] == pytest.approx([0.05 / 3, 0.1 / 3, 0.05])
-    losses = result["loss_values"]
+    assert result.loss_values == pytest.approx(module.losses, rel=1e-6)
+    assert result.learning_rates == pytest.approx(module.lrs)
+    assert result.learning_rates[:3] == pytest.approx([0.05 / 3, 0.1 / 3, 0.05])
+    losses = result.loss_values
     assert statistics.fmean(losses[-4:]) < statistics.fmean(losses[:4])
-    perf = result["performance_metrics"]
-    assert perf["skipped_steps"] == SKIP and perf["measured_steps"] == STEPS - SKIP
+    perf = result.performance_metrics
+    assert perf.skipped_steps == SKIP and perf.measured_steps == STEPS - SKIP
     # The warm-up steps slept; none of that time is in the statistics, all of it is in the array.
-    assert min(result["step_times"][:SKIP]) >= WARMUP_SLEEP
-    assert perf["step_time_seconds"]["max"] < WARMUP_SLEEP
-    measured = sorted(result["step_times"][SKIP:])
-    assert perf["median_step_time_seconds"] == pytest.approx(statistics.median(measured))
-    assert perf["tokens_per_step"] == 4 * 16 * 64
-    assert perf["tokens_per_second"] == pytest.approx(4 * 16 * 64 / perf["median_step_time_seconds"])
-    assert perf["mfu"] is None and perf["mfu_reason"]
-    assert result["memory_metrics"]["peak_allocated_gb"] is None and result["memory_metrics"]["reason"]
-    assert result["power_metrics"]["energy_j"] is None and "cpu" in result["power_metrics"]["reason"]
-    assert result["source"]["kind"] == "callback"
+    assert min(result.step_times[:SKIP]) >= WARMUP_SLEEP
+    assert perf.step_time_seconds.max < WARMUP_SLEEP
+    measured = sorted(result.step_times[SKIP:])
+    assert perf.median_step_time_seconds == pytest.approx(statistics.median(measured))
+    assert perf.tokens_per_step == 4 * 16 * 64
+    assert perf.tokens_per_second == pytest.approx(4 * 16 * 64 / perf.median_step_time_seconds)
+    assert perf.mfu is None and perf.mfu_reason
+    assert result.memory_metrics.peak_allocated_gb is None and result.memory_metrics.reason
+    assert result.power_metrics.energy_j is None and "cpu" in result.power_metrics.reason
+    assert result.source.kind == "callback"
 
 
 @pytest.mark.slow
@@ -121,9 +121,9 @@ def test_an_exception_mid_run_leaves_a_failed_result_with_the_steps_so_far(tmp_p
     with pytest.raises(RuntimeError, match="out of memory"):
         _fit(TinyRegression(slow_steps=0, fail_at=6), measurement)
     result = read_result(tmp_path / "result.json")
-    assert result["status"] == "failed"
-    assert "RuntimeError: CUDA out of memory (simulated)" in result["error"] and "5 of 12 steps" in result["error"]
-    assert len(result["step_times"]) == 5 and result["performance_metrics"]["measured_steps"] == 5 - SKIP
+    assert result.status == "failed"
+    assert "RuntimeError: CUDA out of memory (simulated)" in result.error and "5 of 12 steps" in result.error
+    assert len(result.step_times) == 5 and result.performance_metrics.measured_steps == 5 - SKIP
 
 
 @pytest.mark.slow
@@ -131,9 +131,9 @@ def test_a_non_finite_loss_stops_the_run_as_failed(tmp_path):
     measurement = _measurement(tmp_path)
     _fit(TinyRegression(slow_steps=0, nan_at=5), measurement)
     result = read_result(tmp_path / "result.json")
-    assert result["status"] == "failed" and "loss became non-finite" in result["error"]
-    assert len(result["step_times"]) == 5 and result["loss_values"][4] is None
-    assert all(math.isfinite(v) for v in result["loss_values"][:4])
+    assert result.status == "failed" and "loss became non-finite" in result.error
+    assert len(result.step_times) == 5 and result.loss_values[4] is None
+    assert all(math.isfinite(v) for v in result.loss_values[:4])
 
 
 @pytest.mark.slow
@@ -142,8 +142,8 @@ def test_an_interrupt_leaves_an_incomplete_result(tmp_path):
     with pytest.raises(SystemExit):  # Lightning turns Ctrl+C into a graceful exit(1)
         _fit(TinyRegression(slow_steps=0, interrupt_at=4), measurement)
     result = read_result(tmp_path / "result.json")
-    assert result["status"] == "incomplete" and "interrupted" in result["error"]
-    assert len(result["step_times"]) == 3
+    assert result.status == "incomplete" and "interrupted" in result.error
+    assert len(result.step_times) == 3
 
 
 @pytest.mark.slow
@@ -151,7 +151,7 @@ def test_non_zero_ranks_measure_but_write_nothing(tmp_path):
     measurement = _measurement(tmp_path, rank0=False)
     _fit(TinyRegression(slow_steps=0), measurement)
     assert not (tmp_path / "result.json").exists()
-    assert measurement.finished and len(measurement.result["step_times"]) == STEPS
+    assert measurement.finished and len(measurement.result.step_times) == STEPS
 
 
 def test_framework_reported_step_time_is_compared_with_ours(tmp_path):
@@ -163,18 +163,39 @@ def test_framework_reported_step_time_is_compared_with_ours(tmp_path):
         measurement.begin_step()
         measurement.end_step(1.0 / (step + 1), 1e-3, framework_time=9.0 if step < SKIP else 1.2)
     measurement.finish("ok", None)
-    reported = read_result(tmp_path / "result.json")["performance_metrics"]["framework_reported"]
-    assert reported["median_step_time_seconds"] == 1.2  # their warm-up steps excluded like ours
-    assert reported["step_time"]["ours"] == 1.0 and reported["step_time"]["flagged"] is True
+    reported = read_result(tmp_path / "result.json").performance_metrics.framework_reported
+    assert reported.median_step_time_seconds == 1.2  # their warm-up steps excluded like ours
+    (step,) = reported.disagreements
+    assert step.metric == "median step time (s)" and step.ours == 1.0 and step.flagged is True
+    assert reported.flagged and "train_step_timing in s" in reported.source
 
 
-def test_monitor_module_imports_without_lightning():
+def test_energy_window_covers_the_measured_steps_only(tmp_path):
+    from tests.helpers_power import FakeNvml
+    from utils.power import MeasuredWindow, device_meter, open_reader
+
+    measurement = _measurement(tmp_path)
+    reader, _ = open_reader("nvd", 0, library=FakeNvml(energy_mj=[0, 1_000_000, 1_900_000]))
+    measurement.power = MeasuredWindow(device_meter(reader), None, gpus_total=1, tokens_per_step=4 * 16 * 64,
+                                       warmup_steps=SKIP)
+    for step in range(STEPS):
+        measurement.begin_step()
+        assert measurement.power.running is (step >= SKIP)  # started with the first measured step
+        measurement.end_step(1.0, 1e-3)
+    measurement.power.stop(STEPS)
+    measurement.finish("ok", None)
+    power = read_result(tmp_path / "result.json").power_metrics
+    assert power.energy_source == "energy_counter" and power.energy_j == pytest.approx(900.0)
+    assert power.tokens == (STEPS - SKIP) * 4 * 16 * 64
+
+
+def test_callback_module_imports_without_lightning():
     import subprocess
     import sys
 
     from tests.helpers_nemo import REPO
 
-    code = ("import sys; sys.modules['lightning'] = None; import utils.monitor as m; "
+    code = ("import sys; sys.modules['lightning'] = None; import train.nemo_callback as m; "
             "assert hasattr(m, 'LightningMeasurement');\n"
             "try:\n    m.BenchmarkCallback\nexcept ImportError:\n    sys.exit(0)\nsys.exit(1)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -124,11 +124,13 @@ def test_collect_nonzero_exit_gives_failed_result(tmp_path: Path) -> None:
     shutil.copy(FIXTURES / "megatron_core012_llama.log", ctx.log_path)
     plan = train_mega.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
     result = train_mega.collect(ctx, plan, 1)
-    assert result["status"] == "failed" and "exited with code 1" in result["error"]
-    assert result["source"]["log_path"] == str(ctx.log_path) and result["source"]["kind"] == "log"
-    assert result["environment"]["launcher_set"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
-    assert result["fingerprint"]["data"]["hash"] is None  # no data in tmp: recorded with the reason
-    assert len(result["step_times"]) == 10
+    assert result.status == "failed" and "exited with code 1" in result.error
+    assert result.source.log_path == str(ctx.log_path) and result.source.kind == "log"
+    assert result.source.command == plan.argv and result.source.generated_files == []
+    assert result.environment.launcher_set["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert result.fingerprint.data.hash is None and result.fingerprint.data.reason  # no data in tmp
+    assert result.warnings[: len(plan.notes)] == plan.notes
+    assert len(result.step_times) == 10
 
 
 FAKE_PRETRAIN = """\
@@ -160,8 +162,8 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     ctx = make_context(cfg, "nvd", "mega", "llama")
     rc = launch(ctx, train_mega)
     result = read_result(ctx.result_path)
-    assert result["status"] == status and rc == (0 if status == "ok" else 1)
-    assert len(result["step_times"]) == 10 and result["step_times"][2] == pytest.approx(1.9912)
+    assert result.status == status and rc == (0 if status == "ok" else 1)
+    assert len(result.step_times) == 10 and result.step_times[2] == pytest.approx(1.9912)
     assert "iteration       10/      10" in ctx.log_path.read_text(encoding="utf-8")
 
 

@@ -1,4 +1,4 @@
-"""train/train_nemo.py as a launcher plugin: plan, dry-run, collect, and override application."""
+"""The nemo launcher: train/train_nemo.py's plan and collect, train/nemo_entry.py's override application."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers_nemo import REPO, make_tokenizer, write_config
-from train import train_nemo
+from train import nemo_entry, train_nemo
 from train.launch import RunContext, log_path_for
 from train.nemo_recipe import NemoOverrides
 from utils.configure import load_config
@@ -46,8 +46,8 @@ def test_plan_runs_torchrun_with_the_nvidia_environment(workspace):
     plan = train_nemo.plan(ctx)
     assert plan.argv[1:3] == ["-m", "torch.distributed.run"]
     assert "--nproc-per-node=8" in plan.argv and "--master-port=29555" in plan.argv
-    tail = plan.argv[plan.argv.index("train.train_nemo") - 1:]
-    assert tail[:4] == ["-m", "train.train_nemo", "--model", "qwen"]
+    tail = plan.argv[plan.argv.index("train.nemo_entry") - 1:]
+    assert tail[:4] == ["-m", "train.nemo_entry", "--model", "qwen"]
     assert tail[tail.index("--result") + 1] == str(ctx.result_path) and ctx.result_path.name.endswith("_r2.json")
     assert tail[tail.index("--run-index") + 1] == "2"
     for key in ("CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_FUSED_ATTN", "NVTE_FLASH_ATTN", "PYTORCH_CUDA_ALLOC_CONF",
@@ -74,21 +74,6 @@ def test_nemo_on_amd_maps_to_primus_with_a_note():
     assert resolve_framework("nvd", "nemo") == ("nemo", None)
 
 
-def test_dry_run_prints_overrides_and_command_without_nemo(workspace):
-    proc = subprocess.run([sys.executable, "-m", "train.train_nemo", "--model", "llama", "--dry-run"],
-                          cwd=REPO, env=_env(workspace.config), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    head, _, rest = proc.stdout.partition("# launch command\n")
-    overrides = json.loads(head.split("\n", 1)[1])
-    assert overrides["recipe"].endswith("llama31_8b.pretrain_recipe")
-    assert overrides["fields"]["trainer.strategy.context_parallel_size"] == 1
-    assert overrides["fields"]["optim.config.lr"] == 2.0e-4
-    command = rest.splitlines()[0]
-    assert "CUDA_DEVICE_MAX_CONNECTIONS=1" in command and "-m torch.distributed.run" in command
-    assert "-m train.train_nemo --model llama --result" in command
-    assert not list((workspace.tmp / "output").glob("**/*.json")), "a dry run writes nothing"
-
-
 def test_launcher_dry_run_shows_the_generated_overrides_file(workspace):
     proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "nvd", "--framework", "nemo",
                            "--model", "qwen", "--dry-run"],
@@ -99,49 +84,54 @@ def test_launcher_dry_run_shows_the_generated_overrides_file(workspace):
     assert "NVTE_FUSED_ATTN=1" in proc.stdout and "NVTE_FLASH_ATTN=0" in proc.stdout
 
 
-def test_dry_run_without_a_tokenizer_fails_clearly(tmp_path):
+def test_launcher_dry_run_without_a_tokenizer_fails_clearly(tmp_path):
     config = write_config(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "train.train_nemo", "--model", "qwen", "--dry-run"],
+    proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "nvd", "--framework", "nemo",
+                           "--model", "qwen", "--dry-run"],
                           cwd=REPO, env=_env(config), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "no tokenizer" in proc.stderr and "prepare the data first" in proc.stderr
 
 
-def test_help_and_missing_result_argument(workspace):
-    proc = subprocess.run([sys.executable, "-m", "train.train_nemo", "--help"], cwd=REPO, capture_output=True,
+def test_entry_help_and_missing_result_argument(workspace):
+    proc = subprocess.run([sys.executable, "-m", "train.nemo_entry", "--help"], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
-    assert proc.returncode == 0 and "--dry-run" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "train.train_nemo", "--model", "llama"], cwd=REPO,
+    assert proc.returncode == 0 and "--result" in proc.stdout and "--overrides" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "train.nemo_entry", "--model", "llama"], cwd=REPO,
                           env=_env(workspace.config), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--result is required" in proc.stderr
+    assert proc.returncode == 2 and "--result" in proc.stderr
 
 
 @pytest.mark.parametrize(("log_line", "cause"), [
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "GPU out of memory"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
-     "NCCL"),
-    ("RuntimeError: Rank 3: found NaN in local grad norm in backward pass", "NaN found in gradients"),
+     "NCCL/RCCL error"),
+    ("RuntimeError: Rank 3: found NaN in local grad norm in backward pass", "NaN loss"),
 ])
 def test_collect_names_the_cause_when_no_result_was_written(workspace, log_line, cause):
     ctx = _ctx(workspace.cfg)
     ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.log_path.write_text(f"step 1\n{log_line}\nE0101 torchrun: worker failed\n", encoding="utf-8")
     result = train_nemo.collect(ctx, None, 1)
-    assert result["status"] == "failed" and cause in result["error"] and "exit code 1" in result["error"]
-    assert result["framework"] == "nemo" and result["step_times"] == []
+    assert result.status == "failed" and result.error.startswith(f"{cause}: ") and "exit code 1" in result.error
+    assert log_line in result.error  # the line itself, as utils/failures.py found it
+    assert result.framework == "nemo" and result.step_times == []
 
 
 def test_collect_prefers_the_callbacks_result(workspace):
     from utils.hardware import collect_gpu_info
     from utils.models import get_shape
     from utils.result import finalize_result, new_result, write_result
+    from utils.result_model import Source
 
     ctx = _ctx(workspace.cfg)
     result = new_result(workspace.cfg, platform="nvd", framework="nemo", model="llama", shape=get_shape("llama"),
-                        gpu_info=collect_gpu_info("cpu"), source_kind="callback")
-    write_result(ctx.result_path, finalize_result(result, "incomplete", "only 3 of 33 steps ran"))
-    assert train_nemo.collect(ctx, None, 0)["error"] == "only 3 of 33 steps ran"
-    assert read_result(ctx.result_path)["source"]["kind"] == "callback"
+                        gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
+    write_result(ctx.result_path, finalize_result(result, "incomplete", "stopped by the test"))
+    ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+    ctx.log_path.write_text("torch.OutOfMemoryError: CUDA out of memory\n", encoding="utf-8")  # not used
+    assert train_nemo.collect(ctx, None, 0).error == "stopped by the test (0 of 33 steps done)"
+    assert read_result(ctx.result_path).source.kind == "callback"
 
 
 def test_collect_without_result_or_known_cause_defers_to_the_launcher(workspace):
@@ -167,16 +157,16 @@ def test_apply_overrides_sets_nested_fields_and_builds_configs():
         "resume": None,
     })
     with pytest.raises(TypeError):  # json.loads(s=None): factories are really called
-        train_nemo.apply_overrides(recipe, overrides, FakeRun)
+        nemo_entry.apply_overrides(recipe, overrides, FakeRun)
     overrides.fields["data"]["tokenizer"] = {"_target_": "os.path.join", "_call_": "factory", "a": "/t"}
-    train_nemo.apply_overrides(recipe, overrides, FakeRun)
+    nemo_entry.apply_overrides(recipe, overrides, FakeRun)
     assert recipe.trainer.strategy.context_parallel_size == 1 and recipe.resume is None
     kind, target, kwargs = recipe.data
     assert kind == "Config" and target.__name__ == "OrderedDict" and kwargs["paths"] == ["/p"]
     assert kwargs["tokenizer"] == "/t"
     bad = NemoOverrides(model="llama", recipe="x", recipe_kwargs={}, fields={"trainer.nonexistent.x": 1})
     with pytest.raises(AttributeError):
-        train_nemo.apply_overrides(recipe, bad, FakeRun)
+        nemo_entry.apply_overrides(recipe, bad, FakeRun)
 
 
 class _RecordingConfig(SimpleNamespace):
@@ -210,7 +200,7 @@ def test_overrides_apply_to_the_recipes_real_strategy_shapes(workspace, model):
                                  "grad_reduce_in_fp32": True}  # stands in for bf16_mixed()
     fields = {"trainer.plugins": fields.pop("trainer.plugins"), **fields}
     factory_free = NemoOverrides(model=model, recipe="x", recipe_kwargs={}, fields=fields)
-    train_nemo.apply_overrides(recipe, factory_free, _RecordingRun)
+    nemo_entry.apply_overrides(recipe, factory_free, _RecordingRun)
     ddp = recipe.trainer.strategy.ddp
     assert ddp.target.__name__ == "DistributedDataParallelConfig"
     assert ddp.grad_reduce_in_fp32 is False and ddp.overlap_grad_reduce is False

@@ -129,7 +129,8 @@ def test_launch_end_to_end_failure_is_a_result(tmp_path: Path, monkeypatch: pyte
     ctx = make_context(cfg, "amd", "prim", "llama")
     assert launch(ctx, train_prim) == 1
     result = read_result(ctx.result_path)
-    assert result["status"] == "failed"
-    assert "NCCL/RCCL error" in result["error"] and "exited with code 1" in result["error"]
-    assert result["source"]["primus_experiment"].endswith("train_amd_prim_llama.primus.yaml")
-    assert len(result["step_times"]) == 2
+    assert result.status == "failed"
+    assert "NCCL/RCCL error" in result.error and "exited with code 1" in result.error
+    (experiment,) = result.source.generated_files
+    assert experiment.endswith("train_amd_prim_llama.primus.yaml")
+    assert len(result.step_times) == 2

@@ -1,4 +1,4 @@
-"""utils/result.py: schema round-trip, rejection of broken files, atomic writes, the run guard."""
+"""utils/result.py: the typed result round-trip, rejection of broken files, atomic writes, the run guard."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 
 from utils.configure import REPO_ROOT, load_config
 from utils.hardware import collect_gpu_info
+from utils.metrics import record_steps
 from utils.models import get_shape
-from utils.monitor import fill_result
 from utils.result import (
+    SCHEMA_PATH,
     Interrupted,
     ResultError,
     finalize_result,
@@ -22,63 +23,92 @@ from utils.result import (
     read_result,
     result_guard,
     result_path,
+    schema_text,
     status_of,
+    training_config,
+    update_result,
     write_result,
 )
+from utils.result_model import Result, Source
 
 ENV = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "TRAIN_ITERS": "10", "WARMUP_STEPS": "2"}
 
 
-def make_result(steps: int = 10) -> dict:
+def started() -> Result:
     cfg = load_config(environ=ENV)
-    shape = get_shape("llama", "full")
-    result = new_result(cfg, platform="cpu", framework="tran", model="llama", shape=shape,
-                        gpu_info=collect_gpu_info("cpu"), source_kind="callback")
+    return new_result(cfg, platform="cpu", framework="tran", model="llama", shape=get_shape("llama", "full"),
+                      gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
+
+
+def make_result(steps: int = 10) -> Result:
+    result = started()
     arrays = {
         "step_times": [2.0, 1.5] + [1.0] * (steps - 2),
         "loss_values": [10.0 - 0.5 * i for i in range(steps)],
         "learning_rates": [1e-4] * steps,
         "memory_allocated_gb": [None] * steps,
     }
-    fill_result(result, arrays, skip_steps=cfg.skip_steps, global_batch_size=cfg.gbs, seq_len=cfg.sl,
-                world_size=cfg.world_size, shape=shape)
+    record_steps(result, arrays, skip_steps=load_config(environ=ENV).skip_steps, shape=get_shape("llama", "full"))
     return finalize_result(result, "ok", None)
 
 
 def test_round_trip(tmp_path):
     path = write_result(tmp_path / "train_cpu_tran_llama.json", make_result())
     data = read_result(path)
-    assert data["status"] == "ok" and data["schema_version"] == 1
-    perf = data["performance_metrics"]
-    assert perf["measured_steps"] == 8 and perf["skipped_steps"] == 2
-    assert perf["median_step_time_seconds"] == 1.0
-    assert perf["tokens_per_second"] == 64 * 2048  # GBS*SL / median step time
-    assert perf["tokens_per_second_per_gpu"] == 64 * 2048 / 8
-    assert perf["mfu"] is None and "MFU not computed" in perf["mfu_reason"]
-    assert data["training_config"]["global_batch_size"] == 64 and data["training_config"]["GBS"] == 64
-    assert not list(tmp_path.glob(".*tmp"))  # no temp file left behind
+    assert isinstance(data, Result) and data.status == "ok" and data.schema_version == 2
+    perf = data.performance_metrics
+    assert perf.measured_steps == 8 and perf.skipped_steps == 2
+    assert perf.median_step_time_seconds == 1.0
+    assert perf.tokens_per_second == 64 * 2048  # GBS*SL / median step time
+    assert perf.tokens_per_second_per_gpu == 64 * 2048 / 8
+    assert perf.total_time_seconds == 2.0 + 1.5 + 8 * 1.0  # every recorded step, warm-up included
+    assert perf.mfu is None and "MFU not computed" in perf.mfu_reason
+    assert data.training_config.global_batch_size == 64 and data.training_config.workload.GBS == 64
+    assert data == make_result().model_copy(update={"started_at": data.started_at, "finished_at": data.finished_at})
+    assert not list(tmp_path.glob(".*tmp*"))  # no temp file left behind
+
+
+def test_training_config_spells_the_seed_names_from_the_workload():
+    cfg = load_config(environ={**ENV, "MBS": "2", "GA": "4", "SL": "1024"})
+    config = training_config(cfg, "bf16")
+    assert (config.max_steps, config.global_batch_size, config.micro_batch_size, config.sequence_length,
+            config.num_gpus) == (10, cfg.gbs, 2, 1024, cfg.world_size)
+    assert config.workload.model_dump(exclude={"unknown"}) == cfg.workload()
 
 
 @pytest.mark.parametrize(
     ("mutate", "problem"),
     [
-        (lambda r: r.pop("step_times"), "'step_times' is a required property"),
+        (lambda r: r.pop("step_times"), "step_times"),  # its length no longer matches the loss array
         (lambda r: r.update(status="great"), "status"),
-        (lambda r: r.update(schema_version=2), "schema_version"),
-        (lambda r: r.update(framework="jax"), "framework"),
-        (lambda r: r.update(error="boom"), "error"),  # ok with an error
-        (lambda r: r.update(status="failed", error=None), "error"),  # failed without a reason
+        (lambda r: r.update(schema_version=3), "schema_version"),
+        (lambda r: r.update(error="boom"), "status ok cannot carry an error"),
+        (lambda r: r.update(status="failed", error=None), "needs an error"),
         (lambda r: r["step_times"].__setitem__(0, -1.0), "step_times/0"),
-        (lambda r: r["training_config"].pop("SL"), "'SL' is a required property"),
+        (lambda r: r["training_config"]["workload"].pop("SL"), "SL"),
+        (lambda r: r.update(surprise=1), "surprise"),
+        (lambda r: r["performance_metrics"].update(tokens_per_second=-5.0), "performance_metrics/tokens_per_second"),
     ],
 )
 def test_broken_results_are_rejected_with_the_first_problem(tmp_path, mutate, problem):
-    result = make_result()
-    mutate(result)
+    data = make_result().model_dump(mode="json")
+    mutate(data)
+    path = tmp_path / "train_x.json"
+    path.write_text(json.dumps(data))
     with pytest.raises(ResultError, match=r"train_x\.json") as excinfo:
-        write_result(tmp_path / "train_x.json", result)
+        read_result(path)
     assert problem in str(excinfo.value)
-    assert not (tmp_path / "train_x.json").exists()
+    assert status_of(path) == "invalid"
+
+
+def test_a_result_changed_in_place_is_validated_again_on_write(tmp_path):
+    result = make_result()
+    result.loss_values[3] = float("nan")  # a list mutation: no assignment to validate
+    with pytest.raises(ResultError, match="loss_values/3"):
+        write_result(tmp_path / "nan.json", result)
+    assert not (tmp_path / "nan.json").exists()
+    with pytest.raises(ResultError, match="same length"):
+        update_result(make_result(), step_times=[1.0])  # arrays change together, or not at all
 
 
 def test_truncated_and_non_json_files(tmp_path):
@@ -89,6 +119,9 @@ def test_truncated_and_non_json_files(tmp_path):
         read_result(truncated)
     with pytest.raises(ResultError, match="no such file"):
         read_result(tmp_path / "absent.json")
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(ResultError, match="a JSON object"):
+        read_result(tmp_path / "list.json")
     assert status_of(truncated) == "invalid" and status_of(tmp_path / "absent.json") == "missing"
     assert status_of(good) == "ok"
 
@@ -112,24 +145,28 @@ def test_result_path_naming():
     assert result_path(Path("out"), "nvd", "mega", "llama", 3) == Path("out/train_nvd_mega_llama_r3.json")
 
 
-def test_nan_is_not_written_as_json_nan(tmp_path):
-    result = make_result()
-    result["loss_values"][3] = float("nan")
-    with pytest.raises(ValueError):
-        write_result(tmp_path / "nan.json", result)
+def test_a_new_result_is_valid_and_incomplete_until_finalized():
+    result = started()
+    assert result.status == "incomplete" and result.error == "run started but did not finish"
+    assert result.finished_at is None and result.started_at
+    with pytest.raises(ValueError, match="allowed values"):
+        finalize_result(result, "great", None)
+    finalize_result(result, "failed", "RuntimeError: boom")
+    assert result.error == "RuntimeError: boom (0 of 10 steps done)" and result.finished_at
+    short = started()
+    record_steps(short, {"step_times": [1.0] * 3, "loss_values": [1.0] * 3, "learning_rates": [0.1] * 3},
+                 skip_steps=2, shape=get_shape("llama"))
+    assert finalize_result(short, "ok", None).status == "incomplete" and short.error == "only 3 of 10 steps ran"
 
 
 def guarded(tmp_path, body, expected=5):
-    cfg = load_config(environ=ENV)
-    shape = get_shape("llama", "full")
-    result = new_result(cfg, platform="cpu", framework="tran", model="llama", shape=shape,
-                        gpu_info=collect_gpu_info("cpu"), source_kind="callback")
+    result = started()
     times: list[float] = []
 
     def fill(res):
-        fill_result(res, {"step_times": times, "loss_values": [1.0] * len(times),
-                          "learning_rates": [1e-4] * len(times), "memory_allocated_gb": [None] * len(times)},
-                    skip_steps=1, global_batch_size=cfg.gbs, seq_len=cfg.sl, world_size=8, shape=shape)
+        record_steps(res, {"step_times": times, "loss_values": [1.0] * len(times),
+                           "learning_rates": [1e-4] * len(times), "memory_allocated_gb": [None] * len(times)},
+                     skip_steps=1, shape=get_shape("llama", "full"), world_size=8)
 
     path = tmp_path / "guarded.json"
     with result_guard(path, result, fill, expected):
@@ -138,9 +175,9 @@ def guarded(tmp_path, body, expected=5):
 
 
 def test_guard_ok_and_short_run(tmp_path):
-    assert guarded(tmp_path, lambda t: t.extend([1.0] * 5))["status"] == "ok"
+    assert guarded(tmp_path, lambda t: t.extend([1.0] * 5)).status == "ok"
     short = guarded(tmp_path, lambda t: t.extend([1.0] * 3))
-    assert short["status"] == "incomplete" and short["error"] == "only 3 of 5 steps ran"
+    assert short.status == "incomplete" and short.error == "only 3 of 5 steps ran"
 
 
 def test_guard_exception_writes_failed_with_steps_done(tmp_path):
@@ -151,9 +188,9 @@ def test_guard_exception_writes_failed_with_steps_done(tmp_path):
     with pytest.raises(RuntimeError):
         guarded(tmp_path, body)
     data = read_result(tmp_path / "guarded.json")
-    assert data["status"] == "failed"
-    assert data["error"] == "RuntimeError: CUDA out of memory (2 of 5 steps done)"
-    assert data["step_times"] == [1.0, 1.0]
+    assert data.status == "failed"
+    assert data.error == "RuntimeError: CUDA out of memory (2 of 5 steps done)"
+    assert data.step_times == [1.0, 1.0]
 
 
 def test_guard_sigterm_writes_incomplete(tmp_path):
@@ -164,7 +201,7 @@ def test_guard_sigterm_writes_incomplete(tmp_path):
     with pytest.raises(Interrupted):
         guarded(tmp_path, body)
     data = read_result(tmp_path / "guarded.json")
-    assert data["status"] == "incomplete" and "interrupted by SIGTERM" in data["error"]
+    assert data.status == "incomplete" and "interrupted by SIGTERM" in data.error
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
 
 
@@ -175,3 +212,18 @@ def test_cli_status_and_check(tmp_path, capsys):
     assert main(["status", str(good)]) == 0 and capsys.readouterr().out.strip() == "ok"
     assert main(["check", str(good), str(bad)]) == 1
     assert "bad.json" in capsys.readouterr().err
+
+
+def test_committed_schema_is_generated_from_the_model(capsys):
+    """utils/result_schema.json must be regenerated (python -m utils.result schema --write) when the model changes."""
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), (
+        "utils/result_schema.json is stale: run python -m utils.result schema --write")
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["$id"] == "tprimat/result/v2" and "performance_metrics" in schema["properties"]
+
+
+def test_a_written_result_validates_against_the_generated_schema(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    path = write_result(tmp_path / "r.json", make_result())
+    jsonschema.Draft202012Validator(json.loads(schema_text())).validate(json.loads(path.read_text()))

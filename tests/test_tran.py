@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import PYTHON, REPO, run_module
 from utils.result import read_result
+from utils.result_model import Result
 
 LAUNCH = ("train.launch", "--platform", "cpu", "--framework", "tran")
 
@@ -28,8 +29,8 @@ def launch(env: dict[str, str], model: str, *extra: str) -> tuple[subprocess.Com
     return proc, Path(env["OUTPUT_DIR"]) / f"train_cpu_tran_{model}.json"
 
 
-def assert_learned(result: dict) -> None:
-    losses = result["loss_values"]
+def assert_learned(result: Result) -> None:
+    losses = result.loss_values
     assert all(isinstance(v, float) for v in losses), losses
     third = len(losses) // 3
     assert statistics.fmean(losses[-third:]) < statistics.fmean(losses[:third]), losses
@@ -41,32 +42,34 @@ def test_llama_tiny_run_is_ok_and_learns(tiny_env: Callable[..., dict[str, str]]
     proc, path = launch(env, "llama")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = read_result(path)  # validates against the schema
-    assert result["status"] == "ok" and result["error"] is None
-    assert (result["framework"], result["model"], result["platform"]) == ("tran", "llama", "cpu")
+    assert result.status == "ok" and result.error is None
+    assert (result.framework, result.model, result.platform) == ("tran", "llama", "cpu")
     assert_learned(result)
     # 12 steps, warm-up max(2, 10%) = 2 excluded from the statistics but kept in the arrays.
-    assert len(result["step_times"]) == len(result["loss_values"]) == len(result["learning_rates"]) == 12
-    perf = result["performance_metrics"]
-    assert (perf["measured_steps"], perf["skipped_steps"]) == (10, 2)
-    assert perf["median_step_time_seconds"] == pytest.approx(statistics.median(result["step_times"][2:]))
-    assert perf["tokens_per_step"] == 2 * 2 * 64  # MBS * GA * DP(1) * SL
-    assert perf["tokens_per_second"] == pytest.approx(256 / perf["median_step_time_seconds"])
+    assert len(result.step_times) == len(result.loss_values) == len(result.learning_rates) == 12
+    perf = result.performance_metrics
+    assert (perf.measured_steps, perf.skipped_steps) == (10, 2)
+    assert perf.median_step_time_seconds == pytest.approx(statistics.median(result.step_times[2:]))
+    assert perf.total_time_seconds == pytest.approx(math.fsum(result.step_times))
+    assert perf.tokens_per_step == 2 * 2 * 64  # MBS * GA * DP(1) * SL
+    assert perf.tokens_per_second == pytest.approx(256 / perf.median_step_time_seconds)
     # The rate each step applied, as Megatron applies it: step k uses the rate after k-1 steps
     # (warm-up from 0 over 2 steps, then cosine towards MIN_LR at step 12).
-    lrs = result["learning_rates"]
+    lrs = result.learning_rates
     assert lrs[:3] == pytest.approx([0.0, 1.5e-3, 3e-3])
     assert lrs[-1] == pytest.approx(3e-4 + 2.7e-3 * 0.5 * (1 + math.cos(math.pi * 9 / 10)))
-    config = result["training_config"]
-    assert config["precision_effective"].startswith("bf16 autocast (cpu)")
-    assert config["world_size_started"] == 1
-    shape = result["model_shape"]
-    assert shape["size"] == "tiny" and shape["vocab_size"] > 2000  # the sample tokenizer's vocabulary
-    assert result["fingerprint"]["data"]["hash"].startswith("sha256:")
-    assert result["fingerprint"]["tokenizer"]["hash"].startswith("sha256:")
-    assert result["power_metrics"]["energy_j"] is None and "cpu" in result["power_metrics"]["reason"]
-    assert result["source"]["kind"] == "callback"
-    assert result["environment"]["launcher_set"]["OMP_NUM_THREADS"].isdigit()
-    assert "step 12/12" in Path(result["source"]["log_path"]).read_text()
+    config = result.training_config
+    assert config.precision_effective.startswith("bf16 autocast (cpu)")
+    assert config.world_size_started == 1
+    shape = result.model_shape
+    assert shape.size == "tiny" and shape.vocab_size > 2000  # the sample tokenizer's vocabulary
+    assert result.fingerprint.data.hash.startswith("sha256:")
+    assert result.fingerprint.tokenizer.hash.startswith("sha256:")
+    assert result.power_metrics.energy_j is None and "cpu" in result.power_metrics.reason
+    assert result.power_metrics.energy_source == "none"
+    assert result.source.kind == "callback"
+    assert result.environment.launcher_set["OMP_NUM_THREADS"].isdigit()
+    assert "step 12/12" in Path(result.source.log_path).read_text()
 
 
 @pytest.mark.slow
@@ -75,13 +78,14 @@ def test_qwen_two_processes_record_world_size_two(tiny_env: Callable[..., dict[s
     proc, path = launch(env, "qwen")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = read_result(path)
-    assert result["status"] == "ok"
-    config = result["training_config"]
-    assert (config["WORLD_SIZE"], config["num_gpus"], config["world_size_started"], config["DP"]) == (2, 2, 2, 2)
-    assert config["global_batch_size"] == 4  # MBS 2 * DP 2 * GA 1
-    assert result["model_shape"]["hf_architecture"] == "Qwen2ForCausalLM" and result["model_shape"]["qkv_bias"]
-    assert result["environment"]["launcher_set"]["OMP_NUM_THREADS"] == str(max(1, _cores() // 2))
-    assert len(result["step_times"]) == 10
+    assert result.status == "ok"
+    config = result.training_config
+    assert (config.workload.WORLD_SIZE, config.num_gpus, config.world_size_started, config.workload.DP) == (
+        2, 2, 2, 2)
+    assert config.global_batch_size == 4  # MBS 2 * DP 2 * GA 1
+    assert result.model_shape.hf_architecture == "Qwen2ForCausalLM" and result.model_shape.qkv_bias
+    assert result.environment.launcher_set["OMP_NUM_THREADS"] == str(max(1, _cores() // 2))
+    assert len(result.step_times) == 10
     assert_learned(result)
 
 
@@ -115,14 +119,14 @@ def test_sigterm_mid_run_leaves_an_incomplete_result(tiny_env: Callable[..., dic
     text = log.read_text()
     assert code == 1, text[-3000:]  # the launcher's exit: the job did not finish ok
     result = read_result(Path(env["OUTPUT_DIR"]) / f"train_cpu_tran_{model}.json")
-    assert result["status"] == "incomplete", result["error"]
-    assert result["training_config"]["world_size_started"] == int(processes)
-    assert "SIGTERM" in result["error"]
-    done = len(result["step_times"])
-    assert 4 <= done < 2000 and f"{done} of 2000 steps done" in result["error"]
-    assert len(result["loss_values"]) == done and all(isinstance(v, float) for v in result["loss_values"])
-    assert result["performance_metrics"]["measured_steps"] == done - 1
-    assert result["source"]["kind"] == "callback"  # written by rank 0 itself, not the launcher's fallback
+    assert result.status == "incomplete", result.error
+    assert result.training_config.world_size_started == int(processes)
+    assert "SIGTERM" in result.error
+    done = len(result.step_times)
+    assert 4 <= done < 2000 and f"{done} of 2000 steps done" in result.error
+    assert len(result.loss_values) == done and all(isinstance(v, float) for v in result.loss_values)
+    assert result.performance_metrics.measured_steps == done - 1
+    assert result.source.kind == "callback"  # written by rank 0 itself, not the launcher's fallback
 
 
 def test_dry_run_prints_the_torchrun_command(tmp_path: Path) -> None:

@@ -174,14 +174,14 @@ def test_same_seed_same_losses_and_profiler_trace(sample_cfg: Callable[..., Conf
     run_in_process(sample_cfg(TRAIN_ITERS="5"), tmp_path / "b" / "train_cpu_tran_llama.json")
     a = read_result(tmp_path / "a" / "train_cpu_tran_llama.json")
     b = read_result(tmp_path / "b" / "train_cpu_tran_llama.json")
-    assert a["status"] == b["status"] == "ok"
-    assert a["loss_values"] == b["loss_values"]  # same SEED: same init, same samples, same losses
+    assert a.status == b.status == "ok"
+    assert a.loss_values == b.loss_values  # same SEED: same init, same samples, same losses
     trace = profiled.output_dir / "profiles" / "train_cpu_tran_llama_rank0.json"
-    assert a["profiling"]["steps"] == [3, 4] and a["profiling"]["rank0_trace"] == str(trace)
-    assert any("torch.profiler" in w for w in a["warnings"])
+    assert a.profiling.steps == [3, 4] and a.profiling.rank0_trace == str(trace)
+    assert any("torch.profiler" in w for w in a.warnings)
     events = json.loads(trace.read_text())["traceEvents"]
     assert any("ProfilerStep#" in str(e.get("name")) for e in events)
-    assert "profiling" not in b
+    assert b.profiling is None
 
 
 @pytest.mark.slow
@@ -198,6 +198,6 @@ def test_non_finite_loss_fails_the_run(sample_cfg: Callable[..., Config], tmp_pa
     with pytest.raises(FloatingPointError, match="non-finite loss at step 3"):
         run_in_process(sample_cfg(TRAIN_ITERS="6"), path)
     result = read_result(path)
-    assert result["status"] == "failed"
-    assert result["error"] == "FloatingPointError: non-finite loss at step 3 (3 of 6 steps done)"
-    assert len(result["step_times"]) == 3 and result["loss_values"][2] is None
+    assert result.status == "failed"
+    assert result.error == "FloatingPointError: non-finite loss at step 3 (3 of 6 steps done)"
+    assert len(result.step_times) == 3 and result.loss_values[2] is None

@@ -5,8 +5,11 @@ each framework is a plugin module with two functions,
 
 * ``plan(ctx) -> LaunchPlan``: the exact command, the environment it sets and any
   files it generates (Primus YAML, ...); pure, so ``--dry-run`` and tests can show it;
-* ``collect(ctx, plan, returncode) -> dict | None``: the unified result after the
+* ``collect(ctx, plan, returncode) -> Result | None``: the typed result after the
   process ended (read the in-process monitor's file, or extract the log).
+
+Which module is a framework's plugin, and which node of a multi-node job writes its
+result, are entries of ``utils/registry.py``.
 
 The launcher writes generated files, runs the command with its output tee'd to a
 log, forwards SIGINT/SIGTERM to the whole process group, and guarantees that a
@@ -31,16 +34,13 @@ from typing import Any, Protocol
 
 from utils.atomic import atomic_write_text
 from utils.configure import Config, ConfigError, load_config
+from utils.failures import cause_in_log, is_interrupted
 from utils.hardware import collect_gpu_info, detect_platform
 from utils.models import get_shape
+from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.result import ResultError, finalize_result, new_result, read_result, result_path, write_result
+from utils.result_model import Result, Source
 
-PLUGINS = {
-    "tran": "train.train_tran",
-    "mega": "train.train_mega",
-    "prim": "train.train_prim",
-    "nemo": "train.train_nemo",
-}
 LOG_TAIL_LINES = 30
 
 
@@ -88,7 +88,7 @@ class LaunchPlan:
 class Plugin(Protocol):
     def plan(self, ctx: RunContext) -> LaunchPlan: ...
 
-    def collect(self, ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None: ...
+    def collect(self, ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None: ...
 
 
 def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:
@@ -114,31 +114,32 @@ def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_ind
     return path.with_name(f"{path.stem}_node{cfg.node_rank}.log") if cfg.nnodes > 1 else path
 
 
-def writes_result(ctx: RunContext, plugin: Plugin) -> bool:
+def writes_result(ctx: RunContext) -> bool:
     """Whether this node owns the job's result file.
 
     Only one node may write it, or nodes sharing ``OUTPUT_DIR`` would overwrite each
-    other. A plugin names the node that sees the measurement: ``RESULT_NODE = "first"``
-    (global rank 0 measures in-process, the default) or ``"last"`` (Megatron and Primus
-    print their iteration lines on the last rank, which lives on the last node).
+    other. The registry names the node that sees the measurement: ``"first"`` (global
+    rank 0 measures in-process) or ``"last"`` (Megatron and Primus print their
+    iteration lines on the last rank, which lives on the last node).
     """
-    owner = getattr(plugin, "RESULT_NODE", "first")
+    owner = FRAMEWORKS[ctx.framework].result_node
     return ctx.cfg.node_rank == (ctx.cfg.nnodes - 1 if owner == "last" else 0)
 
 
 def load_plugin(framework: str) -> Plugin:
-    try:
-        return importlib.import_module(PLUGINS[framework])  # type: ignore[return-value]
-    except KeyError:
-        raise ValueError(f"framework {framework!r}: allowed values are {', '.join(PLUGINS)}") from None
+    """The framework's launcher plugin, the module named in ``utils/registry.py``."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"framework {framework!r}: allowed values are {', '.join(FRAMEWORKS)}")
+    return importlib.import_module(FRAMEWORKS[framework].plugin)  # type: ignore[return-value]
 
 
-def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None) -> dict[str, Any]:
+def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None) -> Result:
     """A valid result that records why a job produced no measurement."""
     shape = get_shape(ctx.model, ctx.cfg.model_size)
     result = new_result(
         ctx.cfg, platform=ctx.platform, framework=ctx.framework, model=ctx.model, shape=shape,
-        gpu_info=collect_gpu_info(ctx.platform), source_kind="log", log_path=log_path, run_index=ctx.run_index,
+        gpu_info=collect_gpu_info(ctx.platform), run_index=ctx.run_index,
+        source=Source(kind="log", log_path=str(log_path) if log_path else None),
     )
     return finalize_result(result, status, reason)
 
@@ -191,7 +192,7 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
         sys.stdout.write(plan.render())
         return 0
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
-    if not writes_result(ctx, plugin):
+    if not writes_result(ctx):
         returncode = run_plan(plan, ctx.log_path)
         print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
               f"the result {ctx.result_path.name} is written by the node that measures")
@@ -207,24 +208,42 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
                                 ctx.log_path)
     if result is None:
         reason = f"exit code {returncode} and no result was produced; log tail:\n{log_tail(ctx.log_path)}"
-        if returncode < 0 or returncode in (130, 143):
+        if is_interrupted(returncode):
             result = failure_result(ctx, "incomplete", f"interrupted ({reason})", ctx.log_path)
         else:
             result = failure_result(ctx, "failed", reason, ctx.log_path)
-    elif returncode != 0 and result["status"] == "ok":
+    elif returncode != 0 and result.status == "ok":
         finalize_result(result, "failed", f"process exited with code {returncode} after reporting success")
     write_result(ctx.result_path, result)
-    status = result["status"]
-    print(f"tprimat: result {ctx.result_path} status={status}" + (f" ({result['error']})" if result["error"] else ""))
-    return 0 if status == "ok" else 1
+    print(f"tprimat: result {ctx.result_path} status={result.status}" + (f" ({result.error})" if result.error else ""))
+    return 0 if result.status == "ok" else 1
 
 
-def read_own_result(ctx: RunContext) -> dict[str, Any] | None:
-    """For in-process plugins: the result the training process wrote, or None if absent/invalid."""
+def read_own_result(ctx: RunContext) -> Result | None:
+    """The result the training process itself wrote, or None if absent/invalid."""
     try:
         return read_result(ctx.result_path)
     except ResultError:
         return None
+
+
+def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
+    """``collect`` of the in-process plugins (tran, nemo): the result global rank 0 wrote.
+
+    Without one, a result naming the cause found in the log (out of memory, NCCL/RCCL,
+    NaN, as ``utils/failures.py`` classifies it); with no such cause (a generic
+    exception says less than the traceback around it), None, and the launcher records
+    the exit code and the log's tail.
+    """
+    result = read_own_result(ctx)
+    if result is not None:
+        return result
+    cause = cause_in_log(ctx.log_path)
+    if cause is None or cause.kind == "exception":
+        return None
+    status = "incomplete" if is_interrupted(returncode) else "failed"
+    return failure_result(ctx, status, f"{cause.kind}: {cause.text} (exit code {returncode}; no result was written)",
+                          ctx.log_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m train.launch",
         description="Run one tprimat training job (platform x framework x model) and write its unified result.",
     )
-    parser.add_argument("--platform", required=True, choices=("amd", "nvd", "cpu"))
-    parser.add_argument("--framework", required=True, choices=tuple(PLUGINS))
-    parser.add_argument("--model", required=True, choices=("llama", "qwen"))
+    parser.add_argument("--platform", required=True, choices=platform_names())
+    parser.add_argument("--framework", required=True, choices=framework_names())
+    parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--run-index", type=int, default=None, help="repeat number k (result ..._r<k>.json)")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and files; run nothing")
     args = parser.parse_args(argv)
@@ -272,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tprimat: {exc}", file=sys.stderr)
         if args.dry_run:
             return 2
-        if writes_result(ctx, plugin):
+        if writes_result(ctx):
             write_result(ctx.result_path, failure_result(ctx, "failed", str(exc)))
         return 1
 

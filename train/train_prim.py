@@ -35,10 +35,11 @@ from train.megatron_args import (
     missing_data,
     primus_root,
 )
+from train.megatron_common import collect_from_log, index_cache_dir, model_inputs
 from train.platform_env import attention_env, launcher_env
-from train.train_mega import collect_from_log, index_cache_dir, model_inputs
 from utils.configure import Config
 from utils.models import ModelShape
+from utils.result_model import Result
 
 PRIMUS_MODEL_FILES = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml"}
 RUN_SCRIPT = Path("examples") / "run_pretrain.sh"
@@ -157,8 +158,6 @@ def plan(ctx: RunContext) -> LaunchPlan:
     )
 
 
-def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None:
-    """The unified result from the captured output (or Primus's TRAIN_LOG), failures included."""
-    result = collect_from_log(ctx, plan, returncode)
-    result["source"]["primus_experiment"] = str(experiment_path(ctx))
-    return result
+def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:
+    """The result read from the captured output (or Primus's TRAIN_LOG), failures included."""
+    return collect_from_log(ctx, plan, returncode)

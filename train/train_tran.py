@@ -33,11 +33,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from train.launch import LaunchPlan, RunContext, read_own_result, torchrun_argv
+from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_argv
 from train.platform_env import launcher_env
 from train.tran_step import Dist, Trainer, lr_at
 from utils.atomic import atomic_path
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
+from utils.registry import model_names, platform_names
+from utils.result_model import ModelShapeBlock, Profiling, Result, Source
 
 # ---------------------------------------------------------------------------
 # launcher plugin
@@ -50,10 +52,6 @@ def check_supported(cfg: Config) -> None:
                          "(use mega/prim/nemo for model parallelism)")
     if cfg.fp8:
         raise ValueError("FP8=true is not supported by tran (no Transformer Engine); set FP8=false for tran")
-
-
-# Global rank 0 (on the first node) writes the measured result.
-RESULT_NODE = "first"
 
 
 def plan(ctx: RunContext) -> LaunchPlan:
@@ -74,9 +72,9 @@ def plan(ctx: RunContext) -> LaunchPlan:
                       notes=["global rank 0 writes the result; every rank samples its own GPU's power"])
 
 
-def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> dict[str, Any] | None:
-    """The result rank 0 wrote; None (the launcher records the failure with the log tail) if absent."""
-    return read_own_result(ctx)
+def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
+    """The result rank 0 wrote (or the cause found in the log); None lets the launcher record the failure."""
+    return collect_own_result(ctx, returncode)
 
 
 # ---------------------------------------------------------------------------
@@ -123,7 +121,7 @@ class StopRequest:
         self.signum = self.signum or signum
 
 
-def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, dict[str, Any] | None]:
+def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, Profiling | None]:
     """``torch.profiler`` over 0-based steps [PROFILE_STEP_START, PROFILE_STEP_END) (Megatron's convention).
 
     One warm-up step (when there is one before the range) lets the profiler settle;
@@ -133,8 +131,8 @@ def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, dict[
         return contextlib.nullcontext(), None
     start, end = cfg.profile_step_start, min(cfg.profile_step_end, cfg.train_iters)
     if start >= cfg.train_iters:
-        return contextlib.nullcontext(), {"steps": None, "trace": None, "reason": (
-            f"PROFILE_STEP_START={start} is not below TRAIN_ITERS={cfg.train_iters}: nothing profiled")}
+        return contextlib.nullcontext(), Profiling(reason=(
+            f"PROFILE_STEP_START={start} is not below TRAIN_ITERS={cfg.train_iters}: nothing profiled"))
     active, warmup = max(1, end - start), min(1, start)
     directory = cfg.output_dir / "profiles"
     directory.mkdir(parents=True, exist_ok=True)
@@ -150,8 +148,8 @@ def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, dict[
     profiler = torch.profiler.profile(
         activities=activities, on_trace_ready=write_trace,
         schedule=torch.profiler.schedule(wait=start - warmup, warmup=warmup, active=active, repeat=1))
-    details = {"steps": [start + 1, start + active], "step_numbering": "1-based, inclusive",
-               "trace": str(directory / f"{result_path.stem}_rank<r>.json"), "rank0_trace": str(trace)}
+    details = Profiling(steps=[start + 1, start + active], step_numbering="1-based, inclusive",
+                        trace=str(directory / f"{result_path.stem}_rank<r>.json"), rank0_trace=str(trace))
     return profiler, details
 
 
@@ -174,49 +172,49 @@ def gather_objects(value: Any, info: Dist) -> list[Any]:
 
 def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) -> None:
     """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends."""
-    from evaluate.fingerprint import fingerprint
+    from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
+    from utils.metrics import record_steps
     from utils.models import get_shape
-    from utils.monitor import StepMonitor, fill_result
-    from utils.power import MeasuredWindow, PowerSampler, open_reader
+    from utils.monitor import StepMonitor
+    from utils.power import MeasuredWindow
     from utils.result import Interrupted, new_result, result_guard
 
     set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
     result = new_result(
         cfg, platform=args.platform, framework="tran", model=args.model, shape=get_shape(args.model, cfg.model_size),
-        gpu_info=collect_gpu_info(args.platform), source_kind="callback", log_path=args.log_path,
-        run_index=args.run_index, launcher_env={k: os.environ[k] for k in set_by_launcher})
-    result["training_config"]["world_size_started"] = info.world_size
+        gpu_info=collect_gpu_info(args.platform), run_index=args.run_index,
+        source=Source(kind="callback", log_path=str(args.log_path) if args.log_path else None),
+        launcher_env={k: os.environ[k] for k in set_by_launcher})
+    result.training_config.world_size_started = info.world_size
     monitor = StepMonitor(info.device if info.device.type == "cuda" else None)
-    reader, reason = open_reader(args.platform, info.local_rank)
-    power = MeasuredWindow(PowerSampler(reader) if reader else None, reason, gpus_total=info.world_size,
-                           tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
+    power = MeasuredWindow.open(args.platform, info.local_rank, gpus_total=info.world_size,
+                                tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
     shape_now = [get_shape(args.model, cfg.model_size)]
 
-    def fill(res: dict[str, Any]) -> None:
+    def fill(res: Result) -> None:
         peak_allocated, peak_reserved = monitor.peak_memory()
-        fill_result(res, monitor.arrays(), skip_steps=cfg.skip_steps, global_batch_size=cfg.gbs, seq_len=cfg.sl,
-                    world_size=info.world_size, shape=shape_now[0], peak_allocated_gb=peak_allocated,
-                    peak_reserved_gb=peak_reserved,
-                    memory_reason=None if info.device.type == "cuda" else "platform cpu: device memory not tracked")
-        res["power_metrics"] = power.metrics(len(monitor.records))
+        record_steps(res, monitor.arrays(), skip_steps=cfg.skip_steps, shape=shape_now[0], world_size=info.world_size,
+                     peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
+                     memory_reason=None if info.device.type == "cuda" else "platform cpu: device memory not tracked")
+        res.power_metrics = power.metrics(len(monitor.records))
 
     path = args.result if info.rank == 0 else None
     with result_guard(path, result, fill, expected_steps=cfg.train_iters):
         stop.install()  # replaces result_guard's raise-anywhere handler: stop at a step boundary instead
         trainer = Trainer(cfg, args.model, info)
         shape_now[0] = trainer.shape
-        result["model_shape"] = trainer.shape.as_dict()
-        result["training_config"]["precision_effective"] = trainer.precision_effective
+        result.model_shape = ModelShapeBlock(**trainer.shape.as_dict())
+        result.training_config.precision_effective = trainer.precision_effective
         if info.rank == 0:
-            result["fingerprint"] = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
+            result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
         profiler, profiling = profiler_for(cfg, info, args.result)
         if profiling is not None:
-            result["profiling"] = profiling
-            if profiling.get("steps"):
-                first, last = profiling["steps"]
-                result["warnings"].append(f"steps {first}-{last} ran under torch.profiler; their step times "
-                                          "include the profiler's overhead")
+            result.profiling = profiling
+            if profiling.steps:
+                first, last = profiling.steps
+                result.warnings.append(f"steps {first}-{last} ran under torch.profiler; their step times "
+                                       "include the profiler's overhead")
         with profiler as prof:
             for index in range(cfg.train_iters):
                 if index == cfg.skip_steps:
@@ -246,9 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m train.train_tran",
         description="tran reference training (run under torchrun; normally started by python -m train.launch "
                     "--framework tran). Config comes from config.env plus environment overrides.")
-    parser.add_argument("--model", required=True, choices=("llama", "qwen"))
+    parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--result", required=True, type=Path, help="result JSON written by global rank 0")
-    parser.add_argument("--platform", choices=("amd", "nvd", "cpu"), default=None,
+    parser.add_argument("--platform", choices=platform_names(), default=None,
                         help="platform (default: PLATFORM or detection)")
     parser.add_argument("--run-index", type=int, default=None, help="repeat number k, recorded in the result")
     parser.add_argument("--log-path", type=Path, default=None, help="the launcher's log, recorded in the result")

@@ -1,20 +1,24 @@
-"""Board power during the measured steps: average watts, energy, tokens per kWh.
+"""Board energy and power during the measured steps: the one producer of ``power_metrics``.
 
-A :class:`PowerSampler` runs a daemon thread that reads the board power of one GPU
-at ``interval_s`` (default 0.2 s, i.e. 5 Hz; the issue asks for at least 1 Hz)
-between :meth:`~PowerSampler.start` and :meth:`~PowerSampler.stop`, which the
-trainer calls around the measured (post-warm-up) steps only, so warm-up and
-start-up do not dilute the figures. A sample is also taken synchronously at
-start and at stop, so the trapezoid integral covers exactly that window:
-``energy = sum((P_i + P_{i+1}) / 2 * (t_{i+1} - t_i))``.
+What is measured, best first (``PowerMetrics.energy_source`` says which was used):
 
-Readers: ``nvidia-ml-py`` (``nvmlDeviceGetPowerUsage``, milliwatts) on ``nvd`` and
-``amdsmi`` (``amdsmi_get_power_info``, watts) on ``amd``. Multi-GPU choice: every
-rank samples *its own* device and rank 0 gathers the per-GPU figures
-(:func:`power_metrics` takes one :class:`DeviceEnergy` per GPU), so the total
-energy is measured on every GPU rather than rank 0's number multiplied by the
-world size. When only some GPUs were measured (an interrupted run skips the
-gather), the per-GPU figures are kept but the totals are null with the reason.
+* ``energy_counter``: the device's cumulative energy counter, read at the two ends of
+  the measured window (the post-warm-up steps), so the energy is exact whatever the
+  power did in between: NVML ``nvmlDeviceGetTotalEnergyConsumption`` on ``nvd``,
+  amdsmi ``amdsmi_get_energy_count`` on ``amd`` (units in docs/PERFORMANCE.md,
+  "Power and energy");
+* ``power_sampler``: where no counter can be read, a daemon thread samples board
+  power at ``interval_s`` (default 0.2 s, 5 Hz) with one synchronous sample at each
+  end, and the energy is the trapezoid integral
+  ``sum((P_i + P_{i+1}) / 2 * (t_{i+1} - t_i))``;
+* ``log``: Megatron's ``--log-energy`` fields, when only a log is available
+  (:func:`log_power_metrics`).
+
+Multi-GPU choice: every rank measures *its own* device and rank 0 gathers one
+:class:`DeviceEnergy` per GPU, so the total energy is measured on every GPU rather
+than rank 0's number multiplied by the world size. When only some GPUs were measured
+(an interrupted run skips the gather), the per-GPU figures are kept but the totals
+are null with the reason.
 
 On ``cpu``, or when the library or the device is unavailable, every value is
 ``null`` with a ``reason``: CPU package power is not a GPU board power and is not
@@ -24,19 +28,24 @@ substituted for it.
 from __future__ import annotations
 
 import itertools
+import math
 import os
+import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from utils.result_model import PowerMetrics
 
 JOULES_PER_KWH = 3.6e6
 DEFAULT_INTERVAL_S = 0.2
+EnergySource = Literal["energy_counter", "power_sampler"]
 
 
 class PowerReader(Protocol):
-    """One GPU's instantaneous board power."""
+    """One GPU's instantaneous board power (and, where the device has one, its energy counter)."""
 
     method: str
 
@@ -45,14 +54,18 @@ class PowerReader(Protocol):
 
 @dataclass
 class NvmlReader:
-    """NVIDIA board power through NVML (``nvmlDeviceGetPowerUsage`` returns milliwatts)."""
+    """NVIDIA board power (milliwatts) and total energy since the driver loaded (millijoules) through NVML."""
 
     nvml: Any
     handle: Any
     method: str = "nvml nvmlDeviceGetPowerUsage"
+    counter_method: str = "nvml nvmlDeviceGetTotalEnergyConsumption"
 
     def read_watts(self) -> float:
         return float(self.nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1000.0
+
+    def read_joules(self) -> float:
+        return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) / 1000.0
 
 
 @dataclass
@@ -62,6 +75,7 @@ class AmdSmiReader:
     amdsmi: Any
     handle: Any
     method: str = "amdsmi amdsmi_get_power_info"
+    counter_method: str = "amdsmi amdsmi_get_energy_count"
     FIELDS: tuple[str, ...] = ("socket_power", "current_socket_power", "average_socket_power")
 
     def read_watts(self) -> float:
@@ -72,6 +86,15 @@ class AmdSmiReader:
             if isinstance(value, (int, float)) and 0 < value < 0xFFFFFFFF:
                 return float(value)
         raise RuntimeError(f"amdsmi_get_power_info has no usable power field: {sorted(info)}")
+
+    def read_joules(self) -> float:
+        # The accumulator is "energy_accumulator" (older amdsmi: "power"); ticks x resolution = microjoules.
+        info = self.amdsmi.amdsmi_get_energy_count(self.handle)
+        ticks = info.get("energy_accumulator", info.get("power"))
+        resolution = info.get("counter_resolution")
+        if not isinstance(ticks, (int, float)) or not isinstance(resolution, (int, float)) or resolution <= 0:
+            raise RuntimeError(f"amdsmi_get_energy_count has no usable accumulator: {sorted(info)}")
+        return float(ticks) * float(resolution) / 1e6
 
 
 def _visible_index(device_index: int, variables: tuple[str, ...]) -> int:
@@ -131,7 +154,7 @@ def open_reader(platform: str, device_index: int, library: Any | None = None) ->
 
 @dataclass
 class DeviceEnergy:
-    """What one GPU's sampler measured over its window."""
+    """What one GPU's meter measured over its window."""
 
     method: str
     samples: int
@@ -139,6 +162,7 @@ class DeviceEnergy:
     energy_j: float
     avg_power_w: float | None
     read_errors: int = 0
+    source: EnergySource = "power_sampler"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,7 +175,7 @@ def integrate(samples: list[tuple[float, float]]) -> float:
 
 @dataclass
 class PowerSampler:
-    """Background sampler of one GPU's power between :meth:`start` and :meth:`stop`."""
+    """Background sampler of one GPU's power between :meth:`start` and :meth:`stop` (the fallback meter)."""
 
     reader: PowerReader
     interval_s: float = DEFAULT_INTERVAL_S
@@ -208,97 +232,203 @@ class PowerSampler:
         )
 
 
-def null_power_metrics(reason: str) -> dict[str, Any]:
+@dataclass
+class CounterWindow:
+    """One GPU's energy counter read at :meth:`start` and :meth:`stop`: energy = the difference."""
+
+    counter: Any  # a reader with read_joules() and counter_method
+    clock: Callable[[], float] = time.monotonic
+    read_errors: int = 0
+    _start: tuple[float, float] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._start is not None
+
+    def _read(self) -> tuple[float, float] | None:
+        try:
+            joules = float(self.counter.read_joules())
+        except Exception:  # the window's energy is lost, never guessed
+            self.read_errors += 1
+            return None
+        return self.clock(), joules
+
+    def start(self) -> None:
+        if not self.running:
+            self._start = self._read()
+
+    def stop(self) -> DeviceEnergy | None:
+        """The energy between the two reads; None if a read failed or the counter went backwards (reset)."""
+        begin, self._start = self._start, None
+        end = self._read() if begin is not None else None
+        if begin is None or end is None or end[1] < begin[1]:
+            return None
+        duration, energy = end[0] - begin[0], end[1] - begin[1]
+        return DeviceEnergy(
+            method=self.counter.counter_method, samples=2, duration_s=duration, energy_j=energy,
+            avg_power_w=energy / duration if duration > 0 else None, read_errors=self.read_errors,
+            source="energy_counter",
+        )
+
+
+DeviceMeter = CounterWindow | PowerSampler
+
+
+def device_meter(reader: PowerReader, interval_s: float = DEFAULT_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> DeviceMeter:
+    """The device's energy counter when it has one that reads, else the power sampler (the fallback)."""
+    read_joules = getattr(reader, "read_joules", None)
+    if read_joules is not None:
+        try:
+            value = float(read_joules())
+        except Exception:  # no counter on this device or driver: sample power instead
+            value = math.nan
+        if math.isfinite(value):
+            return CounterWindow(reader, clock=clock)
+    return PowerSampler(reader, interval_s=interval_s, clock=clock)
+
+
+def null_power_metrics(reason: str, gpus_total: int | None = None) -> PowerMetrics:
     """Every figure null, with why (cpu, missing library, no samples)."""
-    return {
-        "avg_power_w_per_gpu": None, "per_gpu_avg_power_w": None, "energy_j": None, "energy_kwh": None,
-        "tokens": None, "tokens_per_kwh": None, "duration_s": None, "samples": None,
-        "gpus_measured": 0, "gpus_total": None, "method": None, "reason": reason,
-    }
+    return PowerMetrics(gpus_total=gpus_total, reason=reason)
+
+
+def _how(source: EnergySource) -> str:
+    if source == "energy_counter":
+        return "energy counter read at both ends of the measured steps"
+    return "trapezoid over power samples during the measured steps"
 
 
 def power_metrics(
-    devices: list[DeviceEnergy | dict[str, Any] | None], *, gpus_total: int, tokens: int | None,
-    gathered_note: str = "each rank samples its own GPU; rank 0 gathers",
-) -> dict[str, Any]:
+    devices: Sequence[DeviceEnergy | dict[str, Any] | None], *, gpus_total: int, tokens: int | None,
+    gathered_note: str = "each rank measures its own GPU; rank 0 gathers",
+) -> PowerMetrics:
     """The result's ``power_metrics`` from one entry per GPU (None where that GPU was not measured).
 
-    ``tokens`` is the number of tokens all GPUs processed during the sampled window
+    ``tokens`` is the number of tokens all GPUs processed during the measured window
     (measured steps * GBS * SL). Totals (energy, tokens per kWh) are given only when
     every GPU of the job was measured; a partial set keeps per-GPU figures and says so.
     """
     measured = [DeviceEnergy(**d) if isinstance(d, dict) else d for d in devices if d is not None]
     if not measured:
-        return {**null_power_metrics("no power samples were collected"), "gpus_total": gpus_total}
+        return null_power_metrics("no power samples were collected", gpus_total)
+    sources = {d.source for d in measured}
+    source: EnergySource = "energy_counter" if sources == {"energy_counter"} else "power_sampler"
+    methods = ", ".join(sorted({d.method for d in measured}))
     per_gpu = [d.avg_power_w for d in measured]
     known = [p for p in per_gpu if p is not None]
-    out: dict[str, Any] = {
-        "avg_power_w_per_gpu": sum(known) / len(known) if known else None,
-        "per_gpu_avg_power_w": per_gpu,
-        "energy_j": None, "energy_kwh": None, "tokens": tokens, "tokens_per_kwh": None,
-        "duration_s": max(d.duration_s for d in measured),
+    timed = [d for d in measured if d.duration_s > 0]
+    fields: dict[str, Any] = {
+        "avg_power_w_per_gpu": statistics.fmean(known) if known else None, "per_gpu_avg_power_w": per_gpu,
+        "tokens": tokens, "duration_s": max(d.duration_s for d in measured),
         "samples": sum(d.samples for d in measured),
-        "sample_rate_hz": min(d.samples / d.duration_s for d in measured if d.duration_s > 0)
-        if any(d.duration_s > 0 for d in measured) else None,
-        "read_errors": sum(d.read_errors for d in measured),
-        "gpus_measured": len(measured), "gpus_total": gpus_total,
-        "method": f"{measured[0].method}, trapezoid over the measured steps; {gathered_note}",
-        "reason": None,
+        "sample_rate_hz": min(d.samples / d.duration_s for d in timed) if timed and source == "power_sampler" else None,
+        "read_errors": sum(d.read_errors for d in measured), "gpus_measured": len(measured),
+        "gpus_total": gpus_total, "energy_source": source, "method": f"{methods}: {_how(source)}; {gathered_note}",
     }
     if len(measured) < gpus_total:
-        out["reason"] = (f"only {len(measured)} of {gpus_total} GPUs measured: energy totals and tokens per kWh "
-                         "not computed")
-        return out
-    energy = sum(d.energy_j for d in measured)
-    out["energy_j"] = energy
-    out["energy_kwh"] = energy / JOULES_PER_KWH
-    if tokens is not None and energy > 0:
-        out["tokens_per_kwh"] = tokens / out["energy_kwh"]
-    elif tokens is None:
-        out["reason"] = "token count unknown: tokens per kWh not computed"
-    return out
+        return PowerMetrics(**fields, reason=f"only {len(measured)} of {gpus_total} GPUs measured: energy totals "
+                                             "and tokens per kWh not computed")
+    energy = math.fsum(d.energy_j for d in measured)
+    kwh = energy / JOULES_PER_KWH
+    per_kwh = tokens / kwh if tokens is not None and energy > 0 else None
+    reason = None
+    if tokens is None:
+        reason = "token count unknown: tokens per kWh not computed"
+    elif per_kwh is None:
+        reason = "no energy was measured (zero): tokens per kWh not computed"
+    return PowerMetrics(**fields, energy_j=energy, energy_kwh=kwh, tokens_per_kwh=per_kwh, reason=reason)
+
+
+def log_power_metrics(
+    energy_j_per_gpu: Sequence[float],
+    power_w_per_gpu: Sequence[float | None],
+    step_times: Sequence[float | None],
+    *,
+    world_size: int | None,
+    tokens_per_step: int | None,
+) -> PowerMetrics:
+    """``power_metrics`` from Megatron's ``--log-energy`` fields, one value per measured iteration.
+
+    Megatron logs energy per GPU per iteration, so the job's energy is the sum times
+    the world size; without a world size only the per-GPU average power is known.
+    """
+    if not energy_j_per_gpu:
+        return null_power_metrics("the log has no energy/power fields (Megatron prints them only with "
+                                  "--log-energy); board power was not measured for this framework", world_size)
+    powers = [p for p in power_w_per_gpu if p is not None]
+    steps = len(energy_j_per_gpu)
+    common = {
+        "avg_power_w_per_gpu": statistics.fmean(powers) if powers else None,
+        "duration_s": math.fsum(t for t in step_times if t is not None), "samples": steps,
+        "energy_source": "log", "gpus_total": world_size,
+        "method": "Megatron --log-energy: energy per GPU per iteration from the log, times the world size",
+    }
+    if world_size is None:
+        return PowerMetrics(**common, reason="world size unknown: energy totals not computed")
+    energy = math.fsum(energy_j_per_gpu) * world_size
+    kwh = energy / JOULES_PER_KWH
+    tokens = steps * tokens_per_step if tokens_per_step is not None else None
+    per_kwh = tokens / kwh if tokens is not None and kwh > 0 else None
+    return PowerMetrics(**common, energy_j=energy, energy_kwh=kwh, tokens=tokens, tokens_per_kwh=per_kwh,
+                        gpus_measured=world_size,
+                        reason=None if per_kwh is not None else "token count or energy unknown: tokens per kWh "
+                                                                "not computed")
 
 
 @dataclass
 class MeasuredWindow:
-    """Power over the measured steps of one run, as an in-process trainer uses it.
+    """Energy over the measured steps of one run, as an in-process trainer uses it.
 
     ``start()`` before the first post-warm-up step, ``stop(steps_done, gather)`` after the
     last step on every rank (``gather`` collects one entry per GPU, e.g. through
     ``torch.distributed.all_gather_object``), ``metrics(steps_done)`` on rank 0 for the
-    result. If the run ends abnormally, ``metrics`` stops the local sampler itself and
+    result. If the run ends abnormally, ``metrics`` stops the local meter itself and
     reports this GPU only, because a collective with possibly dead peers could hang.
     """
 
-    sampler: PowerSampler | None
+    meter: DeviceMeter | None
     reason: str | None
     gpus_total: int
     tokens_per_step: int
     warmup_steps: int
     devices: list[DeviceEnergy | dict[str, Any] | None] | None = None
     steps_at_stop: int | None = None
-    note: str = "each rank samples its own GPU; rank 0 gathers"
+    note: str = "each rank measures its own GPU; rank 0 gathers"
+
+    @classmethod
+    def open(cls, platform: str, device_index: int, *, gpus_total: int, tokens_per_step: int,
+             warmup_steps: int) -> MeasuredWindow:
+        """The window for this rank's GPU: its energy counter, the sampler, or nothing with the reason."""
+        reader, reason = open_reader(platform, device_index)
+        return cls(device_meter(reader) if reader is not None else None, reason, gpus_total=gpus_total,
+                   tokens_per_step=tokens_per_step, warmup_steps=warmup_steps)
+
+    @property
+    def running(self) -> bool:
+        return self.meter is not None and self.meter.running
 
     def start(self) -> None:
-        if self.sampler is not None:
-            self.sampler.start()
+        if self.meter is not None:
+            self.meter.start()
 
     def stop(self, steps_done: int, gather: Callable[[Any], list[Any]] | None = None) -> None:
-        if self.sampler is None or not self.sampler.running:
+        if not self.running:
             return
-        local = self.sampler.stop()
+        assert self.meter is not None
+        local = self.meter.stop()
         self.steps_at_stop = steps_done
         self.devices = gather(local.as_dict() if local else None) if gather else [local]
 
-    def metrics(self, steps_done: int) -> dict[str, Any]:
-        if self.sampler is None:
-            return {**null_power_metrics(self.reason or "no power reader"), "gpus_total": self.gpus_total}
-        if self.sampler.running:
+    def metrics(self, steps_done: int) -> PowerMetrics:
+        if self.meter is None:
+            return null_power_metrics(self.reason or "no power reader", self.gpus_total)
+        if self.running:
             self.stop(steps_done)
             self.note = "run ended early: only this rank's GPU (not gathered)"
         sampled_steps = (self.steps_at_stop or 0) - self.warmup_steps
         if self.devices is None or sampled_steps <= 0:
-            return {**null_power_metrics("no measured (post-warm-up) step ran, so no power was sampled"),
-                    "gpus_total": self.gpus_total}
+            return null_power_metrics("no measured (post-warm-up) step ran, so no energy was measured",
+                                      self.gpus_total)
         return power_metrics(self.devices, gpus_total=self.gpus_total,
                              tokens=sampled_steps * self.tokens_per_step, gathered_note=self.note)

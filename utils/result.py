@@ -1,18 +1,24 @@
-"""The unified result (schema version 1): build, validate, write atomically, read.
+"""The result file: build, finalise, validate, write atomically and read the typed :class:`Result`.
 
 Every framework, whether measured in-process (``tran``, ``nemo``) or extracted from
-a log (``mega``, ``prim``), ends in the same JSON document described by
-``utils/result_schema.json``. A result is validated when written and when read,
-so a comparison never silently consumes a broken file. Writes go to a temp file
-in the same directory and are renamed into place, so a crash never leaves a
-half-written result.
+a log (``mega``, ``prim``), ends in one ``Result`` (``utils/result_model.py``,
+schema version 2). This module is the only place that turns one into a file and
+back: a result is validated as a whole when written and when read, so a
+comparison never consumes a broken file, and writes go through
+``utils/atomic.py``, so a crash never leaves a half-written one. A version-1 file
+(written before the typed model) is migrated on read by ``utils/result_v1.py``.
 
 ``result_guard`` makes "a run always leaves a result" hold for in-process
 measurement: SIGINT/SIGTERM or an exception write what was measured so far with
 ``status`` incomplete or failed and the reason.
 
+Why :func:`update_result`: blocks validate every assignment, and some fields must
+change together (the per-step arrays have one length; ``ok`` has no error), so a
+producer replaces such fields in one validated step instead of one at a time.
+
 CLI: ``python -m utils.result status FILE`` prints ok|incomplete|failed|missing|invalid;
-``python -m utils.result check FILE...`` validates files.
+``python -m utils.result check FILE...`` validates files; ``python -m utils.result
+schema [--write]`` prints (or writes) ``utils/result_schema.json`` generated from the model.
 """
 
 from __future__ import annotations
@@ -20,36 +26,47 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+from pydantic import ValidationError
 
 from utils.atomic import atomic_write_text
 from utils.configure import Config
 from utils.environment import capture_environment
+from utils.failures import final_status
 from utils.models import ModelShape
-from utils.result_model import GpuInfo
+from utils.result_model import (
+    SCHEMA_VERSION,
+    Environment,
+    Fingerprint,
+    GpuInfo,
+    ModelShapeBlock,
+    Result,
+    Source,
+    TrainingConfig,
+    Workload,
+)
 
-SCHEMA_VERSION = 1
+__all__ = [
+    "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",
+    "now_iso", "read_result", "result_guard", "result_path", "schema_text", "status_of", "training_config",
+    "update_result", "write_result",
+]
+
 SCHEMA_PATH = Path(__file__).with_name("result_schema.json")
+SCHEMA_ID = f"tprimat/result/v{SCHEMA_VERSION}"
 STATUSES = ("ok", "incomplete", "failed")
+STARTED_ERROR = "run started but did not finish"
 
 
 class ResultError(ValueError):
     """A result file is missing, unreadable or does not match the schema."""
-
-
-@lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 def now_iso() -> str:
@@ -62,64 +79,50 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
     return Path(output_dir) / f"train_{platform}_{framework}_{model}{suffix}.json"
 
 
-def clean_number(value: Any) -> float | None:
-    """JSON has no NaN/inf: non-finite numbers become null (validate flags them as non-finite)."""
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+def _first_problem(exc: ValidationError, where: str) -> ResultError:
+    """A one-line error naming ``where``, the field path and the first problem pydantic found."""
+    first = exc.errors()[0]
+    location = "/".join(str(part) for part in first["loc"]) or "(top level)"
+    return ResultError(f"{where}: {location}: {first['msg']}")
 
 
-def validate(result: Any, where: str = "result") -> None:
-    """Raise :class:`ResultError` naming ``where`` and the first schema problem."""
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(result), key=lambda e: (len(e.absolute_path), list(e.absolute_path)))
-    if errors:
-        first = errors[0]
-        location = "/".join(str(p) for p in first.absolute_path) or "(top level)"
-        raise ResultError(f"{where}: {location}: {first.message}")
-
-
-def write_result(path: Path, result: dict[str, Any]) -> Path:
-    """Validate, then write atomically (temp file in the same directory + rename)."""
-    path = Path(path)
-    validate(result, str(path))
-    return atomic_write_text(path, json.dumps(result, indent=2, allow_nan=False) + "\n", fsync=True)
-
-
-def read_result(path: Path) -> dict[str, Any]:
-    """Load and validate one result; errors name the file and the first problem."""
-    path = Path(path)
+def _validated(data: Any, where: str) -> Result:
+    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole."""
+    if isinstance(data, Result):
+        data = data.model_dump()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultError(f"{path}: unreadable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultError(f"{path}: not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
-    validate(data, str(path))
-    return data
+        return Result.model_validate(data)
+    except ValidationError as exc:
+        raise _first_problem(exc, where) from None
 
 
-def training_config(cfg: Config, precision_effective: str | None) -> dict[str, Any]:
-    """Every workload key actually used, plus the older tools' names so their readers keep working."""
-    return {
-        "max_steps": cfg.train_iters,
-        "global_batch_size": cfg.gbs,
-        "micro_batch_size": cfg.mbs,
-        "sequence_length": cfg.sl,
-        "num_gpus": cfg.world_size,
-        "gradient_accumulation": cfg.ga,
-        "tensor_parallel": cfg.tp,
-        "pipeline_parallel": cfg.pp,
-        "context_parallel": cfg.cp,
-        "data_parallel": cfg.dp,
-        "nnodes": cfg.nnodes,
-        "gpus_per_node": cfg.gpus_per_node,
-        **cfg.workload(),
-        "precision_effective": precision_effective,
-    }
+def update_result(result: Result, **fields: Any) -> Result:
+    """Replace several top-level fields of ``result`` at once, validating the whole result; returns it.
+
+    The update happens in place, so every holder of ``result`` sees it, and only
+    after the combination was found valid (a failed update changes nothing).
+    """
+    unknown = set(fields) - set(Result.model_fields)
+    if unknown:
+        raise ResultError(f"result: unknown field(s) {', '.join(sorted(unknown))}")
+    current = {name: getattr(result, name) for name in Result.model_fields}
+    try:
+        checked = Result.model_validate({**current, **fields})
+    except ValidationError as exc:
+        raise _first_problem(exc, "result") from None
+    for name in fields:
+        result.__dict__[name] = checked.__dict__[name]
+    result.__pydantic_fields_set__.update(fields)
+    return result
+
+
+def training_config(cfg: Config, precision_effective: str | None) -> TrainingConfig:
+    """Every workload key actually used, plus the older tools' five names so their readers keep working."""
+    return TrainingConfig(
+        max_steps=cfg.train_iters, global_batch_size=cfg.gbs, micro_batch_size=cfg.mbs, sequence_length=cfg.sl,
+        num_gpus=cfg.world_size, workload=Workload(**cfg.workload()), nnodes=cfg.nnodes,
+        gpus_per_node=cfg.gpus_per_node, precision_effective=precision_effective,
+    )
 
 
 def new_result(
@@ -130,53 +133,70 @@ def new_result(
     model: str,
     shape: ModelShape,
     gpu_info: GpuInfo,
-    source_kind: str,
-    log_path: Path | None = None,
+    source: Source,
     run_index: int | None = None,
     launcher_env: dict[str, str] | None = None,
-    fingerprint: dict[str, Any] | None = None,
+    fingerprint: Fingerprint | None = None,
     precision_effective: str | None = None,
-) -> dict[str, Any]:
+) -> Result:
     """A result that is valid from the first moment: ``incomplete`` until finalized."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "status": "incomplete",
-        "error": "run started but did not finish",
-        "warnings": [],
-        "platform": platform,
-        "framework": framework,
-        "model": model,
-        "run_index": run_index,
-        "started_at": now_iso(),
-        "finished_at": None,
-        "gpu_info": gpu_info.model_dump(),
-        "environment": capture_environment(launcher_env),
-        "training_config": training_config(cfg, precision_effective),
-        "model_shape": shape.as_dict(),
-        "fingerprint": fingerprint,
-        "performance_metrics": None,
-        "memory_metrics": None,
-        "power_metrics": None,
-        "step_times": [],
-        "loss_values": [],
-        "learning_rates": [],
-        "memory_allocated_gb": [],
-        "source": {"kind": source_kind, "log_path": str(log_path) if log_path else None},
-    }
+    return Result(
+        status="incomplete", error=STARTED_ERROR, platform=platform, framework=framework, model=model,
+        run_index=run_index, started_at=now_iso(), gpu_info=gpu_info,
+        environment=Environment(**capture_environment(launcher_env)),
+        training_config=training_config(cfg, precision_effective), model_shape=ModelShapeBlock(**shape.as_dict()),
+        fingerprint=fingerprint, source=source,
+    )
 
 
-def finalize_result(result: dict[str, Any], status: str, error: str | None) -> dict[str, Any]:
-    """Set the final status; ``ok`` requires no error, the others require a reason."""
+def finalize_result(result: Result, status: str, error: str | None) -> Result:
+    """Set the final status, reason and ``finished_at`` (in place); returns ``result``.
+
+    The rules are :func:`utils.failures.final_status`'s: ``ok`` needs no error and
+    every expected step (fewer makes it ``incomplete``); ``incomplete``/``failed``
+    need a reason, to which "(k of n steps done)" is appended.
+    """
+    done = len(result.step_times)
+    return _finish(result, status, error, result.training_config.max_steps or done)
+
+
+def _finish(result: Result, status: str, error: str | None, expected_steps: int) -> Result:
     if status not in STATUSES:
         raise ValueError(f"status {status!r}: allowed values are {', '.join(STATUSES)}")
-    if status == "ok" and error:
-        raise ValueError("status ok cannot carry an error")
-    if status != "ok" and not error:
-        raise ValueError(f"status {status} needs a reason")
-    result["status"] = status
-    result["error"] = error
-    result["finished_at"] = now_iso()
-    return result
+    status, error = final_status(status, error, len(result.step_times), expected_steps)
+    return update_result(result, status=status, error=error, finished_at=now_iso())
+
+
+def write_result(path: Path, result: Result) -> Path:
+    """Validate the whole result, then write it atomically (temp file in the same directory + rename)."""
+    path = Path(path)
+    checked = _validated(result, str(path))
+    text = json.dumps(checked.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
+    return atomic_write_text(path, text, fsync=True)
+
+
+def read_result(path: Path) -> Result:
+    """Load and validate one result; a version-1 file is migrated. Errors name the file and the first problem."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultError(f"{path}: unreadable: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ResultError(f"{path}: not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise ResultError(f"{path}: (top level): a result is a JSON object, not {type(data).__name__}")
+    if data.get("schema_version") == 1:
+        from utils.result_v1 import migrate
+
+        try:
+            data = migrate(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResultError(f"{path}: schema version 1 file cannot be migrated: {exc}") from None
+        return _validated(data, f"{path} (migrated from schema version 1)")
+    return _validated(data, str(path))
 
 
 class Interrupted(BaseException):
@@ -190,16 +210,16 @@ class Interrupted(BaseException):
 @contextlib.contextmanager
 def result_guard(
     path: Path | None,
-    result: dict[str, Any],
-    fill: Callable[[dict[str, Any]], None],
+    result: Result,
+    fill: Callable[[Result], None],
     expected_steps: int,
 ) -> Iterator[None]:
     """Run a measured block so that a result is written however it ends.
 
     ``fill(result)`` copies the measurement so far into ``result`` (arrays and
-    summary blocks). On normal exit the status is ``ok`` if ``expected_steps``
-    steps were recorded, else ``incomplete``. ``path=None`` (non-zero ranks)
-    measures but writes nothing.
+    summary blocks, through :func:`update_result`). On normal exit the status is
+    ``ok`` if ``expected_steps`` steps were recorded, else ``incomplete``.
+    ``path=None`` (non-zero ranks) measures but writes nothing.
     """
     previous: dict[int, Any] = {}
 
@@ -224,12 +244,7 @@ def result_guard(
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         fill(result)
-        done = len(result["step_times"])
-        if status == "ok" and done < expected_steps:
-            status, error = "incomplete", f"only {done} of {expected_steps} steps ran"
-        elif status != "ok":
-            error = f"{error} ({done} of {expected_steps} steps done)"
-        finalize_result(result, status, error)
+        _finish(result, status, error, expected_steps)
         if path is not None:
             write_result(path, result)
 
@@ -240,9 +255,16 @@ def status_of(path: Path) -> str:
     if not path.exists():
         return "missing"
     try:
-        return str(read_result(path)["status"])
+        return read_result(path).status
     except ResultError:
         return "invalid"
+
+
+def schema_text() -> str:
+    """``utils/result_schema.json`` as generated from :class:`utils.result_model.Result`."""
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
+              **Result.model_json_schema()}
+    return json.dumps(schema, indent=2) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,15 +274,23 @@ def main(argv: list[str] | None = None) -> int:
     p_status.add_argument("file", type=Path)
     p_check = sub.add_parser("check", help="validate result files against the schema; non-zero exit on failure")
     p_check.add_argument("files", type=Path, nargs="+")
+    p_schema = sub.add_parser("schema", help="print the JSON schema generated from the typed result model")
+    p_schema.add_argument("--write", action="store_true", help=f"write it to {SCHEMA_PATH.name} instead")
     args = parser.parse_args(argv)
     if args.command == "status":
         print(status_of(args.file))
         return 0
+    if args.command == "schema":
+        if args.write:
+            atomic_write_text(SCHEMA_PATH, schema_text())
+            print(f"wrote {SCHEMA_PATH}", file=sys.stderr)
+        else:
+            sys.stdout.write(schema_text())
+        return 0
     failed = 0
     for file in args.files:
         try:
-            data = read_result(file)
-            print(f"{file}: valid ({data['status']})")
+            print(f"{file}: valid ({read_result(file).status})")
         except ResultError as exc:
             print(f"invalid: {exc}", file=sys.stderr)
             failed += 1

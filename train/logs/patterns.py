@@ -1,0 +1,176 @@
+"""The regex table of Megatron-LM and Primus log lines, and the parsing of one line.
+
+Formats (shared FORMATS.md): Megatron-LM's `` [2025-05-01 10:00:00] iteration  3/ 100 |
+... | elapsed time per iteration (ms): 9876.5 |`` (core_v0.12; newer versions add
+microseconds and ``energy``/``power`` fields, older ones have no timestamp and no
+throughput); Primus legacy ``inst/avg`` pairs for elapsed time, ``throughput per GPU``
+and ``tokens per GPU`` plus ``hip mem usage/free/total/usage_ratio``; Primus newer
+``compute per GPU (TFLOP/s/GPU): X (avg Y)`` and ``tokens/s/GPU inst/harmonic mean:
+X/Y``. Lines come wrapped in loguru prefixes, ANSI colours and torchrun
+``[defaultN]:`` tags, which are ignored: fields are found by their labels anywhere
+in a line. Megatron's memory report lines (``memory (MB)`` and the GB variant) give
+allocator memory. Failure lines are classified by ``utils/failures.py``, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+NUM_OR_NAN = rf"(?:{NUM}|[-+]?(?:nan|inf(?:inity)?))"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+TORCHRUN_TAG = re.compile(r"^\s*\[(?:default|rank)\d+\]:\s?")
+
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*iteration\b")
+ELAPSED = re.compile(rf"elapsed time per iteration \(ms\):\s*({NUM})(?:\s*/\s*({NUM}))?")
+TFLOPS_PAIR = re.compile(rf"throughput per GPU \(TFLOP/s/GPU\):\s*({NUM})(?:\s*/\s*({NUM}))?")
+TFLOPS_NEW = re.compile(rf"compute per GPU \(TFLOP/s/GPU\):\s*({NUM})(?:\s*\(avg\s*({NUM})\))?")
+TOKENS_PAIR = re.compile(rf"tokens per GPU \(tokens/s/GPU\):\s*({NUM})(?:\s*/\s*({NUM}))?")
+TOKENS_NEW = re.compile(rf"tokens/s/GPU inst/harmonic mean:\s*({NUM})\s*/\s*({NUM})")
+LEARNING_RATE = re.compile(rf"learning rate:\s*({NUM})")
+GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
+LM_LOSS = re.compile(rf"lm loss:\s*({NUM_OR_NAN})", re.IGNORECASE)
+LOSS_SCALE = re.compile(rf"loss scale:\s*({NUM})")
+GRAD_NORM = re.compile(rf"grad norm:\s*({NUM_OR_NAN})", re.IGNORECASE)
+SKIPPED = re.compile(r"number of skipped iterations:\s*(\d+)")
+NAN_ITERATIONS = re.compile(r"number of nan iterations:\s*(\d+)")
+HIP_MEMORY = re.compile(
+    rf"hip mem usage/free/total/usage_ratio:\s*({NUM})\s*Gi?B\s*/\s*({NUM})\s*Gi?B\s*/\s*({NUM})\s*Gi?B"
+    rf"\s*/\s*({NUM})\s*%"
+)
+ENERGY = re.compile(rf"energy per GPU \(J/iter/GPU\):\s*({NUM})")
+POWER = re.compile(rf"power per GPU \(W/GPU\):\s*({NUM})")
+REPORT_CONTEXT = re.compile(r"(?:\[Rank\s+(\d+)\]\s*)?(?:\(after\s+(\d+)\s+iterations\)\s*)?memory \((?:MB|GB)\)")
+MEMORY_MB = re.compile(
+    rf"memory \(MB\)\s*\|\s*allocated:\s*({NUM})\s*\|\s*max allocated:\s*({NUM})\s*\|\s*reserved:\s*({NUM})"
+    rf"\s*\|\s*max reserved:\s*({NUM})"
+)
+MEMORY_GB = re.compile(
+    rf"memory \(GB\)\s*\|\s*current_allocated_mem:\s*({NUM})\s*\|\s*peak_allocated_mem:\s*({NUM})"
+    rf"\s*\|\s*peak_reserved_mem:\s*({NUM})"
+)
+PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\)")
+
+
+@dataclass
+class IterationRecord:
+    """One per-iteration line, every field the log carried (None when absent)."""
+
+    iteration: int
+    train_iters: int
+    line_no: int
+    timestamp: str | None = None
+    step_time_s: float | None = None
+    framework_avg_step_time_s: float | None = None
+    tflops_per_gpu: float | None = None
+    framework_avg_tflops_per_gpu: float | None = None
+    tokens_per_gpu: float | None = None
+    framework_avg_tokens_per_gpu: float | None = None
+    learning_rate: float | None = None
+    global_batch_size: int | None = None
+    loss: float | None = None
+    loss_scale: float | None = None
+    grad_norm: float | None = None
+    skipped_iterations: int | None = None
+    nan_iterations: int | None = None
+    device_used_gb: float | None = None
+    device_total_gb: float | None = None
+    energy_j_per_gpu: float | None = None
+    power_w_per_gpu: float | None = None
+
+
+@dataclass
+class MemoryReport:
+    """A Megatron memory report line (allocator figures, GiB)."""
+
+    iteration: int | None
+    rank: int | None
+    allocated_gb: float
+    max_allocated_gb: float
+    reserved_gb: float | None
+    max_reserved_gb: float
+
+
+def clean_line(raw: str) -> str:
+    """Drop ANSI colour codes, carriage returns and a torchrun ``[defaultN]:`` tag."""
+    text = ANSI.sub("", raw).replace("\r", "")
+    return TORCHRUN_TAG.sub("", text).rstrip("\n")
+
+
+def _float(match: re.Match[str] | None, group: int = 1) -> float | None:
+    if match is None or match.group(group) is None:
+        return None
+    return float(match.group(group))
+
+
+def _int(match: re.Match[str] | None) -> int | None:
+    return int(match.group(1)) if match else None
+
+
+def parse_iteration(line: str, line_no: int) -> IterationRecord | None:
+    """Fields of one (cleaned) iteration line; None when the line is not one."""
+    head = ITERATION.search(line)
+    if head is None:
+        return None
+    record = IterationRecord(iteration=int(head.group(1)), train_iters=int(head.group(2)), line_no=line_no)
+    stamp = TIMESTAMP.search(line)
+    record.timestamp = stamp.group(1) if stamp else None
+    elapsed = ELAPSED.search(line)
+    if elapsed:
+        record.step_time_s = float(elapsed.group(1)) / 1000.0
+        avg = _float(elapsed, 2)
+        record.framework_avg_step_time_s = None if avg is None else avg / 1000.0
+    tflops = TFLOPS_NEW.search(line) or TFLOPS_PAIR.search(line)
+    record.tflops_per_gpu, record.framework_avg_tflops_per_gpu = _float(tflops), _float(tflops, 2)
+    tokens = TOKENS_NEW.search(line) or TOKENS_PAIR.search(line)
+    record.tokens_per_gpu, record.framework_avg_tokens_per_gpu = _float(tokens), _float(tokens, 2)
+    record.learning_rate = _float(LEARNING_RATE.search(line))
+    record.global_batch_size = _int(GLOBAL_BATCH.search(line))
+    record.loss = _float(LM_LOSS.search(line))
+    record.loss_scale = _float(LOSS_SCALE.search(line))
+    record.grad_norm = _float(GRAD_NORM.search(line))
+    record.skipped_iterations = _int(SKIPPED.search(line))
+    record.nan_iterations = _int(NAN_ITERATIONS.search(line))
+    hip = HIP_MEMORY.search(line)
+    if hip:
+        record.device_used_gb, record.device_total_gb = float(hip.group(1)), float(hip.group(3))
+    record.energy_j_per_gpu = _float(ENERGY.search(line))
+    record.power_w_per_gpu = _float(POWER.search(line))
+    return record
+
+
+def parse_memory(line: str) -> MemoryReport | None:
+    """A ``memory (MB)`` (MiB values) or ``memory (GB)`` report; None otherwise."""
+    context = REPORT_CONTEXT.search(line)
+    if context is None:
+        return None
+    rank = int(context.group(1)) if context.group(1) else None
+    iteration = int(context.group(2)) if context.group(2) else None
+    mb = MEMORY_MB.search(line)
+    if mb:
+        values = [float(v) / 1024.0 for v in mb.groups()]
+        return MemoryReport(iteration, rank, values[0], values[1], values[2], values[3])
+    gb = MEMORY_GB.search(line)
+    if gb:
+        current, peak, peak_reserved = (float(v) for v in gb.groups())
+        return MemoryReport(iteration, rank, current, peak, None, peak_reserved)
+    return None
+
+
+def padded_vocab(line: str) -> int | None:
+    """Megatron's ``> padded vocab (... new size: W)``: the embedding rows the run really had."""
+    match = PADDED_VOCAB.search(line)
+    return int(match.group(3)) if match else None
+
+
+def log_format(record: IterationRecord, line: str) -> str:
+    """Which trainer printed an iteration line, named by the fields it has."""
+    if TFLOPS_NEW.search(line) or TOKENS_NEW.search(line):
+        return "primus (compute/tokens per GPU with averages)"
+    if record.framework_avg_step_time_s is not None:
+        return "primus (legacy inst/avg pairs)"
+    if record.timestamp is not None:
+        return "megatron-lm (timestamped)"
+    return "megatron-lm (no timestamp)"

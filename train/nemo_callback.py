@@ -1,0 +1,200 @@
+"""tprimat's measurement inside a Lightning run (NeMo 2 trains through Lightning).
+
+The measurement is a plain object, :class:`LightningMeasurement`, testable without
+Lightning; the Lightning ``Callback`` around it (:func:`benchmark_callback_class`,
+``BenchmarkCallback``) is built on first use, so this module imports where
+lightning is not installed. Steps are timed by ``utils/monitor.py``'s synchronized
+timer, summarised by ``utils/metrics.py``, energy measured by ``utils/power.py``,
+and the ending finalised by ``utils/result.py``: the same producers as every
+other framework.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.metrics import framework_reported, record_steps
+from utils.models import ModelShape
+from utils.monitor import StepMonitor, StepRecord
+from utils.power import MeasuredWindow, null_power_metrics
+from utils.result import finalize_result, write_result
+from utils.result_model import Result
+
+LOSS_KEYS = ("reduced_train_loss", "train_loss", "loss")
+# Exceptions that mean "stopped from outside", not "failed": Ctrl+C, tprimat's signal handler, Lightning's SIGTERM.
+INTERRUPT_EXCEPTIONS = ("KeyboardInterrupt", "Interrupted", "SIGTERMException")
+
+
+@dataclass
+class LightningMeasurement:
+    """One rank's measurement of a Lightning run, and the result it ends in.
+
+    Rank 0 passes ``path``; other ranks pass ``None`` and measure only (their energy
+    figures are gathered to rank 0). ``finish`` is idempotent: the first status set
+    (``failed`` on a non-finite loss, say) is the one written.
+    """
+
+    result: Result
+    path: Path | None
+    shape: ModelShape
+    skip_steps: int
+    monitor: StepMonitor = field(default_factory=StepMonitor)
+    power: MeasuredWindow | None = None
+    power_reason: str = "power not measured"
+    loss_keys: tuple[str, ...] = LOSS_KEYS
+    framework_time_key: str | None = None  # e.g. NeMo TimingCallback's "train_step_timing in s"
+    framework_time_label: str = "framework's own step time"
+    framework_times: list[float | None] = field(default_factory=list)
+    stop_reason: str | None = None
+    finished: bool = False
+
+    # -- per step ------------------------------------------------------------
+    def begin_step(self) -> None:
+        if self.power is not None and len(self.monitor.records) == self.skip_steps:
+            self.power.start()  # measured steps only: warm-up does not dilute the figures
+        self.monitor.start_step()
+
+    def end_step(self, loss: float | None, lr: float | None, framework_time: float | None = None) -> StepRecord:
+        record = self.monitor.end_step(loss, lr)
+        self.framework_times.append(framework_time)
+        if record.loss is not None and not math.isfinite(record.loss) and self.stop_reason is None:
+            self.stop_reason = f"loss became non-finite ({record.loss}) at step {record.step}"
+        return record
+
+    # -- result --------------------------------------------------------------
+    def fill(self) -> None:
+        """Copy the measurement into the result: arrays, performance, memory, framework's figures, energy."""
+        peak_allocated, peak_reserved = self.monitor.peak_memory()
+        performance = record_steps(
+            self.result, self.monitor.arrays(), skip_steps=self.skip_steps, shape=self.shape,
+            peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
+            memory_reason=None if peak_allocated is not None else "device memory is only measured on GPUs",
+        )
+        theirs = [t for t in self.framework_times[self.skip_steps:] if t is not None and math.isfinite(t)]
+        if self.framework_time_key and theirs:
+            performance.framework_reported = framework_reported(
+                performance, source=f"{self.framework_time_label} (logged as {self.framework_time_key!r})",
+                median_step_time_seconds=statistics.median(theirs))
+        steps = len(self.monitor.records)
+        self.result.power_metrics = (self.power.metrics(steps) if self.power is not None
+                                     else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
+
+    def finish(self, status: str, error: str | None) -> None:
+        """Fill, finalize (``ok`` only with every expected step) and, on rank 0, write the result."""
+        if self.finished:
+            return
+        self.finished = True
+        self.fill()
+        if self.stop_reason is not None and status == "ok":
+            status, error = "failed", self.stop_reason
+        finalize_result(self.result, status, error)
+        if self.path is not None:
+            write_result(self.path, self.result)
+
+    def finish_from_exception(self, exc: BaseException) -> None:
+        """``incomplete`` for an interrupt, ``failed`` with the exception (OOM, NCCL, NaN check) otherwise."""
+        name = type(exc).__name__
+        reason = f"{name}: {exc}".strip().rstrip(":")
+        if isinstance(exc, KeyboardInterrupt) or name in INTERRUPT_EXCEPTIONS:
+            self.finish("incomplete", f"interrupted ({reason}) before the run finished")
+        else:
+            self.finish("failed", reason)
+
+
+def _lightning_scalar(value: Any) -> float | None:
+    if value is None:
+        return None
+    if hasattr(value, "detach"):
+        if value.numel() != 1:
+            return None
+        value = value.detach().float().item()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gather_objects(local: Any) -> list[Any]:
+    """Every rank's value on every rank (a collective: all ranks reach train end), or just ours alone."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, local)
+        return gathered
+    return [local]
+
+
+def _build_benchmark_callback_class() -> type:
+    from lightning.pytorch.callbacks import Callback
+
+    class BenchmarkCallback(Callback):
+        """Times every optimizer step with the device synchronized, records loss/LR/memory/energy.
+
+        Loss comes from ``trainer.callback_metrics`` (NeMo logs ``reduced_train_loss``,
+        sent to the first pipeline stage) or the step's output; LR is the optimizer's
+        rate read at step start, i.e. the rate this step applied.
+        """
+
+        def __init__(self, measurement: LightningMeasurement) -> None:
+            super().__init__()
+            self.measurement = measurement
+            self._lr: float | None = None
+
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+            if self.measurement.monitor.device is None:
+                device = getattr(trainer.strategy, "root_device", None)
+                self.measurement.monitor.device = device if getattr(device, "type", None) == "cuda" else None
+
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            self._lr = self._current_lr(trainer)
+            self.measurement.begin_step()
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            metrics = trainer.callback_metrics
+            loss = next((_lightning_scalar(metrics[k]) for k in self.measurement.loss_keys if k in metrics), None)
+            if loss is None:
+                loss = _lightning_scalar(outputs.get("loss") if isinstance(outputs, dict) else outputs)
+            key = self.measurement.framework_time_key
+            theirs = _lightning_scalar(metrics.get(key)) if key else None
+            self.measurement.end_step(loss, self._lr, theirs)
+            if self.measurement.stop_reason is not None:
+                trainer.should_stop = True
+
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            if self.measurement.power is not None:
+                self.measurement.power.stop(len(self.measurement.monitor.records), _gather_objects)
+            self.measurement.finish("ok", None)
+
+        def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+            self.measurement.finish_from_exception(exception)
+
+        @staticmethod
+        def _current_lr(trainer: Any) -> float | None:
+            optimizers = getattr(trainer, "optimizers", None) or []
+            groups = getattr(optimizers[0], "param_groups", None) if optimizers else None
+            return _lightning_scalar(groups[0].get("lr")) if groups else None
+
+    return BenchmarkCallback
+
+
+_CALLBACK_CLASS: type | None = None
+
+
+def benchmark_callback_class() -> type:
+    """The Lightning ``BenchmarkCallback`` class (imports lightning on first use)."""
+    global _CALLBACK_CLASS
+    if _CALLBACK_CLASS is None:
+        _CALLBACK_CLASS = _build_benchmark_callback_class()
+    return _CALLBACK_CLASS
+
+
+def __getattr__(name: str) -> Any:
+    # ``from train.nemo_callback import BenchmarkCallback`` works wherever lightning is installed.
+    if name == "BenchmarkCallback":
+        return benchmark_callback_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

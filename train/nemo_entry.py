@@ -1,0 +1,188 @@
+"""The ``nemo`` training entry: one process per GPU under torchrun, inside the NeMo image.
+
+Started by the plan of :mod:`train.train_nemo` (``python -m train.nemo_entry --model
+llama --result PATH --overrides FILE``). It builds ``llm.llama31_8b`` /
+``llm.qwen25_7b`` ``pretrain_recipe``, applies every override the plugin wrote (an
+unknown field is an error, never skipped), appends tprimat's
+:class:`train.nemo_callback.BenchmarkCallback` to the trainer and runs it in this
+process; global rank 0 writes the result.
+
+How it runs: ``nemo_run.run(recipe, direct=True)`` (what NeMo 2.3's own recipe tests
+call under torchrun) is, in nemo-run 0.4 (``run/task.py: direct_run_fn``), exactly
+``fdl.build(recipe)()``: build the recipe with fiddle and call it in this process.
+tprimat does those two steps itself so that it can append its callback to the *built*
+trainer in between: fiddle copies configured values while building, and the callback
+instance tprimat checks afterwards must be the one Lightning calls. torchrun provides
+the ranks; Lightning picks them up from its environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from train.nemo_recipe import NemoOverrides
+from train.train_nemo import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
+from utils.configure import ConfigError, load_config
+from utils.models import get_shape
+from utils.registry import model_names
+
+# NeMo's TimingCallback logs this per step without synchronizing the device; recorded beside ours.
+NEMO_STEP_TIME_KEY = "train_step_timing in s"
+NEMO_STEP_TIME_LABEL = "NeMo TimingCallback (clock read without device synchronize)"
+
+
+def _resolve(dotted: str) -> Any:
+    module, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def build_value(value: Any, run: Any) -> Any:
+    """Turn the override data into NeMo-Run configs (``_target_`` dicts), recursively."""
+    if isinstance(value, list):
+        return [build_value(v, run) for v in value]
+    if isinstance(value, dict) and "_target_" in value:
+        kwargs = {k: build_value(v, run) for k, v in value.items() if k not in ("_target_", "_call_")}
+        target = _resolve(value["_target_"])
+        if value.get("_call_") == "factory":
+            return target(**kwargs)
+        if value.get("_call_") == "member":  # an enum member by name, e.g. AttnBackend.fused
+            return getattr(target, kwargs["name"])
+        return run.Config(target, **kwargs)
+    if isinstance(value, dict):
+        return {k: build_value(v, run) for k, v in value.items()}
+    return value
+
+
+def apply_overrides(recipe: Any, overrides: NemoOverrides, run: Any) -> None:
+    """Set every ``a.b.c`` field on the recipe; an unknown path is an error, never skipped."""
+    for path, value in overrides.fields.items():
+        *parents, leaf = path.split(".")
+        node = recipe
+        for name in parents:
+            node = getattr(node, name)
+        setattr(node, leaf, build_value(value, run))
+
+
+def build_recipe(overrides: NemoOverrides) -> Any:
+    import nemo_run as run
+
+    recipe = _resolve(overrides.recipe)(**overrides.recipe_kwargs)
+    apply_overrides(recipe, overrides, run)
+    return recipe
+
+
+def reseed(seed: int) -> None:
+    """What NeMo 2.3 does at start-up with its fixed seed 1234, with SEED instead (model init, dropout)."""
+    import random
+
+    import numpy as np
+    import torch
+    from megatron.core import parallel_state, tensor_parallel
+
+    value = seed + 100 * parallel_state.get_pipeline_model_parallel_rank()
+    random.seed(value)
+    np.random.seed(value % 2**32)
+    torch.manual_seed(value)
+    if torch.cuda.device_count() > 0:
+        tensor_parallel.model_parallel_cuda_manual_seed(value)
+
+
+def seed_callback(seed: int) -> Any:
+    from lightning.pytorch.callbacks import Callback
+
+    class ReseedCallback(Callback):
+        """Lightning calls ``setup`` after the process groups exist and before the model is built."""
+
+        def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+            reseed(seed)
+
+    return ReseedCallback()
+
+
+def _raise_interrupted(signum: int, _frame: Any) -> None:
+    from utils.result import Interrupted
+
+    raise Interrupted(signum)
+
+
+def train(args: argparse.Namespace) -> int:
+    """Build the recipe with the overrides, attach the callback, train; 0 when the result says ok."""
+    from train.nemo_callback import LightningMeasurement, benchmark_callback_class
+    from utils.dataset import dataset_prefix, tokenizer_dir
+    from utils.fingerprint import fingerprint
+    from utils.hardware import collect_gpu_info
+    from utils.power import MeasuredWindow
+    from utils.result import new_result
+    from utils.result_model import Source
+
+    cfg = load_config()
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if args.overrides:
+        overrides = NemoOverrides.from_dict(json.loads(args.overrides.read_text(encoding="utf-8")))
+    else:
+        overrides = overrides_for(cfg, args.model, args.result.stem)
+    shape = get_shape(args.model, cfg.model_size, vocab_size=overrides.fields["model.config.vocab_size"])
+    prefix, tok = dataset_prefix(cfg, args.model), tokenizer_dir(cfg, args.model)
+    precision = cfg.precision + ("+fp8" if cfg.fp8 else "")
+    result = new_result(
+        cfg, platform=PLATFORM, framework=FRAMEWORK, model=args.model, shape=shape,
+        gpu_info=collect_gpu_info(PLATFORM), run_index=args.run_index, launcher_env=nemo_env(),
+        source=Source(kind="callback", log_path=str(args.log) if args.log else None),
+        fingerprint=fingerprint(cfg, shape, prefix, tok) if rank == 0 else None, precision_effective=precision,
+    )
+    measurement = LightningMeasurement(
+        result=result, path=args.result if rank == 0 else None, shape=shape, skip_steps=cfg.skip_steps,
+        power=MeasuredWindow.open(PLATFORM, local_rank, gpus_total=cfg.world_size,
+                                  tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps),
+        framework_time_key=NEMO_STEP_TIME_KEY, framework_time_label=NEMO_STEP_TIME_LABEL,
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):  # before Lightning installs its own handlers
+        signal.signal(signum, _raise_interrupted)
+    try:
+        missing = missing_data(cfg, args.model)
+        if missing:
+            raise FileNotFoundError(f"dataset files missing: {', '.join(map(str, missing))}; "
+                                    "prepare the data first: ./shell/run_data.sh")
+        import fiddle as fdl
+
+        pretrain = fdl.build(build_recipe(overrides))
+        trainer = pretrain.keywords["trainer"]
+        trainer.callbacks.extend([seed_callback(cfg.seed), benchmark_callback_class()(measurement)])
+        pretrain()
+    except BaseException as exc:
+        measurement.finish_from_exception(exc)  # no-op if the callback already wrote the result
+        raise
+    if not measurement.finished:
+        measurement.finish("failed", "NeMo returned without finishing training (on_train_end never ran)")
+    return 0 if result.status == "ok" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m train.nemo_entry",
+        description="NeMo 2 pretraining of one model with tprimat's step measurement (run under torchrun by "
+        "python -m train.launch --framework nemo; `python -m train.launch ... --dry-run` shows the plan).",
+    )
+    parser.add_argument("--model", required=True, choices=model_names())
+    parser.add_argument("--result", required=True, type=Path, help="result JSON to write (rank 0)")
+    parser.add_argument("--overrides", type=Path, help="overrides JSON written by the launcher (default: from config)")
+    parser.add_argument("--log", type=Path, help="the launcher's log file, recorded in the result")
+    parser.add_argument("--run-index", type=int, default=None, help="repeat number k, recorded in the result")
+    args = parser.parse_args(argv)
+    try:
+        load_config()
+    except ConfigError as exc:
+        print(f"train.nemo_entry: {exc}", file=sys.stderr)
+        return 2
+    return train(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
