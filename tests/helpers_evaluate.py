@@ -1,9 +1,12 @@
 """Hand-made amd/nvd results for the evaluate tests, built through the real result API.
 
-Results come from ``utils.result.new_result`` + ``utils.monitor.fill_result`` over
-synthetic per-step arrays (and ``utils.power.power_metrics`` for power), and real
-fingerprints of small files, so they can never drift from the schema the launchers
-write. Nothing here is a hand-typed JSON blob.
+Results come from ``utils.result.new_result``, the producers of ``utils.metrics``
+(performance and memory blocks over synthetic per-step arrays), ``utils.power``
+(energy) and real fingerprints of small files, then ``finalize_result`` and
+``write_result``, so they can never drift from the typed model the launchers write.
+Nothing here is a hand-typed JSON blob; a test that needs a broken result changes
+the typed ``Result`` through ``mutate`` (the write validates it as a whole) or edits
+the written file's text.
 """
 
 from __future__ import annotations
@@ -11,17 +14,18 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evaluate.fingerprint import fingerprint
 from utils.configure import REPO_ROOT, Config, load_config
 from utils.hardware import peak_tflops
-from utils.models import get_shape
-from utils.monitor import fill_result
+from utils.metrics import memory_metrics, peak_for, performance_metrics
+from utils.models import ModelShape, get_shape
 from utils.power import DeviceEnergy, power_metrics
-from utils.result import finalize_result, new_result, result_path, write_result
-from utils.result_model import GpuInfo
+from utils.result import finalize_result, new_result, result_path, update_result, write_result
+from utils.result_model import Fingerprint, GpuInfo, HashedFiles, PowerMetrics, Result, Source
 
 DEVICES = {"amd": ("AMD Instinct MI300X", "rocm", "6.4.1", 192.0),
            "nvd": ("NVIDIA H100 80GB HBM3", "cuda", "12.8", 79.6)}
@@ -72,6 +76,32 @@ def synthetic_arrays(steps: int, step_time: float, seed: int, loss_offset: float
     }
 
 
+def typed_fingerprint(cfg: Config, shape: ModelShape, prefix: Path, tokenizer: Path) -> Fingerprint:
+    """The producer's fingerprint (``evaluate/fingerprint.py``) as the typed block.
+
+    That producer still returns the schema version 1 dict in this branch (it becomes
+    ``utils/fingerprint.py``, returning ``Fingerprint``, in the producers' conversion);
+    the hashes are the same, only the keys version 2 renamed are left out here.
+    """
+    found = fingerprint(cfg, shape, prefix, tokenizer)
+
+    def hashed(part: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in part.items() if key in HashedFiles.model_fields}
+
+    return Fingerprint.model_validate({**found, "data": hashed(found["data"]), "tokenizer": hashed(found["tokenizer"])})
+
+
+def record_arrays(result: Result, arrays: dict[str, list[float | None]], cfg: Config, shape: ModelShape) -> None:
+    """Per-step arrays into ``result`` with the performance and memory blocks ``utils.metrics`` computes."""
+    peak, precision, reason = peak_for(result.gpu_info, cfg.fp8)
+    performance = performance_metrics(arrays["step_times"], skip_steps=cfg.skip_steps, global_batch_size=cfg.gbs,
+                                      seq_len=cfg.sl, world_size=cfg.world_size, shape=shape, peak_tflops=peak,
+                                      peak_reason=reason, peak_precision=precision)
+    memory = memory_metrics(arrays["memory_allocated_gb"], peak_allocated_gb=62.0, peak_reserved_gb=70.0,
+                            total_memory_gb=result.gpu_info.total_memory_gb, basis="torch.cuda allocator (test)")
+    update_result(result, **arrays, performance_metrics=performance, memory_metrics=memory)
+
+
 def make_result(
     out_dir: Path,
     platform: str,
@@ -87,30 +117,32 @@ def make_result(
     loss_offset: float = 0.0,
     status: str = "ok",
     with_power: bool = True,
-    mutate: Any = None,
+    mutate: Callable[[Result], Any] | None = None,
     **workload: str,
 ) -> Path:
-    """Write one valid result file and return its path; ``workload`` overrides config keys (SL="4096", ...)."""
+    """Write one valid result file and return its path; ``workload`` overrides config keys (SL="4096", ...).
+
+    ``mutate(result)`` changes the finished typed result just before it is written.
+    """
     cfg = workload_config(**workload)
     shape = get_shape(model, cfg.model_size)
     root = data_root or out_dir.parent / "fake-data"
     prefix, tokenizer = fake_dataset(root, model, data_content, tokenizer_vocab)
     result = new_result(cfg, platform=platform, framework=framework, model=model, shape=shape,
-                        gpu_info=gpu_info(platform, cfg.world_size), source_kind="callback", run_index=run_index,
-                        fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
+                        gpu_info=gpu_info(platform, cfg.world_size), source=Source(kind="callback"),
+                        run_index=run_index, fingerprint=typed_fingerprint(cfg, shape, prefix, tokenizer),
                         precision_effective="fp8" if cfg.fp8 else cfg.precision)
     arrays = synthetic_arrays(cfg.train_iters, step_time, seed, loss_offset)
     if status != "ok":
         arrays = {k: v[: cfg.train_iters // 2] for k, v in arrays.items()}
-    fill_result(result, arrays, skip_steps=cfg.skip_steps, global_batch_size=cfg.gbs, seq_len=cfg.sl,
-                world_size=cfg.world_size, shape=shape, peak_allocated_gb=62.0, peak_reserved_gb=70.0)
+    record_arrays(result, arrays, cfg, shape)
     if with_power:
         measured = len(arrays["step_times"]) - cfg.skip_steps
         duration = sum(arrays["step_times"][cfg.skip_steps:])
         watts = 700.0 if platform == "nvd" else 750.0
         devices = [DeviceEnergy("test", 100, duration, watts * duration, watts) for _ in range(cfg.world_size)]
-        result["power_metrics"] = power_metrics(devices, gpus_total=cfg.world_size,
-                                                tokens=measured * cfg.gbs * cfg.sl)
+        result.power_metrics = PowerMetrics.model_validate(
+            power_metrics(devices, gpus_total=cfg.world_size, tokens=measured * cfg.gbs * cfg.sl))
     finalize_result(result, status, None if status == "ok" else f"run {status} in a test")
     if mutate is not None:
         mutate(result)

@@ -12,6 +12,8 @@ from helpers_evaluate import make_result
 from evaluate.fairness import check_fairness
 from evaluate.results import load_directory
 from evaluate.validate import main as validate_main
+from utils.result import update_result
+from utils.result_model import FlopPair
 
 
 def run_validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -36,14 +38,16 @@ def test_valid_results_pass_with_json_report(tmp_path: Path, capsys: pytest.Capt
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda r: r["performance_metrics"].update(tokens_per_second=r["performance_metrics"]["tokens_per_second"]
-                                                   * 1.05), "disagrees with GBS*SL/median step time"),
-        (lambda r: r["performance_metrics"].update(mfu={"full": 1.2, "causal": 1.1}), "exceeds 100%"),
-        (lambda r: r["loss_values"].__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
-        (lambda r: r["loss_values"].reverse(), "loss not decreasing on average"),
-        (lambda r: r.update(loss_values=[]), "no loss values recorded"),
+        (lambda r: setattr(r.performance_metrics, "tokens_per_second", r.performance_metrics.tokens_per_second * 1.05),
+         "disagrees with GBS*SL/median step time"),
+        (lambda r: setattr(r.performance_metrics, "mfu", FlopPair(full=1.2, causal=1.1)), "exceeds 100%"),
+        (lambda r: r.loss_values.__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
+        (lambda r: r.loss_values.reverse(), "loss not decreasing on average"),
+        (lambda r: r.loss_values.__setitem__(4, -0.5), "negative loss at step 5"),
+        # the per-step arrays have one length (utils/result_model.py), so all of them go
+        (lambda r: update_result(r, loss_values=[], step_times=[], learning_rates=[]), "no loss values recorded"),
     ],
-    ids=["throughput", "mfu", "nan-loss", "loss-rising", "no-loss"],
+    ids=["throughput", "mfu", "nan-loss", "loss-rising", "negative-loss", "no-loss"],
 )
 def test_sanity_checks_catch_broken_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str], mutate,
                                             expected: str) -> None:
@@ -108,7 +112,7 @@ def test_fairness_lists_each_difference(tmp_path: Path, overrides: dict, key: st
 def test_fairness_missing_fingerprint_is_unverifiable_and_models_are_separate(tmp_path: Path) -> None:
     out = tmp_path / "out"
     make_result(out, "amd", "prim")
-    make_result(out, "nvd", "nemo", mutate=lambda r: r.update(fingerprint=None))
+    make_result(out, "nvd", "nemo", mutate=lambda r: setattr(r, "fingerprint", None))
     make_result(out, "nvd", "nemo", "qwen", SL="4096")  # another model: never compared with llama
     make_result(out, "nvd", "mega", status="failed", SL="1024")  # failed runs do not take part
     report = check_fairness(load_directory(out).results)
