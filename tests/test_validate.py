@@ -13,7 +13,7 @@ from evaluate.fairness import check_fairness
 from evaluate.results import load_directory
 from evaluate.validate import main as validate_main
 from utils.result import update_result
-from utils.result_model import FlopPair
+from utils.result_model import FlopPair, Result, Workload
 
 
 def run_validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -121,6 +121,46 @@ def test_fairness_missing_fingerprint_is_unverifiable_and_models_are_separate(tm
     assert {"data hash", "tokenizer hash", "flop_convention"} <= unverifiable
     assert "SL" not in {d.key for d in report.differences}
     assert report.compared["qwen"] == ["nvd_nemo_qwen"]
+
+
+def forget_seed(result: Result) -> None:
+    """What a producer that could not know SEED records: null, with the reason in ``workload.unknown``."""
+    workload = result.training_config.workload
+    result.training_config.workload = Workload(**{**workload.model_dump(), "SEED": None,
+                                                  "unknown": {"SEED": "the log never states it"}})
+
+
+def test_unknown_values_are_never_equal(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim", mutate=forget_seed)
+    make_result(out, "nvd", "nemo", mutate=forget_seed)  # null on both sides: still not a match
+    make_result(out, "nvd", "mega", mutate=lambda r: setattr(r.training_config, "precision_effective", None))
+    report = check_fairness(load_directory(out).results)
+    by_key = {d.key: d for d in report.differences}
+    assert set(by_key) == {"SEED", "precision_effective"}
+    seed = by_key["SEED"]
+    assert seed.unverifiable
+    assert seed.values == {"amd_prim_llama": "unknown (the log never states it)",
+                           "nvd_nemo_llama": "unknown (the log never states it)", "nvd_mega_llama": 42}
+    assert "[llama] SEED cannot verify: amd_prim_llama=unknown (the log never states it)" in seed.describe()
+    precision = by_key["precision_effective"]
+    assert precision.unverifiable and precision.values["nvd_mega_llama"].startswith("unknown (")
+    assert precision.values["amd_prim_llama"] == "bf16"
+
+
+def test_profile_and_model_shape_differences_are_named(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim")
+    make_result(out, "nvd", "nemo", mutate=lambda r: setattr(r, "profile", "tuned"))
+    make_result(out, "nvd", "mega", mutate=lambda r: setattr(r.model_shape, "vocab_size", 32000))
+    report = check_fairness(load_directory(out).results)
+    by_key = {d.key: d for d in report.differences}
+    assert set(by_key) == {"profile", "model_shape"}
+    assert by_key["profile"].values == {"amd_prim_llama": "identical", "nvd_mega_llama": "identical",
+                                        "nvd_nemo_llama": "tuned"}
+    assert by_key["model_shape"].describe() == ("[llama] model_shape differs: amd_prim_llama=vocab_size=128256, "
+                                                "nvd_mega_llama=vocab_size=32000, nvd_nemo_llama=vocab_size=128256")
+    json.dumps(report.as_dict())  # --json can print every difference
 
 
 def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
