@@ -70,10 +70,10 @@ def _relative_gap(a: float, b: float) -> float:
 
 
 def _check_throughput(result: Result, perf: PerformanceMetrics, errors: list[str]) -> None:
-    config = result.training_config
-    gbs, sl, gpus = config.global_batch_size, config.sequence_length, config.num_gpus
+    workload = result.training_config.workload
+    gbs, sl, gpus = workload.GBS, workload.SL, workload.WORLD_SIZE
     if gbs is None or sl is None or gpus is None:
-        unknown = ", ".join(name for name, value in (("GBS", gbs), ("SL", sl), ("GPU count", gpus)) if value is None)
+        unknown = ", ".join(name for name, value in (("GBS", gbs), ("SL", sl), ("WORLD_SIZE", gpus)) if value is None)
         errors.append(f"throughput cannot be checked: {unknown} unknown")
         return
     if perf.tokens_per_step != gbs * sl:
