@@ -63,8 +63,8 @@ class GroupSummary:
 
     def cost_per_trillion(self, price_per_gpu_hour: float | None) -> Estimate | None:
         """Dollars to train on 1e12 tokens at ``price_per_gpu_hour`` per GPU: price / (tokens/s/GPU * 3600) * 1e12."""
-        if price_per_gpu_hour is None or self.tokens_per_gpu is None:
-            return None
+        if price_per_gpu_hour is None or self.tokens_per_gpu is None or self.tokens_per_gpu.value <= 0:
+            return None  # a zero throughput (a hand-edited file) has no finite cost: shown as n/a
 
         def cost(tps: float) -> float:
             return price_per_gpu_hour / (tps * 3600.0) * TOKENS_PER_TRILLION

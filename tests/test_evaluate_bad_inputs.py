@@ -199,3 +199,16 @@ def test_full_disk_is_a_write_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, stdout, stderr = run(capsys, compare_main, "--results-dir", str(out))
     assert_one_line_write_error(code, stderr, f"cannot write {out / 'compare.md'}: No space left on device")
     assert stdout == ""  # no console tables for a comparison that was not saved
+
+
+def test_zero_throughput_gets_no_cost_and_no_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A schema-valid but absurd file (zero tokens/s) is compared without a division by zero; validate fails it."""
+    out = tmp_path / "out"
+    path = make_result(out, "amd", "prim", mutate=lambda r: setattr(r.performance_metrics,
+                                                                    "tokens_per_second_per_gpu", 0.0))
+    code, _, stderr = run(capsys, compare_main, "--results-dir", str(out), "--price-per-gpu-hour", "amd=2")
+    assert code == 0, stderr
+    assert "| AMD Primus | 1 ok | 0.0 (1 run) |" in (out / "compare.md").read_text()
+    assert "| n/a |" in (out / "compare.md").read_text()
+    code, stdout, _ = run(capsys, validate_main, str(path))
+    assert code == 1 and "tokens_per_second_per_gpu 0.0 x 8 GPUs does not give tokens_per_second" in stdout
