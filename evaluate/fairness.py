@@ -112,13 +112,11 @@ def comparison_values(result: Result) -> dict[str, Value]:
                                      else Value(None, "effective precision not recorded"))
     values[SHAPE_KEY] = Value(result.model_shape)
     fingerprint = result.fingerprint
-    values["data hash"] = _hash_value(fingerprint and fingerprint.data, "data")
-    values["tokenizer hash"] = _hash_value(fingerprint and fingerprint.tokenizer, "tokenizer")
-    if fingerprint is None:
-        values["flop_convention"] = Value(None, "result has no fingerprint")
-    else:
-        values["flop_convention"] = (Value(fingerprint.flop_convention) if fingerprint.flop_convention
-                                     else Value(None, "fingerprint has no flop_convention"))
+    values["data hash"] = _hash_value(fingerprint.data if fingerprint else None, "data")
+    values["tokenizer hash"] = _hash_value(fingerprint.tokenizer if fingerprint else None, "tokenizer")
+    convention = fingerprint.flop_convention if fingerprint else None
+    values["flop_convention"] = Value(convention) if convention else Value(
+        None, "fingerprint has no flop_convention" if fingerprint else "result has no fingerprint")
     return values
 
 
@@ -133,18 +131,13 @@ def shape_differences(shapes: dict[str, ModelShapeBlock], shown: int = SHAPE_FIE
 def _compare_key(model: str, key: str, table: dict[str, dict[str, Value]]) -> Difference | None:
     column = {label: values[key] for label, values in table.items()}
     if any(v.unknown for v in column.values()):
-        shown = {label: (f"{UNKNOWN} ({v.unknown})" if v.unknown else _shown(key, v.value))
-                 for label, v in column.items()}
+        shown = {label: f"{UNKNOWN} ({v.unknown})" if v.unknown else v.value for label, v in column.items()}
         return Difference(model, key, shown, unverifiable=True)
     if len({repr(v.value) for v in column.values()}) == 1:
         return None
     if key == SHAPE_KEY:
         return Difference(model, key, shape_differences({label: v.value for label, v in column.items()}))
     return Difference(model, key, {label: v.value for label, v in column.items()})
-
-
-def _shown(key: str, value: Any) -> Any:
-    return f"{value.key} {value.size}" if key == SHAPE_KEY else value
 
 
 def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
