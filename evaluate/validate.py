@@ -44,7 +44,8 @@ from utils.result_model import PerformanceMetrics, Result
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5
-__all__ = ["ResultCheck", "ValidationReport", "check_fairness", "check_result", "main", "validate_paths"]
+__all__ = ["ResultCheck", "ValidationReport", "check_fairness", "check_result", "collect_paths", "main",
+           "render_text", "validate_loaded", "validate_paths"]
 
 
 @dataclass
