@@ -8,42 +8,31 @@ sides, so its interval carries the run-to-run noise of both platforms.
 
 from __future__ import annotations
 
-import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from evaluate.references import ReferenceMatch, match_references
 from evaluate.results import LoadedResult, RunGroup
 from evaluate.stats import Estimate, estimate, pearson, ratio_estimate
+from utils.result_model import PerformanceMetrics, Result
 
 TOKENS_PER_TRILLION = 1e12
 
 
-def _values(runs: list[LoadedResult], block: str, key: str) -> list[float]:
-    out = []
-    for run in runs:
-        value = (run.data.get(block) or {}).get(key)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            out.append(float(value))
-    return out
+def _known(values: Iterable[float | None]) -> list[float]:
+    """The values that were measured (the typed model holds no NaN, only None)."""
+    return [float(v) for v in values if v is not None]
 
 
-def _mfu_values(runs: list[LoadedResult], convention: str) -> list[float]:
-    out = []
-    for run in runs:
-        value = ((run.data.get("performance_metrics") or {}).get("mfu") or {}).get(convention)
-        if isinstance(value, (int, float)):
-            out.append(float(value))
-    return out
+def _first(reasons: Iterable[str | None], default: str) -> str:
+    return next((reason for reason in reasons if reason), default)
 
 
-def _first_reason(runs: list[LoadedResult], block: str, key: str, default: str) -> str:
-    for run in runs:
-        value = (run.data.get(block) or {}).get(key)
-        if value:
-            return str(value)
-    return default
+def _perf(result: Result) -> PerformanceMetrics:
+    """The performance block of an ``ok`` result (``Result`` refuses status ok without one)."""
+    assert result.performance_metrics is not None, "status ok without performance_metrics"
+    return result.performance_metrics
 
 
 @dataclass
@@ -74,8 +63,8 @@ class GroupSummary:
 
     def cost_per_trillion(self, price_per_gpu_hour: float | None) -> Estimate | None:
         """Dollars to train on 1e12 tokens at ``price_per_gpu_hour`` per GPU: price / (tokens/s/GPU * 3600) * 1e12."""
-        if price_per_gpu_hour is None or self.tokens_per_gpu is None:
-            return None
+        if price_per_gpu_hour is None or self.tokens_per_gpu is None or self.tokens_per_gpu.value <= 0:
+            return None  # a zero throughput (a hand-edited file) has no finite cost: shown as n/a
 
         def cost(tps: float) -> float:
             return price_per_gpu_hour / (tps * 3600.0) * TOKENS_PER_TRILLION
@@ -87,36 +76,38 @@ class GroupSummary:
 
 
 def summarize_group(group: RunGroup) -> GroupSummary:
-    ok = group.ok_runs
-    per_run_tps = _values(ok, "performance_metrics", "tokens_per_second_per_gpu")
-    mfu_full, mfu_causal = _mfu_values(ok, "full"), _mfu_values(ok, "causal")
-    peaks = _values(ok, "memory_metrics", "peak_allocated_gb")
-    kwh = _values(ok, "power_metrics", "tokens_per_kwh")
+    ok = [run.result for run in group.ok_runs]
+    perfs = [_perf(result) for result in ok]
+    memories = [result.memory_metrics for result in ok]
+    powers = [result.power_metrics for result in ok]
+    per_run_tps = _known(p.tokens_per_second_per_gpu for p in perfs)
+    mfu_full = _known(p.mfu.full if p.mfu else None for p in perfs)
+    peaks = _known(m.peak_allocated_gb if m else None for m in memories)
+    kwh = _known(p.tokens_per_kwh if p else None for p in powers)
     finals = []
-    for run in ok:
-        finite = [v for v in run.data["loss_values"] if v is not None and math.isfinite(v)]
-        if finite:
-            finals.append(finite[-1])
+    for result in ok:
+        recorded = [v for v in result.loss_values if v is not None]
+        if recorded:
+            finals.append(recorded[-1])
     first = ok[0] if ok else None
-    total = sum(t for t in first.data["step_times"] if t is not None) if first else None
     summary = GroupSummary(
         group=group,
         tokens_per_gpu=estimate(per_run_tps),
-        step_time=estimate(_values(ok, "performance_metrics", "median_step_time_seconds")),
-        avg_step_time=estimate(_values(ok, "performance_metrics", "avg_step_time_seconds")),
+        step_time=estimate(_known(p.median_step_time_seconds for p in perfs)),
+        avg_step_time=estimate(_known(p.avg_step_time_seconds for p in perfs)),
         mfu_full=estimate(mfu_full),
-        mfu_causal=estimate(mfu_causal),
-        mfu_reason=None if mfu_full else _first_reason(ok, "performance_metrics", "mfu_reason", "not computed"),
+        mfu_causal=estimate(_known(p.mfu.causal if p.mfu else None for p in perfs)),
+        mfu_reason=None if mfu_full else _first((p.mfu_reason for p in perfs), "not computed"),
         peak_memory_gb=estimate(peaks),
-        memory_reason=None if peaks else _first_reason(ok, "memory_metrics", "reason", "not measured"),
+        memory_reason=None if peaks else _first((m.reason if m else None for m in memories), "not measured"),
         tokens_per_kwh=estimate(kwh),
-        power_reason=None if kwh else _first_reason(ok, "power_metrics", "reason", "power not measured"),
+        power_reason=None if kwh else _first((p.reason if p else None for p in powers), "power not measured"),
         final_loss=statistics.median(finals) if finals else None,
-        step_time_total_s=total,
+        step_time_total_s=sum(t for t in first.step_times if t is not None) if first else None,
         per_run_tokens_per_gpu=per_run_tps,
     )
     if first is not None and summary.tokens_per_gpu is not None:
-        summary.references = match_references(first.data, summary.tokens_per_gpu.value)
+        summary.references = match_references(first, summary.tokens_per_gpu.value)
     return summary
 
 
@@ -152,20 +143,20 @@ class LossParity:
     reason: str | None  # why parity was not computed
 
 
-def _same_tokens(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+def _same_tokens(a: Result, b: Result) -> str | None:
     """None if both runs saw the same tokens in the same order, else why not."""
-    def part(result: dict[str, Any], name: str) -> Any:
-        value = (result.get("fingerprint") or {}).get(name)
-        return value.get("hash") if isinstance(value, dict) else None
-
     for name in ("data", "tokenizer"):
-        ha, hb = part(a, name), part(b, name)
+        ha, hb = (getattr(r.fingerprint, name).hash if r.fingerprint is not None else None for r in (a, b))
         if ha is None or hb is None:
             return f"{name} fingerprint missing: identical data cannot be shown"
         if ha != hb:
             return f"{name} differs: loss curves are not comparable"
+    wa, wb = a.training_config.workload, b.training_config.workload
     for key in ("SEED", "GBS", "SL"):
-        if a["training_config"].get(key) != b["training_config"].get(key):
+        va, vb = getattr(wa, key), getattr(wb, key)
+        if va is None or vb is None:
+            return f"{key} unknown: identical data order cannot be shown"
+        if va != vb:
             return f"{key} differs: loss curves are not comparable"
     return None
 
@@ -175,11 +166,11 @@ def loss_parity(first: GroupSummary, second: GroupSummary) -> LossParity:
     ra, rb = first.representative, second.representative
     if ra is None or rb is None:
         return LossParity(first, second, 0, None, None, "no completed run on one side")
-    reason = _same_tokens(ra.data, rb.data)
+    reason = _same_tokens(ra.result, rb.result)
     if reason:
         return LossParity(first, second, 0, None, None, reason)
-    pairs = [(x, y) for x, y in zip(ra.data["loss_values"], rb.data["loss_values"], strict=False)
-             if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+    pairs = [(x, y) for x, y in zip(ra.result.loss_values, rb.result.loss_values, strict=False)
+             if x is not None and y is not None]
     if len(pairs) < 3:
         return LossParity(first, second, len(pairs), None, None, "fewer than 3 common finite loss values")
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]

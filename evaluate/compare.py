@@ -9,7 +9,9 @@ results (or to ``--output-dir``).
 Workloads that differ (any fairness key or fingerprint, see
 :mod:`evaluate.fairness`) are refused with the list of differences and exit status
 1, unless ``--allow-mismatch`` is given; the report's first line then says so.
-Exit status: 0 written, 1 refused (unfair), 2 nothing to compare or bad usage.
+Exit status: 0 written, 1 refused (unfair), 2 nothing to compare, bad usage, or an
+output that cannot be written (one line naming the file and the reason; 1 means
+"unfair" and nothing else).
 
 CLI: ``python -m evaluate.compare [--results-dir DIR] [--price-per-gpu-hour amd=2.5 nvd=3.0]``
 """
@@ -17,7 +19,9 @@ CLI: ``python -m evaluate.compare [--results-dir DIR] [--price-per-gpu-hour amd=
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from evaluate.analysis import summarize_group
@@ -26,26 +30,36 @@ from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
 from utils.atomic import atomic_write_text
-from utils.configure import PLATFORMS, ConfigError, load_config
+from utils.configure import ConfigError, load_config
+from utils.registry import platform_names
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
+EXIT_WRITE = EXIT_USAGE  # the outputs cannot be written: never the "unfair" code
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:
-    """``["amd=2.5", "nvd=3"]`` -> ``{"amd": 2.5, "nvd": 3.0}``; errors name the bad item."""
+    """``["amd=2.5", "nvd=3"]`` -> ``{"amd": 2.5, "nvd": 3.0}``; errors name the bad item.
+
+    A price is a finite number of dollars above zero: ``inf``, ``nan``, zero and negative
+    prices would print an infinite, undefined or free cost per 1T tokens.
+    """
+    platforms = platform_names()
     prices: dict[str, float] = {}
     for item in items or []:
         platform, sep, value = item.partition("=")
         platform = platform.strip().lower()
-        if not sep or platform not in PLATFORMS:
+        if not sep or platform not in platforms:
             raise ValueError(f"--price-per-gpu-hour {item!r}: expected PLATFORM=DOLLARS with PLATFORM one of "
-                             f"{', '.join(PLATFORMS)}, e.g. amd=2.5")
+                             f"{', '.join(platforms)}, e.g. amd=2.5")
         try:
             price = float(value)
         except ValueError:
-            raise ValueError(f"--price-per-gpu-hour {item!r}: {value!r} is not a number") from None
-        if not price > 0:
-            raise ValueError(f"--price-per-gpu-hour {item!r}: price must be greater than 0")
+            raise ValueError(f"--price-per-gpu-hour {item!r}: {value.strip()!r} is not a number") from None
+        if not math.isfinite(price) or price <= 0:
+            raise ValueError(f"--price-per-gpu-hour {item!r}: the price must be a finite number of dollars "
+                             "greater than 0")
+        if platform in prices:
+            raise ValueError(f"--price-per-gpu-hour {item!r}: {platform} is given twice")
         prices[platform] = price
     return prices
 
@@ -62,20 +76,39 @@ def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, 
                       allow_mismatch=allow_mismatch, prices=prices)
 
 
+class OutputError(Exception):
+    """An output of the comparison cannot be written; the message names the file and the reason."""
+
+
+def _written(target: Path, write: Callable[[Path], Path]) -> Path:
+    """``write(target)``, with any OSError turned into an :class:`OutputError` that names ``target``."""
+    try:
+        return write(target)
+    except OSError as exc:
+        raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
 def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     """compare.png, loss_parity.png (only when a platform pair is comparable), compare.md; each atomically."""
-    written = [save_figure(comparison_figure(comparison.by_model), output_dir / comparison.figure_name)]
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the output directory {output_dir}: {exc.strerror or exc}") from None
+    figure = comparison_figure(comparison.by_model)
+    written = [_written(output_dir / comparison.figure_name, lambda path: save_figure(figure, path))]
     parities = comparison.all_parities()
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
-        written.append(save_figure(loss_parity_figure(parities), output_dir / comparison.parity_figure_name))
-    written.append(atomic_write_text(output_dir / "compare.md", markdown(comparison)))
+        parity = loss_parity_figure(parities)
+        written.append(_written(output_dir / comparison.parity_figure_name, lambda path: save_figure(parity, path)))
+    text = markdown(comparison)
+    written.append(_written(output_dir / "compare.md", lambda path: atomic_write_text(path, text)))
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluate.compare", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 written, 1 workloads differ (refused), "
-                                            "2 nothing to compare or bad usage.")
+                                            "2 nothing to compare, bad usage, or the outputs cannot be written.")
     parser.add_argument("--results-dir", type=Path, help="directory with train_*.json (default: OUTPUT_DIR)")
     parser.add_argument("--output-dir", type=Path, help="where compare.png/compare.md go (default: results dir)")
     parser.add_argument("--allow-mismatch", action="store_true",
@@ -109,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         print("fix the configs so the runs match, or pass --allow-mismatch to compare anyway "
               "(the report will say so in its first line)", file=sys.stderr)
         return EXIT_UNFAIR
-    written = write_outputs(comparison, args.output_dir or results_dir)  # files first: a closed pipe loses no output
+    try:
+        written = write_outputs(comparison, args.output_dir or results_dir)  # files first: a closed pipe loses none
+    except OutputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_WRITE
     print(console(comparison))
     print("\nwrote: " + ", ".join(str(p) for p in written))
     return EXIT_OK

@@ -1,13 +1,16 @@
 """Fairness: are the results being compared the same workload?
 
 Two results are comparable only if every key of the fairness table (DESIGN §3,
-``utils.configure.WORKLOAD_KEYS``), the precision that actually ran, and the
-fingerprints of data, tokenizer, model shape and FLOP convention are identical.
-The seeds of this project printed "AMD 6.34x faster" from runs with different
-parallelism and precision; this module is what makes tprimat refuse that.
+``training_config.workload`` in ``config.env`` spelling), the profile, the precision
+that actually ran, the model shape, and the fingerprints of data, tokenizer and FLOP
+convention are identical. The seeds of this project printed "AMD 6.34x faster" from
+runs with different parallelism and precision; this module is what makes tprimat
+refuse that.
 
-A fingerprint that is missing cannot prove anything, so it counts as a
-difference ("unverifiable"), not as a match.
+Something that is not known cannot prove anything, so it counts as a difference
+("cannot verify"), never as a match: a missing fingerprint, a workload key that is
+null (its reason is in ``workload.unknown``, e.g. a foreign log that never stated
+it), an unrecorded effective precision.
 
 Results of different models are never compared with each other, so the check runs
 per model. Only ``ok`` results take part: failed and incomplete runs are shown in
@@ -22,19 +25,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluate.results import LoadedResult
-from utils.configure import WORKLOAD_KEYS
-from utils.hashing import hash_json
+from utils.result_model import HashedFiles, ModelShapeBlock, Result, Workload
 
 UNKNOWN = "unknown"
+WORKLOAD_FIELDS = tuple(name for name in Workload.model_fields if name != "unknown")
+SHAPE_KEY = "model_shape"
+SHAPE_FIELDS_SHOWN = 4  # a full-vs-tiny difference touches every dimension; the first few say enough
+
+
+@dataclass(frozen=True)
+class Value:
+    """One compared value of one result, or why it is not known (``value`` is then None)."""
+
+    value: Any
+    unknown: str | None = None
 
 
 @dataclass(frozen=True)
 class Difference:
-    """One key whose value is not the same in every result of a model."""
+    """One key whose value is not the same (or not known) in every result of a model."""
 
     model: str
     key: str
-    values: dict[str, Any]  # result label -> value
+    values: dict[str, Any]  # result label -> value (or "unknown (reason)")
     unverifiable: bool = False
 
     def describe(self) -> str:
@@ -75,53 +88,72 @@ def _short(value: Any) -> str:
     return text
 
 
-def _fingerprint_part(result: LoadedResult, part: str) -> tuple[Any, str | None]:
-    """(hash, reason-if-unknown) of ``fingerprint[part]``, which is a dict with ``hash`` or a string."""
-    fingerprint = result.data.get("fingerprint")
-    if not isinstance(fingerprint, dict):
-        return None, "result has no fingerprint"
-    value = fingerprint.get(part)
-    if isinstance(value, dict):
-        if value.get("hash"):
-            return value["hash"], None
-        return None, str(value.get("reason") or "no hash recorded")
-    if value:
-        return value, None
-    return None, f"fingerprint has no {part}"
+def _workload_value(workload: Workload, key: str) -> Value:
+    value = getattr(workload, key)
+    if value is None:
+        return Value(None, workload.unknown.get(key) or "not recorded")
+    return Value(value)
 
 
-def comparison_values(result: LoadedResult) -> dict[str, tuple[Any, str | None]]:
-    """Every value the fairness check compares, as (value, reason-if-unknown)."""
-    config = result.data["training_config"]
-    values: dict[str, tuple[Any, str | None]] = {key: (config.get(key), None) for key in WORKLOAD_KEYS}
-    values["precision_effective"] = (config.get("precision_effective"), None)
-    values["model_shape"] = (hash_json(result.data["model_shape"]), None)
-    values["data hash"] = _fingerprint_part(result, "data")
-    values["tokenizer hash"] = _fingerprint_part(result, "tokenizer")
-    values["flop_convention"] = _fingerprint_part(result, "flop_convention")
+def _hash_value(part: HashedFiles | None, name: str) -> Value:
+    if part is None:
+        return Value(None, "result has no fingerprint")
+    if part.hash:
+        return Value(part.hash)
+    return Value(None, part.reason or f"no {name} hash recorded")
+
+
+def comparison_values(result: Result) -> dict[str, Value]:
+    """Every value the fairness check compares, by the name a difference is reported under."""
+    config = result.training_config
+    values = {key: _workload_value(config.workload, key) for key in WORKLOAD_FIELDS}
+    values["profile"] = Value(result.profile)
+    values["precision_effective"] = (Value(config.precision_effective) if config.precision_effective
+                                     else Value(None, "effective precision not recorded"))
+    values[SHAPE_KEY] = Value(result.model_shape)
+    fingerprint = result.fingerprint
+    values["data hash"] = _hash_value(fingerprint.data if fingerprint else None, "data")
+    values["tokenizer hash"] = _hash_value(fingerprint.tokenizer if fingerprint else None, "tokenizer")
+    convention = fingerprint.flop_convention if fingerprint else None
+    values["flop_convention"] = Value(convention) if convention else Value(
+        None, "fingerprint has no flop_convention" if fingerprint else "result has no fingerprint")
     return values
+
+
+def shape_differences(shapes: dict[str, ModelShapeBlock], shown: int = SHAPE_FIELDS_SHOWN) -> dict[str, str]:
+    """Label -> the first ``shown`` shape fields that differ between the results (``num_layers=32, ...``)."""
+    dumped = {label: shape.model_dump() for label, shape in shapes.items()}
+    fields = [name for name in ModelShapeBlock.model_fields if len({repr(d[name]) for d in dumped.values()}) > 1]
+    more = f" (+{len(fields) - shown} more)" if len(fields) > shown else ""
+    return {label: ", ".join(f"{name}={d[name]}" for name in fields[:shown]) + more for label, d in dumped.items()}
+
+
+def _compare_key(model: str, key: str, table: dict[str, dict[str, Value]]) -> Difference | None:
+    column = {label: values[key] for label, values in table.items()}
+    if any(v.unknown for v in column.values()):
+        shown = {label: f"{UNKNOWN} ({v.unknown})" if v.unknown else v.value for label, v in column.items()}
+        return Difference(model, key, shown, unverifiable=True)
+    if len({repr(v.value) for v in column.values()}) == 1:
+        return None
+    if key == SHAPE_KEY:
+        return Difference(model, key, shape_differences({label: v.value for label, v in column.items()}))
+    return Difference(model, key, {label: v.value for label, v in column.items()})
 
 
 def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
     """Compare every ``ok`` result with the others of the same model; list each difference."""
     by_model: dict[str, list[LoadedResult]] = defaultdict(list)
-    for result in results:
-        if result.ok:
-            by_model[result.model].append(result)
+    for loaded in results:
+        if loaded.ok:
+            by_model[loaded.model].append(loaded)
     report = FairnessReport()
     for model, group in sorted(by_model.items()):
         report.compared[model] = [r.label for r in group]
         if len(group) < 2:
             continue  # nothing to compare a lone result with
-        table = {r.label: comparison_values(r) for r in group}
-        keys = list(next(iter(table.values())))
-        for key in keys:
-            unknown = {label: f"{UNKNOWN} ({vals[key][1]})" for label, vals in table.items() if vals[key][1]}
-            if unknown:
-                shown = {label: (unknown.get(label) or vals[key][0]) for label, vals in table.items()}
-                report.differences.append(Difference(model, key, shown, unverifiable=True))
-                continue
-            seen = {label: vals[key][0] for label, vals in table.items()}
-            if len({repr(v) for v in seen.values()}) > 1:
-                report.differences.append(Difference(model, key, seen))
+        table = {r.label: comparison_values(r.result) for r in group}
+        for key in next(iter(table.values())):
+            difference = _compare_key(model, key, table)
+            if difference is not None:
+                report.differences.append(difference)
     return report

@@ -10,6 +10,7 @@ tests inspect axes titles rather than just a file's existence.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
 from evaluate.analysis import GroupSummary, LossParity
-from evaluate.results import MODEL_NAMES, PLATFORM_NAMES
 from evaluate.stats import Estimate
 from utils.atomic import atomic_path
+from utils.registry import display_name
+from utils.result_model import Result
 
 PLATFORM_COLORS = {"amd": "#d62728", "nvd": "#76b900", "cpu": "#7f7f7f"}
 FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx"}
@@ -40,7 +42,7 @@ PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP, 
 
 def _label(summary: GroupSummary, with_model: bool) -> str:
     g = summary.group
-    text = f"{PLATFORM_NAMES.get(g.platform, g.platform)} {g.framework}"
+    text = f"{display_name('platform', g.platform)} {g.framework}"
     return f"{text}\n{g.model}" if with_model else text
 
 
@@ -112,13 +114,14 @@ def _throughput_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> N
         ax.legend(fontsize=8, loc="upper right")
 
 
-def _curves(ax, summaries: list[GroupSummary], key: str, ylabel: str) -> None:
+def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
+            ylabel: str) -> None:
     plotted = False
     for summary in summaries:
         run = summary.representative
         if run is None:
             continue
-        values = run.data[key]
+        values = series(run.result)
         steps = [i + 1 for i, v in enumerate(values) if v is not None]
         ys = [v for v in values if v is not None]
         if not ys:
@@ -127,13 +130,14 @@ def _curves(ax, summaries: list[GroupSummary], key: str, ylabel: str) -> None:
         ax.plot(steps, ys, linestyle=MODEL_STYLES.get(g.model, "-"), color=_color(summary), linewidth=1.4,
                 marker=FRAMEWORK_MARKERS.get(g.framework, "o"), markevery=max(1, len(ys) // 15), markersize=4,
                 alpha=0.9,
-                label=f"{PLATFORM_NAMES.get(g.platform, g.platform)} {g.framework} {g.model}")
+                label=f"{display_name('platform', g.platform)} {g.framework} {g.model}")
         plotted = True
     if not plotted:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         return
-    skipped = max((int((s.representative.data.get("performance_metrics") or {}).get("skipped_steps") or 0)
-                   for s in summaries if s.representative is not None), default=0)
+    skipped = max((s.representative.result.performance_metrics.skipped_steps for s in summaries
+                   if s.representative is not None and s.representative.result.performance_metrics is not None),
+                  default=0)
     if skipped:
         ax.axvspan(0.5, skipped + 0.5, color="#cccccc", alpha=0.4, label="warm-up (excluded from stats)")
     ax.set_xlabel("step")
@@ -178,8 +182,8 @@ def comparison_figure(by_model: dict[str, list[GroupSummary]]) -> Figure:
     (ax_tps, ax_loss, ax_trace), (ax_avg, ax_mem, ax_mfu) = axes
     _throughput_panel(ax_tps, summaries, labels)
     ax_tps.set_ylabel("tokens/s/GPU")
-    _curves(ax_loss, summaries, "loss_values", "loss")
-    _curves(ax_trace, summaries, "step_times", "seconds")
+    _curves(ax_loss, summaries, lambda r: r.loss_values, "loss")
+    _curves(ax_trace, summaries, lambda r: r.step_times, "seconds")
     _bars(ax_avg, summaries, [s.avg_step_time for s in summaries], labels, "{:.3g}", "no completed runs")
     ax_avg.set_ylabel("seconds")
     reasons = sorted({s.memory_reason for s in summaries if s.memory_reason})
@@ -189,7 +193,7 @@ def comparison_figure(by_model: dict[str, list[GroupSummary]]) -> Figure:
     _mfu_panel(ax_mfu, summaries, labels)
     for ax, title in zip(axes.flat, PANEL_TITLES, strict=True):
         ax.set_title(title, fontsize=11)
-    models = ", ".join(MODEL_NAMES.get(m, m) for m in sorted(by_model))
+    models = ", ".join(display_name("model", m) for m in sorted(by_model))
     runs = sum(len(s.group.runs) for s in summaries)
     figure.suptitle(f"tprimat comparison: {models} ({runs} result files; bars = median, whiskers = 95% interval "
                     "over repeated runs)", fontsize=13)
@@ -210,9 +214,9 @@ def loss_parity_figure(parities: list[LossParity]) -> Figure:
         return figure
     for (ax_curve, ax_gap), parity in zip(axes, shown, strict=True):
         a, b = parity.first, parity.second
-        model = MODEL_NAMES.get(a.group.model, a.group.model)
-        xs_a = a.representative.data["loss_values"]  # type: ignore[union-attr]
-        xs_b = b.representative.data["loss_values"]  # type: ignore[union-attr]
+        model = display_name("model", a.group.model)
+        xs_a = a.representative.result.loss_values  # type: ignore[union-attr]
+        xs_b = b.representative.result.loss_values  # type: ignore[union-attr]
         for summary, values, style in ((a, xs_a, "-"), (b, xs_b, "--")):
             steps = [i + 1 for i, v in enumerate(values) if v is not None]
             ax_curve.plot(steps, [v for v in values if v is not None], color=_color(summary), linewidth=1.6,

@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+
+from utils.result_model import Result
 
 REFERENCES_PATH = Path(__file__).with_name("references.json")
 REQUIRED_FIELDS = ("id", "name", "kind", "tokens_per_second_per_gpu", "model", "model_size", "precision",
@@ -80,25 +81,29 @@ def load_references(path: Path = REFERENCES_PATH) -> tuple[tuple[Reference, ...]
     return tuple(out), float(data.get("flag_below_fraction", 0.5))
 
 
-def result_precision(result: dict[str, Any]) -> str:
-    config = result["training_config"]
-    return "fp8" if config.get("FP8") else str(config.get("PRECISION", "bf16"))
+def result_precision(result: Result) -> str | None:
+    """``fp8`` or the configured precision (``bf16``); None when the result does not know it."""
+    workload = result.training_config.workload
+    if workload.FP8:
+        return "fp8"
+    return workload.PRECISION if workload.FP8 is not None else None
 
 
-def matches(reference: Reference, result: dict[str, Any]) -> bool:
-    """Same model, full size, precision, sequence length and GPU family."""
-    config = result["training_config"]
-    device = (result.get("gpu_info") or {}).get("device_name") or ""
+def matches(reference: Reference, result: Result) -> bool:
+    """Same model, full size, precision, sequence length and GPU family (a key the result lacks never matches)."""
+    workload = result.training_config.workload
+    size, seq_len = workload.MODEL_SIZE, workload.SL
+    device = result.gpu_info.device_name or ""
     return (
-        result["model"] == reference.model
-        and config.get("MODEL_SIZE") == reference.model_size
+        result.model == reference.model
+        and size == reference.model_size
         and result_precision(result) == reference.precision
-        and int(config.get("SL", config.get("sequence_length", 0))) == reference.seq_len
+        and seq_len == reference.seq_len
         and reference.gpu_family.upper() in device.upper()
     )
 
 
-def match_references(result: dict[str, Any], measured: float | None) -> list[ReferenceMatch]:
+def match_references(result: Result, measured: float | None) -> list[ReferenceMatch]:
     """Every reference ``result`` matches, with the measured fraction and the misconfiguration flag."""
     if measured is None:
         return []

@@ -15,9 +15,9 @@ from typing import Any
 
 from evaluate.analysis import GroupSummary, LossParity, Ratio, cross_platform_parities, platform_ratios
 from evaluate.fairness import FairnessReport
-from evaluate.results import FRAMEWORK_NAMES, MODEL_NAMES, PLATFORM_NAMES
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
 from evaluate.tables import console_table, markdown_table
+from utils.registry import display_name
 
 MISMATCH_LINE = ("**WARNING: the workloads compared here are NOT identical (compared anyway with --allow-mismatch); "
                  "differences below. Ratios are not a fair hardware comparison.**")
@@ -85,7 +85,7 @@ def _price(summary: GroupSummary, prices: dict[str, float]) -> str:
 
 def _framework(summary: GroupSummary) -> str:
     g = summary.group
-    return f"{PLATFORM_NAMES.get(g.platform, g.platform)} {FRAMEWORK_NAMES.get(g.framework, g.framework)}"
+    return f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
 
 
 RESULT_HEADERS = ["platform / framework", "status", "tokens/s/GPU", "median step (s)", "MFU full",
@@ -110,7 +110,7 @@ def result_rows(groups: list[GroupSummary], prices: dict[str, float], short: boo
 
 
 def failed_rows(groups: list[GroupSummary]) -> list[list[str]]:
-    return [[run.path.name, run.status, (run.data.get("error") or "")[:160]]
+    return [[run.path.name, run.status, (run.result.error or "")[:160]]
             for s in groups for run in s.group.not_ok_runs]
 
 
@@ -149,29 +149,26 @@ def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
     for s in groups:
         final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
         total = f"{s.step_time_total_s:,.1f}s" if s.step_time_total_s is not None else "n/a"
-        rows.append([FRAMEWORK_NAMES.get(s.group.framework, s.group.framework), s.group.status_text(),
+        rows.append([display_name("framework", s.group.framework), s.group.status_text(),
                      _est(s.tokens_per_gpu, 1), _est(s.avg_step_time, 3), final, total])
     return rows
 
 
-def hardware_rows(comparison: Comparison) -> list[list[str]]:
+def hardware_rows(comparison: Comparison) -> list[list[Any]]:
     seen: dict[tuple[str, str], list[Any]] = {}
     for groups in comparison.by_model.values():
         for s in groups:
             run = s.representative or (s.group.runs[0] if s.group.runs else None)
             if run is None:
                 continue
-            gpu = run.data["gpu_info"]
-            env = run.data.get("environment") or {}
-            libs = env.get("libraries") or {}
-            lib_text = ", ".join(f"{k} {libs[k]}" for k in KEY_LIBRARIES if k in libs) or "n/a"
-            image = (env.get("image") or {}).get("tag") or "none recorded"
+            gpu, env = run.result.gpu_info, run.result.environment
+            lib_text = ", ".join(f"{k} {env.libraries[k]}" for k in KEY_LIBRARIES if k in env.libraries) or "n/a"
             key = (run.platform, s.group.framework)
             seen.setdefault(key, [
-                PLATFORM_NAMES.get(run.platform, run.platform), s.group.framework,
-                gpu.get("device_name") or gpu.get("cpu_name") or "n/a", gpu.get("device_count"),
-                gpu.get("total_memory_gb"), f"{gpu.get('software_stack')} {gpu.get('software_version') or ''}".strip(),
-                gpu.get("driver_version") or "n/a", lib_text, image,
+                display_name("platform", run.platform), s.group.framework,
+                gpu.device_name or gpu.cpu_name or "n/a", gpu.device_count,
+                gpu.total_memory_gb, f"{gpu.software_stack} {gpu.software_version or ''}".strip(),
+                gpu.driver_version or "n/a", lib_text, env.image.tag or "none recorded",
             ])
     return [seen[k] for k in sorted(seen)]
 
@@ -199,7 +196,7 @@ def markdown(comparison: Comparison) -> str:
     lines += [f"![comparison]({comparison.figure_name})", ""]
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
-        lines += [f"## {MODEL_NAMES.get(model, model)}", ""]
+        lines += [f"## {display_name('model', model)}", ""]
         lines += [markdown_table(RESULT_HEADERS, result_rows(groups, comparison.prices)), ""]
         failed = failed_rows(groups)
         if failed:
@@ -221,7 +218,7 @@ def markdown(comparison: Comparison) -> str:
                       markdown_table(["first", "second", "steps", "correlation", "max relative gap", "note"],
                                      parity_rows(parities)), ""]
         if comparison.single_platform:
-            platform = PLATFORM_NAMES.get(comparison.platforms[0], comparison.platforms[0])
+            platform = display_name("platform", comparison.platforms[0])
             lines += [f"### {platform} frameworks side by side", "",
                       markdown_table(["framework", "status", "tokens/s/GPU", "avg step (s)", "final loss",
                                       "total step time"], framework_rows(groups)), ""]
@@ -237,7 +234,7 @@ def markdown(comparison: Comparison) -> str:
               "- MFU: achieved FLOP/s per GPU / peak dense FLOP/s of the device, with FLOPs per token from Megatron's "
               "dense formula under full attention and causal-halved attention.",
               "- Cost per 1T tokens: price per GPU-hour / (tokens/s/GPU x 3600) x 1e12"
-              + (" with " + ", ".join(f"{PLATFORM_NAMES.get(k, k)} ${v:.2f}/GPU-h"
+              + (" with " + ", ".join(f"{display_name('platform', k)} ${v:.2f}/GPU-h"
                                       for k, v in sorted(comparison.prices.items())) if comparison.prices
                  else " (no --price-per-gpu-hour given)") + ".",
               "- Loss parity: Pearson correlation and max |a - b| / |b| of the per-step loss, computed only when both "
@@ -254,7 +251,7 @@ def console(comparison: Comparison) -> str:
     lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
-        title = MODEL_NAMES.get(model, model)
+        title = display_name("model", model)
         rows = result_rows(groups, comparison.prices, short=True)
         lines += ["", f"== {title} ==", console_table(RESULT_HEADERS, rows)]
         notes = sorted({f"{what}: {reason}" for s in groups if s.group.ok_runs

@@ -1,51 +1,54 @@
 """Loading a results directory: every ``train_*.json``, validated, grouped into repeated runs.
 
-A broken file (truncated JSON, schema violation) is skipped and named, never a
-crash: the comparison of the other files goes on, and the reader is told exactly
-which file was left out and why. Schema checking is :func:`utils.result.read_result`.
+Each file becomes a typed :class:`utils.result_model.Result` through
+:func:`utils.result.read_result` (schema checks, no NaN or negative figures, version-1
+files migrated). A file that cannot be used is named with the reason and left out,
+never a crash and never silent: truncated JSON, a schema violation, and also what is
+not a readable regular file at all (a directory or a FIFO named ``train_x.json``, a
+symlink loop, a dangling link, a file without read permission). The comparison of the
+other files goes on.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from utils.result import ResultError, read_result
+from utils.registry import PLATFORMS
+from utils.result import STATUSES, ResultError, read_result
 from utils.result_model import Result
 
 RESULT_GLOB = "train_*.json"
 RUN_SUFFIX = re.compile(r"_r(\d+)$")
-PLATFORM_ORDER = {"amd": 0, "nvd": 1, "cpu": 2}
-PLATFORM_NAMES = {"amd": "AMD", "nvd": "NVIDIA", "cpu": "CPU"}
-FRAMEWORK_NAMES = {"mega": "Megatron-LM", "prim": "Primus", "nemo": "NeMo", "tran": "Transformers (tran)"}
-MODEL_NAMES = {"llama": "Llama 3.1 8B", "qwen": "Qwen 2.5 7B"}
 
 
 @dataclass(frozen=True)
 class LoadedResult:
-    """One valid result file."""
+    """One valid result file: its path and the typed result."""
 
     path: Path
-    data: dict[str, Any]
+    result: Result
 
     @property
     def platform(self) -> str:
-        return str(self.data["platform"])
+        return self.result.platform
 
     @property
     def framework(self) -> str:
-        return str(self.data["framework"])
+        return self.result.framework
 
     @property
     def model(self) -> str:
-        return str(self.data["model"])
+        return self.result.model
 
     @property
     def status(self) -> str:
-        return str(self.data["status"])
+        return self.result.status
 
     @property
     def ok(self) -> bool:
@@ -59,13 +62,10 @@ class LoadedResult:
 
     @property
     def run_index(self) -> int | None:
-        if self.data.get("run_index") is not None:
-            return int(self.data["run_index"])
+        if self.result.run_index is not None:
+            return self.result.run_index
         match = RUN_SUFFIX.search(self.path.stem)
         return int(match.group(1)) if match else None
-
-    def perf(self, key: str) -> Any:
-        return (self.data.get("performance_metrics") or {}).get(key)
 
 
 @dataclass
@@ -98,7 +98,13 @@ class RunGroup:
         counts: dict[str, int] = defaultdict(int)
         for run in self.runs:
             counts[run.status] += 1
-        return ", ".join(f"{counts[s]} {s}" for s in ("ok", "incomplete", "failed") if counts[s])
+        return ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+
+
+def platform_rank(platform: str) -> int:
+    """Position of ``platform`` in the registry (AMD, NVIDIA, CPU); unknown platforms go last."""
+    order = list(PLATFORMS)
+    return order.index(platform) if platform in order else len(order)
 
 
 @dataclass
@@ -107,45 +113,65 @@ class LoadedDirectory:
     skipped: list[tuple[Path, str]]
 
     def groups(self) -> dict[str, list[RunGroup]]:
-        """Model -> run groups, in a stable order (AMD first, then NVIDIA, then CPU; frameworks alphabetical)."""
+        """Model -> run groups, in a stable order (registry platform order, then frameworks alphabetical)."""
         by_key: dict[tuple[str, str, str], RunGroup] = {}
         for result in self.results:
             key = (result.platform, result.framework, result.model)
             by_key.setdefault(key, RunGroup(*key)).runs.append(result)
         out: dict[str, list[RunGroup]] = defaultdict(list)
-        for key in sorted(by_key, key=lambda k: (k[2], PLATFORM_ORDER.get(k[0], 9), k[1])):
+        for key in sorted(by_key, key=lambda k: (k[2], platform_rank(k[0]), k[1])):
             group = by_key[key]
             group.runs.sort(key=lambda r: (r.run_index or 0, r.path.name))
             out[key[2]].append(group)
         return dict(out)
 
 
-def _dict_view(result: Result) -> dict[str, Any]:
-    """TEMPORARY shim until the readers of this package take the typed ``Result``: the JSON form of the
-    result, with the fairness keys (``training_config.workload``) also beside ``training_config``'s other
-    keys, where the readers written for schema version 1 look for them."""
-    data = result.model_dump(mode="json")
-    config = data["training_config"]
-    workload = {key: value for key, value in config["workload"].items() if key != "unknown"}
-    data["training_config"] = {**config, **workload}
-    return data
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def unusable_reason(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a result file before opening it (None: a regular file).
+
+    Checked first so that a FIFO never blocks the loader and a symlink loop or a
+    directory is named with what it is rather than with a decoding error.
+    """
+    try:
+        mode = os.stat(path).st_mode  # follows links: a loop or a dangling link fails here
+    except FileNotFoundError:
+        return f"{path}: unreadable: a symlink to a missing file" if os.path.islink(path) else f"{path}: no such file"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{path}: unreadable: a symlink loop"
+        return f"{path}: unreadable: {exc.strerror or exc}"
+    for test, what in _KINDS:
+        if test(mode):
+            return f"{path}: unreadable: {what}, not a result file"
+    return None
 
 
 def load_results(paths: list[Path]) -> LoadedDirectory:
-    """Read and validate each file; invalid ones are returned in ``skipped`` with the reason."""
+    """Read and validate each file; unusable ones are returned in ``skipped`` with the reason."""
     results: list[LoadedResult] = []
     skipped: list[tuple[Path, str]] = []
     for path in sorted(paths):
-        try:
-            results.append(LoadedResult(path, _dict_view(read_result(path))))
-        except ResultError as exc:
-            skipped.append((path, str(exc)))
+        reason = unusable_reason(path)
+        if reason is None:
+            try:
+                results.append(LoadedResult(path, read_result(path)))
+                continue
+            except ResultError as exc:
+                reason = str(exc)
+        skipped.append((path, reason))
     return LoadedDirectory(results, skipped)
 
 
 def find_result_files(directory: Path) -> list[Path]:
-    """``train_*.json`` directly in ``directory`` (temp files of atomic writes start with a dot)."""
-    return sorted(p for p in Path(directory).glob(RESULT_GLOB) if p.is_file())
+    """Every ``train_*.json`` entry directly in ``directory``, whatever it is (the loader names the unusable).
+
+    Temp files of atomic writes start with a dot, so the pattern never matches them.
+    """
+    return sorted(Path(directory).glob(RESULT_GLOB))
 
 
 def load_directory(directory: Path) -> LoadedDirectory:

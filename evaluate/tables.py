@@ -1,13 +1,25 @@
-"""Plain tables for the console and for Markdown, from the same rows.
+"""Tables for the console (through ``rich``) and for Markdown, from the same rows and the same cells.
 
 Numbers are right-aligned in the console so columns of throughput line up; Markdown
-gets the same cells so the report and the terminal never disagree.
+gets the same cell texts, so the report and the terminal never disagree. Console
+tables are plain text (no colour, no box-drawing characters, nothing wrapped or cut),
+because they end up in logs and in CI output as often as on a terminal.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+# Header underlined with ASCII dashes, no other rules: readable in any log and locale.
+PLAIN_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+RENDER_WIDTH = 10_000  # wide enough that no cell is ever wrapped or cut; trailing padding is stripped
 
 
 def _cell(value: Any) -> str:
@@ -28,15 +40,17 @@ def _numeric(text: str) -> bool:
 
 
 def console_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Fixed-width table with a rule under the header; numeric cells right-aligned."""
-    cells = [[_cell(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in cells:
-        lines.append("  ".join((c.rjust(w) if _numeric(c) else c.ljust(w))
-                               for c, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines)
+    """Plain-text table with a dashed rule under the header; numeric cells right-aligned."""
+    table = Table(box=PLAIN_HEAD, show_edge=False, pad_edge=False, header_style="", highlight=False)
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        cells = [_cell(c) for c in row]
+        table.add_row(*(Text(c, justify="right" if _numeric(c) else "left") for c in cells))
+    buffer = io.StringIO()
+    Console(file=buffer, width=RENDER_WIDTH, color_system=None, force_terminal=False, highlight=False,
+            emoji=False, markup=False).print(table)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -2,17 +2,23 @@
 
 Checks, per result (errors fail the validation, warnings are shown):
 
-* schema (``utils.result.read_result``), ``status`` ok;
+* schema (``utils.result.read_result``, the typed model): a non-finite or negative
+  figure, a missing block or a misspelt key makes the file invalid, reported with its
+  path and the first problem; a file that cannot be read at all (a directory or a
+  FIFO named ``train_x.json``, a symlink loop, no permission) is named, never skipped
+  silently;
+* ``status`` ok;
 * throughput consistent with the step times: ``tokens_per_second`` equals
   ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
   per-step array, and the per-GPU figure times the GPU count gives it back;
 * MFU at most 100% under both FLOP conventions;
-* every loss finite, at least ``--min-steps`` measured steps, loss decreasing on
+* every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
   average (mean of the last third below the mean of the first third);
 
 and across all results given, the fairness check of :mod:`evaluate.fairness`
-(every workload key and the data/tokenizer/model-shape/FLOP fingerprints equal, per
-model). Exit status: 0 valid, 1 a check failed, 2 nothing to validate or bad usage.
+(every workload key, the profile, the effective precision, the model shape and the
+data/tokenizer/FLOP-convention fingerprints equal, per model; what is unknown is a
+difference). Exit status: 0 valid, 1 a check failed, 2 nothing to validate or bad usage.
 
 CLI: ``python -m evaluate.validate [FILE|DIR ...] [--json] [--min-steps N]``
 (default: the config's ``OUTPUT_DIR``).
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -33,10 +40,12 @@ from evaluate.fairness import FairnessReport, check_fairness
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
 from utils.configure import ConfigError, load_config
+from utils.result_model import PerformanceMetrics, Result
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5
-__all__ = ["ResultCheck", "ValidationReport", "check_fairness", "check_result", "main", "validate_paths"]
+__all__ = ["ResultCheck", "ValidationReport", "check_fairness", "check_result", "collect_paths", "main",
+           "render_text", "validate_loaded", "validate_paths"]
 
 
 @dataclass
@@ -61,14 +70,17 @@ def _relative_gap(a: float, b: float) -> float:
     return abs(a - b) / abs(b) if b else math.inf
 
 
-def _check_throughput(result: dict[str, Any], perf: dict[str, Any], errors: list[str]) -> None:
-    config = result["training_config"]
-    gbs, sl, gpus = config["global_batch_size"], config["sequence_length"], config["num_gpus"]
-    if perf.get("tokens_per_step") != gbs * sl:
-        errors.append(f"tokens_per_step {perf.get('tokens_per_step')} != GBS*SL = {gbs}*{sl} = {gbs * sl}")
-    skipped = int(perf.get("skipped_steps") or 0)
-    measured = [t for t in result["step_times"][skipped:] if t is not None and math.isfinite(t)]
-    tps = perf.get("tokens_per_second")
+def _check_throughput(result: Result, perf: PerformanceMetrics, errors: list[str]) -> None:
+    workload = result.training_config.workload
+    gbs, sl, gpus = workload.GBS, workload.SL, workload.WORLD_SIZE
+    if gbs is None or sl is None or gpus is None:
+        unknown = ", ".join(name for name, value in (("GBS", gbs), ("SL", sl), ("WORLD_SIZE", gpus)) if value is None)
+        errors.append(f"throughput cannot be checked: {unknown} unknown")
+        return
+    if perf.tokens_per_step != gbs * sl:
+        errors.append(f"tokens_per_step {perf.tokens_per_step} != GBS*SL = {gbs}*{sl} = {gbs * sl}")
+    measured = [t for t in result.step_times[perf.skipped_steps:] if t is not None]
+    tps = perf.tokens_per_second
     if not measured or tps is None:
         errors.append("no throughput: no measured step times or tokens_per_second is null")
         return
@@ -78,36 +90,27 @@ def _check_throughput(result: dict[str, Any], perf: dict[str, Any], errors: list
     if gap > THROUGHPUT_TOLERANCE:
         errors.append(f"tokens_per_second {tps:,.1f} disagrees with GBS*SL/median step time {expected:,.1f} "
                       f"({gap:.1%} > {THROUGHPUT_TOLERANCE:.0%})")
-    per_gpu = perf.get("tokens_per_second_per_gpu")
+    per_gpu = perf.tokens_per_second_per_gpu
     if per_gpu is None or _relative_gap(per_gpu * gpus, tps) > THROUGHPUT_TOLERANCE:
         errors.append(f"tokens_per_second_per_gpu {per_gpu} x {gpus} GPUs does not give tokens_per_second {tps:,.1f}")
-    recorded = perf.get("median_step_time_seconds")
+    recorded = perf.median_step_time_seconds
     if recorded is not None and _relative_gap(recorded, median) > THROUGHPUT_TOLERANCE:
         errors.append(f"median_step_time_seconds {recorded:.6g} disagrees with the step_times array ({median:.6g})")
 
 
-def _flagged_disagreements(block: Any) -> list[dict[str, Any]]:
-    """Every ``utils.monitor.framework_disagreement`` record with ``flagged`` set, wherever it sits."""
-    if isinstance(block, dict):
-        found = [block] if block.get("flagged") is True else []
-        for value in block.values():
-            found.extend(_flagged_disagreements(value))
-        return found
-    if isinstance(block, list):
-        return [d for item in block for d in _flagged_disagreements(item)]
-    return []
-
-
-def _check_losses(result: dict[str, Any], errors: list[str], warnings: list[str]) -> None:
-    losses = result["loss_values"]
+def _check_losses(result: Result, errors: list[str], warnings: list[str]) -> None:
+    losses = result.loss_values
     if not losses:
         errors.append("no loss values recorded")
         return
-    bad = [i + 1 for i, v in enumerate(losses) if v is None or not math.isfinite(v)]
-    if bad:
-        shown = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")
-        errors.append(f"{len(bad)} non-finite loss value(s) at step(s) {shown}")
-    finite = [v for v in losses if v is not None and math.isfinite(v)]
+    missing = [i + result.first_step for i, v in enumerate(losses) if v is None]
+    if missing:
+        shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+        errors.append(f"{len(missing)} non-finite loss value(s) at step(s) {shown}")
+    finite = [v for v in losses if v is not None]
+    negative = [i + result.first_step for i, v in enumerate(losses) if v is not None and v < 0]
+    if negative:
+        errors.append(f"negative loss at step {negative[0]}: a cross-entropy loss cannot be below 0")
     if len(finite) < 6:
         warnings.append(f"only {len(finite)} finite losses: too few to judge whether loss decreases")
         return
@@ -117,29 +120,31 @@ def _check_losses(result: dict[str, Any], errors: list[str], warnings: list[str]
         errors.append(f"loss not decreasing on average: first third mean {first:.4f}, last third mean {last:.4f}")
 
 
-def check_result(result: dict[str, Any], path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
-    """Sanity checks of one schema-valid result."""
-    check = ResultCheck(path, str(result["status"]))
+def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
+    """Sanity checks of one schema-valid result (the schema already refused non-finite and negative figures)."""
+    check = ResultCheck(path, result.status)
     errors, warnings = check.errors, check.warnings
-    if result["status"] != "ok":
-        errors.append(f"status {result['status']}: {result.get('error')}")
-    warnings.extend(f"recorded warning: {w}" for w in result.get("warnings") or [])
-    perf = result.get("performance_metrics")
-    if not perf:
+    if result.status != "ok":
+        errors.append(f"status {result.status}: {result.error}")
+    warnings.extend(f"recorded warning: {w}" for w in result.warnings)
+    perf = result.performance_metrics
+    if perf is None:
         errors.append("no performance_metrics")
     else:
-        measured = int(perf.get("measured_steps") or 0)
-        if measured < min_steps:
-            errors.append(f"only {measured} measured steps (need at least {min_steps})")
+        if perf.measured_steps < min_steps:
+            errors.append(f"only {perf.measured_steps} measured steps (need at least {min_steps})")
         _check_throughput(result, perf, errors)
-        for convention, value in (perf.get("mfu") or {}).items():
-            if value is not None and value > 1.0:
-                errors.append(f"MFU ({convention}) {value:.1%} exceeds 100%: FLOPs, peak or step time is wrong")
-        if perf.get("mfu") is None:
-            warnings.append(f"MFU not computed: {perf.get('mfu_reason')}")
-        for disagreement in _flagged_disagreements(perf.get("framework_reported")):
-            warnings.append(f"framework's own {disagreement.get('metric')} differs from ours by "
-                            f"{disagreement.get('relative_gap') or 0:.1%} (over the 5% tolerance)")
+        if perf.mfu is None:
+            warnings.append(f"MFU not computed: {perf.mfu_reason}")
+        else:
+            for convention, value in perf.mfu.model_dump().items():
+                if value is not None and value > 1.0:
+                    errors.append(f"MFU ({convention}) {value:.1%} exceeds 100%: FLOPs, peak or step time is wrong")
+        reported = perf.framework_reported
+        for disagreement in reported.disagreements if reported is not None else []:
+            if disagreement.flagged:
+                warnings.append(f"framework's own {disagreement.metric} differs from ours by "
+                                f"{disagreement.relative_gap:.1%} (over the {disagreement.tolerance:.0%} tolerance)")
     _check_losses(result, errors, warnings)
     return check
 
@@ -164,7 +169,7 @@ class ValidationReport:
 
 
 def validate_loaded(loaded: LoadedDirectory, min_steps: int = DEFAULT_MIN_STEPS) -> ValidationReport:
-    checks = [check_result(r.data, r.path, min_steps) for r in loaded.results]
+    checks = [check_result(r.result, r.path, min_steps) for r in loaded.results]
     return ValidationReport(checks, loaded.skipped, check_fairness(loaded.results))
 
 
@@ -201,12 +206,23 @@ def render_text(report: ValidationReport) -> str:
     return "\n".join(lines)
 
 
+def _count(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluate.validate", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 valid, 1 a check failed, 2 nothing to validate.")
     parser.add_argument("paths", type=Path, nargs="*", help="result files or directories (default: OUTPUT_DIR)")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
-    parser.add_argument("--min-steps", type=int, default=DEFAULT_MIN_STEPS,
+    parser.add_argument("--min-steps", type=_count, default=DEFAULT_MIN_STEPS,
                         help=f"fewest measured steps a result may have (default {DEFAULT_MIN_STEPS})")
     args = parser.parse_args(argv)
     inputs = args.paths
@@ -216,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"config error: {exc}", file=sys.stderr)
             return 2
-    missing = [p for p in inputs if not p.exists()]
+    missing = [p for p in inputs if not os.path.lexists(p)]  # a link (even a loop) is reported by the loader
     if missing:
         print(f"error: no such file or directory: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2

@@ -1,9 +1,12 @@
 """Hand-made amd/nvd results for the evaluate tests, built through the real result API.
 
-Results come from ``utils.result.new_result`` + ``utils.metrics.record_steps`` over
-synthetic per-step arrays (and ``utils.power.power_metrics`` for energy), and real
-fingerprints of small files, so they can never drift from the schema the launchers
-write. Nothing here is a hand-typed JSON blob.
+Results come from ``utils.result.new_result``, the producers of ``utils.metrics``
+(performance and memory blocks over synthetic per-step arrays), ``utils.power``
+(energy) and real fingerprints of small files, then ``finalize_result`` and
+``write_result``, so they can never drift from the typed model the launchers write.
+Nothing here is a hand-typed JSON blob; a test that needs a broken result changes
+the typed ``Result`` through ``mutate`` (the write validates it as a whole) or edits
+the written file's text.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +91,12 @@ def make_result(
     loss_offset: float = 0.0,
     status: str = "ok",
     with_power: bool = True,
-    mutate: Any = None,
+    mutate: Callable[[Result], Any] | None = None,
     **workload: str,
 ) -> Path:
     """Write one valid result file and return its path; ``workload`` overrides config keys (SL="4096", ...).
 
-    ``mutate`` edits the result's JSON form before it is validated and written.
+    ``mutate(result)`` changes the finished typed result just before it is written.
     """
     cfg = workload_config(**workload)
     shape = get_shape(model, cfg.model_size)
@@ -114,7 +118,5 @@ def make_result(
         result.power_metrics = power_metrics(devices, gpus_total=cfg.world_size, tokens=measured * cfg.gbs * cfg.sl)
     finalize_result(result, status, None if status == "ok" else f"run {status} in a test")
     if mutate is not None:
-        data = result.model_dump(mode="json")
-        mutate(data)
-        result = Result.model_validate(data)
+        mutate(result)
     return write_result(result_path(out_dir, platform, framework, model, run_index), result)

@@ -18,6 +18,7 @@ from evaluate.plots import PANEL_TITLES, comparison_figure, loss_parity_figure
 from evaluate.report import MISMATCH_LINE
 from evaluate.results import load_directory
 from evaluate.stats import ratio_estimate
+from evaluate.tables import console_table
 from evaluate.validate import main as validate_main
 
 
@@ -65,6 +66,38 @@ def test_real_tran_result_validates_and_compares(tran_result: Path, tmp_path: Pa
     assert f"{tps:,.1f} (1 run)" in stdout
     assert (results / "compare.png").stat().st_size > 10_000
     assert not (results / "loss_parity.png").exists()  # no second platform to compare with
+
+
+def test_version_1_results_are_compared_after_migration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Results kept from before the typed model still validate and compare (utils/result_v1.py migrates them)."""
+    fixtures = Path(__file__).parent / "fixtures" / "results_v1"
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copy(fixtures / "tran_cpu_ok.json", results / "train_cpu_tran_llama.json")
+    shutil.copy(fixtures / "tran_cpu_failed.json", results / "train_cpu_tran_qwen.json")
+    old = json.loads((fixtures / "tran_cpu_ok.json").read_text())
+    assert old["schema_version"] == 1
+    assert validate_main([str(results / "train_cpu_tran_llama.json")]) == 0, capsys.readouterr().out
+    code, stdout, stderr = run_compare(capsys, "--results-dir", str(results))
+    assert code == 0, stderr
+    tps = old["performance_metrics"]["tokens_per_second_per_gpu"]
+    report = (results / "compare.md").read_text()
+    assert f"| CPU Transformers (tran) | 1 ok | {tps:,.1f} (1 run) |" in report
+    assert "| CPU Transformers (tran) | 1 failed | - |" in report
+    assert "FP8=true is not supported by tran" in report
+    assert f"{tps:,.1f} (1 run)" in stdout
+
+
+def test_console_table_is_plain_text_with_numbers_aligned() -> None:
+    table = console_table(["name", "tokens/s/GPU", "note"], [["AMD Primus", "13,012.3 [12,190.1, 13,827.9]", None],
+                                                             ["NVIDIA NeMo", "654.9 (1 run)", "[bold]x[/]"]])
+    lines = table.splitlines()
+    assert lines[0].split() == ["name", "tokens/s/GPU", "note"]
+    assert set(lines[1]) == {"-"}  # an ASCII rule under the header, no box-drawing characters
+    assert all(line.isascii() and line == line.rstrip() for line in lines)
+    assert lines[2].index("13,012.3") < lines[3].index("654.9")
+    assert lines[2].index("]") == lines[3].index(")")  # numbers right-aligned: their last characters line up
+    assert lines[2].endswith("n/a") and lines[3].endswith("[bold]x[/]")  # cells are text, never markup
 
 
 def test_cross_platform_report_figures_and_statistics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

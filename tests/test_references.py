@@ -9,12 +9,7 @@ import pytest
 from helpers_evaluate import make_result
 
 from evaluate.references import REFERENCES_PATH, load_references, match_references
-from evaluate.results import load_results
-
-
-def loaded(path: Path) -> dict:
-    """A result file as the comparison reads it (through evaluate/results.py's loader)."""
-    return load_results([path]).results[0].data
+from utils.result import read_result
 
 
 def test_every_design_anchor_is_present_with_source_and_config() -> None:
@@ -41,7 +36,7 @@ def test_data_file_is_plain_json_with_unique_ids() -> None:
 
 def test_matching_needs_model_precision_seq_len_size_and_gpu(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    h100 = loaded(make_result(out, "nvd", "nemo", SL="8192"))
+    h100 = read_result(make_result(out, "nvd", "nemo", SL="8192"))
     matched = match_references(h100, 9000.0)
     assert [m.reference.tokens_per_second_per_gpu for m in matched] == [10254.0]
     assert matched[0].fraction == pytest.approx(9000 / 10254)
@@ -50,12 +45,12 @@ def test_matching_needs_model_precision_seq_len_size_and_gpu(tmp_path: Path) -> 
     slow = match_references(h100, 5000.0)[0]
     assert slow.flagged and slow.verdict().startswith("LIKELY MISCONFIGURED")
 
-    fp8_amd = loaded(make_result(out, "amd", "prim", SL="8192", FP8="true"))
+    fp8_amd = read_result(make_result(out, "amd", "prim", SL="8192", FP8="true"))
     floor = match_references(fp8_amd, 6000.0)
     assert [m.reference.kind for m in floor] == ["floor"]
     assert floor[0].verdict() == "below the validation floor (92%)"
 
-    assert match_references(loaded(make_result(out, "nvd", "mega", SL="4096")), 9000.0) == []
-    tiny = loaded(make_result(out, "nvd", "mega", "llama", SL="8192", MODEL_SIZE="tiny"))
+    assert match_references(read_result(make_result(out, "nvd", "mega", SL="4096")), 9000.0) == []
+    tiny = read_result(make_result(out, "nvd", "mega", "llama", SL="8192", MODEL_SIZE="tiny"))
     assert match_references(tiny, 9000.0) == []
     assert match_references(h100, None) == []

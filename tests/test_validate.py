@@ -12,6 +12,8 @@ from helpers_evaluate import make_result
 from evaluate.fairness import check_fairness
 from evaluate.results import load_directory
 from evaluate.validate import main as validate_main
+from utils.result import update_result
+from utils.result_model import FlopPair, Result, Workload
 
 
 def run_validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -36,15 +38,16 @@ def test_valid_results_pass_with_json_report(tmp_path: Path, capsys: pytest.Capt
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda r: r["performance_metrics"].update(tokens_per_second=r["performance_metrics"]["tokens_per_second"]
-                                                   * 1.05), "disagrees with GBS*SL/median step time"),
-        (lambda r: r["performance_metrics"].update(mfu={"full": 1.2, "causal": 1.1}), "exceeds 100%"),
-        (lambda r: r["loss_values"].__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
-        (lambda r: r["loss_values"].reverse(), "loss not decreasing on average"),
+        (lambda r: setattr(r.performance_metrics, "tokens_per_second", r.performance_metrics.tokens_per_second * 1.05),
+         "disagrees with GBS*SL/median step time"),
+        (lambda r: setattr(r.performance_metrics, "mfu", FlopPair(full=1.2, causal=1.1)), "exceeds 100%"),
+        (lambda r: r.loss_values.__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
+        (lambda r: r.loss_values.reverse(), "loss not decreasing on average"),
+        (lambda r: r.loss_values.__setitem__(4, -0.5), "negative loss at step 5"),
         # the per-step arrays have one length (utils/result_model.py), so all of them go
-        (lambda r: r.update(loss_values=[], step_times=[], learning_rates=[]), "no loss values recorded"),
+        (lambda r: update_result(r, loss_values=[], step_times=[], learning_rates=[]), "no loss values recorded"),
     ],
-    ids=["throughput", "mfu", "nan-loss", "loss-rising", "no-loss"],
+    ids=["throughput", "mfu", "nan-loss", "loss-rising", "negative-loss", "no-loss"],
 )
 def test_sanity_checks_catch_broken_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str], mutate,
                                             expected: str) -> None:
@@ -109,7 +112,7 @@ def test_fairness_lists_each_difference(tmp_path: Path, overrides: dict, key: st
 def test_fairness_missing_fingerprint_is_unverifiable_and_models_are_separate(tmp_path: Path) -> None:
     out = tmp_path / "out"
     make_result(out, "amd", "prim")
-    make_result(out, "nvd", "nemo", mutate=lambda r: r.update(fingerprint=None))
+    make_result(out, "nvd", "nemo", mutate=lambda r: setattr(r, "fingerprint", None))
     make_result(out, "nvd", "nemo", "qwen", SL="4096")  # another model: never compared with llama
     make_result(out, "nvd", "mega", status="failed", SL="1024")  # failed runs do not take part
     report = check_fairness(load_directory(out).results)
@@ -118,6 +121,46 @@ def test_fairness_missing_fingerprint_is_unverifiable_and_models_are_separate(tm
     assert {"data hash", "tokenizer hash", "flop_convention"} <= unverifiable
     assert "SL" not in {d.key for d in report.differences}
     assert report.compared["qwen"] == ["nvd_nemo_qwen"]
+
+
+def forget_seed(result: Result) -> None:
+    """What a producer that could not know SEED records: null, with the reason in ``workload.unknown``."""
+    workload = result.training_config.workload
+    result.training_config.workload = Workload(**{**workload.model_dump(), "SEED": None,
+                                                  "unknown": {"SEED": "the log never states it"}})
+
+
+def test_unknown_values_are_never_equal(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim", mutate=forget_seed)
+    make_result(out, "nvd", "nemo", mutate=forget_seed)  # null on both sides: still not a match
+    make_result(out, "nvd", "mega", mutate=lambda r: setattr(r.training_config, "precision_effective", None))
+    report = check_fairness(load_directory(out).results)
+    by_key = {d.key: d for d in report.differences}
+    assert set(by_key) == {"SEED", "precision_effective"}
+    seed = by_key["SEED"]
+    assert seed.unverifiable
+    assert seed.values == {"amd_prim_llama": "unknown (the log never states it)",
+                           "nvd_nemo_llama": "unknown (the log never states it)", "nvd_mega_llama": 42}
+    assert "[llama] SEED cannot verify: amd_prim_llama=unknown (the log never states it)" in seed.describe()
+    precision = by_key["precision_effective"]
+    assert precision.unverifiable and precision.values["nvd_mega_llama"].startswith("unknown (")
+    assert precision.values["amd_prim_llama"] == "bf16"
+
+
+def test_profile_and_model_shape_differences_are_named(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_result(out, "amd", "prim")
+    make_result(out, "nvd", "nemo", mutate=lambda r: setattr(r, "profile", "tuned"))
+    make_result(out, "nvd", "mega", mutate=lambda r: setattr(r.model_shape, "vocab_size", 32000))
+    report = check_fairness(load_directory(out).results)
+    by_key = {d.key: d for d in report.differences}
+    assert set(by_key) == {"profile", "model_shape"}
+    assert by_key["profile"].values == {"amd_prim_llama": "identical", "nvd_mega_llama": "identical",
+                                        "nvd_nemo_llama": "tuned"}
+    assert by_key["model_shape"].describe() == ("[llama] model_shape differs: amd_prim_llama=vocab_size=128256, "
+                                                "nvd_mega_llama=vocab_size=32000, nvd_nemo_llama=vocab_size=128256")
+    json.dumps(report.as_dict())  # --json can print every difference
 
 
 def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
