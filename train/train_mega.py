@@ -55,9 +55,6 @@ def megatron_args(
     return render_cli(settings)
 
 
-# The iteration lines are printed by the last rank, so the last node's launcher extracts the result.
-RESULT_NODE = "last"
-
 
 def plan(ctx: RunContext) -> LaunchPlan:
     """``torchrun <rendezvous> <MEGATRON_PATH>/pretrain_gpt.py <flags>`` with the platform's environment."""
