@@ -255,7 +255,9 @@ def precision_label(cfg: Config) -> str:
 # where the frameworks live
 
 DEFAULT_PRIMUS_PATH = Path("/workspace/Primus")  # rocm/primus images
-NEMO_IMAGE_MEGATRON = Path("/opt/megatron-lm")  # nvcr.io/nvidia/nemo images
+# MEGATRON_REF, cloned by both Dockerfiles at build time (train/framework_versions.py records it), so
+# mega runs the same Megatron-LM commit on AMD and NVIDIA; prim keeps Primus's own third_party copy.
+MEGATRON_INSTALL = Path("/opt/tprimat/megatron-lm")
 
 
 def primus_root(cfg: Config) -> Path:
@@ -263,13 +265,16 @@ def primus_root(cfg: Config) -> Path:
     return Path(cfg.primus_path) if cfg.primus_path else DEFAULT_PRIMUS_PATH
 
 
+def primus_megatron(cfg: Config) -> Path:
+    """The Megatron-LM that Primus runs: its own submodule, not MEGATRON_REF."""
+    return primus_root(cfg) / "third_party" / "Megatron-LM"
+
+
 def megatron_candidates(cfg: Config, platform: str) -> list[Path]:
-    """Where Megatron-LM may be: ``MEGATRON_PATH``, else the platform image's known location."""
-    if cfg.megatron_path:
-        return [Path(cfg.megatron_path)]
-    if platform == "amd":
-        return [primus_root(cfg) / "third_party" / "Megatron-LM"]
-    return [NEMO_IMAGE_MEGATRON]
+    """Where ``mega``'s Megatron-LM is: ``MEGATRON_PATH``, else MEGATRON_REF's install in both images."""
+    if platform not in ATTENTION_BACKEND:
+        raise ValueError(f"platform {platform!r}: Megatron runs on {', '.join(ATTENTION_BACKEND)}")
+    return [Path(cfg.megatron_path)] if cfg.megatron_path else [MEGATRON_INSTALL]
 
 
 def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
@@ -279,8 +284,9 @@ def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
         if (root / "pretrain_gpt.py").is_file():
             return root, None
     tried = ", ".join(str(c) for c in candidates)
-    return candidates[0], (f"Megatron-LM not found: no pretrain_gpt.py in {tried}; set MEGATRON_PATH in config.env "
-                           "or run inside the platform image (./shell/run_train.sh)")
+    return candidates[0], (f"Megatron-LM not found: no pretrain_gpt.py in {tried}; the images install "
+                           f"MEGATRON_REF={cfg.megatron_ref} there (./shell/build.sh), or set MEGATRON_PATH "
+                           "in config.env to a checkout of it")
 
 
 def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:

@@ -1,0 +1,173 @@
+"""Shared by the probes (runs inside the framework's Python: standard library only, no tprimat imports).
+
+A probe reads one JSON request on stdin and prints one JSON answer on its last stdout
+line: ``{"ok": true, "raw": {...}, "framework": {...}}`` or ``{"ok": false, "error":
+"<the framework's own message>", "setting": "<the setting it concerns>"}``. Anything
+the framework prints itself goes to stderr, so the answer line is never mixed with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import io
+import json
+import os
+import re
+import sys
+import traceback
+from typing import Any
+
+ANSWER_PREFIX = "TPRIMAT_PROBE "
+
+
+def read_request() -> dict[str, Any]:
+    return json.loads(sys.stdin.read())
+
+
+def plain(value: Any) -> Any:
+    """A JSON scalar for one resolved value: enums by name, dtypes and other objects as ``str``."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+        return list(value)
+    return str(value)
+
+
+def namespace_values(namespace: Any) -> dict[str, Any]:
+    """Every attribute of an argparse/SimpleNamespace as JSON scalars (nested namespaces skipped)."""
+    out = {}
+    for key, value in vars(namespace).items():
+        if key.startswith("_") or hasattr(value, "__dict__") and not isinstance(value, enum.Enum):
+            continue
+        out[key] = plain(value)
+    return out
+
+
+def set_environment(env: dict[str, str], unset: list[str]) -> None:
+    """The launcher's environment, exactly: listed variables removed, the plan's set."""
+    for key in unset:
+        os.environ.pop(key, None)
+    os.environ.update(env)
+
+
+def attention_check(language_module_cls: Any, backend: Any) -> str | None:
+    """Run Megatron's own NVTE_* check for ``backend`` (what model build runs); its message on failure."""
+    holder = type("ConfigHolder", (), {})()
+    holder.config = type("Config", (), {"attention_backend": backend})()
+    before = {k: os.environ.get(k) for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")}
+    try:
+        language_module_cls._set_attention_backend(holder)
+    except AssertionError as exc:
+        return str(exc)
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return None
+
+
+def have_transformer_engine() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("transformer_engine") is not None
+
+
+def stand_in_fused_rope() -> list[str]:
+    """Let ``TransformerConfig`` accept ``apply_rope_fusion`` on a host without Transformer Engine or Apex.
+
+    Megatron's config refuses the setting when neither kernel is importable (a CPU host
+    running the conformance tests); the images have Transformer Engine, so there nothing
+    is replaced. The stand-in is never called: no model is built. Returned: what was stood in.
+    """
+    try:
+        from megatron.core.models.common.embeddings import rope_utils
+    except ImportError:
+        return []
+    if rope_utils.fused_apply_rotary_pos_emb is not None:
+        return []
+
+    def absent(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("fused RoPE stand-in called: this host has no Transformer Engine or Apex")
+
+    rope_utils.fused_apply_rotary_pos_emb = absent
+    return ["fused RoPE kernel (no Transformer Engine/Apex on this host; only the config check sees it)"]
+
+
+SETTING_PATTERNS = (
+    re.compile(r"--([a-z0-9][a-z0-9-]+)"),
+    re.compile(r"\b(NVTE_[A-Z_]+)\b"),
+    re.compile(r"\bargs\.([a-z_][a-z0-9_]*)"),
+)
+
+
+def setting_in(message: str) -> str | None:
+    """The setting a framework's message names (a ``--flag``, an ``NVTE_*`` variable, ``args.x``)."""
+    for pattern in SETTING_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            return match.group(1).replace("-", "_") if pattern.pattern.startswith("--") else match.group(1)
+    return None
+
+
+class _Tee(io.TextIOBase):
+    """Writes through to stderr and keeps the text, so an argparse error can be quoted."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._kept = io.StringIO()
+
+    def write(self, text: str) -> int:
+        self._target.write(text)
+        self._kept.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def lines(self) -> list[str]:
+        return self._kept.getvalue().splitlines()
+
+
+def answer(payload: dict[str, Any]) -> None:
+    sys.stdout.write(ANSWER_PREFIX + json.dumps(payload, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def run(probe: Any) -> int:
+    """Call ``probe(request) -> dict``; print its answer, or the framework's rejection, on stdout.
+
+    The framework's own printing (argument tables, warnings) is sent to stderr. A
+    rejection is any exception raised while the framework resolves the configuration
+    (an assertion in ``validate_args``, an argparse error, a NeMo attribute error):
+    its message, not a traceback, is the answer; the traceback goes to stderr.
+    """
+    request = read_request()
+    real_stdout, real_stderr = sys.stdout, sys.stderr
+    tee = _Tee(real_stderr)
+    try:
+        with contextlib.redirect_stdout(tee), contextlib.redirect_stderr(tee):
+            raw = probe(request)
+    except SystemExit as exc:  # argparse printed "prog: error: unrecognized arguments: ..." and exited
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+        said = [line for line in tee.lines() if "error:" in line]
+        message = said[-1].split("error:", 1)[1].strip() if said else f"exit code {exc.code}"
+        answer({"ok": False, "error": f"argument parser: {message}", "setting": setting_in(message)})
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every rejection is reported, whatever its type
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+        traceback.print_exc(file=sys.stderr)
+        message = str(exc) or type(exc).__name__
+        answer({"ok": False, "error": f"{type(exc).__name__}: {message}", "setting": setting_in(message)})
+        return 0
+    sys.stdout, sys.stderr = real_stdout, real_stderr
+    answer({"ok": True, **raw})
+    return 0
+
+
