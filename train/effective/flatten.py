@@ -57,7 +57,9 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None) -> dict[str, 
     if isinstance(record.get("rotary_base"), int):
         record["rotary_base"] = float(record["rotary_base"])
     record["data_split"] = _split(raw)
-    record["checkpoint_interval"] = raw.get("save_interval") if raw.get("save") else None
+    interval = raw.get("save_interval") if raw.get("save") else None
+    # An interval past the last step writes nothing during the run (Primus needs one, see train/train_prim.py).
+    record["checkpoint_interval"] = interval if interval is not None and interval <= raw.get("train_iters", 0) else None
     record["checkpoint_at_end"] = bool(raw.get("save")) and not raw.get("disable_last_saving", False)
     if padded_vocab is not None:
         record["padded_vocab_size"] = padded_vocab

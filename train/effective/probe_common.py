@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 ANSWER_PREFIX = "TPRIMAT_PROBE "
@@ -116,6 +117,15 @@ def setting_in(message: str) -> str | None:
     return None
 
 
+def _failing_line(exc: BaseException) -> str:
+    """For a bare ``assert`` (no message): the framework's own failing line, e.g. ``assert args.x is not None``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    last = frames[-1]
+    return f"{last.line} ({Path(last.filename).name}:{last.lineno})"
+
+
 class _Tee(io.TextIOBase):
     """Writes through to stderr and keeps the text, so an argparse error can be quoted."""
 
@@ -163,7 +173,7 @@ def run(probe: Any) -> int:
     except BaseException as exc:  # noqa: BLE001 - every rejection is reported, whatever its type
         sys.stdout, sys.stderr = real_stdout, real_stderr
         traceback.print_exc(file=sys.stderr)
-        message = str(exc) or type(exc).__name__
+        message = str(exc) or _failing_line(exc)
         answer({"ok": False, "error": f"{type(exc).__name__}: {message}", "setting": setting_in(message)})
         return 0
     sys.stdout, sys.stderr = real_stdout, real_stderr
