@@ -101,7 +101,7 @@ def resolve_mega(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     request = {"tree": str(tree), "argv": _argv_after_script(plan.argv, "pretrain_gpt.py"),
                "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size}
     answer = run_probe("probe_megatron", request, python_for(MEGATRON_PYTHON), "Megatron-LM")
-    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"))
+    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
     version = answer.payload["framework"].get("megatron_core")
     by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
           f"+ language-module attention check, in {answer.python}")
@@ -128,7 +128,7 @@ def resolve_prim(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
         request = {"primus": str(root), "backend": str(backend), "exp": str(exp), "data_path": str(cfg.data_dir),
                    "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size}
         answer = run_probe("probe_primus", request, python_for(MEGATRON_PYTHON), "Primus")
-    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"))
+    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
     info = answer.payload["framework"]
     by = (f"Primus {info.get('primus') or '(version not reported)'} at {root} with its Megatron-LM {backend}: "
           "load_primus_config + update_primus_config + validate_args + validate_args_on_rocm "
@@ -151,7 +151,7 @@ def resolve_nemo(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
         notes.append("create_attention_mask read from the recipe: without Transformer Engine NeMo would force it on")
     by = (f"NeMo {answer.payload['framework'].get('nemo')}: recipe + overrides built with fiddle, optim.connect "
           f"+ strategy.connect (precision plugin applied), read back, in {answer.python}")
-    return nemo_record(raw), by, notes
+    return nemo_record(raw, answer.payload.get("lr_by_step")), by, notes
 
 
 def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str, list[str]]:
@@ -160,7 +160,8 @@ def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
             "lr_decay_style", "lr_warmup_iters", "lr_decay_iters", "weight_decay", "adam_beta1", "adam_beta2",
             "clip_grad", "init_method_std", "data_parallel_size", "precision", "num_layers", "hidden_size",
             "ffn_hidden_size", "num_attention_heads", "num_query_groups", "rotary_base", "norm_epsilon",
-            "add_qkv_bias", "untie_embeddings_and_output_weights", "adam_eps", "hidden_dropout", "attention_dropout")
+            "add_qkv_bias", "untie_embeddings_and_output_weights", "adam_eps", "hidden_dropout", "attention_dropout",
+            "lr_step_1", "lr_step_2", "lr_step_last")
     shape = get_shape(ctx.model, cfg.model_size)
     table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
     record = {key: table[key] for key in keys}

@@ -71,12 +71,22 @@ GRADIENT_ACCUMULATION_FUSION = {"nvd": True, "amd": False}
 # the reason is what the record and docs/CONFORMANCE.md say.
 INHERENT: dict[str, dict[str, str]] = {
     "nemo": {
+        "lr_step_1": "NeMo's warm-up gives step k the rate LR*k/(W+1); Megatron's LR*(k-1)/W",
+        "lr_step_2": "NeMo's warm-up gives step k the rate LR*k/(W+1); Megatron's LR*(k-1)/W",
         "rerun_mode": "NeMo's Lightning loop has no Megatron rerun state machine",
         "log_interval": "NeMo logs through Lightning (trainer.log_every_n_steps), read as log_interval",
         "eval_iters": "NeMo validates through Lightning (trainer.limit_val_batches), read as eval_iters",
     },
 }
 
+
+
+def lr_by_step(cfg: Config) -> dict[str, float]:
+    """Optimizer step ``k`` (1-based) trains at ``lr_at(k - 1)`` in Megatron and in tran (train/tran_step.py)."""
+    from train.tran_step import lr_at  # torch is imported only when a preflight runs
+
+    return {"lr_step_1": lr_at(0, cfg), "lr_step_2": lr_at(min(1, cfg.train_iters - 1), cfg),
+            "lr_step_last": lr_at(cfg.train_iters - 1, cfg)}
 
 
 def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_vocab: int) -> dict[str, Any]:
@@ -101,6 +111,8 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "adam_beta2": cfg.beta2,
         "clip_grad": cfg.grad_clip,
         "init_method_std": cfg.init_std,
+        # the rate optimizer steps 1, 2 and the last train with (Megatron's schedule, which tran reproduces)
+        **lr_by_step(cfg),
         # layout and precision (config.env)
         "tensor_model_parallel_size": cfg.tp,
         "pipeline_model_parallel_size": cfg.pp,

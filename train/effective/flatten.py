@@ -26,7 +26,8 @@ def _precision(values: dict[str, Any]) -> str:
     return "fp32"
 
 
-def megatron_record(raw: dict[str, Any], padded_vocab: int | None) -> dict[str, Any]:
+def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
+                    lr_by_step: dict[str, float] | None = None) -> dict[str, Any]:
     """Megatron-LM's validated ``args`` (``mega``, and ``prim``, whose args are Megatron's)."""
     keys_as_is = (
         "seed", "micro_batch_size", "global_batch_size", "seq_length", "train_iters", "lr", "min_lr",
@@ -63,6 +64,7 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None) -> dict[str, 
     record["checkpoint_at_end"] = bool(raw.get("save")) and not raw.get("disable_last_saving", False)
     if padded_vocab is not None:
         record["padded_vocab_size"] = padded_vocab
+    record.update(lr_by_step or {})
     return record
 
 
@@ -73,7 +75,7 @@ def _split(raw: dict[str, Any]) -> str | None:
     return raw.get("split")
 
 
-def nemo_record(raw: dict[str, Any]) -> dict[str, Any]:
+def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None) -> dict[str, Any]:
     """NeMo's connected model config, optimizer, scheduler, DDP config, strategy, data module and trainer."""
     model, optim, sched = raw["model"], raw["optimizer"], raw["scheduler"]
     ddp, strategy, data, trainer = raw["ddp"], raw["strategy"], raw["data"], raw["trainer"]
@@ -144,4 +146,5 @@ def nemo_record(raw: dict[str, Any]) -> dict[str, Any]:
                                            "context_parallel_size"))
     world = raw.get("world_size")
     record["data_parallel_size"] = world // (tp * pp * cp) if isinstance(world, int) else None
+    record.update(lr_by_step or {})
     return record

@@ -43,7 +43,7 @@ def namespace_values(namespace: Any) -> dict[str, Any]:
     """Every attribute of an argparse/SimpleNamespace as JSON scalars (nested namespaces skipped)."""
     out = {}
     for key, value in vars(namespace).items():
-        if key.startswith("_") or hasattr(value, "__dict__") and not isinstance(value, enum.Enum):
+        if key.startswith("_") or (hasattr(value, "__dict__") and not isinstance(value, enum.Enum)):
             continue
         out[key] = plain(value)
     return out
@@ -99,6 +99,33 @@ def stand_in_fused_rope() -> list[str]:
 
     rope_utils.fused_apply_rotary_pos_emb = absent
     return ["fused RoPE kernel (no Transformer Engine/Apex on this host; only the config check sees it)"]
+
+
+def megatron_lr_by_step(args: Any) -> dict[str, float]:
+    """The LR Megatron's own scheduler gives optimizer steps 1, 2 and the last (``lr_step_*``).
+
+    ``get_optimizer_param_scheduler`` builds it from the validated args (as ``pretrain``
+    does) over a stand-in optimizer holding one parameter group; the training loop steps
+    it by the global batch size after every optimizer step, so step ``k`` uses the rate
+    set after ``k - 1`` increments.
+    """
+    from megatron.training import global_vars
+    from megatron.training.training import get_optimizer_param_scheduler
+
+    holder = type("OptimizerStandIn", (), {})()
+    holder.param_groups = [{}]
+    global_vars.set_args(args)
+    scheduler = get_optimizer_param_scheduler(holder)
+    rates = {1: holder.param_groups[0]["lr"]}
+    for step in range(2, int(args.train_iters) + 1):
+        scheduler.step(increment=args.global_batch_size)
+        rates[step] = holder.param_groups[0]["lr"]
+    return lr_steps(rates, int(args.train_iters))
+
+
+def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:
+    return {"lr_step_1": float(rates[1]), "lr_step_2": float(rates.get(2, rates[1])),
+            "lr_step_last": float(rates[last])}
 
 
 SETTING_PATTERNS = (
@@ -170,7 +197,7 @@ def run(probe: Any) -> int:
         message = said[-1].split("error:", 1)[1].strip() if said else f"exit code {exc.code}"
         answer({"ok": False, "error": f"argument parser: {message}", "setting": setting_in(message)})
         return 0
-    except BaseException as exc:  # noqa: BLE001 - every rejection is reported, whatever its type
+    except BaseException as exc:  # every rejection is reported, whatever its type
         sys.stdout, sys.stderr = real_stdout, real_stderr
         traceback.print_exc(file=sys.stderr)
         message = str(exc) or _failing_line(exc)

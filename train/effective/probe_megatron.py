@@ -19,6 +19,7 @@ from typing import Any
 
 from train.effective.probe_common import (
     attention_check,
+    megatron_lr_by_step,
     namespace_values,
     run,
     set_environment,
@@ -35,7 +36,7 @@ def transformer_config_values(args: Any) -> dict[str, Any]:
 
     try:
         config = core_transformer_config_from_args(args)
-    except Exception as exc:  # noqa: BLE001 - e.g. a fusion that needs Transformer Engine, absent on a CPU host
+    except Exception as exc:  # e.g. a fusion that needs Transformer Engine, absent on a CPU host
         return {"_error": f"{type(exc).__name__}: {exc}"}
     return namespace_values(config)
 
@@ -64,7 +65,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     if problem:
         raise AssertionError(problem)
     stand_ins = stand_in_fused_rope()
-    return {"raw": namespace_values(args), "transformer_config": transformer_config_values(args),
+    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
+            "transformer_config": transformer_config_values(args),
             "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")), "stand_ins": stand_ins,
             "framework": {"megatron_core": megatron_version(), "tree": tree}}
 

@@ -24,6 +24,7 @@ from typing import Any
 from train.effective.probe_common import (
     attention_check,
     have_transformer_engine,
+    lr_steps,
     namespace_values,
     plain,
     run,
@@ -59,6 +60,25 @@ def trainer_values(trainer: Any, recipe_trainer: Any) -> dict[str, Any]:
     return values
 
 
+def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[str, float]:
+    """The LR NeMo's own scheduler gives optimizer steps 1, 2 and the last.
+
+    The scheduler module builds its torch scheduler over the optimizer (here a one-parameter
+    SGD at the configured LR, as Megatron's optimizer starts); Lightning steps it after
+    every optimizer step, so step ``k`` uses the rate after ``k - 1`` scheduler steps.
+    """
+    import torch
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    torch_scheduler = scheduler.scheduler(model, optimizer)["lr_scheduler"]["scheduler"]
+    rates = {1: optimizer.param_groups[0]["lr"]}
+    for step in range(2, steps + 1):
+        optimizer.step()
+        torch_scheduler.step()
+        rates[step] = optimizer.param_groups[0]["lr"]
+    return lr_steps(rates, steps)
+
+
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     set_environment(request.get("env", {}), request.get("unset", []))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
@@ -86,6 +106,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError(problem)
     plugin = strategy.precision_plugin
     scheduler = getattr(optim, "lr_scheduler", None)
+    lr_by_step = nemo_lr_by_step(scheduler, model, float(model.optim.config.lr), int(recipe.trainer.max_steps))
     import nemo
 
     return {
@@ -111,6 +132,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             "world_size": int(request["world_size"]),
         },
         "stand_ins": stand_ins,
+        "lr_by_step": lr_by_step,
         "have_transformer_engine": have_transformer_engine(),
         "configured": {"create_attention_mask": plain(configured_mask)},
         "framework": {"nemo": getattr(nemo, "__version__", None)},

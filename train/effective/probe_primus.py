@@ -19,7 +19,13 @@ import os
 import sys
 from typing import Any
 
-from train.effective.probe_common import attention_check, namespace_values, run, set_environment
+from train.effective.probe_common import (
+    attention_check,
+    megatron_lr_by_step,
+    namespace_values,
+    run,
+    set_environment,
+)
 
 
 def primus_version(root: str) -> str | None:
@@ -34,7 +40,7 @@ def primus_version(root: str) -> str | None:
         from importlib.metadata import version as dist_version
 
         return dist_version("primus")
-    except Exception:  # noqa: BLE001 - not an installed distribution: the tree's commit says it
+    except Exception:  # not an installed distribution: the tree's commit says it
         return None
 
 
@@ -80,7 +86,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     size = request.get("tokenizer_size")
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
-    return {"raw": namespace_values(args), "padded_vocab_size": padded,
+    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 
