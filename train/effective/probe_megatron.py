@@ -32,9 +32,9 @@ PRETRAIN_GPT_ARGS_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 
 def transformer_config_values(args: Any) -> dict[str, Any]:
     """The TransformerConfig the model provider builds, or why it cannot be built here."""
-    from megatron.training.arguments import core_transformer_config_from_args
-
     try:
+        from megatron.training.arguments import core_transformer_config_from_args
+
         config = core_transformer_config_from_args(args)
     except Exception as exc:  # e.g. a fusion that needs Transformer Engine, absent on a CPU host
         return {"_error": f"{type(exc).__name__}: {exc}"}
