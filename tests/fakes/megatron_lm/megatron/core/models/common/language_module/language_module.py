@@ -11,7 +11,8 @@ class LanguageModule:
     def _set_attention_backend(self):
         backend = self.config.attention_backend
         name = getattr(backend, "name", backend)
-        for variable, value in zip(("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"), EXPECTED[name], strict=True):
+        switches = ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
+        for variable, value in zip(switches, EXPECTED[name], strict=True):
             current = os.getenv(variable)
             assert current is None or current == str(value), (
                 f"{variable} set to {current}, but expected {value} for attention backend type {name}")
