@@ -66,6 +66,16 @@ def test_every_vendor_job_passes_and_records_the_fairness_settings(tmp_path, mon
     assert FAKE_COMMIT[:12] in settings.resolved_by or framework != "mega"
 
 
+@pytest.mark.parametrize(("platform", "framework"), JOBS)
+def test_fp8_with_tensor_and_context_parallelism(tmp_path, monkeypatch, platform, framework):
+    cfg, _ = use_fakes(monkeypatch, tmp_path, FP8="true", TP="2", CP="2", DP="2", GA="32")
+    settings = pf.preflight(*_plan(cfg, platform, framework, "llama")).settings
+    assert settings["fp8"] == "hybrid" and settings["fp8_recipe"] == "delayed"
+    assert settings["fp8_param_gather"] is False and settings["fp8_amax_history_len"] == 1024
+    assert (settings["tensor_model_parallel_size"], settings["context_parallel_size"]) == (2, 2)
+    assert settings["sequence_parallel"] is True and settings["data_parallel_size"] == 2
+
+
 def test_tran_is_its_own_reference(tmp_path, monkeypatch):
     cfg, _ = use_fakes(monkeypatch, tmp_path)
     ctx, plan = _plan(cfg, "nvd", "tran", "llama")

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
-from train.effective.expected import FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -70,7 +70,7 @@ NEGATIVE_FLAGS = {
 }
 # Flags whose spelling is not the dest name with dashes.
 FLAG_NAMES = {"fp8": "--fp8-format"}
-FP8_SETTINGS = {"fp8": "hybrid", "fp8_amax_history_len": 1024, "fp8_amax_compute_algo": "max"}
+FP8_SETTINGS = {"fp8": "hybrid", **FP8_FIXED}
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
-from train.effective.expected import FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -242,6 +242,8 @@ def build_overrides(
         # The bf16 precision plugin would set ddp.grad_reduce_in_fp32 back to True when the
         # strategy connects it; its own field decides (docs/CONFORMANCE.md).
         "trainer.plugins.grad_reduce_in_fp32": False,
+        # FP8 as mega and prim run it; bf16_with_fp8_mixed would also gather parameters in FP8.
+        **({f"trainer.plugins.{key}": value for key, value in FP8_FIXED.items()} if cfg.fp8 else {}),
         # -- model
         **model_fields(cfg, model, shape),
         # -- optimizer: Megatron distributed AdamW (decoupled weight decay)

@@ -57,10 +57,13 @@ def main() -> int:
     plugin = fields.get("trainer.plugins", {})
     bf16 = "bf16" in plugin.get("_target_", "")
     model = {**BASE_MODEL, **section(fields, "model.config."), "bf16": bf16, "fp16": "fp16" in plugin["_target_"]}
-    if "fp8" in plugin.get("_target_", ""):
-        model["fp8"] = "hybrid"
+    if "fp8" in plugin.get("_target_", ""):  # bf16_with_fp8_mixed's own values, then tprimat's
+        model.update(fp8="hybrid", fp8_recipe="delayed", fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
+        model.update({key: value for key, value in section(fields, "trainer.plugins.").items() if "fp8" in key})
     ddp = {k: v for k, v in fields["trainer.strategy.ddp"].items() if not k.startswith("_")}
     ddp["grad_reduce_in_fp32"] = fields.get("trainer.plugins.grad_reduce_in_fp32", True)  # plugin wins at connect
+    if model["fp8"]:
+        ddp["fp8_param_gather"] = model.pop("fp8_param_gather", True)
     sched = {k: v for k, v in fields["optim.lr_scheduler"].items() if not k.startswith("_")}
     data = {k: v for k, v in fields["data"].items() if not k.startswith("_") and k != "tokenizer"}
     data.setdefault("num_workers", 8)

@@ -63,6 +63,15 @@ FIXED: dict[str, Any] = {
     "rerun_mode": "disabled",
 }
 
+# Under FP8=true only: Megatron's delayed-scaling "hybrid" recipe as NVIDIA's and AMD's examples run it,
+# with bf16 parameter gathering (NeMo's bf16_with_fp8_mixed plugin gathers FP8 parameters unless told not to).
+FP8_FIXED: dict[str, Any] = {
+    "fp8_recipe": "delayed",
+    "fp8_amax_history_len": 1024,
+    "fp8_amax_compute_algo": "max",
+    "fp8_param_gather": False,
+}
+
 # Per platform: the attention kernel and the fused weight-gradient accumulation (a CUDA/apex kernel).
 ATTENTION_BACKEND = {"nvd": "fused", "amd": "auto"}
 GRADIENT_ACCUMULATION_FUSION = {"nvd": True, "amd": False}
@@ -139,6 +148,7 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "attention_backend": ATTENTION_BACKEND[platform],
         "gradient_accumulation_fusion": GRADIENT_ACCUMULATION_FUSION[platform],
         **FIXED,
+        **(FP8_FIXED if cfg.fp8 else {}),
     }
 
 

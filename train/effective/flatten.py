@@ -41,7 +41,8 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
         "cross_entropy_loss_fusion", "gradient_accumulation_fusion", "attention_softmax_in_fp32",
         "fp32_residual_connection", "recompute_granularity", "tp_comm_overlap", "manual_gc",
         "calculate_per_token_loss", "dataloader_type", "num_workers", "eod_mask_loss", "reset_position_ids",
-        "reset_attention_mask", "eval_iters", "log_interval", "rerun_mode",
+        "reset_attention_mask", "eval_iters", "log_interval", "rerun_mode", "fp8_recipe", "fp8_amax_history_len",
+        "fp8_amax_compute_algo", "fp8_param_gather",
     )
     record = {key: raw[key] for key in keys_as_is if key in raw}
     record["precision"] = _precision(raw)
@@ -142,6 +143,9 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
                 "calculate_per_token_loss"):
         record[key] = model.get(key)
     record["manual_gc"] = "GarbageCollectionCallback" in (trainer.get("callbacks") or [])
+    for key in ("fp8_recipe", "fp8_amax_history_len", "fp8_amax_compute_algo"):
+        record[key] = model.get(key)
+    record["fp8_param_gather"] = ddp.get("fp8_param_gather")
     tp, pp, cp = (record[k] or 1 for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                            "context_parallel_size"))
     world = raw.get("world_size")
