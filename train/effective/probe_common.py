@@ -129,14 +129,14 @@ def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:
 
 
 SETTING_PATTERNS = (
-    re.compile(r"--([a-z0-9][a-z0-9-]+)"),
     re.compile(r"\b(NVTE_[A-Z_]+)\b"),
     re.compile(r"\bargs\.([a-z_][a-z0-9_]*)"),
+    re.compile(r"--([a-z0-9][a-z0-9-]+)"),
 )
 
 
 def setting_in(message: str) -> str | None:
-    """The setting a framework's message names (a ``--flag``, an ``NVTE_*`` variable, ``args.x``)."""
+    """The setting a framework's message names: an ``NVTE_*`` variable, ``args.x``, else the first ``--flag``."""
     for pattern in SETTING_PATTERNS:
         match = pattern.search(message)
         if match:
