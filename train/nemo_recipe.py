@@ -277,6 +277,7 @@ def build_overrides(
             "eod_mask_loss": FIXED["eod_mask_loss"],
             # The same loader as mega and prim: workers, and no materialised attention mask.
             "num_workers": FIXED["num_workers"],
+            "persistent_workers": FIXED["persistent_workers"],
             "create_attention_mask": FIXED["create_attention_mask"],
         },
         # -- logging: NeMo's own log files only; no checkpoint callback, no TensorBoard/W&B

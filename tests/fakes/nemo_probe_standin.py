@@ -67,6 +67,7 @@ def main() -> int:
     sched = {k: v for k, v in fields["optim.lr_scheduler"].items() if not k.startswith("_")}
     data = {k: v for k, v in fields["data"].items() if not k.startswith("_") and k != "tokenizer"}
     data.setdefault("num_workers", 8)
+    data.setdefault("persistent_workers", False)
     data.setdefault("create_attention_mask", False)
     data["dataloader_type"] = "single"
     raw = {

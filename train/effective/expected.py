@@ -50,6 +50,7 @@ FIXED: dict[str, Any] = {
     # (causal masking happens inside the attention kernel on every stack)
     "dataloader_type": "single",
     "num_workers": 2,
+    "persistent_workers": True,
     "create_attention_mask": False,
     "eod_mask_loss": False,
     "reset_position_ids": False,

@@ -53,6 +53,9 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
         "bias_gelu_fusion")
     if "no_persist_layer_norm" in raw:
         record["persist_layer_norm"] = not raw["no_persist_layer_norm"]
+    if "num_workers" in raw:
+        # Megatron's data loader (megatron/legacy/data/data_samplers.py) keeps workers alive whenever it has any.
+        record["persistent_workers"] = raw["num_workers"] > 0
     if "create_attention_mask_in_dataloader" in raw:
         record["create_attention_mask"] = raw["create_attention_mask_in_dataloader"]
     record["rope_scaling_factor"] = float(raw["rope_scaling_factor"]) if raw.get("use_rope_scaling") else None
@@ -126,6 +129,7 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
         "attention_backend": model.get("attention_backend"),
         "dataloader_type": data.get("dataloader_type"),
         "num_workers": data.get("num_workers"),
+        "persistent_workers": data.get("persistent_workers"),
         "create_attention_mask": data.get("create_attention_mask"),
         "eod_mask_loss": data.get("eod_mask_loss"),
         "reset_position_ids": data.get("reset_position_ids"),
