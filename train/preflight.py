@@ -48,6 +48,9 @@ MEGATRON_PYTHON = "TPRIMAT_MEGATRON_PYTHON"
 NEMO_PYTHON = "TPRIMAT_NEMO_PYTHON"
 MEGATRON_TREE = "TPRIMAT_MEGATRON_LM"
 PRIMUS_TREE = "TPRIMAT_PRIMUS"
+# The target GPU's compute-capability major, which Megatron's validate_args asks the first GPU for when
+# TP or CP > 1 (only used on a host without a GPU): H100 is 9 (sm_90), MI300X (gfx942) reports 9 under ROCm.
+GPU_ARCH = {"nvd": 9, "amd": 9}
 TRAN_RESOLVED_BY = ("tprimat itself: tran is the reference trainer (train/train_tran.py, train/tran_step.py), "
                     "so its settings are the configuration; no framework to ask")
 
@@ -99,7 +102,8 @@ def resolve_mega(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
         raise FrameworkUnavailable(str(exc)) from None
     _, _, _, padding = model_inputs(ctx)
     request = {"tree": str(tree), "argv": _argv_after_script(plan.argv, "pretrain_gpt.py"),
-               "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size}
+               "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
+               "device_arch": GPU_ARCH[ctx.platform]}
     answer = run_probe("probe_megatron", request, python_for(MEGATRON_PYTHON), "Megatron-LM")
     record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
     version = answer.payload["framework"].get("megatron_core")
@@ -126,7 +130,8 @@ def resolve_prim(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
         exp = Path(scratch) / "experiment.yaml"
         exp.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         request = {"primus": str(root), "backend": str(backend), "exp": str(exp), "data_path": str(cfg.data_dir),
-                   "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size}
+                   "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
+                   "device_arch": GPU_ARCH[ctx.platform]}
         answer = run_probe("probe_primus", request, python_for(MEGATRON_PYTHON), "Primus")
     record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
     info = answer.payload["framework"]

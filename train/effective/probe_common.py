@@ -101,6 +101,25 @@ def stand_in_fused_rope() -> list[str]:
     return ["fused RoPE kernel (no Transformer Engine/Apex on this host; only the config check sees it)"]
 
 
+def stand_in_device_arch(major: int) -> list[str]:
+    """Give Megatron's argument validation the target GPU's architecture on a host without a GPU.
+
+    ``validate_args`` asks ``get_device_arch_version()`` (the first GPU's compute-capability
+    major) when TP or CP > 1. Where the job runs there is a GPU and nothing is replaced; on a
+    CPU host the request names the target's (9: H100, and MI300X's gfx942 as ROCm reports it).
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return []
+    from megatron.training import arguments
+
+    if not hasattr(arguments, "get_device_arch_version"):
+        return []
+    arguments.get_device_arch_version = lambda: major
+    return [f"GPU architecture {major} for validate_args (no GPU on this host)"]
+
+
 def megatron_lr_by_step(args: Any) -> dict[str, float]:
     """The LR Megatron's own scheduler gives optimizer steps 1, 2 and the last (``lr_step_*``).
 

@@ -23,6 +23,7 @@ from train.effective.probe_common import (
     namespace_values,
     run,
     set_environment,
+    stand_in_device_arch,
     stand_in_fused_rope,
 )
 
@@ -58,13 +59,14 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     from megatron.core.models.common.language_module.language_module import LanguageModule
     from megatron.training.arguments import parse_args, validate_args
 
+    arch_stand_ins = stand_in_device_arch(int(request.get("device_arch", 9)))
     sys.argv = ["pretrain_gpt.py", *request["argv"]]
     args = parse_args()
     validate_args(args, dict(PRETRAIN_GPT_ARGS_DEFAULTS))
     problem = attention_check(LanguageModule, args.attention_backend)
     if problem:
         raise AssertionError(problem)
-    stand_ins = stand_in_fused_rope()
+    stand_ins = arch_stand_ins + stand_in_fused_rope()
     return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
             "transformer_config": transformer_config_values(args),
             "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")), "stand_ins": stand_ins,

@@ -25,6 +25,7 @@ from train.effective.probe_common import (
     namespace_values,
     run,
     set_environment,
+    stand_in_device_arch,
 )
 
 
@@ -59,6 +60,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     from primus.modules.trainer.megatron.pre_trainer import MegatronPretrainTrainer
     from primus.modules.trainer.megatron.utils import validate_args_on_rocm
 
+    arch_stand_ins = stand_in_device_arch(int(request.get("device_arch", 9)))
     cli = argparse.Namespace(config=request["exp"], data_path=request["data_path"], backend_path=None,
                              export_config=None)
     primus_cfg, unknown = load_primus_config(cli, [])
@@ -87,6 +89,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
     return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
+            "stand_ins": arch_stand_ins,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 
