@@ -141,3 +141,15 @@ def test_nemo_warmup_difference_is_visible_not_hidden():
     nemo = {"lr_step_1": 1e-4, "lr_step_2": 2e-4, "lr_step_last": 2e-6}
     assert differences(table, nemo, "nemo") == []
     assert [key for key, _, _ in differences(table, nemo, "mega")] == ["lr_step_1", "lr_step_2"]
+
+
+def test_contradictions_between_a_workload_and_its_effective_settings():
+    from train.effective.expected import contradictions
+
+    workload = {"MBS": 1, "GBS": 64, "SL": 2048, "LR": 3e-4, "FP8": False, "PRECISION": "bf16", "TP": 1}
+    settings = {"micro_batch_size": 1, "global_batch_size": 64, "seq_length": 2048, "lr": 0.0003, "fp8": None,
+                "precision": "bf16", "tensor_model_parallel_size": 1}
+    assert contradictions(workload, settings) == []
+    assert contradictions({**workload, "SL": 4096}, settings) == ["effective seq_length=2048 but workload SL=4096"]
+    assert contradictions({**workload, "FP8": True}, settings) == ["effective fp8=None but workload FP8=True"]
+    assert contradictions(workload, {"lr": 3e-4}) == []  # keys a record lacks are not contradictions

@@ -177,3 +177,31 @@ def same(want: Any, got: Any) -> bool:
     if isinstance(want, (int, float)) and isinstance(got, (int, float)):
         return abs(want - got) <= 1e-9 * max(abs(want), abs(got), 1e-30)
     return want == got
+
+
+# config.env workload key -> the effective setting that must equal it (utils.configure.WORKLOAD_KEYS spelling).
+WORKLOAD_SETTINGS: dict[str, str] = {
+    "SEED": "seed", "MBS": "micro_batch_size", "GBS": "global_batch_size", "SL": "seq_length",
+    "TRAIN_ITERS": "train_iters", "LR": "lr", "MIN_LR": "min_lr", "LR_DECAY": "lr_decay_style",
+    "WARMUP_STEPS": "lr_warmup_iters", "WEIGHT_DECAY": "weight_decay", "BETA1": "adam_beta1",
+    "BETA2": "adam_beta2", "GRAD_CLIP": "clip_grad", "INIT_STD": "init_method_std",
+    "TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size", "CP": "context_parallel_size",
+    "DP": "data_parallel_size", "PRECISION": "precision",
+}
+
+
+def contradictions(workload: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """Where a result's effective settings contradict its own workload (for ``evaluate/validate.py``).
+
+    Only keys present on both sides are compared (a ``tran`` record or an older result may
+    lack some); FP8 is compared as on/off.
+    """
+    found = []
+    for key, setting in WORKLOAD_SETTINGS.items():
+        if workload.get(key) is None or settings.get(setting) is None:
+            continue
+        if not same(workload[key], settings[setting]):
+            found.append(f"effective {setting}={settings[setting]!r} but workload {key}={workload[key]!r}")
+    if workload.get("FP8") is not None and "fp8" in settings and bool(settings["fp8"]) != bool(workload["FP8"]):
+        found.append(f"effective fp8={settings['fp8']!r} but workload FP8={workload['FP8']!r}")
+    return found
