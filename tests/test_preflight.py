@@ -76,6 +76,14 @@ def test_fp8_with_tensor_and_context_parallelism(tmp_path, monkeypatch, platform
     assert settings["sequence_parallel"] is True and settings["data_parallel_size"] == 2
 
 
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+@pytest.mark.parametrize(("platform", "framework"), [("nvd", "mega"), ("nvd", "nemo")])
+def test_other_precisions_reduce_in_their_own_dtype(tmp_path, monkeypatch, platform, framework, precision):
+    cfg, _ = use_fakes(monkeypatch, tmp_path, PRECISION=precision)
+    settings = pf.preflight(*_plan(cfg, platform, framework, "qwen")).settings
+    assert settings["precision"] == precision and settings["grad_reduce_in_fp32"] is False
+
+
 def test_tran_is_its_own_reference(tmp_path, monkeypatch):
     cfg, _ = use_fakes(monkeypatch, tmp_path)
     ctx, plan = _plan(cfg, "nvd", "tran", "llama")

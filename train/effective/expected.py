@@ -131,8 +131,9 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "sequence_parallel": cfg.tp > 1,
         "precision": cfg.precision,
         "fp8": "hybrid" if cfg.fp8 else None,
-        # the fairness table: gradients reduced in the training dtype
-        "grad_reduce_in_fp32": cfg.precision == "fp32",
+        # the fairness table: gradients reduced in the training dtype, i.e. never forced up to fp32
+        # (under PRECISION=fp32 the training dtype already is fp32)
+        "grad_reduce_in_fp32": False,
         # architecture (utils/models.py)
         "num_layers": shape.num_layers,
         "hidden_size": shape.hidden_size,
