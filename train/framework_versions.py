@@ -111,6 +111,17 @@ def _accelerator_stack() -> tuple[str | None, str | None, str | None]:
     return cuda, hip, None if (cuda or hip) else f"torch {torch.__version__} is a CPU build"
 
 
+def _record_commit(values: dict[str, Any], unknown: dict[str, str], field: str, tree: Path | None,
+                   what: str) -> None:
+    """``values[field]`` = the tree's commit, or the reason in ``unknown[field]``."""
+    if tree is None:
+        unknown[field] = f"no {what} tree given"
+        return
+    values[field], how = tree_commit(tree)
+    if values[field] is None:
+        unknown[field] = how
+
+
 def framework_versions(framework: str, megatron_tree: Path | None = None,
                        primus_tree: Path | None = None) -> FrameworkVersions:
     """The versions of everything ``framework`` runs in this process (import-free for Megatron and NeMo)."""
@@ -121,27 +132,14 @@ def framework_versions(framework: str, megatron_tree: Path | None = None,
         if values[field] is None:
             unknown[field] = f"{dist} is not installed in this Python"
     if framework in ("mega", "prim"):
-        tree = megatron_tree
-        if tree is None:
-            unknown["megatron_lm_commit"] = "no Megatron-LM tree given"
-        else:
-            commit, how = tree_commit(tree)
-            values["megatron_lm_commit"] = commit
-            if commit is None:
-                unknown["megatron_lm_commit"] = how
+        _record_commit(values, unknown, "megatron_lm_commit", megatron_tree, "Megatron-LM")
     else:
         unknown["megatron_lm_commit"] = f"{framework} does not run a Megatron-LM tree of its own (megatron-core only)"
     if framework == "prim":
-        if primus_tree is None:
-            unknown["primus_commit"] = "no Primus tree given"
-        else:
-            commit, how = tree_commit(primus_tree)
-            values["primus_commit"] = commit
-            if commit is None:
-                unknown["primus_commit"] = how
-            values["primus"] = _git(primus_tree, "describe", "--tags", "--always") if commit else None
-            if values["primus"] is None:
-                unknown["primus"] = f"no release tag known for {primus_tree}"
+        _record_commit(values, unknown, "primus_commit", primus_tree, "Primus")
+        values["primus"] = _git(primus_tree, "describe", "--tags", "--always") if values.get("primus_commit") else None
+        if values["primus"] is None:
+            unknown["primus"] = f"no release tag known for {primus_tree}"
     else:
         unknown.setdefault("primus", f"{framework} does not run Primus")
         unknown.setdefault("primus_commit", f"{framework} does not run Primus")
