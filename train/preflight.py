@@ -38,7 +38,7 @@ from train.effective.flatten import megatron_record, nemo_record
 from train.effective.runner import FrameworkRejected, FrameworkUnavailable, python_for, run_probe
 from train.framework_versions import MegatronRefError, check_megatron_tree
 from train.launch import LaunchPlan, RunContext, load_plugin, log_path_for
-from train.megatron_args import find_megatron, primus_megatron, primus_root
+from train.megatron_args import find_megatron, primus_root
 from utils.configure import Config, ConfigError, load_config
 from utils.models import get_shape
 from utils.result import result_path
@@ -118,7 +118,7 @@ def resolve_prim(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     cfg = ctx.cfg
     root = _tree(PRIMUS_TREE, primus_root(cfg), "examples/run_pretrain.sh", "Primus",
                  f"prim runs inside the rocm/primus image (set PRIMUS_PATH or {PRIMUS_TREE})")
-    backend = root / "third_party" / "Megatron-LM" if os.environ.get(PRIMUS_TREE) else primus_megatron(cfg)
+    backend = root / "third_party" / "Megatron-LM"  # Primus's own submodule (train.megatron_args.primus_megatron)
     if not (backend / "pretrain_gpt.py").is_file():
         raise FrameworkUnavailable(f"Primus's Megatron-LM not found: no pretrain_gpt.py in {backend} "
                                    "(a Primus checkout needs its third_party/Megatron-LM submodule)")
