@@ -30,7 +30,8 @@ def test_amd_launcher_table_matches_what_run_pretrain_sh_exports():
     exported = {}
     for name, value in re.findall(r"^\s*export\s+([A-Z][A-Z0-9_]*)=(\S*)", script, flags=re.MULTILINE):
         default = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
-        exported.setdefault(name, default.group(1) if default else value)
+        # the last assignment is the one the Megatron path runs (earlier ones sit in the MaxText-only branch)
+        exported[name] = default.group(1) if default else value
     ours = PLATFORM_ENV["amd"]
     # HSA_NO_SCRATCH_RECLAIM: the script defaults to 0 for MoE stability and lets the caller win; tprimat's 1
     # (AMD's dense-training setting) reaches both mega and prim.
