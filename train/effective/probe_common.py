@@ -49,10 +49,8 @@ def namespace_values(namespace: Any) -> dict[str, Any]:
     return out
 
 
-def set_environment(env: dict[str, str], unset: list[str]) -> None:
-    """The launcher's environment, exactly: listed variables removed, the plan's set."""
-    for key in unset:
-        os.environ.pop(key, None)
+def set_environment(env: dict[str, str]) -> None:
+    """The variables the launch plan sets, over the environment the launcher inherits (as at launch)."""
     os.environ.update(env)
 
 

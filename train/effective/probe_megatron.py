@@ -53,7 +53,7 @@ def megatron_version() -> str | None:
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     tree = request["tree"]
     sys.path.insert(0, tree)
-    set_environment(request.get("env", {}), request.get("unset", []))
+    set_environment(request.get("env", {}))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
     os.environ["RANK"] = "0"
     from megatron.core.models.common.language_module.language_module import LanguageModule

@@ -80,7 +80,7 @@ def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[s
 
 
 def probe(request: dict[str, Any]) -> dict[str, Any]:
-    set_environment(request.get("env", {}), request.get("unset", []))
+    set_environment(request.get("env", {}))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
     import fiddle as fdl
     from megatron.core.models.common.language_module.language_module import LanguageModule

@@ -49,7 +49,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     root, backend = request["primus"], request["backend"]
     sys.path[:0] = [root, backend]
     os.chdir(root)
-    set_environment(request.get("env", {}), request.get("unset", []))
+    set_environment(request.get("env", {}))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
     os.environ["RANK"] = "0"
     os.environ["LOCAL_RANK"] = "0"
