@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conformance.conftest import VARIANTS, conformance_config, megatron_ref_of, needs, planned
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, megatron_ref_of, needs, planned
 from train import preflight as pf
 
 pytestmark = [needs("TPRIMAT_MEGATRON_LM"), pytest.mark.slow]

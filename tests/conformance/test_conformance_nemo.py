@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conformance.conftest import VARIANTS, conformance_config, needs, planned
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
 from train import preflight as pf
 
 pytestmark = [needs("TPRIMAT_NEMO_PYTHON"), pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.conftest import VARIANTS, conformance_config, needs, planned
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
 from train import preflight as pf
 from train.platform_env import PLATFORM_ENV
 

@@ -1,4 +1,4 @@
-"""Conformance tests: every generated configuration through the real Megatron-LM, Primus and NeMo code.
+"""Helpers of the conformance tests: every generated configuration through the real Megatron-LM, Primus and NeMo code.
 
 Beside the CI suite, not in it: they run only where the variables point at real installs
 (docs/CONFORMANCE.md has the recipe and the versions that passed) and are skipped with the
