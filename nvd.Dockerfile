@@ -1,4 +1,4 @@
-# tprimat:nvd - NVIDIA H100 image: NeMo 2 + Megatron-LM (+ tprimat's tran loop) on the NeMo container.
+# tprimat:nvd - NVIDIA H100 image: NeMo 2 + Megatron-LM at MEGATRON_REF (+ tprimat's tran loop) on the NeMo container.
 # Build: ./shell/build.sh (or docker build -f nvd.Dockerfile -t tprimat:nvd .)
 # The base tag is pinned; nothing of the base's torch/NeMo/Megatron stack is replaced
 # (see nvd-requirements.txt and shell/install_requirements.sh). No secret enters any layer:
@@ -18,6 +18,16 @@ ENV TPRIMAT_IN_CONTAINER=1 \
     CUDA_DEVICE_MAX_CONNECTIONS=1
 
 WORKDIR /workspace/code
+
+# One Megatron-LM for `mega` on both vendors (docs/CONFORMANCE.md): MEGATRON_REF (config.env, passed by
+# ./shell/build.sh as a build argument) is cloned to the same path in both images and its resolved commit
+# recorded beside it, where train/framework_versions.py reads it. Nothing is pip-installed from it: the
+# image's own megatron-core stays as the vendor shipped it, and pretrain_gpt.py imports the tree's copy.
+ARG MEGATRON_REF=847781764fe468c90caec16309deded245c1022c
+RUN git clone --filter=blob:none --no-checkout https://github.com/NVIDIA/Megatron-LM.git /opt/tprimat/megatron-lm \
+    && git -C /opt/tprimat/megatron-lm checkout --quiet --detach "${MEGATRON_REF}" \
+    && echo "${MEGATRON_REF} $(git -C /opt/tprimat/megatron-lm rev-parse HEAD)" \
+        > /opt/tprimat/megatron-lm/TPRIMAT_MEGATRON_COMMIT
 
 # Requirements first, so code edits do not re-run the install layer.
 COPY nvd-requirements.txt shell/install_requirements.sh /tmp/tprimat-build/

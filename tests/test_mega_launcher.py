@@ -111,10 +111,11 @@ def test_missing_megatron_is_an_error_but_dry_run_notes_it(tmp_path: Path) -> No
 
 def test_image_locations_per_platform(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
-    assert megatron_args.megatron_candidates(cfg, "nvd") == [Path("/opt/megatron-lm")]
-    assert megatron_args.megatron_candidates(cfg, "amd") == [Path("/workspace/Primus/third_party/Megatron-LM")]
+    # One Megatron-LM (MEGATRON_REF, installed by both Dockerfiles) for mega on both vendors.
+    assert megatron_args.megatron_candidates(cfg, "nvd") == [Path("/opt/tprimat/megatron-lm")]
+    assert megatron_args.megatron_candidates(cfg, "amd") == [Path("/opt/tprimat/megatron-lm")]
     cfg = make_config(tmp_path, PRIMUS_PATH="/opt/primus")
-    assert megatron_args.megatron_candidates(cfg, "amd") == [Path("/opt/primus/third_party/Megatron-LM")]
+    assert megatron_args.primus_megatron(cfg) == Path("/opt/primus/third_party/Megatron-LM")
 
 
 def test_collect_nonzero_exit_gives_failed_result(tmp_path: Path) -> None:

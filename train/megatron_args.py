@@ -9,6 +9,9 @@ into ``--num-query-groups 8`` style flags, so the two launchers cannot drift apa
 
 Choices that are not config keys, and why:
 
+* every choice that is not a ``config.env`` key comes from the fairness table,
+  :data:`train.effective.expected.FIXED`, which the preflight also checks the resolved
+  settings against (docs/CONFORMANCE.md lists where each framework's default differs);
 * dropout 0 (Megatron defaults to 0.1; Llama and Qwen train without dropout);
 * ``dataloader_type: single``: Megatron's sequential sampler. Primus's trainer
   defaults to ``cyclic`` (a shuffling sampler), which would feed different tokens;
@@ -37,10 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
+from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
 from utils.models import ModelShape
 
-ATTENTION_BACKEND = {"nvd": "fused", "amd": "auto"}
+ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
 
 # len(tokenizer) of the real tokenizers (what Megatron's HuggingFaceTokenizer reports):
 # Llama 3.1: 128000 BPE tokens + 256 reserved special tokens; Qwen 2.5: 151643 + 22 special.
@@ -56,11 +61,16 @@ DIVISOR_PREFERENCE = (128, 256, 512, 1024, 64, 32, 16, 8, 4, 2, 1)
 NEGATIVE_FLAGS = {
     "add_bias_linear": "--disable-bias-linear",
     "gradient_accumulation_fusion": "--no-gradient-accumulation-fusion",
+    "bias_swiglu_fusion": "--no-bias-swiglu-fusion",
+    "bias_dropout_fusion": "--no-bias-dropout-fusion",
+    "masked_softmax_fusion": "--no-masked-softmax-fusion",
+    "apply_rope_fusion": "--no-rope-fusion",
+    "create_attention_mask_in_dataloader": "--no-create-attention-mask-in-dataloader",
+    "check_for_nan_in_loss_and_grad": "--no-check-for-nan-in-loss-and-grad",
 }
 # Flags whose spelling is not the dest name with dashes.
 FLAG_NAMES = {"fp8": "--fp8-format"}
-FP8_SETTINGS = {"fp8": "hybrid", "fp8_amax_history_len": 1024, "fp8_amax_compute_algo": "max"}
-ADAM_EPS = 1e-8
+FP8_SETTINGS = {"fp8": "hybrid", **FP8_FIXED}
 
 
 @dataclass(frozen=True)
@@ -149,7 +159,7 @@ def megatron_settings(
         "group_query_attention": True,
         "num_query_groups": shape.num_query_groups,
         "swiglu": shape.swiglu,
-        "normalization": "RMSNorm",
+        "normalization": FIXED["normalization"],
         "norm_epsilon": shape.norm_eps,
         "position_embedding_type": "rope",
         "rotary_base": int(shape.rope_theta),
@@ -158,8 +168,8 @@ def megatron_settings(
         "untie_embeddings_and_output_weights": not shape.tied_embeddings,
         "add_bias_linear": False,
         "add_qkv_bias": shape.qkv_bias,
-        "hidden_dropout": 0.0,
-        "attention_dropout": 0.0,
+        "hidden_dropout": FIXED["hidden_dropout"],
+        "attention_dropout": FIXED["attention_dropout"],
         "init_method_std": cfg.init_std,
         "make_vocab_size_divisible_by": padding.divisible_by,
         "seq_length": cfg.sl,
@@ -173,13 +183,30 @@ def megatron_settings(
         "pipeline_model_parallel_size": cfg.pp,
         "context_parallel_size": cfg.cp,
         "sequence_parallel": cfg.tp > 1,
-        "use_distributed_optimizer": True,
+        "use_distributed_optimizer": FIXED["use_distributed_optimizer"],
         # The fairness table: no overlap of gradient reduction or parameter gathering on either vendor
         # (the same for nemo); gradients reduced in bf16 under bf16 (Megatron's validation would
         # otherwise switch them to fp32).
-        "overlap_grad_reduce": False,
-        "overlap_param_gather": False,
-        "gradient_accumulation_fusion": platform != "amd",
+        "overlap_grad_reduce": FIXED["overlap_grad_reduce"],
+        "overlap_param_gather": FIXED["overlap_param_gather"],
+        "ddp_average_in_collective": FIXED["ddp_average_in_collective"],
+        "check_for_nan_in_loss_and_grad": FIXED["check_for_nan_in_grad"],
+        "tp_comm_overlap": FIXED["tp_comm_overlap"],
+        # ---- fusions: every one on, stated outright (Primus's model files turn masked-softmax fusion
+        # off and fp32 softmax on, Megatron's defaults leave cross-entropy fusion off; NeMo's Qwen
+        # config leaves four of them off), see docs/CONFORMANCE.md
+        "gradient_accumulation_fusion": GRADIENT_ACCUMULATION_FUSION[platform],
+        "bias_swiglu_fusion": FIXED["bias_activation_fusion"],
+        "bias_dropout_fusion": FIXED["bias_dropout_fusion"],
+        "masked_softmax_fusion": FIXED["masked_softmax_fusion"],
+        "no_persist_layer_norm": not FIXED["persist_layer_norm"],
+        "apply_rope_fusion": FIXED["apply_rope_fusion"],
+        "cross_entropy_loss_fusion": FIXED["cross_entropy_loss_fusion"],
+        "attention_softmax_in_fp32": FIXED["attention_softmax_in_fp32"],
+        "fp32_residual_connection": FIXED["fp32_residual_connection"],
+        "recompute_granularity": FIXED["recompute_granularity"],
+        "manual_gc": FIXED["manual_gc"],
+        "calculate_per_token_loss": FIXED["calculate_per_token_loss"],
         # ---- optimizer and schedule ----
         "seed": cfg.seed,
         "train_iters": cfg.train_iters,
@@ -191,7 +218,7 @@ def megatron_settings(
         "lr_decay_iters": cfg.train_iters,
         "adam_beta1": cfg.beta1,
         "adam_beta2": cfg.beta2,
-        "adam_eps": ADAM_EPS,
+        "adam_eps": FIXED["adam_eps"],
         "weight_decay": cfg.weight_decay,
         "clip_grad": cfg.grad_clip,
         # ---- precision ----
@@ -202,12 +229,24 @@ def megatron_settings(
         # ---- data, evaluation, logging ----
         "tokenizer_type": "HuggingFaceTokenizer",
         "tokenizer_model": str(tokenizer_dir),
-        "dataloader_type": "single",
-        "eod_mask_loss": False,
-        "eval_iters": 0,
+        "dataloader_type": FIXED["dataloader_type"],
+        # Megatron's default is 2 workers, Primus's pre_trainer 8, NeMo's data module 8: one value everywhere.
+        "num_workers": FIXED["num_workers"],
+        # No [1, 1, s, s] mask per sample: causal masking happens in the attention kernel (NeMo's default
+        # with Transformer Engine; Megatron and Primus build the mask unless told not to).
+        "create_attention_mask_in_dataloader": FIXED["create_attention_mask"],
+        "eod_mask_loss": FIXED["eod_mask_loss"],
+        "reset_position_ids": FIXED["reset_position_ids"],
+        "reset_attention_mask": FIXED["reset_attention_mask"],
+        "eval_iters": FIXED["eval_iters"],
         "eval_interval": cfg.train_iters,
-        "log_interval": 1,
+        "log_interval": FIXED["log_interval"],
         "log_throughput": True,
+        # Megatron-LM 0.15 (MEGATRON_REF's default) re-runs suspicious steps unless told not to; 0.12 and
+        # Primus default to disabled.
+        "rerun_mode": FIXED["rerun_mode"],
+        # No periodic checkpoints (Primus's pre_trainer saves every 1000 iterations into its workspace).
+        "save_interval": FIXED["checkpoint_interval"],
     }
     if shape.rope_scaling is not None:
         settings["rope_scaling_factor"] = float(shape.rope_scaling["factor"])
@@ -255,7 +294,9 @@ def precision_label(cfg: Config) -> str:
 # where the frameworks live
 
 DEFAULT_PRIMUS_PATH = Path("/workspace/Primus")  # rocm/primus images
-NEMO_IMAGE_MEGATRON = Path("/opt/megatron-lm")  # nvcr.io/nvidia/nemo images
+# MEGATRON_REF, cloned by both Dockerfiles at build time (train/framework_versions.py records it), so
+# mega runs the same Megatron-LM commit on AMD and NVIDIA; prim keeps Primus's own third_party copy.
+MEGATRON_INSTALL = Path("/opt/tprimat/megatron-lm")
 
 
 def primus_root(cfg: Config) -> Path:
@@ -263,13 +304,16 @@ def primus_root(cfg: Config) -> Path:
     return Path(cfg.primus_path) if cfg.primus_path else DEFAULT_PRIMUS_PATH
 
 
+def primus_megatron(cfg: Config) -> Path:
+    """The Megatron-LM that Primus runs: its own submodule, not MEGATRON_REF."""
+    return primus_root(cfg) / "third_party" / "Megatron-LM"
+
+
 def megatron_candidates(cfg: Config, platform: str) -> list[Path]:
-    """Where Megatron-LM may be: ``MEGATRON_PATH``, else the platform image's known location."""
-    if cfg.megatron_path:
-        return [Path(cfg.megatron_path)]
-    if platform == "amd":
-        return [primus_root(cfg) / "third_party" / "Megatron-LM"]
-    return [NEMO_IMAGE_MEGATRON]
+    """Where ``mega``'s Megatron-LM is: ``MEGATRON_PATH``, else MEGATRON_REF's install in both images."""
+    if platform not in ATTENTION_BACKEND:
+        raise ValueError(f"platform {platform!r}: Megatron runs on {', '.join(ATTENTION_BACKEND)}")
+    return [Path(cfg.megatron_path)] if cfg.megatron_path else [MEGATRON_INSTALL]
 
 
 def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
@@ -279,8 +323,9 @@ def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
         if (root / "pretrain_gpt.py").is_file():
             return root, None
     tried = ", ".join(str(c) for c in candidates)
-    return candidates[0], (f"Megatron-LM not found: no pretrain_gpt.py in {tried}; set MEGATRON_PATH in config.env "
-                           "or run inside the platform image (./shell/run_train.sh)")
+    return candidates[0], (f"Megatron-LM not found: no pretrain_gpt.py in {tried}; the images install "
+                           f"MEGATRON_REF={cfg.megatron_ref} there (./shell/build.sh), or set MEGATRON_PATH "
+                           "in config.env to a checkout of it")
 
 
 def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
+from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -49,7 +51,7 @@ RECIPE_PARALLEL_DEFAULTS: dict[str, dict[str, int]] = {
 
 # Same epsilon as Megatron-LM's --adam-eps default and torch.optim.AdamW, which the
 # mega and tran launchers use; the NeMo recipe's 1e-5 would be a silent difference.
-ADAM_EPS = 1e-8
+ADAM_EPS = FIXED["adam_eps"]
 
 PRECISION_PLUGINS: dict[tuple[str, bool], dict[str, Any]] = {
     ("bf16", False): {"_target_": "nemo.collections.llm.recipes.precision.mixed_precision.bf16_mixed",
@@ -72,7 +74,26 @@ SCHEDULERS: dict[str, str] = {
 
 # The attention backend of the mega launcher on nvd (train/megatron_args.py), so both NVIDIA
 # stacks run the same cuDNN fused attention; NeMo's model config defaults to auto.
-ATTENTION_BACKEND = "fused"
+ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND["nvd"]
+# Fusions stated outright: NeMo's Qwen2Config leaves bias-activation, bias-dropout, persistent
+# layer norm and RoPE fusion at TransformerConfig's False (its Llama 3 config turns them on), and
+# GPTConfig computes softmax in bf16; mega and prim run every fusion (docs/CONFORMANCE.md).
+MODEL_CONFIG_FIXED: dict[str, Any] = {
+    "model.config.bias_activation_fusion": FIXED["bias_activation_fusion"],
+    "model.config.bias_dropout_fusion": FIXED["bias_dropout_fusion"],
+    "model.config.masked_softmax_fusion": FIXED["masked_softmax_fusion"],
+    "model.config.persist_layer_norm": FIXED["persist_layer_norm"],
+    "model.config.apply_rope_fusion": FIXED["apply_rope_fusion"],
+    "model.config.cross_entropy_loss_fusion": FIXED["cross_entropy_loss_fusion"],
+    "model.config.gradient_accumulation_fusion": GRADIENT_ACCUMULATION_FUSION["nvd"],
+    "model.config.attention_softmax_in_fp32": FIXED["attention_softmax_in_fp32"],
+    "model.config.fp32_residual_connection": FIXED["fp32_residual_connection"],
+    "model.config.recompute_granularity": FIXED["recompute_granularity"],
+    "model.config.tp_comm_overlap": FIXED["tp_comm_overlap"],
+    "model.config.calculate_per_token_loss": FIXED["calculate_per_token_loss"],
+    "model.config.hidden_dropout": FIXED["hidden_dropout"],
+    "model.config.attention_dropout": FIXED["attention_dropout"],
+}
 ATTN_BACKEND_ENUM = "megatron.core.transformer.enums.AttnBackend"
 DDP_CONFIG = "megatron.core.distributed.DistributedDataParallelConfig"
 
@@ -120,10 +141,11 @@ def ddp_config() -> dict[str, Any]:
     return {
         "_target_": DDP_CONFIG, "_call_": "config",
         "grad_reduce_in_fp32": False,
-        "overlap_grad_reduce": False,
-        "overlap_param_gather": False,
-        "use_distributed_optimizer": True,
-        "check_for_nan_in_grad": True,
+        "overlap_grad_reduce": FIXED["overlap_grad_reduce"],
+        "overlap_param_gather": FIXED["overlap_param_gather"],
+        "use_distributed_optimizer": FIXED["use_distributed_optimizer"],
+        "check_for_nan_in_grad": FIXED["check_for_nan_in_grad"],
+        "average_in_collective": FIXED["ddp_average_in_collective"],
     }
 
 
@@ -160,6 +182,7 @@ def model_fields(cfg: Config, model: str, shape: ModelShape) -> dict[str, Any]:
         "model.config.init_method_std": cfg.init_std,
         "model.config.attention_backend": {"_target_": ATTN_BACKEND_ENUM, "_call_": "member",
                                            "name": ATTENTION_BACKEND},
+        **MODEL_CONFIG_FIXED,
     }
     if model == "llama" and shape.rope_scaling:
         scaling = shape.rope_scaling
@@ -219,6 +242,8 @@ def build_overrides(
         # The bf16 precision plugin would set ddp.grad_reduce_in_fp32 back to True when the
         # strategy connects it; its own field decides (docs/CONFORMANCE.md).
         "trainer.plugins.grad_reduce_in_fp32": False,
+        # FP8 as mega and prim run it; bf16_with_fp8_mixed would also gather parameters in FP8.
+        **({f"trainer.plugins.{key}": value for key, value in FP8_FIXED.items()} if cfg.fp8 else {}),
         # -- model
         **model_fields(cfg, model, shape),
         # -- optimizer: Megatron distributed AdamW (decoupled weight decay)
@@ -232,7 +257,7 @@ def build_overrides(
         "optim.config.clip_grad": cfg.grad_clip,
         "optim.config.bf16": cfg.precision == "bf16",
         "optim.config.fp16": cfg.precision == "fp16",
-        "optim.config.use_distributed_optimizer": True,
+        "optim.config.use_distributed_optimizer": FIXED["use_distributed_optimizer"],
         "optim.lr_scheduler": lr_scheduler(cfg),
         # -- data: the .bin/.idx that data/ wrote, read with the real tokenizer (never mock data)
         "data": {
@@ -244,12 +269,16 @@ def build_overrides(
             "tokenizer": {"_target_": HF_TOKENIZER, "_call_": "config",
                           "pretrained_model_name": str(tokenizer_dir), "use_fast": True},
             # Everything to training: validation is off, so nothing is held out.
-            "split": "100,0,0",
+            "split": FIXED["data_split"],
             "seed": cfg.seed,
             "index_mapping_dir": str(index_cache_dir),
-            "reset_position_ids": False,
-            "reset_attention_mask": False,
-            "eod_mask_loss": False,
+            "reset_position_ids": FIXED["reset_position_ids"],
+            "reset_attention_mask": FIXED["reset_attention_mask"],
+            "eod_mask_loss": FIXED["eod_mask_loss"],
+            # The same loader as mega and prim: workers, and no materialised attention mask.
+            "num_workers": FIXED["num_workers"],
+            "persistent_workers": FIXED["persistent_workers"],
+            "create_attention_mask": FIXED["create_attention_mask"],
         },
         # -- logging: NeMo's own log files only; no checkpoint callback, no TensorBoard/W&B
         "log": {"_target_": NEMO_LOGGER, "_call_": "config", "name": f"tprimat_{model}",

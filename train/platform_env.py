@@ -31,6 +31,9 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
         "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
         # Fail fast instead of hanging on a collective error, so the result records it.
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        # Data-loader workers fork after the HF tokenizer was used; its thread pool must not be
+        # inherited (NeMo's launcher set this alone; now every framework on the platform does).
+        "TOKENIZERS_PARALLELISM": "false",
     },
     "amd": {
         # Same reason as on NVIDIA; Primus and ROCm Megatron set it too.
@@ -54,6 +57,22 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
         # Same allocator policy as on NVIDIA (HIP reads the PYTORCH_HIP_ prefix).
         "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # What Primus's examples/run_pretrain.sh (v0.5.0, the rocm/primus:v25.11 release) exports besides
+        # the above, so mega on AMD runs under the same communication and kernel settings as prim
+        # (docs/CONFORMANCE.md; tests/conformance checks this table against that script):
+        # RCCL: no MSCCL++ either; InfiniBand GID 3 and no cross-NIC rings (multi-node); PXN off and
+        # 512 KiB network chunks for point-to-point (multi-node).
+        "RCCL_MSCCLPP_ENABLE": "0",
+        "NCCL_IB_GID_INDEX": "3",
+        "NCCL_CROSS_NIC": "0",
+        "NCCL_PXN_DISABLE": "1",
+        "NCCL_P2P_NET_CHUNKSIZE": "524288",
+        # ROCm Transformer Engine: Triton cast-transpose kernels for FP8 casts (the hipified ones off).
+        "NVTE_USE_CAST_TRANSPOSE_TRITON": "1",
+        "NVTE_USE_OPTIMIZED_HIPIFIED_CAST_TRANSPOSE": "0",
+        # PyTorch's tensor-register allocator hook off, as run_pretrain.sh sets for Megatron.
+        "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "0",
     },
     # cpu: the tran launcher sets OMP_NUM_THREADS from the core count and the process count.
     "cpu": {},

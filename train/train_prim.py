@@ -63,9 +63,12 @@ def primus_overrides(
         test_data_path=None,
         split=None,
         data_cache_path=str(index_cache_dir(cfg)),
-        # no checkpoints in, none out
+        # no checkpoints in, none out. Primus always points ``save`` at its workspace (its trainer's
+        # update_primus_config) and Megatron then requires a save_interval: one past the last step,
+        # so no checkpoint is written during the run, and none at its end (disable_last_saving).
         load=None,
         save=None,
+        save_interval=cfg.train_iters + 1,
         finetune=False,
         auto_continue_train=False,
         disable_last_saving=True,

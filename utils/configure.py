@@ -106,6 +106,7 @@ class Config:
     profile_step_end: int = 5
     megatron_path: Path | None = None
     primus_path: Path | None = None
+    megatron_ref: str = "847781764fe468c90caec16309deded245c1022c"
 
     # ---- derived values -------------------------------------------------
     @property

@@ -1,0 +1,68 @@
+"""Helpers of the conformance tests: every generated configuration through the real Megatron-LM, Primus and NeMo code.
+
+Beside the CI suite, not in it: they run only where the variables point at real installs
+(docs/CONFORMANCE.md has the recipe and the versions that passed) and are skipped with the
+reason otherwise. Each test runs :func:`train.preflight.preflight`, the very path a launch
+takes, so a pass means the framework accepted the configuration and resolved every setting
+of the fairness table to the required value.
+
+* ``TPRIMAT_MEGATRON_LM`` (+ ``TPRIMAT_MEGATRON_PYTHON``): a Megatron-LM tree (mega);
+* ``TPRIMAT_PRIMUS`` (+ ``TPRIMAT_MEGATRON_PYTHON``): a Primus tree with its submodule (prim);
+* ``TPRIMAT_NEMO_PYTHON``: a Python with NeMo 2 and nemo_run (nemo).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers_megatron import make_config, make_context
+from tests.helpers_nemo import make_dataset_stub, make_tokenizer
+from train.framework_versions import tree_commit
+from train.launch import load_plugin
+from utils.configure import Config
+
+# bf16 and FP8, TP 1/2, CP 1/2 on 8 GPUs; GA keeps GBS at 64.
+VARIANTS = {
+    f"{'fp8' if fp8 else 'bf16'}-tp{tp}-cp{cp}": {"FP8": str(fp8).lower(), "TP": str(tp), "CP": str(cp),
+                                                   "DP": str(8 // (tp * cp)), "GA": str(64 // (8 // (tp * cp)))}
+    for fp8 in (False, True) for tp in (1, 2) for cp in (1, 2)
+}
+
+
+def portable_tokenizer(path: Path) -> None:
+    """A tokenizer every framework's transformers (4.x in the images, 5.x here) loads."""
+    make_tokenizer(path, 300)
+    config_path = path / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+
+
+def conformance_config(tmp_path: Path, variant: str, **extra: str) -> Config:
+    cfg = make_config(tmp_path, DATASET="sample", MODEL_SIZE="full", TRAIN_ITERS="30", WARMUP_STEPS="5",
+                      **VARIANTS[variant], **extra)
+    for model in ("llama", "qwen"):
+        portable_tokenizer(cfg.data_dir / "tokenizers" / f"sample-{model}")
+        make_dataset_stub(cfg.data_dir / f"sample-{model}_text_document")
+    return cfg
+
+
+def planned(cfg: Config, platform: str, framework: str, model: str):
+    ctx = make_context(cfg, platform, framework, model, dry_run=True)
+    return ctx, load_plugin(framework).plan(ctx)
+
+
+def needs(variable: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(not os.environ.get(variable), reason=f"{variable} is not set: conformance against "
+                              "the real framework code runs where it points at an install (docs/CONFORMANCE.md)")
+
+
+def megatron_ref_of(tree: str) -> str:
+    """The tree's own commit: the run is judged as if MEGATRON_REF named it."""
+    commit, how = tree_commit(Path(tree))
+    assert commit, how
+    return commit

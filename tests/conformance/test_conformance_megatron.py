@@ -1,0 +1,46 @@
+"""mega on both platforms through Megatron-LM's own parse_args + validate_args + attention check."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, megatron_ref_of, needs, planned
+from train import preflight as pf
+
+pytestmark = [needs("TPRIMAT_MEGATRON_LM"), pytest.mark.slow]
+
+
+def _config(tmp_path, variant):
+    return conformance_config(tmp_path, variant, MEGATRON_REF=megatron_ref_of(os.environ["TPRIMAT_MEGATRON_LM"]))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("platform", ["nvd", "amd"])
+def test_mega_configuration_is_accepted_and_resolves_to_the_table(tmp_path, platform, model, variant):
+    cfg = _config(tmp_path, variant)
+    settings = pf.preflight(*planned(cfg, platform, "mega", model)).settings
+    assert settings["grad_reduce_in_fp32"] is False
+    assert settings["tensor_model_parallel_size"] == cfg.tp and settings["context_parallel_size"] == cfg.cp
+    assert settings["fp8"] == ("hybrid" if cfg.fp8 else None)
+
+
+def test_language_module_refuses_nvte_switches_that_disagree(tmp_path):
+    """Issue 10's first crash, judged by Megatron's own language module."""
+    cfg = _config(tmp_path, "bf16-tp1-cp1")
+    ctx, plan = planned(cfg, "nvd", "mega", "llama")
+    with pytest.raises(pf.PreflightError) as caught:
+        pf.preflight(ctx, replace(plan, env={**plan.env, "NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "1"}))
+    assert caught.value.setting == "NVTE_FLASH_ATTN" and "attention backend type fused" in str(caught.value)
+
+
+def test_validate_args_reduces_bf16_gradients_in_fp32_without_the_flag(tmp_path):
+    cfg = _config(tmp_path, "bf16-tp1-cp1")
+    ctx, plan = planned(cfg, "amd", "mega", "qwen")
+    plan = replace(plan, argv=[word for word in plan.argv if word != "--grad-reduce-in-bf16"])
+    with pytest.raises(pf.PreflightError) as caught:
+        pf.preflight(ctx, plan)
+    assert (caught.value.setting, caught.value.effective) == ("grad_reduce_in_fp32", True)

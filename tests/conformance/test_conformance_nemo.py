@@ -1,0 +1,34 @@
+"""nemo through NeMo's own recipes: overrides applied, built, optimizer and strategy connected, read back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
+from train import preflight as pf
+
+pytestmark = [needs("TPRIMAT_NEMO_PYTHON"), pytest.mark.slow]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_nemo_configuration_is_accepted_and_resolves_to_the_table(tmp_path, model, variant):
+    """Covers issue 10's Qwen crash: qwen25_7b's strategy has no DDP config of its own."""
+    cfg = conformance_config(tmp_path, variant)
+    settings = pf.preflight(*planned(cfg, "nvd", "nemo", model)).settings
+    assert settings["grad_reduce_in_fp32"] is False and settings["overlap_grad_reduce"] is False
+    assert settings["bias_activation_fusion"] is True and settings["num_workers"] == 2
+
+
+def test_the_bf16_plugin_resets_the_reduction_dtype_unless_told(tmp_path):
+    cfg = conformance_config(tmp_path, "bf16-tp1-cp1")
+    ctx, plan = planned(cfg, "nvd", "nemo", "qwen")
+    (path, text), = plan.files.items()
+    data = json.loads(text)
+    del data["fields"]["trainer.plugins.grad_reduce_in_fp32"]
+    with pytest.raises(pf.PreflightError) as caught:
+        pf.preflight(ctx, replace(plan, files={path: json.dumps(data)}))
+    assert (caught.value.setting, caught.value.effective) == ("grad_reduce_in_fp32", True)

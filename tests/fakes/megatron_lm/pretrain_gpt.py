@@ -1,0 +1,1 @@
+"""Stand-in entry point: preflight only checks that it exists."""

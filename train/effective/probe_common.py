@@ -1,0 +1,227 @@
+"""Shared by the probes (runs inside the framework's Python: standard library only, no tprimat imports).
+
+A probe reads one JSON request on stdin and prints one JSON answer on its last stdout
+line: ``{"ok": true, "raw": {...}, "framework": {...}}`` or ``{"ok": false, "error":
+"<the framework's own message>", "setting": "<the setting it concerns>"}``. Anything
+the framework prints itself goes to stderr, so the answer line is never mixed with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import io
+import json
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+ANSWER_PREFIX = "TPRIMAT_PROBE "
+
+
+def read_request() -> dict[str, Any]:
+    return json.loads(sys.stdin.read())
+
+
+def plain(value: Any) -> Any:
+    """A JSON scalar for one resolved value: enums by name, dtypes and other objects as ``str``."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+        return list(value)
+    return str(value)
+
+
+def namespace_values(namespace: Any) -> dict[str, Any]:
+    """Every attribute of an argparse/SimpleNamespace as JSON scalars (nested namespaces skipped)."""
+    out = {}
+    for key, value in vars(namespace).items():
+        if key.startswith("_") or (hasattr(value, "__dict__") and not isinstance(value, enum.Enum)):
+            continue
+        out[key] = plain(value)
+    return out
+
+
+def set_environment(env: dict[str, str]) -> None:
+    """The variables the launch plan sets, over the environment the launcher inherits (as at launch)."""
+    os.environ.update(env)
+
+
+def attention_check(language_module_cls: Any, backend: Any) -> str | None:
+    """Run Megatron's own NVTE_* check for ``backend`` (what model build runs); its message on failure."""
+    holder = type("ConfigHolder", (), {})()
+    holder.config = type("Config", (), {"attention_backend": backend})()
+    before = {k: os.environ.get(k) for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")}
+    try:
+        language_module_cls._set_attention_backend(holder)
+    except AssertionError as exc:
+        return str(exc)
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return None
+
+
+def have_transformer_engine() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("transformer_engine") is not None
+
+
+def stand_in_fused_rope() -> list[str]:
+    """Let ``TransformerConfig`` accept ``apply_rope_fusion`` on a host without Transformer Engine or Apex.
+
+    Megatron's config refuses the setting when neither kernel is importable (a CPU host
+    running the conformance tests); the images have Transformer Engine, so there nothing
+    is replaced. The stand-in is never called: no model is built. Returned: what was stood in.
+    """
+    try:
+        from megatron.core.models.common.embeddings import rope_utils
+    except ImportError:
+        return []
+    if rope_utils.fused_apply_rotary_pos_emb is not None:
+        return []
+
+    def absent(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("fused RoPE stand-in called: this host has no Transformer Engine or Apex")
+
+    rope_utils.fused_apply_rotary_pos_emb = absent
+    return ["fused RoPE kernel (no Transformer Engine/Apex on this host; only the config check sees it)"]
+
+
+def stand_in_device_arch(major: int) -> list[str]:
+    """Give Megatron's argument validation the target GPU's architecture on a host without a GPU.
+
+    ``validate_args`` asks ``get_device_arch_version()`` (the first GPU's compute-capability
+    major) when TP or CP > 1. Where the job runs there is a GPU and nothing is replaced; on a
+    CPU host the request names the target's (9: H100, and MI300X's gfx942 as ROCm reports it).
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return []
+    from megatron.training import arguments
+
+    if not hasattr(arguments, "get_device_arch_version"):
+        return []
+    arguments.get_device_arch_version = lambda: major
+    return [f"GPU architecture {major} for validate_args (no GPU on this host)"]
+
+
+def megatron_lr_by_step(args: Any) -> dict[str, float]:
+    """The LR Megatron's own scheduler gives optimizer steps 1, 2 and the last (``lr_step_*``).
+
+    ``get_optimizer_param_scheduler`` builds it from the validated args (as ``pretrain``
+    does) over a stand-in optimizer holding one parameter group; the training loop steps
+    it by the global batch size after every optimizer step, so step ``k`` uses the rate
+    set after ``k - 1`` increments.
+    """
+    from megatron.training import global_vars
+    from megatron.training.training import get_optimizer_param_scheduler
+
+    holder = type("OptimizerStandIn", (), {})()
+    holder.param_groups = [{}]
+    global_vars.set_args(args)
+    scheduler = get_optimizer_param_scheduler(holder)
+    rates = {1: holder.param_groups[0]["lr"]}
+    for step in range(2, int(args.train_iters) + 1):
+        scheduler.step(increment=args.global_batch_size)
+        rates[step] = holder.param_groups[0]["lr"]
+    return lr_steps(rates, int(args.train_iters))
+
+
+def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:
+    return {"lr_step_1": float(rates[1]), "lr_step_2": float(rates.get(2, rates[1])),
+            "lr_step_last": float(rates[last])}
+
+
+SETTING_PATTERNS = (
+    re.compile(r"\b(NVTE_[A-Z_]+)\b"),
+    re.compile(r"\bargs\.([a-z_][a-z0-9_]*)"),
+    re.compile(r"--([a-z0-9][a-z0-9-]+)"),
+)
+
+
+def setting_in(message: str) -> str | None:
+    """The setting a framework's message names: an ``NVTE_*`` variable, ``args.x``, else the first ``--flag``."""
+    for pattern in SETTING_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            return match.group(1).replace("-", "_") if pattern.pattern.startswith("--") else match.group(1)
+    return None
+
+
+def _failing_line(exc: BaseException) -> str:
+    """For a bare ``assert`` (no message): the framework's own failing line, e.g. ``assert args.x is not None``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    last = frames[-1]
+    return f"{last.line} ({Path(last.filename).name}:{last.lineno})"
+
+
+class _Tee(io.TextIOBase):
+    """Writes through to stderr and keeps the text, so an argparse error can be quoted."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._kept = io.StringIO()
+
+    def write(self, text: str) -> int:
+        self._target.write(text)
+        self._kept.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def lines(self) -> list[str]:
+        return self._kept.getvalue().splitlines()
+
+
+def answer(payload: dict[str, Any]) -> None:
+    sys.stdout.write(ANSWER_PREFIX + json.dumps(payload, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def run(probe: Any) -> int:
+    """Call ``probe(request) -> dict``; print its answer, or the framework's rejection, on stdout.
+
+    The framework's own printing (argument tables, warnings) is sent to stderr. A
+    rejection is any exception raised while the framework resolves the configuration
+    (an assertion in ``validate_args``, an argparse error, a NeMo attribute error):
+    its message, not a traceback, is the answer; the traceback goes to stderr.
+    """
+    request = read_request()
+    real_stdout, real_stderr = sys.stdout, sys.stderr
+    tee = _Tee(real_stderr)
+    try:
+        with contextlib.redirect_stdout(tee), contextlib.redirect_stderr(tee):
+            raw = probe(request)
+    except SystemExit as exc:  # argparse printed "prog: error: unrecognized arguments: ..." and exited
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+        said = [line for line in tee.lines() if "error:" in line]
+        message = said[-1].split("error:", 1)[1].strip() if said else f"exit code {exc.code}"
+        answer({"ok": False, "error": f"argument parser: {message}", "setting": setting_in(message)})
+        return 0
+    except BaseException as exc:  # every rejection is reported, whatever its type
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+        traceback.print_exc(file=sys.stderr)
+        message = str(exc) or _failing_line(exc)
+        answer({"ok": False, "error": f"{type(exc).__name__}: {message}", "setting": setting_in(message)})
+        return 0
+    sys.stdout, sys.stderr = real_stdout, real_stderr
+    answer({"ok": True, **raw})
+    return 0
+
+

@@ -1,0 +1,86 @@
+"""Probe: Megatron-LM's own ``parse_args`` + ``validate_args`` on tprimat's ``pretrain_gpt.py`` argv.
+
+Runs inside the framework's Python (``python -m train.effective.probe_megatron``, request
+on stdin, see :mod:`train.effective.probe_common`), with the Megatron-LM tree first on
+``sys.path``. It does what ``pretrain_gpt.py`` does before it builds the model:
+``initialize_megatron`` parses the arguments and validates them with the
+``args_defaults`` that ``pretrain_gpt.py`` passes, with ``WORLD_SIZE`` set as torchrun
+sets it. Then it runs the language module's attention-backend check (the one that
+stops model build when ``NVTE_*`` disagree with ``--attention-backend``) under the
+launcher's environment, and tries to build the ``TransformerConfig`` as the model
+provider would. Standard library and Megatron only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from train.effective.probe_common import (
+    attention_check,
+    megatron_lr_by_step,
+    namespace_values,
+    run,
+    set_environment,
+    stand_in_device_arch,
+    stand_in_fused_rope,
+)
+
+# What pretrain_gpt.py passes to pretrain() as args_defaults (docs/CONFORMANCE.md).
+PRETRAIN_GPT_ARGS_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
+
+
+def transformer_config_values(args: Any) -> dict[str, Any]:
+    """The TransformerConfig the model provider builds, or why it cannot be built here."""
+    try:
+        from megatron.training.arguments import core_transformer_config_from_args
+
+        config = core_transformer_config_from_args(args)
+    except Exception as exc:  # e.g. a fusion that needs Transformer Engine, absent on a CPU host
+        return {"_error": f"{type(exc).__name__}: {exc}"}
+    return namespace_values(config)
+
+
+def megatron_version() -> str | None:
+    try:
+        from megatron.core import package_info
+    except ImportError:
+        return None
+    return getattr(package_info, "__version__", None)
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    tree = request["tree"]
+    sys.path.insert(0, tree)
+    set_environment(request.get("env", {}))
+    os.environ["WORLD_SIZE"] = str(request["world_size"])
+    os.environ["RANK"] = "0"
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+    from megatron.training.arguments import parse_args, validate_args
+
+    arch_stand_ins = stand_in_device_arch(int(request.get("device_arch", 9)))
+    sys.argv = ["pretrain_gpt.py", *request["argv"]]
+    args = parse_args()
+    validate_args(args, dict(PRETRAIN_GPT_ARGS_DEFAULTS))
+    problem = attention_check(LanguageModule, args.attention_backend)
+    if problem:
+        raise AssertionError(problem)
+    stand_ins = arch_stand_ins + stand_in_fused_rope()
+    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
+            "transformer_config": transformer_config_values(args),
+            "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")), "stand_ins": stand_ins,
+            "framework": {"megatron_core": megatron_version(), "tree": tree}}
+
+
+def padded_vocab(args: Any, tokenizer_size: int | None) -> int | None:
+    """Megatron's own padding of the tokenizer's size (what its tokenizer builder sets)."""
+    if tokenizer_size is None:
+        return None
+    from megatron.training.tokenizer.tokenizer import _vocab_size_with_padding
+
+    return int(_vocab_size_with_padding(int(tokenizer_size), args, logging_enabled=False))
+
+
+if __name__ == "__main__":
+    sys.exit(run(probe))

@@ -1,0 +1,143 @@
+"""Probe: NeMo 2's recipe with tprimat's overrides, built and connected as ``llm.pretrain`` does, read back.
+
+Runs inside the NeMo Python (``python -m train.effective.probe_nemo``, request on stdin,
+see :mod:`train.effective.probe_common`). It builds the recipe with the same function
+the training process uses (``train.train_nemo.build_recipe``), builds it with fiddle,
+then runs NeMo's own connection steps: ``optim.connect(model)`` (``llm.api._setup``)
+and ``trainer.strategy.connect(model)`` (what ``trainer.fit`` does first), which is
+where the precision plugin's dtype settings overwrite the model, optimizer and DDP
+configs. The values are read back from the connected objects, not from the recipe.
+
+The one change made for the probe: the trainer is built with ``accelerator="cpu"``
+so Lightning can construct it on a machine without a GPU (the strategy, plugin and
+every other field are the recipe's). No network is built and no process group starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from typing import Any
+
+from train.effective.probe_common import (
+    attention_check,
+    have_transformer_engine,
+    lr_steps,
+    namespace_values,
+    plain,
+    run,
+    set_environment,
+    stand_in_fused_rope,
+)
+
+
+def config_values(config: Any) -> dict[str, Any]:
+    """A (Megatron/NeMo) dataclass config as JSON scalars."""
+    if dataclasses.is_dataclass(config):
+        return {f.name: plain(getattr(config, f.name, None)) for f in dataclasses.fields(config)}
+    return namespace_values(config)
+
+
+def data_values(data: Any) -> dict[str, Any]:
+    keys = ("seq_length", "micro_batch_size", "global_batch_size", "num_workers", "pin_memory", "persistent_workers",
+            "reset_position_ids", "reset_attention_mask", "create_attention_mask", "eod_mask_loss", "seed", "split",
+            "index_mapping_dir", "num_dataset_builder_threads")
+    values = {key: plain(getattr(data, key, None)) for key in keys}
+    sampler = getattr(data, "data_sampler", None)
+    values["dataloader_type"] = plain(getattr(sampler, "dataloader_type", None))
+    return values
+
+
+def trainer_values(trainer: Any, recipe_trainer: Any) -> dict[str, Any]:
+    keys = ("max_steps", "log_every_n_steps", "val_check_interval", "limit_val_batches", "limit_test_batches",
+            "num_sanity_val_steps", "accumulate_grad_batches", "enable_checkpointing", "num_nodes", "devices",
+            "use_distributed_sampler", "gradient_clip_val")
+    values = {key: plain(getattr(recipe_trainer, key, None)) for key in keys}
+    values["callbacks"] = [type(cb).__name__ for cb in trainer.callbacks]
+    values["checkpoint_callbacks"] = [type(cb).__name__ for cb in trainer.checkpoint_callbacks]
+    return values
+
+
+def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[str, float]:
+    """The LR NeMo's own scheduler gives optimizer steps 1, 2 and the last.
+
+    The scheduler module builds its torch scheduler over the optimizer (here a one-parameter
+    SGD at the configured LR, as Megatron's optimizer starts); Lightning steps it after
+    every optimizer step, so step ``k`` uses the rate after ``k - 1`` scheduler steps.
+    """
+    import torch
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    torch_scheduler = scheduler.scheduler(model, optimizer)["lr_scheduler"]["scheduler"]
+    rates = {1: optimizer.param_groups[0]["lr"]}
+    for step in range(2, steps + 1):
+        optimizer.step()
+        torch_scheduler.step()
+        rates[step] = optimizer.param_groups[0]["lr"]
+    return lr_steps(rates, steps)
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    set_environment(request.get("env", {}))
+    os.environ["WORLD_SIZE"] = str(request["world_size"])
+    import fiddle as fdl
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+
+    from train.nemo_recipe import NemoOverrides
+    from train.train_nemo import build_recipe
+
+    with open(request["overrides"], encoding="utf-8") as handle:
+        overrides = NemoOverrides.from_dict(json.load(handle))
+    stand_ins = stand_in_fused_rope()
+    recipe = build_recipe(overrides)
+    configured_mask = getattr(recipe.data, "create_attention_mask", False)
+    recipe.trainer.accelerator = "cpu"
+    pretrain = fdl.build(recipe)
+    model, data, trainer = (pretrain.keywords[k] for k in ("model", "data", "trainer"))
+    optim, log, resume = (pretrain.keywords.get(k) for k in ("optim", "log", "resume"))
+    if optim is not None:
+        optim.connect(model)  # llm.api._setup
+    strategy = trainer.strategy
+    strategy.connect(model)  # trainer.fit -> Trainer._run -> strategy.connect
+    problem = attention_check(LanguageModule, model.config.attention_backend)
+    if problem:
+        raise AssertionError(problem)
+    plugin = strategy.precision_plugin
+    scheduler = getattr(optim, "lr_scheduler", None)
+    lr_by_step = nemo_lr_by_step(scheduler, model, float(model.optim.config.lr), int(recipe.trainer.max_steps))
+    import nemo
+
+    return {
+        "raw": {
+            "model": config_values(model.config),
+            "optimizer": config_values(model.optim.config) if getattr(model, "optim", None) else {},
+            "scheduler": namespace_values(scheduler) if scheduler is not None else {},
+            "scheduler_class": type(scheduler).__name__ if scheduler is not None else None,
+            "ddp": config_values(strategy.ddp_config) if dataclasses.is_dataclass(strategy.ddp_config)
+            else {"_value": plain(strategy.ddp_config)},
+            "strategy": {key: plain(getattr(strategy, key, None)) for key in (
+                "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                "sequence_parallel", "virtual_pipeline_model_parallel_size", "ckpt_async_save", "ckpt_load_optimizer",
+                "ckpt_save_optimizer", "save_ckpt_format")},
+            "parallelism": config_values(strategy.parallelism),
+            "precision_plugin": {"class": type(plugin).__name__, "precision": plain(getattr(plugin, "precision", None)),
+                                 **config_values(getattr(plugin, "dtype_config", None) or {})},
+            "data": data_values(data),
+            "trainer": trainer_values(trainer, recipe.trainer),
+            "log": {"ckpt": plain(getattr(log, "ckpt", None)), "tensorboard": plain(getattr(log, "tensorboard", None)),
+                    "wandb": plain(getattr(log, "wandb", None))},
+            "resume": plain(resume),
+            "world_size": int(request["world_size"]),
+        },
+        "stand_ins": stand_ins,
+        "lr_by_step": lr_by_step,
+        "have_transformer_engine": have_transformer_engine(),
+        "configured": {"create_attention_mask": plain(configured_mask)},
+        "framework": {"nemo": getattr(nemo, "__version__", None)},
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(run(probe))

@@ -1,0 +1,97 @@
+"""Probe: Primus's own experiment loading, its Megatron argument updates and the validation it runs.
+
+Runs inside the framework's Python (``python -m train.effective.probe_primus``, request
+on stdin, see :mod:`train.effective.probe_common`) with the Primus tree and its
+Megatron-LM backend first on ``sys.path``, from the Primus root (where
+``examples/run_pretrain.sh`` starts it). The steps are Primus's own, in the order its
+trainer runs them before building the model: ``load_primus_config`` (experiment +
+module config + model config + overrides, as ``primus/cli/main.py train pretrain``
+does), ``MegatronTrainer.update_primus_config`` (rank/world size, checkpoint path,
+data paths, sequence parallelism...), Megatron's ``validate_args`` with the defaults
+the trainer passes, ``validate_args_on_rocm``, then the language module's attention
+check under the launcher's environment. Standard library, Primus and Megatron only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from train.effective.probe_common import (
+    attention_check,
+    megatron_lr_by_step,
+    namespace_values,
+    run,
+    set_environment,
+    stand_in_device_arch,
+)
+
+
+def primus_version(root: str) -> str | None:
+    try:
+        import primus
+    except ImportError:
+        return None
+    version = getattr(primus, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version("primus")
+    except Exception:  # not an installed distribution: the tree's commit says it
+        return None
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    root, backend = request["primus"], request["backend"]
+    sys.path[:0] = [root, backend]
+    os.chdir(root)
+    set_environment(request.get("env", {}))
+    os.environ["WORLD_SIZE"] = str(request["world_size"])
+    os.environ["RANK"] = "0"
+    os.environ["LOCAL_RANK"] = "0"
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+    from megatron.training.arguments import validate_args
+    from primus.core.launcher.parser import load_primus_config
+    from primus.modules.base_module import BaseModule
+    from primus.modules.trainer.megatron.pre_trainer import MegatronPretrainTrainer
+    from primus.modules.trainer.megatron.utils import validate_args_on_rocm
+
+    arch_stand_ins = stand_in_device_arch(int(request.get("device_arch", 9)))
+    cli = argparse.Namespace(config=request["exp"], data_path=request["data_path"], backend_path=None,
+                             export_config=None)
+    primus_cfg, unknown = load_primus_config(cli, [])
+    if unknown:
+        raise ValueError(f"Primus does not know the override keys {sorted(unknown)}")
+    # primus/pretrain.py: launch_pretrain_trainer() builds the trainer as rank 0 of the world. Its
+    # BaseModule part (config, platform, logger) runs as is; MegatronTrainer's own __init__ only
+    # monkey-patches model classes (MoE, FSDP, TE kwargs...), which needs Transformer Engine and
+    # changes no argument, so it is skipped (docs/CONFORMANCE.md).
+    trainer = MegatronPretrainTrainer.__new__(MegatronPretrainTrainer)
+    BaseModule.__init__(trainer, module_name="pre_trainer", primus_config=primus_cfg, module_rank=0,
+                        module_world_size=int(request["world_size"]),
+                        module_master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                        module_master_port=int(os.environ.get("MASTER_PORT", "29500")))
+    args = trainer.module_config
+    # ... and trainer.init() starts with these updates, then initialize_megatron():
+    trainer.update_primus_config(args=args, exp_root_path=trainer.exp_root_path,
+                                 exp_meta_info=trainer.exp_meta_info)
+    # MegatronTrainer.init() -> initialize_megatron(args_defaults={}) -> validate_args(args, {})
+    validate_args(args, {})
+    validate_args_on_rocm(args)
+    problem = attention_check(LanguageModule, args.attention_backend)
+    if problem:
+        raise AssertionError(problem)
+    size = request.get("tokenizer_size")
+    # Primus builds its tokenizer itself and pads with the trainer's own rule.
+    padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
+    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
+            "stand_ins": arch_stand_ins,
+            "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
+
+
+if __name__ == "__main__":
+    sys.exit(run(probe))
