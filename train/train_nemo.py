@@ -24,17 +24,12 @@ from utils.result_model import Result
 PLATFORM = "nvd"
 FRAMEWORK = "nemo"
 ENTRY_MODULE = "train.nemo_entry"
-# NeMo-specific variables on top of train/platform_env.py's NVIDIA table (recorded in the result).
-NEMO_ENV: dict[str, str] = {
-    # Data-loader workers fork after the HF tokenizer was used; its thread pool must not be inherited.
-    "TOKENIZERS_PARALLELISM": "false",
-}
 
 
 def nemo_env() -> dict[str, str]:
-    """The NVIDIA launcher table, NeMo's extras and the NVTE_* switches of the attention backend
-    the overrides set (``model.config.attention_backend``), which Megatron checks at model build."""
-    return {**launcher_env(PLATFORM, NEMO_ENV), **attention_env(ATTENTION_BACKEND)}
+    """The NVIDIA launcher table and the NVTE_* switches of the attention backend the overrides set
+    (``model.config.attention_backend``), which Megatron checks at model build."""
+    return {**launcher_env(PLATFORM), **attention_env(ATTENTION_BACKEND)}
 
 
 # ---------------------------------------------------------------------------

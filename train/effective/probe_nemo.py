@@ -2,7 +2,7 @@
 
 Runs inside the NeMo Python (``python -m train.effective.probe_nemo``, request on stdin,
 see :mod:`train.effective.probe_common`). It builds the recipe with the same function
-the training process uses (``train.train_nemo.build_recipe``), builds it with fiddle,
+the training process uses (``train.nemo_entry.build_recipe``), builds it with fiddle,
 then runs NeMo's own connection steps: ``optim.connect(model)`` (``llm.api._setup``)
 and ``trainer.strategy.connect(model)`` (what ``trainer.fit`` does first), which is
 where the precision plugin's dtype settings overwrite the model, optimizer and DDP
@@ -85,8 +85,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     import fiddle as fdl
     from megatron.core.models.common.language_module.language_module import LanguageModule
 
+    from train.nemo_entry import build_recipe
     from train.nemo_recipe import NemoOverrides
-    from train.train_nemo import build_recipe
 
     with open(request["overrides"], encoding="utf-8") as handle:
         overrides = NemoOverrides.from_dict(json.load(handle))
