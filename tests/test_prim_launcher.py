@@ -35,7 +35,8 @@ def test_every_workload_key_is_overridden(tmp_path: Path, model: str) -> None:
     document, cfg = _document(tmp_path, model, **DIFFERENT_FROM_PRIMUS)
     trainer = document["modules"]["pre_trainer"]
     assert trainer["framework"] == "megatron"
-    assert trainer["model"] == {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml", "mistral": "llama2_7B.yaml"}[model]
+    files = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml", "mistral": "llama2_7B.yaml"}
+    assert trainer["model"] == files[model]
     overrides = trainer["overrides"]
     workload = {
         "seq_length": cfg.sl, "micro_batch_size": cfg.mbs, "global_batch_size": cfg.gbs, "train_iters": cfg.train_iters,
