@@ -27,9 +27,9 @@ from utils.registry import display_name
 from utils.result_model import Result
 
 PLATFORM_COLORS = {"amd": "#d62728", "nvd": "#76b900", "cpu": "#7f7f7f"}
-FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx"}
-FRAMEWORK_MARKERS = {"mega": "o", "prim": "s", "nemo": "^", "tran": "D"}
-MODEL_STYLES = {"llama": "-", "qwen": "--"}
+FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx", "deep": "++"}
+FRAMEWORK_MARKERS = {"mega": "o", "prim": "s", "nemo": "^", "tran": "D", "deep": "v"}
+MODEL_STYLES = {"llama": "-", "qwen": "--", "mistral": ":"}
 
 TITLE_THROUGHPUT = "Throughput per GPU (tokens/s/GPU, higher is better)"
 TITLE_LOSS = "Training loss"
