@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
 from evaluate.analysis import GroupSummary
+from evaluate.plots import curve_points
 from evaluate.tables import console_table
 from utils.registry import FRAMEWORKS, MODELS, display_name
 from utils.result_model import Result
@@ -80,16 +81,9 @@ def _bars(ax, summaries: list[GroupSummary], values: list[float | None], fmt: st
 
 def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]], ylabel: str) -> None:
     plotted = False
-    for summary in summaries:
-        run = summary.representative
-        if run is None:
-            continue
-        values = series(run.result)
-        points = [(i + 1, v) for i, v in enumerate(values) if v is not None]
-        if not points:
-            continue
+    for summary, steps, values in curve_points(summaries, series):
         g = summary.group
-        ax.plot([p[0] for p in points], [p[1] for p in points], linestyle=MODEL_LINES.get(g.model, "-"),
+        ax.plot(steps, values, linestyle=MODEL_LINES.get(g.model, "-"),
                 color=FRAMEWORK_COLORS.get(g.framework, "#7f7f7f"), linewidth=1.4, alpha=0.9,
                 label=_label(summary).replace("\n", " "))
         plotted = True

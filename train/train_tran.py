@@ -11,6 +11,9 @@ Two roles in one module:
 * launcher plugin (:func:`plan`, :func:`collect`) used by ``python -m train.launch``;
 * the training entry run by ``torchrun``: ``python -m train.train_tran --model llama --result PATH``.
 
+``deep`` (train/train_deep.py) reuses the launch (:func:`worker_plan`), the worker entry
+(:func:`run_worker`) and the measured loop (:func:`train`) with its DeepSpeed trainer.
+
 Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
 ``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
 DP ranks; rank 0 writes the result through ``result_guard``, so SIGTERM or an error
@@ -184,7 +187,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     ``make_trainer`` builds the per-rank model, optimizer and data: :class:`train.tran_step.Trainer`
     for ``tran``, the DeepSpeed engine's for ``deep`` (train/train_deep.py). Either has ``step(index)``
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
-    ``precision_effective``; a trainer may also fill ``effective_settings(result)``.
+    ``precision_effective``; one with ``effective_settings()`` fills that block of the result.
     """
     from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
@@ -256,12 +259,12 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
 
 
 def run_worker(argv: list[str] | None, framework: str, description: str,
-               make_trainer: Callable[[Config, str, Dist], Any] = Trainer,
                add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
                bind: Callable[[argparse.Namespace], Callable[[Config, str, Dist], Any]] | None = None) -> int:
     """The torchrun entry of ``tran`` and ``deep``: arguments, config, distributed set-up, :func:`train`.
 
-    ``bind(args)`` (deep) returns the trainer factory once the worker's own arguments are parsed.
+    ``bind(args)`` (deep) returns the trainer factory once the worker's own arguments are parsed;
+    without it the trainer is :class:`train.tran_step.Trainer`.
     """
     parser = argparse.ArgumentParser(prog=f"python -m train.train_{framework}", description=description)
     parser.add_argument("--model", required=True, choices=model_names())
@@ -289,7 +292,7 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
     from utils.result import Interrupted
 
     try:
-        train(cfg, args, info, stop, framework, bind(args) if bind is not None else make_trainer)
+        train(cfg, args, info, stop, framework, bind(args) if bind is not None else Trainer)
         return 0
     except Interrupted as exc:
         print(f"train_{framework}: rank {info.rank}: interrupted by {exc}; partial result written by rank 0",
