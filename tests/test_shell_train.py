@@ -35,7 +35,8 @@ def _env(tmp_path: Path, **values: str) -> dict[str, str]:
 
 
 def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_path: Path) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="all", RUNS="2"))
+    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", RUNS="2",
+                                                      MODELS="llama qwen"))
     assert (tmp_path / "jobs.log").read_text().splitlines() == [
         "train_cpu_tran_llama.sh --run-index 1", "train_cpu_tran_llama.sh --run-index 2",
         "train_cpu_tran_qwen.sh --run-index 1", "train_cpu_tran_qwen.sh --run-index 2",
