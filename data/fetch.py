@@ -64,9 +64,10 @@ HUB_DATASETS: dict[str, HubDataset] = {
     "bc": HubDataset("rojagtap/bookcorpus", None, "train"),
     "c4": HubDataset("allenai/c4", "en", "train"),
 }
-# The tokenizer repositories come from the shape table; only Llama's is gated.
+# The tokenizer repositories come from the shape table; Llama's and Mistral's are gated (a licence to
+# accept on the Hub, then HF_TOKEN), Qwen's is open.
 TOKENIZER_REPOS: dict[str, str] = {model: get_shape(model).hf_repo for model in model_names()}
-GATED_REPOS = frozenset({TOKENIZER_REPOS["llama"]})
+GATED_REPOS = frozenset({TOKENIZER_REPOS["llama"], TOKENIZER_REPOS["mistral"]})
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "tokenizer.model")
 LOCAL_SUFFIXES = (".jsonl", ".json", ".txt", ".text", ".md")
@@ -276,21 +277,22 @@ def fetch_sample_tokenizers(cfg: Config, corpus: Path, force: bool = False) -> l
     """Train the sample BPE once and save one tokenizer per model (skipped when current)."""
     corpus_hash = sha256_file(corpus)
     versions = tool_versions("tokenizers", "transformers")
-    base = None
+    bases: dict[str, Any] = {}  # one trained BPE per tokenizer kind (byte-level, SentencePiece-style)
     done = []
     for model in cfg.models:
         final = tokenizer_dir(cfg, model)
         manifest_path = tokenizer_manifest_path(cfg, model)
-        key = {"trained_on": corpus_hash, "bpe_vocab": cfg.sample_vocab, "style": model,
+        kind = sample_corpus.TOKENIZER_STYLES[model].kind
+        key = {"trained_on": corpus_hash, "bpe_vocab": cfg.sample_vocab, "style": model, "kind": kind,
                "generator": sample_corpus.GENERATOR_VERSION, "versions": versions}
         if not force and mf.is_current(manifest_path, key):
             print(f"fetch: tokenizer {final} is current; --force to redo")
             done.append(final)
             continue
-        if base is None:
-            print(f"fetch: training a {cfg.sample_vocab}-token byte-level BPE on {corpus.name}")
-            base = sample_corpus.train_base_tokenizer(corpus, cfg.sample_vocab)
-        outputs = _install_tokenizer(final, partial(sample_corpus.save_model_tokenizer, base, model))
+        if kind not in bases:
+            print(f"fetch: training a {cfg.sample_vocab}-token {kind} BPE on {corpus.name}")
+            bases[kind] = sample_corpus.train_base_tokenizer(corpus, cfg.sample_vocab, kind)
+        outputs = _install_tokenizer(final, partial(sample_corpus.save_model_tokenizer, bases[kind], model))
         mf.write_manifest(manifest_path, "fetch-tokenizer", key, outputs, {"tokenizer_sha256": sha256_dir(final)})
         print(f"fetch: sample tokenizer for {model} saved to {final}")
         done.append(final)

@@ -11,6 +11,10 @@ gives byte-identical files on every machine.
 The tokenizers mimic the real ones where it matters to the pipeline: byte-level BPE
 with a Llama-3-style split regex, Llama's ``<|begin_of_text|>`` prepended as BOS and
 ``<|end_of_text|>`` as EOS, Qwen's NFC normaliser, no BOS and ``<|endoftext|>`` as EOS.
+Mistral v0.3's tokenizer is SentencePiece-style instead, and so is its sample: words
+marked with ``▁`` (Metaspace), byte fallback to ``<0x00>``..``<0xFF>`` pieces for
+characters outside the learnt alphabet, ``<unk>``/``<s>``/``</s>`` at ids 0, 1, 2, ``<s>``
+prepended as BOS, ``</s>`` as EOS and no pad token.
 They are saved as ``PreTrainedTokenizerFast`` so ``AutoTokenizer.from_pretrained``
 loads them exactly like a downloaded tokenizer.
 """
@@ -151,6 +155,9 @@ _SPLIT_PATTERN = (
 )
 
 
+BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
+
+
 @dataclass(frozen=True)
 class TokenizerStyle:
     """The model-specific parts of a sample tokenizer."""
@@ -160,6 +167,9 @@ class TokenizerStyle:
     extra_special: tuple[str, ...]
     prepend_bos: bool
     nfc: bool
+    kind: str = BYTE_LEVEL  # which base BPE the model's tokenizer is made from
+    unk: str | None = None
+    pad_is_eos: bool = True  # the real Llama/Qwen files name a pad token; Mistral's names none
 
 
 TOKENIZER_STYLES: dict[str, TokenizerStyle] = {
@@ -168,15 +178,27 @@ TOKENIZER_STYLES: dict[str, TokenizerStyle] = {
                             prepend_bos=True, nfc=False),
     "qwen": TokenizerStyle(eos="<|endoftext|>", bos=None, extra_special=("<|im_start|>", "<|im_end|>"),
                            prepend_bos=False, nfc=True),
+    "mistral": TokenizerStyle(eos="</s>", bos="<s>", extra_special=("[INST]", "[/INST]"), prepend_bos=True,
+                              nfc=False, kind=SENTENCEPIECE, unk="<unk>", pad_is_eos=False),
 }
+SENTENCEPIECE_SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2, as in SentencePiece models
+BYTE_PIECES = tuple(f"<0x{value:02X}>" for value in range(256))
 
 
-def train_base_tokenizer(corpus_path: Path, vocab_size: int):
-    """Train one byte-level BPE on the corpus; the per-model tokenizers share its merges.
+def _texts(corpus_path: Path) -> Iterator[str]:
+    with corpus_path.open(encoding="utf-8") as lines:
+        for line in lines:
+            yield json.loads(line)["text"]
 
-    Training once (not once per model) halves the time of the sample pipeline; the
+
+def train_base_tokenizer(corpus_path: Path, vocab_size: int, kind: str = BYTE_LEVEL):
+    """Train one BPE of ``kind`` on the corpus; the per-model tokenizers of that kind share its merges.
+
+    Training once per kind (not once per model) keeps the sample pipeline fast; the
     models still differ in special tokens, BOS handling and normalisation.
     """
+    if kind == SENTENCEPIECE:
+        return _train_sentencepiece_style(corpus_path, vocab_size)
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -192,13 +214,35 @@ def train_base_tokenizer(corpus_path: Path, vocab_size: int):
         show_progress=False,
     )
 
-    def texts() -> Iterator[str]:
-        with corpus_path.open(encoding="utf-8") as lines:
-            for line in lines:
-                yield json.loads(line)["text"]
-
-    tokenizer.train_from_iterator(texts(), trainer=trainer)
+    tokenizer.train_from_iterator(_texts(corpus_path), trainer=trainer)
     return tokenizer
+
+
+def _train_sentencepiece_style(corpus_path: Path, vocab_size: int):
+    """A BPE over ``▁``-marked words with byte fallback, laid out as a SentencePiece model.
+
+    The trainer puts ``<unk> <s> </s>`` at ids 0-2; the 256 byte pieces are then inserted
+    at ids 3-258 as ordinary vocabulary (as in SentencePiece models), so a decode that skips
+    special tokens still turns them back into their bytes.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tokenizer.decoder = decoders.Sequence([
+        decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first"),
+    ])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SENTENCEPIECE_SPECIALS),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(_texts(corpus_path), trainer=trainer)
+    document = json.loads(tokenizer.to_str())
+    learnt = sorted(document["model"]["vocab"].items(), key=lambda item: item[1])
+    pieces = [*SENTENCEPIECE_SPECIALS, *BYTE_PIECES,
+              *(piece for piece, _ in learnt if piece not in SENTENCEPIECE_SPECIALS and piece not in BYTE_PIECES)]
+    document["model"]["vocab"] = {piece: index for index, piece in enumerate(pieces)}
+    for added in document["added_tokens"]:  # <unk> <s> </s> keep ids 0-2
+        added["id"] = document["model"]["vocab"][added["content"]]
+    return Tokenizer.from_str(json.dumps(document))
 
 
 def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
@@ -208,7 +252,7 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
 
     style = TOKENIZER_STYLES[model]
     tokenizer = Tokenizer.from_str(base.to_str())
-    specials = [token for token in (style.bos, style.eos, *style.extra_special) if token]
+    specials = [token for token in (style.unk, style.bos, style.eos, *style.extra_special) if token]
     tokenizer.add_special_tokens(specials)
     if style.nfc:
         tokenizer.normalizer = normalizers.NFC()
@@ -221,7 +265,8 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
         tokenizer_object=tokenizer,
         bos_token=style.bos,
         eos_token=style.eos,
-        pad_token=style.eos,
+        unk_token=style.unk,
+        pad_token=style.eos if style.pad_is_eos else None,
         clean_up_tokenization_spaces=False,
         model_max_length=131072,
     )

@@ -1,4 +1,5 @@
-"""Compare every result in a directory: ``compare.png``, ``loss_parity.png`` and ``compare.md``.
+"""Compare every result in a directory: ``compare.png``, ``loss_parity.png``, ``compare.md`` and per platform
+``compare_<platform>_frameworks.png`` (the frameworks of one platform side by side, evaluate/frameworks.py).
 
 Loads each ``train_*.json`` of ``--results-dir`` (default: the config's
 ``OUTPUT_DIR``), skipping invalid or truncated files with a warning that names
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from evaluate.analysis import summarize_group
 from evaluate.fairness import check_fairness
+from evaluate.frameworks import console_all, platform_figures
 from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
@@ -102,6 +104,9 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
         written.append(_written(output_dir / comparison.parity_figure_name, lambda path: save_figure(parity, path)))
     text = markdown(comparison)
     written.append(_written(output_dir / "compare.md", lambda path: atomic_write_text(path, text)))
+    # The per-platform framework view (evaluate/frameworks.py): compare_<platform>_frameworks.png.
+    for name, platform_figure in platform_figures(comparison.by_model):
+        written.append(_written(output_dir / name, lambda path, shown=platform_figure: save_figure(shown, path)))
     return written
 
 
@@ -148,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_WRITE
     print(console(comparison))
+    print("\n" + console_all(comparison.by_model))
     print("\nwrote: " + ", ".join(str(p) for p in written))
     return EXIT_OK
 

@@ -10,7 +10,7 @@ tests inspect axes titles rather than just a file's existence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,9 @@ from utils.registry import display_name
 from utils.result_model import Result
 
 PLATFORM_COLORS = {"amd": "#d62728", "nvd": "#76b900", "cpu": "#7f7f7f"}
-FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx"}
-FRAMEWORK_MARKERS = {"mega": "o", "prim": "s", "nemo": "^", "tran": "D"}
-MODEL_STYLES = {"llama": "-", "qwen": "--"}
+FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx", "deep": "++"}
+FRAMEWORK_MARKERS = {"mega": "o", "prim": "s", "nemo": "^", "tran": "D", "deep": "v"}
+MODEL_STYLES = {"llama": "-", "qwen": "--", "mistral": ":"}
 
 TITLE_THROUGHPUT = "Throughput per GPU (tokens/s/GPU, higher is better)"
 TITLE_LOSS = "Training loss"
@@ -114,18 +114,26 @@ def _throughput_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> N
         ax.legend(fontsize=8, loc="upper right")
 
 
-def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
-            ylabel: str) -> None:
-    plotted = False
+def curve_points(summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
+                 ) -> Iterator[tuple[GroupSummary, list[int], list[float]]]:
+    """(summary, 1-based steps, values) of each group's representative run; unmeasured steps left out.
+
+    Shared by this module's curves and the per-platform framework figure (evaluate/frameworks.py).
+    """
     for summary in summaries:
         run = summary.representative
         if run is None:
             continue
         values = series(run.result)
-        steps = [i + 1 for i, v in enumerate(values) if v is not None]
         ys = [v for v in values if v is not None]
-        if not ys:
-            continue
+        if ys:
+            yield summary, [i + 1 for i, v in enumerate(values) if v is not None], ys
+
+
+def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
+            ylabel: str) -> None:
+    plotted = False
+    for summary, steps, ys in curve_points(summaries, series):
         g = summary.group
         ax.plot(steps, ys, linestyle=MODEL_STYLES.get(g.model, "-"), color=_color(summary), linewidth=1.4,
                 marker=FRAMEWORK_MARKERS.get(g.framework, "o"), markevery=max(1, len(ys) // 15), markersize=4,

@@ -22,7 +22,7 @@ from utils.registry import display_name
 MISMATCH_LINE = ("**WARNING: the workloads compared here are NOT identical (compared anyway with --allow-mismatch); "
                  "differences below. Ratios are not a fair hardware comparison.**")
 KEY_LIBRARIES = ("torch", "megatron-core", "transformer-engine", "transformer_engine", "nemo-toolkit",
-                 "nemo_toolkit", "primus", "flash-attn", "flash_attn", "transformers", "lightning")
+                 "nemo_toolkit", "primus", "flash-attn", "flash_attn", "transformers", "lightning", "deepspeed")
 
 
 @dataclass

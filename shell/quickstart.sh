@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The quick benchmark for newcomers, on the local cpu platform, fully offline:
 #   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare.
+#   FRAMEWORK="tran deep" MODELS="llama qwen mistral" runs every cpu framework on every model (slower:
+#   DeepSpeed's bf16 engine takes several times tran's step time on a CPU).
 # Every workload value below can be overridden from the environment (e.g. TRAIN_ITERS=200).
 set -euo pipefail
 
@@ -9,7 +11,9 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
 Usage: shell/quickstart.sh
 Runs the whole tprimat pipeline locally on CPU with tiny model shapes and a generated dataset:
 set-up (.venv), data (shell/data.sh), training (shell/train.sh, FRAMEWORK=tran), comparison.
-Results: output/train_cpu_tran_<model>.json, output/compare.png, output/compare.md.
+FRAMEWORK="tran deep" MODELS="llama qwen mistral" adds DeepSpeed and Mistral 7B (several times slower).
+Results: output/train_cpu_<framework>_<model>.json, output/compare.png, output/compare.md,
+output/compare_cpu_frameworks.png.
 USAGE
     exit 0
 fi
@@ -34,6 +38,6 @@ source "$root/shell/platform.sh"
 output_dir="$(tprimat_config_get OUTPUT_DIR)"
 echo
 echo "quickstart: done. Results are in $output_dir:"
-echo "  results:    $output_dir/train_cpu_tran_*.json"
-echo "  comparison: $output_dir/compare.png and $output_dir/compare.md"
+echo "  results:    $output_dir/train_cpu_*.json"
+echo "  comparison: $output_dir/compare.png, $output_dir/compare.md, $output_dir/compare_cpu_frameworks.png"
 echo "  logs:       $output_dir/logs/"

@@ -24,7 +24,7 @@ TINY_WORKLOAD = {
     "PLATFORM": "cpu",
     "DATASET": "sample",
     "MODEL_SIZE": "tiny",
-    "MODELS": "llama qwen",
+    "MODELS": "llama qwen mistral",
     "FRAMEWORK": "tran",
     "SAMPLE_MB": "0.5",
     "SAMPLE_VOCAB": "2048",

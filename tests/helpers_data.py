@@ -9,7 +9,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-SMALL_SAMPLE = {"DATASET": "sample", "SAMPLE_MB": "0.3", "SAMPLE_VOCAB": "1024", "MODELS": "llama qwen",
+SMALL_SAMPLE = {"DATASET": "sample", "SAMPLE_MB": "0.3", "SAMPLE_VOCAB": "1024", "MODELS": "llama qwen mistral",
                 "ENCODE_WORKERS": "2", "SEED": "42", "MIN_DOC_CHARS": "16"}
 
 

@@ -37,7 +37,8 @@ def test_defaults_from_config_env_match_the_fairness_table():
     assert (cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip, cfg.init_std) == (0.1, 0.9, 0.95, 1.0, 0.02)
     assert (cfg.tp, cfg.pp, cfg.cp, cfg.dp, cfg.ga, cfg.mbs) == (1, 1, 1, 8, 8, 1)
     assert cfg.gbs == 64 and cfg.world_size == 8
-    assert cfg.models == ("llama", "qwen")
+    assert cfg.models == ("llama", "qwen", "mistral")
+    assert cfg.zero_stage == 1
     assert cfg.precision == "bf16" and cfg.fp8 is False
     assert cfg.skip_steps == 50  # max(2, 10% of 500)
 
@@ -59,8 +60,10 @@ def test_skip_steps_default_and_override():
         ({"LR": "fast"}, "LR='fast': expected a number"),
         ({"FP8": "maybe"}, "FP8='maybe': expected true or false"),
         ({"DATASET": "wiki"}, "DATASET='wiki': allowed values are bc, c4, sample, local:<path>"),
-        ({"FRAMEWORK": "jax"}, "FRAMEWORK='jax': allowed values are mega, prim, nemo, tran, all"),
-        ({"MODELS": "llama gpt"}, "MODELS='gpt': allowed values are llama, qwen"),
+        ({"FRAMEWORK": "jax"}, "FRAMEWORK='jax': allowed values are mega, prim, nemo, tran, deep, all"),
+        ({"MODELS": "llama gpt"}, "MODELS='gpt': allowed values are llama, qwen, mistral"),
+        ({"ZERO_STAGE": "4"}, "ZERO_STAGE=4: must be 0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
+        ({"ZERO_STAGE": "-1"}, "ZERO_STAGE=-1: must be 0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
         ({"MODEL_SIZE": "huge"}, "MODEL_SIZE='huge'"),
         ({"PLATFORM": "tpu"}, "PLATFORM='tpu': allowed values are amd, nvd, cpu"),
         ({"PRECISION": "int8"}, "PRECISION='int8'"),

@@ -38,7 +38,7 @@ def test_stops_at_first_failing_stage(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sample_pipeline_end_to_end(sample_data_dir: Path) -> None:
     """The session fixture ran `DATASET=sample shell/data.sh`; both models must be verified datasets."""
-    for model in ("llama", "qwen"):
+    for model in ("llama", "qwen", "mistral"):
         prefix = sample_data_dir / f"sample-{model}_text_document"
         assert Path(f"{prefix}.bin").stat().st_size > 0
         report = json.loads(Path(f"{prefix}.verify.json").read_text())

@@ -10,7 +10,7 @@ from utils.dataset import load_tokenizer, tokenizer_dir
 
 def test_sample_tokenizers_declare_the_generic_fast_class(sample_data_dir):
     cfg = load_config(environ={"DATASET": "sample", "DATA_DIR": str(sample_data_dir), "DP": "1", "GPUS_PER_NODE": "1"})
-    for model in ("llama", "qwen"):
+    for model in ("llama", "qwen", "mistral"):
         directory = tokenizer_dir(cfg, model)
         config = json.loads((directory / "tokenizer_config.json").read_text())
         # transformers 5 would write "TokenizersBackend", a name transformers 4.x cannot resolve.

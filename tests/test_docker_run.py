@@ -83,7 +83,7 @@ def test_run_step_argv(repo: Path, tmp_path: Path, platform: str, step: str) -> 
     assert not Path(env_files[0]).exists(), "the rendered config is removed after the run"
     (config_text,) = docker_env_files(env, number)
     lines = config_text.splitlines()
-    assert "MODELS=llama qwen" in lines, "values arrive unquoted (docker keeps quotes literally)"
+    assert "MODELS=llama qwen mistral" in lines, "values arrive unquoted (docker keeps quotes literally)"
     assert all("=" in line and not line.startswith("#") for line in lines)
     assert (tmp_path / "data").is_dir() and (tmp_path / "hf").is_dir(), "mount sources created"
 

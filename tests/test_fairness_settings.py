@@ -14,7 +14,7 @@ from train.train_prim import primus_overrides
 from utils.models import get_shape
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_no_overlap_distributed_optimizer_and_bf16_gradient_reduction_everywhere(tmp_path: Path, model: str):
     cfg = make_config(tmp_path)
     shape = get_shape(model, "full")

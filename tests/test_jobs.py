@@ -28,8 +28,8 @@ def _cfg(tmp_path: Path, **env: str):
 
 
 def test_frameworks_by_platform() -> None:
-    assert FRAMEWORKS_BY_PLATFORM == {"amd": ("mega", "prim", "tran"), "nvd": ("mega", "nemo", "tran"),
-                                      "cpu": ("tran",)}
+    assert FRAMEWORKS_BY_PLATFORM == {"amd": ("mega", "prim", "tran", "deep"),
+                                      "nvd": ("mega", "nemo", "tran", "deep"), "cpu": ("tran", "deep")}
 
 
 @pytest.mark.parametrize(("platform", "asked", "runs", "mapped"), [
@@ -60,7 +60,7 @@ def test_resolve_framework_rejects_unknown_platform() -> None:
 def test_all_selects_every_framework_of_the_platform(tmp_path: Path, platform: str) -> None:
     jobs = select_jobs(_cfg(tmp_path, FRAMEWORK="all"), platform)
     assert [(j.framework, j.model) for j in jobs] == [
-        (f, m) for f in FRAMEWORKS_BY_PLATFORM[platform] for m in ("llama", "qwen")
+        (f, m) for f in FRAMEWORKS_BY_PLATFORM[platform] for m in ("llama", "qwen", "mistral")
     ]
     for job in jobs:
         assert job.platform == platform and job.run_index is None
@@ -74,6 +74,7 @@ def test_all_selects_every_framework_of_the_platform(tmp_path: Path, platform: s
     ("nvd", "prim nemo", ("nemo",), 1),                 # mapped onto one already listed: runs once
     ("amd", "nemo,tran", ("prim", "tran"), 1),
     ("cpu", "tran tran", ("tran",), 0),
+    ("cpu", "tran deep", ("tran", "deep"), 0),
 ])
 def test_several_frameworks(platform: str, asked: str, runs: tuple[str, ...], notes: int) -> None:
     cfg_value = load_config(REPO / "config.env", {"FRAMEWORK": asked}).framework
@@ -86,14 +87,19 @@ def test_several_frameworks_select_jobs_in_that_order(tmp_path: Path) -> None:
     assert [j.script.name for j in jobs] == ["train_nvd_tran_qwen.sh", "train_nvd_mega_qwen.sh"]
 
 
+def test_unknown_model_lists_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="MODELS='gpt': allowed values are llama, qwen, mistral"):
+        _cfg(tmp_path, MODELS="llama gpt")
+
+
 def test_unknown_or_misplaced_framework_names_list_the_valid_ones(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="FRAMEWORK='jax': allowed values are mega, prim, nemo, tran, all"):
+    with pytest.raises(ConfigError, match="FRAMEWORK='jax': allowed values are mega, prim, nemo, tran, deep, all"):
         _cfg(tmp_path, FRAMEWORK="tran jax")
     with pytest.raises(ConfigError, match="all stands alone"):
         _cfg(tmp_path, FRAMEWORK="all tran")
-    with pytest.raises(ValueError, match="'jax' is not a framework; on platform amd; valid: mega, prim, tran"):
+    with pytest.raises(ValueError, match="'jax' is not a framework; on platform amd; valid: mega, prim, tran, deep"):
         frameworks_for("amd", ("jax",))
-    with pytest.raises(ValueError, match="'mega' is not available on platform cpu; valid: tran"):
+    with pytest.raises(ValueError, match="'mega' is not available on platform cpu; valid: tran, deep"):
         frameworks_for("cpu", ("tran", "mega"))
 
 
@@ -122,7 +128,7 @@ def test_cli_platform_from_config(tmp_path: Path) -> None:
     proc = _cli(tmp_path, PLATFORM="cpu", FRAMEWORK="all")
     assert proc.returncode == 0, proc.stderr
     assert [line.split("\t")[:3] for line in proc.stdout.splitlines()] == [
-        ["cpu", "tran", "llama"], ["cpu", "tran", "qwen"]]
+        ["cpu", f, m] for f in ("tran", "deep") for m in ("llama", "qwen", "mistral")]
 
 
 def test_cli_rejects_unavailable_framework(tmp_path: Path) -> None:
@@ -140,9 +146,9 @@ def test_summary_table(tmp_path: Path) -> None:
     codes.write_text(f"{jobs[0].result}\t0\n{jobs[1].result}\t1\n")
     outcomes = summarize(jobs, read_exit_codes(codes))
     assert [(o.job.framework, o.exit_code, o.status) for o in outcomes] == [
-        ("mega", 0, "missing"), ("nemo", 1, "invalid"), ("tran", -1, "not run")]
+        ("mega", 0, "missing"), ("nemo", 1, "invalid"), ("tran", -1, "not run"), ("deep", -1, "not run")]
     table = format_summary(outcomes, cfg.output_dir)
-    assert "train_nvd_nemo_llama.json" in table and "0 of 3 job(s) finished ok" in table
+    assert "train_nvd_nemo_llama.json" in table and "0 of 4 job(s) finished ok" in table
 
 
 def test_summary_rows_start_with_the_platform_and_keep_long_paths_whole(tmp_path: Path) -> None:

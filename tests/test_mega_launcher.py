@@ -29,7 +29,7 @@ def _flags(cfg, platform: str, model: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("platform", ["nvd", "amd"])
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_arguments_match_shape_table_and_config(tmp_path: Path, platform: str, model: str) -> None:
     cfg = make_config(tmp_path)
     shape = get_shape(model, "full")
@@ -69,13 +69,13 @@ def test_arguments_match_shape_table_and_config(tmp_path: Path, platform: str, m
         assert absent not in flags, absent
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_padded_vocabulary_equals_shape_table(tmp_path: Path, model: str) -> None:
     cfg = make_config(tmp_path)
     divisor = int(_flags(cfg, "nvd", model)["--make-vocab-size-divisible-by"][0])
     padded = megatron_args.megatron_padded_vocab(megatron_args.REAL_TOKENIZER_SIZES[model], divisor, cfg.tp)
     assert padded == get_shape(model).vocab_size
-    assert divisor == {"llama": 128, "qwen": 512}[model]
+    assert divisor == {"llama": 128, "qwen": 512, "mistral": 128}[model]
 
 
 def test_vocab_padding_rule_follows_megatron() -> None:

@@ -41,7 +41,22 @@ def test_full_shapes_match_the_design_table():
     assert round(llama.parameter_count() / 1e9, 2) == 8.03 and round(qwen.parameter_count() / 1e9, 2) == 7.62
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_mistral_7b_v03_matches_its_published_config_and_flops_by_hand():
+    # The published config.json of mistralai/Mistral-7B-v0.3 (utils/models.py's docstring, docs/MODELS.md).
+    m = get_shape("mistral")
+    assert (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads, m.num_query_groups,
+            m.vocab_size, m.rope_theta, m.norm_eps, m.max_position_embeddings) == (
+        32, 4096, 14336, 32, 8, 32768, 1000000.0, 1e-5, 32768)
+    assert not m.qkv_bias and not m.tied_embeddings and m.swiglu and m.rope_scaling is None
+    assert (m.hf_repo, m.hf_architecture) == ("mistralai/Mistral-7B-v0.3", "MistralForCausalLM")
+    # N' = 32*(4096*128*(32+2*8) + 4096^2 + 3*4096*14336) + 4096*32768 = 32*218,103,808 + 134,217,728
+    assert matmul_weights_per_token(m) == 7_113_539_584
+    assert flops_per_token(m, 4096).causal == 6 * 7_113_539_584 + 6 * 32 * 4096 * 4096
+    # 32*(41,943,040 attention + 176,160,768 MLP + 8,192 norms) + 2*32768*4096 embeddings + 4096 final norm
+    assert m.parameter_count() == 7_248_023_552  # "7.25B", as the model card says
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_tiny_keeps_every_architectural_feature(model):
     full, tiny = get_shape(model, "full"), get_shape(model, "tiny", vocab_size=2048)
     assert tiny.vocab_size == 2048

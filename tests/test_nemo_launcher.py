@@ -25,7 +25,7 @@ def workspace(tmp_path):
     """A config with tokenizers for both models (no dataset files)."""
     config = write_config(tmp_path)
     cfg = load_config(config, environ={})
-    for model in ("llama", "qwen"):
+    for model in ("llama", "qwen", "mistral"):
         make_tokenizer(tokenizer_dir(cfg, model), 400)
     return SimpleNamespace(config=config, cfg=cfg, tmp=tmp_path)
 
@@ -179,7 +179,7 @@ class _RecordingRun:
         return _RecordingConfig(target=target, **kwargs)
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_overrides_apply_to_the_recipes_real_strategy_shapes(workspace, model):
     """NeMo 2.3's qwen25_7b builds MegatronStrategy without ddp=, so ``strategy.ddp`` is the string
     "megatron"; llama31_8b passes a DistributedDataParallelConfig. Both must take the overrides."""

@@ -64,10 +64,11 @@ def _expectations(cfg, fields):
     }
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_every_workload_key_reaches_a_recipe_field(tmp_path, model):
-    # The opposite of each recipe's default layout: llama defaults to CP=2, qwen to TP=2.
-    layout = {"llama": {"TP": "2", "CP": "1", "DP": "4"}, "qwen": {"TP": "1", "CP": "2", "DP": "4"}}[model]
+    # The opposite of each recipe's default layout: llama and mistral default to CP=2, qwen to TP=2.
+    layout = {"llama": {"TP": "2", "CP": "1", "DP": "4"}, "qwen": {"TP": "1", "CP": "2", "DP": "4"},
+              "mistral": {"TP": "2", "CP": "1", "DP": "4"}}[model]
     cfg, _ = _with_tokenizer(tmp_path, model, **layout)
     overrides = overrides_for(cfg, model, "train_nvd_nemo_" + model)
     fields = {**overrides.fields, "_model": model}
@@ -80,7 +81,7 @@ def test_every_workload_key_reaches_a_recipe_field(tmp_path, model):
     assert fields["trainer.strategy.sequence_parallel"] is (cfg.tp > 1)
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_data_module_reads_the_prepared_dataset_with_the_real_tokenizer(tmp_path, model):
     cfg, _ = _with_tokenizer(tmp_path, model)
     data = overrides_for(cfg, model, "stem").fields["data"]
@@ -90,6 +91,18 @@ def test_data_module_reads_the_prepared_dataset_with_the_real_tokenizer(tmp_path
     assert data["tokenizer"]["_target_"].endswith("huggingface.auto_tokenizer.AutoTokenizer")
     assert data["split"] == "100,0,0"
     assert Path(data["index_mapping_dir"]).is_relative_to(cfg.output_dir)
+
+
+def test_mistral_recipe_and_no_sliding_window(tmp_path):
+    # NeMo 2.3's MistralConfig7B keeps v0.1's 4096-token window; v0.3 (the shape table) has none.
+    cfg, _ = _with_tokenizer(tmp_path, "mistral")
+    _with_tokenizer(tmp_path, "llama")
+    overrides = overrides_for(cfg, "mistral", "stem")
+    assert overrides.recipe == "nemo.collections.llm.recipes.mistral_7b.pretrain_recipe"
+    assert "model.config.window_size" in overrides.fields and overrides.fields["model.config.window_size"] is None
+    assert overrides.fields["model.config.rotary_base"] == 1e6
+    assert overrides.fields["model.config.vocab_size"] == get_shape("mistral").vocab_size == 32768
+    assert "model.config.window_size" not in overrides_for(cfg, "llama", "stem").fields
 
 
 def test_no_validation_checkpoint_or_resume(tmp_path):

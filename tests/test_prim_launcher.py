@@ -30,12 +30,13 @@ def _document(tmp_path: Path, model: str, **overrides: str) -> tuple[dict, objec
     return yaml.safe_load(text), cfg
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_every_workload_key_is_overridden(tmp_path: Path, model: str) -> None:
     document, cfg = _document(tmp_path, model, **DIFFERENT_FROM_PRIMUS)
     trainer = document["modules"]["pre_trainer"]
     assert trainer["framework"] == "megatron"
-    assert trainer["model"] == {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml"}[model]
+    files = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml", "mistral": "llama2_7B.yaml"}
+    assert trainer["model"] == files[model]
     overrides = trainer["overrides"]
     workload = {
         "seq_length": cfg.sl, "micro_batch_size": cfg.mbs, "global_batch_size": cfg.gbs, "train_iters": cfg.train_iters,
@@ -55,7 +56,7 @@ def test_every_workload_key_is_overridden(tmp_path: Path, model: str) -> None:
         assert overrides[key] == value, key
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_architecture_keys_come_from_the_shape_table(tmp_path: Path, model: str) -> None:
     document, _cfg = _document(tmp_path, model)
     overrides = document["modules"]["pre_trainer"]["overrides"]
@@ -67,7 +68,7 @@ def test_architecture_keys_come_from_the_shape_table(tmp_path: Path, model: str)
         "add_qkv_bias": shape.qkv_bias, "add_bias_linear": False, "swiglu": True, "normalization": "RMSNorm",
         "use_rope_scaling": shape.rope_scaling is not None, "untie_embeddings_and_output_weights": True,
         "hidden_dropout": 0.0, "attention_dropout": 0.0, "max_position_embeddings": shape.max_position_embeddings,
-        "make_vocab_size_divisible_by": {"llama": 128, "qwen": 512}[model], "attention_backend": "auto",
+        "make_vocab_size_divisible_by": {"llama": 128, "qwen": 512, "mistral": 128}[model], "attention_backend": "auto",
     }
     for key, value in expected.items():
         assert overrides[key] == value, key

@@ -35,7 +35,8 @@ def _env(tmp_path: Path, **values: str) -> dict[str, str]:
 
 
 def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_path: Path) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="all", RUNS="2"))
+    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", RUNS="2",
+                                                      MODELS="llama qwen"))
     assert (tmp_path / "jobs.log").read_text().splitlines() == [
         "train_cpu_tran_llama.sh --run-index 1", "train_cpu_tran_llama.sh --run-index 2",
         "train_cpu_tran_qwen.sh --run-index 1", "train_cpu_tran_qwen.sh --run-index 2",
@@ -62,15 +63,15 @@ def test_vendor_mapping_is_applied_and_printed(repo: Path, tmp_path: Path, platf
 @pytest.mark.parametrize("platform", ["amd", "nvd"])
 def test_all_runs_every_framework_of_the_platform(repo: Path, tmp_path: Path, platform: str) -> None:
     run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM=platform, FRAMEWORK="all"))
-    frameworks = {"amd": ("mega", "prim", "tran"), "nvd": ("mega", "nemo", "tran")}[platform]
+    frameworks = {"amd": ("mega", "prim", "tran", "deep"), "nvd": ("mega", "nemo", "tran", "deep")}[platform]
     assert (tmp_path / "jobs.log").read_text().splitlines() == [
-        f"train_{platform}_{f}_{m}.sh" for f in frameworks for m in ("llama", "qwen")]
+        f"train_{platform}_{f}_{m}.sh" for f in frameworks for m in ("llama", "qwen", "mistral")]
 
 
 def test_unavailable_framework_is_an_error_before_any_job(repo: Path, tmp_path: Path) -> None:
     proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="mega"))
     assert proc.returncode == 2
-    assert "valid: tran" in proc.stderr
+    assert "valid: tran, deep" in proc.stderr
     assert not (tmp_path / "jobs.log").exists()
 
 

@@ -8,15 +8,13 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from train.launch import RunContext
-from train.tran_data import TokenWindows
 from train.tran_step import Dist, Trainer, build_model, lr_at
 from utils.configure import Config, load_config
-from utils.dataset import dataset_prefix, load_tokenizer, tokenizer_dir, vocab_size
+from utils.dataset import load_tokenizer, tokenizer_dir, vocab_size
 from utils.models import get_shape
 from utils.result import read_result
 
@@ -41,7 +39,7 @@ def test_lr_linear_and_constant_decay() -> None:
 
 
 # ---------------------------------------------------------------------------
-# sampler over the real sample dataset
+# the real sample dataset (its sample order is tested in tests/test_sample_order.py)
 
 
 @pytest.fixture
@@ -54,61 +52,11 @@ def sample_cfg(sample_data_dir: Path, tmp_path: Path) -> Callable[..., Config]:
     return make
 
 
-def stream(prefix: Path) -> np.ndarray:
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
-
-    dataset = IndexedDataset(str(prefix))
-    return np.concatenate([dataset[i] for i in range(len(dataset))]).astype(np.int64)
-
-
-def test_windows_are_slices_of_the_packed_stream(sample_cfg: Callable[..., Config]) -> None:
-    prefix = dataset_prefix(sample_cfg(), "llama")
-    tokens = stream(prefix)
-    windows = TokenWindows(prefix, seq_len=64, seed=42)
-    assert windows.total_tokens == len(tokens) and windows.num_windows == (len(tokens) - 1) // 64
-    eod = int(tokens[-1])  # every document ends with EOD, so the stream does too
-    crossing = 0
-    for index in (0, 1, 7, windows.num_windows // 2, windows.num_windows - 1):
-        window = windows.window(index)
-        assert window.shape == (65,)
-        np.testing.assert_array_equal(window, tokens[index * 64: index * 64 + 65])
-        crossing += int((window[:-1] == eod).any())
-    assert crossing > 0  # windows run across document boundaries (packed stream)
-
-
-def test_samples_are_seeded_and_ranks_never_overlap(sample_cfg: Callable[..., Config]) -> None:
-    prefix = dataset_prefix(sample_cfg(), "qwen")
-    a, b, other = TokenWindows(prefix, 64, 42), TokenWindows(prefix, 64, 42), TokenWindows(prefix, 64, 7)
-    batch = a.micro_batch(3, 1, rank=1, dp=2, mbs=2, ga=2)
-    assert batch.shape == (2, 65) and batch.dtype == torch.int64
-    assert torch.equal(batch, b.micro_batch(3, 1, rank=1, dp=2, mbs=2, ga=2))
-    assert not torch.equal(batch, other.micro_batch(3, 1, rank=1, dp=2, mbs=2, ga=2))
-    seen: list[int] = []
-    for step in range(4):
-        for micro in range(2):
-            for rank in range(2):
-                first = (step * 2 + micro) * 2 * 2 + rank * 2
-                seen += [a.window_index(first + k) for k in range(2)]
-    assert len(seen) == len(set(seen)) == 4 * 2 * 2 * 2  # DP ranks and steps read disjoint windows
-    # A second epoch is a different permutation of all windows, not a repeat.
-    n = a.num_windows
-    epoch0 = [a.window_index(g) for g in range(n)]
-    epoch1 = [a.window_index(n + g) for g in range(n)]
-    assert sorted(epoch0) == sorted(epoch1) == list(range(n)) and epoch0 != epoch1
-
-
-def test_sampler_errors_name_the_problem(tmp_path: Path, sample_cfg: Callable[..., Config]) -> None:
-    with pytest.raises(FileNotFoundError, match=r"prepare the data first"):
-        TokenWindows(tmp_path / "nothing_text_document", 64, 42)
-    with pytest.raises(ValueError, match=r"cannot fill one sample"):
-        TokenWindows(dataset_prefix(sample_cfg(), "llama"), 10_000_000, 42)
-
-
 # ---------------------------------------------------------------------------
 # model construction
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_model_matches_the_shape_table(model: str, sample_cfg: Callable[..., Config]) -> None:
     vocab = vocab_size(load_tokenizer(tokenizer_dir(sample_cfg(), model)))
     shape = get_shape(model, "tiny", vocab_size=vocab)
@@ -127,6 +75,8 @@ def test_model_matches_the_shape_table(model: str, sample_cfg: Callable[..., Con
     assert (net.model.layers[0].self_attn.q_proj.bias is not None) == shape.qkv_bias
     if model == "llama":
         assert config.rope_parameters["rope_type"] == "llama3" and config.rope_parameters["factor"] == 8.0
+    if model == "mistral":  # v0.3: full causal attention, not MistralConfig's default 4096-token window
+        assert config.sliding_window is None and config.head_dim == shape.head_dim
     assert float(net.model.embed_tokens.weight.detach().std()) == pytest.approx(0.01, rel=0.05)  # INIT_STD
 
 

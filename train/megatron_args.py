@@ -48,9 +48,10 @@ from utils.models import ModelShape
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
 
 # len(tokenizer) of the real tokenizers (what Megatron's HuggingFaceTokenizer reports):
-# Llama 3.1: 128000 BPE tokens + 256 reserved special tokens; Qwen 2.5: 151643 + 22 special.
+# Llama 3.1: 128000 BPE tokens + 256 reserved special tokens; Qwen 2.5: 151643 + 22 special;
+# Mistral 7B v0.3: 32768 SentencePiece pieces, control tokens included (a multiple of 128 already).
 # Used only when the tokenizer files are not on this machine (e.g. a dry run on a laptop).
-REAL_TOKENIZER_SIZES = {"llama": 128256, "qwen": 151665}
+REAL_TOKENIZER_SIZES = {"llama": 128256, "qwen": 151665, "mistral": 32768}
 
 # Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by * TP
 # (megatron/training/tokenizer: vocab_size_with_padding). 128 is Megatron's default;

@@ -43,10 +43,19 @@ NEMO_VERSION = "2.3 (the NeMo in the 25.04 container)"
 RECIPES: dict[str, str] = {
     "llama": "nemo.collections.llm.recipes.llama31_8b.pretrain_recipe",
     "qwen": "nemo.collections.llm.recipes.qwen25_7b.pretrain_recipe",
+    "mistral": "nemo.collections.llm.recipes.mistral_7b.pretrain_recipe",
 }
 RECIPE_PARALLEL_DEFAULTS: dict[str, dict[str, int]] = {
     "llama": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "context_parallel_size": 2},
     "qwen": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "context_parallel_size": 1},
+    "mistral": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "context_parallel_size": 2},
+}
+
+# Model-config fields a recipe sets that the shape table contradicts. NeMo 2.3's MistralConfig7B
+# (gpt/model/mistral.py) keeps Mistral v0.1's sliding window (window_size [4096, 0]); v0.3 has none
+# (sliding_window null in its config.json, utils/models.py), so every framework runs full causal attention.
+MODEL_EXTRA_FIELDS: dict[str, dict[str, Any]] = {
+    "mistral": {"model.config.window_size": None},
 }
 
 # Same epsilon as Megatron-LM's --adam-eps default and torch.optim.AdamW, which the
@@ -246,6 +255,7 @@ def build_overrides(
         **({f"trainer.plugins.{key}": value for key, value in FP8_FIXED.items()} if cfg.fp8 else {}),
         # -- model
         **model_fields(cfg, model, shape),
+        **MODEL_EXTRA_FIELDS.get(model, {}),
         # -- optimizer: Megatron distributed AdamW (decoupled weight decay)
         "optim.config.optimizer": "adam",
         "optim.config.lr": cfg.lr,

@@ -41,7 +41,10 @@ from utils.configure import Config
 from utils.models import ModelShape
 from utils.result_model import Result
 
-PRIMUS_MODEL_FILES = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml"}
+# Primus v0.5.0 ships no dense Mistral model file (only Mixtral MoE ones), so Mistral starts from
+# the dense Llama 2 7B file (RoPE, RMSNorm, SwiGLU, untied, no RoPE scaling; the same fusions as
+# Llama 3's base) and the overrides set every architecture key from the shape table (docs/MODELS.md).
+PRIMUS_MODEL_FILES = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml", "mistral": "llama2_7B.yaml"}
 RUN_SCRIPT = Path("examples") / "run_pretrain.sh"
 
 

@@ -11,6 +11,9 @@ Two roles in one module:
 * launcher plugin (:func:`plan`, :func:`collect`) used by ``python -m train.launch``;
 * the training entry run by ``torchrun``: ``python -m train.train_tran --model llama --result PATH``.
 
+``deep`` (train/train_deep.py) reuses the launch (:func:`worker_plan`), the worker entry
+(:func:`run_worker`) and the measured loop (:func:`train`) with its DeepSpeed trainer.
+
 Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
 ``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
 DP ranks; rank 0 writes the result through ``result_guard``, so SIGTERM or an error
@@ -27,6 +30,7 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,22 +58,28 @@ def check_supported(cfg: Config) -> None:
         raise ValueError("FP8=true is not supported by tran (no Transformer Engine); set FP8=false for tran")
 
 
-def plan(ctx: RunContext) -> LaunchPlan:
-    """``torchrun ... -m train.train_tran``; on cpu, OMP threads split the cores between the processes."""
+def worker_plan(ctx: RunContext, module: str, extra_env: dict[str, str] | None = None,
+                extra_argv: list[str] | None = None) -> LaunchPlan:
+    """``torchrun ... -m <module>`` (tran, deep); on cpu, OMP threads split the cores between the processes."""
     cfg = ctx.cfg
     check_supported(cfg)
-    extra: dict[str, str] = {}
+    extra: dict[str, str] = dict(extra_env or {})
     if ctx.platform == "cpu":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         extra["OMP_NUM_THREADS"] = str(max(1, cores // cfg.gpus_per_node))
-    argv = [*torchrun_argv(cfg), "-m", "train.train_tran", "--model", ctx.model, "--platform", ctx.platform,
-            "--result", str(ctx.result_path), "--log-path", str(ctx.log_path)]
+    argv = [*torchrun_argv(cfg), "-m", module, "--model", ctx.model, "--platform", ctx.platform,
+            "--result", str(ctx.result_path), "--log-path", str(ctx.log_path), *(extra_argv or [])]
     if ctx.run_index is not None:
         argv += ["--run-index", str(ctx.run_index)]
     env = launcher_env(ctx.platform, extra)
     env["TPRIMAT_LAUNCHER_ENV"] = ",".join(sorted(env))  # so the worker can record what tprimat set
     return LaunchPlan(argv=argv, env=env, cwd=REPO_ROOT,
                       notes=["global rank 0 writes the result; every rank samples its own GPU's power"])
+
+
+def plan(ctx: RunContext) -> LaunchPlan:
+    """``torchrun ... -m train.train_tran``."""
+    return worker_plan(ctx, "train.train_tran")
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
@@ -117,7 +127,7 @@ class StopRequest:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.signum is None:  # os.write: print() is not safe to re-enter from a signal handler
-            os.write(2, f"train_tran: {signal.Signals(signum).name} received; stopping after this step\n".encode())
+            os.write(2, f"tprimat worker: {signal.Signals(signum).name} received; stopping after this step\n".encode())
         self.signum = self.signum or signum
 
 
@@ -170,8 +180,15 @@ def gather_objects(value: Any, info: Dist) -> list[Any]:
     return out
 
 
-def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) -> None:
-    """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends."""
+def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, framework: str = "tran",
+          make_trainer: Callable[[Config, str, Dist], Any] = Trainer) -> None:
+    """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends.
+
+    ``make_trainer`` builds the per-rank model, optimizer and data: :class:`train.tran_step.Trainer`
+    for ``tran``, the DeepSpeed engine's for ``deep`` (train/train_deep.py). Either has ``step(index)``
+    returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
+    ``precision_effective``; one with ``effective_settings()`` fills that block of the result.
+    """
     from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
     from utils.metrics import record_steps
@@ -182,7 +199,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) 
 
     set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
     result = new_result(
-        cfg, platform=args.platform, framework="tran", model=args.model, shape=get_shape(args.model, cfg.model_size),
+        cfg, platform=args.platform, framework=framework, model=args.model, shape=get_shape(args.model, cfg.model_size),
         gpu_info=collect_gpu_info(args.platform), run_index=args.run_index,
         source=Source(kind="callback", log_path=str(args.log_path) if args.log_path else None),
         launcher_env={k: os.environ[k] for k in set_by_launcher})
@@ -202,8 +219,10 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) 
     path = args.result if info.rank == 0 else None
     with result_guard(path, result, fill, expected_steps=cfg.train_iters):
         stop.install()  # replaces result_guard's raise-anywhere handler: stop at a step boundary instead
-        trainer = Trainer(cfg, args.model, info)
+        trainer = make_trainer(cfg, args.model, info)
         shape_now[0] = trainer.shape
+        if hasattr(trainer, "effective_settings"):
+            result.effective_settings = trainer.effective_settings()
         result.model_shape = ModelShapeBlock(**trainer.shape.as_dict())
         result.training_config.precision_effective = trainer.precision_effective
         if info.rank == 0:
@@ -239,17 +258,23 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest) 
             raise Interrupted(stop.signum)  # result_guard records incomplete with the steps done
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m train.train_tran",
-        description="tran reference training (run under torchrun; normally started by python -m train.launch "
-                    "--framework tran). Config comes from config.env plus environment overrides.")
+def run_worker(argv: list[str] | None, framework: str, description: str,
+               add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+               bind: Callable[[argparse.Namespace], Callable[[Config, str, Dist], Any]] | None = None) -> int:
+    """The torchrun entry of ``tran`` and ``deep``: arguments, config, distributed set-up, :func:`train`.
+
+    ``bind(args)`` (deep) returns the trainer factory once the worker's own arguments are parsed;
+    without it the trainer is :class:`train.tran_step.Trainer`.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m train.train_{framework}", description=description)
     parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--result", required=True, type=Path, help="result JSON written by global rank 0")
     parser.add_argument("--platform", choices=platform_names(), default=None,
                         help="platform (default: PLATFORM or detection)")
     parser.add_argument("--run-index", type=int, default=None, help="repeat number k, recorded in the result")
     parser.add_argument("--log-path", type=Path, default=None, help="the launcher's log, recorded in the result")
+    if add_arguments is not None:
+        add_arguments(parser)
     args = parser.parse_args(argv)
     stop = StopRequest()
     stop.install()  # from the very start, so an early SIGTERM is not a silent kill
@@ -262,23 +287,28 @@ def main(argv: list[str] | None = None) -> int:
             args.platform = cfg.platform or detect_platform()
         info = setup_distributed(cfg, args.platform)
     except (ConfigError, ValueError, RuntimeError) as exc:
-        print(f"train_tran: error: {exc}", file=sys.stderr)
+        print(f"train_{framework}: error: {exc}", file=sys.stderr)
         return 2
     from utils.result import Interrupted
 
     try:
-        train(cfg, args, info, stop)
+        train(cfg, args, info, stop, framework, bind(args) if bind is not None else Trainer)
         return 0
     except Interrupted as exc:
-        print(f"train_tran: rank {info.rank}: interrupted by {exc}; partial result written by rank 0",
+        print(f"train_{framework}: rank {info.rank}: interrupted by {exc}; partial result written by rank 0",
               file=sys.stderr)
         return 128 + exc.signum
     except Exception as exc:
-        print(f"train_tran: rank {info.rank}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"train_{framework}: rank {info.rank}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_worker(argv, "tran", "tran reference training (run under torchrun; normally started by python -m "
+                      "train.launch --framework tran). Config comes from config.env plus environment overrides.")
 
 
 if __name__ == "__main__":

@@ -1,42 +1,117 @@
-"""Training samples for the ``tran`` reference: seeded SL+1 windows over a Megatron indexed dataset.
+"""Training samples for ``tran`` and ``deep``: megatron-core's ``GPTDataset``, read in Megatron's order.
 
-Why not megatron-core's ``GPTDataset``: it needs ``BlendedMegatronDatasetBuilder``,
-a writable index cache and the compiled ``helpers`` C++ extension (built with a
-compiler and pybind11 at run time), none of which a fresh CPU virtualenv has. The
-file format is what must be shared, so the ``.bin``/``.idx`` written by
-``data/encode.py`` is read here with megatron-core's own ``IndexedDataset``, and
-sampling stays a few lines anyone can check:
+Why megatron-core's dataset and not a sampler of our own: ``mega``, ``prim`` and ``nemo``
+all read the encoded ``.bin``/``.idx`` through ``GPTDataset`` built by
+``BlendedMegatronDatasetBuilder``, whose document, sample and shuffle indices decide
+which tokens form sample ``g``. Building the very same dataset here is the only way
+``tran`` and ``deep`` train on the same token sequences in the same order. The
+megatron-core wheels ship the compiled ``helpers_cpp`` extension those indices need,
+so no compiler is involved at run time.
 
-* the documents (each already ends with EOD) are read as one packed token stream,
-  as Megatron does with its default ``reset_attention_mask=False``;
-* window ``w`` holds tokens ``[w*SL, w*SL + SL + 1)``: SL inputs plus the next token
-  for each, and consecutive windows share one boundary token;
-* windows are visited in a permutation drawn from ``numpy.random.default_rng([SEED, epoch])``,
-  so the same SEED gives the same samples on every machine, and a run longer than
-  one epoch reshuffles instead of repeating the order;
-* global sample ``g`` for optimizer step ``s``, micro-batch ``m``, DP rank ``r`` is
-  ``(s*GA + m) * MBS*DP + r*MBS + b`` for ``b < MBS``: the ranks never read the same
-  sample, and the global sample order does not depend on how many ranks read it.
+The dataset is configured as Megatron-LM's ``pretrain_gpt.py`` configures it for the
+``mega`` launcher's arguments (docs/SAMPLE_ORDER.md has the upstream references):
+
+* one prefix, no weights (``--data-path <prefix>``), split ``100,0,0``;
+* ``random_seed`` SEED, ``sequence_length`` SL, memory-mapped ``.bin``;
+* no position-id or attention-mask resets and no EOD loss mask (Megatron's defaults);
+* sizes ``[TRAIN_ITERS * GBS, 0, 0]``: what ``pretrain_gpt.py`` asks for with ``--eval-iters 0``.
+  The number of samples decides how many epochs the shuffle covers, so it must match;
+* the index cache in ``<DATA_DIR>/megatron_index_cache`` (shared with ``mega``/``prim``; the
+  file names hash the description, so a cache written by either is read by the other only
+  when the description is the same);
+* ``create_attention_mask`` off: the mask is a tensor the data loader may hand to the
+  model, not part of a sample; building an SL x SL mask per sample would only cost time.
+
+Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples
+``(s*GA + m) * MBS*DP + r*MBS + b`` (``b < MBS``) for micro-batch ``m`` of step ``s``: the
+global order does not depend on how many ranks read it. :meth:`MegatronSamples.micro_batch`
+returns exactly those samples, each as its ``SL + 1`` tokens (Megatron's ``tokens`` plus the
+last of its ``labels``).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+SPLIT_ALL_TRAIN = "100,0,0"
+NO_PAD = -1  # never a token id: no sample token is treated as padding (docs/SAMPLE_ORDER.md)
+
+
+def _megatron_datasets() -> tuple[Any, Any, Any]:
+    """(BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig) without megatron.core's import warnings."""
+    with warnings.catch_warnings():  # megatron.core's package import warns about optional TE/Apex
+        warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
+        from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+        from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    return BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig
+
+
+class TokenizerFacts:
+    """What ``GPTDataset`` reads from a tokenizer: vocabulary size, EOD, pad and a cache identity.
+
+    Megatron hands the dataset its own tokenizer object; which one depends on the
+    Megatron version (megatron-core 0.12 has none of its own), so this stand-in gives the
+    dataset only the facts it uses. None of them changes which tokens a sample holds:
+    EOD matters only for the resets and the EOD loss mask (all off), and ``pad`` is
+    :data:`NO_PAD`, so no token of a sample is rewritten as padding.
+    """
+
+    def __init__(self, path: Path, vocab_size: int, eod: int) -> None:
+        self.path, self.vocab_size, self.eod = str(path), vocab_size, eod
+        self.pad = NO_PAD
+
+    @property
+    def unique_identifiers(self) -> OrderedDict:
+        return OrderedDict(**{"class": f"{type(self).__module__}.{type(self).__qualname__}",
+                              "tokenizer_path": self.path})
+
+
+def gpt_dataset_config(prefix: Path, seq_len: int, seed: int, cache_dir: Path, tokenizer: Any) -> Any:
+    """``GPTDatasetConfig`` as ``pretrain_gpt.py`` builds it for ``--data-path prefix --split 100,0,0``."""
+    _, _, config_class = _megatron_datasets()
+    return config_class(
+        random_seed=seed,
+        sequence_length=seq_len,
+        blend=([str(prefix)], None),
+        blend_per_split=None,
+        split=SPLIT_ALL_TRAIN,
+        num_dataset_builder_threads=1,
+        path_to_cache=str(cache_dir),
+        mmap_bin_files=True,
+        tokenizer=tokenizer,
+        reset_position_ids=False,
+        reset_attention_mask=False,
+        eod_mask_loss=False,
+        create_attention_mask=False,
+    )
+
+
+def build_train_dataset(config: Any, num_samples: int) -> Any:
+    """The train split, built by ``BlendedMegatronDatasetBuilder`` on every rank (rank 0 first when distributed)."""
+    builder_class, dataset_class, _ = _megatron_datasets()
+    train, _valid, _test = builder_class(dataset_class, [num_samples, 0, 0], lambda: True, config).build()
+    return train
+
 
 @dataclass
-class TokenWindows:
-    """Seeded windows of ``seq_len + 1`` tokens over the packed stream of ``prefix.{bin,idx}``."""
+class MegatronSamples:
+    """Samples of ``prefix.{bin,idx}`` in the order Megatron's ``pretrain_gpt.py`` reads them."""
 
     prefix: Path
     seq_len: int
     seed: int
-    _permutations: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    num_samples: int  # TRAIN_ITERS * GBS
+    cache_dir: Path
+    vocab_size: int
+    eod: int
+    dataset: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         missing = [p for p in (Path(f"{self.prefix}.bin"), Path(f"{self.prefix}.idx")) if not p.is_file()]
@@ -45,43 +120,22 @@ class TokenWindows:
                 f"Megatron dataset missing: {', '.join(map(str, missing))}; prepare the data first "
                 "(./shell/data.sh, e.g. DATASET=sample ./shell/data.sh)"
             )
-        with warnings.catch_warnings():  # megatron.core's package import warns about optional TE/Apex
-            warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
-            from megatron.core.datasets.indexed_dataset import IndexedDataset
-
-        self.dataset = IndexedDataset(str(self.prefix), mmap=True)
-        lengths = np.asarray(self.dataset.sequence_lengths, dtype=np.int64)
-        # starts[i] is the stream offset of sequence i; starts[-1] the stream length.
-        self.starts = np.concatenate([[0], np.cumsum(lengths)])
-        self.total_tokens = int(self.starts[-1])
-        self.num_windows = (self.total_tokens - 1) // self.seq_len
-        if self.num_windows < 1:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer = TokenizerFacts(self.prefix, self.vocab_size, self.eod)
+        config = gpt_dataset_config(self.prefix, self.seq_len, self.seed, self.cache_dir, tokenizer)
+        self.dataset = build_train_dataset(config, self.num_samples)
+        if self.dataset is None or len(self.dataset) < 1:
             raise ValueError(
-                f"{self.prefix}: {self.total_tokens} tokens cannot fill one sample of SL+1={self.seq_len + 1} "
-                "tokens; use a larger dataset (DATA_SAMPLES, SAMPLE_MB) or a smaller SL"
+                f"{self.prefix}: too few tokens for one sample of SL+1={self.seq_len + 1} tokens; use a larger "
+                "dataset (DATA_SAMPLES, SAMPLE_MB) or a smaller SL"
             )
 
-    def window(self, index: int) -> np.ndarray:
-        """Tokens ``[index*SL, index*SL + SL + 1)`` of the stream, crossing document boundaries."""
-        position, wanted = index * self.seq_len, self.seq_len + 1
-        sequence = int(np.searchsorted(self.starts, position, side="right")) - 1
-        pieces = []
-        while wanted > 0:
-            offset = position - int(self.starts[sequence])
-            take = min(wanted, int(self.starts[sequence + 1]) - position)
-            pieces.append(self.dataset.get(sequence, offset=offset, length=take))
-            position, wanted, sequence = position + take, wanted - take, sequence + 1
-        return np.concatenate(pieces).astype(np.int64)
-
-    def window_index(self, global_sample: int) -> int:
-        """Which window global sample ``g`` reads: a fresh seeded permutation per epoch."""
-        epoch, within = divmod(global_sample, self.num_windows)
-        if epoch not in self._permutations:
-            self._permutations = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.num_windows)}
-        return int(self._permutations[epoch][within])
+    def sample(self, index: int) -> np.ndarray:
+        """Global sample ``index``: its ``SL + 1`` token ids (inputs, and the next token of the last one)."""
+        item = self.dataset[index]
+        return np.concatenate([item["tokens"].numpy(), item["labels"].numpy()[-1:]]).astype(np.int64)
 
     def micro_batch(self, step: int, micro: int, *, rank: int, dp: int, mbs: int, ga: int) -> torch.Tensor:
         """``[MBS, SL+1]`` token ids for 0-based optimizer ``step`` and ``micro``-batch on DP ``rank``."""
         first = (step * ga + micro) * mbs * dp + rank * mbs
-        rows = [self.window(self.window_index(first + b)) for b in range(mbs)]
-        return torch.from_numpy(np.stack(rows))
+        return torch.from_numpy(np.stack([self.sample(first + b) for b in range(mbs)]))

@@ -18,6 +18,7 @@ Choices that affect comparability, all deliberate:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,28 +39,49 @@ class Dist:
     device: torch.device
 
 
+def _rope_arguments(config_class: type, shape: Any) -> dict[str, Any]:
+    """RoPE base and scaling in the spelling of the installed transformers.
+
+    transformers 5 takes one ``rope_parameters`` dict; the 4.x releases in the vendor images
+    (requirements files) take ``rope_theta`` and ``rope_scaling`` and would keep an unknown
+    ``rope_parameters`` as a plain attribute, silently training with their default base.
+    """
+    if "rope_parameters" in inspect.signature(config_class.__init__).parameters:
+        rope: dict[str, Any] = {"rope_type": "default", "rope_theta": shape.rope_theta}
+        if shape.rope_scaling:
+            rope = {**shape.rope_scaling, "rope_theta": shape.rope_theta}
+        return {"rope_parameters": rope}
+    return {"rope_theta": shape.rope_theta, "rope_scaling": dict(shape.rope_scaling) if shape.rope_scaling else None}
+
+
 def build_model(model: str, shape: Any, device: torch.device, init_std: float) -> torch.nn.Module:
-    """The transformers class named by the shape, randomly initialised on ``device`` (no weights downloaded)."""
+    """The transformers class named by the shape, randomly initialised on ``device`` (no weights downloaded).
+
+    Shared by ``tran`` and ``deep`` (train/train_deep.py), so both train the same network.
+    """
     import transformers
 
-    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": shape.rope_theta}
-    if shape.rope_scaling:
-        rope = {**shape.rope_scaling, "rope_theta": shape.rope_theta}
     common = dict(
         vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, intermediate_size=shape.ffn_hidden_size,
         num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_attention_heads,
         num_key_value_heads=shape.num_query_groups, max_position_embeddings=shape.max_position_embeddings,
-        rms_norm_eps=shape.norm_eps, rope_parameters=rope, tie_word_embeddings=shape.tied_embeddings,
+        rms_norm_eps=shape.norm_eps, tie_word_embeddings=shape.tied_embeddings,
         initializer_range=init_std, attn_implementation="sdpa", use_cache=False,
     )
     if shape.hf_architecture == "LlamaForCausalLM":
-        config = transformers.LlamaConfig(**common, attention_bias=shape.qkv_bias)
+        config_class, extra = transformers.LlamaConfig, {"attention_bias": shape.qkv_bias}
     elif shape.hf_architecture == "Qwen2ForCausalLM":
         if not shape.qkv_bias:
             raise ValueError("Qwen2ForCausalLM always has QKV bias; the shape says qkv_bias=False")
-        config = transformers.Qwen2Config(**common)
+        config_class, extra = transformers.Qwen2Config, {}
+    elif shape.hf_architecture == "MistralForCausalLM":
+        if shape.qkv_bias:
+            raise ValueError("MistralForCausalLM has no QKV bias; the shape says qkv_bias=True")
+        # MistralConfig defaults to v0.1's 4096-token sliding window; v0.3 has none (utils/models.py).
+        config_class, extra = transformers.MistralConfig, {"sliding_window": None, "head_dim": shape.head_dim}
     else:
         raise ValueError(f"{model}: tran has no builder for {shape.hf_architecture}")
+    config = config_class(**common, **extra, **_rope_arguments(config_class, shape))
     with device:  # initialise in place: an 8B model is never materialised on the host first
         return getattr(transformers, shape.hf_architecture)(config)
 
@@ -80,6 +102,41 @@ def lr_at(step: int, cfg: Config) -> float:
     ratio = min(1.0, (step - cfg.warmup_steps) / (cfg.train_iters - cfg.warmup_steps))
     coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.lr_decay == "cosine" else 1.0 - ratio
     return cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)
+
+
+def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
+    """(shape, data prefix, tokenizer directory, :class:`train.tran_data.MegatronSamples`) of one model.
+
+    The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
+    must hold every token id. Shared by ``tran`` and ``deep``.
+    """
+    from train.megatron_common import index_cache_dir
+    from train.tran_data import MegatronSamples
+    from utils import dataset
+    from utils.models import get_shape
+
+    prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
+    tokenizer = dataset.load_tokenizer(tokenizer_dir)
+    vocab = dataset.vocab_size(tokenizer)
+    if cfg.model_size == "tiny":
+        shape = get_shape(model, "tiny", vocab_size=vocab)
+    else:
+        shape = get_shape(model, "full")
+        if shape.vocab_size < vocab:
+            raise ValueError(f"tokenizer has {vocab} tokens but the {model} shape's vocab is "
+                             f"{shape.vocab_size}: token ids would overflow the embedding")
+    samples = MegatronSamples(prefix, cfg.sl, cfg.seed, cfg.train_iters * cfg.gbs, index_cache_dir(cfg), vocab,
+                              dataset.eod_id(tokenizer))
+    return shape, prefix, tokenizer_dir, samples
+
+
+def build_optimizer(model: torch.nn.Module, cfg: Config, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW (eps 1e-8) with weight decay on matrices only, as Megatron; shared by ``tran`` and ``deep``."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]  # no weight decay on norms and biases
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr_at(0, cfg), betas=(cfg.beta1, cfg.beta2), eps=1e-8, fused=device.type == "cuda")
 
 
 def precision_setup(cfg: Config, device: torch.device) -> tuple[torch.dtype | None, Any, str]:
@@ -111,33 +168,15 @@ class Trainer:
     extra_warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from train.tran_data import TokenWindows
-        from utils import dataset
-        from utils.models import get_shape
-
         cfg, device = self.cfg, self.dist_info.device
-        self.prefix = dataset.dataset_prefix(cfg, self.model_name)
-        self.tokenizer_dir = dataset.tokenizer_dir(cfg, self.model_name)
-        vocab = dataset.vocab_size(dataset.load_tokenizer(self.tokenizer_dir))
-        if cfg.model_size == "tiny":
-            self.shape = get_shape(self.model_name, "tiny", vocab_size=vocab)
-        else:
-            self.shape = get_shape(self.model_name, "full")
-            if self.shape.vocab_size < vocab:
-                raise ValueError(f"tokenizer has {vocab} tokens but the {self.model_name} shape's vocab is "
-                                 f"{self.shape.vocab_size}: token ids would overflow the embedding")
-        self.data = TokenWindows(self.prefix, cfg.sl, cfg.seed)
+        self.shape, self.prefix, self.tokenizer_dir, self.data = model_inputs(cfg, self.model_name)
         torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
         model = build_model(self.model_name, self.shape, device, cfg.init_std)
         if self.dist_info.world_size > 1:
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[device.index] if device.type == "cuda" else None)
         self.model = model
-        decay = [p for p in model.parameters() if p.ndim >= 2]  # no weight decay on norms and biases
-        no_decay = [p for p in model.parameters() if p.ndim < 2]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=lr_at(0, cfg), betas=(cfg.beta1, cfg.beta2), eps=1e-8, fused=device.type == "cuda")
+        self.optimizer = build_optimizer(model, cfg, device)
         self.autocast_dtype, self.scaler, self.precision_effective = precision_setup(cfg, device)
 
     def step(self, index: int) -> torch.Tensor:

@@ -94,6 +94,8 @@ RULES: dict[str, Rule] = {
     "dp": _COUNT,
     "ga": _COUNT,
     "precision": Rule(choices=PRECISIONS),
+    # DeepSpeed's ZeRO stages: 0 off, 1 optimizer state, 2 + gradients, 3 + parameters partitioned.
+    "zero_stage": Rule(minimum=0, maximum=3, describe="0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
     "data_samples": _COUNT,
     # The generated corpus is written to DATA_DIR in full: a terabyte is beyond any offline test or demo.
     "sample_mb": Rule(minimum=0.0, above_minimum=True, maximum=1_000_000.0),

@@ -86,6 +86,7 @@ class Config:
     ga: int = 8
     precision: str = "bf16"
     fp8: bool = False
+    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/train_deep.py)
     data_samples: int = 50000
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / "data_cache")
     sample_mb: float = 4.0

@@ -31,7 +31,7 @@ SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
 LIBRARIES = (
     "torch", "transformers", "tokenizers", "datasets", "megatron-core", "transformer-engine",
     "transformer_engine", "nemo-toolkit", "nemo_toolkit", "lightning", "pytorch-lightning", "primus",
-    "flash-attn", "flash_attn", "apex", "numpy",
+    "flash-attn", "flash_attn", "apex", "numpy", "deepspeed",
 )
 
 

@@ -9,6 +9,15 @@ FLOPs follow Megatron's dense formula divided by tokens (see shared FORMATS.md):
 ``12 * L * s * h`` for attention scores and values with full attention, or half of
 that when only the causal half is counted. Both conventions are always reported,
 each labelled, because published numbers use either.
+
+Where the full shapes come from: each model's published ``config.json``. Mistral 7B v0.3
+is the published config.json of mistralai/Mistral-7B-v0.3 (the values as mirrored from it,
+and identical in mistralai/Mistral-7B-Instruct-v0.3's config.json at revision c170c708):
+32 layers, hidden 4096, intermediate 14336, 32 heads, 8 key/value heads, vocabulary 32768,
+``rope_theta`` 1e6, ``rms_norm_eps`` 1e-5, ``tie_word_embeddings`` false,
+``max_position_embeddings`` 32768 and ``sliding_window`` null. No model in the table uses
+sliding-window attention (Mistral v0.1's 4096-token window is gone in v0.3), so every
+launcher builds full causal attention; docs/MODELS.md lists the sources.
 """
 
 from __future__ import annotations
@@ -82,9 +91,15 @@ _FULL = {
         num_attention_heads=28, num_query_groups=4, vocab_size=152064, rope_theta=1000000.0,
         norm_eps=1e-6, qkv_bias=True, max_position_embeddings=131072,
     ),
+    "mistral": ModelShape(
+        key="mistral", size="full", display_name=MODELS["mistral"].display_name, hf_repo="mistralai/Mistral-7B-v0.3",
+        hf_architecture="MistralForCausalLM", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
+        num_attention_heads=32, num_query_groups=8, vocab_size=32768, rope_theta=1000000.0,
+        norm_eps=1e-5, qkv_bias=False, max_position_embeddings=32768,
+    ),
 }
 
-# Tiny shapes keep every architectural feature (GQA ratio 4:1 and 7:1, SwiGLU with the
+# Tiny shapes keep every architectural feature (GQA ratio 4:1, 7:1 and 4:1, SwiGLU with the
 # same ffn/hidden ratio, QKV bias, RoPE base and scaling, untied embeddings) at
 # dimensions where a step takes well under a second on 2 CPU cores.
 _TINY = {
@@ -96,11 +111,16 @@ _TINY = {
         _FULL["qwen"], size="tiny", display_name=f"{MODELS['qwen'].display_name} (tiny)", num_layers=2,
         hidden_size=112, ffn_hidden_size=592, num_attention_heads=7, num_query_groups=1, max_position_embeddings=8192,
     ),
+    # ffn/hidden 3.5 as in 14336/4096, RoPE base 1e6, no QKV bias, no RoPE scaling.
+    "mistral": dataclasses.replace(
+        _FULL["mistral"], size="tiny", display_name=f"{MODELS['mistral'].display_name} (tiny)", num_layers=2,
+        hidden_size=128, ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=8192,
+    ),
 }
 
 
 def get_shape(model: str, size: str = "full", vocab_size: int | None = None) -> ModelShape:
-    """Shape of ``model`` (llama|qwen) at ``size`` (full|tiny).
+    """Shape of ``model`` (a model of utils/registry.py) at ``size`` (full|tiny).
 
     ``vocab_size`` replaces the table's vocabulary: tiny models take their
     tokenizer's, and a framework that pads the vocabulary passes its padded size.

@@ -54,6 +54,7 @@ FRAMEWORKS: dict[str, Framework] = {
         Framework("prim", "Primus", ("amd",), "train.train_prim", result_node="last"),
         Framework("nemo", "NeMo", ("nvd",), "train.train_nemo"),
         Framework("tran", "Transformers (tran)", ("amd", "nvd", "cpu"), "train.train_tran"),
+        Framework("deep", "DeepSpeed", ("amd", "nvd", "cpu"), "train.train_deep"),
     )
 }
 
@@ -62,6 +63,7 @@ MODELS: dict[str, Model] = {
     for m in (
         Model("llama", "Llama 3.1 8B"),
         Model("qwen", "Qwen 2.5 7B"),
+        Model("mistral", "Mistral 7B v0.3"),
     )
 }
 

@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+exec "$(dirname "${BASH_SOURCE[0]}")/launch.sh" nvd tran mistral "$@"
