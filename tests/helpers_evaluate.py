@@ -104,8 +104,7 @@ def make_result(
     prefix, tokenizer = fake_dataset(root, model, data_content, tokenizer_vocab)
     result = new_result(cfg, platform=platform, framework=framework, model=model, shape=shape,
                         gpu_info=gpu_info(platform, cfg.world_size), source=Source(kind="callback"),
-                        run_index=run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
-                        precision_effective="fp8" if cfg.fp8 else cfg.precision)
+                        run_index=run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer))
     arrays = synthetic_arrays(cfg.train_iters, step_time, seed, loss_offset)
     if status != "ok":
         arrays = {k: v[: cfg.train_iters // 2] for k, v in arrays.items()}

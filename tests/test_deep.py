@@ -145,7 +145,8 @@ def test_two_rank_zero2_run_trains_like_tran(tiny_env: Callable[..., dict[str, s
     assert settings["zero_stage"] == 2 and settings["gradient_accumulation_steps"] == 1 and settings["bf16"] is True
     assert settings["client_optimizer"] == "AdamW"
     assert deep.effective_settings.resolved_by.startswith("deepspeed.initialize (DeepSpeed ")
-    assert "ZeRO stage 2" in deep.training_config.precision_effective
+    assert "ZeRO stage 2" in deep.training_config.precision_detail
+    assert deep.training_config.precision_effective == "bf16"
     assert deep.learning_rates == pytest.approx(tran.learning_rates)
     assert len(deep.step_times) == 8 and deep.performance_metrics.measured_steps == 6
     assert "deepspeed" in deep.environment.libraries

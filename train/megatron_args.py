@@ -286,11 +286,6 @@ def render_cli(settings: dict[str, Any]) -> list[str]:
     return argv
 
 
-def precision_label(cfg: Config) -> str:
-    """What the result records as ``precision_effective``."""
-    return f"{cfg.precision}+fp8-hybrid" if cfg.fp8 else cfg.precision
-
-
 # ---------------------------------------------------------------------------
 # where the frameworks live
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from train.launch import LaunchPlan, RunContext
 from train.logs import build_result
-from train.megatron_args import VocabPadding, precision_label, vocab_padding
+from train.megatron_args import VocabPadding, vocab_padding
 from utils.configure import Config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.fingerprint import fingerprint
@@ -47,7 +47,7 @@ def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Resu
         cfg, log_path=ctx.log_path, platform=ctx.platform, framework=ctx.framework, model=ctx.model,
         returncode=returncode, shape=shape, gpu_info=collect_gpu_info(ctx.platform, "fp8" if cfg.fp8 else "bf16"),
         launcher_env=plan.env, run_index=ctx.run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
-        precision_effective=precision_label(cfg), extra_logs=plan.extra_logs,
+        precision_effective=cfg.precision_label, extra_logs=plan.extra_logs,
     )
     source = result.source.model_copy(update={"command": plan.argv,
                                               "generated_files": [str(path) for path in plan.files]})

@@ -130,12 +130,11 @@ def train(args: argparse.Namespace) -> int:
         overrides = overrides_for(cfg, args.model, args.result.stem)
     shape = get_shape(args.model, cfg.model_size, vocab_size=overrides.fields["model.config.vocab_size"])
     prefix, tok = dataset_prefix(cfg, args.model), tokenizer_dir(cfg, args.model)
-    precision = cfg.precision + ("+fp8" if cfg.fp8 else "")
     result = new_result(
         cfg, platform=PLATFORM, framework=FRAMEWORK, model=args.model, shape=shape,
         gpu_info=collect_gpu_info(PLATFORM), run_index=args.run_index, launcher_env=nemo_env(),
         source=Source(kind="callback", log_path=str(args.log) if args.log else None),
-        fingerprint=fingerprint(cfg, shape, prefix, tok) if rank == 0 else None, precision_effective=precision,
+        fingerprint=fingerprint(cfg, shape, prefix, tok) if rank == 0 else None,
     )
     measurement = LightningMeasurement(
         result=result, path=args.result if rank == 0 else None, shape=shape, skip_steps=cfg.skip_steps,

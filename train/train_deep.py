@@ -159,7 +159,7 @@ class DeepSpeedTrainer:
     engine: Any = None
     prefix: Path | None = None
     tokenizer_dir: Path | None = None
-    precision_effective: str = ""
+    precision_detail: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     version: str = ""
 
@@ -177,7 +177,7 @@ class DeepSpeedTrainer:
         if differences:
             raise ValueError("DeepSpeed did not take the workload as configured: " + "; ".join(differences))
         weights = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}[cfg.precision]
-        self.precision_effective = (f"{weights} weights and activations (DeepSpeed {weights}), fp32 master weights "
+        self.precision_detail = (f"{weights} weights and activations (DeepSpeed {weights}), fp32 master weights "
                                     f"and optimizer state, ZeRO stage {cfg.zero_stage} ({self.settings['optimizer']})")
 
     def effective_settings(self) -> EffectiveSettings:

@@ -187,7 +187,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     ``make_trainer`` builds the per-rank model, optimizer and data: :class:`train.tran_step.Trainer`
     for ``tran``, the DeepSpeed engine's for ``deep`` (train/train_deep.py). Either has ``step(index)``
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
-    ``precision_effective``; one with ``effective_settings()`` fills that block of the result.
+    ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
     """
     from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
@@ -224,7 +224,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
         if hasattr(trainer, "effective_settings"):
             result.effective_settings = trainer.effective_settings()
         result.model_shape = ModelShapeBlock(**trainer.shape.as_dict())
-        result.training_config.precision_effective = trainer.precision_effective
+        result.training_config.precision_detail = trainer.precision_detail
         if info.rank == 0:
             result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
         profiler, profiling = profiler_for(cfg, info, args.result)

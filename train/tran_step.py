@@ -162,7 +162,7 @@ class Trainer:
     optimizer: torch.optim.Optimizer = None  # type: ignore[assignment]
     autocast_dtype: torch.dtype | None = None
     scaler: Any = None
-    precision_effective: str = ""
+    precision_detail: str = ""
     prefix: Path | None = None
     tokenizer_dir: Path | None = None
     extra_warnings: list[str] = field(default_factory=list)
@@ -177,7 +177,7 @@ class Trainer:
                 model, device_ids=[device.index] if device.type == "cuda" else None)
         self.model = model
         self.optimizer = build_optimizer(model, cfg, device)
-        self.autocast_dtype, self.scaler, self.precision_effective = precision_setup(cfg, device)
+        self.autocast_dtype, self.scaler, self.precision_detail = precision_setup(cfg, device)
 
     def step(self, index: int) -> torch.Tensor:
         """Optimizer step ``index`` (0-based): GA micro-batches, clip, update. Returns this rank's mean loss.

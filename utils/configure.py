@@ -111,6 +111,16 @@ class Config:
 
     # ---- derived values -------------------------------------------------
     @property
+    def precision_label(self) -> str:
+        """The precision every framework's result records (``training_config.precision_effective``).
+
+        One label per configuration, the same for every framework, so that a fairness check can
+        compare it; how a framework realises it (autocast, master weights, FP8 recipe) is the
+        result's ``precision_detail`` and its effective settings.
+        """
+        return f"{self.precision}+fp8" if self.fp8 else self.precision
+
+    @property
     def gbs(self) -> int:
         """Global batch size in sequences per optimizer step."""
         return self.mbs * self.dp * self.ga

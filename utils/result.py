@@ -116,12 +116,15 @@ def update_result(result: Result, **fields: Any) -> Result:
     return result
 
 
-def training_config(cfg: Config, precision_effective: str | None) -> TrainingConfig:
-    """Every workload key actually used, plus the older tools' five names so their readers keep working."""
+def training_config(cfg: Config, precision_effective: str | None = None) -> TrainingConfig:
+    """Every workload key actually used, plus the older tools' five names so their readers keep working.
+
+    ``precision_effective`` defaults to the configuration's label (``Config.precision_label``).
+    """
     return TrainingConfig(
         max_steps=cfg.train_iters, global_batch_size=cfg.gbs, micro_batch_size=cfg.mbs, sequence_length=cfg.sl,
         num_gpus=cfg.world_size, workload=Workload(**cfg.workload()), nnodes=cfg.nnodes,
-        gpus_per_node=cfg.gpus_per_node, precision_effective=precision_effective,
+        gpus_per_node=cfg.gpus_per_node, precision_effective=precision_effective or cfg.precision_label,
     )
 
 

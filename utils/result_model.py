@@ -159,6 +159,10 @@ class Workload(Block):
 class TrainingConfig(Block):
     """What the run trained with.
 
+    ``precision_effective`` is the configuration's precision label (``bf16``, ``bf16+fp8``: the
+    same for every framework, so fairness can compare it); ``precision_detail`` says how the
+    framework realises it (autocast, master weights, ZeRO ...), in its own words.
+
     ``workload`` is the one record of the fairness keys. The five top-level names are
     the older tools' spelling of five of them, kept so their readers work; they are
     derived from ``workload`` by the producer and checked equal here.
@@ -173,6 +177,7 @@ class TrainingConfig(Block):
     nnodes: Positive | None = None
     gpus_per_node: Positive | None = None
     precision_effective: str | None = None
+    precision_detail: str | None = None
     world_size_started: Positive | None = None
 
     @model_validator(mode="after")
