@@ -32,14 +32,12 @@ from pathlib import Path
 from evaluate.tables import console_table
 from train.logs.analyse import AnalysisOptions, analyse_files, analyse_scans, scan_logs
 from train.logs.discover import RunFiles, discover
-from train.logs.scan import LogInputError
+from train.logs.scan import LOG_FRAMEWORKS, LogInputError
 from utils.configure import ConfigError
 from utils.registry import FRAMEWORKS, PLATFORMS, model_names
 from utils.result import ResultError, result_path, write_result
 from utils.result_model import Result
 
-# The frameworks whose logs are read: Megatron-LM and Primus (the last rank prints the iteration lines) and NeMo.
-LOG_FRAMEWORKS = tuple(key for key, framework in FRAMEWORKS.items() if framework.result_node == "last" or key == "nemo")
 LOG_PLATFORMS = tuple(p for p in PLATFORMS if any(p in FRAMEWORKS[key].platforms for key in LOG_FRAMEWORKS))
 BIG_FILE_BYTES = 64 * 1024 * 1024
 HEADERS = ("found", "files", "format", "job", "steps", "status", "result or reason")
@@ -134,22 +132,25 @@ class FolderReport:
     unusable: int  # runs recognised as training logs that could not become a result
 
 
-def _analyse_run(run: RunFiles, options: AnalysisOptions) -> tuple[Result | None, str, int, list[tuple[Path, str]]]:
-    """(result, why not, files used, files skipped) of one candidate run; LogInputError for an unusable log."""
+def _analyse_run(run: RunFiles, options: AnalysisOptions) -> tuple[Result | None, int, list[tuple[Path, str]]]:
+    """(result or None when no file is a training log, files used, files skipped) of one candidate run.
+
+    Raises LogInputError when the run's logs are training logs that cannot become a result.
+    """
     if run.kind == "tensorboard":
         from train.logs.tensorboard import scan_events
 
         try:
             scans = [scan_events(run.files)]
         except LogInputError as exc:
-            return None, "", 0, [(path, str(exc)) for path in run.files]
+            return None, 0, [(path, str(exc)) for path in run.files]
         skipped: list[tuple[Path, str]] = []
     else:
         scans, skipped = scan_logs(run.files)
         if not scans:
-            return None, "", 0, skipped
+            return None, 0, skipped
     result, _ = analyse_scans(scans, options)
-    return result, "", len(run.files) - len(skipped), skipped
+    return result, len(run.files) - len(skipped), skipped
 
 
 def extract_folder(root: Path, output_dir: Path, options: AnalysisOptions) -> FolderReport:
@@ -160,7 +161,7 @@ def extract_folder(root: Path, output_dir: Path, options: AnalysisOptions) -> Fo
     for index, run in enumerate(found.runs, start=1):
         _say(f"[{index}/{len(found.runs)}] {run.key} ({len(run.files)} file(s))")
         try:
-            result, _, used, skipped = _analyse_run(run, options)
+            result, used, skipped = _analyse_run(run, options)
         except (LogInputError, ConfigError) as exc:
             report.unusable += 1
             report.rows.append(_row(run.key, len(run.files), None, str(exc), status="unusable"))

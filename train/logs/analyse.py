@@ -121,9 +121,9 @@ def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Con
 
 def _log_mode(scan: LogScan, options: AnalysisOptions) -> Result:
     header = scan.launch or {}  # a tprimat log read with --from-log: its header still names the job
+    run = log_workload(scan, model=options.model or header.get("model"), model_size=options.model_size)
     framework, notes = log_framework(scan, options.framework or header.get("framework"))
     platform, platform_notes = log_platform(scan, framework, options.platform or header.get("platform"))
-    run = log_workload(scan, model=options.model or header.get("model"), model_size=options.model_size)
     gpu = log_gpu_info(platform, options.gpu_name, run.training.num_gpus, bool(run.training.workload.FP8))
     if scan.log_format and scan.log_format.startswith("nemo") and scan.kind == "log":
         notes.append("NeMo's TimingCallback does not synchronise the device before reading its clock: step times "

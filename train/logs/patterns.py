@@ -82,12 +82,13 @@ NEMO_LINE = re.compile(r"Training epoch \d+, iteration (\d+)/(\d+)((?:\s*\|\s*[^
 NEMO_FIELD = re.compile(rf"^\s*([^:]+?):\s*({NUM_OR_NAN})\s*$", re.IGNORECASE)
 LAUNCH_HEADER = "tprimat launch:"
 LAUNCH_LINE = re.compile(r"^tprimat launch: ((?:\w+=\S*\s*)+)$")
-PLATFORM_MARKERS = {
-    "amd": re.compile(r"(?:hip|rocm) mem usage|\bRCCL\b|\bROCm\b|/opt/rocm\b|\bHIP out of memory|\bMI3\d\dX\b"
-                      r"|\bgfx9[0-9a-f]{2}\b"),
-    "nvd": re.compile(r"\bNCCL version [\d.]+\+cuda|\bCUDA out of memory"
-                      r"|\bNVIDIA (?:H100|H200|A100|B200|GB200|GH200)\b"),
-}
+# One regex for both platforms; the group that matched names the platform. A line holds a marker only if it
+# holds one of the PLATFORM_WORDS (lower case), checked first because almost no line does.
+PLATFORM_MARKERS = re.compile(
+    r"(?P<amd>(?:hip|rocm) mem usage|\bRCCL\b|\bROCm\b|/opt/rocm\b|\bHIP out of memory|\bMI3\d\dX\b"
+    r"|\bgfx9[0-9a-f]{2}\b)"
+    r"|(?P<nvd>\bNCCL version [\d.]+\+cuda|\bCUDA out of memory|\bNVIDIA (?:H100|H200|A100|B200|GB200|GH200)\b)")
+PLATFORM_WORDS = ("mem usage", "rccl", "rocm", "hip out", "mi3", "gfx9", "nccl version", "cuda out", "nvidia")
 
 
 @dataclass(slots=True)

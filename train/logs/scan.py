@@ -32,6 +32,7 @@ from train.logs.patterns import (
     LOGURU_RANK,
     NEMO_FORMAT,
     PLATFORM_MARKERS,
+    PLATFORM_WORDS,
     PRIMUS_WORLD,
     IterationRecord,
     MemoryReport,
@@ -51,6 +52,10 @@ TAIL_LINES = 10
 MAX_LINE_BYTES = 64 * 1024  # an iteration line is well under 1 KiB; a longer line is cut here
 SNIFF_BYTES = 8192
 MAX_WARNINGS = 50  # per scan: a pathological log must not grow its warning list without bound
+
+
+# The frameworks whose output the scan recognises (its framework_hint), by utils/registry.py key.
+LOG_FRAMEWORKS = ("mega", "prim", "nemo")
 
 
 class LogInputError(ValueError):
@@ -145,9 +150,10 @@ def _context_line(scan: LogScan, message: str, line: str, line_no: int, where: s
             _note_world(scan, "Lightning world size", int(match.group(1)))
     if scan.launch is None and message.startswith("tprimat launch:"):
         scan.launch = parse_launch_header(message)
-    for platform, pattern in PLATFORM_MARKERS.items():
-        if platform not in scan.platform_evidence and pattern.search(line):
-            scan.platform_evidence[platform] = f"{where}{line_no}: {line.strip()[:160]}"
+    if len(scan.platform_evidence) < 2 and any(word in message.lower() for word in PLATFORM_WORDS):
+        marker = PLATFORM_MARKERS.search(line)
+        if marker is not None and marker.lastgroup not in scan.platform_evidence:
+            scan.platform_evidence[marker.lastgroup] = f"{where}{line_no}: {line.strip()[:160]}"
     vocab = padded_vocab(line) if "padded vocab" in line else None
     if vocab is not None:
         scan.padded_vocab = vocab
