@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluate.tables import console_table
-from train.logs.analyse import AnalysisOptions, analyse_files, analyse_scans, scan_logs
-from train.logs.discover import RunFiles, discover
+from train.logs.analyse import AnalysisOptions, analyse_files, analyse_run
+from train.logs.discover import discover
 from train.logs.scan import LOG_FRAMEWORKS, LogInputError
 from utils.configure import ConfigError
 from utils.registry import FRAMEWORKS, PLATFORMS, model_names
@@ -132,27 +132,6 @@ class FolderReport:
     unusable: int  # runs recognised as training logs that could not become a result
 
 
-def _analyse_run(run: RunFiles, options: AnalysisOptions) -> tuple[Result | None, int, list[tuple[Path, str]]]:
-    """(result or None when no file is a training log, files used, files skipped) of one candidate run.
-
-    Raises LogInputError when the run's logs are training logs that cannot become a result.
-    """
-    if run.kind == "tensorboard":
-        from train.logs.tensorboard import scan_events
-
-        try:
-            scans = [scan_events(run.files)]
-        except LogInputError as exc:
-            return None, 0, [(path, str(exc)) for path in run.files]
-        skipped: list[tuple[Path, str]] = []
-    else:
-        scans, skipped = scan_logs(run.files)
-        if not scans:
-            return None, 0, skipped
-    result, _ = analyse_scans(scans, options)
-    return result, len(run.files) - len(skipped), skipped
-
-
 def extract_folder(root: Path, output_dir: Path, options: AnalysisOptions) -> FolderReport:
     """Every run under ``root`` -> one result file in ``output_dir``, and the table rows."""
     found = discover(root, progress=_say)
@@ -161,18 +140,18 @@ def extract_folder(root: Path, output_dir: Path, options: AnalysisOptions) -> Fo
     for index, run in enumerate(found.runs, start=1):
         _say(f"[{index}/{len(found.runs)}] {run.key} ({len(run.files)} file(s))")
         try:
-            result, used, skipped = _analyse_run(run, options)
+            analysis = analyse_run(run.files, options)
         except (LogInputError, ConfigError) as exc:
             report.unusable += 1
             report.rows.append(_row(run.key, len(run.files), None, str(exc), status="unusable"))
             continue
-        found.skipped += skipped
-        if result is None:
+        found.skipped += analysis.skipped
+        if analysis.result is None:
             continue
-        path = output_name(output_dir, result, run.key, taken)
-        write_result(path, result)
-        report.written.append(result)
-        report.rows.append(_row(run.key, used, result, str(path)))
+        path = output_name(output_dir, analysis.result, run.key, taken)
+        write_result(path, analysis.result)
+        report.written.append(analysis.result)
+        report.rows.append(_row(run.key, analysis.used, analysis.result, str(path)))
     report.rows += [_row(str(path.relative_to(root)), 1, None, reason) for path, reason in found.skipped]
     return report
 
@@ -213,6 +192,7 @@ def _single(args: argparse.Namespace, options: AnalysisOptions) -> int:
         _say(f"config error: {exc}")
         return 2
     result = analysis.result
+    assert result is not None  # analyse_files raises instead
     try:
         if args.output or args.output_dir:
             target = args.output or output_name(args.output_dir, result, args.path.name, set())

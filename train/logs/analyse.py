@@ -58,9 +58,15 @@ class AnalysisOptions:
 
 @dataclass
 class Analysis:
-    result: Result
-    mode: str  # config | log
-    skipped: list[tuple[Path, str]] = field(default_factory=list)  # files of the run that were not logs
+    """One run's outcome: its result (None when none of its files is a training log) and the files left out."""
+
+    result: Result | None
+    mode: str | None  # config | log
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # files of the run that were not used, and why
+
+    @property
+    def used(self) -> int:
+        return len(self.result.source.files) if self.result is not None else 0
 
 
 def _adds_to_run(scan: LogScan) -> bool:
@@ -125,7 +131,7 @@ def _log_mode(scan: LogScan, options: AnalysisOptions) -> Result:
     framework, notes = log_framework(scan, options.framework or header.get("framework"))
     platform, platform_notes = log_platform(scan, framework, options.platform or header.get("platform"))
     gpu = log_gpu_info(platform, options.gpu_name, run.training.num_gpus, bool(run.training.workload.FP8))
-    if scan.log_format and scan.log_format.startswith("nemo") and scan.kind == "log":
+    if scan.framework_hint == "nemo" and scan.kind == "log":
         notes.append("NeMo's TimingCallback does not synchronise the device before reading its clock: step times "
                      "are host-side")
     return build_log_result(scan, run, platform=platform, framework=framework, gpu_info=gpu,
@@ -144,18 +150,34 @@ def analyse_scans(scans: list[LogScan], options: AnalysisOptions,
     return _log_mode(scan, options), "log"
 
 
-def analyse_files(paths: list[Path], options: AnalysisOptions,
-                  load: Callable[[], Config] = load_config) -> Analysis:
-    """The result of the run whose files are ``paths`` (all event files, or all text logs)."""
-    from train.logs.tensorboard import scan_events
+def analyse_run(paths: list[Path], options: AnalysisOptions, load: Callable[[], Config] = load_config) -> Analysis:
+    """The run whose files are ``paths`` (its event files, or its ranks' text logs, rank 0 first).
 
+    ``result`` is None when no file is a training log (each is then in ``skipped`` with
+    why); :class:`LogInputError` when they are, but cannot become a result.
+    """
     if paths and all(is_event_file(p) for p in paths):
-        result, mode = analyse_scans([scan_events(paths)], options, load)
-        return Analysis(result, mode)
-    scans, skipped = scan_logs(paths)
-    if not scans:
-        if len(skipped) == 1:
-            raise LogInputError(f"{skipped[0][0]}: {skipped[0][1]}")
-        raise LogInputError(f"none of the {len(paths)} file(s) holds {WHAT_IS_READ}")
+        from train.logs.tensorboard import scan_events
+
+        try:
+            scans = [scan_events(paths)]
+        except LogInputError as exc:
+            return Analysis(None, None, [(path, str(exc)) for path in paths])
+        skipped: list[tuple[Path, str]] = []
+    else:
+        scans, skipped = scan_logs(paths)
+        if not scans:
+            return Analysis(None, None, skipped)
     result, mode = analyse_scans(scans, options, load)
     return Analysis(result, mode, skipped)
+
+
+def analyse_files(paths: list[Path], options: AnalysisOptions,
+                  load: Callable[[], Config] = load_config) -> Analysis:
+    """Like :func:`analyse_run`, but files that hold no training log are an error naming why."""
+    analysis = analyse_run(paths, options, load)
+    if analysis.result is None:
+        if len(analysis.skipped) == 1:
+            raise LogInputError(f"{analysis.skipped[0][0]}: {analysis.skipped[0][1]}")
+        raise LogInputError(f"none of the {len(paths)} file(s) holds {WHAT_IS_READ}")
+    return analysis

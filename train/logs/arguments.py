@@ -10,13 +10,16 @@ block")::
     -------------------- end of arguments ---------------------
 
 Each line is two spaces, the argument's dest name, ``48 - len(name)`` dots (none for
-longer names), a space and ``str(value)``. The dot count is checked, so a line that
-only looks similar (a warning printed by another rank in the middle of the block) is
-not taken for an argument. Under Primus each line arrives through its loguru sink
-(``[...][DEBUG] [---arguments.py:N] :   seq_length ... 2048``); the caller strips that
-prefix (:func:`train.logs.patterns.message_of`). Megatron's TensorBoard writer records
-the same values as text summaries, one per argument, which :mod:`train.logs.tensorboard`
-feeds to the same :class:`ArgumentsReader`.
+longer names), a space and ``str(value)`` (checked against Megatron-LM at core_v0.12.0,
+core_v0.15.0 and 847781764f and Primus v0.5.0: tests/fixtures/logs/README.md). The dot
+count is checked, so a line that only looks similar (a warning printed by another rank
+in the middle of the block) is not taken for an argument. Primus routes ``print`` through
+its loguru logger at DEBUG level, so its block is in the per-rank DEBUG file sink
+(``logs/<module>/rank-0/debug.log``), each line behind a prefix
+(``[...][DEBUG] [---arguments.py:N] :   seq_length ... 2048``) that the caller strips
+(:func:`train.logs.patterns.message_of`). Megatron's TensorBoard writer records the same
+values as text summaries, one per argument, which :mod:`train.logs.tensorboard` keeps in
+the same form (dest name -> printed text).
 
 Values stay the printed text until asked for (:func:`arg_int` and friends convert one,
 ``None`` when it is ``None`` or not of the asked type), so an unusual value never stops

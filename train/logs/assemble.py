@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from train.logs.scan import LogScan, scan_file
-from train.logs.workload import ARGUMENT_OF, LogRun, arguments_workload
+from train.logs.workload import LogRun, workload_mismatches
 from utils.configure import Config, default_skip_steps
 from utils.failures import PROBLEM_PATTERNS, is_interrupted, shorten
-from utils.fingerprint import config_hash, log_fingerprint
+from utils.fingerprint import log_fingerprint
 from utils.hardware import collect_gpu_info
 from utils.hashing import sha256_file
 from utils.metrics import finite, framework_reported, memory_metrics, record_steps
@@ -208,30 +208,6 @@ def assess(scan: LogScan, cfg: Config | None, returncode: int | None) -> tuple[s
     if returncode is None:
         warnings.append("exit code unknown (log-analysis mode): status judged from the log alone")
     return "ok", None, warnings
-
-
-def workload_mismatches(scan: LogScan, cfg: Config) -> list[str]:
-    """Why a log of a tprimat launch is not the workload in the config (empty when it is)."""
-    found: list[str] = []
-    if scan.launch and scan.launch.get("config") not in (None, config_hash(cfg)):
-        found.append(f"the log was launched with another config (workload hash {scan.launch['config'][:19]}, "
-                     f"config.env now {config_hash(cfg)[:19]}): it is not this workload")
-    if scan.train_iters is not None and scan.train_iters != cfg.train_iters:
-        found.append(f"the log trains {scan.train_iters} iterations but TRAIN_ITERS={cfg.train_iters}: "
-                     "it is not this workload")
-    batches = {r.global_batch_size for r in scan.iterations if r.global_batch_size is not None}
-    if batches and batches != {cfg.gbs}:
-        found.append(f"the log's global batch size {sorted(batches)} is not GBS={cfg.gbs}: not this workload")
-    stated, _ = arguments_workload(scan.arguments) if scan.arguments else ({}, {})
-    expected = cfg.workload()
-    for key, value in stated.items():
-        want = expected.get(key)
-        same = (math.isclose(value, want, rel_tol=1e-9) if isinstance(value, float) and isinstance(want, float)
-                else value == want)
-        if key not in ("TRAIN_ITERS", "GBS") and not same:
-            name = ARGUMENT_OF[key][0] if key in ARGUMENT_OF else {"PRECISION": "bf16/fp16", "FP8": "fp8"}[key]
-            found.append(f"the log's arguments say {name}: {value} but config.env has {key}={want}")
-    return found
 
 
 def first_useful_scan(paths: list[Path]) -> tuple[LogScan, Path, list[str]]:

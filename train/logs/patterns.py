@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-NEMO_FORMAT = "nemo (ProgressPrinter)"
+NEMO_PREFIX = "nemo"  # every NeMo format name starts so (text log and TensorBoard)
+NEMO_FORMAT = f"{NEMO_PREFIX} (ProgressPrinter)"
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 NUM_OR_NAN = rf"(?:{NUM}|[-+]?(?:nan|inf(?:inity)?))"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")

@@ -30,7 +30,7 @@ from train.logs.arguments import ArgumentsReader
 from train.logs.patterns import (
     LIGHTNING_WORLD,
     LOGURU_RANK,
-    NEMO_FORMAT,
+    NEMO_PREFIX,
     PLATFORM_MARKERS,
     PLATFORM_WORDS,
     PRIMUS_WORLD,
@@ -110,7 +110,7 @@ class LogScan:
     @property
     def framework_hint(self) -> str | None:
         """Which framework printed the log, judged by its lines (mega, prim or nemo); None if no sign."""
-        if (self.log_format or "").startswith(NEMO_FORMAT.split()[0]) or "Lightning world size" in self.world_sizes:
+        if (self.log_format or "").startswith(NEMO_PREFIX) or "Lightning world size" in self.world_sizes:
             return "nemo"
         if self.primus_prefix or (self.log_format or "").startswith("primus"):
             return "prim"

@@ -7,14 +7,16 @@ reader is used directly rather than through ``EventFileLoader``, which stops sil
 such a record, because a truncated file must be reported, not passed off as complete.
 Records are read one at a time, so a large file never sits in memory.
 
-Which tags a file holds is checked, never assumed (shared FORMATS.md, "TensorBoard scalars"):
+Which tags a file holds is checked, never assumed (shared FORMATS.md, "TensorBoard scalars"; the
+framework versions these were checked against: tests/fixtures/logs/README.md):
 
 * Megatron-LM (``--tensorboard-dir``, written by the last rank): ``learning-rate``,
-  ``batch-size``, ``lm loss``, ``iteration-time`` (seconds, only with
-  ``--log-timers-to-tensorboard``), ``throughput`` (TFLOP/s/GPU), ``loss-scale``,
-  ``grad-norm``, ``iter-energy/gpu``, ``power/gpu``, ``mem-*-bytes``; the step is the
-  1-based iteration. Megatron also writes every argument as a text summary
-  (``<arg>/text_summary``, ``str(value)``), read like its printed arguments block.
+  ``batch-size``, ``lm loss``, ``loss-scale``, ``grad-norm``; ``iteration-time`` (seconds)
+  and ``throughput`` (TFLOP/s/GPU, with ``--log-throughput``) only with
+  ``--log-timers-to-tensorboard``; ``iter-energy/gpu``, ``power/gpu`` (``--log-energy``),
+  ``mem-*-bytes`` (``--log-memory-to-tensorboard``); the step is the 1-based iteration.
+  Megatron also writes every argument as a text summary (``<arg>/text_summary``,
+  ``str(value)``), read like its printed arguments block.
 * Lightning ``TensorBoardLogger`` under NeMo 2: ``train_step_timing in s``,
   ``reduced_train_loss``, ``lr``, ``global_batch_size``, ``TFLOPS_per_GPU``,
   ``tokens_per_sec_per_gpu``; the step is Lightning's global step before the optimizer
@@ -40,7 +42,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_
 from tensorboard.util import tensor_util
 
 from train.logs.arguments import MAX_ARGUMENTS
-from train.logs.patterns import IterationRecord, MemoryReport
+from train.logs.patterns import NEMO_PREFIX, IterationRecord, MemoryReport
 from train.logs.scan import LogInputError, LogScan
 
 TEXT_SUFFIX = "/text_summary"
@@ -209,7 +211,7 @@ def scan_events(paths: list[Path]) -> LogScan:
     records = _records_by_step(collector, flavour)
     offset = 0 if flavour == "megatron" else 1
     timing_tag = "iteration-time" if flavour == "megatron" else "train_step_timing in s"
-    label = "megatron-lm tensorboard" if flavour == "megatron" else "nemo/lightning tensorboard"
+    label = "megatron-lm tensorboard" if flavour == "megatron" else f"{NEMO_PREFIX}/lightning tensorboard"
     if timing_tag in collector.tags:
         scan.log_format = label
         scan.interval_is_average = flavour == "megatron"  # Megatron logs its interval average, Lightning one step

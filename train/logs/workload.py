@@ -16,10 +16,15 @@ unusable: :class:`~train.logs.scan.LogInputError` names both.
 The model is recognised from the arguments' dimensions against the shape table
 (``utils/models.py``); a log that states none needs ``--model``, and a log whose
 dimensions match no model of the table cannot be measured (its FLOPs are unknown).
+
+For a log of a tprimat launch the config is the workload; :func:`workload_mismatches`
+lists where the log disagrees with it (its launch header's config hash, the iteration
+lines, the arguments block), which makes such a log ``failed``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +32,8 @@ from pydantic import ValidationError
 
 from train.logs.arguments import arg_bool, arg_float, arg_int, arg_text
 from train.logs.scan import LogInputError, LogScan
-from utils.configure import WORKLOAD_KEYS
+from utils.configure import WORKLOAD_KEYS, Config
+from utils.fingerprint import config_hash
 from utils.hardware import gpu_info_for_device
 from utils.models import ModelShape, get_shape
 from utils.registry import FRAMEWORKS, MODELS, PLATFORMS, display_name
@@ -285,3 +291,27 @@ def log_gpu_info(platform: str, gpu_name: str | None, world_size: int | None, fp
                    software_stack=PLATFORMS[platform].software_stack,  # type: ignore[arg-type]
                    software_version=None, pytorch_version=None, driver_version=None,
                    peak_tflops_reason="the log does not name its device: pass --gpu-name for peak FLOP/s and MFU")
+
+
+def workload_mismatches(scan: LogScan, cfg: Config) -> list[str]:
+    """Why a log of a tprimat launch is not the workload in the config (empty when it is)."""
+    found: list[str] = []
+    if scan.launch and scan.launch.get("config") not in (None, config_hash(cfg)):
+        found.append(f"the log was launched with another config (workload hash {scan.launch['config'][:19]}, "
+                     f"config.env now {config_hash(cfg)[:19]}): it is not this workload")
+    if scan.train_iters is not None and scan.train_iters != cfg.train_iters:
+        found.append(f"the log trains {scan.train_iters} iterations but TRAIN_ITERS={cfg.train_iters}: "
+                     "it is not this workload")
+    batches = {r.global_batch_size for r in scan.iterations if r.global_batch_size is not None}
+    if batches and batches != {cfg.gbs}:
+        found.append(f"the log's global batch size {sorted(batches)} is not GBS={cfg.gbs}: not this workload")
+    stated, _ = arguments_workload(scan.arguments) if scan.arguments else ({}, {})
+    expected = cfg.workload()
+    for key, value in stated.items():
+        want = expected.get(key)
+        same = (math.isclose(value, want, rel_tol=1e-9) if isinstance(value, float) and isinstance(want, float)
+                else value == want)
+        if key not in ("TRAIN_ITERS", "GBS") and not same:
+            name = ARGUMENT_OF[key][0] if key in ARGUMENT_OF else {"PRECISION": "bf16/fp16", "FP8": "fp8"}[key]
+            found.append(f"the log's arguments say {name}: {value} but config.env has {key}={want}")
+    return found
