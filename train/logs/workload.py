@@ -54,6 +54,9 @@ WORLD_LINE_KEYS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_par
 SHAPE_DIMS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups")
 SHAPE_FLAGS = {"swiglu": "swiglu", "add_qkv_bias": "qkv_bias"}
 SIZES = ("full", "tiny")
+# How far a logged (padded) vocabulary may be from the table's: Megatron pads to a multiple of
+# make_vocab_size_divisible_by * TP (Qwen 2.5's 151665 tokens become 151680, the table says 152064).
+VOCAB_TOLERANCE = 0.01
 NO_DATASET = "a log does not carry tprimat's dataset label"
 
 
@@ -188,9 +191,21 @@ def _describe(dims: dict[str, Any]) -> str:
     return ", ".join(f"{name} {value}" for name, value in dims.items())
 
 
+def _vocabulary_fits(vocab: int | None, key: str, size: str) -> bool:
+    """A padded vocabulary within VOCAB_TOLERANCE of the table's (tiny shapes take any tokenizer's)."""
+    if vocab is None or size == "tiny":
+        return True
+    return abs(vocab - get_shape(key, size).vocab_size) <= VOCAB_TOLERANCE * get_shape(key, size).vocab_size
+
+
 def recognise_model(scan: LogScan, model: str | None, model_size: str) -> tuple[str, ModelShape, list[str]]:
-    """(model, shape, notes): the shape-table model whose dimensions the log states, checked against ``model``."""
+    """(model, shape, notes): the shape-table model whose dimensions the log states, checked against ``model``.
+
+    The vocabulary counts too (Mistral 7B has Llama 3.1 8B's layers, widths and heads), within
+    the padding a framework adds (:data:`VOCAB_TOLERANCE`); FLOPs then use the logged size.
+    """
     dims = log_dimensions(scan)
+    vocab = scan.padded_vocab or arg_int(scan.arguments, "padded_vocab_size")
     notes: list[str] = []
     if len([d for d in ("num_layers", "hidden_size", "num_attention_heads") if d in dims]) < 3:
         if model is None:
@@ -200,18 +215,19 @@ def recognise_model(scan: LogScan, model: str | None, model_size: str) -> tuple[
         notes.append(f"the log does not state the model's dimensions: shape taken from --model {model} "
                      f"({shape.display_name}), not checked against the log")
     else:
+        described = _describe(dims) + (f", vocabulary {vocab}" if vocab is not None else "")
         matches = [(key, size) for key in MODELS for size in SIZES
-                   if all(getattr(get_shape(key, size), name) == value for name, value in dims.items())]
+                   if all(getattr(get_shape(key, size), name) == value for name, value in dims.items())
+                   and _vocabulary_fits(vocab, key, size)]
         if not matches:
-            raise LogInputError(f"the log's model ({_describe(dims)}) is not in the shape table (utils/models.py): "
+            raise LogInputError(f"the log's model ({described}) is not in the shape table (utils/models.py): "
                                 "its FLOPs cannot be computed")
         keys = {key for key, _ in matches}
         if model is not None and model not in keys:
-            raise LogInputError(f"--model {model} does not match the log's model ({_describe(dims)}: "
+            raise LogInputError(f"--model {model} does not match the log's model ({described}: "
                                 f"{', '.join(sorted(keys))})")
         model, size = next((k, s) for k, s in matches if model in (None, k))
         shape = get_shape(model, size)
-    vocab = scan.padded_vocab or arg_int(scan.arguments, "padded_vocab_size")
     if vocab is not None and vocab != shape.vocab_size:
         notes.append(f"the log reports a padded vocabulary of {vocab}, not {shape.vocab_size}: FLOPs use the "
                      "logged size")
