@@ -47,6 +47,7 @@ from utils.result_model import (
     Environment,
     Fingerprint,
     FrameworkReported,
+    FrameworkVersions,
     GpuInfo,
     MemoryMetrics,
     PerformanceMetrics,
@@ -61,6 +62,7 @@ TENSORBOARD_MEMORY_BASIS = "Megatron mem-*-bytes TensorBoard scalars (torch allo
 DEVICE_USED_BASIS = ("Primus 'hip mem usage' (torch.cuda.mem_get_info on the last rank: device-wide used memory, "
                      "including the caching allocator's reserve)")
 FOREIGN_ENVIRONMENT = "log-analysis mode, a run tprimat did not launch: its environment is not known"
+FOREIGN_VERSIONS = "a run tprimat did not launch: the log does not state its framework versions"
 FOREIGN_FINGERPRINT = "a run tprimat did not launch: its data, tokenizer and code are not known"
 MAX_SHOWN = 10
 
@@ -353,6 +355,7 @@ def build_log_result(
         fingerprint=log_fingerprint(run.shape, FOREIGN_FINGERPRINT),
         environment=Environment(captured_by=FOREIGN_ENVIRONMENT),
     )
+    result.framework_versions = FrameworkVersions(unknown={"all": FOREIGN_VERSIONS})
     measured = measure(result, scan, shape=run.shape, skip_iterations=skip_iterations,
                        world_size=run.training.num_gpus)
     status, reason, status_warnings = assess(scan, None, returncode)
