@@ -59,6 +59,14 @@ def test_self_contradicting_log_is_refused_with_both_values(tmp_path: Path) -> N
     assert "GBS: 128 in the arguments block, 64 in the iteration lines" in proc.stderr
 
 
+def test_iteration_numbers_that_are_not_one_run_are_refused(tmp_path: Path) -> None:
+    log = tmp_path / "jumps.log"
+    log.write_text(megatron_log(3, 9_000_000) + megatron_line(8_000_000, 9_000_000, LLAMA, seq=2048, gbs=64,
+                                                              world=8, peak=1e-4, warm=2) + "\n")
+    proc = extract(str(log), "--model", "llama", "--platform", "amd")
+    assert proc.returncode == 2 and "not one run's numbering" in proc.stderr
+
+
 def test_a_10_mb_line_is_cut_and_the_rest_of_the_log_still_read(tmp_path: Path) -> None:
     log = tmp_path / "long_line.log"
     with open(log, "w") as handle:

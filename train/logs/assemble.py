@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from train.logs.scan import LogScan, scan_file
+from train.logs.scan import LogInputError, LogScan, scan_file
 from train.logs.workload import LogRun, workload_mismatches
 from utils.configure import Config, default_skip_steps
 from utils.failures import PROBLEM_PATTERNS, is_interrupted, shorten
@@ -65,6 +65,10 @@ FOREIGN_ENVIRONMENT = "log-analysis mode, a run tprimat did not launch: its envi
 FOREIGN_VERSIONS = "a run tprimat did not launch: the log does not state its framework versions"
 FOREIGN_FINGERPRINT = "a run tprimat did not launch: its data, tokenizer and code are not known"
 MAX_SHOWN = 10
+# Arrays hold one entry per logged interval; a numbering that would need far more entries than the log has
+# lines (iteration 3, then 5,000,000) is not one run's, and would not fit in memory.
+MAX_ENTRIES = 1_000_000
+MAX_GAP_FACTOR = 100
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,11 @@ def step_layout(scan: LogScan) -> StepLayout:
     for before, after in itertools.pairwise(iterations):
         stride = math.gcd(stride, after - before)
     stride = stride or 1
-    return StepLayout(iterations[0], stride, (iterations[-1] - iterations[0]) // stride + 1)
+    count = (iterations[-1] - iterations[0]) // stride + 1
+    if count > max(MAX_ENTRIES, MAX_GAP_FACTOR * len(iterations)):
+        raise LogInputError(f"the log's {len(iterations)} iteration numbers run from {iterations[0]} to "
+                            f"{iterations[-1]}, {count} steps apart at most every {stride}: not one run's numbering")
+    return StepLayout(iterations[0], stride, count)
 
 
 def step_arrays(scan: LogScan) -> tuple[dict[str, list[float | None]], StepLayout, list[str]]:
@@ -102,7 +110,8 @@ def step_arrays(scan: LogScan) -> tuple[dict[str, list[float | None]], StepLayou
     warnings: list[str] = []
     missing = layout.count - len(by_iter)
     if missing:
-        shown = [layout.iteration(i) for i in range(layout.count) if layout.iteration(i) not in by_iter][:MAX_SHOWN]
+        gaps = (layout.iteration(i) for i in range(layout.count) if layout.iteration(i) not in by_iter)
+        shown = list(itertools.islice(gaps, MAX_SHOWN))
         warnings.append(f"{missing} iteration(s) missing inside the log ({', '.join(map(str, shown))}"
                         f"{' ...' if missing > MAX_SHOWN else ''}): recorded as null, left out of the statistics")
     memory_at: dict[int, float] = {}
