@@ -102,3 +102,23 @@ def test_launch_header_round_trip_and_world_sizes_in_a_scan() -> None:
     assert scan.launch["model"] == "qwen" and scan.recognised
     assert scan.world_sizes == {"Lightning world size": 16, "Primus's [rank-r/N] prefix": 16,
                                 "Primus's -world_size line": 16}
+
+
+def test_merging_per_rank_scans_keeps_the_main_log_and_says_what_it_left_out() -> None:
+    from pathlib import Path
+
+    from train.logs.scan import merge_scans
+
+    def lines(times: list[float]) -> list[str]:
+        return [f" iteration {i:8d}/{3:8d} | elapsed time per iteration (ms): {t:.1f} | global batch size:    8 |\n"
+                for i, t in enumerate(times, start=1)]
+
+    main = scan_lines(lines([10.0, 11.0, 12.0]), source=Path("rank7.log"))
+    same = scan_lines(lines([10.0, 11.0, 12.0]), source=Path("rank7_debug.log"))
+    other = scan_lines(lines([50.0, 51.0]), source=Path("rank3.log"))
+    oom = scan_lines(["torch.OutOfMemoryError: CUDA out of memory\n"], source=Path("rank1.log"))
+    merged = merge_scans([oom, main, same, other])
+    assert [r.step_time_s for r in merged.iterations] == [0.01, 0.011, 0.012]
+    assert [p.kind for p in merged.problems] == ["out of memory"]
+    left_out = [w for w in merged.warnings if "not used" in w]
+    assert len(left_out) == 1 and left_out[0].startswith("rank3.log:")

@@ -94,7 +94,8 @@ def scan_logs(paths: list[Path]) -> tuple[list[LogScan], list[tuple[Path, str]]]
     if not any(scan.recognised for scan in scans):
         return [], skipped + [(scan.files[0], f"no {WHAT_IS_READ}") for scan in scans]
     kept = [scan for scan in scans if scan.recognised or _adds_to_run(scan)]
-    return kept, skipped + [(scan.files[0], f"no {WHAT_IS_READ}") for scan in scans if scan not in kept]
+    left_out = [scan for scan in scans if not (scan.recognised or _adds_to_run(scan))]
+    return kept, skipped + [(scan.files[0], f"no {WHAT_IS_READ}") for scan in left_out]
 
 
 def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Config]) -> Result:

@@ -282,8 +282,15 @@ def merge_scans(scans: list[LogScan]) -> LogScan:
     merged = LogScan(iterations=primary.iterations, log_format=primary.log_format, last_lines=primary.last_lines,
                      line_count=primary.line_count, kind=primary.kind,
                      interval_is_average=primary.interval_is_average)
+    by_iteration = {r.iteration: r for r in primary.iterations}
+    main = primary.files[0].name if primary.files else "the main log"
     for scan in scans:
         label = f"{scan.files[0].name}: " if scan is not primary and scan.files else ""
+        known = by_iteration.get
+        if scan is not primary and not all(known(r.iteration) is not None and _same_measurement(r, known(r.iteration))
+                                           for r in scan.iterations):
+            merged.warn(f"{label}its iteration lines are not those of {main} (another run grouped by its name?): "
+                        "not used")
         merged.files.extend(scan.files)
         merged.memory.extend(scan.memory)
         merged.problems.extend(scan.problems)
