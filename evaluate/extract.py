@@ -141,7 +141,7 @@ def extract_folder(root: Path, output_dir: Path, options: AnalysisOptions) -> Fo
         _say(f"[{index}/{len(found.runs)}] {run.key} ({len(run.files)} file(s))")
         try:
             analysis = analyse_run(run.files, options)
-        except (LogInputError, ConfigError) as exc:
+        except (LogInputError, ConfigError, OSError) as exc:
             report.unusable += 1
             report.rows.append(_row(run.key, len(run.files), None, str(exc), status="unusable"))
             continue

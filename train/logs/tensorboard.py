@@ -193,17 +193,20 @@ def scan_events(paths: list[Path]) -> LogScan:
     scan = LogScan(kind="tensorboard", files=sorted(paths))
     collector = _Collector(scan)
     for path in scan.files:
-        if path.stat().st_size == 0:
-            scan.warn(f"{path.name}: empty file")
-            continue
-        for record in _records(path, scan):
-            try:
-                event = event_pb2.Event.FromString(record)
-            except DecodeError:
-                scan.warn(f"{path.name}: an event that is not a TensorBoard event: the rest of the file is not read")
-                break
-            if event.HasField("summary"):
-                collector.add(event)
+        try:
+            if path.stat().st_size == 0:
+                scan.warn(f"{path.name}: empty file")
+                continue
+            for record in _records(path, scan):
+                try:
+                    event = event_pb2.Event.FromString(record)
+                except DecodeError:
+                    scan.warn(f"{path.name}: a record that is not a TensorBoard event: the rest is not read")
+                    break
+                if event.HasField("summary"):
+                    collector.add(event)
+        except OSError as exc:
+            scan.warn(f"{path.name}: unreadable: {exc.strerror or exc}")
     if collector.events == 0:
         raise LogInputError("no TensorBoard summaries in the event file(s)" + (
             f" ({scan.warnings[0]})" if scan.warnings else ""))
