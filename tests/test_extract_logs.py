@@ -183,7 +183,7 @@ def test_cli_log_analysis_mode(tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if k != "HF_TOKEN"}, **FIXTURE_WORKLOAD,
            "TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "DATA_DIR": str(tmp_path / "data"),
            "OUTPUT_DIR": str(tmp_path / "out")}
-    command = [sys.executable, "-m", "evaluate.extract", str(FIXTURES / "primus_legacy_llama.log"),
+    command = [sys.executable, "-m", "evaluate.extract", str(FIXTURES / "primus_legacy_llama.log"), "--from-config",
                "--platform", "amd", "--framework", "prim", "--model", "llama", "--gpu-name", "AMD Instinct MI300X"]
     proc = subprocess.run([*command, "--output", str(output)], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
@@ -198,7 +198,7 @@ def test_cli_log_analysis_mode(tmp_path: Path) -> None:
     assert failed.returncode == 1 and json.loads(failed.stdout)["status"] == "failed"
     missing = subprocess.run([*command[:3], str(tmp_path / "nope.log"), *command[4:]], cwd=REPO_ROOT, env=env,
                              capture_output=True, text=True, timeout=120)
-    assert missing.returncode == 2 and "no such log file" in missing.stderr
+    assert missing.returncode == 2 and "no such log file or folder" in missing.stderr
 
 
 def test_the_scan_streams_a_file_and_only_newline_ends_a_line(tmp_path: Path) -> None:

@@ -32,9 +32,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from train.logs.patterns import launch_header
 from utils.atomic import atomic_write_text
 from utils.configure import Config, ConfigError, load_config
 from utils.failures import cause_in_log, is_interrupted
+from utils.fingerprint import config_hash
 from utils.hardware import collect_gpu_info, detect_platform
 from utils.models import get_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
@@ -152,13 +154,19 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return "(no log)"
 
 
-def run_plan(plan: LaunchPlan, log_path: Path) -> int:
-    """Run the command, tee its output to ``log_path``, forward SIGINT/SIGTERM; return its exit code."""
+def run_plan(plan: LaunchPlan, log_path: Path, header: str | None = None) -> int:
+    """Run the command, tee its output to ``log_path``, forward SIGINT/SIGTERM; return its exit code.
+
+    ``header`` is written as the log's first line: it marks the log as a tprimat launch
+    for log analysis (``train/logs/analyse.py``).
+    """
     for path, text in plan.files.items():
         atomic_write_text(path, text)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:
+        if header:
+            log.write(header + "\n")
         try:
             proc = subprocess.Popen(
                 plan.argv, cwd=plan.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -192,15 +200,16 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
         sys.stdout.write(plan.render())
         return 0
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
+    header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
     if not writes_result(ctx):
-        returncode = run_plan(plan, ctx.log_path)
+        returncode = run_plan(plan, ctx.log_path, header)
         print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
               f"the result {ctx.result_path.name} is written by the node that measures")
         return 0 if returncode == 0 else 1
     ctx.result_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         ctx.result_path.unlink()  # a stale result must never pass for this run's
-    returncode = run_plan(plan, ctx.log_path)
+    returncode = run_plan(plan, ctx.log_path, header)
     try:
         result = plugin.collect(ctx, plan, returncode)
     except Exception as exc:  # a collector bug must still leave a result

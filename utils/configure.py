@@ -57,6 +57,14 @@ WORKLOAD_KEYS = (
 )
 
 
+def default_skip_steps(steps: int) -> int:
+    """The default warm-up of a run of ``steps`` steps: max(2, 10%), always leaving one step measured.
+
+    Log analysis applies the same rule to the steps a log holds (a fragment re-warms).
+    """
+    return min(max(2, steps // 10), max(steps - 1, 0))
+
+
 @dataclass(frozen=True)
 class Config:
     """The effective workload. Field names are the ``config.env`` keys, lower-cased."""
@@ -139,7 +147,7 @@ class Config:
         """Warm-up steps excluded from statistics: MEASURE_SKIP_STEPS or max(2, 10%)."""
         if self.measure_skip_steps is not None:
             return self.measure_skip_steps
-        return min(max(2, self.train_iters // 10), max(self.train_iters - 1, 0))
+        return default_skip_steps(self.train_iters)
 
     @property
     def dataset_name(self) -> str:

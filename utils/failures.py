@@ -36,6 +36,9 @@ PROBLEM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     )),
 )
 EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:?.*")
+# Every pattern above needs one of these words (case-insensitive): a line without any is no problem line,
+# found without running the regexes (a long log has millions of lines, and almost none of them are problems).
+TRIGGER_WORDS = ("memory", "error", "exception", "nan", "watchdog", "timeout at nccl work", "communicator was aborted")
 
 
 def is_interrupted(returncode: int | None) -> bool:
@@ -45,6 +48,9 @@ def is_interrupted(returncode: int | None) -> bool:
 
 def classify_line(line: str, line_no: int | None = None) -> Problem | None:
     """The problem a log line reports (OOM, NCCL/RCCL, NaN, or another exception), or None."""
+    lowered = line.lower()
+    if not any(word in lowered for word in TRIGGER_WORDS):
+        return None
     for kind, pattern in PROBLEM_PATTERNS:
         if pattern.search(line):
             return Problem(kind=kind, line_no=line_no, text=line.strip()[:MAX_REASON_CHARS])

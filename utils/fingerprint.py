@@ -62,12 +62,29 @@ def code_revision(root: Path = REPO_ROOT) -> CodeRevision:
         return CodeRevision(reason="not a git checkout (or git missing)")
 
 
+def config_hash(cfg: Config) -> str:
+    """Hash of the workload keys: what a launch ran with (also in tprimat's log header, train/logs/patterns.py)."""
+    return hash_json(cfg.workload())
+
+
 def fingerprint(cfg: Config, shape: ModelShape, data_prefix: Path | None, tokenizer_dir: Path | None) -> Fingerprint:
     """Every hash a fairness check compares."""
     return Fingerprint(
-        config=hash_json(cfg.workload()), model_shape=hash_json(shape.as_dict()),
+        config=config_hash(cfg), model_shape=hash_json(shape.as_dict()),
         data=data_fingerprint(data_prefix), tokenizer=tokenizer_fingerprint(tokenizer_dir),
         flop_convention=FLOP_CONVENTION, code=code_revision(),
+    )
+
+
+def log_fingerprint(shape: ModelShape, reason: str) -> Fingerprint:
+    """The fingerprint of a run tprimat did not launch: its model shape and FLOP convention only.
+
+    Its data, tokenizer and code are not on this machine, so each says why it has no
+    hash (``reason``), and the fairness check reports them as "cannot verify".
+    """
+    return Fingerprint(
+        model_shape=hash_json(shape.as_dict()), data=HashedFiles(reason=reason),
+        tokenizer=HashedFiles(reason=reason), flop_convention=FLOP_CONVENTION, code=CodeRevision(reason=reason),
     )
 
 

@@ -129,7 +129,7 @@ def training_config(cfg: Config, precision_effective: str | None = None) -> Trai
 
 
 def new_result(
-    cfg: Config,
+    cfg: Config | None,
     *,
     platform: str,
     framework: str,
@@ -141,13 +141,24 @@ def new_result(
     launcher_env: dict[str, str] | None = None,
     fingerprint: Fingerprint | None = None,
     precision_effective: str | None = None,
+    training: TrainingConfig | None = None,
+    environment: Environment | None = None,
 ) -> Result:
-    """A result that is valid from the first moment: ``incomplete`` until finalized."""
+    """A result that is valid from the first moment: ``incomplete`` until finalized.
+
+    ``training`` and ``environment`` replace the config's training block and this
+    machine's environment for a run tprimat did not launch (a foreign log: its workload
+    is what the log says, and the machine that trained is not this one).
+    """
+    if training is None:
+        if cfg is None:
+            raise ValueError("new_result needs a config or a training block")
+        training = training_config(cfg, precision_effective)
     return Result(
         status="incomplete", error=STARTED_ERROR, platform=platform, framework=framework, model=model,
         run_index=run_index, started_at=now_iso(), gpu_info=gpu_info,
-        environment=Environment(**capture_environment(launcher_env)),
-        training_config=training_config(cfg, precision_effective), model_shape=ModelShapeBlock(**shape.as_dict()),
+        environment=environment or Environment(**capture_environment(launcher_env)),
+        training_config=training, model_shape=ModelShapeBlock(**shape.as_dict()),
         fingerprint=fingerprint, source=source,
     )
 
@@ -157,10 +168,16 @@ def finalize_result(result: Result, status: str, error: str | None) -> Result:
 
     The rules are :func:`utils.failures.final_status`'s: ``ok`` needs no error and
     every expected step (fewer makes it ``incomplete``); ``incomplete``/``failed``
-    need a reason, to which "(k of n steps done)" is appended.
+    need a reason, to which "(k of n steps done)" is appended. The steps expected are
+    the array entries from ``first_step`` to ``TRAIN_ITERS`` at ``step_interval`` (every
+    step of a run from step 1; what is left of the run for a log that starts later).
     """
     done = len(result.step_times)
-    return _finish(result, status, error, result.training_config.max_steps or done)
+    last = result.training_config.max_steps
+    if last is None:
+        return _finish(result, status, error, done)
+    expected = (last - result.first_step) // result.step_interval + 1 if last >= result.first_step else done
+    return _finish(result, status, error, expected)
 
 
 def _finish(result: Result, status: str, error: str | None, expected_steps: int) -> Result:

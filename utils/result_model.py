@@ -465,7 +465,11 @@ class Result(Block):
     performance_metrics: PerformanceMetrics | None = None
     memory_metrics: MemoryMetrics | None = None
     power_metrics: PowerMetrics | None = None
+    # Array entry i is iteration ``first_step + i * step_interval``. A log that starts later (a resumed
+    # or rotated fragment) has first_step > 1; a framework that logged every k-th iteration has
+    # step_interval k, and each entry is then what it printed for that interval.
     first_step: Positive = 1
+    step_interval: Positive = 1
     step_times: list[NonNegative | None] = Field(default_factory=list)
     loss_values: list[float | None] = Field(default_factory=list)
     learning_rates: list[NonNegative | None] = Field(default_factory=list)

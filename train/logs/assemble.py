@@ -1,68 +1,133 @@
-"""From a scanned Megatron-LM/Primus log to the typed, validated result of one run.
+"""From a scanned log (or TensorBoard events) to the typed, validated result of one run.
 
-Step times are the per-iteration (instantaneous) values, never the framework's
-running averages; throughput, FLOPs and MFU are then computed by ``utils/metrics.py``
-exactly as for every other framework. The framework's own TFLOP/s and tokens/s are
-kept in ``performance_metrics.framework_reported`` and a gap above 5% is flagged.
-Energy comes from Megatron's ``--log-energy`` fields through ``utils/power.py``.
-Failures are data: an exit code, out-of-memory, NCCL/RCCL errors, NaN loss or a log
-that stops early give ``status: failed|incomplete`` with the reason, finalised by
-``utils/result.py`` ("k of n steps done" included).
+Two entry points share one measurement (:func:`measure`):
+
+* :func:`build_result`: a run tprimat launched; the workload is the config's, and the
+  log is checked against it (a log of another workload is ``failed``). The ``mega`` and
+  ``prim`` launchers use it after a run, ``evaluate.extract`` for a log that carries
+  tprimat's launch header.
+* :func:`build_log_result`: a run tprimat did not launch; the workload is what the log
+  says (:mod:`train.logs.workload`), unknown keys null with the reason.
+
+Step arrays start at the first logged iteration (``Result.first_step``) and, when the
+framework logged every k-th iteration, hold one entry per logged iteration
+(``Result.step_interval``). Warm-up counts from the first entry, so a resumed run
+re-warms. Missing entries inside are null, listed in a warning and left out of every
+statistic. Step times are the per-iteration (instantaneous) values, never the
+framework's running averages; throughput, FLOPs and MFU are then computed by
+``utils/metrics.py`` exactly as for every other framework. The framework's own
+TFLOP/s and tokens/s are kept in ``performance_metrics.framework_reported`` and a gap
+above 5% is flagged. Energy comes from Megatron's ``--log-energy`` fields through
+``utils/power.py``. Failures are data: an exit code, out-of-memory, NCCL/RCCL errors,
+NaN loss or a log that stops early give ``status: failed|incomplete`` with the reason,
+finalised by ``utils/result.py`` ("k of n steps done" included).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from train.logs.scan import LogScan, scan_file
-from utils.configure import Config
+from train.logs.scan import LogInputError, LogScan, scan_file
+from train.logs.workload import LogRun, workload_mismatches
+from utils.configure import Config, default_skip_steps
 from utils.failures import PROBLEM_PATTERNS, is_interrupted, shorten
+from utils.fingerprint import log_fingerprint
 from utils.hardware import collect_gpu_info
+from utils.hashing import sha256_file
 from utils.metrics import finite, framework_reported, memory_metrics, record_steps
 from utils.models import ModelShape, get_shape
-from utils.power import log_power_metrics
-from utils.result import finalize_result, new_result
+from utils.power import log_power_metrics, null_power_metrics
+from utils.result import finalize_result, new_result, update_result
 from utils.result_model import (
+    Environment,
     Fingerprint,
     FrameworkReported,
+    FrameworkVersions,
     GpuInfo,
     MemoryMetrics,
     PerformanceMetrics,
     PowerMetrics,
     Result,
     Source,
+    SourceFile,
 )
 
 MEMORY_REPORT_BASIS = "Megatron memory report (torch allocator, max over reporting ranks)"
+TENSORBOARD_MEMORY_BASIS = "Megatron mem-*-bytes TensorBoard scalars (torch allocator, last rank)"
 DEVICE_USED_BASIS = ("Primus 'hip mem usage' (torch.cuda.mem_get_info on the last rank: device-wide used memory, "
                      "including the caching allocator's reserve)")
+FOREIGN_ENVIRONMENT = "log-analysis mode, a run tprimat did not launch: its environment is not known"
+FOREIGN_VERSIONS = "a run tprimat did not launch: the log does not state its framework versions"
+FOREIGN_FINGERPRINT = "a run tprimat did not launch: its data, tokenizer and code are not known"
+MAX_SHOWN = 10
+# Arrays hold one entry per logged interval; a numbering that would need far more entries than the log has
+# lines (iteration 3, then 5,000,000) is not one run's, and would not fit in memory.
+MAX_ENTRIES = 1_000_000
+MAX_GAP_FACTOR = 100
 
 
-def step_arrays(scan: LogScan) -> tuple[dict[str, list[float | None]], list[str]]:
-    """Per-step arrays indexed by iteration (1-based in the log, 0-based here); gaps are None."""
-    warnings: list[str] = []
-    count = scan.last_iteration
+@dataclass(frozen=True)
+class StepLayout:
+    """Which iterations the arrays hold: ``first``, ``first + stride``, ... (``count`` entries)."""
+
+    first: int = 1
+    stride: int = 1
+    count: int = 0
+
+    def iteration(self, index: int) -> int:
+        return self.first + index * self.stride
+
+    def entries(self, iterations: int) -> int:
+        """Entries that ``iterations`` iterations span (warm-up given in iterations)."""
+        return math.ceil(iterations / self.stride)
+
+
+def step_layout(scan: LogScan) -> StepLayout:
+    """First logged iteration, the logging interval (gcd of the gaps between logged iterations), entry count."""
+    iterations = sorted({r.iteration for r in scan.iterations})
+    if not iterations:
+        return StepLayout()
+    stride = 0
+    for before, after in itertools.pairwise(iterations):
+        stride = math.gcd(stride, after - before)
+    stride = stride or 1
+    count = (iterations[-1] - iterations[0]) // stride + 1
+    if count > max(MAX_ENTRIES, MAX_GAP_FACTOR * len(iterations)):
+        raise LogInputError(f"the log's {len(iterations)} iteration numbers run from {iterations[0]} to "
+                            f"{iterations[-1]}, {count} steps apart at most every {stride}: not one run's numbering")
+    return StepLayout(iterations[0], stride, count)
+
+
+def step_arrays(scan: LogScan) -> tuple[dict[str, list[float | None]], StepLayout, list[str]]:
+    """Per-entry arrays from the first logged iteration; entries missing from the log are None."""
+    layout = step_layout(scan)
     by_iter = {r.iteration: r for r in scan.iterations}
-    missing = [i for i in range(1, count + 1) if i not in by_iter]
+    warnings: list[str] = []
+    missing = layout.count - len(by_iter)
     if missing:
-        shown = ", ".join(str(i) for i in missing[:10]) + (" ..." if len(missing) > 10 else "")
-        warnings.append(f"{len(missing)} iteration(s) missing from the log ({shown}): recorded as null")
+        gaps = (layout.iteration(i) for i in range(layout.count) if layout.iteration(i) not in by_iter)
+        shown = list(itertools.islice(gaps, MAX_SHOWN))
+        warnings.append(f"{missing} iteration(s) missing inside the log ({', '.join(map(str, shown))}"
+                        f"{' ...' if missing > MAX_SHOWN else ''}): recorded as null, left out of the statistics")
     memory_at: dict[int, float] = {}
     for report in scan.memory:
         if report.iteration is not None:
             memory_at[report.iteration] = max(memory_at.get(report.iteration, 0.0), report.allocated_gb)
     arrays: dict[str, list[float | None]] = {"step_times": [], "loss_values": [], "learning_rates": [],
                                              "memory_allocated_gb": []}
-    for i in range(1, count + 1):
-        record = by_iter.get(i)
+    for index in range(layout.count):
+        iteration = layout.iteration(index)
+        record = by_iter.get(iteration)
         arrays["step_times"].append(record.step_time_s if record else None)
         arrays["loss_values"].append(finite(record.loss) if record else None)
         arrays["learning_rates"].append(finite(record.learning_rate) if record else None)
-        arrays["memory_allocated_gb"].append(memory_at.get(i))
-    return arrays, warnings
+        arrays["memory_allocated_gb"].append(memory_at.get(iteration))
+    return arrays, layout, warnings
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -70,9 +135,9 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(data) if data else None
 
 
-def log_framework_reported(scan: LogScan, ours: PerformanceMetrics, skip_steps: int) -> FrameworkReported:
+def log_framework_reported(scan: LogScan, ours: PerformanceMetrics, measured_from: int) -> FrameworkReported:
     """The framework's own TFLOP/s and tokens/s (medians over the measured steps) beside ours."""
-    measured = [r for r in scan.iterations if r.iteration > skip_steps]
+    measured = [r for r in scan.iterations if r.iteration >= measured_from]
     last = measured[-1] if measured else None
     return framework_reported(
         ours, source=f"{scan.log_format or 'unknown format'} iteration lines, median over measured steps",
@@ -86,34 +151,43 @@ def log_framework_reported(scan: LogScan, ours: PerformanceMetrics, skip_steps: 
     )
 
 
-def log_memory(scan: LogScan, allocated_gb: list[float | None], skip_steps: int,
+def log_memory(scan: LogScan, allocated_gb: list[float | None], measured_from: int,
                total_memory_gb: float | None) -> MemoryMetrics:
     """Allocator peaks from memory reports and Primus's device-wide usage, each labelled."""
     used = [r.device_used_gb for r in scan.iterations if r.device_used_gb is not None]
     measured_used = [r.device_used_gb for r in scan.iterations
-                     if r.device_used_gb is not None and r.iteration > skip_steps]
+                     if r.device_used_gb is not None and r.iteration >= measured_from]
     logged_total = next((r.device_total_gb for r in scan.iterations if r.device_total_gb), None)
     return memory_metrics(
         allocated_gb,
         peak_allocated_gb=max((r.max_allocated_gb for r in scan.memory), default=None),
         peak_reserved_gb=max((r.max_reserved_gb for r in scan.memory), default=None),
         total_memory_gb=total_memory_gb if total_memory_gb is not None else logged_total,
-        basis=MEMORY_REPORT_BASIS, device_used_gb=used, device_used_measured_gb=measured_used,
-        device_used_basis=DEVICE_USED_BASIS,
+        basis=TENSORBOARD_MEMORY_BASIS if scan.kind == "tensorboard" else MEMORY_REPORT_BASIS,
+        device_used_gb=used, device_used_measured_gb=measured_used, device_used_basis=DEVICE_USED_BASIS,
         reason="the log has no Megatron memory report line: allocator memory not known",
     )
 
 
-def log_power(scan: LogScan, cfg: Config) -> PowerMetrics:
-    """Megatron's ``--log-energy`` fields over the measured steps (null with the reason when absent)."""
-    measured = [r for r in scan.iterations if r.iteration > cfg.skip_steps and r.energy_j_per_gpu is not None]
-    return log_power_metrics([r.energy_j_per_gpu for r in measured if r.energy_j_per_gpu is not None],
-                             [r.power_w_per_gpu for r in measured], [r.step_time_s for r in measured],
-                             world_size=cfg.world_size, tokens_per_step=cfg.tokens_per_step)
+def log_power(scan: LogScan, measured_from: int, layout: StepLayout, world_size: int | None,
+              tokens_per_step: int | None) -> PowerMetrics:
+    """Megatron's ``--log-energy`` fields over the measured steps (null with the reason when absent).
+
+    With one entry per k iterations each entry's energy and time stand for k iterations.
+    """
+    measured = [r for r in scan.iterations if r.iteration >= measured_from and r.energy_j_per_gpu is not None]
+    k = layout.stride
+    if k > 1 and measured and not scan.interval_is_average:
+        return null_power_metrics(f"only every {k}th step was logged: energy over the steps not known", world_size)
+    return log_power_metrics([k * r.energy_j_per_gpu for r in measured if r.energy_j_per_gpu is not None],
+                             [r.power_w_per_gpu for r in measured],
+                             [None if r.step_time_s is None else k * r.step_time_s for r in measured],
+                             world_size=world_size, tokens_per_step=None if tokens_per_step is None
+                             else k * tokens_per_step)
 
 
-def assess(scan: LogScan, cfg: Config, returncode: int | None) -> tuple[str, str | None, list[str]]:
-    """(status, reason, warnings) from the exit code, the problems found and the workload the log ran.
+def assess(scan: LogScan, cfg: Config | None, returncode: int | None) -> tuple[str, str | None, list[str]]:
+    """(status, reason, warnings) from the exit code, the problems found and, with ``cfg``, the workload.
 
     A log that simply stops early is ``ok`` here: :func:`utils.result.finalize_result`
     turns fewer steps than TRAIN_ITERS into ``incomplete`` with the count.
@@ -126,12 +200,8 @@ def assess(scan: LogScan, cfg: Config, returncode: int | None) -> tuple[str, str
             findings.append(f"{kind} (line {hits[0].line_no}: {hits[0].text[:200]})")
     if scan.nan_steps and not any(f.startswith("NaN loss") for f in findings):
         findings.append(f"NaN loss at iteration(s) {', '.join(str(i) for i in scan.nan_steps[:10])}")
-    if scan.train_iters is not None and scan.train_iters != cfg.train_iters:
-        findings.append(f"the log trains {scan.train_iters} iterations but TRAIN_ITERS={cfg.train_iters}: "
-                        "it is not this workload")
-    batches = {r.global_batch_size for r in scan.iterations if r.global_batch_size is not None}
-    if batches and batches != {cfg.gbs}:
-        findings.append(f"the log's global batch size {sorted(batches)} is not GBS={cfg.gbs}: not this workload")
+    if cfg is not None:
+        findings += workload_mismatches(scan, cfg)
     if returncode is not None and returncode != 0:
         last = scan.last_lines[-1][:200] if scan.last_lines else "(empty log)"
         cause = "; ".join(findings) or (f"last exception: {scan.exceptions[-1].text[:200]}" if scan.exceptions
@@ -143,7 +213,8 @@ def assess(scan: LogScan, cfg: Config, returncode: int | None) -> tuple[str, str
     if findings:
         return "failed", shorten("; ".join(findings)), warnings
     if not scan.iterations:
-        return "failed", shorten("no Megatron iteration lines in the log" + (
+        what = "TensorBoard steps with a step time" if scan.kind == "tensorboard" else "iteration lines"
+        return "failed", shorten(f"no {what} in the log" + (
             f"; last exception: {scan.exceptions[-1].text[:200]}" if scan.exceptions else "")), warnings
     if returncode is None:
         warnings.append("exit code unknown (log-analysis mode): status judged from the log alone")
@@ -170,13 +241,63 @@ def first_useful_scan(paths: list[Path]) -> tuple[LogScan, Path, list[str]]:
     return first[0], first[1], notes
 
 
+def source_files(paths: Iterable[Path]) -> list[SourceFile]:
+    """Each file with its sha256 (None when it cannot be read any more)."""
+    files = []
+    for path in paths:
+        try:
+            digest = sha256_file(path)
+        except OSError:
+            digest = None
+        files.append(SourceFile(path=str(Path(path).resolve()), sha256=digest))
+    return files
+
+
 def _source(scan: LogScan, log: Path, returncode: int | None) -> Source:
     return Source(
-        kind="log", log_path=str(log), format=scan.log_format, lines=scan.line_count,
-        iteration_lines=len(scan.iterations), returncode=returncode, problems=(scan.problems + scan.exceptions)[:20],
+        kind="tensorboard" if scan.kind == "tensorboard" else "log", log_path=str(log),
+        files=source_files(scan.files or ([log] if Path(log).is_file() else [])), format=scan.log_format,
+        lines=scan.line_count, iteration_lines=len(scan.iterations), returncode=returncode,
+        problems=(scan.problems + scan.exceptions)[:20],
         first_timestamp=next((r.timestamp for r in scan.iterations if r.timestamp), None),
         last_timestamp=next((r.timestamp for r in reversed(scan.iterations) if r.timestamp), None),
     )
+
+
+def measure(result: Result, scan: LogScan, *, shape: ModelShape, skip_iterations: int | None,
+            world_size: int | None) -> list[str]:
+    """Arrays, performance, memory, framework-reported and power blocks of ``result``; returns warnings.
+
+    ``skip_iterations`` is the warm-up in iterations from the first logged one; None:
+    max(2, 10%) of the entries the log holds.
+    """
+    arrays, layout, warnings = step_arrays(scan)
+    update_result(result, first_step=max(layout.first, 1), step_interval=layout.stride)
+    skip = default_skip_steps(layout.count) if skip_iterations is None else layout.entries(skip_iterations)
+    measured_from = layout.iteration(skip)
+    memory = log_memory(scan, arrays["memory_allocated_gb"], measured_from, result.gpu_info.total_memory_gb)
+    performance = record_steps(result, arrays, skip_steps=skip, shape=shape, world_size=world_size, memory=memory)
+    if layout.stride > 1:
+        warnings.append(f"the log has one entry every {layout.stride} iterations: each array entry is the "
+                        + ("framework's average over its interval" if scan.interval_is_average
+                           else "value of that one step"))
+        total = performance.total_time_seconds
+        if scan.interval_is_average and total is not None:
+            performance.total_time_seconds = total * layout.stride
+            performance.total_time_basis = ("sum of every logged entry times step_interval (each is the average "
+                                            "over its interval), warm-up included")
+        else:
+            performance.total_time_seconds = None
+            performance.total_time_basis = f"not known: only every {layout.stride}th step's time was logged"
+    performance.framework_reported = log_framework_reported(scan, performance, measured_from)
+    tokens = result.training_config.global_batch_size, result.training_config.sequence_length
+    result.power_metrics = log_power(scan, measured_from, layout, world_size,
+                                     tokens[0] * tokens[1] if tokens[0] and tokens[1] else None)
+    flagged = [d for d in performance.framework_reported.disagreements if d.flagged]
+    if flagged:
+        gaps = ", ".join(f"{d.metric} {d.relative_gap:.1%}" for d in flagged)
+        warnings.append(f"our throughput and the framework's own disagree by more than 5%: {gaps}")
+    return warnings
 
 
 def build_result(
@@ -194,14 +315,19 @@ def build_result(
     fingerprint: Fingerprint | None = None,
     precision_effective: str | None = None,
     extra_logs: Iterable[Path] = (),
+    scan: LogScan | None = None,
 ) -> Result:
-    """The validated result of one Megatron/Primus run read from ``log_path``.
+    """The validated result of one Megatron/Primus run tprimat launched, read from ``log_path``.
 
     ``extra_logs`` are read when the main log has no iteration lines (Primus's
     ``TRAIN_LOG`` when stdout was lost). A missing log is a failed result, not an error.
+    ``scan`` is the already-scanned log (``evaluate.extract`` scans before it decides).
     """
     shape = shape or get_shape(model, cfg.model_size)
-    scan, used_log, notes = first_useful_scan([Path(log_path), *map(Path, extra_logs)])
+    notes: list[str] = []
+    used_log = Path(log_path)
+    if scan is None:
+        scan, used_log, notes = first_useful_scan([Path(log_path), *map(Path, extra_logs)])
     if scan.padded_vocab is not None and scan.padded_vocab != shape.vocab_size:
         notes.append(f"the log reports a padded vocabulary of {scan.padded_vocab}, not {shape.vocab_size}: "
                      "FLOPs use the logged size")
@@ -212,16 +338,40 @@ def build_result(
         source=_source(scan, used_log, returncode), run_index=run_index, launcher_env=launcher_env,
         fingerprint=fingerprint, precision_effective=precision_effective,
     )
-    arrays, gap_warnings = step_arrays(scan)
-    memory = log_memory(scan, arrays["memory_allocated_gb"], cfg.skip_steps, result.gpu_info.total_memory_gb)
-    performance = record_steps(result, arrays, skip_steps=cfg.skip_steps, shape=shape, world_size=cfg.world_size,
-                               memory=memory)
-    performance.framework_reported = log_framework_reported(scan, performance, cfg.skip_steps)
-    result.power_metrics = log_power(scan, cfg)
+    measured = measure(result, scan, shape=shape, skip_iterations=cfg.skip_steps, world_size=cfg.world_size)
     status, reason, status_warnings = assess(scan, cfg, returncode)
-    result.warnings.extend([*notes, *scan.warnings, *gap_warnings, *status_warnings])
-    flagged = [d for d in performance.framework_reported.disagreements if d.flagged]
-    if flagged:
-        gaps = ", ".join(f"{d.metric} {d.relative_gap:.1%}" for d in flagged)
-        result.warnings.append(f"our throughput and the framework's own disagree by more than 5%: {gaps}")
+    result.warnings.extend([*notes, *scan.warnings, *measured, *status_warnings])
+    return finalize_result(result, status, reason)
+
+
+def build_log_result(
+    scan: LogScan,
+    run: LogRun,
+    *,
+    platform: str,
+    framework: str,
+    gpu_info: GpuInfo,
+    returncode: int | None = None,
+    skip_iterations: int | None = None,
+    run_index: int | None = None,
+    notes: Iterable[str] = (),
+) -> Result:
+    """The validated result of a run tprimat did not launch: workload and model from the log (``run``)."""
+    log = scan.files[0] if scan.files else Path("-")
+    result = new_result(
+        None, platform=platform, framework=framework, model=run.model, shape=run.shape, gpu_info=gpu_info,
+        source=_source(scan, log, returncode), run_index=run_index, training=run.training,
+        fingerprint=log_fingerprint(run.shape, FOREIGN_FINGERPRINT),
+        environment=Environment(captured_by=FOREIGN_ENVIRONMENT),
+    )
+    result.framework_versions = FrameworkVersions(unknown={"all": FOREIGN_VERSIONS})
+    measured = measure(result, scan, shape=run.shape, skip_iterations=skip_iterations,
+                       world_size=run.training.num_gpus)
+    status, reason, status_warnings = assess(scan, None, returncode)
+    total = run.training.max_steps
+    if status == "ok" and scan.truncated:
+        status, reason = "incomplete", scan.truncated
+    elif status == "ok" and total is not None and scan.last_iteration < total:
+        status, reason = "incomplete", f"the log ends at iteration {scan.last_iteration} of {total}"
+    result.warnings.extend([*notes, *run.notes, *scan.warnings, *measured, *status_warnings])
     return finalize_result(result, status, reason)

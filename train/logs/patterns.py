@@ -10,13 +10,26 @@ X/Y``. Lines come wrapped in loguru prefixes, ANSI colours and torchrun
 ``[defaultN]:`` tags, which are ignored: fields are found by their labels anywhere
 in a line. Megatron's memory report lines (``memory (MB)`` and the GB variant) give
 allocator memory. Failure lines are classified by ``utils/failures.py``, not here.
+
+Besides iteration lines, a log tells what ran: Megatron's ``using world size: ...``
+line (core_v0.12 prints ``...sizes: Nonetensor-model-parallel size`` with no
+separator, so sizes are found by their own labels), Primus's ``-world_size:`` line and
+its ``[rank-r/N]`` prefix, Lightning's ``Initializing distributed: ... MEMBER: r/N``,
+NeMo's ``ProgressPrinter`` line (``Training epoch E, iteration i/n | key: value ...``,
+0-based), and the header line tprimat's launcher writes first (:func:`launch_header`),
+which marks a log of a tprimat launch. Platform markers (RCCL, HIP, ``hip mem usage``,
+an MI300-class name; ``NCCL version x+cuda``, ``CUDA out of memory``, an H100-class
+name) are evidence of where a foreign log ran, reported with the line they came from.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
+NEMO_PREFIX = "nemo"  # every NeMo format name starts so (text log and TensorBoard)
+NEMO_FORMAT = f"{NEMO_PREFIX} (ProgressPrinter)"
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 NUM_OR_NAN = rf"(?:{NUM}|[-+]?(?:nan|inf(?:inity)?))"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -37,7 +50,7 @@ GRAD_NORM = re.compile(rf"grad norm:\s*({NUM_OR_NAN})", re.IGNORECASE)
 SKIPPED = re.compile(r"number of skipped iterations:\s*(\d+)")
 NAN_ITERATIONS = re.compile(r"number of nan iterations:\s*(\d+)")
 HIP_MEMORY = re.compile(
-    rf"hip mem usage/free/total/usage_ratio:\s*({NUM})\s*Gi?B\s*/\s*({NUM})\s*Gi?B\s*/\s*({NUM})\s*Gi?B"
+    rf"(?:hip|rocm) mem usage/free/total/usage_ratio:\s*({NUM})\s*Gi?B\s*/\s*({NUM})\s*Gi?B\s*/\s*({NUM})\s*Gi?B"
     rf"\s*/\s*({NUM})\s*%"
 )
 ENERGY = re.compile(rf"energy per GPU \(J/iter/GPU\):\s*({NUM})")
@@ -53,13 +66,38 @@ MEMORY_GB = re.compile(
 )
 PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\)")
 
+# What ran, besides the iteration lines.
+WORLD_LINE = re.compile(r"using world size: (\d+), data-parallel size: (\d+)")
+WORLD_LINE_SIZES = {
+    "context_parallel_size": re.compile(r"(?<!hierarchical )context-parallel size: (\d+)"),
+    "tensor_model_parallel_size": re.compile(r"(?<!encoder-)tensor-model-parallel size: (\d+)"),
+    "pipeline_model_parallel_size": re.compile(r"(?<!encoder-)pipeline-model-parallel size: (\d+)"),
+}
+# Primus's loguru prefix: ``[YYYYmmdd HH:MM:SS][field]...[LEVEL] [----module.py:N] : message``.
+LOGURU_PREFIX = re.compile(
+    r"^\s*(?:\(PrimusMaster[^)]*\)\s*)?\[\d{8} \d{2}:\d{2}:\d{2}\](?:\[[^\]]*\])*\s?(?:\[-*[\w.]+:\d+\]\s?:\s?)?")
+LOGURU_RANK = re.compile(r"^\s*\[\d{8} \d{2}:\d{2}:\d{2}\](?:\[[^\]]*\])*?\[rank-(\d+)/(\d+)\]")
+PRIMUS_WORLD = re.compile(r"^-world_size:\s+(\d+)\s*$")
+LIGHTNING_WORLD = re.compile(r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
+NEMO_LINE = re.compile(r"Training epoch \d+, iteration (\d+)/(\d+)((?:\s*\|\s*[^|:]+:\s*[^|]*)*)")
+NEMO_FIELD = re.compile(rf"^\s*([^:]+?):\s*({NUM_OR_NAN})\s*$", re.IGNORECASE)
+LAUNCH_HEADER = "tprimat launch:"
+LAUNCH_LINE = re.compile(r"^tprimat launch: ((?:\w+=\S*\s*)+)$")
+# One regex for both platforms; the group that matched names the platform. A line holds a marker only if it
+# holds one of the PLATFORM_WORDS (lower case), checked first because almost no line does.
+PLATFORM_MARKERS = re.compile(
+    r"(?P<amd>(?:hip|rocm) mem usage|\bRCCL\b|\bROCm\b|/opt/rocm\b|\bHIP out of memory|\bMI3\d\dX\b"
+    r"|\bgfx9[0-9a-f]{2}\b)"
+    r"|(?P<nvd>\bNCCL version [\d.]+\+cuda|\bCUDA out of memory|\bNVIDIA (?:H100|H200|A100|B200|GB200|GH200)\b)")
+PLATFORM_WORDS = ("mem usage", "rccl", "rocm", "hip out", "mi3", "gfx9", "nccl version", "cuda out", "nvidia")
 
-@dataclass
+
+@dataclass(slots=True)
 class IterationRecord:
     """One per-iteration line, every field the log carried (None when absent)."""
 
     iteration: int
-    train_iters: int
+    train_iters: int | None  # None: not stated (TensorBoard events)
     line_no: int
     timestamp: str | None = None
     step_time_s: float | None = None
@@ -111,6 +149,10 @@ def _int(match: re.Match[str] | None) -> int | None:
 
 def parse_iteration(line: str, line_no: int) -> IterationRecord | None:
     """Fields of one (cleaned) iteration line; None when the line is not one."""
+    if "iteration" not in line:  # most lines: no regex needed
+        return None
+    if "Training epoch" in line:
+        return parse_nemo(line, line_no)
     head = ITERATION.search(line)
     if head is None:
         return None
@@ -143,6 +185,8 @@ def parse_iteration(line: str, line_no: int) -> IterationRecord | None:
 
 def parse_memory(line: str) -> MemoryReport | None:
     """A ``memory (MB)`` (MiB values) or ``memory (GB)`` report; None otherwise."""
+    if "memory (" not in line:
+        return None
     context = REPORT_CONTEXT.search(line)
     if context is None:
         return None
@@ -159,6 +203,64 @@ def parse_memory(line: str) -> MemoryReport | None:
     return None
 
 
+def parse_nemo(line: str, line_no: int) -> IterationRecord | None:
+    """A NeMo ``ProgressPrinter`` line (iteration printed 0-based: stored 1-based, as Megatron counts)."""
+    head = NEMO_LINE.search(line)
+    if head is None:
+        return None
+    record = IterationRecord(iteration=int(head.group(1)) + 1, train_iters=int(head.group(2)) + 1, line_no=line_no)
+    fields: dict[str, float] = {}
+    for part in head.group(3).split("|"):
+        match = NEMO_FIELD.match(part)
+        if match:
+            fields[match.group(1).strip()] = float(match.group(2))
+    record.step_time_s = fields.get("train_step_timing in s")
+    record.loss = fields.get("reduced_train_loss")
+    record.learning_rate = fields.get("lr")
+    gbs = fields.get("global_batch_size")
+    record.global_batch_size = int(gbs) if gbs is not None and gbs.is_integer() else None
+    record.tflops_per_gpu = fields.get("TFLOPS_per_GPU")
+    record.tokens_per_gpu = fields.get("tokens_per_sec_per_gpu")
+    return record
+
+
+def message_of(line: str) -> str:
+    """A (cleaned) line without Primus's loguru prefix: what the program printed."""
+    return LOGURU_PREFIX.sub("", line, count=1)
+
+
+def world_line(line: str) -> dict[str, int] | None:
+    """Megatron's ``using world size: N, data-parallel size: D, ...`` as argument names -> sizes."""
+    match = WORLD_LINE.search(line)
+    if match is None:
+        return None
+    sizes = {"world_size": int(match.group(1)), "data_parallel_size": int(match.group(2))}
+    for name, pattern in WORLD_LINE_SIZES.items():
+        found = pattern.search(line)
+        if found:
+            sizes[name] = int(found.group(1))
+    return sizes
+
+
+def launch_header(platform: str, framework: str, model: str, run_index: int | None, config_hash: str) -> str:
+    """The first line tprimat's launcher writes into a job's log: it marks a log as a tprimat launch."""
+    return (f"{LAUNCH_HEADER} platform={platform} framework={framework} model={model} "
+            f"run_index={run_index if run_index is not None else '-'} config={config_hash}")
+
+
+def parse_launch_header(line: str) -> dict[str, str] | None:
+    """The fields of a :func:`launch_header` line; None for any other line."""
+    match = LAUNCH_LINE.match(line.strip())
+    if match is None:
+        return None
+    return dict(item.split("=", 1) for item in match.group(1).split())
+
+
+def is_event_file(path: Path) -> bool:
+    """TensorBoard names its event files ``events.out.tfevents.<time>.<host>...``."""
+    return path.name.startswith("events.") and "tfevents" in path.name
+
+
 def padded_vocab(line: str) -> int | None:
     """Megatron's ``> padded vocab (... new size: W)``: the embedding rows the run really had."""
     match = PADDED_VOCAB.search(line)
@@ -167,6 +269,8 @@ def padded_vocab(line: str) -> int | None:
 
 def log_format(record: IterationRecord, line: str) -> str:
     """Which trainer printed an iteration line, named by the fields it has."""
+    if NEMO_LINE.search(line):
+        return NEMO_FORMAT
     if TFLOPS_NEW.search(line) or TOKENS_NEW.search(line):
         return "primus (compute/tokens per GPU with averages)"
     if record.framework_avg_step_time_s is not None:

@@ -1,42 +1,70 @@
-"""The streaming scan of a Megatron-LM/Primus log: every iteration, memory report and problem line.
+"""The streaming scan of a training log: iterations, memory reports, problems, and what the log says ran.
 
 A log is read line by line (a multi-gigabyte log never sits in memory). Only
 ``\\n`` ends a line: a progress bar's ``\\r`` does not, so the file is read as bytes
-and each line decoded on its own (invalid UTF-8 becomes U+FFFD, never an error).
-Problem lines (out of memory, NCCL/RCCL, NaN, other exceptions) are classified by
-``utils/failures.py``, the one classifier every producer uses.
+and each line decoded on its own (invalid UTF-8 becomes U+FFFD, never an error). A
+line longer than :data:`MAX_LINE_BYTES` is cut there (the rest is skipped unread into
+memory) and counted in ``warnings``. Problem lines (out of memory, NCCL/RCCL, NaN,
+other exceptions) are classified by ``utils/failures.py``, the one classifier every
+producer uses.
+
+Besides the measurements, the scan keeps what a log tells about its run, for logs
+tprimat did not launch: Megatron's arguments block (:mod:`train.logs.arguments`), the
+world size from each line that states it, tprimat's launch header, and platform
+evidence (patterns in :mod:`train.logs.patterns`).
 
 A truncated final line or an iteration line without a step time is reported in
 ``warnings``, never used; an iteration logged twice (lines forwarded to rank 0) is
-kept once.
+kept once. :func:`merge_scans` joins the per-rank logs of one run.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from train.logs.arguments import ArgumentsReader
 from train.logs.patterns import (
+    LIGHTNING_WORLD,
+    LOGURU_RANK,
+    NEMO_PREFIX,
+    PLATFORM_MARKERS,
+    PLATFORM_WORDS,
+    PRIMUS_WORLD,
     IterationRecord,
     MemoryReport,
     clean_line,
     log_format,
+    message_of,
     padded_vocab,
     parse_iteration,
+    parse_launch_header,
     parse_memory,
+    world_line,
 )
 from utils.failures import classify_line
 from utils.result_model import Problem
 
 TAIL_LINES = 10
+MAX_LINE_BYTES = 64 * 1024  # an iteration line is well under 1 KiB; a longer line is cut here
+SNIFF_BYTES = 8192
+MAX_WARNINGS = 50  # per scan: a pathological log must not grow its warning list without bound
+
+
+# The frameworks whose output the scan recognises (its framework_hint), by utils/registry.py key.
+LOG_FRAMEWORKS = ("mega", "prim", "nemo")
+
+
+class LogInputError(ValueError):
+    """A file or a run that cannot become a result (empty, binary, unrecognisable, self-contradicting)."""
 
 
 @dataclass
 class LogScan:
-    """Everything parsed from one log."""
+    """Everything parsed from one log (or, with ``kind="tensorboard"``, from one run's event files)."""
 
     iterations: list[IterationRecord] = field(default_factory=list)
     memory: list[MemoryReport] = field(default_factory=list)
@@ -47,6 +75,19 @@ class LogScan:
     line_count: int = 0
     log_format: str | None = None
     last_lines: list[str] = field(default_factory=list)
+    kind: str = "log"  # log | tensorboard
+    files: list[Path] = field(default_factory=list)
+    arguments: dict[str, str] = field(default_factory=dict)  # Megatron's arguments block, as printed
+    arguments_at: str | None = None  # "file:line" of the block used
+    world: dict[str, int] = field(default_factory=dict)  # Megatron's "using world size" line
+    world_sizes: dict[str, int] = field(default_factory=dict)  # where a world size was stated -> the size
+    launch: dict[str, str] | None = None  # tprimat's launch header
+    platform_evidence: dict[str, str] = field(default_factory=dict)  # platform -> "file:line: text"
+    primus_prefix: bool = False  # Primus's loguru prefix seen
+    # Each entry of a log that prints every k-th iteration is the framework's average over its
+    # interval (Megatron, NeMo's printer); TensorBoard's Lightning events are single-step samples.
+    interval_is_average: bool = True
+    truncated: str | None = None  # why the source ends early (a cut event file), if it does
 
     @property
     def train_iters(self) -> int | None:
@@ -61,14 +102,68 @@ class LogScan:
         return [r.iteration for r in self.iterations
                 if (r.loss is not None and not math.isfinite(r.loss)) or (r.nan_iterations or 0) > 0]
 
+    @property
+    def recognised(self) -> bool:
+        """Whether anything in the file is a training log's: iterations, arguments or tprimat's header."""
+        return bool(self.iterations or self.arguments or self.launch)
+
+    @property
+    def framework_hint(self) -> str | None:
+        """Which framework printed the log, judged by its lines (mega, prim or nemo); None if no sign."""
+        if (self.log_format or "").startswith(NEMO_PREFIX) or "Lightning world size" in self.world_sizes:
+            return "nemo"
+        if self.primus_prefix or (self.log_format or "").startswith("primus"):
+            return "prim"
+        if self.iterations or self.arguments:
+            return "mega"
+        return None
+
+    def warn(self, text: str) -> None:
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(text)
+
 
 def _same_measurement(a: IterationRecord, b: IterationRecord) -> bool:
     return (a.step_time_s, a.loss, a.learning_rate) == (b.step_time_s, b.loss, b.learning_rate)
 
 
-def scan_lines(lines: Iterable[str]) -> LogScan:
+def _note_world(scan: LogScan, label: str, size: int) -> None:
+    previous = scan.world_sizes.setdefault(label, size)
+    if previous != size:
+        scan.warn(f"{label} says {size} after saying {previous}: the log holds more than one run?")
+
+
+def _context_line(scan: LogScan, message: str, line: str, line_no: int, where: str) -> None:
+    """World size, launch header, platform evidence and the vocabulary from a non-iteration line."""
+    if "world size" in message:
+        sizes = world_line(message)
+        if sizes is not None:
+            scan.world = scan.world or sizes
+            _note_world(scan, "the 'using world size' line", sizes["world_size"])
+    if message.startswith("-world_size:"):
+        match = PRIMUS_WORLD.match(message)
+        if match:
+            _note_world(scan, "Primus's -world_size line", int(match.group(1)))
+    if "MEMBER:" in message:
+        match = LIGHTNING_WORLD.search(message)
+        if match:
+            _note_world(scan, "Lightning world size", int(match.group(1)))
+    if scan.launch is None and message.startswith("tprimat launch:"):
+        scan.launch = parse_launch_header(message)
+    if len(scan.platform_evidence) < 2 and any(word in message.lower() for word in PLATFORM_WORDS):
+        marker = PLATFORM_MARKERS.search(line)
+        if marker is not None and marker.lastgroup not in scan.platform_evidence:
+            scan.platform_evidence[marker.lastgroup] = f"{where}{line_no}: {line.strip()[:160]}"
+    vocab = padded_vocab(line) if "padded vocab" in line else None
+    if vocab is not None:
+        scan.padded_vocab = vocab
+
+
+def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
     """Parse a log given as lines (each with its ``\\n``, except a cut-off last one)."""
-    scan = LogScan()
+    scan = LogScan(files=[source] if source else [])
+    where = f"{source.name}:" if source else "line "
+    arguments = ArgumentsReader()
     seen: dict[int, IterationRecord] = {}
     duplicates = conflicting = 0
     ends_with_newline = True
@@ -79,11 +174,18 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
         line = clean_line(raw)
         if line.strip():
             tail.append(line.strip())
+        rank = LOGURU_RANK.match(line) if line.startswith("[") else None
+        if rank is not None:
+            scan.primus_prefix = True
+            _note_world(scan, "Primus's [rank-r/N] prefix", int(rank.group(2)))
+        message = message_of(line) if line.startswith(("[", "(", " [")) else line
+        if arguments.feed(message, line_no):
+            continue
         record = parse_iteration(line, line_no)
         if record is not None:
             if record.step_time_s is None:
-                where = "the last line (truncated)" if not ends_with_newline else f"line {line_no}"
-                scan.warnings.append(f"iteration {record.iteration} on {where} has no elapsed time: ignored")
+                place = "the last line (truncated)" if not ends_with_newline else f"line {line_no}"
+                scan.warn(f"iteration {record.iteration} on {place} has no elapsed time: ignored")
             elif record.iteration in seen:
                 duplicates += 1
                 conflicting += not _same_measurement(seen[record.iteration], record)
@@ -96,30 +198,113 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
         if report is not None:
             scan.memory.append(report)
             continue
-        vocab = padded_vocab(line)
-        if vocab is not None:
-            scan.padded_vocab = vocab
-            continue
+        _context_line(scan, message, line, line_no, where)
         problem = classify_line(line, line_no)
         if problem is not None:
             (scan.exceptions if problem.kind == "exception" else scan.problems).append(problem)
+    arguments.finish()
+    if arguments.found:
+        scan.arguments, scan.arguments_at = arguments.values, f"{where}{arguments.line_no}"
+    for text in arguments.warnings:
+        scan.warn(text)
     scan.last_lines = list(tail)
     if conflicting:
-        scan.warnings.append(f"{conflicting} iteration(s) logged twice with different values: the first kept")
+        scan.warn(f"{conflicting} iteration(s) logged twice with different values: the first kept")
     elif duplicates:
-        scan.warnings.append(f"{duplicates} duplicate iteration line(s) (e.g. forwarded to rank 0) ignored")
+        scan.warn(f"{duplicates} duplicate iteration line(s) (e.g. forwarded to rank 0) ignored")
     if not ends_with_newline and scan.line_count:
-        scan.warnings.append("the log's last line has no newline: the log was cut off mid-line")
+        scan.warn("the log's last line has no newline: the log was cut off mid-line")
     return scan
 
 
-def read_lines(path: Path) -> Iterable[str]:
-    """The lines of ``path``, one at a time; only ``\\n`` breaks a line."""
+@dataclass
+class LineStats:
+    """What :func:`read_lines` had to cut."""
+
+    cut_lines: int = 0
+    first_cut: int | None = None
+
+
+def read_lines(path: Path, stats: LineStats | None = None, max_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
+    """The lines of ``path``, one at a time; only ``\\n`` breaks a line; none longer than ``max_bytes``."""
+    stats = stats if stats is not None else LineStats()
     with open(path, "rb") as handle:
-        for raw in handle:
+        line_no = 0
+        while raw := handle.readline(max_bytes):
+            line_no += 1
+            if len(raw) == max_bytes and not raw.endswith(b"\n"):
+                dropped, rest = 0, b""
+                while (rest := handle.readline(max_bytes)) and not rest.endswith(b"\n"):
+                    dropped += len(rest)
+                dropped += len(rest)
+                if dropped:
+                    stats.cut_lines += 1
+                    stats.first_cut = stats.first_cut or line_no
+                    raw += b"\n" if rest.endswith(b"\n") else b""
             yield raw.decode("utf-8", errors="replace")
+
+
+def not_a_text_log(path: Path) -> str | None:
+    """Why ``path`` cannot be a text log (empty, binary), judged from its first bytes; None if it may be one."""
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if not head:
+        return "empty file"
+    if b"\x00" in head:
+        return "binary file (NUL bytes), not a text log"
+    text = head.decode("utf-8", errors="replace")
+    if text.count("\ufffd") > len(text) // 10:
+        return "binary file (mostly not UTF-8 text), not a text log"
+    return None
 
 
 def scan_file(path: Path) -> LogScan:
     """Scan one log file (``OSError`` when it cannot be opened)."""
-    return scan_lines(read_lines(path))
+    stats = LineStats()
+    scan = scan_lines(read_lines(path, stats), source=Path(path))
+    if stats.cut_lines:
+        scan.warn(f"{stats.cut_lines} line(s) longer than {MAX_LINE_BYTES // 1024} KiB cut there (first: line "
+                  f"{stats.first_cut}): not a Megatron/Primus/NeMo line")
+    return scan
+
+
+def merge_scans(scans: list[LogScan]) -> LogScan:
+    """One run's scan from the logs of its ranks or nodes (given rank 0 first).
+
+    Iterations come from the log with the most iteration lines (the last rank prints
+    them); the arguments block, world size, launch header and vocabulary from the
+    first log that has them; memory reports, problems and platform evidence from all,
+    since any rank may report an out-of-memory error.
+    """
+    if not scans:
+        return LogScan()
+    primary = max(scans, key=lambda s: len(s.iterations))
+    merged = LogScan(iterations=primary.iterations, log_format=primary.log_format, last_lines=primary.last_lines,
+                     line_count=primary.line_count, kind=primary.kind,
+                     interval_is_average=primary.interval_is_average)
+    by_iteration = {r.iteration: r for r in primary.iterations}
+    main = primary.files[0].name if primary.files else "the main log"
+    for scan in scans:
+        label = f"{scan.files[0].name}: " if scan is not primary and scan.files else ""
+        known = by_iteration.get
+        if scan is not primary and not all(known(r.iteration) is not None and _same_measurement(r, known(r.iteration))
+                                           for r in scan.iterations):
+            merged.warn(f"{label}its iteration lines are not those of {main} (another run grouped by its name?): "
+                        "not used")
+        merged.files.extend(scan.files)
+        merged.memory.extend(scan.memory)
+        merged.problems.extend(scan.problems)
+        merged.exceptions.extend(scan.exceptions)
+        for text in scan.warnings:
+            merged.warn(label + text)
+        if not merged.arguments and scan.arguments:
+            merged.arguments, merged.arguments_at = scan.arguments, scan.arguments_at
+        merged.world = merged.world or scan.world
+        for where, size in scan.world_sizes.items():
+            _note_world(merged, where, size)
+        merged.launch = merged.launch or scan.launch
+        merged.padded_vocab = merged.padded_vocab or scan.padded_vocab
+        merged.primus_prefix = merged.primus_prefix or scan.primus_prefix
+        for platform, evidence in scan.platform_evidence.items():
+            merged.platform_evidence.setdefault(platform, evidence)
+    return merged
