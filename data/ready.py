@@ -34,7 +34,7 @@ from utils.dataset import clean_path, dataset_prefix, raw_path, tokenizer_dir
 from utils.hash_cache import cached_sha256
 from utils.hashing import sha256_dir
 
-REDO = "prepare the data again with these settings: ./shell/run_data.sh (or ./shell/data.sh natively)"
+REDO = "prepare the data again: ./shell/run_data.sh (./shell/data.sh natively)"
 # Manifest key fields that come straight from a config key.
 _CONFIG_KEYS = {"samples": "DATA_SAMPLES", "seed": "SEED", "sample_mb": "SAMPLE_MB", "bpe_vocab": "SAMPLE_VOCAB",
                 "min_doc_chars": "MIN_DOC_CHARS", "source": "DATASET", "config": "DATASET", "split": "DATASET"}
@@ -48,8 +48,8 @@ def verify_report_path(prefix: Path) -> Path:
 def _manifest(path: Path, stage: str) -> dict[str, Any]:
     manifest = mf.read_manifest(path)
     if manifest is None:
-        raise DataError(f"{path}: missing or unreadable, so nothing proves how this dataset was made "
-                        f"(written by data.{stage}); {REDO}")
+        raise DataError(f"{path}: missing or unreadable (data.{stage} writes it), so nothing proves how this "
+                        f"dataset was made; {REDO}")
     return manifest
 
 

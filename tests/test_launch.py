@@ -36,7 +36,7 @@ def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None):
     """A stand-in framework whose command is a Python one-liner."""
     return SimpleNamespace(
         plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", script], env={"TPRIMAT_TEST_VAR": "1"},
-                                    files=files or {}),
+                                    files=files or {}, reads_dataset=False),
         collect=collect,
     )
 

@@ -48,12 +48,13 @@ def free_bytes(path: Path) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
-def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int = MIN_FREE_BYTES) -> Path:
-    """Make sure ``path`` is a writable directory with ``min_free_bytes`` of room; returns it.
+def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int | None = None) -> Path:
+    """Make sure ``path`` is a writable directory with ``min_free_bytes`` (default :data:`MIN_FREE_BYTES`) of room.
 
-    Creates it (and its parents) when missing. Raises :class:`OutputDirError` with one line.
+    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line.
     """
     path = Path(path)
+    min_free_bytes = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
     where = f"{label}={path}"
     if path.exists() and not path.is_dir():
         raise OutputDirError(f"{where} is not a directory; point {label} at a directory")

@@ -6,7 +6,7 @@ with a raw ``FileNotFoundError`` on the other's temporary file). A second writer
 must fail at once and say who holds the lock, and a lock left by a killed process
 must not block the next run.
 
-How: ``fcntl.flock`` (non-blocking) on a file under ``<dir>/.locks/``. The kernel
+How: ``fcntl.flock`` (non-blocking) on a file under ``<dir>/.tprimat/``. The kernel
 releases the lock when its holder exits, however it exits, so a killed holder never
 blocks anyone. The file's content names the holder (pid, host, start time, command)
 for the message a second writer prints; a normal release empties it, so content
@@ -46,7 +46,7 @@ from pathlib import Path
 
 from utils.config_rules import ConfigError
 
-LOCK_DIR = ".locks"
+LOCK_DIR = ".tprimat"  # tprimat's bookkeeping folder in DATA_DIR and OUTPUT_DIR
 INHERITED_FDS_ENV = "TPRIMAT_LOCK_FDS"
 _UNSUPPORTED = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
 
