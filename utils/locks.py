@@ -25,8 +25,8 @@ the open file, so it stays held while the shell keeps the descriptor), and
 ``TPRIMAT_LOCK_FDS=N`` tells the children: a child that needs the same lock finds it
 on the inherited descriptor and goes on. Within one process a lock is re-entrant.
 
-CLI: ``python -m utils.locks path data|result ...`` prints a lock file's path;
-``acquire --fd N ...`` / ``release --fd N`` serve the shell (see ``--help``).
+CLI (for ``shell/data.sh``): ``python -m utils.locks path data`` prints ``DATA_DIR``'s lock
+file, ``acquire data --fd N ...`` and ``release --fd N`` lock and release it (see ``--help``).
 """
 
 from __future__ import annotations
@@ -233,51 +233,55 @@ def release_fd(fd: int) -> None:
 # CLI (for shell scripts that hold a lock for their children)
 
 
-def _path_of(args: argparse.Namespace) -> Path:
-    if args.kind == "data":
-        from utils.configure import load_config
+def _data_lock() -> tuple[Path, str]:
+    from utils.configure import load_config
 
-        return data_lock_path(load_config().data_dir)
-    return result_lock_path(Path(args.file))
+    data_dir = load_config().data_dir
+    return data_lock_path(data_dir), f"DATA_DIR {data_dir}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.locks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.locks", description=__doc__.split("\n\n")[0],
+        epilog="A shell holds DATA_DIR's lock for its children: lock=$(python -m utils.locks path data); "
+        "exec 9<>\"$lock\"; python -m utils.locks acquire data --fd 9 --holder-pid $$ --command CMD; "
+        "export TPRIMAT_LOCK_FDS=9; ...; python -m utils.locks release --fd 9.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_path = sub.add_parser("path", help="print a lock file's path (data: DATA_DIR's from the config)")
-    p_path.add_argument("kind", choices=("data", "result"))
-    p_path.add_argument("file", nargs="?", help="the result file (kind result)")
-    p_acq = sub.add_parser("acquire", help="lock descriptor FD, open on PATH, for the calling shell")
-    p_rel = sub.add_parser("release", help="empty and unlock descriptor FD (the shell's normal end)")
-    for p in (p_acq, p_rel):
-        p.add_argument("--fd", type=int, required=True, help="a descriptor the calling shell opened on PATH")
-        p.add_argument("--path", type=Path, required=True, help="the lock file")
-    p_acq.add_argument("--what", required=True, help="what the lock guards, for messages")
+    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config), creating its folder")
+    p_path.add_argument("kind", choices=("data",))
+    p_acq = sub.add_parser("acquire", help="lock descriptor FD (open on the lock file) for the calling shell")
+    p_acq.add_argument("kind", choices=("data",))
     p_acq.add_argument("--holder-pid", type=int, required=True, help="the shell's pid ($$), recorded as holder")
     p_acq.add_argument("--command", required=True, help="the holder's command, recorded for messages")
+    p_rel = sub.add_parser("release", help="empty and unlock descriptor FD (the shell's normal end)")
+    for p in (p_acq, p_rel):
+        p.add_argument("--fd", type=int, required=True, help="a descriptor the calling shell opened on the lock file")
     args = parser.parse_args(argv)
     try:
+        if args.command == "release":
+            release_fd(args.fd)
+            return 0
+        path, what = _data_lock()
         if args.command == "path":
-            if args.kind == "result" and not args.file:
-                parser.error("path result needs the result file")
-            path = _path_of(args)
             path.parent.mkdir(parents=True, exist_ok=True)
             print(path)
-        elif args.command == "acquire":
-            note = lock_fd(args.fd, args.path, args.what, Holder.me(args.command, pid=args.holder_pid))
-            if note:
-                print(note, file=sys.stderr)
-        else:
-            release_fd(args.fd)
+            return 0
+        if (os.fstat(args.fd).st_dev, os.fstat(args.fd).st_ino) != (os.stat(path).st_dev, os.stat(path).st_ino):
+            print(f"tprimat: descriptor {args.fd} is not open on {path}", file=sys.stderr)
+            return 2
+        note = lock_fd(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
+        if note:
+            print(note, file=sys.stderr)
     except (LockHeld, LockError) as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"tprimat: lock: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"tprimat: lock{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0
 
 
