@@ -97,7 +97,8 @@ def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: di
     for path, text in files.items():
         atomic_write_text(path, text)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed below, errors handled per line
+    # Line-buffered: each line reaches the kernel at once (a killed launcher loses none, a full disk shows).
+    log = open(log_path, "w", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed below, errors handled per line
     try:
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
