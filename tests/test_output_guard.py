@@ -41,15 +41,6 @@ def mounted_tmpfs(path: Path, size: str, read_only: bool = False) -> Iterator[Pa
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def fill(directory: Path) -> None:
-    """Write until the filesystem says ENOSPC."""
-    with open(directory / "filler", "wb") as stream:
-        with contextlib.suppress(OSError):
-            while True:
-                stream.write(b"\0" * 4096)
-                stream.flush()
-
-
 # ---------------------------------------------------------------------------
 # before any training
 
@@ -67,12 +58,11 @@ def test_not_a_directory_unwritable_and_full_are_one_line(tmp_path: Path) -> Non
 
 
 def test_read_only_and_tiny_filesystems(tmp_path: Path) -> None:
-    with mounted_tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
-        with pytest.raises(OutputDirError, match="is not writable: Read-only file system"):
-            check_writable_dir(ro)
-    with mounted_tmpfs(tmp_path / "tiny", "64k") as tiny:
-        with pytest.raises(OutputDirError, match="has only 64.0 KiB free"):
-            check_writable_dir(tiny)
+    with mounted_tmpfs(tmp_path / "ro", "1m", read_only=True) as ro, \
+            pytest.raises(OutputDirError, match="is not writable: Read-only file system"):
+        check_writable_dir(ro)
+    with mounted_tmpfs(tmp_path / "tiny", "64k") as tiny, pytest.raises(OutputDirError, match=r"has only 64\.0 KiB"):
+        check_writable_dir(tiny)
 
 
 @pytest.mark.parametrize("kind", ["file", "tiny"])
