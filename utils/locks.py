@@ -221,6 +221,24 @@ def hold(path: Path, what: str, command: str | None = None) -> Iterator[None]:
         os.close(fd)
 
 
+def locked_by(path: Path) -> str | None:
+    """Who holds the lock at ``path`` right now (a description), or None when nobody does."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            holder = Holder.parse(_read(fd))
+            return holder.describe() if holder else "another process"
+        return None
+    finally:
+        os.close(fd)  # closing releases a lock taken just now
+    return None
+
+
 def release_fd(fd: int) -> None:
     """Empty the lock file (a normal end: nothing to take over) and unlock it."""
     with contextlib.suppress(OSError):
