@@ -14,17 +14,10 @@ import pytest
 from data.common import DataError
 from data.ready import check_dataset
 from tests.conftest import REPO, tiny_environ
-from tests.helpers_data import SMALL_SAMPLE, built_sample, copy_tree, use_data_env
+from tests.helpers_data import SMALL_SAMPLE, built_sample, data_copy
 from utils.configure import load_config
 
-__all__ = ["built_sample"]
-
-
-@pytest.fixture
-def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data_dir = copy_tree(built_sample, tmp_path / "data")
-    use_data_env(monkeypatch, data_dir)
-    return data_dir
+__all__ = ["built_sample", "data_copy"]
 
 
 def _prefix(data_dir: Path, model: str = "llama") -> Path:

@@ -10,16 +10,9 @@ import numpy as np
 import pytest
 
 from data import verify
-from tests.helpers_data import built_sample, copy_tree, use_data_env
+from tests.helpers_data import built_sample, data_copy
 
-__all__ = ["built_sample"]
-
-
-@pytest.fixture
-def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data_dir = copy_tree(built_sample, tmp_path / "data")
-    use_data_env(monkeypatch, data_dir)
-    return data_dir
+__all__ = ["built_sample", "data_copy"]
 
 
 def _prefix(data_dir: Path, model: str = "llama") -> Path:

@@ -83,25 +83,26 @@ def test_signal_death_is_incomplete(tmp_path):
     assert result.status == "incomplete" and "interrupted" in result.error
 
 
+def ok_result(ctx, plan, rc):
+    """A stand-in ``collect`` that reports every step done: an ok result."""
+    from utils.hardware import collect_gpu_info
+    from utils.metrics import record_steps
+    from utils.models import get_shape
+    from utils.result import finalize_result, new_result
+    from utils.result_model import Source
+
+    shape = get_shape("llama", ctx.cfg.model_size)
+    result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,
+                        gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
+    steps = ctx.cfg.train_iters
+    record_steps(result, {"step_times": [1.0] * steps, "loss_values": [1.0] * steps,
+                          "learning_rates": [0.0] * steps}, skip_steps=ctx.cfg.skip_steps, shape=shape)
+    return finalize_result(result, "ok", None)
+
+
 def test_success_claimed_with_non_zero_exit_is_failed(tmp_path):
     ctx = context(tmp_path)
-
-    def collect(ctx, plan, rc):
-        from utils.hardware import collect_gpu_info
-        from utils.metrics import record_steps
-        from utils.models import get_shape
-        from utils.result import finalize_result, new_result
-        from utils.result_model import Source
-
-        shape = get_shape("llama", ctx.cfg.model_size)
-        result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,
-                            gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
-        steps = ctx.cfg.train_iters
-        record_steps(result, {"step_times": [1.0] * steps, "loss_values": [1.0] * steps,
-                              "learning_rates": [0.0] * steps}, skip_steps=ctx.cfg.skip_steps, shape=shape)
-        return finalize_result(result, "ok", None)
-
-    assert launch(ctx, plugin("raise SystemExit(5)", collect=collect)) == 1
+    assert launch(ctx, plugin("raise SystemExit(5)", collect=ok_result)) == 1
     result = read_result(ctx.result_path)
     assert result.status == "failed" and "exited with code 5 after reporting success" in result.error
 

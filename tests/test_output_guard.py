@@ -20,7 +20,7 @@ import pytest
 import train.job_guard
 import utils.disk
 from tests.conftest import REPO, tiny_environ
-from tests.test_launch import context, plugin
+from tests.test_launch import context, ok_result, plugin
 from train.launch import launch
 from utils.disk import OutputDirError, check_writable_dir
 from utils.result import read_result
@@ -153,7 +153,7 @@ def test_enospc_at_the_final_write_leaves_a_failed_result(tmp_path: Path, monkey
         return real(path, result)
 
     monkeypatch.setattr(train.job_guard, "write_result", write)
-    code = launch(ctx, plugin("pass", collect=_ok_result))
+    code = launch(ctx, plugin("pass", collect=ok_result))
     assert code == 1
     result = read_result(ctx.result_path)
     assert result.status == "failed" and "No space left on device" in result.error
@@ -174,7 +174,7 @@ def test_enospc_for_every_final_write_keeps_the_placeholder(tmp_path: Path, monk
         return real(path, result)
 
     monkeypatch.setattr(train.job_guard, "write_result", write)
-    assert launch(ctx, plugin("pass", collect=_ok_result)) == 1  # no crash after "ok"
+    assert launch(ctx, plugin("pass", collect=ok_result)) == 1  # no crash after "ok"
     result = read_result(ctx.result_path)
     assert result.status == "incomplete" and "has not recorded its end" in result.error
     err = capsys.readouterr().err
@@ -192,19 +192,3 @@ def test_the_placeholder_cannot_be_written(tmp_path: Path, monkeypatch: pytest.M
     assert not ran.exists() and not ctx.result_path.exists(), "no job, and no older result passing for this one"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot write the result" in err[0]
-
-
-def _ok_result(ctx, plan, rc):
-    from utils.hardware import collect_gpu_info
-    from utils.metrics import record_steps
-    from utils.models import get_shape
-    from utils.result import finalize_result, new_result
-    from utils.result_model import Source
-
-    shape = get_shape("llama", ctx.cfg.model_size)
-    result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,
-                        gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
-    steps = ctx.cfg.train_iters
-    record_steps(result, {"step_times": [1.0] * steps, "loss_values": [1.0] * steps,
-                          "learning_rates": [0.0] * steps}, skip_steps=ctx.cfg.skip_steps, shape=shape)
-    return finalize_result(result, "ok", None)
