@@ -96,10 +96,11 @@ class Holder:
         """The holder a lock file names, or None when it is empty or not one of ours."""
         fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
         try:
-            return cls(pid=int(fields["pid"]), host=fields["host"], started=fields.get("started", "?"),
-                       command=fields.get("command", "?"))
+            holder = cls(pid=int(fields["pid"]), host=fields["host"], started=fields.get("started", "?"),
+                         command=fields.get("command", "?"))
         except (KeyError, ValueError):
             return None
+        return holder if holder.pid > 0 else None
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}, since {self.started}: {self.command}"
