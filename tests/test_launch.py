@@ -169,3 +169,31 @@ def test_cli_rejects_unknown_framework_and_bad_config(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "cpu", "--framework", "jax",
                            "--model", "llama"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "invalid choice: 'jax'" in proc.stderr
+
+
+def test_a_signal_to_the_launcher_stops_the_whole_job_and_is_recorded(tmp_path):
+    """SIGINT to the launcher reaches the job's children's children; the job is incomplete, the exit 130."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from tests.helpers_proc import all_gone
+
+    ctx = context(tmp_path)
+    marker = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+              f"open({str(marker)!r}, 'w').write(str(p.pid))\ntime.sleep(120)")
+
+    def interrupt_once_started() -> None:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    assert launch(ctx, plugin(script)) == 128 + signal.SIGINT
+    result = read_result(ctx.result_path)
+    assert result.status == "incomplete" and result.error.startswith("interrupted by SIGINT")
+    assert all_gone([int(marker.read_text())], timeout=10), "the job's grandchild was stopped too"

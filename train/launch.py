@@ -258,6 +258,9 @@ def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
     except (ValueError, FileNotFoundError) as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return failure_result(ctx, "failed", str(exc))
+    except Exception as exc:  # a planner bug must still leave a result
+        print(f"tprimat: planning the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return failure_result(ctx, "failed", f"planning the job failed: {type(exc).__name__}: {exc}")
     problems = preflight_problems(ctx, plan)
     if problems:
         for problem in problems:
@@ -278,7 +281,8 @@ def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
     if result is None:
         reason = f"exit code {returncode} and no result was produced; log tail:\n{log_tail(ctx.log_path)}"
         if is_interrupted(returncode) or signals.signum:
-            result = failure_result(ctx, "incomplete", f"interrupted ({reason})", ctx.log_path)
+            by = f" by {signals.name}" if signals.signum else ""
+            result = failure_result(ctx, "incomplete", f"interrupted{by} ({reason})", ctx.log_path)
         else:
             result = failure_result(ctx, "failed", reason, ctx.log_path)
     elif returncode != 0 and result.status == "ok":
