@@ -1,14 +1,20 @@
 """Shared plumbing of the data stages: errors, JSONL streaming, CLI glue.
 
 Every stage follows the same rules so a failure anywhere looks the same: a
-:class:`DataError` becomes ``<stage>: error: <message>`` on stderr and exit code 1,
-and nothing is written under its final name until it is complete.
+:class:`DataError` (or a filesystem error: a full disk, a read-only ``DATA_DIR``)
+becomes ``<stage>: error: <message>`` on stderr and exit code 1, and nothing is
+written under its final name until it is complete. Each stage holds ``DATA_DIR``'s
+lock (``utils/locks.py``): a second preparation of the same directory fails at once,
+naming the holder, instead of tripping over the first one's temporary files.
+SIGINT and SIGTERM unwind the stage like an error (temporary files removed, the lock
+released) and it exits with 128 + the signal number.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
@@ -17,6 +23,7 @@ from pathlib import Path
 from utils.config_rules import DATASETS
 from utils.configure import Config, ConfigError, load_config
 from utils.dataset import TokenizerMissingError
+from utils.locks import LockError, LockHeld, data_lock_path, hold
 from utils.registry import model_names
 
 EXIT_FAILURE = 1
@@ -99,19 +106,42 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return cfg.replace(**changes) if changes else cfg
 
 
+class StageInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived during a stage: unwinds it like Ctrl+C, remembering which signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise StageInterrupted(signum)
+
+
 def run_stage(prog: str, body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
               argv: Sequence[str] | None) -> int:
-    """Parse, run, and turn expected failures into one clear line and a non-zero exit."""
+    """Parse, lock ``DATA_DIR``, run, and turn expected failures into one clear line and a non-zero exit."""
     args = parser.parse_args(argv)
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        body(args)
+        data_dir = config_from_args(args).data_dir
+        with hold(data_lock_path(data_dir), f"DATA_DIR {data_dir}"):
+            body(args)
     except ConfigError as exc:
         print(f"{prog}: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except (DataError, TokenizerMissingError) as exc:
+    except (DataError, TokenizerMissingError, LockHeld, LockError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; no partial output was kept", file=sys.stderr)
-        return 130
+    except OSError as exc:  # a full disk, a read-only or vanished DATA_DIR
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"{prog}: error: cannot read or write{where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, StageInterrupted) else signal.SIGINT
+        print(f"{prog}: interrupted by {signal.Signals(signum).name}; no partial output was kept", file=sys.stderr)
+        return 128 + signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0

@@ -5,7 +5,9 @@ parameters, input hashes, tool versions) and the sha256 of each output. A stage 
 skipped only when the key is unchanged and every output still has its recorded
 hash, so an edited input, a new library version or a truncated output all redo
 the work. Paths are stored relative to the manifest's folder so a ``DATA_DIR``
-mounted elsewhere (``/data/tprimat`` in a container) stays valid.
+mounted elsewhere (``/data/tprimat`` in a container) stays valid. Output hashes are cached
+by file identity in the manifest's folder (``utils/hash_cache.py``), so checking that a
+multi-gigabyte output is unchanged costs a ``stat``, not a re-hash.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.atomic import atomic_path
-from utils.hashing import sha256_file
+from utils.hash_cache import cached_sha256
 
 SCHEMA_VERSION = 1
 
@@ -47,7 +49,7 @@ def is_current(path: Path, key: dict[str, Any]) -> bool:
         output = Path(name) if Path(name).is_absolute() else base / name
         if not output.is_file() or output.stat().st_size != recorded.get("bytes"):
             return False
-        if sha256_file(output) != recorded.get("sha256"):
+        if cached_sha256(output, base) != recorded.get("sha256"):
             return False
     return True
 
@@ -61,7 +63,7 @@ def write_manifest(path: Path, stage: str, key: dict[str, Any], outputs: list[Pa
         "stage": stage,
         "key": key,
         "outputs": {
-            _relative(out, base): {"sha256": sha256_file(out), "bytes": out.stat().st_size} for out in outputs
+            _relative(out, base): {"sha256": cached_sha256(out, base), "bytes": out.stat().st_size} for out in outputs
         },
         "counts": counts,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -7,17 +7,21 @@ Checks, each failing with the file and the problem named:
   only ``assert``s these;
 * the ``.idx`` size the header implies, then opening with megatron-core's
   ``IndexedDataset`` (the reader every framework uses);
+* the encode manifest, which must belong to this very pair (sizes, then sha256: an
+  ``.bin`` edited in place after encoding keeps its size) and this ``clean.jsonl`` (a
+  stale or half-installed pair is rejected), and the chain of manifests before it must
+  fit the config (``data/ready.py``: a dataset built with other data settings is reported);
 * sequence and document counts (one sequence per document, as ``preprocess_data.py``
-  writes without ``--split-sentences``) against the clean corpus and the encode
-  manifest, which must belong to this very pair and this ``clean.jsonl`` (a stale or
-  half-installed pair is rejected);
+  writes without ``--split-sentences``) against the clean corpus and the encode manifest;
 * byte offsets consistent with the lengths, and the ``.bin`` size against the index
   (a truncated ``.bin`` fails here);
 * every token id below the vocabulary size, every document ending in EOD;
 * a round trip on sampled documents: decoding gives the clean text back, and
   re-encoding it gives the stored tokens.
 
-A passing run records ``<prefix>.verify.json``; an unchanged pair is not re-checked.
+A passing run records ``<prefix>.verify.json`` with the hashes it checked (training
+refuses a pair without one, ``data/ready.py``); an unchanged pair is not re-checked, and
+hashes are cached by file identity (``utils/hash_cache.py``), so re-verification is fast.
 """
 
 from __future__ import annotations
@@ -42,18 +46,16 @@ from data.common import (
     run_stage,
 )
 from data.encode import bin_idx, encode_manifest_path
+from data.ready import check_encoded_bytes, settings_problems, verify_report_path
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from utils.hash_cache import cached_sha256
 from utils.hashing import sha256_dir, sha256_file
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 9 + 8 + 1 + 8 + 8
 ROUND_TRIP_SAMPLES = 16
 _CHUNK_TOKENS = 1 << 24
-
-
-def verify_report_path(prefix: Path) -> Path:
-    return Path(f"{prefix}.verify.json")
 
 
 def count_documents(jsonl: Path) -> int:
@@ -113,6 +115,7 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
         if entry.get("bytes") != path.stat().st_size:
             raise DataError(f"{path}: {path.stat().st_size} bytes, but data.encode wrote {entry.get('bytes')}: "
                             "truncated or replaced")
+    check_encoded_bytes(prefix, encode_manifest)
     if encode_manifest.get("key", {}).get("clean_sha256") != clean_hash:
         raise DataError(f"{prefix}: stale: encoded from a different clean.jsonl (re-run data.encode)")
 
@@ -202,14 +205,22 @@ def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]
     report_path = verify_report_path(prefix)
     clean_hash = sha256_file(source)
     key = None
-    if all(p.is_file() for p in (bin_path, idx_path)):
-        # Hashed once, before the check: verification reads the files but never changes them.
-        key = {"bin_sha256": sha256_file(bin_path), "idx_sha256": sha256_file(idx_path),
-               "tokenizer_sha256": sha256_dir(tok_dir), "clean_sha256": clean_hash, "seed": cfg.seed}
-        if not force and mf.is_current(report_path, key):
-            print(f"verify: {prefix} unchanged since it passed ({report_path.name}); --force to re-check")
-            return mf.read_manifest(report_path)["counts"]
-    result = _check_pair(cfg, model, tokenizer, clean_hash)
+    try:
+        if all(p.is_file() for p in (bin_path, idx_path)):
+            # Hashed once (and cached by file identity): verification reads the files but never changes them.
+            key = {"bin_sha256": cached_sha256(bin_path, prefix.parent),
+                   "idx_sha256": cached_sha256(idx_path, prefix.parent),
+                   "tokenizer_sha256": sha256_dir(tok_dir), "clean_sha256": clean_hash, "seed": cfg.seed}
+            if not force and mf.is_current(report_path, key):
+                settings_problems(cfg, model)  # the files are unchanged, but the config may not be
+                print(f"verify: {prefix} unchanged since it passed ({report_path.name}); --force to re-check")
+                return mf.read_manifest(report_path)["counts"]
+        result = _check_pair(cfg, model, tokenizer, clean_hash)
+        settings_problems(cfg, model)
+    except DataError:
+        # A report of an earlier pass must not outlive a failure: training reads it (data/ready.py).
+        report_path.unlink(missing_ok=True)
+        raise
     if key is None:  # unreachable: _check_pair raises DataError when either file is missing
         raise DataError(f"{prefix}.bin/.idx: missing")
     mf.write_manifest(report_path, "verify", key, [], result)

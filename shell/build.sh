@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build tprimat:<platform> from <platform>.Dockerfile for the detected (or PLATFORM=) platform.
-# cpu builds nothing: the local virtualenv is its environment.
+# cpu builds nothing: the local virtualenv is its environment. The build context is code only, made by
+# python -m utils.build_context in a temporary folder: .dockerignore applied, and the configured
+# DATA_DIR, OUTPUT_DIR and HF_HOME left out wherever they lie in the repository, so no data, result or
+# secret enters an image layer.
 set -uo pipefail
 
 usage() {
@@ -9,7 +12,9 @@ Usage: shell/build.sh [docker build options...]
 Builds tprimat:amd from amd.Dockerfile or tprimat:nvd from nvd.Dockerfile for the platform:
 PLATFORM from the environment, else from config.env, else detected (python -m utils.hardware
 --platform). Extra arguments go to `docker build`, e.g. --no-cache or --pull.
-No secret enters the image: .dockerignore keeps secrets.env, output/ and data_cache/ out of the context.
+The image gets code only: the context is a temporary copy of the repository without what .dockerignore
+excludes (secrets.env, output/, data_cache/, .git, .venv ...) and without the configured DATA_DIR,
+OUTPUT_DIR and HF_HOME (python -m utils.build_context).
 USAGE
 }
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
@@ -38,8 +43,11 @@ if [[ ! -f "$dockerfile" ]]; then
     exit 2
 fi
 image="$(tprimat_image "$platform")"
+context="$(mktemp -d "${TMPDIR:-/tmp}/tprimat-build-context.XXXXXX")" || exit 2
+trap 'rm -rf "$context"' EXIT
+tprimat_python_module utils.build_context "$context" || exit $?
 echo "build.sh: building $image from $platform.Dockerfile"
-docker build -f "$dockerfile" -t "$image" "$@" "$TPRIMAT_ROOT"
+docker build -f "$context/$platform.Dockerfile" -t "$image" "$@" "$context"
 rc=$?
 if [[ $rc -ne 0 ]]; then
     echo "build.sh: docker build failed with status $rc" >&2

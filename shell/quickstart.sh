@@ -4,6 +4,8 @@
 #   FRAMEWORK="tran deep" MODELS="llama qwen mistral" runs every cpu framework on every model (slower:
 #   DeepSpeed's bf16 engine takes several times tran's step time on a CPU).
 # Every workload value below can be overridden from the environment (e.g. TRAIN_ITERS=200).
+# SIGINT/SIGTERM reach the running step's whole process tree (shell/jobctl.sh); no later step starts,
+# and quickstart.sh exits with 128 + the signal's number.
 set -euo pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -19,7 +21,22 @@ USAGE
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/shell/setup.sh"
+# shellcheck source=shell/jobctl.sh
+source "$root/shell/jobctl.sh"
+tprimat_trap_signals
+
+# One step of the quick benchmark, in its own process group; stop at the first failure or signal.
+step() {
+    local code=0
+    tprimat_run "$@" || code=$?
+    if [[ -n "$TPRIMAT_SIGNAL" ]]; then
+        echo "quickstart: stopped by SIG$TPRIMAT_SIGNAL; later steps not run" >&2
+        exit "$(tprimat_signal_status)"
+    fi
+    [[ $code -eq 0 ]] || exit "$code"
+}
+
+step "$root/shell/setup.sh"
 
 export PLATFORM=cpu DATASET="${DATASET:-sample}" MODEL_SIZE="${MODEL_SIZE:-tiny}" FRAMEWORK="${FRAMEWORK:-tran}"
 export MODELS="${MODELS:-llama qwen}"
@@ -29,9 +46,9 @@ export TP=1 PP=1 CP=1 DP="${DP:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-1}" NNODES=1
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
 echo "quickstart: data (DATASET=$DATASET)"
-"$root/shell/data.sh"
+step "$root/shell/data.sh"
 echo "quickstart: training (FRAMEWORK=$FRAMEWORK, MODEL_SIZE=$MODEL_SIZE, TRAIN_ITERS=$TRAIN_ITERS)"
-"$root/shell/train.sh"
+step "$root/shell/train.sh"
 
 # shellcheck source=shell/platform.sh
 source "$root/shell/platform.sh"

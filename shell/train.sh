@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Run every selected training job (FRAMEWORK x MODELS x RUNS, chosen by train/jobs.py), keep going
 # past a failed job, compare the results, then print a table of each job's exit code and status.
+# OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
+# SIGINT/SIGTERM reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
+# incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
 # Exit status: 0 when every job exited 0 with an ok result, 1 otherwise, 2 on a config error.
 set -uo pipefail
 
@@ -12,7 +15,9 @@ Runs train/train_<platform>_<framework>_<model>.sh for FRAMEWORK x MODELS, RUNS 
 FRAMEWORK is all, one framework or several in run order; prim on nvd runs nemo and nemo on amd
 runs prim, and the mapping is printed. The jobs and the valid names come from
 python -m train.jobs (see its --help); the platform from python -m utils.hardware --platform.
-  --dry-run   pass --dry-run to every launcher (prints each launch plan, trains nothing)
+  --dry-run   pass --dry-run to every launcher (prints each launch plan, trains nothing, reads no result)
+Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.disk check-output).
+SIGINT/SIGTERM stop the running job (recorded incomplete) and start no other; exit 128 + signal.
 USAGE
 }
 
@@ -27,6 +32,9 @@ done
 
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
+# shellcheck source=jobctl.sh
+source "$TPRIMAT_ROOT/shell/jobctl.sh"
+tprimat_trap_signals
 cd "$TPRIMAT_ROOT" || exit 2
 platform="$(tprimat_resolve_platform)" || exit 2
 export PLATFORM="$platform"
@@ -40,13 +48,22 @@ if [[ ${#jobs[@]} -eq 0 || -z "${jobs[0]}" ]]; then
     exit 2
 fi
 
-mkdir -p "$output_dir"
+dry_run=0
+[[ " ${launcher_args[*]} " == *" --dry-run "* ]] && dry_run=1
+if [[ $dry_run -eq 0 ]]; then
+    # One line and no job at all when results cannot be written (not a directory, read-only, full).
+    tprimat_python_module utils.disk check-output || exit $?
+fi
 codes_file="$(mktemp "${TMPDIR:-/tmp}/tprimat-train-codes.XXXXXX")"
 trap 'rm -f "$codes_file"' EXIT
 echo "train.sh: platform $platform, ${#jobs[@]} job(s), results in $output_dir"
 
 number=0
 for line in "${jobs[@]}"; do
+    if [[ -n "$TPRIMAT_SIGNAL" ]]; then
+        echo "train.sh: stopped by SIG$TPRIMAT_SIGNAL; $((${#jobs[@]} - number)) job(s) not started" >&2
+        break
+    fi
     IFS=$'\t' read -r job_platform framework model run_index script result <<<"$line"
     number=$((number + 1))
     run_args=()
@@ -56,20 +73,30 @@ for line in "${jobs[@]}"; do
         label="$label run $run_index"
     fi
     echo "=== [$number/${#jobs[@]}] $label: bash ${script#"$TPRIMAT_ROOT"/}"
-    bash "$script" "${run_args[@]}" "${launcher_args[@]}"
+    tprimat_run bash "$script" "${run_args[@]}" "${launcher_args[@]}"
     code=$?
-    if [[ $code -ne 0 ]]; then
+    if [[ -n "$TPRIMAT_SIGNAL" ]]; then
+        echo "train.sh: $label stopped by SIG$TPRIMAT_SIGNAL (exit $code)" >&2
+    elif [[ $code -ne 0 ]]; then
         echo "train.sh: $label exited with $code; continuing with the next job" >&2
     fi
     printf '%s\t%s\n' "$result" "$code" >>"$codes_file"
 done
 
-if [[ " ${launcher_args[*]} " == *" --dry-run "* ]]; then
-    echo "train.sh: dry run, skipping the comparison"
+if [[ $dry_run -eq 1 ]]; then
+    # Nothing was trained: a result file found now is an older run's and says nothing about this one.
+    failed=0
+    while IFS=$'\t' read -r _ code; do
+        [[ "$code" == "0" ]] || failed=1
+    done <"$codes_file"
+    echo "train.sh: dry run, skipping the comparison; ${#jobs[@]} launch plan(s) shown, nothing trained"
+    exit "$failed"
+elif [[ -n "$TPRIMAT_SIGNAL" ]]; then
+    echo "train.sh: stopped by SIG$TPRIMAT_SIGNAL, skipping the comparison" >&2
 elif [[ "$node_rank" != "0" ]]; then
     echo "train.sh: NODE_RANK=$node_rank; node 0 writes the results and runs the comparison"
 elif [[ -f "$TPRIMAT_ROOT/evaluate/compare.py" ]]; then
-    "$TPRIMAT_PYTHON" -m evaluate.compare --results-dir "$output_dir" \
+    tprimat_run "$TPRIMAT_PYTHON" -m evaluate.compare --results-dir "$output_dir" \
         || echo "train.sh: evaluate.compare failed (exit $?); the results are still in $output_dir" >&2
 else
     echo "train.sh: evaluate/compare.py is not present; skipping the comparison" >&2
@@ -83,9 +110,11 @@ if [[ "$node_rank" != "0" ]]; then
         echo "exit $code  ${result#"$output_dir"/}"
         [[ "$code" == "0" ]] || failed=1
     done <"$codes_file"
+    [[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"
     exit "$failed"
 fi
 "$TPRIMAT_PYTHON" -m train.jobs --platform "$platform" --summary "$codes_file"
 summary_rc=$?
 [[ $summary_rc -le 1 ]] || echo "train.sh: could not print the summary (exit $summary_rc)" >&2
+[[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"
 exit $((summary_rc == 0 ? 0 : 1))

@@ -46,3 +46,11 @@ def built_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
         use_data_env(monkeypatch, data_dir)
         run_all_stages()
     return data_dir
+
+
+@pytest.fixture
+def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the module's sample build, with the config pointed at it: free to change."""
+    data_dir = copy_tree(built_sample, tmp_path / "data")
+    use_data_env(monkeypatch, data_dir)
+    return data_dir

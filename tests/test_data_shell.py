@@ -27,12 +27,22 @@ def test_shellcheck_clean() -> None:
 
 
 def test_stops_at_first_failing_stage(tmp_path: Path) -> None:
-    env = tiny_environ(tmp_path / "data", tmp_path / "out", DATASET="nonsense")
+    env = tiny_environ(tmp_path / "data", tmp_path / "out", DATASET=f"local:{tmp_path / 'absent.jsonl'}")
     proc = subprocess.run(["bash", str(SCRIPT), "--no-progress"], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1
-    assert "DATASET='nonsense'" in proc.stderr and "data.fetch failed" in proc.stderr
+    assert "absent.jsonl" in proc.stderr and "data.fetch failed" in proc.stderr
     assert "== data.clean ==" not in proc.stdout
+
+
+def test_a_bad_config_is_one_line_before_any_stage(tmp_path: Path) -> None:
+    env = tiny_environ(tmp_path / "data", tmp_path / "out", DATASET="nonsense")
+    proc = subprocess.run(["bash", str(SCRIPT), "--no-progress"], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "config error: DATASET='nonsense': allowed values are bc, c4, sample, local:<path>"]
+    assert "== data." not in proc.stdout
 
 
 @pytest.mark.slow

@@ -10,16 +10,9 @@ import numpy as np
 import pytest
 
 from data import verify
-from tests.helpers_data import built_sample, copy_tree, use_data_env
+from tests.helpers_data import built_sample, data_copy
 
-__all__ = ["built_sample"]
-
-
-@pytest.fixture
-def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data_dir = copy_tree(built_sample, tmp_path / "data")
-    use_data_env(monkeypatch, data_dir)
-    return data_dir
+__all__ = ["built_sample", "data_copy"]
 
 
 def _prefix(data_dir: Path, model: str = "llama") -> Path:
@@ -69,11 +62,64 @@ def test_corrupt_index_header(data_copy: Path, capsys: pytest.CaptureFixture[str
     assert str(idx_path) in err and problem in err
 
 
+def _resign(prefix: Path) -> None:
+    """Record the current .bin/.idx in the encode manifest, as an encoder that wrote these bytes would."""
+    from utils.hashing import sha256_file
+
+    manifest_path = Path(f"{prefix}.manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    for suffix in (".bin", ".idx"):
+        path = Path(f"{prefix}{suffix}")
+        manifest["outputs"][path.name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def test_bin_edited_in_place_is_caught_by_its_hash(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Same size, in-vocabulary ids, EOD intact: only the manifest's sha256 can tell (issue 12)."""
+    bin_path = Path(f"{_prefix(data_copy)}.bin")
+    tokens = np.fromfile(bin_path, dtype=np.uint16)
+    i = next(i for i in range(1, 100) if tokens[i] != tokens[i + 1])
+    tokens[i], tokens[i + 1] = tokens[i + 1], tokens[i]  # two ids of the first document swapped
+    tokens.tofile(bin_path)
+    code, err = _run_verify(capsys, "llama")
+    assert code == 1
+    assert str(bin_path) in err and "changed after encoding" in err
+    assert not Path(f"{_prefix(data_copy)}.verify.json").exists(), "a failed pair keeps no report of an old pass"
+    assert Path(f"{_prefix(data_copy, 'qwen')}.verify.json").exists()
+
+
+def test_other_data_settings_are_reported(data_copy: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIN_DOC_CHARS", "40")
+    code, err = _run_verify(capsys, "llama")
+    assert code == 1
+    assert "clean.manifest.json" in err and "other data settings" in err
+    assert "MIN_DOC_CHARS: built with 16, the config gives 40" in err
+    monkeypatch.setenv("MIN_DOC_CHARS", "16")
+    monkeypatch.setenv("SAMPLE_MB", "0.4")
+    assert verify.main(["--model", "llama"]) == 1, "also when the pair itself is unchanged"
+    assert "SAMPLE_MB: built with 0.3, the config gives 0.4" in capsys.readouterr().err
+
+
+def test_reverification_hashes_nothing_again(data_copy: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import utils.hash_cache
+
+    assert verify.main(["--force", "--model", "llama"]) == 0
+    hashed: list[str] = []
+    real = utils.hash_cache.sha256_file
+    monkeypatch.setattr(utils.hash_cache, "sha256_file", lambda path: hashed.append(Path(path).name) or real(path))
+    assert verify.main(["--force", "--model", "llama"]) == 0
+    assert not [name for name in hashed if name.endswith((".bin", ".idx"))], hashed
+    capsys.readouterr()
+
+
 def test_token_id_outside_vocabulary(data_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bin_path = Path(f"{_prefix(data_copy)}.bin")
     tokens = np.fromfile(bin_path, dtype=np.uint16)
-    tokens[5] = 60000  # same size, so only the id check can catch it
+    tokens[5] = 60000  # same size: an encoder that wrote it would also have recorded its hash
     tokens.tofile(bin_path)
+    _resign(_prefix(data_copy))
     code, err = _run_verify(capsys, "llama")
     assert code == 1
     assert str(bin_path) in err and "token id 60000 at position 5" in err
@@ -84,6 +130,7 @@ def test_document_without_eod(data_copy: Path, capsys: pytest.CaptureFixture[str
     tokens = np.fromfile(bin_path, dtype=np.uint16)
     tokens[-1] = 100
     tokens.tofile(bin_path)
+    _resign(_prefix(data_copy, "qwen"))
     code, err = _run_verify(capsys, "qwen")
     assert code == 1
     assert "do not end in EOD" in err

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers_shell import REPO, clean_env, copy_repo, docker_calls, run_script
+from utils.build_context import ignored, read_patterns
 
 BASES = {"amd": "rocm/primus:v25.11", "nvd": "nvcr.io/nvidia/nemo:25.04"}
 
@@ -19,15 +20,43 @@ def repo(tmp_path: Path) -> Path:
     return copy_repo(tmp_path / "repo")
 
 
+def _context_of(env: dict[str, str], call: int) -> list[str]:
+    """The files docker's build context held (the fake docker lists them; build.sh removes the folder)."""
+    return (Path(env["FAKE_DOCKER_DIR"]) / f"call-{call}.context").read_text().splitlines()
+
+
 @pytest.mark.parametrize("platform", ["amd", "nvd"])
 def test_build_argv(repo: Path, tmp_path: Path, platform: str) -> None:
     env = clean_env(tmp_path, PLATFORM=platform)
     proc = run_script(repo, "shell/build.sh", "--no-cache", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert docker_calls(env) == [
-        ["info"],
-        ["build", "-f", str(repo / f"{platform}.Dockerfile"), "-t", f"tprimat:{platform}", "--no-cache", str(repo)],
-    ]
+    info, build = docker_calls(env)
+    context = build[-1]
+    assert info == ["info"]
+    assert build == ["build", "-f", f"{context}/{platform}.Dockerfile", "-t", f"tprimat:{platform}", "--no-cache",
+                     context]
+    assert context.startswith(str(tmp_path)) and not Path(context).exists(), "a temporary context, removed after"
+    files = _context_of(env, 2)
+    assert f"{platform}.Dockerfile" in files and "utils/configure.py" in files and "config.env" in files
+
+
+def test_the_build_context_holds_code_only(repo: Path, tmp_path: Path) -> None:
+    """A custom in-repo DATA_DIR, OUTPUT_DIR and HF_HOME never enter the context (issue 12)."""
+    for folder in ("mydata/sample", "results/logs", "hf/hub"):
+        (repo / folder).mkdir(parents=True)
+        (repo / folder / "payload.bin").write_bytes(b"data")
+    (repo / "secrets.env").write_text("HF_TOKEN=hf_notinanimage\n")
+    (repo / "docs" / "linked.md").symlink_to(repo / "secrets.env")
+    env = clean_env(tmp_path, PLATFORM="amd", DATA_DIR="mydata", OUTPUT_DIR=str(repo / "results"),
+                    HF_HOME=str(repo / "hf"))
+    proc = run_script(repo, "shell/build.sh", env=env)
+    assert proc.returncode == 0, proc.stderr
+    files = _context_of(env, 2)
+    assert not [f for f in files if f.startswith(("mydata/", "results/", "hf/", ".venv/", "output/"))], files
+    assert "secrets.env" not in files and "docs/linked.md" not in files
+    assert "left out docs/linked.md (a link" in proc.stderr
+    assert "DATA_DIR=mydata, OUTPUT_DIR=results, HF_HOME=hf" in proc.stdout
+    assert "amd.Dockerfile" in files and "shell/install_requirements.sh" in files and "amd-requirements.txt" in files
 
 
 def test_build_on_cpu_builds_nothing(repo: Path, tmp_path: Path) -> None:
@@ -65,7 +94,8 @@ def test_build_detects_platform_from_devices(repo: Path, tmp_path: Path) -> None
     env = clean_env(tmp_path, TPRIMAT_DEV_DIR=str(dev))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
     assert run_script(repo, "shell/build.sh", env=env).returncode == 0
-    assert docker_calls(env)[1][:5] == ["build", "-f", str(repo / "amd.Dockerfile"), "-t", "tprimat:amd"]
+    build = docker_calls(env)[1]
+    assert build[:5] == ["build", "-f", f"{build[-1]}/amd.Dockerfile", "-t", "tprimat:amd"]
 
 
 # ---------------------------------------------------------------------------
@@ -104,55 +134,17 @@ def test_requirements_are_pinned_and_leave_torch_alone(name: str) -> None:
         assert req.split("==")[0].lower() not in ("torch", "torchvision", "torchaudio", "triton")
 
 
-def _dockerignore_patterns() -> list[tuple[bool, str]]:
-    patterns = []
-    for line in (REPO / ".dockerignore").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            negate = line.startswith("!")
-            patterns.append((negate, line.lstrip("!").strip("/")))
-    return patterns
+def _dockerignore_patterns() -> list[tuple[bool, re.Pattern[str]]]:
+    return read_patterns((REPO / ".dockerignore").read_text())
 
 
-def _docker_regex(pattern: str) -> str:
-    """moby/patternmatcher's translation: `**` spans directories, `*` and `?` stop at '/'.
-
-    (fnmatch's `*` also matches '/', which would make `*.env` look like it covers `sub/x.env`;
-    Docker does not.) Character classes are not used in .dockerignore and not supported here.
-    """
-    out, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**", i):
-            i += 2
-            if pattern.startswith("/", i):
-                i += 1
-            out += ".*" if i >= len(pattern) else "(?:.*/)?"
-        elif pattern[i] in "*?":
-            out += "[^/]*" if pattern[i] == "*" else "[^/]"
-            i += 1
-        else:
-            out += re.escape(pattern[i])
-            i += 1
-    return f"^{out}$"
-
-
-def _ignored(path: str, patterns: list[tuple[bool, str]]) -> bool:
-    """Docker's rule: the last matching pattern wins; a pattern matching a parent excludes the child."""
-    parts = path.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    ignored = False
-    for negate, pattern in patterns:
-        regex = _docker_regex(pattern)
-        if any(re.match(regex, prefix) for prefix in prefixes):
-            ignored = not negate
-    return ignored
-
-
-def test_pattern_emulation_follows_docker() -> None:
-    assert _ignored("x.env", [(False, "*.env")])
-    assert not _ignored("sub/x.env", [(False, "*.env")]), "Docker's `*` does not cross '/'"
-    assert _ignored("a/b/x.env", [(False, "**/*.env")]) and _ignored("x.env", [(False, "**/*.env")])
-    assert _ignored("output/a/b.json", [(False, "output")])
+def test_pattern_matching_follows_docker() -> None:
+    assert ignored("x.env", read_patterns("*.env"))
+    assert not ignored("sub/x.env", read_patterns("*.env")), "Docker's `*` does not cross '/'"
+    assert ignored("a/b/x.env", read_patterns("**/*.env")) and ignored("x.env", read_patterns("**/*.env"))
+    assert ignored("output/a/b.json", read_patterns("output"))
+    assert not ignored("config.env", read_patterns("**/*.env\n!config.env")), "the last matching line wins"
+    assert ignored("a/b.txt", read_patterns("/a/")) and ignored("f1.txt", read_patterns("f[0-9].txt"))
 
 
 @pytest.mark.parametrize("path", [
@@ -161,13 +153,13 @@ def test_pattern_emulation_follows_docker() -> None:
     "local.env", "sub/local.env", "secrets.env.bak", "secrets.env~", ".secrets.env.swp", "docs/old/secrets.env.orig",
 ])
 def test_dockerignore_keeps_out(path: str) -> None:
-    assert _ignored(path, _dockerignore_patterns())
+    assert ignored(path, _dockerignore_patterns())
 
 
 @pytest.mark.parametrize("path", ["config.env", "secrets.env.example", "utils/configure.py",
                                   "shell/install_requirements.sh", "nvd-requirements.txt"])
 def test_dockerignore_keeps_in(path: str) -> None:
-    assert not _ignored(path, _dockerignore_patterns())
+    assert not ignored(path, _dockerignore_patterns())
 
 
 def test_build_context_of_the_checkout_has_no_secrets_or_results() -> None:
@@ -175,10 +167,10 @@ def test_build_context_of_the_checkout_has_no_secrets_or_results() -> None:
     context = []
     for dirpath, dirs, files in os.walk(REPO):
         # an ignored directory is not descended into, as docker does (and .venv is large)
-        dirs[:] = [d for d in dirs if not _ignored(os.path.relpath(os.path.join(dirpath, d), REPO), patterns)]
+        dirs[:] = [d for d in dirs if not ignored(os.path.relpath(os.path.join(dirpath, d), REPO), patterns)]
         for name in files:
             rel = os.path.relpath(os.path.join(dirpath, name), REPO)
-            if not _ignored(rel, patterns):
+            if not ignored(rel, patterns):
                 context.append(rel)
     assert "config.env" in context and "amd.Dockerfile" in context
     for rel in context:

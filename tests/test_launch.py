@@ -36,7 +36,7 @@ def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None):
     """A stand-in framework whose command is a Python one-liner."""
     return SimpleNamespace(
         plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", script], env={"TPRIMAT_TEST_VAR": "1"},
-                                    files=files or {}),
+                                    files=files or {}, reads_dataset=False),
         collect=collect,
     )
 
@@ -83,25 +83,26 @@ def test_signal_death_is_incomplete(tmp_path):
     assert result.status == "incomplete" and "interrupted" in result.error
 
 
+def ok_result(ctx, plan, rc):
+    """A stand-in ``collect`` that reports every step done: an ok result."""
+    from utils.hardware import collect_gpu_info
+    from utils.metrics import record_steps
+    from utils.models import get_shape
+    from utils.result import finalize_result, new_result
+    from utils.result_model import Source
+
+    shape = get_shape("llama", ctx.cfg.model_size)
+    result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,
+                        gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
+    steps = ctx.cfg.train_iters
+    record_steps(result, {"step_times": [1.0] * steps, "loss_values": [1.0] * steps,
+                          "learning_rates": [0.0] * steps}, skip_steps=ctx.cfg.skip_steps, shape=shape)
+    return finalize_result(result, "ok", None)
+
+
 def test_success_claimed_with_non_zero_exit_is_failed(tmp_path):
     ctx = context(tmp_path)
-
-    def collect(ctx, plan, rc):
-        from utils.hardware import collect_gpu_info
-        from utils.metrics import record_steps
-        from utils.models import get_shape
-        from utils.result import finalize_result, new_result
-        from utils.result_model import Source
-
-        shape = get_shape("llama", ctx.cfg.model_size)
-        result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,
-                            gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
-        steps = ctx.cfg.train_iters
-        record_steps(result, {"step_times": [1.0] * steps, "loss_values": [1.0] * steps,
-                              "learning_rates": [0.0] * steps}, skip_steps=ctx.cfg.skip_steps, shape=shape)
-        return finalize_result(result, "ok", None)
-
-    assert launch(ctx, plugin("raise SystemExit(5)", collect=collect)) == 1
+    assert launch(ctx, plugin("raise SystemExit(5)", collect=ok_result)) == 1
     result = read_result(ctx.result_path)
     assert result.status == "failed" and "exited with code 5 after reporting success" in result.error
 
@@ -168,3 +169,31 @@ def test_cli_rejects_unknown_framework_and_bad_config(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "cpu", "--framework", "jax",
                            "--model", "llama"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "invalid choice: 'jax'" in proc.stderr
+
+
+def test_a_signal_to_the_launcher_stops_the_whole_job_and_is_recorded(tmp_path):
+    """SIGINT to the launcher reaches the job's children's children; the job is incomplete, the exit 130."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from tests.helpers_proc import all_gone
+
+    ctx = context(tmp_path)
+    marker = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+              f"open({str(marker)!r}, 'w').write(str(p.pid))\ntime.sleep(120)")
+
+    def interrupt_once_started() -> None:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    assert launch(ctx, plugin(script)) == 128 + signal.SIGINT
+    result = read_result(ctx.result_path)
+    assert result.status == "incomplete" and result.error.startswith("interrupted by SIGINT")
+    assert all_gone([int(marker.read_text())], timeout=10), "the job's grandchild was stopped too"

@@ -143,15 +143,19 @@ def test_model_is_recognised_and_a_wrong_model_refused(tmp_path: Path) -> None:
                                *(megatron_line(i, 5, bigger, **run, peak=1e-4, warm=1) for i in range(1, 6))]) + "\n")
     with pytest.raises(LogInputError, match=r"\(num_layers 80, hidden_size 8192, .*\) is not in the shape table"):
         analyse_files([log], AnalysisOptions(platform="nvd"))
-    # Mistral 7B has Llama 3.1 8B's layers, widths and heads: its vocabulary tells them apart
-    mistral = tmp_path / "mistral.log"
-    mistral.write_text("\n".join([*megatron_args(LLAMA, seq=4096, mbs=2, gbs=128, tp=2, dp=4, iters=5, lr=1e-4,
+    # Mistral 7B has Llama 3.1 8B's layers, widths and heads: only the vocabulary tells them apart
+    def with_vocab(name: str, vocab: int) -> Path:
+        log = tmp_path / f"{name}.log"
+        log.write_text("\n".join([*megatron_args(LLAMA, seq=4096, mbs=2, gbs=128, tp=2, dp=4, iters=5, lr=1e-4,
                                                  warm=1, world=8),
-                                   " > padded vocab (size: 32768) with 0 dummy tokens (new size: 32768)",
+                                   f" > padded vocab (size: {vocab}) with 0 dummy tokens (new size: {vocab})",
                                    *(megatron_line(i, 5, LLAMA, **run, peak=1e-4, warm=1) for i in range(1, 6))])
                        + "\n")
-    with pytest.raises(LogInputError, match="vocabulary 32768\\) is not in the shape table"):
-        analyse_files([mistral], AnalysisOptions(platform="nvd"))
+        return log
+
+    assert analyse_files([with_vocab("mistral", 32768)], AnalysisOptions(platform="nvd")).result.model == "mistral"
+    with pytest.raises(LogInputError, match="vocabulary 50304\\) is not in the shape table"):
+        analyse_files([with_vocab("other", 50304)], AnalysisOptions(platform="nvd"))
 
 
 def test_stride_of_a_log_that_prints_every_tenth_iteration(tmp_path: Path) -> None:

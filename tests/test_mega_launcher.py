@@ -159,6 +159,8 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     tokenizer_dir(cfg, "llama").mkdir(parents=True)
     (tokenizer_dir(cfg, "llama") / "tokenizer.json").write_text("{}", encoding="utf-8")
     monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
+    # stand-in data (empty .bin/.idx): the launcher's dataset check is tested in tests/test_data_ready.py
+    monkeypatch.setattr("train.launch.dataset_problem", lambda ctx: None)
     # the fixture was logged with 8 GPUs; with one GPU the per-GPU throughput is 8x and the log still GBS 64
     ctx = make_context(cfg, "nvd", "mega", "llama")
     rc = launch(ctx, train_mega)

@@ -130,6 +130,8 @@ def test_launch_end_to_end_failure_is_a_result(tmp_path: Path, monkeypatch: pyte
     tokenizer_dir(cfg, "llama").mkdir(parents=True)
     (tokenizer_dir(cfg, "llama") / "tokenizer.json").write_text("{}", encoding="utf-8")
     monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
+    # stand-in data (empty .bin/.idx): the launcher's dataset check is tested in tests/test_data_ready.py
+    monkeypatch.setattr("train.launch.dataset_problem", lambda ctx: None)
     ctx = make_context(cfg, "amd", "prim", "llama")
     assert launch(ctx, train_prim) == 1
     result = read_result(ctx.result_path)

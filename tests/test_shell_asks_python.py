@@ -18,7 +18,7 @@ import pytest
 from tests.helpers_shell import REPO, clean_env, copy_repo, docker_calls, docker_env_files, run_script
 
 # Sourced libraries, not commands.
-LIBRARIES = {"shell/platform.sh", "shell/docker.sh", "shell/paths.sh"}
+LIBRARIES = {"shell/platform.sh", "shell/docker.sh", "shell/jobctl.sh"}
 ENTRY_POINTS = [
     *sorted({p.relative_to(REPO).as_posix() for p in (REPO / "shell").glob("*.sh")} - LIBRARIES),
     "shell/slurm.sbatch",

@@ -82,6 +82,22 @@ def test_dry_run_is_passed_and_skips_compare(repo: Path, tmp_path: Path) -> None
     assert "dry run, skipping the comparison" in proc.stdout
 
 
+def test_dry_run_never_reports_an_old_result(repo: Path, tmp_path: Path) -> None:
+    """An ok result of an earlier run is no answer for a run that trained nothing (issue 12)."""
+    from tests.helpers_evaluate import make_result
+    from utils.result import status_of
+
+    out = tmp_path / "out"
+    old = make_result(out, "amd", "tran", "llama").rename(out / "train_cpu_tran_llama.json")
+    assert status_of(old) == "ok"
+    proc = run_script(repo, "shell/train.sh", "--dry-run",
+                      env=_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
+    assert proc.returncode == 0, proc.stderr
+    assert " ok " not in proc.stdout and "finished ok" not in proc.stdout
+    assert "1 launch plan(s) shown, nothing trained" in proc.stdout
+    assert status_of(old) == "ok", "and leaves it alone"
+
+
 def test_compare_is_called_with_the_results_dir(repo: Path, tmp_path: Path) -> None:
     (repo / "evaluate" / "compare.py").write_text(
         "import sys\nopen(sys.argv[-1] + '/compared', 'w').write(' '.join(sys.argv[1:]))\n")

@@ -11,10 +11,19 @@ each framework is a plugin module with two functions,
 Which module is a framework's plugin, and which node of a multi-node job writes its
 result, are entries of ``utils/registry.py``.
 
-The launcher writes generated files, runs the command with its output tee'd to a
-log, forwards SIGINT/SIGTERM to the whole process group, and guarantees that a
-result file exists afterwards: a crash, a non-zero exit or a missing result all
-become ``status: failed|incomplete`` with the reason and the log's tail.
+Before a job starts (every framework alike): ``OUTPUT_DIR`` must take results
+(``utils/disk.py``), the result file's lock must be free (``utils/locks.py``: one
+launcher per result file), room for the result is set aside and an ``incomplete``
+placeholder replaces any older result (``train/job_guard.py``), the rendezvous port
+must be free, and the dataset must be the config's and verified (``data/ready.py``).
+A failure there is one line, plus a ``failed`` result when the result can be written.
+
+Then the launcher writes generated files, runs the command with its output tee'd to
+a log, forwards SIGINT/SIGTERM to the whole process group (and exits with 128 + the
+signal after recording the job ``incomplete``), and guarantees that a result file
+exists afterwards: a crash, a non-zero exit or a missing result all become ``status:
+failed|incomplete`` with the reason and the log's tail; a trainer killed before it
+wrote its result is recovered from its per-step record (``utils/step_log.py``).
 """
 
 from __future__ import annotations
@@ -24,24 +33,25 @@ import contextlib
 import importlib
 import os
 import shlex
-import signal
-import subprocess
 import sys
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from train.job_guard import ResultFile, Signals, port_problem, run_logged
 from train.logs.patterns import launch_header
-from utils.atomic import atomic_write_text
 from utils.configure import Config, ConfigError, load_config
+from utils.disk import OutputDirError, check_writable_dir
 from utils.failures import cause_in_log, is_interrupted
 from utils.fingerprint import config_hash
 from utils.hardware import collect_gpu_info, detect_platform
+from utils.locks import LockError, LockHeld, hold, result_lock_path
 from utils.models import get_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
-from utils.result import ResultError, finalize_result, new_result, read_result, result_path, write_result
+from utils.result import ResultError, finalize_result, new_result, read_result, result_path, update_result
 from utils.result_model import Result, Source
+from utils.step_log import recover_result, step_log_path
 
 LOG_TAIL_LINES = 30
 
@@ -59,6 +69,8 @@ class RunContext:
     log_path: Path
     # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
     dry_run: bool = False
+    # The result file while the job runs (set by launch()): tells the job's own result from the placeholder.
+    result_file: ResultFile | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -72,6 +84,9 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     # Where the command writes its own output besides stdout (e.g. Primus's TRAIN_LOG).
     extra_logs: list[Path] = field(default_factory=list)
+    # Whether the command reads the job's dataset, which is then checked first (data/ready.py);
+    # False only for commands that read none (the test suite's stand-ins).
+    reads_dataset: bool = True
 
     def render(self) -> str:
         """Human-readable dry-run text: command, environment, generated files."""
@@ -154,62 +169,117 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return "(no log)"
 
 
-def run_plan(plan: LaunchPlan, log_path: Path, header: str | None = None) -> int:
-    """Run the command, tee its output to ``log_path``, forward SIGINT/SIGTERM; return its exit code.
+def dataset_problem(ctx: RunContext) -> str | None:
+    """Why the job's dataset must not be trained on (not the config's, changed, unverified), or None."""
+    from data.common import DataError
+    from data.ready import check_dataset
 
-    ``header`` is written as the log's first line: it marks the log as a tprimat launch
-    for log analysis (``train/logs/analyse.py``).
-    """
-    for path, text in plan.files.items():
-        atomic_write_text(path, text)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
-    with open(log_path, "w", encoding="utf-8") as log:
-        if header:
-            log.write(header + "\n")
-        try:
-            proc = subprocess.Popen(
-                plan.argv, cwd=plan.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True, text=True, errors="replace", bufsize=1,
-            )
-        except OSError as exc:
-            log.write(f"tprimat: cannot start {plan.argv[0]}: {exc}\n")
-            return 127
+    try:
+        check_dataset(ctx.cfg, ctx.model)
+    except (DataError, OSError) as exc:
+        return f"dataset not usable: {exc}"
+    return None
 
-        def forward(signum: int, _frame: Any) -> None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signum)
 
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                sys.stdout.write(line)
-                log.write(line)
-            return proc.wait()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            sys.stdout.flush()
+def preflight_problems(ctx: RunContext, plan: LaunchPlan) -> list[str]:
+    """What stops the job before it starts: a taken rendezvous port (node 0 binds it), an unusable dataset."""
+    problems = []
+    port_flag = f"--master-port={ctx.cfg.master_port}"
+    if ctx.cfg.node_rank == 0 and port_flag in plan.argv:
+        problems.append(port_problem(ctx.cfg.master_port))
+    if plan.reads_dataset:
+        problems.append(dataset_problem(ctx))
+    return [problem for problem in problems if problem]
 
 
 def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
-    """Plan, (dry-)run and collect one job; 0 when its result says ok."""
-    plan = plugin.plan(replace(ctx, dry_run=dry_run))
+    """Plan, check, run and collect one job; 0 when its result says ok, 128 + signal when stopped, else 1."""
     if dry_run:
+        plan = plugin.plan(replace(ctx, dry_run=True))
+        plan.notes += [f"{problem} (a real run stops here)" for problem in preflight_problems(ctx, plan)]
         sys.stdout.write(plan.render())
         return 0
+    with Signals() as signals:
+        try:
+            check_writable_dir(ctx.cfg.output_dir)
+            if not writes_result(ctx):
+                return _run_unrecorded(ctx, plugin, signals)
+            with hold(result_lock_path(ctx.result_path), f"the result {ctx.result_path.name}"):
+                return _run_recorded(ctx, plugin, signals)
+        except (OutputDirError, LockHeld, LockError) as exc:
+            print(f"tprimat: {exc}", file=sys.stderr)
+            return signals.exit_code() or 1
+
+
+def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
+    """A node that does not write the job's result: plan, check and run only."""
+    try:
+        plan = plugin.plan(ctx)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"tprimat: {exc}", file=sys.stderr)
+        return 1
+    problems = preflight_problems(ctx, plan)
+    if problems or signals.signum:
+        print(f"tprimat: {'; '.join(problems) or f'interrupted by {signals.name}'}", file=sys.stderr)
+        return signals.exit_code() or 1
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
-    header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
-    if not writes_result(ctx):
-        returncode = run_plan(plan, ctx.log_path, header)
-        print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
-              f"the result {ctx.result_path.name} is written by the node that measures")
-        return 0 if returncode == 0 else 1
-    ctx.result_path.parent.mkdir(parents=True, exist_ok=True)
+    returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals, _header(ctx))
+    print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
+          f"the result {ctx.result_path.name} is written by the node that measures")
+    return signals.exit_code() or (0 if returncode == 0 else 1)
+
+
+def _header(ctx: RunContext) -> str:
+    """The log's first line: marks it as a tprimat launch of this workload (``train/logs/patterns.py``)."""
+    return launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
+
+
+def _env(plan: LaunchPlan) -> dict[str, str]:
+    return {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
+
+
+def _run_recorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
+    """The node that writes the result: a placeholder first, then whatever ends the job ends in a result."""
+    result_file = ResultFile(ctx.result_path, ctx.cfg.train_iters)
+    result_file.start(failure_result(
+        ctx, "incomplete", "the launcher started this job and has not recorded its end (it was stopped or killed "
+        "before it could)"))
+    ctx = replace(ctx, result_file=result_file)
     with contextlib.suppress(FileNotFoundError):
-        ctx.result_path.unlink()  # a stale result must never pass for this run's
-    returncode = run_plan(plan, ctx.log_path, header)
+        step_log_path(ctx.result_path).unlink()  # a previous run's steps must never pass for this run's
+    result = _result_of_run(ctx, plugin, signals)
+    if signals.signum and result.status != "ok" and not (result.error or "").startswith("interrupted"):
+        update_result(result, status="incomplete", error=f"interrupted by {signals.name}: {result.error}")
+    problem = result_file.finish(result, lambda why: failure_result(ctx, "failed", why, ctx.log_path))
+    if problem:
+        print(f"tprimat: {problem}", file=sys.stderr)
+        return signals.exit_code() or 1
+    print(f"tprimat: result {ctx.result_path} status={result.status}" + (f" ({result.error})" if result.error else ""))
+    return signals.exit_code() or (0 if result.status == "ok" else 1)
+
+
+def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
+    """Plan, check and run the job; the result it ends in, however it ends."""
+    try:
+        plan = plugin.plan(ctx)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"tprimat: {exc}", file=sys.stderr)
+        return failure_result(ctx, "failed", str(exc))
+    except Exception as exc:  # a planner bug must still leave a result
+        print(f"tprimat: planning the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return failure_result(ctx, "failed", f"planning the job failed: {type(exc).__name__}: {exc}")
+    problems = preflight_problems(ctx, plan)
+    if problems:
+        for problem in problems:
+            print(f"tprimat: {problem}", file=sys.stderr)
+        return failure_result(ctx, "failed", "; ".join(problems))
+    if signals.signum:
+        return failure_result(ctx, "incomplete", f"interrupted by {signals.name} before the job started")
+    print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
+    try:
+        returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals, _header(ctx))
+    except OSError as exc:  # the generated files or the log cannot be written
+        return failure_result(ctx, "failed", f"cannot start the job: {exc.strerror or exc}: {exc.filename or ''}")
     try:
         result = plugin.collect(ctx, plan, returncode)
     except Exception as exc:  # a collector bug must still leave a result
@@ -217,19 +287,20 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
                                 ctx.log_path)
     if result is None:
         reason = f"exit code {returncode} and no result was produced; log tail:\n{log_tail(ctx.log_path)}"
-        if is_interrupted(returncode):
-            result = failure_result(ctx, "incomplete", f"interrupted ({reason})", ctx.log_path)
+        if is_interrupted(returncode) or signals.signum:
+            by = f" by {signals.name}" if signals.signum else ""
+            result = failure_result(ctx, "incomplete", f"interrupted{by} ({reason})", ctx.log_path)
         else:
             result = failure_result(ctx, "failed", reason, ctx.log_path)
     elif returncode != 0 and result.status == "ok":
         finalize_result(result, "failed", f"process exited with code {returncode} after reporting success")
-    write_result(ctx.result_path, result)
-    print(f"tprimat: result {ctx.result_path} status={result.status}" + (f" ({result.error})" if result.error else ""))
-    return 0 if result.status == "ok" else 1
+    return result
 
 
 def read_own_result(ctx: RunContext) -> Result | None:
-    """The result the training process itself wrote, or None if absent/invalid."""
+    """The result the training process itself wrote, or None if absent/invalid (or still the placeholder)."""
+    if ctx.result_file is not None and ctx.result_file.is_placeholder():
+        return None
     try:
         return read_result(ctx.result_path)
     except ResultError:
@@ -239,15 +310,24 @@ def read_own_result(ctx: RunContext) -> Result | None:
 def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
     """``collect`` of the in-process plugins (tran, nemo): the result global rank 0 wrote.
 
-    Without one, a result naming the cause found in the log (out of memory, NCCL/RCCL,
-    NaN, as ``utils/failures.py`` classifies it); with no such cause (a generic
-    exception says less than the traceback around it), None, and the launcher records
-    the exit code and the log's tail.
+    Without one: the steps rank 0 recorded as it went (``utils/step_log.py``: a trainer
+    killed with SIGKILL keeps every step it measured), as an ``incomplete`` result with
+    the cause; else a result naming the cause found in the log (out of memory,
+    NCCL/RCCL, NaN, as ``utils/failures.py`` classifies it); with no such cause (a
+    generic exception says less than the traceback around it), None, and the launcher
+    records the exit code and the log's tail.
     """
     result = read_own_result(ctx)
     if result is not None:
         return result
     cause = cause_in_log(ctx.log_path)
+    died = f"exit code {returncode}" + (f", killed by signal {-returncode}" if returncode < 0 else "")
+    reason = f"the trainer ended ({died}) without writing its result"
+    if cause is not None:
+        reason += f"; {cause.kind}: {cause.text}"
+    recovered = recover_result(step_log_path(ctx.result_path), reason)
+    if recovered is not None:
+        return recovered
     if cause is None or cause.kind == "exception":
         return None
     status = "incomplete" if is_interrupted(returncode) else "failed"
@@ -296,13 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     plugin = load_plugin(framework)
     try:
         return launch(ctx, plugin, dry_run=args.dry_run)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError) as exc:  # planning a dry run: nothing ran, nothing to record
         print(f"tprimat: {exc}", file=sys.stderr)
-        if args.dry_run:
-            return 2
-        if writes_result(ctx):
-            write_result(ctx.result_path, failure_result(ctx, "failed", str(exc)))
-        return 1
+        return 2
 
 
 if __name__ == "__main__":

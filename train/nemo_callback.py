@@ -23,6 +23,7 @@ from utils.monitor import StepMonitor, StepRecord
 from utils.power import MeasuredWindow, null_power_metrics
 from utils.result import finalize_result, write_result
 from utils.result_model import Result
+from utils.step_log import StepLog
 
 LOSS_KEYS = ("reduced_train_loss", "train_loss", "loss")
 # Exceptions that mean "stopped from outside", not "failed": Ctrl+C, tprimat's signal handler, Lightning's SIGTERM.
@@ -51,6 +52,8 @@ class LightningMeasurement:
     framework_times: list[float | None] = field(default_factory=list)
     stop_reason: str | None = None
     finished: bool = False
+    # Rank 0's per-step record, written as steps end so a killed run keeps them (utils/step_log.py).
+    step_log: StepLog | None = None
 
     # -- per step ------------------------------------------------------------
     def begin_step(self) -> None:
@@ -61,6 +64,8 @@ class LightningMeasurement:
     def end_step(self, loss: float | None, lr: float | None, framework_time: float | None = None) -> StepRecord:
         record = self.monitor.end_step(loss, lr)
         self.framework_times.append(framework_time)
+        if self.step_log is not None:
+            self.step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
         if record.loss is not None and not math.isfinite(record.loss) and self.stop_reason is None:
             self.stop_reason = f"loss became non-finite ({record.loss}) at step {record.step}"
         return record
@@ -88,6 +93,8 @@ class LightningMeasurement:
         if self.finished:
             return
         self.finished = True
+        if self.step_log is not None:
+            self.step_log.close()
         self.fill()
         if self.stop_reason is not None and status == "ok":
             status, error = "failed", self.stop_reason

@@ -121,6 +121,7 @@ def train(args: argparse.Namespace) -> int:
     from utils.power import MeasuredWindow
     from utils.result import new_result
     from utils.result_model import Source
+    from utils.step_log import StepLog, step_log_path
 
     cfg = load_config()
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
@@ -141,6 +142,8 @@ def train(args: argparse.Namespace) -> int:
         power=MeasuredWindow.open(PLATFORM, local_rank, gpus_total=cfg.world_size,
                                   tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps),
         framework_time_key=NEMO_STEP_TIME_KEY, framework_time_label=NEMO_STEP_TIME_LABEL,
+        step_log=StepLog(step_log_path(args.result), result, skip_steps=cfg.skip_steps, world_size=cfg.world_size)
+        if rank == 0 else None,
     )
     for signum in (signal.SIGINT, signal.SIGTERM):  # before Lightning installs its own handlers
         signal.signal(signum, _raise_interrupted)

@@ -196,6 +196,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     from utils.monitor import StepMonitor
     from utils.power import MeasuredWindow
     from utils.result import Interrupted, new_result, result_guard
+    from utils.step_log import StepLog, step_log_path
 
     set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
     result = new_result(
@@ -217,7 +218,9 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
         res.power_metrics = power.metrics(len(monitor.records))
 
     path = args.result if info.rank == 0 else None
-    with result_guard(path, result, fill, expected_steps=cfg.train_iters):
+    step_log: StepLog | None = None
+    with contextlib.ExitStack() as closing, result_guard(path, result, fill, expected_steps=cfg.train_iters):
+        closing.callback(lambda: step_log and step_log.close())
         stop.install()  # replaces result_guard's raise-anywhere handler: stop at a step boundary instead
         trainer = make_trainer(cfg, args.model, info)
         shape_now[0] = trainer.shape
@@ -227,6 +230,9 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
         result.training_config.precision_detail = trainer.precision_detail
         if info.rank == 0:
             result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
+            # Every step also goes to the step record at once, so SIGKILL loses none (utils/step_log.py).
+            step_log = StepLog(step_log_path(args.result), result, skip_steps=cfg.skip_steps,
+                               world_size=info.world_size)
         profiler, profiling = profiler_for(cfg, info, args.result)
         if profiling is not None:
             result.profiling = profiling
@@ -245,6 +251,8 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
                 record.loss, stopping = reduce_loss(local_loss, stop.signum is not None, info)
                 if prof is not None:
                     prof.step()
+                if step_log is not None:
+                    step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
                 if info.rank == 0:
                     print(f"step {index + 1}/{cfg.train_iters} | loss {record.loss:.4f} | lr {record.lr:.3e} | "
                           f"time {record.time_s * 1000:.1f} ms | tokens/s {cfg.tokens_per_step / record.time_s:.0f}",

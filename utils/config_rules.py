@@ -2,7 +2,8 @@
 
 Why a table: every key is checked the same way (choices, minimum, maximum), a new key
 is one row, and the hostile-input tests walk the table itself, so a key added here is
-covered by them without anyone writing a test for it. Two checks follow from the type
+covered by them without anyone writing a test for it (every number needs both bounds:
+``tests/test_hostile.py`` sends each one a huge value). Two checks follow from the type
 alone and need no row: every float must be finite (``nan``/``inf`` would pass a bound
 check and then break the result's JSON), and every list must be non-empty.
 
@@ -67,7 +68,6 @@ _INDEX = Rule(minimum=0, maximum=MAX_COUNT)  # a step, rank, seed or optional am
 # Adam-family updates move each weight by about LR per step whatever the gradient's scale, so
 # an LR above 1 (weights are initialised at INIT_STD ~ 0.02) diverges on the first step.
 _STEP_SIZE = Rule(minimum=0.0, maximum=1.0)
-_NON_NEGATIVE = Rule(minimum=0.0)
 
 RULES: dict[str, Rule] = {
     "platform": Rule(choices=PLATFORMS, fold_case=True),
@@ -83,11 +83,17 @@ RULES: dict[str, Rule] = {
     "lr_decay": Rule(choices=LR_DECAYS),
     "warmup_steps": _INDEX,
     "train_iters": _COUNT,
-    "weight_decay": _NON_NEGATIVE,
+    # Decoupled weight decay multiplies every weight by 1 - LR*WEIGHT_DECAY each step: with LR up to 1,
+    # a decay up to 1 keeps that factor from going negative (published recipes use 0.01-0.1).
+    "weight_decay": Rule(minimum=0.0, maximum=1.0),
     "beta1": Rule(minimum=0.0, maximum=1.0, below_maximum=True, describe="in [0, 1)"),
     "beta2": Rule(minimum=0.0, maximum=1.0, below_maximum=True, describe="in [0, 1)"),
-    "grad_clip": _NON_NEGATIVE,  # 0 turns clipping off
-    "init_std": _NON_NEGATIVE,
+    # 0 turns clipping off; recipes clip at 0.3-1.0, and a bound above 100 never binds on a run that is
+    # not already diverging, so a larger value is a typo rather than a setting.
+    "grad_clip": Rule(minimum=0.0, maximum=100.0),
+    # Weights drawn with a standard deviation above 1 grow every layer's output by a factor of at least
+    # sqrt(hidden size) (8 at the tiny shapes' 64): such a model diverges before its first step ends.
+    "init_std": Rule(minimum=0.0, maximum=1.0),
     "tp": _COUNT,
     "pp": _COUNT,
     "cp": _COUNT,

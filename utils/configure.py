@@ -217,6 +217,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _plain_number(text: str) -> str:
+    """``text`` when written as people write numbers; Python alone would also read ``1_000`` and
+    non-ASCII digits (``٣``), which no shell or other framework reads as the same number."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return text
+
+
 def _convert(key: str, raw: str) -> Any:
     """Turn one raw string into the field's type, with an error naming key and value."""
     kind, optional = base_type(FIELD_TYPES[key.lower()])
@@ -232,12 +240,12 @@ def _convert(key: str, raw: str) -> Any:
         raise ConfigError(f"{key}={raw!r}: expected true or false")
     if kind is int:
         try:
-            return int(text)
+            return int(_plain_number(text))
         except ValueError:
             raise ConfigError(f"{key}={raw!r}: expected a whole number") from None
     if kind is float:
         try:
-            return float(text)
+            return float(_plain_number(text))
         except ValueError:
             raise ConfigError(f"{key}={raw!r}: expected a number") from None
     if is_list(kind):

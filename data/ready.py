@@ -1,0 +1,163 @@
+"""Is this dataset the one the config asks for, and did exactly these bytes pass verification?
+
+Why: issue 12 trained on a ``.bin`` edited after encoding, and on a dataset prepared with
+other data settings, without a word; and a dataset ``data.verify`` rejects ended
+training in an ``IndexError`` that did not mention the data. So every training job
+(``train/launch.py``, the same call for every framework) asks :func:`check_dataset`
+before it starts, and ``data/verify.py`` reports the same settings problems.
+
+What is checked, each failure naming the file:
+
+* the chain of manifests the stages wrote (``data/manifest.py``): the corpus was fetched
+  with this config's source settings (``DATASET``, ``DATA_SAMPLES``, or ``SEED`` and
+  ``SAMPLE_MB`` for the generated corpus), cleaned with ``MIN_DOC_CHARS``, the tokenizer
+  is the model's (``SAMPLE_VOCAB`` for generated ones), and each stage consumed exactly
+  what the previous one recorded (hashes of ``raw.jsonl`` and ``clean.jsonl`` as written);
+* the ``.bin``/``.idx`` on disk are what ``data.encode`` wrote (sha256, through
+  ``utils/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
+  the one it encoded with;
+* ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes).
+
+Nothing here re-reads the corpus: raw and clean text are vouched for by their manifests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from data import manifest as mf
+from data.common import DataError
+from data.encode import bin_idx, encode_manifest_path
+from utils.configure import Config
+from utils.dataset import clean_path, dataset_prefix, raw_path, tokenizer_dir
+from utils.hash_cache import cached_sha256
+from utils.hashing import sha256_dir
+
+REDO = "prepare the data again: ./shell/run_data.sh (./shell/data.sh natively)"
+# Manifest key fields that come straight from a config key.
+_CONFIG_KEYS = {"samples": "DATA_SAMPLES", "seed": "SEED", "sample_mb": "SAMPLE_MB", "bpe_vocab": "SAMPLE_VOCAB",
+                "min_doc_chars": "MIN_DOC_CHARS", "source": "DATASET", "config": "DATASET", "split": "DATASET"}
+
+
+def verify_report_path(prefix: Path) -> Path:
+    """``<prefix>.verify.json``: written by data.verify when a pair passes, naming the hashes it checked."""
+    return Path(f"{prefix}.verify.json")
+
+
+def _manifest(path: Path, stage: str) -> dict[str, Any]:
+    manifest = mf.read_manifest(path)
+    if manifest is None:
+        raise DataError(f"{path}: missing or unreadable (data.{stage} writes it), so nothing proves how this "
+                        f"dataset was made; {REDO}")
+    return manifest
+
+
+def _output_hash(manifest: dict[str, Any], path: Path, manifest_path: Path) -> str:
+    entry = manifest.get("outputs", {}).get(path.name) or {}
+    digest = entry.get("sha256")
+    if not isinstance(digest, str):
+        raise DataError(f"{manifest_path}: records no sha256 for {path.name}; {REDO}")
+    return digest
+
+
+def _differences(manifest_path: Path, recorded: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Fail naming every setting whose recorded value differs from what this config implies."""
+    wrong = [name for name, value in expected.items() if recorded.get(name) != value]
+    if wrong:
+        shown = ", ".join(f"{_CONFIG_KEYS.get(name, name)}: built with {recorded.get(name)!r}, "
+                          f"the config gives {expected[name]!r}" for name in wrong)
+        raise DataError(f"{manifest_path}: the dataset was built with other data settings ({shown}); {REDO}")
+
+
+def _source_settings(cfg: Config) -> dict[str, Any]:
+    """The fetch manifest's key fields this config determines (without hashing a local corpus)."""
+    from data.fetch import _corpus_key
+
+    if cfg.dataset.startswith("local:"):
+        return {"source": "local"}
+    return _corpus_key(cfg)
+
+
+def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
+    """Check the manifests from fetch to encode against ``cfg``; returns (clean sha256, tokenizer sha256).
+
+    Raises :class:`DataError` naming the first manifest that does not fit.
+    """
+    from data.clean import RULES_VERSION, clean_manifest_path
+    from data.fetch import TOKENIZER_REPOS, fetch_manifest_path, tokenizer_manifest_path
+
+    fetched_path = fetch_manifest_path(cfg)
+    fetched = _manifest(fetched_path, "fetch")
+    _differences(fetched_path, fetched.get("key", {}), _source_settings(cfg))
+    raw_hash = _output_hash(fetched, raw_path(cfg), fetched_path)
+
+    cleaned_path = clean_manifest_path(cfg)
+    cleaned = _manifest(cleaned_path, "clean")
+    _differences(cleaned_path, cleaned.get("key", {}), {"min_doc_chars": cfg.min_doc_chars, "rules": RULES_VERSION})
+    if cleaned.get("key", {}).get("input_sha256") != raw_hash:
+        raise DataError(f"{cleaned_path}: clean.jsonl was made from another raw.jsonl than the one fetched; {REDO}")
+    clean_hash = _output_hash(cleaned, clean_path(cfg), cleaned_path)
+
+    tok_dir = tokenizer_dir(cfg, model)
+    tok_manifest_path = tokenizer_manifest_path(cfg, model)
+    tok_manifest = _manifest(tok_manifest_path, "fetch")
+    if cfg.dataset == "sample":
+        expected = {"bpe_vocab": cfg.sample_vocab, "style": model, "trained_on": raw_hash}
+    else:
+        expected = {"repo": TOKENIZER_REPOS[model]}
+    _differences(tok_manifest_path, tok_manifest.get("key", {}), expected)
+    if not tok_dir.is_dir():
+        raise DataError(f"{tok_dir}: the tokenizer is missing; {REDO}")
+    tok_hash = sha256_dir(tok_dir)
+
+    prefix = dataset_prefix(cfg, model)
+    encoded_path = encode_manifest_path(prefix)
+    encoded = _manifest(encoded_path, "encode")
+    key = encoded.get("key", {})
+    if key.get("model") != model:
+        raise DataError(f"{encoded_path}: encoded for model {key.get('model')!r}, not {model!r}; {REDO}")
+    if key.get("clean_sha256") != clean_hash:
+        raise DataError(f"{encoded_path}: encoded from another clean.jsonl than the one cleaned; {REDO}")
+    if key.get("tokenizer_sha256") != tok_hash:
+        raise DataError(f"{encoded_path}: encoded with another tokenizer than the one in {tok_dir}; {REDO}")
+    return clean_hash, tok_hash
+
+
+def check_encoded_bytes(prefix: Path, encoded: dict[str, Any] | None = None) -> dict[str, str]:
+    """The ``.bin``/``.idx`` are byte for byte what data.encode wrote; returns their sha256 by suffix."""
+    encoded_path = encode_manifest_path(prefix)
+    encoded = encoded if encoded is not None else _manifest(encoded_path, "encode")
+    hashes = {}
+    for path in bin_idx(prefix):
+        if not path.is_file():
+            raise DataError(f"{path}: missing; {REDO}")
+        recorded = _output_hash(encoded, path, encoded_path)
+        if cached_sha256(path, prefix.parent) != recorded:
+            raise DataError(f"{path}: its sha256 is not the one data.encode recorded in {encoded_path.name}: "
+                            f"the file changed after encoding; {REDO}")
+        hashes[path.suffix.lstrip(".")] = recorded
+    return hashes
+
+
+def check_dataset(cfg: Config, model: str) -> Path:
+    """Everything above, and a passing ``data.verify`` on these very bytes; returns the data prefix.
+
+    Raises :class:`DataError` naming the file and the problem.
+    """
+    clean_hash, tok_hash = settings_problems(cfg, model)
+    prefix = dataset_prefix(cfg, model)
+    hashes = check_encoded_bytes(prefix)
+    report_path = verify_report_path(prefix)
+    report = mf.read_manifest(report_path)
+    if report is None or report.get("stage") != "verify":
+        raise DataError(f"{report_path}: missing: data.verify has not passed on this dataset "
+                        "(run python -m data.verify, or ./shell/data.sh)")
+    key = report.get("key", {})
+    if (key.get("bin_sha256"), key.get("idx_sha256")) != (hashes["bin"], hashes["idx"]):
+        raise DataError(f"{report_path}: data.verify passed on other bytes than the current {prefix.name}.bin/.idx "
+                        "(it has not passed on these; run python -m data.verify)")
+    if key.get("tokenizer_sha256") != tok_hash or key.get("clean_sha256") != clean_hash:
+        raise DataError(f"{report_path}: data.verify checked another tokenizer or clean.jsonl "
+                        "(run python -m data.verify)")
+    return prefix

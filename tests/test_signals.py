@@ -1,0 +1,119 @@
+"""Signals reach the whole job tree, and a killed trainer keeps what it measured (real process trees, cpu).
+
+* SIGTERM to shell/train.sh: its job's launcher, torchrun and trainer stop, the job is recorded incomplete
+  with the signal, no further job starts, train.sh exits 143.
+* SIGINT to shell/quickstart.sh while shell/data.sh runs a stage: the stage stops and removes its partial
+  output, no later stage or step starts, exit 130.
+* SIGKILL of rank 0 (no chance to write): the launcher turns its per-step record into an incomplete result.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.helpers_proc import all_gone, command_line, descendants, kill_tree, wait_for
+from tests.helpers_shell import copy_repo
+from utils.result import read_result
+
+LONG = {"TRAIN_ITERS": "2000", "MEASURE_SKIP_STEPS": "1", "GA": "1"}
+
+
+def _start(argv: list[str], env: dict[str, str], log: Path, cwd: Path = REPO) -> subprocess.Popen:
+    with log.open("w") as sink:
+        return subprocess.Popen(argv, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.slow
+def test_sigkill_of_rank_0_keeps_every_measured_step(tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
+    env = tiny_env(**LONG)
+    log = tmp_path / "launcher.log"
+    proc = _start([sys.executable, "-m", "train.launch", "--platform", "cpu", "--framework", "tran",
+                   "--model", "llama"], env, log)
+    try:
+        wait_for(lambda: "step 6/2000" in log.read_text() or proc.poll() is not None, 240, "step 6")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        (rank0,) = [p for p in descendants(proc.pid)  # the worker, not torchrun (whose argv names it too)
+                    if "-m train.train_tran" in command_line(p) and "torch.distributed.run" not in command_line(p)]
+        os.kill(rank0, signal.SIGKILL)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    result = read_result(Path(env["OUTPUT_DIR"]) / "train_cpu_tran_llama.json")
+    assert result.status == "incomplete", result.error
+    assert "without writing its result" in result.error
+    done = len(result.step_times)
+    assert done >= 6 and f"{done} of 2000 steps done" in result.error
+    assert all(isinstance(v, float) for v in result.loss_values)
+    assert result.performance_metrics.measured_steps == done - 1 and result.performance_metrics.tokens_per_second
+    assert any(f.path.endswith("train_cpu_tran_llama.steps.jsonl") for f in result.source.files)
+    assert any("recovered from" in w for w in result.warnings)
+
+
+@pytest.mark.slow
+def test_sigterm_to_train_sh_stops_the_job_tree_and_the_remaining_jobs(
+        tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
+    env = tiny_env(**LONG, MODELS="llama qwen")
+    out = Path(env["OUTPUT_DIR"])
+    log = tmp_path / "train.log"
+    proc = _start(["bash", str(REPO / "shell" / "train.sh")], env, log)
+    try:
+        wait_for(lambda: "step 3/2000" in log.read_text() or proc.poll() is not None, 240, "step 3")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        tree = descendants(proc.pid)
+        assert any("-m train.train_tran" in command_line(p) for p in tree)
+        proc.send_signal(signal.SIGTERM)  # to train.sh only, as `kill <pid>` does
+        code = proc.wait(timeout=180)
+        assert all_gone(tree), [command_line(p) for p in tree if p in descendants(1)]
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 143, text[-3000:]
+    result = read_result(out / "train_cpu_tran_llama.json")
+    assert result.status == "incomplete" and "SIGTERM" in result.error
+    assert 3 <= len(result.step_times) < 2000
+    assert not (out / "train_cpu_tran_qwen.json").exists(), "the next job never started"
+    assert "1 job(s) not started" in text and "train_tran --model qwen" not in text
+    assert "skipping the comparison" in text
+
+
+@pytest.mark.slow
+def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(tmp_path: Path) -> None:
+    from tests.helpers_shell import clean_env
+
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in (the shared .venv)'\n")
+    data, out = tmp_path / "data", tmp_path / "out"
+    env = clean_env(tmp_path, DATA_DIR=str(data), OUTPUT_DIR=str(out), SAMPLE_MB="20", MODELS="llama")
+    log = tmp_path / "quickstart.log"
+    proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
+    try:
+        wait_for(lambda: any("-m data.fetch" in command_line(p) for p in descendants(proc.pid))
+                 or proc.poll() is not None, 120, "data.fetch to start")
+        time.sleep(1.5)
+        assert proc.poll() is None, log.read_text()
+        tree = descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+        assert all_gone(tree), [command_line(p) for p in tree]
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 130, text
+    assert "data.fetch: interrupted by SIGINT" in text and "stopped by SIGINT" in text
+    assert "== data.clean ==" not in text and "quickstart: training" not in text
+    assert not list((data / "sample").glob("*raw.jsonl*")), "no partial corpus left"
+    assert (data / ".tprimat" / "data.lock").read_text() == "", "the lock was released"
