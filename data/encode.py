@@ -9,10 +9,22 @@ tokens of vocabulary, else int32).
 
 Why it is faster than ``preprocess_data.py``: that tool sends one document at a time
 to a process pool, paying a Python tokenizer call and a pickled list per document.
-Here documents go to the Rust tokenizer in batches (``encode_batch_fast``), which
-spreads them over ``ENCODE_WORKERS`` threads with the GIL released, while the main
-thread converts and writes the previous batch. Memory is bounded by two batches in
-flight plus the builder's per-document index (as in Megatron).
+Here documents are encoded in batches and written a batch at a time, by one of three
+paths (the log and the manifest say which one ran, and why):
+
+* ``tiktoken`` (the fast path, ``data/fast_bpe.py``): for byte-level BPE tokenizers whose
+  pre-tokenizer is one regex split (Llama 3, Qwen 2.5, the sample tokenizers), a
+  ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
+  ``ENCODE_WORKERS`` threads. Used only after ``data/encode_check.py`` found it equal to
+  ``tokenizer(text)`` on the dataset's first documents, a seeded random run of them and
+  adversarial texts; any difference, or files it cannot express, keep the next path.
+* ``tokenizers``: the tokenizer's Rust ``encode_batch_fast``, which spreads a batch over
+  ``ENCODE_WORKERS`` threads (checked against ``tokenizer(text)`` on the first documents).
+* ``transformers``: ``tokenizer(texts)`` itself, for a tokenizer without a Rust backend.
+
+The main thread writes the finished batches in order while the next ones are encoded.
+Memory is bounded by a few batches in flight plus the builder's per-document index (as
+in Megatron).
 
 An interrupted run never leaves a pair ``data/verify.py`` accepts: the old outputs
 are removed before a redo, new ones are built under temporary names and renamed
@@ -22,6 +34,7 @@ only when complete, and the manifest is written last.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import itertools
 import os
@@ -33,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from data import manifest as mf
@@ -47,12 +61,20 @@ from data.common import (
     sha256_file,
     tool_versions,
 )
+from data.encode_check import adversarial_texts, dataset_sample, first_difference
+from data.fast_bpe import FastBpe, NotExpressible, Wrapping
 from utils.atomic import temp_sibling
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
 
 BATCH_DOCUMENTS = 1024
+BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-length documents stay bounded
 _SELF_CHECK_DOCUMENTS = 8
+
+# Which implementation produced the ids (recorded in the manifest and printed).
+PATH_TIKTOKEN = "tiktoken"
+PATH_TOKENIZERS = "tokenizers"
+PATH_TRANSFORMERS = "transformers"
 
 
 @dataclass
@@ -65,6 +87,9 @@ class EncodeStats:
     vocab_size: int
     eod_id: int
     workers: int
+    tokenizer_path: str = PATH_TOKENIZERS  # which implementation produced the ids
+    tokenizer_path_note: str = ""  # why that one (the fast path's check, or why it was not used)
+    tokenizer_path_seconds: float = 0.0  # building and checking the fast path, included in ``seconds``
 
 
 def resolve_workers(requested: int) -> int:
@@ -85,26 +110,52 @@ def encode_manifest_path(prefix: Path) -> Path:
     return Path(f"{prefix}.manifest.json")
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    iterator = iter(texts)
-    while batch := list(itertools.islice(iterator, size)):
+def _batches(texts: Iterable[str], size: int, characters: int = BATCH_CHARACTERS) -> Iterator[list[str]]:
+    batch: list[str] = []
+    held = 0
+    for text in texts:
+        batch.append(text)
+        held += len(text)
+        if len(batch) >= size or held >= characters:
+            yield batch
+            batch, held = [], 0
+    if batch:
         yield batch
 
 
-class _BatchEncoder:
-    """Token ids of a batch of documents, identical to ``tokenizer(text)["input_ids"]`` per document."""
+Documents = tuple[np.ndarray, np.ndarray]  # the tokens of a batch (eod included) and each document's length
 
-    def __init__(self, tokenizer: Any) -> None:
+
+def _documents_from_lists(lists: list[list[int]], eod: int, dtype: type) -> Documents:
+    """Per-document id lists -> one array, ``eod`` after every non-empty document (Megatron's ``--append-eod``)."""
+    for ids in lists:
+        if ids:
+            ids.append(eod)
+    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    tokens = np.fromiter(itertools.chain.from_iterable(lists), dtype=dtype, count=int(sizes.sum()))
+    return tokens, sizes
+
+
+class _TokenizerEncoder:
+    """Batches through the tokenizer itself: ``tokenizers``' ``encode_batch_fast``, or ``tokenizer(texts)``.
+
+    Either gives ``tokenizer(text)["input_ids"]`` per document; the Rust call is checked
+    against the ``transformers`` call on the first documents and dropped if they differ.
+    """
+
+    def __init__(self, tokenizer: Any, eod: int, dtype: type) -> None:
         self.tokenizer = tokenizer
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.eod, self.dtype = eod, dtype
         self.checked = False
 
-    def _slow(self, texts: list[str]) -> list[list[int]]:
-        return list(self.tokenizer(texts, return_attention_mask=False)["input_ids"])
+    @property
+    def path(self) -> str:
+        return PATH_TOKENIZERS if self.backend is not None else PATH_TRANSFORMERS
 
-    def __call__(self, texts: list[str]) -> list[list[int]]:
+    def ids(self, texts: list[str]) -> list[list[int]]:
         if self.backend is None:
-            return self._slow(texts)
+            return list(self.tokenizer(texts, return_attention_mask=False)["input_ids"])
         ids = [encoding.ids for encoding in self.backend.encode_batch_fast(texts, add_special_tokens=True)]
         if not self.checked:
             # The Rust fast path must agree with the transformers call Megatron's tool makes;
@@ -112,16 +163,80 @@ class _BatchEncoder:
             self.checked = True
             sample = texts[:_SELF_CHECK_DOCUMENTS]
             if [self.tokenizer(text)["input_ids"] for text in sample] != ids[: len(sample)]:
-                print("encode: note: fast path disagrees with tokenizer(text); using the slower call")
+                print("encode: note: encode_batch_fast disagrees with tokenizer(text); using tokenizer(texts)")
                 self.backend = None
-                return self._slow(texts)
+                return self.ids(texts)
         return ids
+
+    def __call__(self, texts: list[str]) -> Documents:
+        return _documents_from_lists(self.ids(texts), self.eod, self.dtype)
+
+
+class _FastEncoder:
+    """Batches through ``data/fast_bpe.py``; a batch it cannot take exactly goes to the tokenizer."""
+
+    path = PATH_TIKTOKEN
+
+    def __init__(self, fast: FastBpe, wrapping: Wrapping, fallback: _TokenizerEncoder) -> None:
+        self.fast, self.wrapping, self.fallback = fast, wrapping, fallback
+
+    def __call__(self, texts: list[str]) -> Documents:
+        result = self.fast.encode_batch(texts)
+        if result is None:
+            return self.fallback(texts)
+        return self.wrapping.documents(*result, eod=self.fallback.eod, dtype=self.fallback.dtype)
+
+
+def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Sequence[str], eod: int,
+                   dtype: type, fast_path: bool = True) -> tuple[_FastEncoder | _TokenizerEncoder, str]:
+    """The fast path when it can be built and gives ``tokenizer(text)``'s ids on every check text.
+
+    Returns the encoder and one line on the choice (the reason, when the fast path is not taken).
+    """
+    fallback = _TokenizerEncoder(tokenizer, eod, dtype)
+    if fallback.backend is None:
+        return fallback, "the tokenizer has no tokenizers backend; fast path not tried"
+    if not fast_path:
+        return fallback, "fast path turned off (--tokenizer-path tokenizers)"
+    if tokenizer_json is None:
+        tokenizer_json = Path(getattr(tokenizer, "name_or_path", "") or ".") / "tokenizer.json"
+    started = time.perf_counter()
+    try:
+        fast = FastBpe.from_tokenizer(tokenizer, tokenizer_json)
+        wrapping = Wrapping.of(tokenizer)
+    except NotExpressible as exc:
+        return fallback, f"fast path not used: {exc}"
+    adversarial = adversarial_texts(list(fast.specials))
+    difference = first_difference(tokenizer, fast, wrapping, check_texts, adversarial)
+    if difference is not None:
+        return fallback, f"fast path not used: it differs from tokenizer(text) on {difference}"
+    return _FastEncoder(fast, wrapping, fallback), (
+        f"fast path: {len(check_texts)} dataset and {len(adversarial)} adversarial texts identical to "
+        f"tokenizer(text), checked in {time.perf_counter() - started:.1f}s")
+
+
+def _write(builder: Any, tokens: np.ndarray, sizes: np.ndarray) -> None:
+    """Many one-sequence documents at once: what ``add_document(ids, [len(ids)])`` per document writes.
+
+    An empty document (no ids, so no eod either) adds no sequence but still ends a document,
+    as ``add_document([], [])`` does in Megatron-LM's ``tools/preprocess_data.py``.
+    """
+    builder.data_file.write(tokens.tobytes(order="C"))
+    first = len(builder.sequence_lengths)
+    builder.sequence_lengths.extend(sizes[sizes > 0].tolist())
+    builder.document_indices.extend((first + np.cumsum(sizes > 0)).tolist())
 
 
 def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers: int,
-                     batch_documents: int = BATCH_DOCUMENTS, total: int | None = None,
-                     progress: bool = True) -> EncodeStats:
-    """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename)."""
+                     batch_documents: int | None = None, total: int | None = None,
+                     progress: bool = True, check_texts: Sequence[str] | None = None,
+                     tokenizer_json: Path | None = None, fast_path: bool = True) -> EncodeStats:
+    """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
+
+    ``check_texts`` are the dataset documents the fast path must reproduce before it is used
+    (default: the first batch); ``tokenizer_json`` the file it is built from (default: the
+    ``tokenizer.json`` in the tokenizer's directory); ``fast_path=False`` keeps to the tokenizer.
+    """
     from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
 
     vocab = vocab_size(tokenizer)
@@ -131,26 +246,34 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
     tmp_bin = temp_sibling(prefix, ".bin")
     tmp_idx = tmp_bin.with_suffix(".idx")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    encoder = _BatchEncoder(tokenizer)
     documents = tokens = 0
     started = time.perf_counter()
+    batches = _batches(texts, batch_documents or BATCH_DOCUMENTS)
+    first = next(batches, [])
+    choosing = time.perf_counter()
+    encoder, note = choose_encoder(tokenizer, tokenizer_json, first if check_texts is None else check_texts, eod, dtype,
+                                   fast_path)
+    choice_seconds = time.perf_counter() - choosing
+    print(f"encode: {prefix.name}: tokenizer path {encoder.path} ({note})")
+    # tiktoken releases the GIL for a whole batch, so batches go to ``workers`` threads; the
+    # tokenizers library parallelises inside one batch, so one batch is encoded at a time.
+    threads = workers if encoder.path == PATH_TIKTOKEN else 1
     try:
         builder = IndexedDatasetBuilder(str(tmp_bin), dtype=dtype)
         with tqdm(total=total, desc=f"encode {prefix.name}", unit="doc", disable=not progress) as bar, \
-                ThreadPoolExecutor(max_workers=1) as pool:
-            pending = None
-            for batch in itertools.chain(_batches(texts, batch_documents), [None]):
-                submitted = pool.submit(encoder, batch) if batch is not None else None
-                if pending is not None:
-                    for ids in pending.result():
-                        ids.append(eod)
-                        builder.add_document(ids, [len(ids)])
-                        tokens += len(ids)
-                        documents += 1
+                ThreadPoolExecutor(max_workers=threads) as pool:
+            pending: collections.deque = collections.deque()
+            for batch in itertools.chain([first] if first else [], batches, [None]):
+                if batch is not None:
+                    pending.append(pool.submit(encoder, batch))
+                while pending and (batch is None or len(pending) > threads):
+                    batch_tokens, sizes = pending.popleft().result()
+                    _write(builder, batch_tokens, sizes)
+                    tokens += len(batch_tokens)
+                    documents += len(sizes)
                     elapsed = time.perf_counter() - started
                     bar.update(documents - bar.n)
                     bar.set_postfix(tokens=tokens, tok_per_s=f"{tokens / max(elapsed, 1e-9):,.0f}")
-                pending = submitted
         if documents == 0:
             raise DataError(f"{prefix}: no documents to encode")
         builder.finalize(str(tmp_idx))
@@ -163,7 +286,8 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
     seconds = time.perf_counter() - started
     return EncodeStats(documents=documents, tokens=tokens, seconds=round(seconds, 3),
                        tokens_per_second=round(tokens / max(seconds, 1e-9), 1), dtype=dtype.__name__,
-                       vocab_size=vocab, eod_id=eod, workers=workers)
+                       vocab_size=vocab, eod_id=eod, workers=workers, tokenizer_path=encoder.path,
+                       tokenizer_path_note=note, tokenizer_path_seconds=round(choice_seconds, 3))
 
 
 def _remove_outputs(prefix: Path) -> None:
@@ -177,7 +301,8 @@ def _remove_outputs(prefix: Path) -> None:
             stale.unlink()
 
 
-def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = True) -> EncodeStats | None:
+def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = True,
+                 fast_path: bool = True) -> EncodeStats | None:
     """Encode the clean corpus for one model; ``None`` when the manifest says it is current."""
     source = clean_path(cfg)
     if not source.is_file():
@@ -190,7 +315,7 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
         "clean_sha256": sha256_file(source),
         "tokenizer_sha256": sha256_dir(tok_dir),
         "special_tokens": "tokenizer default + eos appended",
-        "versions": tool_versions("tokenizers", "transformers", "megatron-core", "numpy"),
+        "versions": tool_versions("tokenizers", "transformers", "tiktoken", "megatron-core", "numpy"),
     }
     manifest_path = encode_manifest_path(prefix)
     if not force and mf.is_current(manifest_path, key):
@@ -201,11 +326,13 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
     total = clean_manifest.get("counts", {}).get("kept")
     workers = resolve_workers(cfg.encode_workers)
     os.environ.setdefault("RAYON_NUM_THREADS", str(workers))  # tokenizers' thread pool, read once per process
-    stats = encode_documents(iter_jsonl_texts(source), tokenizer, prefix, workers, total=total, progress=progress)
+    stats = encode_documents(iter_jsonl_texts(source), tokenizer, prefix, workers, total=total, progress=progress,
+                             check_texts=dataset_sample(source, seed=cfg.seed),
+                             tokenizer_json=tok_dir / "tokenizer.json", fast_path=fast_path)
     mf.write_manifest(manifest_path, "encode", key, list(bin_idx(prefix)), asdict(stats))
     print(f"encode: {model}: {stats.documents} documents, {stats.tokens} tokens ({stats.dtype}, vocab "
           f"{stats.vocab_size}, eod {stats.eod_id}) in {stats.seconds:.1f}s = {stats.tokens_per_second:,.0f} "
-          f"tokens/s with {workers} worker(s) -> {prefix}.bin/.idx")
+          f"tokens/s with {workers} worker(s), tokenizer path {stats.tokenizer_path} -> {prefix}.bin/.idx")
     return stats
 
 
@@ -213,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = base_parser("data.encode", "Tokenize clean.jsonl into Megatron .bin/.idx datasets, one per model.")
     add_model_arg(parser)
     parser.add_argument("--workers", type=int, help="override ENCODE_WORKERS (tokenizer threads; 0 = CPU count)")
+    parser.add_argument("--tokenizer-path", choices=("auto", PATH_TOKENIZERS), default="auto",
+                        help="auto: the tiktoken fast path where it is exact, else the tokenizer itself (default); "
+                             "tokenizers: always the tokenizer itself")
     return parser
 
 
@@ -222,7 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.workers is not None:
             cfg = cfg.replace(encode_workers=args.workers)
         for model in cfg.models:
-            encode_model(cfg, model, force=args.force, progress=not args.no_progress)
+            encode_model(cfg, model, force=args.force, progress=not args.no_progress,
+                         fast_path=args.tokenizer_path == "auto")
 
     return run_stage("data.encode", body, build_parser(), argv)
 
