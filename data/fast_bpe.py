@@ -102,14 +102,14 @@ def check_merges(vocab: dict[str, int], merges: Sequence[Any]) -> None:
     merge's position in the list; the two agree only if those orders are the same.
     Vectorised, because Llama 3 lists 280,147 merges and this runs before every encode.
     """
-    if merges and isinstance(merges[0], str):
+    if all(isinstance(merge, str) for merge in merges):
         # Byte-level tokens never contain U+0020 (the alphabet maps the space byte to "Ġ"),
         # so a well-formed merge string is exactly two tokens around one space.
         parts = " ".join(merges).split(" ")
         results = [vocab.get(merge.replace(" ", ""), -1) for merge in merges]
-    else:
-        parts = [token for merge in merges for token in merge]
-        results = [vocab.get("".join(merge), -1) for merge in merges]
+    else:  # ["left", "right"] pairs, the newer tokenizer.json format
+        parts = [token for merge in merges for token in _pair(merge)]
+        results = [vocab.get("".join(_pair(merge)), -1) for merge in merges]
     if len(parts) != 2 * len(merges):
         position = next(i for i, merge in enumerate(merges) if len(_pair(merge)) != 2)
         raise NotExpressible(f"merge {position} ({merges[position]!r}) is not two tokens")
@@ -129,7 +129,7 @@ def check_merges(vocab: dict[str, int], merges: Sequence[Any]) -> None:
 
 
 def _pair(merge: Any) -> list[str]:
-    return merge.split(" ") if isinstance(merge, str) else list(merge)
+    return merge.split(" ") if isinstance(merge, str) else [str(token) for token in merge]
 
 
 def _component(obj: Any) -> dict[str, Any] | None:
