@@ -232,8 +232,10 @@ class FastBpe:
         check_merges(vocab, merges)
         specials = special_tokens(backend.get_added_tokens_decoder(), nfc, ranks)
         break_id = max(max(ranks.values()), max(specials.values(), default=0)) + 1
-        import tiktoken
-
+        try:
+            import tiktoken
+        except ImportError:
+            raise NotExpressible("tiktoken is not installed") from None
         try:
             encoding = tiktoken.Encoding(f"tprimat:{tokenizer_json.parent.name}", pat_str=pattern,
                                          mergeable_ranks=ranks, special_tokens={**specials, DOCUMENT_BREAK: break_id})
@@ -286,14 +288,22 @@ class FastBpe:
                 return self.encode_each(texts)
             texts = normal
         try:
-            ids = self.encoding.encode_to_numpy(DOCUMENT_BREAK.join(texts) + DOCUMENT_BREAK,
-                                                allowed_special="all", disallowed_special=())
+            ids = self._encode_joined(DOCUMENT_BREAK.join(texts) + DOCUMENT_BREAK)
         except UnicodeEncodeError:
             return None
         breaks = np.flatnonzero(ids == self.break_id)
         if len(breaks) != len(texts):  # a document contains the separator itself
             return self.encode_each(texts)
         return ids[ids != self.break_id], np.diff(breaks, prepend=-1) - 1
+
+    def _encode_joined(self, text: str) -> np.ndarray:
+        to_numpy = getattr(self.encoding, "encode_to_numpy", None)
+        if to_numpy is not None:
+            return to_numpy(text, allowed_special="all", disallowed_special=())
+        # tiktoken < 0.8 (the NeMo 25.04 image has 0.7): no numpy output, and surrogates are
+        # replaced instead of refused, so refuse them here as the newer call does.
+        text.encode("utf-8")
+        return np.array(self.encoding.encode(text, allowed_special="all", disallowed_special=()), dtype=np.uint32)
 
     def encode_each(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """What :meth:`encode_batch` gives, one ``tiktoken`` call per document (its exact fallback)."""
