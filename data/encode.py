@@ -13,7 +13,8 @@ Here documents are encoded in batches and written a batch at a time, by one of t
 paths (the log and the manifest say which one ran, and why):
 
 * ``tiktoken`` (the fast path, ``data/fast_bpe.py``): for byte-level BPE tokenizers whose
-  pre-tokenizer is one regex split (Llama 3, Qwen 2.5, the sample tokenizers), a
+  pre-tokenizer is one regex split (Llama 3's and the sample tokenizers, tested; Qwen 2.5's
+  tokenizer.json has the same shape, untested here for want of an offline copy), a
   ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
   ``ENCODE_WORKERS`` threads. Used only after ``data/encode_check.py`` found it equal to
   ``tokenizer(text)`` on the dataset's first documents, a seeded random run of them and

@@ -1,7 +1,7 @@
 """The fast tokenizer path of ``data/encode.py``: a ``tiktoken`` encoding built from a tokenizer's own files.
 
-Why: a byte-level BPE whose pre-tokenizer is one regex split (Llama 3, Qwen 2.5, the
-sample tokenizers of ``data/sample_corpus.py``) is exactly what ``tiktoken`` implements,
+Why: a byte-level BPE whose pre-tokenizer is one regex split (Llama 3's, the sample
+tokenizers of ``data/sample_corpus.py``; Qwen 2.5's has the same shape) is what ``tiktoken`` implements,
 and its BPE is several times faster than the ``tokenizers`` one (docs/PERFORMANCE.md).
 This module only *builds* such an encoding and encodes with it; whether its ids equal
 ``tokenizer(text)`` on a given dataset is decided by ``data/encode_check.py`` before
