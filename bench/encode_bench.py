@@ -53,10 +53,9 @@ from data.encode import (
     PATH_TIKTOKEN,
     PATH_TOKENIZERS,
     bin_idx,
-    encode_documents,
+    encode_file,
     resolve_workers,
 )
-from data.encode_check import dataset_sample
 from data.fast_bpe import FastBpe, NotExpressible, Wrapping
 from data.fetch import fetch
 from utils.atomic import atomic_path
@@ -153,12 +152,9 @@ def run_baseline(corpus: Path, tokenizer_path: Path, prefix: Path, workers: int,
 
 
 def run_tprimat(corpus: Path, tokenizer_path: Path, prefix: Path, workers: int, fast_path: bool = True) -> Run:
-    """``data/encode.py`` as ``encode_model`` calls it: tokenizer load, dataset sample, path choice, encode."""
+    """``data/encode.py`` as ``encode_model`` runs it (``encode_file``): tokenizer load, path choice, encode."""
     started = time.perf_counter()
-    tokenizer = load_tokenizer(tokenizer_path)
-    stats = encode_documents(iter_jsonl_texts(corpus), tokenizer, prefix, workers, progress=False,
-                             check_texts=dataset_sample(corpus), tokenizer_json=tokenizer_path / "tokenizer.json",
-                             fast_path=fast_path)
+    stats = encode_file(corpus, tokenizer_path, prefix, workers, progress=False, fast_path=fast_path)
     name = "data/encode.py" if fast_path else "data/encode.py, tokenizers path"
     return Run(name, time.perf_counter() - started, stats.tokens, stats.tokenizer_path, stats.tokenizer_path_seconds)
 

@@ -41,8 +41,8 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,7 @@ from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, to
 
 BATCH_DOCUMENTS = 1024
 BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-length documents stay bounded
+HEAD_CHARACTERS = 8 << 20  # encoded by the fast path while the tokenizer loads (~1 s of tiktoken on one core)
 _SELF_CHECK_DOCUMENTS = 8
 
 # Which implementation produced the ids (recorded in the manifest and printed).
@@ -182,17 +183,53 @@ class _FastEncoder:
         self.fast, self.wrapping, self.fallback = fast, wrapping, fallback
 
     def __call__(self, texts: list[str]) -> Documents:
-        result = self.fast.encode_batch(texts)
+        return self.finish(self.fast.encode_batch(texts), texts)
+
+    def finish(self, result: tuple[np.ndarray, np.ndarray] | None, texts: list[str]) -> Documents:
+        """A batch's ``encode_batch`` result as documents to write (the tokenizer's, if there is none)."""
         if result is None:
             return self.fallback(texts)
         return self.wrapping.documents(*result, eod=self.fallback.eod, dtype=self.fallback.dtype)
 
 
+@dataclass
+class HeadStart:
+    """The fast path begun from ``tokenizer.json`` alone, on the first documents, while the tokenizer loads.
+
+    Loading a tokenizer holds the GIL for about a second (Llama 3); ``tiktoken`` does not,
+    so the other core encodes meanwhile. Nothing it produces is written before the loaded
+    tokenizer has been compared with the file and the exactness check has passed.
+    """
+
+    candidate: FastBpe | None
+    reason: str  # why there is no candidate
+    texts: list[str]
+    result: Future | None
+    pool: ThreadPoolExecutor | None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+def start_head(tokenizer_json: Path, texts: Iterator[str], characters: int | None = None) -> HeadStart:
+    """Build the fast path from the file and start encoding ``characters`` (default ``HEAD_CHARACTERS``) of texts."""
+    try:
+        candidate = FastBpe.from_file(tokenizer_json)
+    except NotExpressible as exc:
+        return HeadStart(None, str(exc), [], None, None)
+    head = next(_batches(texts, size=1 << 62, characters=characters or HEAD_CHARACTERS), [])
+    pool = ThreadPoolExecutor(max_workers=1)
+    return HeadStart(candidate, "", head, pool.submit(candidate.encode_batch, head), pool)
+
+
 def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Sequence[str], eod: int,
-                   dtype: type, fast_path: bool = True) -> tuple[_FastEncoder | _TokenizerEncoder, str]:
+                   dtype: type, fast_path: bool = True,
+                   head: HeadStart | None = None) -> tuple[_FastEncoder | _TokenizerEncoder, str]:
     """The fast path when it can be built and gives ``tokenizer(text)``'s ids on every check text.
 
     Returns the encoder and one line on the choice (the reason, when the fast path is not taken).
+    ``head`` brings a fast path already built from the file; it is compared with ``tokenizer``.
     """
     fallback = _TokenizerEncoder(tokenizer, eod, dtype)
     if fallback.backend is None:
@@ -202,8 +239,14 @@ def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Seq
     if tokenizer_json is None:
         tokenizer_json = Path(getattr(tokenizer, "name_or_path", "") or ".") / "tokenizer.json"
     started = time.perf_counter()
+    if head is not None and head.candidate is None:
+        return fallback, f"fast path not used: {head.reason}"
     try:
-        fast = FastBpe.from_tokenizer(tokenizer, tokenizer_json)
+        if head is not None and head.candidate is not None:
+            fast = head.candidate
+            fast.check_loaded(tokenizer)
+        else:
+            fast = FastBpe.from_tokenizer(tokenizer, tokenizer_json)
         wrapping = Wrapping.of(tokenizer)
     except NotExpressible as exc:
         return fallback, f"fast path not used: {exc}"
@@ -231,12 +274,14 @@ def _write(builder: Any, tokens: np.ndarray, sizes: np.ndarray) -> None:
 def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers: int,
                      batch_documents: int | None = None, total: int | None = None,
                      progress: bool = True, check_texts: Sequence[str] | None = None,
-                     tokenizer_json: Path | None = None, fast_path: bool = True) -> EncodeStats:
+                     tokenizer_json: Path | None = None, fast_path: bool = True,
+                     head: HeadStart | None = None) -> EncodeStats:
     """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
 
     ``check_texts`` are the dataset documents the fast path must reproduce before it is used
     (default: the first batch); ``tokenizer_json`` the file it is built from (default: the
-    ``tokenizer.json`` in the tokenizer's directory); ``fast_path=False`` keeps to the tokenizer.
+    ``tokenizer.json`` in the tokenizer's directory); ``fast_path=False`` keeps to the tokenizer;
+    ``head`` is :func:`start_head`'s early start on the documents before ``texts``.
     """
     from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
 
@@ -249,11 +294,13 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
     prefix.parent.mkdir(parents=True, exist_ok=True)
     documents = tokens = 0
     started = time.perf_counter()
-    batches = _batches(texts, batch_documents or BATCH_DOCUMENTS)
-    first = next(batches, [])
+    size = batch_documents or BATCH_DOCUMENTS
+    batches = _batches(texts, size)
+    lead = head.texts if head is not None else []
+    first = lead[:size] if lead else next(batches, [])
     choosing = time.perf_counter()
     encoder, note = choose_encoder(tokenizer, tokenizer_json, first if check_texts is None else check_texts, eod, dtype,
-                                   fast_path)
+                                   fast_path, head)
     choice_seconds = time.perf_counter() - choosing
     print(f"encode: {prefix.name}: tokenizer path {encoder.path} ({note})")
     # tiktoken releases the GIL for a whole batch, so batches go to ``workers`` threads; the
@@ -263,12 +310,18 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
         builder = IndexedDatasetBuilder(str(tmp_bin), dtype=dtype)
         with tqdm(total=total, desc=f"encode {prefix.name}", unit="doc", disable=not progress) as bar, \
                 ThreadPoolExecutor(max_workers=threads) as pool:
-            pending: collections.deque = collections.deque()
-            for batch in itertools.chain([first] if first else [], batches, [None]):
+            pending: collections.deque[Callable[[], Documents]] = collections.deque()
+            if lead and isinstance(encoder, _FastEncoder) and head is not None and head.result is not None:
+                early = head.result
+                pending.append(lambda: encoder.finish(early.result(), lead))
+                starts: Iterable[list[str]] = []
+            else:  # the head's documents (if any) are encoded again, by the path chosen
+                starts = _batches(lead, size) if lead else [first] if first else []
+            for batch in itertools.chain(starts, batches, [None]):
                 if batch is not None:
-                    pending.append(pool.submit(encoder, batch))
+                    pending.append(pool.submit(encoder, batch).result)
                 while pending and (batch is None or len(pending) > threads):
-                    batch_tokens, sizes = pending.popleft().result()
+                    batch_tokens, sizes = pending.popleft()()
                     _write(builder, batch_tokens, sizes)
                     tokens += len(batch_tokens)
                     documents += len(sizes)
@@ -282,6 +335,8 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
         os.replace(tmp_bin, bin_path)
         os.replace(tmp_idx, idx_path)
     finally:
+        if head is not None:
+            head.close()
         for tmp in (tmp_bin, tmp_idx):
             tmp.unlink(missing_ok=True)
     seconds = time.perf_counter() - started
@@ -302,6 +357,22 @@ def _remove_outputs(prefix: Path) -> None:
             stale.unlink()
 
 
+def encode_file(source: Path, tok_dir: Path, prefix: Path, workers: int, total: int | None = None,
+                progress: bool = True, fast_path: bool = True, seed: int = 0) -> EncodeStats:
+    """Encode a JSONL file with the tokenizer in ``tok_dir``: the fast path starts while the tokenizer loads."""
+    texts = iter_jsonl_texts(source)
+    head = start_head(tok_dir / "tokenizer.json", texts) if fast_path else None
+    try:
+        tokenizer = load_tokenizer(tok_dir)
+    except BaseException:
+        if head is not None:
+            head.close()
+        raise
+    return encode_documents(texts, tokenizer, prefix, workers, total=total, progress=progress,
+                            check_texts=dataset_sample(source, seed=seed), tokenizer_json=tok_dir / "tokenizer.json",
+                            fast_path=fast_path, head=head)
+
+
 def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = True,
                  fast_path: bool = True) -> EncodeStats | None:
     """Encode the clean corpus for one model; ``None`` when the manifest says it is current."""
@@ -309,7 +380,6 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
     if not source.is_file():
         raise DataError(f"{source}: input not found; run `python -m data.clean` first")
     tok_dir = tokenizer_dir(cfg, model)
-    tokenizer = load_tokenizer(tok_dir)
     prefix = dataset_prefix(cfg, model)
     key = {
         "model": model,
@@ -327,9 +397,8 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
     total = clean_manifest.get("counts", {}).get("kept")
     workers = resolve_workers(cfg.encode_workers)
     os.environ.setdefault("RAYON_NUM_THREADS", str(workers))  # tokenizers' thread pool, read once per process
-    stats = encode_documents(iter_jsonl_texts(source), tokenizer, prefix, workers, total=total, progress=progress,
-                             check_texts=dataset_sample(source, seed=cfg.seed),
-                             tokenizer_json=tok_dir / "tokenizer.json", fast_path=fast_path)
+    stats = encode_file(source, tok_dir, prefix, workers, total=total, progress=progress, fast_path=fast_path,
+                        seed=cfg.seed)
     mf.write_manifest(manifest_path, "encode", key, list(bin_idx(prefix)), asdict(stats))
     print(f"encode: {model}: {stats.documents} documents, {stats.tokens} tokens ({stats.dtype}, vocab "
           f"{stats.vocab_size}, eod {stats.eod_id}) in {stats.seconds:.1f}s = {stats.tokens_per_second:,.0f} "

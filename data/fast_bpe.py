@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -166,6 +167,11 @@ def uses_nfc(normalizer: dict[str, Any] | None) -> bool:
     return True
 
 
+# What tokenizer.json leaves out of an added token, as the tokenizers library reads it.
+_ADDED_DEFAULTS = {"content": "", "single_word": False, "lstrip": False, "rstrip": False, "normalized": True,
+                   "special": False}
+
+
 def special_tokens(added: dict[int, Any], nfc: bool, ranks: dict[bytes, int]) -> dict[str, int]:
     """The added tokens as ``tiktoken`` special tokens, if they are matched the way ``tiktoken`` matches them."""
     specials: dict[str, int] = {}
@@ -205,11 +211,12 @@ class FastBpe:
     vocab: dict[str, int]  # tokenizer.json's BPE vocabulary (byte-level strings)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer: Any, tokenizer_json: Path) -> FastBpe:
-        """Build from the loaded tokenizer and its ``tokenizer.json``; :class:`NotExpressible` if it cannot be."""
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise NotExpressible("the tokenizer has no tokenizers backend")
+    def from_file(cls, tokenizer_json: Path) -> FastBpe:
+        """Build from ``tokenizer.json`` alone, before the tokenizer is loaded; :class:`NotExpressible` if not.
+
+        Until :meth:`check_loaded` has compared it with the loaded tokenizer, this is only a
+        candidate: ``data/encode.py`` may start encoding with it, but keeps nothing unchecked.
+        """
         try:
             spec = json.loads(tokenizer_json.read_bytes())
         except FileNotFoundError:
@@ -224,14 +231,13 @@ class FastBpe:
         vocab, merges = model.get("vocab"), model.get("merges")
         if not isinstance(vocab, dict) or not isinstance(merges, list):
             raise NotExpressible(f"{tokenizer_json.name} has no BPE vocabulary and merges")
-        if backend.get_vocab_size(with_added_tokens=False) != len(vocab):
-            raise NotExpressible(f"{tokenizer_json.name} has {len(vocab)} tokens, the loaded tokenizer "
-                                 f"{backend.get_vocab_size(with_added_tokens=False)}")
-        pattern = split_pattern(_component(backend.pre_tokenizer))
-        nfc = uses_nfc(_component(backend.normalizer))
+        pattern = split_pattern(spec.get("pre_tokenizer"))
+        nfc = uses_nfc(spec.get("normalizer"))
         ranks = vocabulary_bytes(vocab)
         check_merges(vocab, merges)
-        specials = special_tokens(backend.get_added_tokens_decoder(), nfc, ranks)
+        added = {entry.get("id"): SimpleNamespace(**{**_ADDED_DEFAULTS, **entry})
+                 for entry in spec.get("added_tokens") or []}
+        specials = special_tokens(added, nfc, ranks)
         break_id = max(max(ranks.values()), max(specials.values(), default=0)) + 1
         try:
             import tiktoken
@@ -245,6 +251,33 @@ class FastBpe:
             raise NotExpressible(f"tiktoken rejects the split pattern or vocabulary: {reason}") from None
         return cls(encoding=encoding, specials=specials, nfc=nfc, break_id=break_id, pattern=pattern,
                    whole_words=bool(model.get("ignore_merges")), vocab=vocab)
+
+    def check_loaded(self, tokenizer: Any) -> None:
+        """The loaded tokenizer must be the one the file describes (``transformers`` may change it at load).
+
+        Compared: the BPE size, the split pattern and normaliser it runs, and its added tokens.
+        """
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise NotExpressible("the tokenizer has no tokenizers backend")
+        if backend.get_vocab_size(with_added_tokens=False) != len(self.vocab):
+            raise NotExpressible(f"tokenizer.json has {len(self.vocab)} tokens, the loaded tokenizer "
+                                 f"{backend.get_vocab_size(with_added_tokens=False)}")
+        if split_pattern(_component(backend.pre_tokenizer)) != self.pattern:
+            raise NotExpressible("the loaded tokenizer splits with another pattern than its tokenizer.json")
+        if uses_nfc(_component(backend.normalizer)) != self.nfc:
+            raise NotExpressible("the loaded tokenizer normalises otherwise than its tokenizer.json")
+        if special_tokens(backend.get_added_tokens_decoder(), self.nfc, {}) != self.specials:
+            raise NotExpressible("the loaded tokenizer has other added tokens than its tokenizer.json")
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, tokenizer_json: Path) -> FastBpe:
+        """:meth:`from_file`, then :meth:`check_loaded` against the loaded tokenizer."""
+        if getattr(tokenizer, "backend_tokenizer", None) is None:
+            raise NotExpressible("the tokenizer has no tokenizers backend")
+        fast = cls.from_file(tokenizer_json)
+        fast.check_loaded(tokenizer)
+        return fast
 
     # ------------------------------------------------------------------
     # encoding

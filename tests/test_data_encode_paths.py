@@ -41,16 +41,19 @@ def llama3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_llama3_tokenizer(tmp_path_factory.mktemp("llama3") / "llama3")
 
 
+def _assert_same_pair(ours: Path, baseline: Path) -> None:
+    for suffix in (".bin", ".idx"):
+        assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{baseline}{suffix}").read_bytes(), suffix
+
+
 def _encode_and_compare(corpus: Path, tok_dir: Path, tmp_path: Path, **options) -> encode.EncodeStats:
     tokenizer = load_tokenizer(tok_dir)
     ours = tmp_path / "ours"
     stats = encode.encode_documents(iter_jsonl_texts(corpus), tokenizer, ours, workers=2, progress=False,
                                     batch_documents=64, check_texts=dataset_sample(corpus, count=16),
                                     tokenizer_json=tok_dir / "tokenizer.json", **options)
-    baseline = tmp_path / "baseline"
-    run_baseline(corpus, tok_dir, baseline, workers=2, vocab=len(tokenizer))
-    for suffix in (".bin", ".idx"):
-        assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{baseline}{suffix}").read_bytes(), suffix
+    run_baseline(corpus, tok_dir, tmp_path / "baseline", workers=2, vocab=len(tokenizer))
+    _assert_same_pair(ours, tmp_path / "baseline")
     return stats
 
 
@@ -116,3 +119,30 @@ def test_manifest_records_the_path_and_both_paths_agree(built_sample: Path, tmp_
     manifest = json.loads(Path(f"{prefix}.manifest.json").read_text(encoding="utf-8"))
     assert manifest["counts"]["tokenizer_path"] == "tokenizers"
     assert Path(f"{prefix}.bin").read_bytes() == fast_bytes
+
+
+@pytest.mark.parametrize("head_characters", [2_000, 10 << 20])
+def test_early_start_while_the_tokenizer_loads_is_byte_identical(corpus: Path, llama3_dir: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 head_characters: int) -> None:
+    """encode_file starts the fast path from tokenizer.json before loading; part or all of the corpus."""
+    monkeypatch.setattr(encode, "HEAD_CHARACTERS", head_characters)
+    stats = encode.encode_file(corpus, llama3_dir, tmp_path / "ours", workers=2, progress=False)
+    assert stats.tokenizer_path == "tiktoken"
+    run_baseline(corpus, llama3_dir, tmp_path / "baseline", workers=2, vocab=128256)
+    _assert_same_pair(tmp_path / "ours", tmp_path / "baseline")
+
+
+def test_early_start_refused_when_the_loaded_tokenizer_differs_from_the_file(corpus: Path, built_sample: Path,
+                                                                            tmp_path: Path) -> None:
+    """transformers adds a special token from tokenizer_config.json: the early ids are discarded, not written."""
+    tok_dir = copy_tree(built_sample / "tokenizers" / "sample-qwen", tmp_path / "tok")
+    config = json.loads((tok_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["additional_special_tokens"] = ["<|extra|>"]
+    (tok_dir / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    stats = encode.encode_file(corpus, tok_dir, tmp_path / "ours", workers=2, progress=False)
+    assert stats.tokenizer_path == "tokenizers"
+    assert stats.tokenizer_path_note == "fast path not used: the loaded tokenizer has other added tokens than its " \
+                                        "tokenizer.json"
+    run_baseline(corpus, tok_dir, tmp_path / "baseline", workers=2, vocab=len(load_tokenizer(tok_dir)))
+    _assert_same_pair(tmp_path / "ours", tmp_path / "baseline")
