@@ -48,14 +48,8 @@ from typing import Any
 from bench.llama3_tokenizer import write_llama3_tokenizer
 from data.clean import clean
 from data.common import iter_jsonl_texts, sha256_file, write_jsonl_line
-from data.encode import (
-    BATCH_DOCUMENTS,
-    PATH_TIKTOKEN,
-    PATH_TOKENIZERS,
-    bin_idx,
-    encode_file,
-    resolve_workers,
-)
+from data.encode import BATCH_DOCUMENTS, bin_idx, encode_file, resolve_workers
+from data.encode_paths import PATH_TIKTOKEN, PATH_TOKENIZERS
 from data.fast_bpe import FastBpe, NotExpressible, Wrapping
 from data.fetch import fetch
 from utils.atomic import atomic_path

@@ -12,11 +12,14 @@ What is taken from where:
 - ranks: ``tokenizer.json``'s BPE vocabulary, each token mapped from the byte-level
   alphabet back to its bytes; a token's rank is its id, which ``tiktoken`` also uses as
   merge priority, so the merges must be listed in the order of the ids they produce;
-- split pattern and normaliser: the loaded tokenizer's own pre-tokenizer and normaliser
-  (what ``tokenizer(text)`` runs, after any change ``transformers`` makes at load);
-- special tokens: every added token of the loaded tokenizer (the ``tokenizers`` library
-  cuts all of them out of the text before the split, as ``tiktoken`` does with its
-  special tokens).
+- split pattern and normaliser: ``tokenizer.json``'s pre-tokenizer and normaliser;
+- special tokens: every added token (the ``tokenizers`` library cuts all of them out of
+  the text before the split, as ``tiktoken`` does with its special tokens).
+
+The file alone is enough to start (:meth:`FastBpe.from_file`, so encoding can begin while
+the tokenizer loads); :meth:`FastBpe.check_loaded` then requires the loaded tokenizer to
+run the same pattern, normaliser and added tokens, since ``transformers`` may change them
+at load.
 
 Anything else (another model type, a normaliser other than NFC, a pre-tokenizer other
 than one regex split followed by the byte-level mapping, inconsistent files, a pattern

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import encode, verify
+from data import encode, encode_paths, verify
 from tests.helpers_data import built_sample, copy_tree, use_data_env
 from utils.dataset import load_tokenizer
 
@@ -88,7 +88,7 @@ def test_interrupted_encode_leaves_nothing_verify_accepts(data_copy: Path, monke
 
     monkeypatch.setattr(encode, "iter_jsonl_texts", texts_then_interrupt)
     monkeypatch.setattr(encode, "BATCH_DOCUMENTS", 64)
-    monkeypatch.setattr(encode, "HEAD_CHARACTERS", 20_000)  # the early start takes ~20 documents, not all
+    monkeypatch.setattr(encode_paths, "HEAD_CHARACTERS", 20_000)  # the early start takes ~20 documents, not all
     argv = ["--force", "--model", "llama", "--no-progress", "--tokenizer-path", tokenizer_path]
     assert encode.main(argv) == 130
     prefix = data_copy / "sample-llama_text_document"

@@ -9,7 +9,7 @@ import pytest
 
 from bench.encode_bench import run_baseline
 from bench.llama3_tokenizer import write_llama3_tokenizer
-from data import encode
+from data import encode, encode_paths
 from data.common import iter_jsonl_texts
 from data.encode_check import dataset_sample
 from data.fast_bpe import DOCUMENT_BREAK, FastBpe
@@ -126,7 +126,7 @@ def test_early_start_while_the_tokenizer_loads_is_byte_identical(corpus: Path, l
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  head_characters: int) -> None:
     """encode_file starts the fast path from tokenizer.json before loading; part or all of the corpus."""
-    monkeypatch.setattr(encode, "HEAD_CHARACTERS", head_characters)
+    monkeypatch.setattr(encode_paths, "HEAD_CHARACTERS", head_characters)
     stats = encode.encode_file(corpus, llama3_dir, tmp_path / "ours", workers=2, progress=False)
     assert stats.tokenizer_path == "tiktoken"
     run_baseline(corpus, llama3_dir, tmp_path / "baseline", workers=2, vocab=128256)
