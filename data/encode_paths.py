@@ -22,7 +22,10 @@ from data.encode_check import adversarial_texts, first_difference
 from data.fast_bpe import FastBpe, NotExpressible, Wrapping
 
 BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-length documents stay bounded
-HEAD_CHARACTERS = 8 << 20  # encoded by the fast path while the tokenizer loads (~1 s of tiktoken on one core)
+# Encoded by the fast path on the idle core while the tokenizer loads and the check runs, which
+# hold the GIL for ~1.5-2 s (Llama 3, 2-core VM): about what one tiktoken thread encodes meanwhile
+# (~13 MB/s of prose). A whole tiny corpus fits; a large one continues on ``workers`` threads.
+HEAD_CHARACTERS = 24 << 20
 _SELF_CHECK_DOCUMENTS = 8
 
 # Which implementation produced the ids (recorded in the manifest and printed).
