@@ -101,6 +101,7 @@ class Run:
     tokens: int
     path: str = ""  # data/encode.py's tokenizer path (empty for the baseline)
     setup_seconds: float = 0.0  # of ``seconds``: building and checking the fast path
+    encode_seconds: float = 0.0  # of ``seconds``: encode_documents (setup included), after the tokenizer load
 
     @property
     def tokens_per_second(self) -> float:
@@ -150,7 +151,8 @@ def run_tprimat(corpus: Path, tokenizer_path: Path, prefix: Path, workers: int, 
     started = time.perf_counter()
     stats = encode_file(corpus, tokenizer_path, prefix, workers, progress=False, fast_path=fast_path)
     name = "data/encode.py" if fast_path else "data/encode.py, tokenizers path"
-    return Run(name, time.perf_counter() - started, stats.tokens, stats.tokenizer_path, stats.tokenizer_path_seconds)
+    return Run(name, time.perf_counter() - started, stats.tokens, stats.tokenizer_path, stats.tokenizer_path_seconds,
+               stats.seconds)
 
 
 def run_tokenizers_only(texts: list[str], tokenizer: Any) -> Run:
@@ -254,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         "workers": workers, "repeats": args.repeats, "byte_identical": len(digests) == 1,
         "path_chosen": runs["tprimat"][0].path,
         "path_setup_seconds": [run.setup_seconds for run in runs["tprimat"]],
+        # Where data/encode.py's time goes, per run: the tokenizer load (the fast path's early
+        # start runs beside it), building and checking the path, encoding and writing.
+        "tprimat_phases_seconds": [{"load": round(run.seconds - run.encode_seconds, 2),
+                                    "path_choice": round(run.setup_seconds, 2),
+                                    "encode_and_write": round(run.encode_seconds - run.setup_seconds, 2)}
+                                   for run in runs["tprimat"]],
     }
     for method in METHODS:
         summary[method] = _figures(runs[method])
