@@ -1,4 +1,4 @@
-"""The BookCorpus-shaped corpus of ``bench/encode_bench.py --shape sentences`` (no timing here)."""
+"""bench/encode_bench.py: the BookCorpus-shaped corpus, and one tiny run of every method (no timing asserted)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,20 @@ def test_write_sentence_corpus_keeps_order_and_all_text(tmp_path: Path) -> None:
     rows = [json.loads(line)["text"] for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows == ["One.", "Two!", "Three?", 'Four "five."', "Six"]
     assert not list(out.parent.glob(".*tmp*")), "no temporary file may be left behind"
+
+
+def test_bench_reports_both_paths_and_their_ceilings(tmp_path: Path, monkeypatch) -> None:
+    """A tiny end-to-end run: figures for every method (never asserted: they are measurements), outputs identical."""
+    from bench.encode_bench import main
+    from tests.helpers_data import use_data_env
+
+    use_data_env(monkeypatch, tmp_path / "unused")
+    out = tmp_path / "figures.json"
+    assert main(["--sample-mb", "0.1", "--repeats", "1", "--workers", "2", "--work-dir", str(tmp_path / "work"),
+                 "--json", str(out)]) == 0
+    summary = json.loads(out.read_text(encoding="utf-8"))
+    assert summary["byte_identical"] is True and summary["path_chosen"] == "tiktoken"
+    for method in ("baseline", "tprimat", "tprimat-tokenizers", "tokenizers_alone", "tiktoken_alone"):
+        assert summary[method]["best_tokens_per_s"] > 0 and len(summary[method]["runs_tokens_per_s"]) == 1
+    assert summary["baseline"]["ratio_vs_baseline"] == 1.0
+    assert summary["tokens"] > 0 and summary["documents"] > 0 and len(summary["path_setup_seconds"]) == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import encode, verify
+from data import encode, encode_paths, verify
 from tests.helpers_data import built_sample, copy_tree, use_data_env
 from utils.dataset import load_tokenizer
 
@@ -73,25 +73,28 @@ def test_dtype_rule(tmp_path: Path, vocab: int, dtype: type, code: int) -> None:
                                *(ord(c) + vocab - 300 for c in "hello"), vocab - 1]
 
 
+@pytest.mark.parametrize("tokenizer_path", ["auto", "tokenizers"])
 def test_interrupted_encode_leaves_nothing_verify_accepts(data_copy: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         tokenizer_path: str) -> None:
+    """Ctrl-C mid-stream (here: at document 200, after three batches were written) on either path."""
+    original = encode.iter_jsonl_texts
 
-    calls = {"n": 0}
-    original = IndexedDatasetBuilder.add_document
+    def texts_then_interrupt(path: Path):
+        for number, text in enumerate(original(path)):
+            if number == 200:
+                raise KeyboardInterrupt
+            yield text
 
-    def add_then_interrupt(self, tensor, lengths, modes=None):
-        calls["n"] += 1
-        if calls["n"] == 20:
-            raise KeyboardInterrupt
-        return original(self, tensor, lengths, modes)
-
-    monkeypatch.setattr(IndexedDatasetBuilder, "add_document", add_then_interrupt)
-    assert encode.main(["--force", "--model", "llama", "--no-progress"]) == 130
+    monkeypatch.setattr(encode, "iter_jsonl_texts", texts_then_interrupt)
+    monkeypatch.setattr(encode, "BATCH_DOCUMENTS", 64)
+    monkeypatch.setattr(encode_paths, "HEAD_CHARACTERS", 20_000)  # the early start takes ~20 documents, not all
+    argv = ["--force", "--model", "llama", "--no-progress", "--tokenizer-path", tokenizer_path]
+    assert encode.main(argv) == 130
     prefix = data_copy / "sample-llama_text_document"
     leftovers = sorted(p.name for p in data_copy.iterdir() if p.name.startswith((prefix.name, f".{prefix.name}")))
     assert leftovers == []
-    monkeypatch.setattr(IndexedDatasetBuilder, "add_document", original)
+    monkeypatch.setattr(encode, "iter_jsonl_texts", original)
     capsys.readouterr()
     assert verify.main(["--model", "llama"]) == 1
     assert "missing" in capsys.readouterr().err
