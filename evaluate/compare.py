@@ -31,6 +31,7 @@ from evaluate.frameworks import console_all, platform_figures
 from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
+from evaluate.settings_diff import settings_differences
 from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
 from utils.registry import platform_names
@@ -75,7 +76,7 @@ def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, 
         return None
     by_model = {model: [summarize_group(g) for g in groups] for model, groups in loaded.groups().items()}
     return Comparison(by_model=by_model, fairness=check_fairness(loaded.results), skipped=loaded.skipped,
-                      allow_mismatch=allow_mismatch, prices=prices)
+                      allow_mismatch=allow_mismatch, prices=prices, settings=settings_differences(loaded.results))
 
 
 class OutputError(Exception):

@@ -33,7 +33,7 @@ from evaluate.tables import console_table
 from train.logs.analyse import AnalysisOptions, analyse_files, analyse_run
 from train.logs.discover import discover
 from train.logs.scan import LOG_FRAMEWORKS, LogInputError
-from utils.configure import ConfigError
+from utils.configure import ConfigError, load_config
 from utils.registry import FRAMEWORKS, PLATFORMS, model_names
 from utils.result import ResultError, result_path, write_result
 from utils.result_model import Result
@@ -213,6 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         _say("--skip-steps must be 0 or more")
         return 2
     options = _options(args)
+    if args.from_config:
+        try:  # config.env is this run's workload: a bad value is the first thing to say, before any log is read
+            load_config()
+        except ConfigError as exc:
+            _say(f"config error: {exc}")
+            return 2
     if args.path.is_dir():
         return _folder(args, options)
     if not args.path.is_file():

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluate.results import LoadedResult
+from evaluate.settings_diff import version_differences
 from utils.result_model import HashedFiles, ModelShapeBlock, Result, Workload
 
 UNKNOWN = "unknown"
@@ -156,4 +157,7 @@ def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
             difference = _compare_key(model, key, table)
             if difference is not None:
                 report.differences.append(difference)
+        for key, column in version_differences(group).items():
+            unknown = any(value.startswith("unknown (") for value in column.values())
+            report.differences.append(Difference(model, key, column, unverifiable=unknown))
     return report

@@ -15,6 +15,7 @@ from typing import Any
 
 from evaluate.analysis import GroupSummary, LossParity, Ratio, cross_platform_parities, platform_ratios
 from evaluate.fairness import FairnessReport
+from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
 from evaluate.tables import console_table, markdown_table
 from utils.registry import display_name
@@ -36,6 +37,7 @@ class Comparison:
     prices: dict[str, float] = field(default_factory=dict)
     figure_name: str = "compare.png"
     parity_figure_name: str | None = "loss_parity.png"
+    settings: list[SettingDifference] = field(default_factory=list)
 
     @property
     def platforms(self) -> list[str]:
@@ -181,6 +183,17 @@ HARDWARE_HEADERS = ["platform", "framework", "device", "GPUs", "memory (GB)", "s
 # documents
 
 
+def settings_tables(differences: list[SettingDifference]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(model, headers, rows) per model: one row per effective setting that differs, one column per result."""
+    tables = []
+    for model in sorted({d.model for d in differences}):
+        rows_of = [d for d in differences if d.model == model]
+        labels = sorted({label for d in rows_of for label in d.values})
+        rows = [[d.key, *(str(d.values.get(label, ABSENT)) for label in labels)] for d in rows_of]
+        tables.append((model, ["setting", *labels], rows))
+    return tables
+
+
 def markdown(comparison: Comparison) -> str:
     fairness = comparison.fairness
     lines: list[str] = []
@@ -189,6 +202,11 @@ def markdown(comparison: Comparison) -> str:
     lines += ["# tprimat comparison", "", f"**Fairness check: {fairness.verdict()}**", ""]
     if fairness.differences:
         lines += [f"- {d.describe()}" for d in fairness.differences] + [""]
+    if comparison.settings:
+        lines += ["## Effective settings that differ", "",
+                  "What each framework resolved with its own code before the run (only the keys that differ):", ""]
+        for model, headers, rows in settings_tables(comparison.settings):
+            lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
     if comparison.skipped:
         lines += ["## Skipped files", ""]
         lines += [f"- `{p.name}`: {reason}" for p, reason in comparison.skipped] + [""]
@@ -249,6 +267,9 @@ def console(comparison: Comparison) -> str:
         lines.append("WARNING: workloads differ; compared anyway (--allow-mismatch)")
     lines.append(f"fairness: {comparison.fairness.verdict()}")
     lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
+    for model, headers, rows in settings_tables(comparison.settings):
+        lines += ["", f"effective settings that differ ({display_name('model', model)}):",
+                  console_table(headers, rows)]
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
         title = display_name("model", model)

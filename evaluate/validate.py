@@ -12,6 +12,8 @@ Checks, per result (errors fail the validation, warnings are shown):
   ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
   per-step array, and the per-GPU figure times the GPU count gives it back;
 * MFU at most 100% under both FLOP conventions;
+* the effective settings the framework resolved before the run (``effective_settings``)
+  agree with the result's own workload (``train/effective/expected.contradictions``);
 * every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
   average (mean of the last third below the mean of the first third);
 
@@ -39,6 +41,7 @@ from typing import Any
 from evaluate.fairness import FairnessReport, check_fairness
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
+from train.effective.expected import contradictions
 from utils.configure import ConfigError, load_config
 from utils.result_model import PerformanceMetrics, Result
 
@@ -146,6 +149,10 @@ def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS)
                 warnings.append(f"framework's own {disagreement.metric} differs from ours by "
                                 f"{disagreement.relative_gap:.1%} (over the {disagreement.tolerance:.0%} tolerance)")
     _check_losses(result, errors, warnings)
+    if result.effective_settings is not None:
+        workload = result.training_config.workload.model_dump(exclude={"unknown"})
+        errors.extend(f"effective settings contradict the workload: {problem}"
+                      for problem in contradictions(workload, result.effective_settings.settings))
     return check
 
 

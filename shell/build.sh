@@ -14,7 +14,8 @@ PLATFORM from the environment, else from config.env, else detected (python -m ut
 --platform). Extra arguments go to `docker build`, e.g. --no-cache or --pull.
 The image gets code only: the context is a temporary copy of the repository without what .dockerignore
 excludes (secrets.env, output/, data_cache/, .git, .venv ...) and without the configured DATA_DIR,
-OUTPUT_DIR and HF_HOME (python -m utils.build_context).
+OUTPUT_DIR and HF_HOME (python -m utils.build_context). Megatron-LM for `mega` is cloned into the image at
+MEGATRON_REF (config.env; the same commit in both images, docs/CONFORMANCE.md).
 USAGE
 }
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
@@ -46,8 +47,9 @@ image="$(tprimat_image "$platform")"
 context="$(mktemp -d "${TMPDIR:-/tmp}/tprimat-build-context.XXXXXX")" || exit 2
 trap 'rm -rf "$context"' EXIT
 tprimat_python_module utils.build_context "$context" || exit $?
-echo "build.sh: building $image from $platform.Dockerfile"
-docker build -f "$context/$platform.Dockerfile" -t "$image" "$@" "$context"
+megatron_ref="$(tprimat_config_get MEGATRON_REF)" || exit 2
+echo "build.sh: building $image from $platform.Dockerfile (Megatron-LM for mega at MEGATRON_REF=$megatron_ref)"
+docker build -f "$context/$platform.Dockerfile" -t "$image" --build-arg "MEGATRON_REF=$megatron_ref" "$@" "$context"
 rc=$?
 if [[ $rc -ne 0 ]]; then
     echo "build.sh: docker build failed with status $rc" >&2

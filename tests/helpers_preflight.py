@@ -37,8 +37,11 @@ def fake_primus(root: Path) -> Path:
     return tree
 
 
-def use_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **config: str) -> tuple[Config, Path]:
-    """Every framework variable pointed at a stand-in; a config with data under ``tmp_path``; the record file."""
+def point_at_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Every framework variable the preflight reads pointed at a stand-in; returns the record file.
+
+    A config for these stand-ins needs ``MEGATRON_REF=FAKE_COMMIT``.
+    """
     record = tmp_path / "record.json"
     monkeypatch.setenv("TPRIMAT_MEGATRON_LM", str(fake_megatron(tmp_path)))
     monkeypatch.setenv("TPRIMAT_PRIMUS", str(fake_primus(tmp_path)))
@@ -48,6 +51,12 @@ def use_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **config: str) ->
     monkeypatch.setenv("TPRIMAT_FAKE_RECORD", str(record))
     for key in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN", "TPRIMAT_FAKE_REJECT"):
         monkeypatch.delenv(key, raising=False)
+    return record
+
+
+def use_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **config: str) -> tuple[Config, Path]:
+    """Every framework variable pointed at a stand-in; a config with data under ``tmp_path``; the record file."""
+    record = point_at_fakes(monkeypatch, tmp_path)
     cfg = make_config(tmp_path, MEGATRON_REF=FAKE_COMMIT, DATASET="sample", TRAIN_ITERS="20", WARMUP_STEPS="4",
                       **config)
     for model in ("llama", "qwen"):

@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers_shell import REPO, clean_env, copy_repo, docker_calls, run_script
 from utils.build_context import ignored, read_patterns
+from utils.configure import load_config
 
 BASES = {"amd": "rocm/primus:v25.11", "nvd": "nvcr.io/nvidia/nemo:25.04"}
 
@@ -33,8 +34,9 @@ def test_build_argv(repo: Path, tmp_path: Path, platform: str) -> None:
     info, build = docker_calls(env)
     context = build[-1]
     assert info == ["info"]
-    assert build == ["build", "-f", f"{context}/{platform}.Dockerfile", "-t", f"tprimat:{platform}", "--no-cache",
-                     context]
+    ref = load_config(repo / "config.env", environ={}).megatron_ref
+    assert build == ["build", "-f", f"{context}/{platform}.Dockerfile", "-t", f"tprimat:{platform}",
+                     "--build-arg", f"MEGATRON_REF={ref}", "--no-cache", context]
     assert context.startswith(str(tmp_path)) and not Path(context).exists(), "a temporary context, removed after"
     files = _context_of(env, 2)
     assert f"{platform}.Dockerfile" in files and "utils/configure.py" in files and "config.env" in files

@@ -89,7 +89,8 @@ PYTHON_ENTRY_POINTS: dict[str, tuple[str, list[str]]] = {
     "evaluate.compare": ("evaluate.compare", []),
     "evaluate.validate": ("evaluate.validate", []),
     "evaluate.extract": ("evaluate.extract", ["{tmp}/run.log", "--platform", "amd", "--framework", "mega",
-                                              "--model", "llama"]),
+                                              "--model", "llama", "--from-config"]),
+    "train.preflight": ("train.preflight", ["--platform", "cpu", "--framework", "tran", "--model", "llama"]),
 }
 
 

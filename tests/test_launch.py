@@ -21,6 +21,7 @@ from train.launch import (
 from utils.configure import REPO_ROOT, load_config
 from utils.registry import FRAMEWORKS
 from utils.result import read_result, result_path
+from utils.result_model import EffectiveSettings, FrameworkVersions
 
 
 def context(tmp_path: Path, framework: str = "tran", **overrides: str) -> RunContext:
@@ -32,12 +33,18 @@ def context(tmp_path: Path, framework: str = "tran", **overrides: str) -> RunCon
                       log_path=log_path_for(cfg, "cpu", framework, "llama", None))
 
 
-def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None):
+def stand_in_preflight(ctx, plan):
+    """The stand-in framework's preflight: nothing to resolve (the real ones are tests/test_preflight.py's)."""
+    return (EffectiveSettings(settings={"stand_in": True}, env=dict(plan.env), resolved_by="test stand-in"),
+            FrameworkVersions(unknown={"torch": "test stand-in"}))
+
+
+def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None, preflight=stand_in_preflight):
     """A stand-in framework whose command is a Python one-liner."""
     return SimpleNamespace(
         plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", script], env={"TPRIMAT_TEST_VAR": "1"},
                                     files=files or {}, reads_dataset=False),
-        collect=collect,
+        collect=collect, preflight=preflight,
     )
 
 

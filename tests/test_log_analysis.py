@@ -22,7 +22,7 @@ from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
 from utils.configure import REPO_ROOT, load_config
 from utils.result import read_result, result_path, write_result
-from utils.result_model import Result
+from utils.result_model import EffectiveSettings, FrameworkVersions, Result
 
 FOREIGN = FIXTURES / "foreign"
 MI300X, H100 = "AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"
@@ -204,7 +204,11 @@ def tprimat_launch(tmp_path: Path, fixture: str, **overrides: str) -> RunContext
     class StandIn:
         @staticmethod
         def plan(ctx: RunContext) -> LaunchPlan:
-            return LaunchPlan(argv=["python3", "-c", script])
+            return LaunchPlan(argv=["python3", "-c", script], reads_dataset=False)
+
+        @staticmethod
+        def preflight(ctx: RunContext, plan: LaunchPlan) -> tuple[EffectiveSettings, FrameworkVersions]:
+            return EffectiveSettings(resolved_by="test stand-in"), FrameworkVersions()
 
         @staticmethod
         def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> None:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.helpers_megatron import FIXTURES, make_config, make_context, parse_flags
+from tests.helpers_preflight import FAKE_COMMIT, point_at_fakes
 from train import megatron_args, train_mega
 from train.launch import launch
 from train.platform_env import ATTENTION_BACKEND_ENV, PLATFORM_ENV
@@ -151,8 +152,9 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     fake.mkdir()
     (fake / "pretrain_gpt.py").write_text(
         FAKE_PRETRAIN.format(log=str(FIXTURES / "megatron_core012_llama.log"), code=code), encoding="utf-8")
+    point_at_fakes(monkeypatch, tmp_path / "preflight")  # the preflight asks the recording stand-in
     cfg = make_config(tmp_path, MEGATRON_PATH=str(fake), GPUS_PER_NODE="1", DP="1", GA="64",
-                      MASTER_ADDR="127.0.0.1")
+                      MASTER_ADDR="127.0.0.1", MEGATRON_REF=FAKE_COMMIT)
     for suffix in (".bin", ".idx"):
         Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").parent.mkdir(parents=True, exist_ok=True)
         Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").write_bytes(b"")
@@ -168,6 +170,10 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     assert result.status == status and rc == (0 if status == "ok" else 1)
     assert len(result.step_times) == 10 and result.step_times[2] == pytest.approx(1.9912)
     assert "iteration       10/      10" in ctx.log_path.read_text(encoding="utf-8")
+    # the preflight's record and the framework versions are kept in the result
+    assert result.effective_settings.resolved_by.startswith("Megatron-LM 0123456789ab")
+    assert result.effective_settings.settings["attention_backend"] == "fused"
+    assert result.framework_versions.megatron_lm_commit == FAKE_COMMIT
 
 
 def test_dry_run_through_the_cli(tmp_path: Path) -> None:

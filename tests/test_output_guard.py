@@ -111,7 +111,9 @@ def test_a_job_that_fills_the_disk_still_gets_its_result(tmp_path: Path, small_f
         ctx = context(out, TRAIN_ITERS="20", WARMUP_STEPS="2")
         job = (f"import errno\ntry:\n    with open({str(out / 'filler')!r}, 'wb', buffering=0) as f:\n"
                "        while True: f.write(bytes(4096))\nexcept OSError as e:\n"
-               "    print('the job filled the disk' if e.errno == errno.ENOSPC else e)\nraise SystemExit(3)")
+               "    print('the job filled the disk' if e.errno == errno.ENOSPC else e)\n"
+               # more output than the log's last partly used block holds (the launch header is in it)
+               "    print('x' * 16384)\nraise SystemExit(3)")
         code = launch(ctx, plugin(job))
         assert code == 1
         captured = capsys.readouterr()

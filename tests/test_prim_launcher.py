@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.helpers_megatron import FIXTURES, make_config, make_context
+from tests.helpers_preflight import FAKE_COMMIT, point_at_fakes
 from train import megatron_args, train_prim
 from train.launch import launch
 from utils.dataset import dataset_prefix, tokenizer_dir
@@ -122,7 +123,8 @@ def test_launch_end_to_end_failure_is_a_result(tmp_path: Path, monkeypatch: pyte
     script = primus / "examples" / "run_pretrain.sh"
     script.write_text(FAKE_RUN_PRETRAIN.format(log=FIXTURES / "primus_rccl_error_llama.log"), encoding="utf-8")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    cfg = make_config(tmp_path, PRIMUS_PATH=str(primus))
+    point_at_fakes(monkeypatch, tmp_path / "preflight")  # the preflight asks the recording stand-in
+    cfg = make_config(tmp_path, PRIMUS_PATH=str(primus), MEGATRON_REF=FAKE_COMMIT)
     for suffix in (".bin", ".idx"):
         target = Path(f"{dataset_prefix(cfg, 'llama')}{suffix}")
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ so these runs read the same files, through the same code, as a real benchmark.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import signal
@@ -71,6 +72,12 @@ def test_llama_tiny_run_is_ok_and_learns(tiny_env: Callable[..., dict[str, str]]
     assert result.source.kind == "callback"
     assert result.environment.launcher_set["OMP_NUM_THREADS"].isdigit()
     assert "step 12/12" in Path(result.source.log_path).read_text()
+    # the launcher's preflight record (tran is the reference: tprimat resolves its own settings)
+    assert result.effective_settings.resolved_by.startswith("tprimat itself")
+    assert result.effective_settings.settings["global_batch_size"] == 4
+    assert result.effective_settings.settings["lr"] == pytest.approx(3e-3)
+    assert result.framework_versions.torch == importlib.metadata.version("torch")
+    assert "megatron_lm_commit" in result.framework_versions.unknown
 
 
 @pytest.mark.slow

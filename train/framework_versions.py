@@ -20,12 +20,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from utils.config_rules import RULES
 from utils.result_model import FrameworkVersions
 
 # The Dockerfiles clone MEGATRON_REF to /opt/tprimat/megatron-lm and write "<ref> <commit>" here.
 MEGATRON_INSTALL = Path("/opt/tprimat/megatron-lm")
 RECORDED_COMMIT_FILE = "TPRIMAT_MEGATRON_COMMIT"
-REF_PATTERN = re.compile(r"[0-9a-f]{7,40}|[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
+REF_PATTERN = re.compile(RULES["megatron_ref"].pattern or "")
 DISTRIBUTIONS = {
     "megatron_core": "megatron-core",
     "transformer_engine": "transformer-engine",
@@ -41,8 +42,8 @@ class MegatronRefError(ValueError):
 
 
 def check_megatron_ref(ref: str) -> str:
-    """A tag, branch or commit hash; the error names the key (validated here until utils/configure.py does)."""
-    if not ref or not REF_PATTERN.fullmatch(ref) or ".." in ref:
+    """A tag, branch or commit hash (the config loader's rule, utils/config_rules.py); the error names the key."""
+    if not ref or not REF_PATTERN.fullmatch(ref):
         raise MegatronRefError(f"MEGATRON_REF={ref!r}: expected a Megatron-LM tag or commit, e.g. core_v0.12.0 "
                                "or 847781764fe468c90caec16309deded245c1022c")
     return ref

@@ -37,7 +37,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from train.job_guard import ResultFile, Signals, port_problem, run_logged
 from train.logs.patterns import launch_header
@@ -50,7 +50,7 @@ from utils.locks import LockError, LockHeld, hold, result_lock_path
 from utils.models import get_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.result import ResultError, finalize_result, new_result, read_result, result_path, update_result
-from utils.result_model import Result, Source
+from utils.result_model import EffectiveSettings, FrameworkVersions, Result, Source
 from utils.step_log import recover_result, step_log_path
 
 LOG_TAIL_LINES = 30
@@ -181,7 +181,7 @@ def dataset_problem(ctx: RunContext) -> str | None:
     return None
 
 
-def preflight_problems(ctx: RunContext, plan: LaunchPlan) -> list[str]:
+def start_problems(ctx: RunContext, plan: LaunchPlan) -> list[str]:
     """What stops the job before it starts: a taken rendezvous port (node 0 binds it), an unusable dataset."""
     problems = []
     port_flag = f"--master-port={ctx.cfg.master_port}"
@@ -196,7 +196,7 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
     """Plan, check, run and collect one job; 0 when its result says ok, 128 + signal when stopped, else 1."""
     if dry_run:
         plan = plugin.plan(replace(ctx, dry_run=True))
-        plan.notes += [f"{problem} (a real run stops here)" for problem in preflight_problems(ctx, plan)]
+        plan.notes += [f"{problem} (a real run stops here)" for problem in start_problems(ctx, plan)]
         sys.stdout.write(plan.render())
         return 0
     with Signals() as signals:
@@ -218,7 +218,9 @@ def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return 1
-    problems = preflight_problems(ctx, plan)
+    problems = start_problems(ctx, plan)
+    if not problems:
+        problems = [problem for problem in (_preflight(ctx, plugin, plan)[1],) if problem]
     if problems or signals.signum:
         print(f"tprimat: {'; '.join(problems) or f'interrupted by {signals.name}'}", file=sys.stderr)
         return signals.exit_code() or 1
@@ -268,13 +270,48 @@ def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
     except Exception as exc:  # a planner bug must still leave a result
         print(f"tprimat: planning the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return failure_result(ctx, "failed", f"planning the job failed: {type(exc).__name__}: {exc}")
-    problems = preflight_problems(ctx, plan)
+    problems = start_problems(ctx, plan)
     if problems:
         for problem in problems:
             print(f"tprimat: {problem}", file=sys.stderr)
         return failure_result(ctx, "failed", "; ".join(problems))
+    checked, problem = _preflight(ctx, plugin, plan)
+    if problem:
+        print(f"tprimat: {problem}", file=sys.stderr)
+        return failure_result(ctx, "failed", problem)
     if signals.signum:
         return failure_result(ctx, "incomplete", f"interrupted by {signals.name} before the job started")
+    result = _run_and_collect(ctx, plugin, plan, signals)
+    assert checked is not None
+    effective, versions = checked
+    fields: dict[str, Any] = {"framework_versions": versions}
+    if result.effective_settings is None or not result.effective_settings.settings:
+        fields["effective_settings"] = effective  # deep records what its engine resolved itself
+    update_result(result, **fields)
+    return result
+
+
+def _preflight(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> tuple[
+        tuple[EffectiveSettings, FrameworkVersions] | None, str | None]:
+    """(effective settings and framework versions, None), or (None, the one-line reason the job must not start).
+
+    The framework's own code resolves the settings and they are checked against config.env
+    and the fairness table (``train/preflight.py``), so a GPU hour is never spent on a run
+    that would crash at model build or run other settings. A plugin may bring its own
+    ``preflight(ctx, plan)`` (test stand-ins do).
+    """
+    from train.preflight import PreflightError, before_launch
+
+    check = getattr(plugin, "preflight", None) or before_launch
+    print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
+    try:
+        return check(ctx, plan), None
+    except PreflightError as exc:
+        return None, f"preflight: {exc}"
+
+
+def _run_and_collect(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, signals: Signals) -> Result:
+    """Run the planned job and collect its result, however it ends."""
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
     try:
         returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals, _header(ctx))
@@ -344,7 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework", required=True, choices=framework_names())
     parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--run-index", type=int, default=None, help="repeat number k (result ..._r<k>.json)")
-    parser.add_argument("--dry-run", action="store_true", help="print the command, environment and files; run nothing")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the command, environment and files; run nothing")
+    mode.add_argument("--preflight", action="store_true",
+                      help="resolve the job's effective settings with the framework's own code and check them "
+                      "against config.env and the fairness table (run automatically before every real launch); "
+                      "exit 0 ok, 1 a difference or a rejection, 2 the framework cannot be run here")
     args = parser.parse_args(argv)
     try:
         cfg = load_config()
@@ -363,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_index is not None and args.run_index < 1:
         print("tprimat: --run-index must be at least 1", file=sys.stderr)
         return 2
+    if args.preflight:
+        from train.preflight import main as preflight_main
+
+        return preflight_main(["--platform", args.platform, "--framework", framework, "--model", args.model])
     if not args.dry_run:
         detected = detect_platform()
         if detected != args.platform:

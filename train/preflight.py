@@ -36,13 +36,14 @@ import yaml
 from train.effective.expected import differences, expected_settings
 from train.effective.flatten import megatron_record, nemo_record
 from train.effective.runner import FrameworkRejected, FrameworkUnavailable, python_for, run_probe
-from train.framework_versions import MegatronRefError, check_megatron_tree
+from train.framework_versions import MegatronRefError, check_megatron_tree, framework_versions
 from train.launch import LaunchPlan, RunContext, load_plugin, log_path_for
 from train.megatron_args import find_megatron, primus_root
 from utils.configure import Config, ConfigError, load_config
 from utils.models import get_shape
+from utils.registry import framework_names, model_names, platform_names
 from utils.result import result_path
-from utils.result_model import EffectiveSettings
+from utils.result_model import EffectiveSettings, FrameworkVersions
 
 MEGATRON_PYTHON = "TPRIMAT_MEGATRON_PYTHON"
 NEMO_PYTHON = "TPRIMAT_NEMO_PYTHON"
@@ -175,7 +176,18 @@ def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     return record, TRAN_RESOLVED_BY, []
 
 
-RESOLVERS = {"mega": resolve_mega, "prim": resolve_prim, "nemo": resolve_nemo, "tran": resolve_tran}
+def resolve_deep(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str, list[str]]:
+    """deep trains tran's model with tran's loop; DeepSpeed resolves its own config only inside
+    ``deepspeed.initialize``, where train/train_deep.py compares it with the config and stops on a
+    difference (the engine's record replaces this one in the result)."""
+    record, _, notes = resolve_tran(ctx, plan)
+    record["zero_stage"] = ctx.cfg.zero_stage
+    return record, ("tprimat's configuration for the DeepSpeed engine (train/train_deep.py): the engine's own "
+                    "resolution is checked at deepspeed.initialize, before the first step"), notes
+
+
+RESOLVERS = {"mega": resolve_mega, "prim": resolve_prim, "nemo": resolve_nemo, "tran": resolve_tran,
+             "deep": resolve_deep}
 
 
 # ---------------------------------------------------------------------------
@@ -216,7 +228,7 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
         record, resolved_by, notes = RESOLVERS[ctx.framework](ctx, plan)
     except FrameworkRejected as exc:
         raise PreflightError(str(exc), setting=exc.setting) from None
-    if ctx.framework != "tran":
+    if ctx.framework not in ("tran", "deep"):
         found = differences(expected_for(ctx, plan), record, ctx.framework)
         if found:
             key, want, got = found[0]
@@ -227,6 +239,32 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
     if notes:
         resolved_by += "; stand-ins on this host: " + "; ".join(notes)
     return EffectiveSettings(settings=scalar_record(record), env=dict(plan.env), resolved_by=resolved_by)
+
+
+def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:
+    """(Megatron-LM tree, Primus tree) the job runs, as the resolvers find them; None where it runs none."""
+    cfg = ctx.cfg
+    if ctx.framework == "mega":
+        return Path(os.environ.get(MEGATRON_TREE) or find_megatron(cfg, ctx.platform)[0]), None
+    if ctx.framework == "prim":
+        root = Path(os.environ.get(PRIMUS_TREE) or primus_root(cfg))
+        return root / "third_party" / "Megatron-LM", root
+    return None, None
+
+
+def before_launch(ctx: RunContext, plan: LaunchPlan) -> tuple[EffectiveSettings, FrameworkVersions]:
+    """What train/launch.py runs before every real job: the preflight and the framework versions.
+
+    Raises :class:`PreflightError` with one line; a framework that cannot be run here
+    (:class:`FrameworkUnavailable`) is folded into it, because a job whose framework is
+    missing would only crash later.
+    """
+    try:
+        effective = preflight(ctx, plan)
+    except FrameworkUnavailable as exc:
+        raise PreflightError(str(exc)) from None
+    megatron_tree, primus_tree = framework_trees(ctx)
+    return effective, framework_versions(ctx.framework, megatron_tree=megatron_tree, primus_tree=primus_tree)
 
 
 # ---------------------------------------------------------------------------
@@ -248,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         "run here. Framework locations: the image's, or TPRIMAT_MEGATRON_LM, TPRIMAT_PRIMUS, "
         "TPRIMAT_MEGATRON_PYTHON, TPRIMAT_NEMO_PYTHON.",
     )
-    parser.add_argument("--platform", required=True, choices=("amd", "nvd", "cpu"))
-    parser.add_argument("--framework", required=True, choices=tuple(RESOLVERS))
-    parser.add_argument("--model", required=True, choices=("llama", "qwen"))
+    parser.add_argument("--platform", required=True, choices=platform_names())
+    parser.add_argument("--framework", required=True, choices=framework_names())
+    parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--json", action="store_true", help="print the effective_settings record as JSON")
     args = parser.parse_args(argv)
     try:

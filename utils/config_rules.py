@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -47,7 +48,7 @@ MAX_COUNT = 2**31 - 1
 class Rule:
     """What one key accepts beyond its type.
 
-    ``choices`` apply to each word of a list key. Bounds are inclusive unless
+    ``choices`` apply to each word of a list key; ``pattern`` to a text key as a whole. Bounds are inclusive unless
     ``above_minimum`` / ``below_maximum``. ``path_prefix`` admits ``<prefix><path>``
     besides the choices (``DATASET=local:/corpus.jsonl``). ``describe`` replaces the
     generic bound message where a range reads better as one phrase.
@@ -61,6 +62,7 @@ class Rule:
     path_prefix: str | None = None
     fold_case: bool = False
     describe: str | None = None
+    pattern: str | None = None  # a text key must match this regular expression in full
 
 
 _COUNT = Rule(minimum=1, maximum=MAX_COUNT)  # how many of something: at least one
@@ -116,6 +118,10 @@ RULES: dict[str, Rule] = {
     "measure_skip_steps": _INDEX,
     "profile_step_start": _INDEX,
     "profile_step_end": _INDEX,
+    # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters
+    # git allows in a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
+    "megatron_ref": Rule(pattern=r"(?!.*\.\.)(?:[0-9a-f]{7,40}|[A-Za-z0-9][A-Za-z0-9._/-]{0,99})",
+                         describe="a Megatron-LM tag or commit, e.g. core_v0.12.0 or 847781764f"),
 }
 
 
@@ -188,6 +194,8 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
             words = (value,)
         if rule is None:
             continue
+        if rule.pattern and not re.fullmatch(rule.pattern, str(value)):
+            raise ConfigError(f"{key}={value!r}: expected {rule.describe or 'a value matching ' + rule.pattern}")
         if rule.choices:
             for word in words:
                 _check_choice(key, word, rule)
