@@ -20,6 +20,7 @@ import numpy as np
 
 from data.encode_check import adversarial_texts, first_difference
 from data.fast_bpe import FastBpe, NotExpressible, Wrapping
+from data.long_documents import PieceEncoder
 
 BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-length documents stay bounded
 # Encoded by the fast path on the idle core while the tokenizer loads and the check runs, which
@@ -27,6 +28,7 @@ BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-lengt
 # (~13 MB/s of prose). A whole tiny corpus fits; a large one continues on ``workers`` threads.
 HEAD_CHARACTERS = 24 << 20
 _SELF_CHECK_DOCUMENTS = 8
+CHECK_TEXT_CHARS = 1 << 16  # the first this many characters of each dataset text take part in the check
 
 # Which implementation produced the ids (recorded in the manifest and printed).
 PATH_TIKTOKEN = "tiktoken"
@@ -72,6 +74,7 @@ class TokenizerEncoder:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
         self.eod, self.dtype = eod, dtype
         self.checked = False
+        self.long = PieceEncoder(tokenizer, self.backend) if self.backend is not None else None
 
     @property
     def path(self) -> str:
@@ -93,7 +96,17 @@ class TokenizerEncoder:
         return ids
 
     def __call__(self, texts: list[str]) -> Documents:
-        return _documents_from_lists(self.ids(texts), self.eod, self.dtype)
+        if self.long is None or all(len(text) <= self.long.limit for text in texts):
+            return _documents_from_lists(self.ids(texts), self.eod, self.dtype)
+        # Long documents in bounded pieces (data/long_documents.py), the others as one batch.
+        short = [index for index, text in enumerate(texts) if len(text) <= self.long.limit]
+        short_ids = dict(zip(short, self.ids([texts[index] for index in short]), strict=True))
+        documents = []
+        for index, text in enumerate(texts):
+            ids = np.asarray(short_ids[index], dtype=np.int64) if index in short_ids else self.long(text)
+            documents.append(np.append(ids, self.eod) if len(ids) else ids)
+        sizes = np.fromiter((len(ids) for ids in documents), dtype=np.int64, count=len(documents))
+        return np.concatenate(documents).astype(self.dtype, copy=False), sizes
 
 
 class FastEncoder:
@@ -173,7 +186,10 @@ def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Seq
     except NotExpressible as exc:
         return fallback, f"fast path not used: {exc}"
     adversarial = adversarial_texts(list(fast.specials))
-    difference = first_difference(tokenizer, fast, wrapping, check_texts, adversarial)
+    # A bounded stretch of each dataset text: the reference tokenizer(text) of a whole book-length
+    # document would take gigabytes (data/long_documents.py), and a stretch checks the same rules.
+    sample = [text[:CHECK_TEXT_CHARS] for text in check_texts]
+    difference = first_difference(tokenizer, fast, wrapping, sample, adversarial)
     if difference is not None:
         return fallback, f"fast path not used: it differs from tokenizer(text) on {difference}"
     return FastEncoder(fast, wrapping, fallback), (

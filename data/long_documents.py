@@ -1,0 +1,111 @@
+"""Long documents in bounded pieces: one 50 MB document must not take gigabytes to encode.
+
+The ``tokenizers`` library keeps a per-token ``Encoding`` (offsets, words, type ids,
+attention mask) for the whole text, so memory grows with the document: about
+650-700 bytes per token, 6.6 GB for a 50 MB document (docs/PERFORMANCE.md). A document
+longer than :data:`LONG_DOCUMENT_CHARS` is therefore cut into pieces at *word
+boundaries* (a space that follows a non-space and precedes a letter or digit), each
+piece is encoded without special tokens, and the tokenizer's own special tokens
+(:func:`special_wrapping`) are put around the whole once, as ``tokenizer(text)`` does.
+
+Exact, or not at all: for a byte-level BPE whose pre-tokenizer splits before such a
+space, the pieces' ids concatenated are the whole text's ids. That is true of Llama 3
+and Qwen 2.5's regex split, but not of every tokenizer (SentencePiece-style ones mark
+the first word of a text differently), so before the first long document of a dataset
+is encoded this way, :func:`PieceEncoder.check` compares both on a bounded stretch of
+that document cut into small pieces. If they differ, long documents are refused with a
+clear limit instead of silently encoded another way (:class:`LongDocumentError`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+LONG_DOCUMENT_CHARS = 1 << 20  # longer documents are encoded in pieces of at most about this size
+CHECK_CHARS = 1 << 18  # the stretch of the first long document both ways are compared on
+CHECK_PIECE_CHARS = 1 << 14  # ... cut into pieces this small, so the check crosses many cuts
+# A cut goes before a space that follows a non-space and precedes a letter or digit.
+_BOUNDARY = re.compile(r"(?<=\S) (?=[^\W_])")
+
+
+class LongDocumentError(ValueError):
+    """A document is too long to encode at once and this tokenizer cannot encode it in pieces exactly."""
+
+
+def pieces(text: str, limit: int = LONG_DOCUMENT_CHARS) -> Iterator[str]:
+    """``text`` in pieces of at most about ``limit`` characters, cut only at word boundaries.
+
+    A stretch with no boundary for a whole ``limit`` (one endless word) stays in one piece.
+    """
+    start = 0
+    while len(text) - start > limit:
+        window_end = start + limit
+        cut = None
+        for match in _BOUNDARY.finditer(text, start + 1, window_end):
+            cut = match.start()
+        if cut is None:
+            match = _BOUNDARY.search(text, window_end)
+            if match is None:
+                break
+            cut = match.start()
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def special_wrapping(backend: Any) -> tuple[list[int], list[int]]:
+    """(prefix, suffix): the special ids the tokenizer adds around a text (Llama 3's BOS, none for Qwen)."""
+    probe = "piece"
+    plain = backend.encode(probe, add_special_tokens=False).ids
+    full = backend.encode(probe, add_special_tokens=True).ids
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return full[:start], full[start + len(plain):]
+    raise LongDocumentError("the tokenizer's special tokens are not a prefix and suffix around the text")
+
+
+@dataclass
+class PieceEncoder:
+    """``tokenizer(text)["input_ids"]`` of a long text, encoded piece by piece with bounded memory."""
+
+    tokenizer: Any
+    backend: Any
+    limit: int = LONG_DOCUMENT_CHARS
+    checked: bool | None = None  # None until the first long document was checked
+    reason: str = ""
+    wrapping: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
+
+    def _pieces_ids(self, text: str, limit: int) -> np.ndarray:
+        parts = [np.asarray(self.backend.encode(piece, add_special_tokens=False).ids, dtype=np.int64)
+                 for piece in pieces(text, limit)]
+        prefix, suffix = self.wrapping
+        return np.concatenate([np.asarray(prefix, dtype=np.int64), *parts, np.asarray(suffix, dtype=np.int64)])
+
+    def check(self, text: str) -> None:
+        """Compare pieces with ``tokenizer(text)`` on a bounded stretch of ``text`` (once per dataset)."""
+        if self.checked is None:
+            try:
+                self.wrapping = special_wrapping(self.backend)
+                stretch = text[:CHECK_CHARS]
+                expected = self.tokenizer(stretch)["input_ids"]
+                self.checked = self._pieces_ids(stretch, CHECK_PIECE_CHARS).tolist() == list(expected)
+                self.reason = "" if self.checked else "its ids differ when the text is cut at word boundaries"
+            except LongDocumentError as exc:
+                self.checked, self.reason = False, str(exc)
+            if self.checked:
+                print(f"encode: note: documents over {self.limit:,} characters are encoded in pieces at word "
+                      "boundaries (checked identical to tokenizer(text) on the first one)")
+        if not self.checked:
+            raise LongDocumentError(
+                f"a document of {len(text):,} characters is longer than {self.limit:,}, and this tokenizer cannot "
+                f"encode it in pieces exactly ({self.reason}); encoding it at once needs about 700 bytes per "
+                "token: split such documents before encoding")
+
+    def __call__(self, text: str) -> np.ndarray:
+        self.check(text)
+        return self._pieces_ids(text, self.limit)
