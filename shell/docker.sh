@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Sourced by build.sh, run_<step>.sh and entry.sh: the one place that decides how a tprimat
 # container is started, so every step gets identical devices, mounts and environment.
-# Needs platform.sh to be sourced first.
+# Needs platform.sh to be sourced first; sources jobctl.sh (signals reach the step it runs).
 # shellcheck shell=bash
+
+# shellcheck source=jobctl.sh
+source "$TPRIMAT_ROOT/shell/jobctl.sh"
+TPRIMAT_CONTAINER=""
 
 TPRIMAT_CONTAINER_ROOT=/workspace/code          # the image's WORKDIR; the repo is mounted here
 TPRIMAT_CONTAINER_DATA=/data/tprimat            # utils/configure.py's DATA_DIR inside containers
@@ -111,26 +115,49 @@ tprimat_run_step() {
         return 0
     fi
     platform="$(tprimat_resolve_platform)" || return 2
+    tprimat_trap_signals
     if [[ "$platform" == cpu ]]; then
         echo "run_$step.sh: platform cpu has no container; running shell/$step.sh natively"
-        bash "$TPRIMAT_ROOT/shell/$step.sh" "$@"
+        tprimat_run bash "$TPRIMAT_ROOT/shell/$step.sh" "$@"
         return $?
     fi
     if ! tprimat_docker_ready; then
         echo "run_$step.sh: no Docker engine answers (docker info failed); running shell/$step.sh natively"
-        PLATFORM="$platform" bash "$TPRIMAT_ROOT/shell/$step.sh" "$@"
+        PLATFORM="$platform" tprimat_run bash "$TPRIMAT_ROOT/shell/$step.sh" "$@"
         return $?
     fi
     tprimat_require_image "$platform" || return $?
     trap 'rm -f "${TPRIMAT_DOCKER_ENV_FILE:-}"' EXIT
     tprimat_docker_run_argv "$platform" bash "shell/$step.sh" "$@" || return $?
+    # A named container, so that a signal to this script reaches the step inside it (docker kill),
+    # whether or not the docker client proxies signals (it does not with -t).
+    TPRIMAT_CONTAINER="tprimat-$step-$$"
+    TPRIMAT_DOCKER_ARGV=(run --name "$TPRIMAT_CONTAINER" "${TPRIMAT_DOCKER_ARGV[@]:1}")
+    trap '_tprimat_stop_container INT' INT
+    trap '_tprimat_stop_container TERM' TERM
     echo "run_$step.sh: running shell/$step.sh in $(tprimat_image "$platform")"
-    docker "${TPRIMAT_DOCKER_ARGV[@]}"
+    docker "${TPRIMAT_DOCKER_ARGV[@]}" &
+    local pid=$!
+    while kill -0 "$pid" 2>/dev/null; do  # `wait` returns early when a trapped signal arrives
+        wait "$pid"
+    done
+    wait "$pid"
     rc=$?
+    if [[ -n "$TPRIMAT_SIGNAL" && $rc -eq 0 ]]; then
+        rc="$(tprimat_signal_status)"
+    fi
     if [[ $rc -ne 0 ]]; then
         echo "run_$step.sh: the container exited with status $rc" >&2
     fi
     return "$rc"
+}
+
+# INT/TERM while a step runs in its container: pass the signal to the container's step (shell/<step>.sh
+# forwards it to its jobs, which record themselves incomplete), then wait for the container to end.
+_tprimat_stop_container() {
+    [[ -n "$TPRIMAT_SIGNAL" ]] || TPRIMAT_SIGNAL="$1"
+    echo "run: $1 received; stopping container $TPRIMAT_CONTAINER" >&2
+    docker kill --signal="$1" "$TPRIMAT_CONTAINER" >/dev/null 2>&1 || true
 }
 
 # The --help text every container entry point shares: usage line ($1) and what runs inside ($2).

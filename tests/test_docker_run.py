@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -54,7 +58,9 @@ def test_run_step_argv(repo: Path, tmp_path: Path, platform: str, step: str) -> 
     image_at = argv.index(f"tprimat:{platform}")
     assert argv[image_at + 1:] == ["bash", f"shell/{step}.sh"]
     opts = argv[:image_at]
-    assert opts[:2] == ["run", "--rm"]
+    assert opts[0] == "run" and "--rm" in opts
+    (name,) = flag_values(opts, "--name")
+    assert re.fullmatch(rf"tprimat-{step}-\d+", name), "a named container, so a signal can reach it"
     if platform == "nvd":
         assert flag_values(opts, "--gpus") == ["all"]
         assert not any(o.startswith("--device") for o in opts)
@@ -208,7 +214,11 @@ def test_entry_opens_an_interactive_shell_in_the_same_container(repo: Path, tmp_
     assert entry_argv[-1] == "bash"
 
     def comparable(argv: list[str]) -> list[str]:
-        # the rendered config file has a random name; everything else must be identical
+        # the rendered config file has a random name, a step's container a name of its own (so that a
+        # signal can reach it); everything else must be identical
+        if "--name" in argv:
+            at = argv.index("--name")
+            argv = argv[:at] + argv[at + 2:]
         return [a if "tprimat-docker.env" not in a else "<config>" for a in argv if a not in ("-it",)]
 
     assert comparable(entry_argv)[:-1] == comparable(run_argv)[:-2]
@@ -220,3 +230,22 @@ def test_entry_on_cpu_opens_a_native_shell(repo: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert "inside-cpu" in proc.stdout
     assert docker_calls(env) == []
+
+
+def test_a_signal_to_run_step_reaches_the_container(repo: Path, tmp_path: Path) -> None:
+    """SIGTERM to run_<step>.sh is passed to the step inside its container (docker kill), whose own
+    traps stop its jobs; the script then exits 128 + SIGTERM instead of leaving the container running."""
+    env = _env(tmp_path, "nvd", FAKE_DOCKER_RUN_SECONDS="60")
+    proc = subprocess.Popen(["bash", str(repo / "shell/run_data.sh")], env=env, cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not any(c and c[0] == "run" for c in docker_calls(env)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the container never started"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    _, run = _run_call(env)
+    (name,) = flag_values(run, "--name")
+    assert ["kill", "--signal=TERM", name] in docker_calls(env)
+    assert f"stopping container {name}" in err
