@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
+from utils.hash_cache import cached_sha256
 from utils.hashing import hash_files, hash_json
 from utils.models import ModelShape, get_shape
 from utils.registry import model_names
@@ -36,8 +37,10 @@ def data_fingerprint(prefix: Path | None) -> HashedFiles:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         return HashedFiles(path=str(prefix), reason=f"missing: {', '.join(missing)}")
-    return HashedFiles(hash=hash_files(files), path=str(prefix), files=[f.name for f in files],
-                       bytes=files[1].stat().st_size)
+    # Cached by size, inode, mtime and ctime beside the data (utils/hash_cache.py): a training start does
+    # not re-read a multi-gigabyte .bin that verify already hashed.
+    digest = hash_files(files, file_hash=lambda path: cached_sha256(path, Path(prefix).parent))
+    return HashedFiles(hash=digest, path=str(prefix), files=[f.name for f in files], bytes=files[1].stat().st_size)
 
 
 def tokenizer_fingerprint(directory: Path | None) -> HashedFiles:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +42,16 @@ def hash_json(value: Any) -> str:
     return PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def hash_files(paths: Iterable[Path]) -> str | None:
-    """``sha256:<hex>`` over several files (names and contents, not directories); None if any is missing."""
+def hash_files(paths: Iterable[Path], file_hash: Callable[[Path], str] | None = None) -> str | None:
+    """``sha256:<hex>`` over several files (names and contents, not directories); None if any is missing.
+
+    ``file_hash`` gives one file's hex sha256 (default :func:`sha256_file`; the fingerprint of a
+    dataset passes ``utils.hash_cache.cached_sha256`` so a large ``.bin`` is read once).
+    """
+    file_hash = file_hash or sha256_file
     digest = hashlib.sha256()
     for path in paths:
         if not Path(path).is_file():
             return None
-        digest.update(Path(path).name.encode() + b"\0" + (PREFIX + sha256_file(path)).encode() + b"\0")
+        digest.update(Path(path).name.encode() + b"\0" + (PREFIX + file_hash(Path(path))).encode() + b"\0")
     return PREFIX + digest.hexdigest()
