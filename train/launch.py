@@ -32,13 +32,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from train.profiles import IDENTICAL, AppliedProfile, ProfileError, apply_profile
 from utils.atomic import atomic_write_text
 from utils.configure import Config, ConfigError, load_config
 from utils.failures import cause_in_log, is_interrupted
 from utils.hardware import collect_gpu_info, detect_platform
 from utils.models import get_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
-from utils.result import ResultError, finalize_result, new_result, read_result, result_path, write_result
+from utils.result import (
+    ResultError,
+    finalize_result,
+    new_result,
+    read_result,
+    result_path,
+    update_result,
+    write_result,
+)
 from utils.result_model import Result, Source
 
 LOG_TAIL_LINES = 30
@@ -57,6 +66,8 @@ class RunContext:
     log_path: Path
     # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
     dry_run: bool = False
+    # PROFILE as applied to this job (train/profiles/): ``cfg`` already carries a tuned recipe's workload.
+    profile: AppliedProfile = IDENTICAL
 
 
 @dataclass
@@ -70,6 +81,8 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     # Where the command writes its own output besides stdout (e.g. Primus's TRAIN_LOG).
     extra_logs: list[Path] = field(default_factory=list)
+    # The profile's settings with their sources (train/profiles/), shown by --dry-run.
+    profile: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         """Human-readable dry-run text: command, environment, generated files."""
@@ -82,6 +95,8 @@ class LaunchPlan:
             lines += ["", f"# generated file: {path}", text.rstrip("\n")]
         for note in self.notes:
             lines += ["", f"# note: {note}"]
+        if self.profile:
+            lines += ["", "# profile"] + [f"# {line}" for line in self.profile]
         return "\n".join(lines) + "\n"
 
 
@@ -106,6 +121,21 @@ def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:
         f"--master-addr={cfg.master_addr}",
         f"--master-port={cfg.master_port}",
     ]
+
+
+def job_context(cfg: Config, platform: str, framework: str, model: str, run_index: int | None = None,
+                dry_run: bool = False) -> RunContext:
+    """One job's context with PROFILE applied (:class:`train.profiles.ProfileError` when it cannot be)."""
+    cfg, profile = apply_profile(cfg, platform, framework, model)
+    return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
+                      result_path=result_path(cfg.output_dir, platform, framework, model, run_index),
+                      log_path=log_path_for(cfg, platform, framework, model, run_index), dry_run=dry_run,
+                      profile=profile)
+
+
+def with_profile(ctx: RunContext, result: Result) -> Result:
+    """The job's profile recorded in its result: the profile that ran and what it changed (train/profiles/)."""
+    return update_result(result, profile=ctx.profile.name, profile_settings=ctx.profile.block())
 
 
 def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:
@@ -141,7 +171,7 @@ def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | N
         gpu_info=collect_gpu_info(ctx.platform), run_index=ctx.run_index,
         source=Source(kind="log", log_path=str(log_path) if log_path else None),
     )
-    return finalize_result(result, status, reason)
+    return finalize_result(with_profile(ctx, result), status, reason)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -188,6 +218,7 @@ def run_plan(plan: LaunchPlan, log_path: Path) -> int:
 def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
     """Plan, (dry-)run and collect one job; 0 when its result says ok."""
     plan = plugin.plan(replace(ctx, dry_run=dry_run))
+    plan.profile = ctx.profile.render()
     if dry_run:
         sys.stdout.write(plan.render())
         return 0
@@ -214,7 +245,7 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
             result = failure_result(ctx, "failed", reason, ctx.log_path)
     elif returncode != 0 and result.status == "ok":
         finalize_result(result, "failed", f"process exited with code {returncode} after reporting success")
-    write_result(ctx.result_path, result)
+    write_result(ctx.result_path, with_profile(ctx, result))
     print(f"tprimat: result {ctx.result_path} status={result.status}" + (f" ({result.error})" if result.error else ""))
     return 0 if result.status == "ok" else 1
 
@@ -279,11 +310,11 @@ def main(argv: list[str] | None = None) -> int:
         if detected != args.platform:
             print(f"tprimat: warning: running the {args.platform} job on a machine detected as {detected}",
                   file=sys.stderr)
-    ctx = RunContext(
-        cfg=cfg, platform=args.platform, framework=framework, model=args.model, run_index=args.run_index,
-        result_path=result_path(cfg.output_dir, args.platform, framework, args.model, args.run_index),
-        log_path=log_path_for(cfg, args.platform, framework, args.model, args.run_index),
-    )
+    try:
+        ctx = job_context(cfg, args.platform, framework, args.model, args.run_index)
+    except ProfileError as exc:
+        print(f"tprimat: {exc}", file=sys.stderr)
+        return 2
     plugin = load_plugin(framework)
     try:
         return launch(ctx, plugin, dry_run=args.dry_run)

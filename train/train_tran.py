@@ -37,6 +37,7 @@ from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_ar
 from train.platform_env import launcher_env
 from train.tran_step import Dist, Trainer, lr_at
 from utils.atomic import atomic_path
+from train.profiles import apply_profile
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
 from utils.registry import model_names, platform_names
 from utils.result_model import ModelShapeBlock, Profiling, Result, Source
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             from utils.hardware import detect_platform
 
             args.platform = cfg.platform or detect_platform()
+        cfg, _ = apply_profile(cfg, args.platform, "tran", args.model)  # no recipe: identical, or the error
         info = setup_distributed(cfg, args.platform)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"train_tran: error: {exc}", file=sys.stderr)

@@ -35,6 +35,10 @@ MODEL_SIZES = ("full", "tiny")
 DATASETS = ("bc", "c4", "sample")
 PRECISIONS = ("bf16", "fp16", "fp32")
 LR_DECAYS = ("cosine", "linear", "constant")
+# PROFILE: the fairness table on every stack, or each vendor's published recipe (train/profiles/).
+PROFILES = ("identical", "tuned")
+# PROFILE_FALLBACK: what a job with no vendor recipe runs under PROFILE=tuned (empty: it is an error).
+PROFILE_FALLBACKS = ("identical",)
 
 # Upper bound of every count (steps, sizes, ranks, workers): these values reach C int
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
@@ -94,6 +98,8 @@ RULES: dict[str, Rule] = {
     "dp": _COUNT,
     "ga": _COUNT,
     "precision": Rule(choices=PRECISIONS),
+    "profile": Rule(choices=PROFILES, fold_case=True),
+    "profile_fallback": Rule(choices=PROFILE_FALLBACKS, fold_case=True),
     "data_samples": _COUNT,
     # The generated corpus is written to DATA_DIR in full: a terabyte is beyond any offline test or demo.
     "sample_mb": Rule(minimum=0.0, above_minimum=True, maximum=1_000_000.0),

@@ -86,6 +86,9 @@ class Config:
     ga: int = 8
     precision: str = "bf16"
     fp8: bool = False
+    # identical: the fairness table everywhere; tuned: each vendor's published recipe (train/profiles/)
+    profile: str = "identical"
+    profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned
     data_samples: int = 50000
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / "data_cache")
     sample_mb: float = 4.0

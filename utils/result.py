@@ -142,7 +142,7 @@ def new_result(
     """A result that is valid from the first moment: ``incomplete`` until finalized."""
     return Result(
         status="incomplete", error=STARTED_ERROR, platform=platform, framework=framework, model=model,
-        run_index=run_index, started_at=now_iso(), gpu_info=gpu_info,
+        run_index=run_index, profile=cfg.profile, started_at=now_iso(), gpu_info=gpu_info,
         environment=Environment(**capture_environment(launcher_env)),
         training_config=training_config(cfg, precision_effective), model_shape=ModelShapeBlock(**shape.as_dict()),
         fingerprint=fingerprint, source=source,
