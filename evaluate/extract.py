@@ -7,6 +7,8 @@ config (``config.env`` plus environment overrides).
 CLI::
 
     python -m evaluate.extract LOG --platform amd --framework prim --model llama [--output FILE]
+
+With ``PROFILE=tuned`` the workload is the vendor recipe's, as the launcher ran it.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import sys
 from pathlib import Path
 
 from train.logs import build_result
+from train.profiles import ProfileError, apply_profile
 from utils.configure import ConfigError, load_config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.fingerprint import fingerprint
 from utils.hardware import gpu_info_for_device
 from utils.models import get_shape
 from utils.registry import FRAMEWORKS, model_names
-from utils.result import ResultError, write_result
+from utils.result import ResultError, update_result, write_result
 
 # The frameworks measured from their logs: their last rank prints the iteration lines (utils/registry.py).
 LOG_FRAMEWORKS = tuple(key for key, framework in FRAMEWORKS.items() if framework.result_node == "last")
@@ -52,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.log.is_file():
         print(f"evaluate.extract: no such log file: {args.log}", file=sys.stderr)
         return 2
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
+    try:  # PROFILE=tuned: the run's workload is its vendor recipe's (train/profiles/)
+        cfg, profile = apply_profile(load_config(), args.platform, args.framework, args.model)
+    except (ConfigError, ProfileError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     gpu = gpu_info_for_device(args.platform, args.gpu_name, cfg.world_size) if args.gpu_name else None
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         fingerprint=fingerprint(cfg, shape, dataset_prefix(cfg, args.model), tokenizer_dir(cfg, args.model)),
     )
     result.environment.captured_by = CAPTURED_BY
+    update_result(result, profile_settings=profile.block())
     if gpu is not None:
         result.warnings.append(f"gpu_info from --gpu-name {args.gpu_name!r}, not detected")
     try:

@@ -128,7 +128,7 @@ def job_context(cfg: Config, platform: str, framework: str, model: str, run_inde
     """One job's context with PROFILE applied (:class:`train.profiles.ProfileError` when it cannot be)."""
     cfg, profile = apply_profile(cfg, platform, framework, model)
     return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
-                      result_path=result_path(cfg.output_dir, platform, framework, model, run_index),
+                      result_path=result_path(cfg.output_dir, platform, framework, model, run_index, cfg.profile),
                       log_path=log_path_for(cfg, platform, framework, model, run_index), dry_run=dry_run,
                       profile=profile)
 
@@ -140,7 +140,7 @@ def with_profile(ctx: RunContext, result: Result) -> Result:
 
 def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:
     """The job's log; with several nodes each node keeps its own (``..._node<k>.log``) on shared storage."""
-    path = result_path(cfg.output_dir / "logs", platform, framework, model, run_index).with_suffix(".log")
+    path = result_path(cfg.output_dir / "logs", platform, framework, model, run_index, cfg.profile).with_suffix(".log")
     return path.with_name(f"{path.stem}_node{cfg.node_rank}.log") if cfg.nnodes > 1 else path
 
 

@@ -35,9 +35,9 @@ import torch.distributed as dist
 
 from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_argv
 from train.platform_env import launcher_env
+from train.profiles import apply_profile
 from train.tran_step import Dist, Trainer, lr_at
 from utils.atomic import atomic_path
-from train.profiles import apply_profile
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
 from utils.registry import model_names, platform_names
 from utils.result_model import ModelShapeBlock, Profiling, Result, Source

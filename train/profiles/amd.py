@@ -102,7 +102,6 @@ LLAMA31_8B_MI300X = Recipe(
                                 "mock_data": True}),
         HIPBLASLT_OFFLINE,
     ),
-    notes=("Primus-Turbo settings are Primus's own; mega runs Megatron-LM's kernels with the rest of the recipe",),
 )
 
 QWEN25_7B_MI300X = Recipe(
@@ -135,7 +134,6 @@ QWEN25_7B_MI300X = Recipe(
                                "mock_data": True}),
         HIPBLASLT_OFFLINE,
     ),
-    notes=("Primus-Turbo settings are Primus's own; mega runs Megatron-LM's kernels with the rest of the recipe",),
 )
 
 TABLE = VendorTable(
