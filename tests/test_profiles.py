@@ -238,3 +238,19 @@ def test_find_recipe_is_the_lookup_the_launchers_share():
     assert recipe is amd.QWEN25_7B_MI300X and borrowed is None
     with pytest.raises(ProfileError, match="no vendor recipe for mistral"):
         find_recipe("amd", "prim", "mistral", "bf16")
+
+
+def test_cli_prints_every_vendor_job_or_names_the_problem(capsys, monkeypatch, tmp_path):
+    from train.profiles.__main__ import main
+
+    monkeypatch.setattr("train.profiles.__main__.load_config", lambda: make_config(tmp_path))
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("==")] == [
+        "== nvd mega llama", "== nvd nemo llama", "== nvd mega qwen", "== nvd nemo qwen",
+        "== amd mega llama", "== amd prim llama", "== amd mega qwen", "== amd prim qwen"]
+    assert main(["--framework", "tran"]) == 2
+    assert capsys.readouterr().err.strip() == "train.profiles: no vendor recipe for */tran/*"
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
