@@ -73,68 +73,44 @@ HIPBLASLT_OFFLINE = NotTaken(
     "offline GEMM tuning is a three-run workflow (dump shapes, tune, rerun with the tuned file) on the target node; "
     "the published examples run stage 0, as tuned does")
 
-LLAMA31_8B_MI300X = Recipe(
-    id="amd-llama3.1-8b-mi300x-primus-0.5.0",
-    platform="amd",
-    title="AMD Primus v0.5.0 examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml with run_pretrain.sh",
-    frameworks=("mega", "prim"),
-    gpus=8,
-    precisions=("bf16", "fp8"),
-    settings=(
-        Setting("seq_length", 8192, _exp(LLAMA_EXP, "seq_length")),
-        Setting("micro_batch_size", 2, _exp(LLAMA_EXP, "micro_batch_size")),
-        Setting("global_batch_size", 128, _exp(LLAMA_EXP, "global_batch_size")),
-        Setting("tensor_model_parallel_size", 1, _exp(LLAMA_EXP, "tensor_model_parallel_size")),
-        Setting("pipeline_model_parallel_size", 1, _exp(LLAMA_EXP, "pipeline_model_parallel_size")),
-        Setting("context_parallel_size", 1, LAYOUT_DEFAULT),
-        Setting("overlap_grad_reduce", True, _exp(LLAMA_EXP, "overlap_grad_reduce")),
-        Setting("overlap_param_gather", True, _exp(LLAMA_EXP, "overlap_param_gather")),
-        Setting("gradient_accumulation_fusion", False, _exp(LLAMA_EXP, "gradient_accumulation_fusion")),
-        Setting("enable_primus_turbo", True, _exp(LLAMA_EXP, "enable_primus_turbo"), frameworks=("prim",)),
-        Setting("use_turbo_attention", False, _exp(LLAMA_EXP, "use_turbo_attention"), frameworks=("prim",)),
-        Setting("use_turbo_grouped_mlp", False, _exp(LLAMA_EXP, "use_turbo_grouped_mlp"), frameworks=("prim",)),
-        *FP8_SETTINGS,
-    ),
-    env=ENV,
-    not_taken=(
-        *_not_taken(LLAMA_EXP, {"init_method_std": 0.008, "norm_epsilon": 1e-6, "max_position_embeddings": 8192,
-                                "lr": 1e-5, "lr_warmup_iters": 2, "train_iters": 50, "eod_mask_loss": True,
-                                "mock_data": True}),
-        HIPBLASLT_OFFLINE,
-    ),
-)
+PRIMUS_ONLY = ("enable_primus_turbo", "use_turbo_attention", "use_turbo_grouped_mlp")
+NOTES = {"use_turbo_grouped_mlp": "a mixture-of-experts kernel: no effect on a dense model"}
 
-QWEN25_7B_MI300X = Recipe(
-    id="amd-qwen2.5-7b-mi300x-primus-0.5.0",
-    platform="amd",
-    title="AMD Primus v0.5.0 examples/megatron/configs/MI300X/qwen2.5_7B-pretrain.yaml with run_pretrain.sh",
-    frameworks=("mega", "prim"),
-    gpus=8,
-    precisions=("bf16", "fp8"),
-    settings=(
-        Setting("seq_length", 2048, _exp(QWEN_EXP, "seq_length: ${PRIMUS_SEQ_LENGTH:2048}")),
-        Setting("micro_batch_size", 10, _exp(QWEN_EXP, "micro_batch_size")),
-        Setting("global_batch_size", 640, _exp(QWEN_EXP, "global_batch_size")),
-        Setting("tensor_model_parallel_size", 1, _exp(QWEN_EXP, "tensor_model_parallel_size")),
-        Setting("pipeline_model_parallel_size", 1, _exp(QWEN_EXP, "pipeline_model_parallel_size")),
-        Setting("context_parallel_size", 1, LAYOUT_DEFAULT),
-        Setting("overlap_grad_reduce", True, _exp(QWEN_EXP, "overlap_grad_reduce")),
-        Setting("overlap_param_gather", True, _exp(QWEN_EXP, "overlap_param_gather")),
-        Setting("gradient_accumulation_fusion", False, _exp(QWEN_EXP, "gradient_accumulation_fusion")),
-        Setting("enable_primus_turbo", True, _exp(QWEN_EXP, "enable_primus_turbo"), frameworks=("prim",)),
-        Setting("use_turbo_attention", True, _exp(QWEN_EXP, "use_turbo_attention"), frameworks=("prim",)),
-        Setting("use_turbo_grouped_mlp", True, _exp(QWEN_EXP, "use_turbo_grouped_mlp"), frameworks=("prim",),
-                note="a mixture-of-experts kernel: no effect on a dense model"),
-        *FP8_SETTINGS,
-    ),
-    env=ENV,
-    not_taken=(
-        *_not_taken(QWEN_EXP, {"init_method_std": 0.008, "norm_epsilon": 1e-6, "max_position_embeddings": 131072,
-                               "lr": 1e-5, "lr_warmup_iters": 2, "train_iters": 50, "eod_mask_loss": True,
-                               "mock_data": True}),
-        HIPBLASLT_OFFLINE,
-    ),
-)
+
+def _example(recipe_id: str, path: str, stated: dict[str, object], not_taken: dict[str, object],
+             where: dict[str, str] | None = None) -> Recipe:
+    """One MI300X example experiment: the overrides it states (``where`` names a key's line when it is not
+    plain), CP at Primus's default, the FP8 option, run_pretrain.sh's environment, and what tuned leaves out."""
+    where = where or {}
+    settings = [Setting(key, value, _exp(path, where.get(key, key)), frameworks=("prim",) if key in PRIMUS_ONLY
+                        else (), note=NOTES.get(key, "") if value else "")
+                for key, value in stated.items()]
+    settings.insert(5, Setting("context_parallel_size", 1, LAYOUT_DEFAULT))
+    return Recipe(id=recipe_id, platform="amd", title=f"AMD Primus {PRIMUS_VERSION} {path} with run_pretrain.sh",
+                  frameworks=("mega", "prim"), gpus=8, precisions=("bf16", "fp8"),
+                  settings=(*settings, *FP8_SETTINGS), env=ENV,
+                  not_taken=(*_not_taken(path, not_taken), HIPBLASLT_OFFLINE))
+
+
+NOT_TAKEN = {"init_method_std": 0.008, "norm_epsilon": 1e-6, "lr": 1e-5, "lr_warmup_iters": 2, "train_iters": 50,
+             "eod_mask_loss": True, "mock_data": True}
+
+LLAMA31_8B_MI300X = _example(
+    "amd-llama3.1-8b-mi300x-primus-0.5.0", LLAMA_EXP,
+    {"seq_length": 8192, "micro_batch_size": 2, "global_batch_size": 128, "tensor_model_parallel_size": 1,
+     "pipeline_model_parallel_size": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
+     "gradient_accumulation_fusion": False, "enable_primus_turbo": True, "use_turbo_attention": False,
+     "use_turbo_grouped_mlp": False},
+    {**NOT_TAKEN, "max_position_embeddings": 8192})
+
+QWEN25_7B_MI300X = _example(
+    "amd-qwen2.5-7b-mi300x-primus-0.5.0", QWEN_EXP,
+    {"seq_length": 2048, "micro_batch_size": 10, "global_batch_size": 640, "tensor_model_parallel_size": 1,
+     "pipeline_model_parallel_size": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
+     "gradient_accumulation_fusion": False, "enable_primus_turbo": True, "use_turbo_attention": True,
+     "use_turbo_grouped_mlp": True},
+    {**NOT_TAKEN, "max_position_embeddings": 131072},
+    where={"seq_length": "seq_length: ${PRIMUS_SEQ_LENGTH:2048}"})
 
 TABLE = VendorTable(
     platform="amd",
