@@ -201,7 +201,8 @@ def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
     for s in groups:
         final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
         total = f"{s.step_time_total_s:,.1f}s" if s.step_time_total_s is not None else "n/a"
-        rows.append([display_name("framework", s.group.framework), s.group.status_text(),
+        tuned = " (tuned)" if s.group.profile == "tuned" else ""
+        rows.append([display_name("framework", s.group.framework) + tuned, s.group.status_text(),
                      _est(s.tokens_per_gpu, 1), _est(s.avg_step_time, 3), final, total])
     return rows
 
