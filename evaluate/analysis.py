@@ -4,6 +4,11 @@ Only ``ok`` runs enter a summary; failed and incomplete runs are counted and sho
 by their status, never averaged in. Repeated runs give a median and a 95% interval
 (:mod:`evaluate.stats`); every ratio is computed from the per-run values of both
 sides, so its interval carries the run-to-run noise of both platforms.
+
+Two kinds of AMD/NVIDIA ratio, never mixed: under the identical profile every AMD
+framework against every NVIDIA one (the same configuration); under the tuned profile
+the best against the best (:func:`best_vs_best`: each vendor's fastest tuned result,
+each at its own published recipe), with the settings in which the two runs differ.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from evaluate.fairness import RECIPE_KEYS
 from evaluate.references import ReferenceMatch, match_references
 from evaluate.results import LoadedResult, RunGroup
 from evaluate.stats import Estimate, estimate, pearson, ratio_estimate
-from utils.result_model import PerformanceMetrics, Result
+from utils.result_model import PerformanceMetrics, Result, Scalar
 
 TOKENS_PER_TRILLION = 1e12
 
@@ -120,15 +126,79 @@ class Ratio:
     value: Estimate
 
 
-def platform_ratios(summaries: list[GroupSummary], top: str = "amd", bottom: str = "nvd") -> list[Ratio]:
-    """Every ``top`` group against every ``bottom`` group of the same model, from per-run values."""
+def platform_ratios(summaries: list[GroupSummary], top: str = "amd", bottom: str = "nvd",
+                    profile: str = "identical") -> list[Ratio]:
+    """Every ``top`` group against every ``bottom`` group of the same model and ``profile``, from per-run values."""
     out = []
-    for a in (s for s in summaries if s.group.platform == top):
-        for b in (s for s in summaries if s.group.platform == bottom):
+    for a in (s for s in summaries if s.group.platform == top and s.group.profile == profile):
+        for b in (s for s in summaries if s.group.platform == bottom and s.group.profile == profile):
             value = ratio_estimate(a.per_run_tokens_per_gpu, b.per_run_tokens_per_gpu)
             if value is not None:
                 out.append(Ratio(a, b, value))
     return out
+
+
+@dataclass(frozen=True)
+class SettingDifference:
+    """One setting two tuned runs ran at different values (None: that run did not record it)."""
+
+    key: str
+    first: Scalar
+    second: Scalar
+
+
+@dataclass(frozen=True)
+class BestVsBest:
+    """Each vendor's fastest tuned result of one model, their ratio, and the settings in which they differ."""
+
+    ratio: Ratio
+    differences: list[SettingDifference]
+
+
+def fastest(summaries: list[GroupSummary], platform: str, profile: str = "tuned") -> GroupSummary | None:
+    """The group of ``platform`` and ``profile`` with the highest median tokens/s/GPU."""
+    candidates = [s for s in summaries if s.group.platform == platform and s.group.profile == profile
+                  and s.tokens_per_gpu is not None]
+    return max(candidates, key=lambda s: s.tokens_per_gpu.value, default=None)  # type: ignore[union-attr]
+
+
+def tuned_settings(result: Result) -> dict[str, Scalar]:
+    """What a tuned run ran, as far as it recorded: the recipe, its workload keys, the recipe's settings, the
+    resolved values of those settings (effective_settings, when the preflight recorded them) and its environment."""
+    workload = result.training_config.workload
+    block = result.profile_settings
+    values: dict[str, Scalar] = {"recipe": block.recipe if block else None,
+                                 "precision_effective": result.training_config.precision_effective}
+    values.update({key: getattr(workload, key) for key in RECIPE_KEYS})
+    values.update({s.key: s.tuned for s in block.settings if s.key not in RECIPE_KEYS} if block else {})
+    resolved = result.effective_settings.settings if result.effective_settings is not None else {}
+    values.update({key: resolved[key] for key in list(values) if key in resolved})
+    values.update({f"env {k}": v for k, v in (block.env if block else {}).items()})
+    return values
+
+
+def setting_differences(first: Result, second: Result) -> list[SettingDifference]:
+    """Keys whose values differ (or are recorded by one run only) between two tuned runs."""
+    a, b = tuned_settings(first), tuned_settings(second)
+    resolved = [r.effective_settings.settings if r.effective_settings is not None else {} for r in (first, second)]
+    out = []
+    for key in dict.fromkeys([*a, *b]):
+        va = a.get(key, resolved[0].get(key))
+        vb = b.get(key, resolved[1].get(key))
+        if va != vb:
+            out.append(SettingDifference(key, va, vb))
+    return out
+
+
+def best_vs_best(summaries: list[GroupSummary], top: str = "amd", bottom: str = "nvd") -> BestVsBest | None:
+    """Each vendor's fastest tuned group against the other's, with the settings that differ between them."""
+    a, b = fastest(summaries, top), fastest(summaries, bottom)
+    if a is None or b is None or a.representative is None or b.representative is None:
+        return None
+    value = ratio_estimate(a.per_run_tokens_per_gpu, b.per_run_tokens_per_gpu)
+    if value is None:
+        return None
+    return BestVsBest(Ratio(a, b, value), setting_differences(a.representative.result, b.representative.result))
 
 
 @dataclass(frozen=True)
@@ -179,11 +249,11 @@ def loss_parity(first: GroupSummary, second: GroupSummary) -> LossParity:
 
 
 def cross_platform_parities(summaries: list[GroupSummary]) -> list[LossParity]:
-    """Loss parity for every pair of completed groups on different platforms (ordered AMD, NVIDIA, CPU)."""
+    """Loss parity for every pair of completed groups of one profile on different platforms (AMD, NVIDIA, CPU)."""
     out = []
     completed = [s for s in summaries if s.representative is not None]
     for i, a in enumerate(completed):
         for b in completed[i + 1:]:
-            if a.group.platform != b.group.platform:
+            if a.group.platform != b.group.platform and a.group.profile == b.group.profile:
                 out.append(loss_parity(a, b))
     return out

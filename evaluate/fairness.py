@@ -12,9 +12,17 @@ Something that is not known cannot prove anything, so it counts as a difference
 null (its reason is in ``workload.unknown``, e.g. a foreign log that never stated
 it), an unrecorded effective precision.
 
-Results of different models are never compared with each other, so the check runs
-per model. Only ``ok`` results take part: failed and incomplete runs are shown in
-reports but never enter a ratio.
+Results of different models are never compared with each other, and results of
+different profiles neither (``PROFILE=identical`` against ``tuned`` is no comparison at
+all), so the check runs per model and profile. Only ``ok`` results take part: failed and
+incomplete runs are shown in reports but never enter a ratio.
+
+Under the tuned profile each vendor runs its own published recipe (``train/profiles/``),
+so the keys a recipe sets (SL, MBS, GBS, the parallel layout) may differ between vendors;
+everything else (data, tokenizer, model shape, training algorithm, precision, FLOP
+convention) must still be equal. A tuned run is fair when it matches its vendor recipe:
+it records the recipe, and its workload and resolved settings are the recipe's values
+(:func:`recipe_problems`). The verdict says which recipes the runs matched.
 """
 
 from __future__ import annotations
@@ -26,12 +34,16 @@ from typing import Any
 
 from evaluate.results import LoadedResult
 from evaluate.settings_diff import version_differences
+from train.profiles.recipe import WORKLOAD_NAMES
 from utils.result_model import HashedFiles, ModelShapeBlock, Result, Workload
 
 UNKNOWN = "unknown"
 WORKLOAD_FIELDS = tuple(name for name in Workload.model_fields if name != "unknown")
 SHAPE_KEY = "model_shape"
 SHAPE_FIELDS_SHOWN = 4  # a full-vs-tiny difference touches every dimension; the first few say enough
+# The workload keys a tuned recipe sets (the layout's derived DP and GA with them): they may differ between vendors.
+RECIPE_KEYS = (*WORKLOAD_NAMES.values(), "DP", "GA")
+RECIPE = "recipe"
 
 
 @dataclass(frozen=True)
@@ -50,36 +62,57 @@ class Difference:
     key: str
     values: dict[str, Any]  # result label -> value (or "unknown (reason)")
     unverifiable: bool = False
+    profile: str = "identical"
 
     def describe(self) -> str:
         shown = ", ".join(f"{label}={_short(value)}" for label, value in sorted(self.values.items()))
         prefix = "cannot verify" if self.unverifiable else "differs"
-        return f"[{self.model}] {self.key} {prefix}: {shown}"
+        if self.key == RECIPE:
+            prefix = "cannot verify" if self.unverifiable else "does not match"
+        where = self.model if self.profile == "identical" else f"{self.model}, {self.profile}"
+        return f"[{where}] {self.key} {prefix}: {shown}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "key": self.key, "values": self.values, "unverifiable": self.unverifiable}
+        return {"model": self.model, "profile": self.profile, "key": self.key, "values": self.values,
+                "unverifiable": self.unverifiable}
 
 
 @dataclass
 class FairnessReport:
     differences: list[Difference] = field(default_factory=list)
     compared: dict[str, list[str]] = field(default_factory=dict)  # model -> labels compared
+    profiles: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # model -> profile -> labels
+    recipes: dict[str, str] = field(default_factory=dict)  # label of a tuned result -> the recipe it ran
 
     @property
     def fair(self) -> bool:
         return not self.differences
 
+    def _tuned_text(self) -> str:
+        recipes = ", ".join(sorted(set(self.recipes.values()))) or "none recorded"
+        return ("tuned runs each match their vendor recipe (" + recipes + ") with the same data, tokenizer, "
+                "model shape, training algorithm, precision and FLOP convention; SL, batch sizes and layout are "
+                "the recipes'")
+
     def verdict(self) -> str:
         if not self.compared:
             return "no completed results to compare"
         counts = ", ".join(f"{model}: {len(labels)} result(s)" for model, labels in sorted(self.compared.items()))
-        if self.fair:
-            return f"FAIR: identical workload, data, tokenizer, model shape and FLOP convention ({counts})"
-        return f"NOT FAIR: {len(self.differences)} difference(s) ({counts})"
+        if not self.fair:
+            return f"NOT FAIR: {len(self.differences)} difference(s) ({counts})"
+        kinds = {profile for by_profile in self.profiles.values() for profile in by_profile}
+        parts = []
+        if kinds != {"tuned"}:
+            parts.append("identical workload, data, tokenizer, model shape and FLOP convention")
+        if "tuned" in kinds:
+            parts.append(self._tuned_text())
+        if len(kinds) > 1:
+            parts = [f"identical profile: {parts[0]}; {parts[1]} (profiles compared apart, never mixed)"]
+        return f"FAIR: {'; '.join(parts)} ({counts})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"fair": self.fair, "verdict": self.verdict(), "compared": self.compared,
-                "differences": [d.as_dict() for d in self.differences]}
+        return {"fair": self.fair, "verdict": self.verdict(), "compared": self.compared, "profiles": self.profiles,
+                "recipes": self.recipes, "differences": [d.as_dict() for d in self.differences]}
 
 
 def _short(value: Any) -> str:
@@ -129,35 +162,65 @@ def shape_differences(shapes: dict[str, ModelShapeBlock], shown: int = SHAPE_FIE
     return {label: ", ".join(f"{name}={d[name]}" for name in fields[:shown]) + more for label, d in dumped.items()}
 
 
-def _compare_key(model: str, key: str, table: dict[str, dict[str, Value]]) -> Difference | None:
+def _compare_key(model: str, key: str, table: dict[str, dict[str, Value]], profile: str) -> Difference | None:
     column = {label: values[key] for label, values in table.items()}
     if any(v.unknown for v in column.values()):
         shown = {label: f"{UNKNOWN} ({v.unknown})" if v.unknown else v.value for label, v in column.items()}
-        return Difference(model, key, shown, unverifiable=True)
+        return Difference(model, key, shown, unverifiable=True, profile=profile)
     if len({repr(v.value) for v in column.values()}) == 1:
         return None
     if key == SHAPE_KEY:
-        return Difference(model, key, shape_differences({label: v.value for label, v in column.items()}))
-    return Difference(model, key, {label: v.value for label, v in column.items()})
+        return Difference(model, key, shape_differences({label: v.value for label, v in column.items()}),
+                          profile=profile)
+    return Difference(model, key, {label: v.value for label, v in column.items()}, profile=profile)
+
+
+def recipe_problems(result: Result) -> tuple[list[str], bool]:
+    """Where a tuned result departs from the recipe it records; (problems, unverifiable).
+
+    Each recorded recipe value must be the run's: workload keys against ``training_config``,
+    framework settings against the resolved ``effective_settings`` where the result has them.
+    """
+    block = result.profile_settings
+    if block is None or block.recipe is None:
+        return ["records no vendor recipe (profile_settings.recipe)"], True
+    workload = result.training_config.workload
+    resolved = result.effective_settings.settings if result.effective_settings is not None else {}
+    problems = []
+    for setting in block.settings:
+        ran = getattr(workload, setting.key, None) if setting.key in RECIPE_KEYS else resolved.get(setting.key)
+        if (setting.key in RECIPE_KEYS or setting.key in resolved) and ran != setting.tuned:
+            problems.append(f"{setting.key}={ran!r} but recipe {block.recipe} states {setting.tuned!r}")
+    return problems, False
 
 
 def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
-    """Compare every ``ok`` result with the others of the same model; list each difference."""
-    by_model: dict[str, list[LoadedResult]] = defaultdict(list)
+    """Compare every ``ok`` result with the others of the same model and profile; list each difference."""
+    by_group: dict[tuple[str, str], list[LoadedResult]] = defaultdict(list)
     for loaded in results:
         if loaded.ok:
-            by_model[loaded.model].append(loaded)
+            by_group[(loaded.model, loaded.profile)].append(loaded)
     report = FairnessReport()
-    for model, group in sorted(by_model.items()):
-        report.compared[model] = [r.label for r in group]
+    for (model, profile), group in sorted(by_group.items()):
+        report.compared.setdefault(model, []).extend(r.label for r in group)
+        report.profiles.setdefault(model, {})[profile] = [r.label for r in group]
+        if profile == "tuned":
+            for r in group:
+                problems, unverifiable = recipe_problems(r.result)
+                if problems:
+                    report.differences.append(Difference(model, RECIPE, {r.label: "; ".join(problems)},
+                                                         unverifiable=unverifiable, profile=profile))
+                elif r.result.profile_settings and r.result.profile_settings.recipe:
+                    report.recipes[r.label] = r.result.profile_settings.recipe
         if len(group) < 2:
             continue  # nothing to compare a lone result with
         table = {r.label: comparison_values(r.result) for r in group}
+        skipped = RECIPE_KEYS if profile == "tuned" else ()
         for key in next(iter(table.values())):
-            difference = _compare_key(model, key, table)
+            difference = None if key in skipped else _compare_key(model, key, table, profile)
             if difference is not None:
                 report.differences.append(difference)
         for key, column in version_differences(group).items():
             unknown = any(value.startswith("unknown (") for value in column.values())
-            report.differences.append(Difference(model, key, column, unverifiable=unknown))
+            report.differences.append(Difference(model, key, column, unverifiable=unknown, profile=profile))
     return report

@@ -42,7 +42,7 @@ PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP, 
 
 def _label(summary: GroupSummary, with_model: bool) -> str:
     g = summary.group
-    text = f"{display_name('platform', g.platform)} {g.framework}"
+    text = f"{display_name('platform', g.platform)} {g.framework}" + (" tuned" if g.profile == "tuned" else "")
     return f"{text}\n{g.model}" if with_model else text
 
 
@@ -138,7 +138,8 @@ def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequen
         ax.plot(steps, ys, linestyle=MODEL_STYLES.get(g.model, "-"), color=_color(summary), linewidth=1.4,
                 marker=FRAMEWORK_MARKERS.get(g.framework, "o"), markevery=max(1, len(ys) // 15), markersize=4,
                 alpha=0.9,
-                label=f"{display_name('platform', g.platform)} {g.framework} {g.model}")
+                label=f"{display_name('platform', g.platform)} {g.framework} {g.model}"
+                + (" tuned" if g.profile == "tuned" else ""))
         plotted = True
     if not plotted:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)

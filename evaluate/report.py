@@ -2,9 +2,12 @@
 
 Order of the Markdown report: the fairness verdict first (and, when workloads
 differ but ``--allow-mismatch`` was given, a first line that says so), skipped
-files, hardware and software per platform, then per model a results table, the
-published references, the AMD/NVIDIA ratio with its interval, loss-curve parity,
-and, when only one platform is present, the frameworks of that platform side by side.
+files, hardware and software per platform, then per model a results table (identical
+and tuned runs in separate rows, never averaged together), the recipe each tuned run
+ran, the published references, the AMD/NVIDIA ratios side by side (the identical
+configuration's, and the tuned profile's best against best) with the settings in which
+the two best tuned runs differ, loss-curve parity, and, when only one platform is
+present, the frameworks of that platform side by side.
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluate.analysis import GroupSummary, LossParity, Ratio, cross_platform_parities, platform_ratios
+from evaluate.analysis import (
+    BestVsBest,
+    GroupSummary,
+    LossParity,
+    Ratio,
+    best_vs_best,
+    cross_platform_parities,
+    platform_ratios,
+)
 from evaluate.fairness import FairnessReport
 from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
@@ -48,7 +59,12 @@ class Comparison:
         return len(self.platforms) == 1
 
     def ratios(self, model: str) -> list[Ratio]:
-        return platform_ratios(self.by_model[model])
+        """The identical configuration's AMD/NVIDIA ratios (every framework pair)."""
+        return platform_ratios(self.by_model[model], profile="identical")
+
+    def best(self, model: str) -> BestVsBest | None:
+        """The tuned profile's best-vs-best ratio: each vendor's fastest tuned run."""
+        return best_vs_best(self.by_model[model])
 
     def parities(self, model: str) -> list[LossParity]:
         return cross_platform_parities(self.by_model[model])
@@ -87,7 +103,8 @@ def _price(summary: GroupSummary, prices: dict[str, float]) -> str:
 
 def _framework(summary: GroupSummary) -> str:
     g = summary.group
-    return f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
+    tuned = " (tuned)" if g.profile == "tuned" else ""
+    return f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}{tuned}"
 
 
 RESULT_HEADERS = ["platform / framework", "status", "tokens/s/GPU", "median step (s)", "MFU full",
@@ -122,15 +139,50 @@ def reference_rows(groups: list[GroupSummary]) -> list[list[str]]:
         for m in s.references:
             ref = m.reference
             rows.append([_framework(s), ref.name, ref.config_text(), f"{ref.tokens_per_second_per_gpu:,.0f}",
-                         f"{m.measured:,.1f}", m.verdict(),
+                         f"{m.measured:,.1f}", m.verdict(), ref.flop_convention,
                          f"[{ref.source_title}]({ref.source_url})" + ("" if ref.verified else " (unverified)")])
     return rows
 
 
-def ratio_rows(ratios: list[Ratio]) -> list[list[str]]:
-    return [[_framework(r.numerator), _framework(r.denominator), _est(r.value, 3, unit="x"),
-             "faster on AMD" if r.value.value > 1 else "faster on NVIDIA" if r.value.value < 1 else "equal"]
-            for r in ratios]
+def recipe_rows(groups: list[GroupSummary]) -> list[list[str]]:
+    """Each tuned group's recipe, as its first ok run recorded it."""
+    rows = []
+    for s in groups:
+        run = s.representative
+        block = run.result.profile_settings if run is not None else None
+        if s.group.profile != "tuned" or block is None:
+            continue
+        borrowed = f" (the {block.borrowed_from} recipe: the vendor publishes none for this model)" \
+            if block.borrowed_from else ""
+        rows.append([_framework(s), f"{block.title or block.recipe}{borrowed}", block.recipe or "none recorded",
+                     str(len(block.settings))])
+    return rows
+
+
+def _verdict(value: float) -> str:
+    return "faster on AMD" if value > 1 else "faster on NVIDIA" if value < 1 else "equal"
+
+
+def ratio_rows(ratios: list[Ratio], label: str = "identical") -> list[list[str]]:
+    return [[label, _framework(r.numerator), _framework(r.denominator), _est(r.value, 3, unit="x"),
+             _verdict(r.value.value)] for r in ratios]
+
+
+def all_ratio_rows(comparison: Comparison, model: str) -> list[list[str]]:
+    """The identical configuration's ratios and the tuned best-vs-best one, side by side."""
+    rows = ratio_rows(comparison.ratios(model))
+    best = comparison.best(model)
+    if best is not None:
+        rows += ratio_rows([best.ratio], "tuned, best vs best")
+    return rows
+
+
+def _setting(value: object) -> str:
+    return "not recorded (its identical-profile value)" if value is None else str(value)
+
+
+def difference_rows(best: BestVsBest) -> list[list[str]]:
+    return [[d.key, _setting(d.first), _setting(d.second)] for d in best.differences]
 
 
 def parity_rows(parities: list[LossParity]) -> list[list[str]]:
@@ -151,7 +203,8 @@ def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
     for s in groups:
         final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
         total = f"{s.step_time_total_s:,.1f}s" if s.step_time_total_s is not None else "n/a"
-        rows.append([display_name("framework", s.group.framework), s.group.status_text(),
+        tuned = " (tuned)" if s.group.profile == "tuned" else ""
+        rows.append([display_name("framework", s.group.framework) + tuned, s.group.status_text(),
                      _est(s.tokens_per_gpu, 1), _est(s.avg_step_time, 3), final, total])
     return rows
 
@@ -220,16 +273,27 @@ def markdown(comparison: Comparison) -> str:
         if failed:
             lines += ["Runs not counted (failed or incomplete):", "",
                       markdown_table(["file", "status", "reason"], failed), ""]
+        recipes = recipe_rows(groups)
+        if recipes:
+            lines += ["### Tuned runs: the vendor recipe each ran", "",
+                      markdown_table(["result", "recipe", "id", "settings changed"], recipes), ""]
         refs = reference_rows(groups)
         if refs:
             lines += ["### Published references", "",
                       markdown_table(["result", "reference", "reference config", "reference tokens/s/GPU",
-                                      "measured", "verdict", "source"], refs), ""]
-        ratios = comparison.ratios(model)
+                                      "measured", "verdict", "FLOP convention", "source"], refs), ""]
+        ratios = all_ratio_rows(comparison, model)
         if ratios:
             lines += ["### AMD / NVIDIA throughput ratio", "",
-                      markdown_table(["AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
-                                     ratio_rows(ratios)), ""]
+                      "The identical configuration and each vendor at its best (tuned), side by side; "
+                      "the two profiles never share a ratio.", "",
+                      markdown_table(["profile", "AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
+                                     ratios), ""]
+        best = comparison.best(model)
+        if best is not None and best.differences:
+            lines += [f"Settings that differ between the two tuned runs ({_framework(best.ratio.numerator)} vs "
+                      f"{_framework(best.ratio.denominator)}):", "",
+                      markdown_table(["setting", "AMD", "NVIDIA"], difference_rows(best)), ""]
         parities = comparison.parities(model)
         if parities:
             lines += ["### Loss-curve parity between platforms", "",
@@ -257,7 +321,11 @@ def markdown(comparison: Comparison) -> str:
                  else " (no --price-per-gpu-hour given)") + ".",
               "- Loss parity: Pearson correlation and max |a - b| / |b| of the per-step loss, computed only when both "
               "runs have the same data and tokenizer fingerprints, seed, GBS and SL.",
-              "- A result below half of a matching published reference is flagged as likely misconfigured.", ""]
+              "- Profiles: identical runs every vendor stack at config.env's settings (the fairness table); tuned runs "
+              "each at its vendor's published recipe (train/profiles/). Runs of the two profiles are never averaged "
+              "or divided together: the identical ratio pairs every framework, the tuned one each vendor's fastest "
+              "tuned run (best vs best).",
+              "- A tuned result below half of a matching published reference is flagged as likely misconfigured.", ""]
     return "\n".join(lines)
 
 
@@ -282,7 +350,12 @@ def console(comparison: Comparison) -> str:
         for row in reference_rows(groups):
             lines.append(f"  reference: {row[0]} vs {row[1]} ({row[3]} tokens/s/GPU): {row[5]}")
         for row in ratio_rows(comparison.ratios(model)):
-            lines.append(f"  AMD/NVIDIA {row[0]} vs {row[1]}: {row[2]} ({row[3]})")
+            lines.append(f"  AMD/NVIDIA {row[1]} vs {row[2]}: {row[3]} ({row[4]})")
+        best = comparison.best(model)
+        if best is not None:
+            row = ratio_rows([best.ratio])[0]
+            lines.append(f"  AMD/NVIDIA best vs best (tuned) {row[1]} vs {row[2]}: {row[3]} ({row[4]})")
+            lines += [f"    {d.key}: {_setting(d.first)} vs {_setting(d.second)}" for d in best.differences]
         for row in parity_rows(comparison.parities(model)):
             detail = row[5] or f"correlation {row[3]}, max relative gap {row[4]} over {row[2]} steps"
             lines.append(f"  loss parity {row[0]} vs {row[1]}: {detail}")

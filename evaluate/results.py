@@ -61,6 +61,10 @@ class LoadedResult:
         return stem[len("train_"):] if stem.startswith("train_") else stem
 
     @property
+    def profile(self) -> str:
+        return self.result.profile
+
+    @property
     def run_index(self) -> int | None:
         if self.result.run_index is not None:
             return self.result.run_index
@@ -70,20 +74,24 @@ class LoadedResult:
 
 @dataclass
 class RunGroup:
-    """All runs of one (platform, framework, model): repeated runs are aggregated, failures shown apart."""
+    """All runs of one (platform, framework, model, profile): repeated runs are aggregated, failures shown apart.
+
+    The profile is part of the key: an identical and a tuned run of one job are never averaged together.
+    """
 
     platform: str
     framework: str
     model: str
+    profile: str = "identical"
     runs: list[LoadedResult] = field(default_factory=list)
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.platform, self.framework, self.model)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.platform, self.framework, self.model, self.profile)
 
     @property
     def label(self) -> str:
-        return f"{self.platform}/{self.framework}"
+        return f"{self.platform}/{self.framework}" + (" (tuned)" if self.profile == "tuned" else "")
 
     @property
     def ok_runs(self) -> list[LoadedResult]:
@@ -113,13 +121,13 @@ class LoadedDirectory:
     skipped: list[tuple[Path, str]]
 
     def groups(self) -> dict[str, list[RunGroup]]:
-        """Model -> run groups, in a stable order (registry platform order, then frameworks alphabetical)."""
-        by_key: dict[tuple[str, str, str], RunGroup] = {}
+        """Model -> run groups, in a stable order (profile identical first, registry platform order, frameworks)."""
+        by_key: dict[tuple[str, str, str, str], RunGroup] = {}
         for result in self.results:
-            key = (result.platform, result.framework, result.model)
+            key = (result.platform, result.framework, result.model, result.profile)
             by_key.setdefault(key, RunGroup(*key)).runs.append(result)
         out: dict[str, list[RunGroup]] = defaultdict(list)
-        for key in sorted(by_key, key=lambda k: (k[2], platform_rank(k[0]), k[1])):
+        for key in sorted(by_key, key=lambda k: (k[2], k[3] != "identical", platform_rank(k[0]), k[1])):
             group = by_key[key]
             group.runs.sort(key=lambda r: (r.run_index or 0, r.path.name))
             out[key[2]].append(group)

@@ -16,11 +16,14 @@ Checks, per result (errors fail the validation, warnings are shown):
   agree with the result's own workload (``train/effective/expected.contradictions``);
 * every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
   average (mean of the last third below the mean of the first third);
+* the profile: a tuned run must record the vendor recipe it ran and match it
+  (:func:`evaluate.fairness.recipe_problems`); a run that fell back to the identical
+  profile (``PROFILE_FALLBACK=identical``) is valid and says so in a warning;
 
 and across all results given, the fairness check of :mod:`evaluate.fairness`
-(every workload key, the profile, the effective precision, the model shape and the
-data/tokenizer/FLOP-convention fingerprints equal, per model; what is unknown is a
-difference). Exit status: 0 valid, 1 a check failed, 2 nothing to validate or bad usage.
+(per model and profile: every workload key, the effective precision, the model shape and
+the data/tokenizer/FLOP-convention fingerprints equal, the keys a tuned recipe sets
+excepted; what is unknown is a difference). Exit status: 0 valid, 1 a check failed, 2 nothing to validate or bad usage.
 
 CLI: ``python -m evaluate.validate [FILE|DIR ...] [--json] [--min-steps N]``
 (default: the config's ``OUTPUT_DIR``).
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluate.fairness import FairnessReport, check_fairness
+from evaluate.fairness import FairnessReport, check_fairness, recipe_problems
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
 from train.effective.expected import contradictions
@@ -123,6 +126,15 @@ def _check_losses(result: Result, errors: list[str], warnings: list[str]) -> Non
         errors.append(f"loss not decreasing on average: first third mean {first:.4f}, last third mean {last:.4f}")
 
 
+def _check_profile(result: Result, errors: list[str], warnings: list[str]) -> None:
+    block = result.profile_settings
+    if result.profile == "tuned":
+        problems, _ = recipe_problems(result)
+        errors.extend(f"tuned run {problem}" for problem in problems)
+    elif block is not None and block.fallback:
+        warnings.append(f"PROFILE=tuned was requested but the identical profile ran: {block.fallback}")
+
+
 def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
     """Sanity checks of one schema-valid result (the schema already refused non-finite and negative figures)."""
     check = ResultCheck(path, result.status)
@@ -149,6 +161,7 @@ def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS)
                 warnings.append(f"framework's own {disagreement.metric} differs from ours by "
                                 f"{disagreement.relative_gap:.1%} (over the {disagreement.tolerance:.0%} tolerance)")
     _check_losses(result, errors, warnings)
+    _check_profile(result, errors, warnings)
     if result.effective_settings is not None:
         workload = result.training_config.workload.model_dump(exclude={"unknown"})
         errors.extend(f"effective settings contradict the workload: {problem}"

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from train.profiles import apply_profile
 from utils.configure import REPO_ROOT, Config, load_config
 from utils.fingerprint import fingerprint
 from utils.hardware import peak_tflops
@@ -96,9 +97,11 @@ def make_result(
 ) -> Path:
     """Write one valid result file and return its path; ``workload`` overrides config keys (SL="4096", ...).
 
-    ``mutate(result)`` changes the finished typed result just before it is written.
+    ``PROFILE="tuned"`` runs the job's vendor recipe (train/profiles/), as the launcher does: its
+    workload and the recorded profile block. ``mutate(result)`` changes the finished typed result
+    just before it is written.
     """
-    cfg = workload_config(**workload)
+    cfg, profile = apply_profile(workload_config(**workload), platform, framework, model)
     shape = get_shape(model, cfg.model_size)
     root = data_root or out_dir.parent / "fake-data"
     prefix, tokenizer = fake_dataset(root, model, data_content, tokenizer_vocab)
@@ -116,6 +119,7 @@ def make_result(
         devices = [DeviceEnergy("test", 100, duration, watts * duration, watts) for _ in range(cfg.world_size)]
         result.power_metrics = power_metrics(devices, gpus_total=cfg.world_size, tokens=measured * cfg.gbs * cfg.sl)
     finalize_result(result, status, None if status == "ok" else f"run {status} in a test")
+    result.profile_settings = profile.block()
     if mutate is not None:
         mutate(result)
-    return write_result(result_path(out_dir, platform, framework, model, run_index), result)
+    return write_result(result_path(out_dir, platform, framework, model, run_index, cfg.profile), result)

@@ -235,19 +235,20 @@ def test_single_platform_framework_comparison(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_reference_shown_and_misconfiguration_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Llama 3.1 8B, BF16, SL 8192, 8x H100: matches the dgxc reference (10,254 tokens/s/GPU).
-    # tokens/s/GPU = GBS*SL/8/step = 64*8192/8/step = 65,536/step.
+    # Tuned Llama 3.1 8B, BF16, SL 8192, GBS 128, 8x H100: matches the dgxc references (10,253.5 tokens/s/GPU).
+    # tokens/s/GPU = GBS*SL/8/step = 128*8192/8/step = 131,072/step.
     out = tmp_path / "out"
-    make_result(out, "nvd", "nemo", step_time=6.6, SL="8192")
-    make_result(out, "nvd", "mega", step_time=20.0, SL="8192", seed=4)
+    make_result(out, "nvd", "nemo", step_time=13.2, PROFILE="tuned")
+    make_result(out, "nvd", "mega", step_time=40.0, seed=4, PROFILE="tuned")
     code, stdout, _ = run_compare(capsys, "--results-dir", str(out))
     assert code == 0
     report = (out / "compare.md").read_text()
     assert "### Published references" in report
-    assert "NVIDIA DGX Cloud Benchmarking, Llama 3.1 8B pretraining, BF16" in report
-    nemo_row = next(line for line in report.splitlines() if line.startswith("| NVIDIA NeMo | NVIDIA DGX"))
-    assert "% of the reference" in nemo_row and "MISCONFIGURED" not in nemo_row
-    mega_row = next(line for line in report.splitlines() if line.startswith("| NVIDIA Megatron-LM | NVIDIA DGX"))
+    assert "NVIDIA DGX Cloud Benchmarking v25.02, Llama 3.1 8B pre-training, BF16" in report
+    nemo_row = next(line for line in report.splitlines() if line.startswith("| NVIDIA NeMo (tuned) | NVIDIA DGX"))
+    assert "% of the reference" in nemo_row and "MISCONFIGURED" not in nemo_row and "| full |" in nemo_row
+    mega_row = next(line for line in report.splitlines()
+                    if line.startswith("| NVIDIA Megatron-LM (tuned) | NVIDIA DGX"))
     assert "LIKELY MISCONFIGURED" in mega_row
     assert "LIKELY MISCONFIGURED" in stdout
 

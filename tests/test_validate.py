@@ -148,18 +148,18 @@ def test_unknown_values_are_never_equal(tmp_path: Path) -> None:
     assert precision.values["amd_prim_llama"] == "bf16"
 
 
-def test_profile_and_model_shape_differences_are_named(tmp_path: Path) -> None:
+def test_profiles_are_checked_apart_and_model_shape_differences_named(tmp_path: Path) -> None:
     out = tmp_path / "out"
     make_result(out, "amd", "prim")
-    make_result(out, "nvd", "nemo", mutate=lambda r: setattr(r, "profile", "tuned"))
+    make_result(out, "nvd", "nemo", mutate=lambda r: setattr(r, "profile", "tuned"))  # tuned, but no recipe
     make_result(out, "nvd", "mega", mutate=lambda r: setattr(r.model_shape, "vocab_size", 32000))
     report = check_fairness(load_directory(out).results)
     by_key = {d.key: d for d in report.differences}
-    assert set(by_key) == {"profile", "model_shape"}
-    assert by_key["profile"].values == {"amd_prim_llama": "identical", "nvd_mega_llama": "identical",
-                                        "nvd_nemo_llama": "tuned"}
+    assert set(by_key) == {"recipe", "model_shape"}  # never an identical-vs-tuned "profile" difference
+    assert by_key["recipe"].values == {"nvd_nemo_llama": "records no vendor recipe (profile_settings.recipe)"}
+    assert by_key["recipe"].unverifiable and by_key["recipe"].profile == "tuned"
     assert by_key["model_shape"].describe() == ("[llama] model_shape differs: amd_prim_llama=vocab_size=128256, "
-                                                "nvd_mega_llama=vocab_size=32000, nvd_nemo_llama=vocab_size=128256")
+                                                "nvd_mega_llama=vocab_size=32000")
     json.dumps(report.as_dict())  # --json can print every difference
 
 

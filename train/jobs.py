@@ -116,6 +116,7 @@ def plan_jobs(cfg: Config, platform: str) -> tuple[list[Job], list[str]]:
 
     With ``RUNS=1`` the result file has no run suffix; with more, runs are numbered from 1.
     """
+    from train.profiles import ProfileError, apply_profile
     from utils.result import result_path  # the result module owns file naming
 
     frameworks, notes = frameworks_for(platform, cfg.framework)
@@ -126,8 +127,12 @@ def plan_jobs(cfg: Config, platform: str) -> tuple[list[Job], list[str]]:
             script = script_path(platform, framework, model)
             if not script.is_file():
                 raise ValueError(f"no launcher {script.relative_to(REPO_ROOT)} for {platform}/{framework}/{model}")
+            try:  # the profile the job runs names its result (a tuned job falling back to identical: identical)
+                profile = apply_profile(cfg, platform, framework, model)[0].profile
+            except ProfileError:
+                profile = cfg.profile  # the job will stop with that error and write no result
             for run_index in run_indices:
-                result = result_path(cfg.output_dir, platform, framework, model, run_index)
+                result = result_path(cfg.output_dir, platform, framework, model, run_index, profile)
                 jobs.append(Job(platform, framework, model, run_index, script, result))
     return jobs, notes
 

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from train.job_guard import ResultFile, Signals, port_problem, run_logged
 from train.logs.patterns import launch_header
+from train.profiles import IDENTICAL, AppliedProfile, ProfileError, apply_profile
 from utils.configure import Config, ConfigError, load_config
 from utils.disk import OutputDirError, check_writable_dir
 from utils.failures import cause_in_log, is_interrupted
@@ -71,6 +72,8 @@ class RunContext:
     dry_run: bool = False
     # The result file while the job runs (set by launch()): tells the job's own result from the placeholder.
     result_file: ResultFile | None = field(default=None, compare=False)
+    # PROFILE as applied to this job (train/profiles/): ``cfg`` already carries a tuned recipe's workload.
+    profile: AppliedProfile = IDENTICAL
 
 
 @dataclass
@@ -87,6 +90,8 @@ class LaunchPlan:
     # Whether the command reads the job's dataset, which is then checked first (data/ready.py);
     # False only for commands that read none (the test suite's stand-ins).
     reads_dataset: bool = True
+    # The profile's settings with their sources (train/profiles/), shown by --dry-run.
+    profile: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         """Human-readable dry-run text: command, environment, generated files."""
@@ -99,6 +104,8 @@ class LaunchPlan:
             lines += ["", f"# generated file: {path}", text.rstrip("\n")]
         for note in self.notes:
             lines += ["", f"# note: {note}"]
+        if self.profile:
+            lines += ["", "# profile"] + [f"# {line}" for line in self.profile]
         return "\n".join(lines) + "\n"
 
 
@@ -125,9 +132,24 @@ def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:
     ]
 
 
+def job_context(cfg: Config, platform: str, framework: str, model: str, run_index: int | None = None,
+                dry_run: bool = False) -> RunContext:
+    """One job's context with PROFILE applied (:class:`train.profiles.ProfileError` when it cannot be)."""
+    cfg, profile = apply_profile(cfg, platform, framework, model)
+    return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
+                      result_path=result_path(cfg.output_dir, platform, framework, model, run_index, cfg.profile),
+                      log_path=log_path_for(cfg, platform, framework, model, run_index), dry_run=dry_run,
+                      profile=profile)
+
+
+def with_profile(ctx: RunContext, result: Result) -> Result:
+    """The job's profile recorded in its result: the profile that ran and what it changed (train/profiles/)."""
+    return update_result(result, profile=ctx.profile.name, profile_settings=ctx.profile.block())
+
+
 def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:
     """The job's log; with several nodes each node keeps its own (``..._node<k>.log``) on shared storage."""
-    path = result_path(cfg.output_dir / "logs", platform, framework, model, run_index).with_suffix(".log")
+    path = result_path(cfg.output_dir / "logs", platform, framework, model, run_index, cfg.profile).with_suffix(".log")
     return path.with_name(f"{path.stem}_node{cfg.node_rank}.log") if cfg.nnodes > 1 else path
 
 
@@ -158,7 +180,7 @@ def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | N
         gpu_info=collect_gpu_info(ctx.platform), run_index=ctx.run_index,
         source=Source(kind="log", log_path=str(log_path) if log_path else None),
     )
-    return finalize_result(result, status, reason)
+    return finalize_result(with_profile(ctx, result), status, reason)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -196,6 +218,7 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
     """Plan, check, run and collect one job; 0 when its result says ok, 128 + signal when stopped, else 1."""
     if dry_run:
         plan = plugin.plan(replace(ctx, dry_run=True))
+        plan.profile = ctx.profile.render()
         plan.notes += [f"{problem} (a real run stops here)" for problem in start_problems(ctx, plan)]
         sys.stdout.write(plan.render())
         return 0
@@ -284,7 +307,8 @@ def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
     result = _run_and_collect(ctx, plugin, plan, signals)
     assert checked is not None
     effective, versions = checked
-    fields: dict[str, Any] = {"framework_versions": versions}
+    fields: dict[str, Any] = {"framework_versions": versions, "profile": ctx.profile.name,
+                              "profile_settings": ctx.profile.block()}
     if result.effective_settings is None or not result.effective_settings.settings:
         fields["effective_settings"] = effective  # deep records what its engine resolved itself
     update_result(result, **fields)
@@ -414,11 +438,11 @@ def main(argv: list[str] | None = None) -> int:
         if detected != args.platform:
             print(f"tprimat: warning: running the {args.platform} job on a machine detected as {detected}",
                   file=sys.stderr)
-    ctx = RunContext(
-        cfg=cfg, platform=args.platform, framework=framework, model=args.model, run_index=args.run_index,
-        result_path=result_path(cfg.output_dir, args.platform, framework, args.model, args.run_index),
-        log_path=log_path_for(cfg, args.platform, framework, args.model, args.run_index),
-    )
+    try:
+        ctx = job_context(cfg, args.platform, framework, args.model, args.run_index)
+    except ProfileError as exc:
+        print(f"tprimat: {exc}", file=sys.stderr)
+        return 2
     plugin = load_plugin(framework)
     try:
         return launch(ctx, plugin, dry_run=args.dry_run)

@@ -42,6 +42,7 @@ from typing import Any
 
 from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -136,18 +137,37 @@ def vocab_padding(cfg: Config, model: str, shape: ModelShape, tokenizer_dir: Pat
     return VocabPadding(size, source, target, divisor, padded)
 
 
+def attention_backend(platform: str, profile: AppliedProfile = IDENTICAL) -> str:
+    """The platform's attention backend (the fairness table's), or the tuned recipe's."""
+    return profile.setting("attention_backend", ATTENTION_BACKEND[platform])
+
+
+def profile_settings(profile: AppliedProfile) -> dict[str, Any]:
+    """A tuned recipe's framework settings (train/profiles/) as Megatron argument dests; Primus reads the same.
+
+    Every recipe key is Megatron's dest name except the reduction dtype: the recipe states
+    ``grad_reduce_in_fp32``, Megatron's flag is ``--grad-reduce-in-bf16`` (see the module docstring).
+    """
+    settings = dict(profile.settings)
+    if settings.pop("grad_reduce_in_fp32", False):
+        settings["grad_reduce_in_bf16"] = False
+    return settings
+
+
 def megatron_settings(
     cfg: Config,
     shape: ModelShape,
     platform: str,
     tokenizer_dir: Path,
     padding: VocabPadding,
+    profile: AppliedProfile = IDENTICAL,
 ) -> dict[str, Any]:
     """Every Megatron argument (dest name -> value) the workload fixes, data paths excepted.
 
     Data paths differ between the launchers (``--data-path`` + ``--split`` for
     Megatron, ``train_data_path`` for Primus, whose preparation step would otherwise
-    download BookCorpus), so each launcher adds its own.
+    download BookCorpus), so each launcher adds its own. Under PROFILE=tuned the recipe's
+    settings replace the fairness table's (``cfg`` already carries its batch and layout).
     """
     if platform not in ATTENTION_BACKEND:
         raise ValueError(f"platform {platform!r}: Megatron runs on {', '.join(ATTENTION_BACKEND)}")
@@ -253,6 +273,7 @@ def megatron_settings(
         settings["rope_scaling_factor"] = float(shape.rope_scaling["factor"])
     if cfg.fp8:
         settings.update(FP8_SETTINGS)
+    settings.update(profile_settings(profile))
     return settings
 
 

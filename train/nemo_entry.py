@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from train.nemo_recipe import NemoOverrides
+from train.profiles import ProfileError, apply_profile
 from train.train_nemo import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
 from utils.configure import ConfigError, load_config
 from utils.models import get_shape
@@ -119,24 +120,25 @@ def train(args: argparse.Namespace) -> int:
     from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
     from utils.power import MeasuredWindow
-    from utils.result import new_result
+    from utils.result import new_result, update_result
     from utils.result_model import Source
     from utils.step_log import StepLog, step_log_path
 
-    cfg = load_config()
+    cfg, profile = apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if args.overrides:
         overrides = NemoOverrides.from_dict(json.loads(args.overrides.read_text(encoding="utf-8")))
     else:
-        overrides = overrides_for(cfg, args.model, args.result.stem)
+        overrides = overrides_for(cfg, args.model, args.result.stem, profile)
     shape = get_shape(args.model, cfg.model_size, vocab_size=overrides.fields["model.config.vocab_size"])
     prefix, tok = dataset_prefix(cfg, args.model), tokenizer_dir(cfg, args.model)
     result = new_result(
         cfg, platform=PLATFORM, framework=FRAMEWORK, model=args.model, shape=shape,
-        gpu_info=collect_gpu_info(PLATFORM), run_index=args.run_index, launcher_env=nemo_env(),
+        gpu_info=collect_gpu_info(PLATFORM), run_index=args.run_index, launcher_env=nemo_env(profile),
         source=Source(kind="callback", log_path=str(args.log) if args.log else None),
         fingerprint=fingerprint(cfg, shape, prefix, tok) if rank == 0 else None,
     )
+    update_result(result, profile_settings=profile.block())
     measurement = LightningMeasurement(
         result=result, path=args.result if rank == 0 else None, shape=shape, skip_steps=cfg.skip_steps,
         power=MeasuredWindow.open(PLATFORM, local_rank, gpus_total=cfg.world_size,
@@ -179,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-index", type=int, default=None, help="repeat number k, recorded in the result")
     args = parser.parse_args(argv)
     try:
-        load_config()
-    except ConfigError as exc:
+        apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
+    except (ConfigError, ProfileError) as exc:
         print(f"train.nemo_entry: {exc}", file=sys.stderr)
         return 2
     return train(args)

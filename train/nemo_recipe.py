@@ -33,6 +33,7 @@ from typing import Any
 
 from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -105,6 +106,16 @@ MODEL_CONFIG_FIXED: dict[str, Any] = {
 }
 ATTN_BACKEND_ENUM = "megatron.core.transformer.enums.AttnBackend"
 DDP_CONFIG = "megatron.core.distributed.DistributedDataParallelConfig"
+
+# How NeMo spells a tuned recipe's framework settings (train/profiles/): fields of Megatron's DDP config
+# (by their name there), of the model config, of the precision plugin, and the two callbacks.
+PROFILE_DDP_FIELDS = {"overlap_grad_reduce": "overlap_grad_reduce", "overlap_param_gather": "overlap_param_gather",
+                      "ddp_average_in_collective": "average_in_collective", "ddp_bucket_size": "bucket_size",
+                      "grad_reduce_in_fp32": "grad_reduce_in_fp32"}
+PROFILE_MODEL_FIELDS = ("cross_entropy_fusion_impl", "tp_comm_overlap", "gradient_accumulation_fusion")
+PROFILE_PLUGIN_FIELDS = ("grad_reduce_in_fp32", *FP8_FIXED)
+TIMING_CALLBACK = "nemo.utils.exp_manager.TimingCallback"  # the recipes' own (train/nemo_callback.py reads it)
+GC_CALLBACK = "nemo.lightning.pytorch.callbacks.garbage_collection.GarbageCollectionCallback"
 
 PRETRAINING_DATA_MODULE = "nemo.collections.llm.gpt.data.pre_training.PreTrainingDataModule"
 HF_TOKENIZER = "nemo.collections.common.tokenizers.huggingface.auto_tokenizer.AutoTokenizer"
@@ -204,6 +215,33 @@ def model_fields(cfg: Config, model: str, shape: ModelShape) -> dict[str, Any]:
     return fields
 
 
+def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
+    """Set a tuned recipe's framework settings on the recipe fields (in place); an unknown key is an error.
+
+    ``fp8`` needs no field: FP8=true already picks ``bf16_with_fp8_mixed``, whose format is the recipe's.
+    """
+    known = {*PROFILE_DDP_FIELDS, *PROFILE_PLUGIN_FIELDS, *PROFILE_MODEL_FIELDS, "attention_backend", "manual_gc",
+             "manual_gc_interval", "fp8"}
+    unknown = sorted(set(profile.settings) - known)
+    if unknown:
+        raise ValueError(f"profile setting(s) {', '.join(unknown)}: no NeMo field for them (train/nemo_recipe.py)")
+    for key, value in profile.settings.items():
+        if key in PROFILE_DDP_FIELDS:
+            fields["trainer.strategy.ddp"][PROFILE_DDP_FIELDS[key]] = value
+        if key in PROFILE_PLUGIN_FIELDS:
+            fields[f"trainer.plugins.{key}"] = value
+        if key in PROFILE_MODEL_FIELDS:
+            fields[f"model.config.{key}"] = value
+        if key == "attention_backend":
+            fields["model.config.attention_backend"] = {"_target_": ATTN_BACKEND_ENUM, "_call_": "member",
+                                                        "name": value}
+        if key == "manual_gc":
+            interval = profile.setting("manual_gc_interval")
+            gc = [{"_target_": GC_CALLBACK, "_call_": "config", "gc_interval_train": interval,
+                   "gc_interval_val": interval}] if value else []
+            fields["trainer.callbacks"] = [{"_target_": TIMING_CALLBACK, "_call_": "config"}, *gc]
+
+
 def build_overrides(
     cfg: Config,
     model: str,
@@ -213,11 +251,13 @@ def build_overrides(
     tokenizer_dir: Path,
     log_dir: Path,
     index_cache_dir: Path,
+    profile: AppliedProfile = IDENTICAL,
 ) -> NemoOverrides:
     """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data.
 
     ``shape`` must already carry the real vocabulary (the tokenizer's for tiny models),
-    see :func:`train.train_nemo.resolve_shape`.
+    see :func:`train.train_nemo.resolve_shape`. Under PROFILE=tuned, ``cfg`` carries the
+    recipe's batch and layout and :func:`profile_fields` sets its framework settings.
     """
     if model not in RECIPES:
         raise ValueError(f"model {model!r}: allowed values are {', '.join(RECIPES)}")
@@ -297,6 +337,7 @@ def build_overrides(
         # A benchmark never resumes from an earlier run's checkpoint.
         "resume": None,
     }
+    profile_fields(fields, profile)
     defaults = RECIPE_PARALLEL_DEFAULTS[model]
     notes = [
         f"recipe {RECIPES[model]} defaults to TP={defaults['tensor_model_parallel_size']} "

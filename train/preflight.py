@@ -37,12 +37,12 @@ from train.effective.expected import differences, expected_settings
 from train.effective.flatten import megatron_record, nemo_record
 from train.effective.runner import FrameworkRejected, FrameworkUnavailable, python_for, run_probe
 from train.framework_versions import MegatronRefError, check_megatron_tree, framework_versions
-from train.launch import LaunchPlan, RunContext, load_plugin, log_path_for
+from train.launch import LaunchPlan, RunContext, job_context, load_plugin
 from train.megatron_args import find_megatron, primus_root
+from train.profiles import ProfileError
 from utils.configure import Config, ConfigError, load_config
 from utils.models import get_shape
 from utils.registry import framework_names, model_names, platform_names
-from utils.result import result_path
 from utils.result_model import EffectiveSettings, FrameworkVersions
 
 MEGATRON_PYTHON = "TPRIMAT_MEGATRON_PYTHON"
@@ -195,7 +195,8 @@ RESOLVERS = {"mega": resolve_mega, "prim": resolve_prim, "nemo": resolve_nemo, "
 
 
 def expected_for(ctx: RunContext, plan: LaunchPlan) -> dict[str, Any]:
-    """config.env + the fairness table for this job, with the vocabulary the launcher planned."""
+    """config.env + the fairness table for this job (under tuned, with the recipe's settings over the table's),
+    with the vocabulary the launcher planned."""
     cfg = ctx.cfg
     shape = get_shape(ctx.model, cfg.model_size)
     if ctx.framework == "nemo":
@@ -206,7 +207,14 @@ def expected_for(ctx: RunContext, plan: LaunchPlan) -> dict[str, Any]:
 
         _, _, shape, padding = model_inputs(ctx)
         vocab = padding.padded
-    return expected_settings(cfg, ctx.platform, shape, vocab)
+    return {**expected_settings(cfg, ctx.platform, shape, vocab), **ctx.profile.expected()}
+
+
+def required_by(ctx: RunContext) -> str:
+    """Who requires the expected values, for the error message."""
+    if ctx.profile.tuned and ctx.profile.recipe is not None:
+        return f"the tuned recipe {ctx.profile.recipe.id} (over config.env and the fairness table) requires"
+    return "config.env and the fairness table require"
 
 
 def scalar_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -233,9 +241,8 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
         if found:
             key, want, got = found[0]
             more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""
-            raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but config.env and the "
-                                 f"fairness table require {key}={want!r}{more}", setting=key, expected=want,
-                                 effective=got)
+            raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but {required_by(ctx)} "
+                                 f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
     if notes:
         resolved_by += "; stand-ins on this host: " + "; ".join(notes)
     return EffectiveSettings(settings=scalar_record(record), env=dict(plan.env), resolved_by=resolved_by)
@@ -272,9 +279,8 @@ def before_launch(ctx: RunContext, plan: LaunchPlan) -> tuple[EffectiveSettings,
 
 
 def context_for(cfg: Config, platform: str, framework: str, model: str) -> RunContext:
-    return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=None,
-                      result_path=result_path(cfg.output_dir, platform, framework, model),
-                      log_path=log_path_for(cfg, platform, framework, model, None), dry_run=True)
+    """The job's planning context with PROFILE applied (a tuned job is checked against its recipe)."""
+    return job_context(cfg, platform, framework, model, dry_run=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx = context_for(cfg, args.platform, args.framework, args.model)
         print(f"tprimat preflight: resolving {args.platform}/{args.framework}/{args.model} ...", file=sys.stderr)
         record = preflight(ctx, load_plugin(args.framework).plan(ctx))
-    except ConfigError as exc:
+    except (ConfigError, ProfileError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     except FrameworkUnavailable as exc:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from train.launch import LaunchPlan, RunContext, torchrun_argv
 from train.megatron_args import (
-    ATTENTION_BACKEND,
     VocabPadding,
+    attention_backend,
     find_megatron,
     megatron_settings,
     missing_data,
@@ -29,6 +29,7 @@ from train.megatron_args import (
 )
 from train.megatron_common import collect_from_log, index_cache_dir, model_inputs
 from train.platform_env import attention_env, launcher_env
+from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import Config
 from utils.models import ModelShape
 from utils.result_model import Result
@@ -43,10 +44,11 @@ def megatron_args(
     data_prefix: Path,
     tokenizer_dir: Path,
     padding: VocabPadding | None = None,
+    profile: AppliedProfile = IDENTICAL,
 ) -> list[str]:
     """The exact ``pretrain_gpt.py`` argument list for this workload (pure: no process is started)."""
     padding = padding or vocab_padding(cfg, shape.key, shape, tokenizer_dir)
-    settings = megatron_settings(cfg, shape, platform, tokenizer_dir, padding)
+    settings = megatron_settings(cfg, shape, platform, tokenizer_dir, padding, profile)
     settings.update(
         data_path=[str(data_prefix)],
         split=SPLIT_ALL_TRAIN,
@@ -67,8 +69,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
         raise FileNotFoundError("; ".join(problems))
     notes += [f"{problem} (a real run stops here)" for problem in problems]
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
-            *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding)]
-    env = {**launcher_env(ctx.platform), **attention_env(ATTENTION_BACKEND[ctx.platform])}
+            *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding, ctx.profile)]
+    env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(attention_backend(ctx.platform, ctx.profile))}
     return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_argv
 from train.nemo_recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
 from train.platform_env import attention_env, launcher_env
+from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import REPO_ROOT, Config
 from utils.models import ModelShape, get_shape
 from utils.result_model import Result
@@ -26,10 +27,11 @@ FRAMEWORK = "nemo"
 ENTRY_MODULE = "train.nemo_entry"
 
 
-def nemo_env() -> dict[str, str]:
-    """The NVIDIA launcher table and the NVTE_* switches of the attention backend the overrides set
-    (``model.config.attention_backend``), which Megatron checks at model build."""
-    return {**launcher_env(PLATFORM), **attention_env(ATTENTION_BACKEND)}
+def nemo_env(profile: AppliedProfile = IDENTICAL) -> dict[str, str]:
+    """The NVIDIA launcher table (with a tuned recipe's variables) and the NVTE_* switches of the attention
+    backend the overrides set (``model.config.attention_backend``), which Megatron checks at model build."""
+    backend = profile.setting("attention_backend", ATTENTION_BACKEND)
+    return {**launcher_env(PLATFORM, profile.env), **attention_env(backend)}
 
 
 # ---------------------------------------------------------------------------
@@ -60,13 +62,13 @@ def nemo_dirs(cfg: Config, stem: str) -> tuple[Path, Path]:
     return base / stem, base / "index_cache"
 
 
-def overrides_for(cfg: Config, model: str, stem: str) -> NemoOverrides:
+def overrides_for(cfg: Config, model: str, stem: str, profile: AppliedProfile = IDENTICAL) -> NemoOverrides:
     from utils.dataset import dataset_prefix, tokenizer_dir
 
     tok = tokenizer_dir(cfg, model)
     log_dir, index_dir = nemo_dirs(cfg, stem)
     return build_overrides(cfg, model, resolve_shape(cfg, model, tok), data_prefix=dataset_prefix(cfg, model),
-                           tokenizer_dir=tok, log_dir=log_dir, index_cache_dir=index_dir)
+                           tokenizer_dir=tok, log_dir=log_dir, index_cache_dir=index_dir, profile=profile)
 
 
 def overrides_path(ctx: RunContext) -> Path:
@@ -89,7 +91,7 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if ctx.platform != PLATFORM:
         raise ValueError(f"the nemo launcher runs on {PLATFORM} only (FRAMEWORK=nemo on {ctx.platform} maps to "
                          "that platform's own stack)")
-    overrides = overrides_for(ctx.cfg, ctx.model, ctx.result_path.stem)
+    overrides = overrides_for(ctx.cfg, ctx.model, ctx.result_path.stem, ctx.profile)
     file = overrides_path(ctx)
     argv = [*torchrun_argv(ctx.cfg), "-m", ENTRY_MODULE, "--model", ctx.model,
             "--result", str(ctx.result_path), "--overrides", str(file), "--log", str(ctx.log_path)]
@@ -99,7 +101,7 @@ def plan(ctx: RunContext) -> LaunchPlan:
     missing = missing_data(ctx.cfg, ctx.model)
     if missing:
         notes.append(f"dataset files missing now: {', '.join(map(str, missing))} (prepare the data first)")
-    return LaunchPlan(argv=argv, env=nemo_env(), cwd=REPO_ROOT,
+    return LaunchPlan(argv=argv, env=nemo_env(ctx.profile), cwd=REPO_ROOT,
                       files={file: overrides.to_json()}, notes=notes)
 
 

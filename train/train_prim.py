@@ -29,14 +29,16 @@ import yaml
 
 from train.launch import LaunchPlan, RunContext
 from train.megatron_args import (
-    ATTENTION_BACKEND,
     VocabPadding,
+    attention_backend,
     megatron_settings,
     missing_data,
     primus_root,
+    profile_settings,
 )
 from train.megatron_common import collect_from_log, index_cache_dir, model_inputs
 from train.platform_env import attention_env, launcher_env
+from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import Config
 from utils.models import ModelShape
 from utils.result_model import Result
@@ -50,13 +52,17 @@ RUN_SCRIPT = Path("examples") / "run_pretrain.sh"
 
 def primus_overrides(
     cfg: Config, shape: ModelShape, data_prefix: Path, tokenizer_dir: Path, padding: VocabPadding,
+    profile: AppliedProfile = IDENTICAL,
 ) -> dict[str, Any]:
-    """Every key the experiment sets: the shared Megatron settings plus Primus's data, saving and logging keys."""
+    """Every key the experiment sets: the shared Megatron settings plus Primus's data, saving and logging keys.
+
+    Under PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here.
+    """
     if any(ch.isspace() for ch in str(data_prefix)):
         # Primus splits train_data_path on spaces (a blend list), so such a path cannot be expressed.
         raise ValueError(f"data prefix {data_prefix} contains whitespace, which Primus cannot read; "
                          "use a DATA_DIR without spaces")
-    overrides = megatron_settings(cfg, shape, "amd", tokenizer_dir, padding)
+    overrides = megatron_settings(cfg, shape, "amd", tokenizer_dir, padding, profile)
     overrides.update(
         # data: our encoded dataset only
         mock_data=False,
@@ -86,11 +92,13 @@ def primus_overrides(
         # the stock Megatron path (Primus-Turbo kernels off), the same kernels mega runs on AMD
         enable_primus_turbo=False,
     )
+    overrides.update(profile_settings(profile))
     return overrides
 
 
 def experiment(
     cfg: Config, model: str, shape: ModelShape, data_prefix: Path, tokenizer_dir: Path, padding: VocabPadding,
+    profile: AppliedProfile = IDENTICAL,
 ) -> dict[str, Any]:
     """The Primus experiment document (``modules.pre_trainer`` layout)."""
     return {
@@ -103,7 +111,7 @@ def experiment(
                 "framework": "megatron",
                 "config": "pre_trainer.yaml",
                 "model": PRIMUS_MODEL_FILES[model],
-                "overrides": primus_overrides(cfg, shape, data_prefix, tokenizer_dir, padding),
+                "overrides": primus_overrides(cfg, shape, data_prefix, tokenizer_dir, padding, profile),
             }
         },
     }
@@ -156,10 +164,11 @@ def plan(ctx: RunContext) -> LaunchPlan:
         "MASTER_PORT": str(cfg.master_port),
         "PRIMUS_HIPBLASLT_TUNING_STAGE": "0",
     }
-    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, tokenizer, padding))
+    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, tokenizer, padding, ctx.profile))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
-        env={**launcher_env("amd"), **attention_env(ATTENTION_BACKEND["amd"]), **run_vars},
+        env={**launcher_env("amd", ctx.profile.env), **attention_env(attention_backend("amd", ctx.profile)),
+             **run_vars},
         files={exp_file: text}, notes=notes, extra_logs=[train_log],
     )
 

@@ -39,6 +39,7 @@ import torch.distributed as dist
 
 from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_argv
 from train.platform_env import launcher_env
+from train.profiles import apply_profile
 from train.tran_step import Dist, Trainer, lr_at
 from utils.atomic import atomic_path
 from utils.configure import REPO_ROOT, Config, ConfigError, load_config
@@ -293,6 +294,7 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
             from utils.hardware import detect_platform
 
             args.platform = cfg.platform or detect_platform()
+        cfg, _ = apply_profile(cfg, args.platform, framework, args.model)  # no recipe: identical, or the error
         info = setup_distributed(cfg, args.platform)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"train_{framework}: error: {exc}", file=sys.stderr)

@@ -37,6 +37,10 @@ MODEL_SIZES = ("full", "tiny")
 DATASETS = ("bc", "c4", "sample")
 PRECISIONS = ("bf16", "fp16", "fp32")
 LR_DECAYS = ("cosine", "linear", "constant")
+# PROFILE: the fairness table on every stack, or each vendor's published recipe (train/profiles/).
+PROFILES = ("identical", "tuned")
+# PROFILE_FALLBACK: what a job with no vendor recipe runs under PROFILE=tuned (empty: it is an error).
+PROFILE_FALLBACKS = ("identical",)
 
 # Upper bound of every count (steps, sizes, ranks, workers): these values reach C int
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
@@ -104,6 +108,8 @@ RULES: dict[str, Rule] = {
     "precision": Rule(choices=PRECISIONS),
     # DeepSpeed's ZeRO stages: 0 off, 1 optimizer state, 2 + gradients, 3 + parameters partitioned.
     "zero_stage": Rule(minimum=0, maximum=3, describe="0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
+    "profile": Rule(choices=PROFILES, fold_case=True),
+    "profile_fallback": Rule(choices=PROFILE_FALLBACKS, fold_case=True),
     "data_samples": _COUNT,
     # The generated corpus is written to DATA_DIR in full: a terabyte is beyond any offline test or demo.
     "sample_mb": Rule(minimum=0.0, above_minimum=True, maximum=1_000_000.0),

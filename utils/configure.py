@@ -95,6 +95,9 @@ class Config:
     precision: str = "bf16"
     fp8: bool = False
     zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/train_deep.py)
+    # identical: the fairness table everywhere; tuned: each vendor's published recipe (train/profiles/)
+    profile: str = "identical"
+    profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned
     data_samples: int = 50000
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / "data_cache")
     sample_mb: float = 4.0

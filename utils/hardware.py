@@ -31,9 +31,10 @@ from utils.result_model import GpuInfo, PeakTflops
 
 PLATFORMS = platform_names()
 
-# Dense peak TFLOP/s (bf16, fp8). Matched against the device name, most specific first.
+# Dense peak TFLOP/s (bf16, fp8). Matched against the device name, most specific first. Every GPU a published
+# reference point names (evaluate/references.json) is here; PEAK_SOURCES says where each figure comes from.
 PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
-    ("MI355X", 2500.0, 5000.0),  # approximate: AMD quotes ~2.5 PF dense bf16 for MI355X
+    ("MI355X", 2500.0, 5000.0),
     ("MI325X", 1307.4, 2614.9),
     ("MI300X", 1307.4, 2614.9),
     ("B200", 2250.0, 4500.0),
@@ -43,10 +44,12 @@ PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
     ("H100", 989.4, 1978.9),  # SXM
 )
 PEAK_SOURCES = {
-    "MI355X": "AMD Instinct MI355X datasheet (approximate)",
-    "MI325X": "AMD Instinct MI325X datasheet",
-    "MI300X": "AMD Instinct MI300X datasheet",
-    "B200": "NVIDIA DGX B200 datasheet (per GPU, dense)",
+    "MI355X": ("AMD Instinct MI355X product page: 2.5 PFLOPS FP16/BF16 and 5.0 PFLOPS OCP-FP8 matrix, dense (the "
+               "figure AMD's own Primus v26.4.0 primus/backends/torchtitan/patches/peak_flops_patches.py records, "
+               "2500e12 at 2400 MHz; the product page rounds: 256 CUs at 2.4 GHz give 2516.6 / 5033.2)"),
+    "MI325X": "AMD Instinct MI325X datasheet: 1307.4 TFLOPS FP16/BF16, 2614.9 FP8, dense",
+    "MI300X": "AMD Instinct MI300X datasheet: 1307.4 TFLOPS FP16/BF16, 2614.9 FP8, dense",
+    "B200": "NVIDIA DGX B200 datasheet (per GPU, dense = half the sparse figure)",
     "H200": "NVIDIA H200 SXM datasheet (dense)",
     "H100 PCIe": "NVIDIA H100 PCIe datasheet (dense)",
     "H100 NVL": "NVIDIA H100 NVL datasheet (dense = half the sparse figure)",

@@ -73,10 +73,16 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None) -> Path:
-    """``train_<platform>_<framework>_<model>.json``; repeated runs get ``_r<k>``."""
+def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
+                profile: str = "identical") -> Path:
+    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, repeated runs ``_r<k>``.
+
+    The profile is in the name so that identical and tuned results of one job live side by side
+    in one OUTPUT_DIR and one comparison shows both.
+    """
+    tuned = "_tuned" if profile == "tuned" else ""
     suffix = f"_r{run_index}" if run_index is not None else ""
-    return Path(output_dir) / f"train_{platform}_{framework}_{model}{suffix}.json"
+    return Path(output_dir) / f"train_{platform}_{framework}_{model}{tuned}{suffix}.json"
 
 
 def _first_problem(exc: ValidationError, where: str) -> ResultError:
@@ -156,8 +162,8 @@ def new_result(
         training = training_config(cfg, precision_effective)
     return Result(
         status="incomplete", error=STARTED_ERROR, platform=platform, framework=framework, model=model,
-        run_index=run_index, started_at=now_iso(), gpu_info=gpu_info,
-        environment=environment or Environment(**capture_environment(launcher_env)),
+        run_index=run_index, profile=cfg.profile if cfg is not None else "identical", started_at=now_iso(),
+        gpu_info=gpu_info, environment=environment or Environment(**capture_environment(launcher_env)),
         training_config=training, model_shape=ModelShapeBlock(**shape.as_dict()),
         fingerprint=fingerprint, source=source,
     )

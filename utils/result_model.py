@@ -230,6 +230,36 @@ class EffectiveSettings(Block):
     reason: str | None = None
 
 
+class ProfileSetting(Block):
+    """One setting a tuned profile runs at another value than the identical profile, and who says so."""
+
+    key: str
+    identical: Scalar
+    tuned: Scalar
+    source: str
+
+
+class ProfileSettings(Block):
+    """What the profile changed (``train/profiles/`` produces it; ``Result.profile`` names the profile that ran).
+
+    ``requested`` is PROFILE. Under tuned, ``recipe`` names the vendor recipe, ``settings``
+    every setting it runs at another value than the identical profile (workload keys in
+    ``config.env`` spelling, framework settings in the effective-settings names, each with
+    its source), ``env`` the variables the recipe exports. ``borrowed_from`` names the model
+    whose recipe was applied when the vendor publishes none for this one; ``fallback`` says
+    why the identical profile ran although tuned was requested (``PROFILE_FALLBACK=identical``).
+    """
+
+    requested: Literal["identical", "tuned"]
+    recipe: str | None = None
+    title: str | None = None
+    borrowed_from: str | None = None
+    fallback: str | None = None
+    settings: list[ProfileSetting] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
 # ---------------------------------------------------------------------------
 # fingerprints
 
@@ -452,7 +482,8 @@ class Result(Block):
     framework: str
     model: str
     run_index: Positive | None = None
-    profile: str = "identical"
+    profile: Literal["identical", "tuned"] = "identical"
+    profile_settings: ProfileSettings | None = None
     started_at: str | None = None
     finished_at: str | None = None
     gpu_info: GpuInfo

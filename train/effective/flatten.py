@@ -43,6 +43,9 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
         "calculate_per_token_loss", "dataloader_type", "num_workers", "eod_mask_loss", "reset_position_ids",
         "reset_attention_mask", "eval_iters", "log_interval", "rerun_mode", "fp8_recipe", "fp8_amax_history_len",
         "fp8_amax_compute_algo", "fp8_param_gather",
+        # what a tuned recipe (train/profiles/) may set besides the above; the last three are Primus's own
+        "manual_gc_interval", "cross_entropy_fusion_impl", "ddp_bucket_size", "enable_primus_turbo",
+        "use_turbo_attention", "use_turbo_grouped_mlp",
     )
     record = {key: raw[key] for key in keys_as_is if key in raw}
     record["precision"] = _precision(raw)
@@ -147,6 +150,9 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
                 "calculate_per_token_loss"):
         record[key] = model.get(key)
     record["manual_gc"] = "GarbageCollectionCallback" in (trainer.get("callbacks") or [])
+    record["manual_gc_interval"] = trainer.get("gc_interval_train")
+    record["cross_entropy_fusion_impl"] = model.get("cross_entropy_fusion_impl")
+    record["ddp_bucket_size"] = ddp.get("bucket_size")
     for key in ("fp8_recipe", "fp8_amax_history_len", "fp8_amax_compute_algo"):
         record[key] = model.get(key)
     record["fp8_param_gather"] = ddp.get("fp8_param_gather")

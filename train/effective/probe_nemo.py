@@ -56,6 +56,9 @@ def trainer_values(trainer: Any, recipe_trainer: Any) -> dict[str, Any]:
             "use_distributed_sampler", "gradient_clip_val")
     values = {key: plain(getattr(recipe_trainer, key, None)) for key in keys}
     values["callbacks"] = [type(cb).__name__ for cb in trainer.callbacks]
+    # NeMo's GarbageCollectionCallback holds the manual GC interval (a tuned recipe's, train/profiles/nvd.py)
+    values["gc_interval_train"] = next((plain(cb.gc_interval_train) for cb in trainer.callbacks
+                                        if type(cb).__name__ == "GarbageCollectionCallback"), None)
     values["checkpoint_callbacks"] = [type(cb).__name__ for cb in trainer.checkpoint_callbacks]
     return values
 

@@ -29,11 +29,13 @@ from train.logs.assemble import build_log_result, build_result
 from train.logs.patterns import is_event_file
 from train.logs.scan import LogInputError, LogScan, merge_scans, not_a_text_log, scan_file
 from train.logs.workload import log_framework, log_gpu_info, log_platform, log_workload
+from train.profiles import ProfileError, apply_profile
 from utils.configure import Config, load_config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.fingerprint import fingerprint
 from utils.hardware import gpu_info_for_device
 from utils.models import get_shape
+from utils.result import update_result
 from utils.result_model import Result
 
 MODES = ("auto", "log", "config")
@@ -108,7 +110,10 @@ def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Con
         if not (given or logged):
             raise LogInputError(f"the log has no tprimat launch header naming the {key}: pass --{key}")
         job[key] = given or logged  # type: ignore[assignment]
-    cfg = load()
+    try:  # the launcher ran config.env with PROFILE applied (a tuned job's workload is its vendor recipe's)
+        cfg, profile = apply_profile(load(), job["platform"], job["framework"], job["model"])
+    except ProfileError as exc:
+        raise LogInputError(str(exc)) from None
     shape = get_shape(job["model"], cfg.model_size)
     gpu = gpu_info_for_device(job["platform"], options.gpu_name, cfg.world_size) if options.gpu_name else None
     run_index = options.run_index
@@ -121,6 +126,7 @@ def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Con
         fingerprint=fingerprint(cfg, shape, dataset_prefix(cfg, job["model"]), tokenizer_dir(cfg, job["model"])),
     )
     result.environment.captured_by = CAPTURED_BY
+    update_result(result, profile=profile.name, profile_settings=profile.block())
     if gpu is not None:
         result.warnings.append(f"gpu_info from --gpu-name {options.gpu_name!r}, not detected")
     return result

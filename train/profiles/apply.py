@@ -1,0 +1,267 @@
+"""PROFILE for one job: the configuration it runs (tuned or identical), checked against the node, with its sources.
+
+Why one function for every process of a job: the launcher, the preflight and the training
+process each load ``config.env`` themselves; each calls :func:`apply_profile` with the job's
+platform, framework and model and gets the same :class:`~utils.configure.Config` (a tuned
+recipe's sequence length, batch sizes and parallel layout replace config.env's, so FLOPs,
+tokens per step and the result's workload follow) and the same :class:`AppliedProfile`
+(the framework settings and environment the launchers render, the rows ``--dry-run``
+prints, the block the result records).
+
+Rules, in order:
+
+* ``PROFILE=identical``: config.env and the fairness table, unchanged.
+* ``PROFILE=tuned``: the vendor recipe for (platform, framework, model, precision) from
+  ``train/profiles/nvd.py`` / ``amd.py``. None: an error naming the recipes that exist,
+  unless ``PROFILE_FALLBACK=identical``, which runs the identical profile and records why.
+* Settings a recipe does not state stay at the identical profile's values.
+* The recipe must fit the node: its layout must divide the world size, the global batch
+  size must divide into micro-batches over the data-parallel ranks, context parallelism
+  needs a sequence length divisible by 2 x CP, tensor parallelism must divide the heads,
+  pipeline parallelism the layers, sequence parallelism needs TP > 1, and the sequence
+  length must not exceed the model's positions. Each error names the recipe and the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from train.effective.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.platform_env import PLATFORM_ENV, attention_env
+from train.profiles import amd, nvd
+from train.profiles.recipe import WORKLOAD_FIELDS, WORKLOAD_NAMES, Borrowed, Recipe, VendorTable
+from utils.configure import Config, ConfigError
+from utils.models import get_shape
+from utils.result_model import ProfileSetting, ProfileSettings
+
+TABLES: dict[str, VendorTable] = {"nvd": nvd.TABLE, "amd": amd.TABLE}
+
+# What the identical profile runs for the knobs a recipe may set that the fairness table does not
+# state (train/effective/expected.py has the rest): the framework's own default, or None for "not set".
+IDENTICAL_DEFAULTS: dict[str, Any] = {
+    "cross_entropy_fusion_impl": "native",  # Megatron-LM's --cross-entropy-fusion-impl default
+    "ddp_bucket_size": None,  # Megatron's DistributedDataParallelConfig default (sized by itself)
+    "manual_gc_interval": None,
+    "grad_reduce_in_fp32": False,
+    "enable_primus_turbo": False,  # train/train_prim.py: the stock Megatron path
+    "use_turbo_attention": False,
+    "use_turbo_grouped_mlp": False,
+}
+DERIVED = "derived: DP = world size / (TP x PP x CP), GA = GBS / (MBS x DP)"
+
+
+class ProfileError(ValueError):
+    """PROFILE cannot be applied to this job; one line naming the recipe and the key (or what exists)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One setting as ``--dry-run`` shows it: its identical value, the recipe's, and the source."""
+
+    key: str
+    identical: Any
+    tuned: Any
+    source: str
+    kind: str  # workload | setting | env
+    note: str = ""
+
+    @property
+    def differs(self) -> bool:
+        return self.identical != self.tuned
+
+
+@dataclass(frozen=True)
+class AppliedProfile:
+    """The profile one job runs: the recipe's framework settings and environment, and how it got them."""
+
+    requested: str
+    name: str
+    recipe: Recipe | None = None
+    borrowed: Borrowed | None = None
+    fallback: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    rows: tuple[Row, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tuned(self) -> bool:
+        return self.name == "tuned"
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        """The recipe's value for a framework setting, or ``default`` (the identical profile's)."""
+        return self.settings.get(key, default)
+
+    def expected(self) -> dict[str, Any]:
+        """What the preflight must find resolved, over the fairness table's values."""
+        return dict(self.settings)
+
+    def render(self) -> list[str]:
+        """Lines for ``--dry-run``: the profile, and under tuned every setting with its source."""
+        if not self.tuned:
+            if self.fallback:
+                return [f"PROFILE=tuned requested; the identical profile runs (PROFILE_FALLBACK=identical): "
+                        f"{self.fallback}"]
+            return ["identical (config.env and the fairness table on every vendor stack)"]
+        assert self.recipe is not None
+        lines = [f"tuned: {self.recipe.title} [{self.recipe.id}]"]
+        if self.borrowed:
+            lines.append(f"borrowed from {self.borrowed.from_model}: {self.borrowed.reason}")
+        for row in self.rows:
+            same = "" if row.differs else "  (same as identical)"
+            note = f"; {row.note}" if row.note else ""
+            lines.append(f"{row.kind} {row.key} = {_text(row.tuned)}  [identical: {_text(row.identical)}]{same}"
+                         f"  # {row.source}{note}")
+        for item in self.recipe.not_taken:
+            lines.append(f"not taken {item.key} = {_text(item.value)}  # {item.source.cite()}: {item.reason}")
+        lines += [f"note: {note}" for note in self.notes]
+        return lines
+
+    def block(self) -> ProfileSettings | None:
+        """What the result records: None for a plain identical run."""
+        if self.requested == "identical":
+            return None
+        if not self.tuned:
+            return ProfileSettings(requested="tuned", fallback=self.fallback, notes=list(self.notes))
+        assert self.recipe is not None
+        differing = [ProfileSetting(key=row.key, identical=_scalar(row.identical), tuned=_scalar(row.tuned),
+                                    source=row.source) for row in self.rows if row.differs and row.kind != "env"]
+        return ProfileSettings(
+            requested="tuned", recipe=self.recipe.id, title=self.recipe.title,
+            borrowed_from=self.borrowed.from_model if self.borrowed else None,
+            settings=differing, env=dict(self.env), notes=list(self.notes))
+
+
+IDENTICAL = AppliedProfile(requested="identical", name="identical")
+
+
+def _text(value: Any) -> str:
+    return "not set" if value is None else str(value)
+
+
+def _scalar(value: Any) -> str | int | float | bool | None:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def available() -> str:
+    """Every recipe as ``nvd mega|nemo: llama, qwen (llama's)``, for error messages."""
+    parts = []
+    for platform, table in TABLES.items():
+        by_frameworks: dict[tuple[str, ...], list[str]] = {}
+        for model, entry in table.recipes.items():
+            recipe = entry.recipe if isinstance(entry, Borrowed) else entry
+            label = f"{model} ({entry.from_model}'s)" if isinstance(entry, Borrowed) else model
+            by_frameworks.setdefault(recipe.frameworks, []).append(label)
+        parts += [f"{platform} {'|'.join(fw)}: {', '.join(models)}" for fw, models in by_frameworks.items()]
+    return "; ".join(parts)
+
+
+def find_recipe(platform: str, framework: str, model: str, precision: str) -> tuple[Recipe, Borrowed | None]:
+    """The vendor recipe of one job, or :class:`ProfileError` naming what exists."""
+    table = TABLES.get(platform)
+    found = table.lookup(model) if table else None
+    where = f"{framework} on {platform}"
+    if found is None or framework not in found[0].frameworks:
+        searched = f" (searched: {'; '.join(table.searched)})" if table else ""
+        raise ProfileError(f"PROFILE=tuned: no vendor recipe for {model} with {where}{searched}; "
+                           f"tuned recipes exist for {available()}")
+    recipe, borrowed = found
+    if precision not in recipe.precisions:
+        raise ProfileError(f"PROFILE=tuned: recipe {recipe.id} states {', '.join(recipe.precisions)}, not "
+                           f"{precision} (PRECISION/FP8); tuned recipes exist for {available()}")
+    return recipe, borrowed
+
+
+def _fit(recipe: Recipe, cfg: Config, model: str, values: dict[str, Any], settings: dict[str, Any]) -> dict[str, int]:
+    """DP and GA of the recipe on this node, or :class:`ProfileError` naming the recipe and the key."""
+    world = cfg.nnodes * cfg.gpus_per_node
+    tp, pp, cp = (values["tensor_model_parallel_size"], values["pipeline_model_parallel_size"],
+                  values["context_parallel_size"])
+    sl, mbs, gbs = values["seq_length"], values["micro_batch_size"], values["global_batch_size"]
+    shape = get_shape(model, cfg.model_size)
+
+    def fail(key: str, why: str) -> ProfileError:
+        return ProfileError(f"recipe {recipe.id} does not fit this node: {key}: {why}")
+
+    if world % (tp * pp * cp):
+        raise fail("tensor_model_parallel_size", f"TP x PP x CP = {tp} x {pp} x {cp} = {tp * pp * cp} does not divide "
+                   f"the world size NNODES x GPUS_PER_NODE = {cfg.nnodes} x {cfg.gpus_per_node} = {world}")
+    dp = world // (tp * pp * cp)
+    if gbs % (mbs * dp):
+        raise fail("global_batch_size", f"{gbs} is not divisible by micro_batch_size x DP = {mbs} x {dp} = {mbs * dp}"
+                   f" (DP = world size {world} / (TP x PP x CP))")
+    if cp > 1 and sl % (2 * cp):
+        raise fail("context_parallel_size", f"CP={cp} needs seq_length divisible by 2 x CP = {2 * cp}, got {sl}")
+    if shape.num_attention_heads % tp or shape.num_query_groups % tp:
+        raise fail("tensor_model_parallel_size", f"TP={tp} does not divide {shape.display_name}'s "
+                   f"{shape.num_attention_heads} heads and {shape.num_query_groups} query groups")
+    if shape.num_layers % pp:
+        raise fail("pipeline_model_parallel_size", f"PP={pp} does not divide {shape.num_layers} layers")
+    if settings.get("sequence_parallel") and tp < 2:
+        raise fail("sequence_parallel", "sequence parallelism needs tensor_model_parallel_size > 1, the recipe has "
+                   f"TP={tp}")
+    if sl > shape.max_position_embeddings:
+        raise fail("seq_length", f"{sl} exceeds {shape.display_name}'s {shape.max_position_embeddings} positions")
+    return {"dp": dp, "ga": gbs // (mbs * dp)}
+
+
+def identical_values(cfg: Config, platform: str) -> dict[str, Any]:
+    """The identical profile's value of every key a recipe may set (framework settings)."""
+    return {**FIXED, **FP8_FIXED, "fp8": "hybrid" if cfg.fp8 else None,
+            "attention_backend": ATTENTION_BACKEND.get(platform),
+            "gradient_accumulation_fusion": GRADIENT_ACCUMULATION_FUSION.get(platform), **IDENTICAL_DEFAULTS}
+
+
+def identical_env(platform: str) -> dict[str, str]:
+    """The identical profile's launcher environment of ``platform`` (platform table + attention switches)."""
+    backend = ATTENTION_BACKEND.get(platform)
+    return {**PLATFORM_ENV.get(platform, {}), **(attention_env(backend) if backend else {})}
+
+
+def apply_profile(cfg: Config, platform: str, framework: str, model: str) -> tuple[Config, AppliedProfile]:
+    """The job's configuration and profile; :class:`ProfileError` when tuned cannot run and there is no fallback."""
+    if cfg.profile != "tuned":
+        return cfg, IDENTICAL
+    precision = "fp8" if cfg.fp8 else cfg.precision
+    try:
+        recipe, borrowed = find_recipe(platform, framework, model, precision)
+    except ProfileError as exc:
+        if cfg.profile_fallback == "identical":
+            return cfg.replace(profile="identical"), AppliedProfile(
+                requested="tuned", name="identical", fallback=str(exc))
+        raise ProfileError(f"{exc}; PROFILE_FALLBACK=identical runs such jobs with the identical profile") from None
+    chosen = [s for s in recipe.settings if s.applies(framework, cfg.fp8)]
+    values = {s.key: s.value for s in chosen}
+    missing = [key for key in WORKLOAD_FIELDS if key not in values]
+    if missing:
+        raise ProfileError(f"recipe {recipe.id} states no {', '.join(missing)}")
+    settings = {k: v for k, v in values.items() if k not in WORKLOAD_FIELDS}
+    derived = _fit(recipe, cfg, model, values, settings)
+    fields = {WORKLOAD_FIELDS[k]: v for k, v in values.items() if k in WORKLOAD_FIELDS and k != "global_batch_size"}
+    try:
+        tuned_cfg = cfg.replace(**fields, **derived)
+    except ConfigError as exc:
+        raise ProfileError(f"recipe {recipe.id} does not fit this config: {exc}") from None
+    base, base_env = identical_values(cfg, platform), identical_env(platform)
+    before = {"SL": cfg.sl, "MBS": cfg.mbs, "GBS": cfg.gbs, "TP": cfg.tp, "PP": cfg.pp, "CP": cfg.cp}
+    rows = [Row(WORKLOAD_NAMES[s.key], before[WORKLOAD_NAMES[s.key]], s.value, s.source.cite(), "workload", s.note)
+            for s in chosen if s.key in WORKLOAD_FIELDS]
+    rows += [Row("DP", cfg.dp, tuned_cfg.dp, DERIVED, "workload"), Row("GA", cfg.ga, tuned_cfg.ga, DERIVED, "workload")]
+    rows += [Row(s.key, base.get(s.key), s.value, s.source.cite(), "setting", s.note)
+             for s in chosen if s.key not in WORKLOAD_FIELDS]
+    env = {s.key: str(s.value) for s in recipe.env if s.applies(framework, cfg.fp8)}
+    rows += [Row(s.key, base_env.get(s.key), str(s.value), s.source.cite(), "env", s.note)
+             for s in recipe.env if s.applies(framework, cfg.fp8)]
+    notes = list(recipe.notes)
+    if borrowed:
+        notes.insert(0, f"{model} runs {borrowed.from_model}'s recipe: {borrowed.reason}")
+    world = cfg.nnodes * cfg.gpus_per_node
+    if world != recipe.gpus:
+        notes.append(f"the recipe was published for {recipe.gpus} GPUs; this node runs {world} with the same "
+                     f"global batch size")
+    skipped = {s.key: "/".join(s.frameworks) for s in recipe.settings if s.frameworks and framework not in s.frameworks}
+    notes += [f"{key}: {owners} only, not applicable to {framework}" for key, owners in skipped.items()]
+    applied = AppliedProfile(requested="tuned", name="tuned", recipe=recipe, borrowed=borrowed, settings=settings,
+                             env=env, rows=tuple(rows), notes=tuple(notes))
+    return tuned_cfg, applied

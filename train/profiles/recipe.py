@@ -1,0 +1,125 @@
+"""The shape of a vendor recipe as data: every value with the file and version it was read from.
+
+Why data and not code: a tuned run is only worth its name if each setting can be traced
+to what the vendor published, so every value sits beside its :class:`Source`
+(repository, path, version, and where in the file), ``--dry-run`` prints them, and the
+result records the ones that differ from the identical profile. The tables themselves
+are ``train/profiles/nvd.py`` and ``train/profiles/amd.py``; :mod:`train.profiles.apply`
+turns one into the settings a job runs.
+
+Keys are tprimat's flat names, the same as the preflight's effective-settings record
+(:mod:`train.effective.expected`): the workload keys ``seq_length``, ``micro_batch_size``,
+``global_batch_size``, ``tensor_model_parallel_size``, ``pipeline_model_parallel_size``,
+``context_parallel_size`` become config values; every other key is a framework setting
+that :mod:`train.profiles.frameworks` spells for Megatron-LM, Primus or NeMo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Recipe keys that are config.env workload keys: recipe key -> Config field.
+WORKLOAD_FIELDS: dict[str, str] = {
+    "seq_length": "sl",
+    "micro_batch_size": "mbs",
+    "global_batch_size": "gbs",
+    "tensor_model_parallel_size": "tp",
+    "pipeline_model_parallel_size": "pp",
+    "context_parallel_size": "cp",
+}
+# The same keys in config.env spelling, as results and reports name them.
+WORKLOAD_NAMES: dict[str, str] = {
+    "seq_length": "SL", "micro_batch_size": "MBS", "global_batch_size": "GBS",
+    "tensor_model_parallel_size": "TP", "pipeline_model_parallel_size": "PP", "context_parallel_size": "CP",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a value was read: repository, path, version (tag or commit) and the place in the file."""
+
+    repository: str
+    path: str
+    version: str
+    where: str = ""
+
+    def cite(self) -> str:
+        place = f" ({self.where})" if self.where else ""
+        return f"{self.repository} {self.version}: {self.path}{place}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value of a recipe.
+
+    ``frameworks`` limits it to some of the recipe's frameworks (Primus-Turbo exists only in
+    Primus); ``fp8`` limits it to runs with (True) or without (False) FP8; None means both.
+    """
+
+    key: str
+    value: Any
+    source: Source
+    frameworks: tuple[str, ...] = ()
+    fp8: bool | None = None
+    note: str = ""
+
+    def applies(self, framework: str, fp8: bool) -> bool:
+        return (not self.frameworks or framework in self.frameworks) and (self.fp8 is None or self.fp8 == fp8)
+
+
+@dataclass(frozen=True)
+class NotTaken:
+    """A value the vendor's file sets that tuned does not run, and why (architecture, algorithm, logging...)."""
+
+    key: str
+    value: Any
+    source: Source
+    reason: str
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One vendor's published performance recipe for one model, for the frameworks that run it.
+
+    ``gpus`` is the GPU count the recipe was published for; ``precisions`` the ones it
+    states (``bf16``, and ``fp8`` for FP8 on top of bf16). ``settings`` are framework and
+    workload values, ``env`` the environment variables (``Setting.key`` is the variable).
+    """
+
+    id: str
+    platform: str
+    title: str
+    frameworks: tuple[str, ...]
+    gpus: int
+    precisions: tuple[str, ...]
+    settings: tuple[Setting, ...]
+    env: tuple[Setting, ...] = ()
+    not_taken: tuple[NotTaken, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Borrowed:
+    """A model the vendor publishes no recipe for runs another model's recipe, said so with the reason."""
+
+    recipe: Recipe
+    from_model: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class VendorTable:
+    """Every recipe of one platform, by model; ``searched`` names where a missing model was looked for."""
+
+    platform: str
+    recipes: dict[str, Recipe | Borrowed] = field(default_factory=dict)
+    searched: tuple[str, ...] = ()
+
+    def lookup(self, model: str) -> tuple[Recipe, Borrowed | None] | None:
+        entry = self.recipes.get(model)
+        if entry is None:
+            return None
+        if isinstance(entry, Borrowed):
+            return entry.recipe, entry
+        return entry, None
