@@ -202,4 +202,4 @@ def test_jobs_list_names_each_result_by_the_profile_it_runs(tmp_path):
     cfg = make_config(tmp_path, PROFILE="tuned", PROFILE_FALLBACK="identical", FRAMEWORK="all")
     names = {job.framework: Path(job.result).name for job in plan_jobs(cfg, "amd")[0] if job.model == "qwen"}
     assert names == {"mega": "train_amd_mega_qwen_tuned.json", "prim": "train_amd_prim_qwen_tuned.json",
-                     "tran": "train_amd_tran_qwen.json"}
+                     "tran": "train_amd_tran_qwen.json", "deep": "train_amd_deep_qwen.json"}
