@@ -24,6 +24,7 @@ from tests.helpers_nemo import make_dataset_stub, make_tokenizer
 from train.framework_versions import tree_commit
 from train.launch import load_plugin
 from utils.configure import Config
+from utils.registry import model_names
 
 # bf16 and FP8, TP 1/2, CP 1/2 on 8 GPUs; GA keeps GBS at 64.
 VARIANTS = {
@@ -45,7 +46,7 @@ def portable_tokenizer(path: Path) -> None:
 def conformance_config(tmp_path: Path, variant: str, **extra: str) -> Config:
     cfg = make_config(tmp_path, DATASET="sample", MODEL_SIZE="full", TRAIN_ITERS="30", WARMUP_STEPS="5",
                       **VARIANTS[variant], **extra)
-    for model in ("llama", "qwen"):
+    for model in model_names():
         portable_tokenizer(cfg.data_dir / "tokenizers" / f"sample-{model}")
         make_dataset_stub(cfg.data_dir / f"sample-{model}_text_document")
     return cfg

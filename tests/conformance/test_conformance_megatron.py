@@ -9,6 +9,7 @@ import pytest
 
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, megatron_ref_of, needs, planned
 from train import preflight as pf
+from utils.registry import model_names
 
 pytestmark = [needs("TPRIMAT_MEGATRON_LM"), pytest.mark.slow]
 
@@ -18,7 +19,7 @@ def _config(tmp_path, variant):
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", model_names())
 @pytest.mark.parametrize("platform", ["nvd", "amd"])
 def test_mega_configuration_is_accepted_and_resolves_to_the_table(tmp_path, platform, model, variant):
     cfg = _config(tmp_path, variant)

@@ -9,12 +9,13 @@ import pytest
 
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
 from train import preflight as pf
+from utils.registry import model_names
 
 pytestmark = [needs("TPRIMAT_NEMO_PYTHON"), pytest.mark.slow]
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", model_names())
 def test_nemo_configuration_is_accepted_and_resolves_to_the_table(tmp_path, model, variant):
     """Covers issue 10's Qwen crash: qwen25_7b's strategy has no DDP config of its own."""
     cfg = conformance_config(tmp_path, variant)

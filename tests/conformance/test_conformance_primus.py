@@ -11,12 +11,13 @@ import pytest
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
 from train import preflight as pf
 from train.platform_env import PLATFORM_ENV
+from utils.registry import model_names
 
 pytestmark = [needs("TPRIMAT_PRIMUS"), pytest.mark.slow]
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("model", ["llama", "qwen"])
+@pytest.mark.parametrize("model", model_names())
 def test_prim_configuration_is_accepted_and_resolves_to_the_table(tmp_path, model, variant):
     cfg = conformance_config(tmp_path, variant)
     settings = pf.preflight(*planned(cfg, "amd", "prim", model)).settings
