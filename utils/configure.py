@@ -15,6 +15,9 @@ secrets (``read_secret``) come from ``utils/secrets_loader.py`` and never enter 
 
 The shell asks this module instead of parsing files itself (``--get KEY``,
 ``--docker-env-file PATH``); run ``python -m utils.configure --help``.
+
+Why one file over 400 lines: the ``Config`` fields are the config keys and their types, and the
+loader that converts them must change with them; per-key rules already live in ``utils/config_rules.py``.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ are null with the reason.
 On ``cpu``, or when the library or the device is unavailable, every value is
 ``null`` with a ``reason``: CPU package power is not a GPU board power and is not
 substituted for it.
+
+Why one file over 400 lines: it is the one producer of ``power_metrics`` (counter, sampler,
+log), and the three sources must agree on units and on when a total is null.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ Rules every block follows:
 
 Each block has one producer (docs/ARCHITECTURE.md lists them); this module only
 describes shapes and the invariants between fields, it computes nothing.
+
+Why one file over 400 lines: the classes together are the schema (``utils/result_schema.json``
+is generated from ``Result`` alone), and a reader checks one block against its neighbours here.
 """
 
 from __future__ import annotations
