@@ -142,7 +142,13 @@ def test_two_rank_zero2_run_trains_like_tran(tiny_env: Callable[..., dict[str, s
     assert deep.status == "ok" and (deep.framework, deep.platform) == ("deep", "cpu")
     assert deep.training_config.world_size_started == 2 and deep.training_config.global_batch_size == 4
     settings = deep.effective_settings.settings
-    assert settings["zero_stage"] == 2 and settings["gradient_accumulation_steps"] == 1 and settings["bf16"] is True
+    assert settings["zero_stage"] == 2 and settings["gradient_accumulation_steps"] == 1
+    # DeepSpeed's values under the names the other frameworks use, over the configuration deep was given
+    assert (settings["precision"], settings["global_batch_size"], settings["clip_grad"]) == ("bf16", 4, 1.0)
+    assert settings["grad_reduce_in_fp32"] is False and settings["communication_data_type"] == "torch.bfloat16"
+    assert settings["lr"] == float(env["LR"]) and settings["seq_length"] == tran.training_config.sequence_length
+    tran_settings = tran.effective_settings.settings
+    assert {key: settings[key] for key in tran_settings if settings[key] != tran_settings[key]} == {}
     assert settings["client_optimizer"] == "AdamW"
     assert deep.effective_settings.resolved_by.startswith("deepspeed.initialize (DeepSpeed ")
     assert "ZeRO stage 2" in deep.training_config.precision_detail

@@ -312,8 +312,12 @@ def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
     effective, versions = checked
     fields: dict[str, Any] = {"framework_versions": versions, "profile": ctx.profile.name,
                               "profile_settings": ctx.profile.block()}
-    if result.effective_settings is None or not result.effective_settings.settings:
-        fields["effective_settings"] = effective  # deep records what its engine resolved itself
+    own = result.effective_settings
+    if own is None or not own.settings:
+        fields["effective_settings"] = effective
+    else:  # deep: what its engine resolved, over the configuration it was given (the same names)
+        fields["effective_settings"] = own.model_copy(update={"settings": {**effective.settings, **own.settings},
+                                                             "env": own.env or effective.env})
     update_result(result, **fields)
     return result
 

@@ -115,13 +115,15 @@ def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None
 # the DeepSpeed trainer of one rank
 
 
-# What the engine resolved, by tprimat's name -> (engine method, the config key it must equal).
+# What the engine resolved, by tprimat's name -> (engine method, the config key it must equal). The
+# names are those of the other frameworks' records (train/preflight.py), so the comparison's settings
+# table lines DeepSpeed's values up with Megatron's instead of listing two vocabularies.
 RESOLVED = {
     "zero_stage": ("zero_optimization_stage", ("zero_optimization", "stage")),
-    "train_batch_size": ("train_batch_size", ("train_batch_size",)),
+    "global_batch_size": ("train_batch_size", ("train_batch_size",)),
     "micro_batch_size": ("train_micro_batch_size_per_gpu", ("train_micro_batch_size_per_gpu",)),
     "gradient_accumulation_steps": ("gradient_accumulation_steps", ("gradient_accumulation_steps",)),
-    "gradient_clipping": ("gradient_clipping", ("gradient_clipping",)),
+    "clip_grad": ("gradient_clipping", ("gradient_clipping",)),
     "bf16": ("bfloat16_enabled", ("bf16", "enabled")),
     "fp16": ("fp16_enabled", ("fp16", "enabled")),
 }
@@ -139,10 +141,14 @@ def resolved_settings(engine: Any, config: dict[str, Any]) -> tuple[dict[str, An
         settings[name] = value
         if value != wanted:
             differences.append(f"{name}: DeepSpeed resolved {value!r}, the config says {wanted!r}")
+    bf16, fp16 = settings.pop("bf16"), settings.pop("fp16")
+    settings["precision"] = "bf16" if bf16 else "fp16" if fp16 else "fp32"
     settings["optimizer"] = type(engine.optimizer).__name__
     settings["client_optimizer"] = type(getattr(engine, "client_optimizer", None) or engine.optimizer).__name__
-    settings["communication_data_type"] = str(getattr(engine, "communication_data_type", None))
-    settings["overlap_comm"] = bool(config["zero_optimization"]["overlap_comm"])
+    communication = getattr(engine, "communication_data_type", None)
+    settings["communication_data_type"] = str(communication)
+    settings["grad_reduce_in_fp32"] = communication is torch.float32
+    settings["overlap_grad_reduce"] = bool(config["zero_optimization"]["overlap_comm"])
     return settings, differences
 
 
