@@ -90,6 +90,17 @@ def test_tran_is_its_own_reference(tmp_path, monkeypatch):
     settings = pf.preflight(ctx, plan)
     assert settings.resolved_by.startswith("tprimat itself")
     assert settings.settings["lr"] == cfg.lr and settings.settings["attention_backend"] == "sdpa"
+    # What plain DDP does, stated where it differs from the fairness table (fp32 weights under autocast;
+    # the bucketed all-reduce overlaps the backward on more than one rank)
+    assert settings.settings["grad_reduce_in_fp32"] is True
+    assert settings.settings["overlap_grad_reduce"] is (cfg.world_size > 1)
+
+
+def test_deep_leaves_the_reduction_to_what_its_engine_reports(tmp_path, monkeypatch):
+    cfg, _ = use_fakes(monkeypatch, tmp_path)
+    settings = pf.preflight(*_plan(cfg, "nvd", "deep", "llama")).settings
+    assert "grad_reduce_in_fp32" not in settings and "overlap_grad_reduce" not in settings
+    assert settings["zero_stage"] == cfg.zero_stage and settings["lr"] == cfg.lr
 
 
 def test_bf16_without_bf16_reduction_is_caught_with_both_values(tmp_path, monkeypatch):

@@ -172,7 +172,10 @@ def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
     record = {key: table[key] for key in keys}
     record.update(attention_backend="sdpa", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                  context_parallel_size=1)
+                  context_parallel_size=1,
+                  # Weights stay fp32 under autocast (train/tran_step.py), so DDP reduces fp32 gradients, and
+                  # its bucketed all-reduce overlaps the last micro-batch's backward: unlike the fairness table.
+                  grad_reduce_in_fp32=True, overlap_grad_reduce=cfg.world_size > 1)
     return record, TRAN_RESOLVED_BY, []
 
 
@@ -181,6 +184,8 @@ def resolve_deep(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     ``deepspeed.initialize``, where train/train_deep.py compares it with the config and stops on a
     difference (the engine's record replaces this one in the result)."""
     record, _, notes = resolve_tran(ctx, plan)
+    for key in ("grad_reduce_in_fp32", "overlap_grad_reduce"):  # tran's DDP facts; the engine reports deep's
+        del record[key]
     record["zero_stage"] = ctx.cfg.zero_stage
     return record, ("tprimat's configuration for the DeepSpeed engine (train/train_deep.py): the engine's own "
                     "resolution is checked at deepspeed.initialize, before the first step"), notes
