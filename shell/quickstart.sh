@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The quick benchmark for newcomers, on the local cpu platform, fully offline:
 #   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare.
-#   FRAMEWORK="tran deep" MODELS="llama qwen mistral" runs every cpu framework on every model (slower:
-#   DeepSpeed's bf16 engine takes several times tran's step time on a CPU).
+#   FRAMEWORK="tran deep" MODELS="llama qwen mistral" runs every cpu framework on every model (about 3
+#   times as long: three times the jobs, and the first DeepSpeed job builds a small C++ op once).
 # Every workload value below can be overridden from the environment (e.g. TRAIN_ITERS=200).
 # SIGINT/SIGTERM reach the running step's whole process tree (shell/jobctl.sh); no later step starts,
 # and quickstart.sh exits with 128 + the signal's number.
@@ -13,7 +13,7 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
 Usage: shell/quickstart.sh
 Runs the whole tprimat pipeline locally on CPU with tiny model shapes and a generated dataset:
 set-up (.venv), data (shell/data.sh), training (shell/train.sh, FRAMEWORK=tran), comparison.
-FRAMEWORK="tran deep" MODELS="llama qwen mistral" adds DeepSpeed and Mistral 7B (several times slower).
+FRAMEWORK="tran deep" MODELS="llama qwen mistral" adds DeepSpeed and Mistral 7B (about 3 times as long).
 Results: output/train_cpu_<framework>_<model>.json, output/compare.png, output/compare.md,
 output/compare_cpu_frameworks.png.
 USAGE
