@@ -182,7 +182,7 @@ def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
 def resolve_deep(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str, list[str]]:
     """deep trains tran's model with tran's loop; DeepSpeed resolves its own config only inside
     ``deepspeed.initialize``, where train/train_deep.py compares it with the config and stops on a
-    difference (the engine's record replaces this one in the result)."""
+    difference (train/launch.py merges the engine's values over this record in the result)."""
     record, _, notes = resolve_tran(ctx, plan)
     for key in ("grad_reduce_in_fp32", "overlap_grad_reduce"):  # tran's DDP facts; the engine reports deep's
         del record[key]

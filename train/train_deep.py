@@ -147,7 +147,7 @@ def resolved_settings(engine: Any, config: dict[str, Any]) -> tuple[dict[str, An
     settings["client_optimizer"] = type(getattr(engine, "client_optimizer", None) or engine.optimizer).__name__
     communication = getattr(engine, "communication_data_type", None)
     settings["communication_data_type"] = str(communication)
-    settings["grad_reduce_in_fp32"] = communication is torch.float32
+    settings["grad_reduce_in_fp32"] = None if communication is None else communication is torch.float32
     settings["overlap_grad_reduce"] = bool(config["zero_optimization"]["overlap_comm"])
     return settings, differences
 
