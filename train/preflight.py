@@ -160,7 +160,8 @@ def resolve_nemo(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     return nemo_record(raw, answer.payload.get("lr_by_step")), by, notes
 
 
-def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str, list[str]]:
+def _reference_record(ctx: RunContext) -> dict[str, Any]:
+    """The settings tran and deep share: their model, samples, optimizer and schedule are tprimat's own."""
     cfg = ctx.cfg
     keys = ("seed", "micro_batch_size", "global_batch_size", "seq_length", "train_iters", "lr", "min_lr",
             "lr_decay_style", "lr_warmup_iters", "lr_decay_iters", "weight_decay", "adam_beta1", "adam_beta2",
@@ -172,23 +173,27 @@ def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str
     table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
     record = {key: table[key] for key in keys}
     record.update(attention_backend="sdpa", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                  context_parallel_size=1,
-                  # Weights stay fp32 under autocast (train/tran_step.py), so DDP reduces fp32 gradients, and
-                  # its bucketed all-reduce overlaps the last micro-batch's backward: unlike the fairness table.
-                  grad_reduce_in_fp32=True, overlap_grad_reduce=cfg.world_size > 1)
+                  context_parallel_size=1)
+    return record
+
+
+def resolve_tran(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str, list[str]]:
+    record = _reference_record(ctx)
+    # Weights stay fp32 under autocast (train/tran_step.py), so DDP reduces fp32 gradients, and its
+    # bucketed all-reduce overlaps the last micro-batch's backward: unlike the fairness table.
+    record.update(grad_reduce_in_fp32=True, overlap_grad_reduce=ctx.cfg.world_size > 1)
     return record, TRAN_RESOLVED_BY, []
 
 
 def resolve_deep(ctx: RunContext, plan: LaunchPlan) -> tuple[dict[str, Any], str, list[str]]:
     """deep trains tran's model with tran's loop; DeepSpeed resolves its own config only inside
     ``deepspeed.initialize``, where train/train_deep.py compares it with the config and stops on a
-    difference (train/launch.py merges the engine's values over this record in the result)."""
-    record, _, notes = resolve_tran(ctx, plan)
-    for key in ("grad_reduce_in_fp32", "overlap_grad_reduce"):  # tran's DDP facts; the engine reports deep's
-        del record[key]
+    difference (train/launch.py merges the engine's values, its gradient reduction included, over
+    this record in the result)."""
+    record = _reference_record(ctx)
     record["zero_stage"] = ctx.cfg.zero_stage
     return record, ("tprimat's configuration for the DeepSpeed engine (train/train_deep.py): the engine's own "
-                    "resolution is checked at deepspeed.initialize, before the first step"), notes
+                    "resolution is checked at deepspeed.initialize, before the first step"), []
 
 
 RESOLVERS = {"mega": resolve_mega, "prim": resolve_prim, "nemo": resolve_nemo, "tran": resolve_tran,
