@@ -19,20 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evaluate.results import LoadedResult
+from utils.registry import FRAMEWORKS
 from utils.result_model import FrameworkVersions, Scalar
 
 ABSENT = "-"
-
-# The versions that identify what each framework executed. torch, CUDA and ROCm differ between
-# vendors by construction (ROCm and CUDA builds) and are shown in the hardware table instead.
-FRAMEWORK_VERSION_FIELDS: dict[str, tuple[str, ...]] = {
-    "mega": ("megatron_lm_commit",),
-    "prim": ("primus_commit", "primus", "megatron_lm_commit"),
-    "nemo": ("nemo", "megatron_core"),
-    "tran": ("transformers",),
-    "deep": ("deepspeed", "transformers"),
-}
-
 
 @dataclass(frozen=True)
 class SettingDifference:
@@ -81,7 +71,8 @@ def version_differences(group: list[LoadedResult]) -> dict[str, dict[str, str]]:
         runs = [run for run in runs if run.result.framework_versions != FrameworkVersions()]
         if len(runs) < 2:
             continue
-        for field in FRAMEWORK_VERSION_FIELDS.get(framework, ()):
+        fields = FRAMEWORKS[framework].version_fields if framework in FRAMEWORKS else ()
+        for field in fields:
             column: dict[str, str] = {}
             for run in runs:
                 versions = run.result.framework_versions

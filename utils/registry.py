@@ -30,6 +30,10 @@ class Framework:
     # Which node writes a multi-node job's result: "first" (global rank 0 measures in-process)
     # or "last" (Megatron and Primus print their iteration lines on the last rank).
     result_node: str = "first"
+    # The framework_versions fields that identify the code it executed (two results of one framework
+    # that differ in one measure two versions, not two GPUs: evaluate/settings_diff.py). torch, CUDA
+    # and ROCm differ between vendors by construction and are shown in the hardware table instead.
+    version_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,11 +54,15 @@ PLATFORMS: dict[str, Platform] = {
 FRAMEWORKS: dict[str, Framework] = {
     f.key: f
     for f in (
-        Framework("mega", "Megatron-LM", ("amd", "nvd"), "train.train_mega", result_node="last"),
-        Framework("prim", "Primus", ("amd",), "train.train_prim", result_node="last"),
-        Framework("nemo", "NeMo", ("nvd",), "train.train_nemo"),
-        Framework("tran", "Transformers (tran)", ("amd", "nvd", "cpu"), "train.train_tran"),
-        Framework("deep", "DeepSpeed", ("amd", "nvd", "cpu"), "train.train_deep"),
+        Framework("mega", "Megatron-LM", ("amd", "nvd"), "train.train_mega", result_node="last",
+                  version_fields=("megatron_lm_commit",)),
+        Framework("prim", "Primus", ("amd",), "train.train_prim", result_node="last",
+                  version_fields=("primus_commit", "primus", "megatron_lm_commit")),
+        Framework("nemo", "NeMo", ("nvd",), "train.train_nemo", version_fields=("nemo", "megatron_core")),
+        Framework("tran", "Transformers (tran)", ("amd", "nvd", "cpu"), "train.train_tran",
+                  version_fields=("transformers",)),
+        Framework("deep", "DeepSpeed", ("amd", "nvd", "cpu"), "train.train_deep",
+                  version_fields=("deepspeed", "transformers")),
     )
 }
 
