@@ -80,7 +80,9 @@ def test_roots_refused_wherever_they_lead(tmp_path: Path) -> None:
     (venv / "pyvenv.cfg").write_text("home = /usr\n")
     links = tmp_path / "links"
     links.mkdir()
-    refused = {home: "home folder", tmp_path: "home folder", REPO: "the repository", REPO.parent: "the repository",
+    # A clone under /tmp holds pytest's tmp_path (the test's home) in its parent: the home check answers first.
+    parent_why = "home folder" if tmp_path.resolve().is_relative_to(REPO.parent.resolve()) else "the repository"
+    refused = {home: "home folder", tmp_path: "home folder", REPO: "the repository", REPO.parent: parent_why,
                REPO / "docs": "project's own files", REPO / "data": "project's own files", venv: "virtual environment"}
     for target, why in list(refused.items()):
         link = links / f"to-{len(list(links.iterdir()))}"
