@@ -44,6 +44,7 @@ from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BAC
 from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import Config
+from utils.dataset import missing_files
 from utils.models import ModelShape
 
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
@@ -347,9 +348,7 @@ def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
 
 def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:
     """Why the encoded dataset or the tokenizer is not usable, or None when both are there."""
-    missing = [str(p) for p in (Path(f"{data_prefix}.bin"), Path(f"{data_prefix}.idx")) if not p.is_file()]
-    if not any((Path(tokenizer_dir) / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json")):
-        missing.append(f"{tokenizer_dir}/tokenizer.json")
+    missing = missing_files(data_prefix, tokenizer_dir)
     if not missing:
         return None
-    return f"data not prepared: missing {', '.join(missing)}; run ./shell/run_data.sh first"
+    return f"data not prepared: missing {', '.join(map(str, missing))}; run ./shell/run_data.sh first"

@@ -76,10 +76,10 @@ def overrides_path(ctx: RunContext) -> Path:
 
 
 def missing_data(cfg: Config, model: str) -> list[Path]:
-    from utils.dataset import dataset_prefix
+    """The encoded pair's files that are not there (the tokenizer is checked when the recipe is built)."""
+    from utils.dataset import dataset_prefix, missing_files
 
-    prefix = dataset_prefix(cfg, model)
-    return [p for p in (Path(f"{prefix}.bin"), Path(f"{prefix}.idx")) if not p.is_file()]
+    return missing_files(dataset_prefix(cfg, model))
 
 
 # ---------------------------------------------------------------------------

@@ -48,6 +48,19 @@ def dataset_prefix(cfg: Config, model: str) -> Path:
     return cfg.data_dir / f"{cfg.dataset_name}-{model}_text_document"
 
 
+def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:
+    """The encoded pair's files (and, given its directory, the tokenizer's file) that are not there.
+
+    What a launcher's plan names when the data has not been prepared; whether present data is
+    fit for training is ``data/ready.py``'s check, run before every real launch.
+    """
+    missing = [p for p in (Path(f"{data_prefix}.bin"), Path(f"{data_prefix}.idx")) if not p.is_file()]
+    if tokenizer_dir is not None and not any((Path(tokenizer_dir) / n).is_file()
+                                             for n in ("tokenizer.json", "tokenizer_config.json")):
+        missing.append(Path(tokenizer_dir) / "tokenizer.json")
+    return missing
+
+
 def load_tokenizer(path: Path) -> Any:
     """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones."""
     path = Path(path)
