@@ -7,7 +7,8 @@ the packages (sourced libraries, marked ``# shellcheck shell=bash``, aside), so 
 or a moved one is covered without touching this file. Each runs in its own process as a user
 runs it, all of them at once on the machine's cores (python and torch start-up dominate), with
 the clean environment and the recording ``docker`` stand-in of ``tests/helpers_shell.py``:
-``--help`` exits 0, prints a usage line, raises nothing and starts no container.
+``--help`` exits 0, prints a usage line, raises nothing, starts no container and writes nothing in
+the (empty, temporary) home folder.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def _check(answers: Answers, name: str) -> None:
     assert "usage" in proc.stdout.lower(), shown
     assert "Traceback" not in proc.stdout + proc.stderr, shown
     assert not docker_calls(env), f"{name} --help started a container"
+    written = sorted(str(p) for p in Path(env["HOME"]).rglob("*"))
+    assert not written, f"{name} --help wrote in the home folder: {written}"
 
 
 @pytest.mark.parametrize("module", PYTHON_ENTRY_POINTS)
