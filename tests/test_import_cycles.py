@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.test_import_direction import from_module, imported_modules
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("utils", "data", "train", "evaluate", "bench")
 
@@ -22,17 +24,10 @@ def module_name(path: Path, root: Path) -> str:
 def imported_names(path: Path, root: Path) -> list[str]:
     """Every module ``path`` imports, anywhere in the file, plus ``pkg.name`` for each ``from pkg import name``."""
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    found: list[str] = []
+    found = [module for _line, module in imported_modules(path, root)]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against this file's package
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            found.append(module)
+        if isinstance(node, ast.ImportFrom):
+            module = from_module(node, package)
             found.extend(f"{module}.{alias.name}" for alias in node.names)
     return found
 
