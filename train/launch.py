@@ -20,8 +20,8 @@ exists afterwards: a crash, a non-zero exit or a missing result all become ``sta
 failed|incomplete`` with the reason and the log's tail; a trainer killed before it
 wrote its result is recovered from its per-step record (``utils/step_log.py``).
 
-Why one file over 400 lines: these steps are one ordered sequence every framework shares; each
-step's logic lives in the module named beside it; this file holds their order, the plan and the CLI.
+These steps are one ordered sequence every framework shares; each step's logic lives in the
+module named beside it; this file holds their order and the CLI.
 """
 
 from __future__ import annotations
