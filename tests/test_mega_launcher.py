@@ -214,7 +214,7 @@ def test_attention_switches_agree_with_the_backend_even_when_the_shell_sets_othe
         backend = fields["model.config.attention_backend"]["name"]
         assert backend == ATTENTION_BACKEND[platform]
     else:
-        plugin = importlib.import_module(f"train.train_{framework}")
+        plugin = importlib.import_module(f"train.{framework}.plugin")
         plan = plugin.plan(make_context(cfg, platform, framework, "llama", dry_run=True))
         if framework == "mega":
             flags = parse_flags(plan.argv[plan.argv.index(next(a for a in plan.argv
