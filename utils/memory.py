@@ -355,3 +355,53 @@ def estimate(shape: ModelShape, layout: Layout, recipe: Recipe, device: DeviceMe
                     reduce_dtype=recipe.reduce_dtype, model_label=shape.display_name,
                     parameters=shape.parameter_count(), parameters_per_gpu=params, terms=terms, phase=phase,
                     device=device, notes=recipe.notes)
+
+
+# ---------------------------------------------------------------------------
+# CLI: the estimate of a config without launching anything (docs/PERFORMANCE.md's tables come from it)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    from utils.configure import ConfigError, load_config
+    from utils.hardware import device_memory
+    from utils.models import workload_shape
+    from utils.registry import framework_names, model_names, platform_names
+
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.memory",
+        description="Estimated peak memory per GPU of a job of config.env (plus environment overrides: DP=8 "
+                    "MODEL_LAYERS=8 ...), against a GPU's memory. Exit 2 on bad input, 1 when a job does not fit.")
+    parser.add_argument("--framework", nargs="+", choices=framework_names(), default=list(framework_names()))
+    parser.add_argument("--model", choices=model_names(), default="llama")
+    parser.add_argument("--platform", choices=platform_names(), default="nvd",
+                        help="sized for this platform's visible GPU, else its reference GPU")
+    parser.add_argument("--device", default=None, help="a GPU name of the memory table, e.g. 'AMD Instinct MI300X'")
+    parser.add_argument("--transformer-impl", choices=("transformer_engine", "local"), default="transformer_engine",
+                        help="Megatron's implementation for mega/prim/nemo")
+    parser.add_argument("--tran-sharding", choices=("fsdp2", "ddp"), default="fsdp2")
+    parser.add_argument("--terms", action="store_true", help="print every term in GiB")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config()
+        shape = workload_shape(cfg, args.model)
+    except (ConfigError, ValueError) as exc:
+        print(f"memory: error: {exc}", file=sys.stderr)
+        return 2
+    device = device_memory(args.platform, args.device)
+    options = {"tran": {"sharding": args.tran_sharding}, "deep": {}}
+    worst = 0
+    for framework in args.framework:
+        recipe = recipe_for(framework, cfg, **options.get(framework, {"transformer_impl": args.transformer_impl}))
+        result = estimate(shape, Layout.of(cfg), recipe, device)
+        print(f"{shape.display_name}: {result.line()} [peak in the {result.phase}]")
+        if args.terms:
+            print("  " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in result.terms.items() if v))
+        worst = max(worst, 1 if result.fits is False else 0)
+    return worst
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
