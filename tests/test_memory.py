@@ -152,3 +152,19 @@ def _cfg(dp: int, zero_stage: int = 1):
     from utils.configure import Config
 
     return Config(dp=dp, ga=8, gpus_per_node=dp, zero_stage=zero_stage)
+
+
+def test_verdict_refuses_forces_and_warns():
+    from utils.memory import verdict
+
+    full = get_shape("llama")
+    too_big = estimate(full, Layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
+    refused = verdict(too_big)
+    assert refused.refusal == too_big.line() and "> 79.2 GiB" in refused.refusal and "\n" not in refused.refusal
+    forced = verdict(too_big, force=True)
+    assert forced.refusal is None and forced.warnings[0].startswith("--force: estimated")
+    assert verdict(estimate(full, NODE, tran_recipe("fsdp2", 8), H100)).warnings == ()
+    tight = verdict(estimate(full, NODE, megatron_recipe("mega", transformer_impl="local"), H100))
+    assert tight.refusal is None and "within 10%" in tight.warnings[0]
+    unknown = verdict(estimate(full, NODE, tran_recipe("fsdp2", 8), device_memory("nvd", "Unknown GPU")))
+    assert unknown.refusal is None and unknown.warnings[0].startswith("memory check not done")

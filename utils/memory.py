@@ -357,6 +357,28 @@ def estimate(shape: ModelShape, layout: Layout, recipe: Recipe, device: DeviceMe
                     device=device, notes=recipe.notes)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the launch does with an estimate: refuse (one line naming both numbers) or go, with warnings."""
+
+    refusal: str | None
+    warnings: tuple[str, ...] = ()
+
+
+def verdict(result: Estimate, force: bool = False) -> Verdict:
+    """Refuse a job that cannot fit unless ``force``; warn, never silently, when it was not checked or is tight."""
+    line = result.line()
+    if result.fits is None:
+        return Verdict(None, (f"memory check not done: {line}",))
+    if not result.fits:
+        if force:
+            return Verdict(None, (f"--force: {line}; launched anyway",))
+        return Verdict(line)
+    if result.tight:
+        return Verdict(None, (f"{line}: within {100 - TIGHT_FRACTION * 100:.0f}% of the GPU's memory",))
+    return Verdict(None)
+
+
 # ---------------------------------------------------------------------------
 # CLI: the estimate of a config without launching anything (docs/PERFORMANCE.md's tables come from it)
 
