@@ -168,3 +168,19 @@ def test_verdict_refuses_forces_and_warns():
     assert tight.refusal is None and "within 10%" in tight.warnings[0]
     unknown = verdict(estimate(full, NODE, tran_recipe("fsdp2", 8), device_memory("nvd", "Unknown GPU")))
     assert unknown.refusal is None and unknown.warnings[0].startswith("memory check not done")
+
+
+def test_nvd_reads_the_gpu_from_nvidia_smi_without_torch(tmp_path, monkeypatch):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    seen = device_memory("nvd")
+    assert (seen.device_name, seen.memory_gib, seen.basis) == ("NVIDIA H200", 140.4, "nvidia-smi memory.total of GPU 0")
+
+
+def test_cpu_has_nothing_to_fit_and_says_so_in_the_record():
+    from utils.memory import verdict
+
+    est = estimate(get_shape("llama", "tiny"), Layout(), tran_recipe("fsdp2", 1), device_memory("cpu"))
+    assert verdict(est).warnings == () and est.record().reason == "platform cpu: no GPU memory to check against"

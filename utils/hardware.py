@@ -137,21 +137,32 @@ class DeviceMemory:
     reason: str | None = None
 
 
+def _nvidia_smi_memory() -> tuple[str, float] | None:
+    """(name, GiB) of GPU 0 from nvidia-smi, which, unlike torch, opens no CUDA context in the launcher."""
+    if not _which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                             check=True, capture_output=True, text=True, timeout=20).stdout
+        name, mib = out.strip().splitlines()[0].rsplit(",", 1)
+        return name.strip(), round(float(mib) / 1024, 2)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
 def device_memory(platform: str, device_name: str | None = None) -> DeviceMemory:
-    """Memory of one GPU of ``platform``: the named device's table entry, else the visible GPU's own total,
+    """Memory of one GPU of ``platform``: the named device's table entry; else on nvd the GPU nvidia-smi reports;
     else the platform's reference GPU (:data:`REFERENCE_DEVICES`, said so in ``basis``); cpu has none."""
-    if device_name is None and platform != "cpu":
-        torch = _torch()
-        if torch is not None and torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            return DeviceMemory(props.name, round(props.total_memory / 1024**3, 2),
-                                "the visible GPU's total (torch.cuda.get_device_properties)")
-        device_name = REFERENCE_DEVICES.get(platform)
-        basis = f"no GPU visible here: sized for {platform}'s reference GPU"
-    else:
-        basis = "the device memory table (utils/hardware.py)"
-    if platform == "cpu" and device_name is None:
-        return DeviceMemory(None, None, "platform cpu", "platform cpu: no GPU memory to check against")
+    basis = "the device memory table (utils/hardware.py)"
+    if device_name is None and platform == "nvd":
+        seen = _nvidia_smi_memory()
+        if seen is not None:
+            return DeviceMemory(seen[0], seen[1], "nvidia-smi memory.total of GPU 0")
+    if device_name is None and platform in REFERENCE_DEVICES:
+        device_name = REFERENCE_DEVICES[platform]
+        basis = f"no GPU queried here: sized for {platform}'s reference GPU from the memory table"
+    if device_name is None:
+        return DeviceMemory(None, None, "platform cpu", f"platform {platform}: no GPU memory to check against")
     gib, reason = device_memory_gib(device_name)
     return DeviceMemory(device_name, gib, basis if gib is not None else "unknown", reason)
 

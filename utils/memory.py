@@ -369,6 +369,8 @@ def verdict(result: Estimate, force: bool = False) -> Verdict:
     """Refuse a job that cannot fit unless ``force``; warn, never silently, when it was not checked or is tight."""
     line = result.line()
     if result.fits is None:
+        if result.device is not None and result.device.basis == "platform cpu":
+            return Verdict(None)  # nothing to fit on cpu; the record keeps the estimate and the reason
         return Verdict(None, (f"memory check not done: {line}",))
     if not result.fits:
         if force:
