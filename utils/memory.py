@@ -268,7 +268,7 @@ class Estimate:
         return bool(self.fits) and self.peak_gib > TIGHT_FRACTION * self.device.memory_gib  # type: ignore[union-attr]
 
     def what(self) -> str:
-        return f"{self.framework}, {self.sharding}, {self.parameters / 1e9:.2f} B params"
+        return f"{self.framework}, {self.sharding}, {self.model_label}, {self.parameters / 1e9:.2f} B params"
 
     def line(self) -> str:
         """One line for the dry run and the refusal, naming both numbers."""
