@@ -98,7 +98,7 @@ class Config:
     ga: int = 8
     precision: str = "bf16"
     fp8: bool = False
-    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/train_deep.py)
+    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
     # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/models.py); empty: the whole model
     model_layers: int | None = None
     # TRAN_COMPILE: torch.compile per decoder layer in tran; empty: on for GPU platforms, off on cpu
