@@ -2,9 +2,9 @@
 
 Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` built from the shape table
 (random init, no download, SDPA attention), a plain PyTorch loop with AdamW, warm-up
-then cosine/linear/constant decay, gradient clipping and accumulation, autocast
-precision, DDP under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm maps to
-RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
+then cosine/linear/constant decay, gradient clipping and accumulation, FSDP2 mixed
+precision (train/tran/shard.py) under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm
+maps to RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
 
 This module is the training entry run by ``torchrun``: ``python -m train.tran.worker
 --model llama --result PATH`` (its launcher plugin is ``train/tran/plugin.py``). ``deep``
