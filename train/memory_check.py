@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from train.contract import LaunchPlan, Plugin, RunContext
 from utils.hardware import device_memory
-from utils.memory import Estimate, Layout, Verdict, estimate, verdict
+from utils.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
 from utils.models import workload_shape
 from utils.result_model import MemoryEstimate
 
@@ -41,7 +41,9 @@ class MemoryCheck:
 
 def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool = False) -> MemoryCheck:
     """The estimate of ``ctx``'s job on its platform's GPU, and the verdict (refuse, or go with warnings)."""
-    recipe = plugin.memory(ctx, plan)
+    # A plugin without memory() (the test suite's stand-ins) is sized as the framework it stands in for.
+    own = getattr(plugin, "memory", None)
+    recipe = own(ctx, plan) if own is not None else recipe_for(ctx.framework, ctx.cfg)
     shape = workload_shape(ctx.cfg, ctx.model)
     result = estimate(shape, Layout.of(ctx.cfg), recipe, device_memory(ctx.platform))
     return MemoryCheck(result, verdict(result, force=force), force)
