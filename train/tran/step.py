@@ -220,8 +220,9 @@ class Trainer:
 
     def effective_settings(self) -> EffectiveSettings:
         """What the built model runs (read back from it, not from the config), for the result."""
-        return EffectiveSettings(settings=dict(self.settings),
-                                 resolved_by="tran's built model (train/tran/shard.py read_back)")
+        return EffectiveSettings(settings=dict(self.settings), resolved_by=(
+            "tprimat itself (tran is the reference trainer); its sharding, parameter and reduce dtypes and compile "
+            "read back from the built model (train/tran/shard.py read_back)"))
 
     def warm_up(self) -> float:
         """One forward and backward pass of the first micro-batch, which compiles the layers; its gradients are
