@@ -270,3 +270,18 @@ def test_help_and_shell_wrapper(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert wrapper.returncode == 2
     assert "no valid train_*.json results" in wrapper.stderr
+
+
+def test_a_model_layers_proxy_carries_its_label_into_groups_tables_and_plots(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "out"
+    for platform in ("amd", "nvd"):
+        make_result(out, platform, "tran", MODEL_LAYERS="8", MODELS="llama")
+    label = "Llama 3.1 8B [8 of 32 layers]"
+    loaded = load_directory(out)
+    assert list(loaded.groups()) == [label]
+    assert all(r.result.model_shape.num_layers == 8 and r.result.training_config.model_layers == 8
+               for r in loaded.results)
+    code, stdout, _ = run_compare(capsys, "--results-dir", str(out), "--output-dir", str(tmp_path / "cmp"))
+    assert code == 0 and label in stdout
+    assert label in (tmp_path / "cmp" / "compare.md").read_text()
