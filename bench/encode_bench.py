@@ -138,7 +138,9 @@ def _sha256(path: Path) -> str:
 
 
 def tree_commit(tree: Path) -> str | None:
-    """The Megatron-LM tree's commit (``git rev-parse HEAD``), or None for a tree without git."""
+    """The Megatron-LM tree's commit (``git rev-parse HEAD``), or None for a tree without its own ``.git``."""
+    if not (tree / ".git").exists():  # an exported tree inside another repository must not report that one's
+        return None
     try:
         found = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True,
                                timeout=30, check=False)
@@ -242,12 +244,12 @@ def side_figures(runs: list[ProcessRun], startup: list[ProcessRun], tokens: int)
 
 
 def measure(cfg: Config, model: str, workers: int, pairs: int, tok_dir: Path, tree: Path | None,
-            python: str | None, logs: Path) -> dict[str, Any]:
+            python: str | None, logs: Path, startup_runs: int = 3) -> dict[str, Any]:
+    """Start-up runs first (short), then the pairs; each finished pair is appended to ``logs/pairs.jsonl``."""
     load_before = os.getloadavg()
-    done = [run_pair(index, cfg, model, workers, tok_dir, tree, python, logs) for index in range(pairs)]
     small, small_corpus = one_document_config(cfg, tok_dir, model)
     startup: dict[str, list[ProcessRun]] = {"tprimat": [], "megatron": []}
-    for index in range(max(1, min(pairs, 3))):
+    for index in range(startup_runs):
         startup["tprimat"].append(run_process("tprimat", tprimat_argv(model, workers), tprimat_env(small),
                                               logs / f"tprimat-startup-{index}.log"))
         if tree is not None:
@@ -255,6 +257,12 @@ def measure(cfg: Config, model: str, workers: int, pairs: int, tok_dir: Path, tr
                                         python)
             startup["megatron"].append(run_process("megatron", argv, megatron_env(tree),
                                                    logs / f"megatron-startup-{index}.log"))
+    done = []
+    for index in range(pairs):
+        done.append(run_pair(index, cfg, model, workers, tok_dir, tree, python, logs))
+        with (logs / "pairs.jsonl").open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps({**asdict(done[-1]), "load_average": os.getloadavg(),
+                                     "finished": time.strftime("%H:%M:%S")}) + "\n")
     load_after = os.getloadavg()
     tokens = done[0].tokens
     summary: dict[str, Any] = {
@@ -298,14 +306,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="a Megatron-LM tree whose tools/preprocess_data.py to run (default $TPRIMAT_MEGATRON_LM)")
     parser.add_argument("--megatron-python", default=os.environ.get("TPRIMAT_MEGATRON_PYTHON") or None,
                         help="the Python that runs it (default $TPRIMAT_MEGATRON_PYTHON, else this one)")
+    parser.add_argument("--startup-runs", type=int, default=3, help="one-document runs of each tool (default 3)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_MB} MB, one pair, no tree (the test suite's run)")
     parser.add_argument("--work-dir", type=Path, help="keep files here (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.sample_mb, args.pairs, args.megatron_lm = QUICK_MB, 1, None
-    if args.pairs < 1 or args.workers < 1 or args.sample_mb <= 0:
-        parser.error("--pairs and --workers must be at least 1, --sample-mb above 0")
+        args.sample_mb, args.pairs, args.startup_runs, args.megatron_lm = QUICK_MB, 1, 1, None
+    if min(args.pairs, args.workers, args.startup_runs) < 1 or args.sample_mb <= 0:
+        parser.error("--pairs, --workers and --startup-runs must be at least 1, --sample-mb above 0")
     tree = args.megatron_lm.resolve() if args.megatron_lm else None
     if tree is not None and not (tree / "tools" / "preprocess_data.py").is_file():
         parser.error(f"--megatron-lm {tree}: no tools/preprocess_data.py there")
@@ -323,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             "shape": args.shape, "tokenizer": args.tokenizer, "bos_policy": "megatron",
             "megatron_lm_tree": str(tree) if tree else None, "megatron_lm_commit": tree_commit(tree) if tree else None,
         }
-        summary.update(measure(cfg, args.model, args.workers, args.pairs, tok_dir, tree, args.megatron_python, logs))
+        summary.update(measure(cfg, args.model, args.workers, args.pairs, tok_dir, tree, args.megatron_python, logs,
+                               args.startup_runs))
     given = argv if argv is not None else sys.argv[1:]
     summary.update({"cpu": cpu_name() or "unknown", "cpus_available": len(os.sched_getaffinity(0)),
                     "command": " ".join(["python -m bench.encode_bench", *given])})
