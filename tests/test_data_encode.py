@@ -162,3 +162,14 @@ def test_missing_tokenizer_dir(data_copy: Path, capsys: pytest.CaptureFixture[st
     assert encode.main(["--model", "qwen", "--force", "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "sample-qwen" in err and "does not exist" in err and "run_data.sh" in err
+
+
+def test_the_worker_pool_is_sized_for_the_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No more threads than the corpus keeps busy (one per BYTES_PER_WORKER), never more than asked, at least one."""
+    per = encode.BYTES_PER_WORKER
+    assert encode.plan_workers(16, 0) == 1
+    assert encode.plan_workers(16, per) == 1
+    assert encode.plan_workers(16, 3 * per + 1) == 4
+    assert encode.plan_workers(2, 200 * per) == 2
+    monkeypatch.setattr(encode.os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
+    assert encode.plan_workers(0, 200 * per) == 3  # 0 = one per CPU this process may use
