@@ -21,8 +21,8 @@ Here documents are encoded in batches and written a batch at a time, by one of t
 paths (``data/encode_paths.py``; the log and the manifest say which one ran, and why):
 
 * ``tiktoken`` (the fast path, ``data/fast_bpe.py``): for byte-level BPE tokenizers whose
-  pre-tokenizer is one regex split (Llama 3's and the sample tokenizers, tested; Qwen 2.5's
-  tokenizer.json has the same shape, untested here for want of an offline copy), a
+  pre-tokenizer is one regex split (Llama 3's full tokenizer, the real-format Llama 3.1 and Qwen 2.5
+  ones of tests/helpers_tokenizers.py and the sample tokenizers, tested against preprocess_data), a
   ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
   ``ENCODE_WORKERS`` threads. Used only after ``data/encode_check.py`` found it equal to
   the tokenizer's own ids (the ``tokenizers`` library, under the token policy) on the dataset's
@@ -36,8 +36,7 @@ paths (``data/encode_paths.py``; the log and the manifest say which one ran, and
 The fast path starts from ``tokenizer.json`` while the tokenizer itself loads, and nothing it
 encodes is written before the check has passed. The main thread writes the finished batches in order while
 the next ones are encoded.
-Memory is bounded by a few batches in flight plus the builder's per-document index (as
-in Megatron).
+Memory is bounded by a few batches in flight plus the per-document index (as in Megatron).
 
 An interrupted run never leaves a ``.bin`` without its ``.idx`` and manifest: the old outputs
 are removed before a redo, new ones are built under temporary names, and the two renames and
