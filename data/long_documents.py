@@ -58,8 +58,13 @@ def pieces(text: str, limit: int = LONG_DOCUMENT_CHARS) -> Iterator[str]:
     yield text[start:]
 
 
-def special_wrapping(backend: Any) -> tuple[list[int], list[int]]:
-    """(prefix, suffix): the special ids the tokenizer adds around a text (Llama 3's BOS, none for Qwen)."""
+def special_wrapping(backend: Any, specials: bool = True) -> tuple[list[int], list[int]]:
+    """(prefix, suffix): the special ids the tokenizer adds around a text (Llama 3's BOS, none for Qwen).
+
+    None when ``specials`` is off (``BOS_POLICY=megatron``, data/token_policy.py).
+    """
+    if not specials:
+        return [], []
     probe = "piece"
     plain = backend.encode(probe, add_special_tokens=False).ids
     full = backend.encode(probe, add_special_tokens=True).ids
@@ -90,7 +95,7 @@ class PieceEncoder:
         """Compare pieces with ``tokenizer(text)`` on a bounded stretch of ``text`` (once per dataset)."""
         if self.checked is None:
             try:
-                self.wrapping = special_wrapping(self.backend)
+                self.wrapping = special_wrapping(self.backend, bool(getattr(self.tokenizer, "policy_specials", True)))
                 stretch = text[:CHECK_CHARS]
                 expected = self.tokenizer(stretch)["input_ids"]
                 self.checked = self._pieces_ids(stretch, CHECK_PIECE_CHARS).tolist() == list(expected)

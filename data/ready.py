@@ -16,7 +16,12 @@ What is checked, each failure naming the file:
 * the ``.bin``/``.idx`` on disk are what ``data.encode`` wrote (sha256, through
   ``utils/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
   the one it encoded with;
-* ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes).
+* ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes);
+* the dataset's token policy (``BOS_POLICY``, recorded by ``data.encode``: data/token_policy.py) is
+  the one the config asks for.
+
+Every manifest is read through its typed model (``data/manifest.py``): a malformed one is one line,
+``<file>: manifest malformed: outputs must be a mapping``, which the launcher gives as its reason.
 
 Nothing here re-reads the corpus: raw and clean text are vouched for by their manifests.
 """
@@ -24,11 +29,11 @@ Nothing here re-reads the corpus: raw and clean text are vouched for by their ma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from data import manifest as mf
 from data.common import DataError
 from data.encode import bin_idx, encode_manifest_path
+from data.token_policy import mismatch
 from utils.configure import Config
 from utils.dataset import clean_path, dataset_prefix, raw_path, tokenizer_dir
 from utils.hash_cache import cached_sha256
@@ -45,23 +50,22 @@ def verify_report_path(prefix: Path) -> Path:
     return Path(f"{prefix}.verify.json")
 
 
-def _manifest(path: Path, stage: str) -> dict[str, Any]:
-    manifest = mf.read_manifest(path)
+def _manifest(path: Path, stage: str) -> mf.Manifest:
+    manifest = mf.load_manifest(path)
     if manifest is None:
         raise DataError(f"{path}: missing or unreadable (data.{stage} writes it), so nothing proves how this "
                         f"dataset was made; {REDO}")
     return manifest
 
 
-def _output_hash(manifest: dict[str, Any], path: Path, manifest_path: Path) -> str:
-    entry = manifest.get("outputs", {}).get(path.name) or {}
-    digest = entry.get("sha256")
-    if not isinstance(digest, str):
+def _output_hash(manifest: mf.Manifest, path: Path, manifest_path: Path) -> str:
+    entry = manifest.outputs.get(path.name)
+    if entry is None:
         raise DataError(f"{manifest_path}: records no sha256 for {path.name}; {REDO}")
-    return digest
+    return entry.sha256
 
 
-def _differences(manifest_path: Path, recorded: dict[str, Any], expected: dict[str, Any]) -> None:
+def _differences(manifest_path: Path, recorded: dict[str, object], expected: dict[str, object]) -> None:
     """Fail naming every setting whose recorded value differs from what this config implies."""
     wrong = [name for name, value in expected.items() if recorded.get(name) != value]
     if wrong:
@@ -70,7 +74,7 @@ def _differences(manifest_path: Path, recorded: dict[str, Any], expected: dict[s
         raise DataError(f"{manifest_path}: the dataset was built with other data settings ({shown}); {REDO}")
 
 
-def _source_settings(cfg: Config) -> dict[str, Any]:
+def _source_settings(cfg: Config) -> dict[str, object]:
     """The fetch manifest's key fields this config determines (without hashing a local corpus)."""
     from data.fetch import _corpus_key
 
@@ -89,13 +93,13 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
 
     fetched_path = fetch_manifest_path(cfg)
     fetched = _manifest(fetched_path, "fetch")
-    _differences(fetched_path, fetched.get("key", {}), _source_settings(cfg))
+    _differences(fetched_path, fetched.key, _source_settings(cfg))
     raw_hash = _output_hash(fetched, raw_path(cfg), fetched_path)
 
     cleaned_path = clean_manifest_path(cfg)
     cleaned = _manifest(cleaned_path, "clean")
-    _differences(cleaned_path, cleaned.get("key", {}), {"min_doc_chars": cfg.min_doc_chars, "rules": RULES_VERSION})
-    if cleaned.get("key", {}).get("input_sha256") != raw_hash:
+    _differences(cleaned_path, cleaned.key, {"min_doc_chars": cfg.min_doc_chars, "rules": RULES_VERSION})
+    if cleaned.key.get("input_sha256") != raw_hash:
         raise DataError(f"{cleaned_path}: clean.jsonl was made from another raw.jsonl than the one fetched; {REDO}")
     clean_hash = _output_hash(cleaned, clean_path(cfg), cleaned_path)
 
@@ -106,7 +110,7 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
         expected = {"bpe_vocab": cfg.sample_vocab, "style": model, "trained_on": raw_hash}
     else:
         expected = {"repo": TOKENIZER_REPOS[model]}
-    _differences(tok_manifest_path, tok_manifest.get("key", {}), expected)
+    _differences(tok_manifest_path, tok_manifest.key, expected)
     if not tok_dir.is_dir():
         raise DataError(f"{tok_dir}: the tokenizer is missing; {REDO}")
     tok_hash = sha256_dir(tok_dir)
@@ -114,17 +118,20 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
     prefix = dataset_prefix(cfg, model)
     encoded_path = encode_manifest_path(prefix)
     encoded = _manifest(encoded_path, "encode")
-    key = encoded.get("key", {})
+    key = encoded.key
     if key.get("model") != model:
         raise DataError(f"{encoded_path}: encoded for model {key.get('model')!r}, not {model!r}; {REDO}")
     if key.get("clean_sha256") != clean_hash:
         raise DataError(f"{encoded_path}: encoded from another clean.jsonl than the one cleaned; {REDO}")
     if key.get("tokenizer_sha256") != tok_hash:
         raise DataError(f"{encoded_path}: encoded with another tokenizer than the one in {tok_dir}; {REDO}")
+    problem = mismatch(encoded.token_policy, cfg.bos_policy)
+    if problem:
+        raise DataError(f"{encoded_path}: the dataset {problem}; {REDO}")
     return clean_hash, tok_hash
 
 
-def check_encoded_bytes(prefix: Path, encoded: dict[str, Any] | None = None) -> dict[str, str]:
+def check_encoded_bytes(prefix: Path, encoded: mf.Manifest | None = None) -> dict[str, str]:
     """The ``.bin``/``.idx`` are byte for byte what data.encode wrote; returns their sha256 by suffix."""
     encoded_path = encode_manifest_path(prefix)
     encoded = encoded if encoded is not None else _manifest(encoded_path, "encode")
@@ -149,11 +156,11 @@ def check_dataset(cfg: Config, model: str) -> Path:
     prefix = dataset_prefix(cfg, model)
     hashes = check_encoded_bytes(prefix)
     report_path = verify_report_path(prefix)
-    report = mf.read_manifest(report_path)
-    if report is None or report.get("stage") != "verify":
+    report = mf.load_manifest(report_path)
+    if report is None or report.stage != "verify":
         raise DataError(f"{report_path}: missing: data.verify has not passed on this dataset "
                         "(run python -m data.verify, or ./shell/data.sh)")
-    key = report.get("key", {})
+    key = report.key
     if (key.get("bin_sha256"), key.get("idx_sha256")) != (hashes["bin"], hashes["idx"]):
         raise DataError(f"{report_path}: data.verify passed on other bytes than the current {prefix.name}.bin/.idx "
                         "(it has not passed on these; run python -m data.verify)")

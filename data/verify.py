@@ -17,7 +17,11 @@ Checks, each failing with the file and the problem named:
   (a truncated ``.bin`` fails here);
 * every token id below the vocabulary size, every document ending in EOD;
 * a round trip on sampled documents: decoding gives the clean text back, and
-  re-encoding it gives the stored tokens.
+  re-encoding it with ``transformers`` as the dataset's token policy says (``BOS_POLICY=megatron``:
+  megatron.core's ``HuggingFaceTokenizer.text_to_ids``, i.e. ``tokenize`` + ``convert_tokens_to_ids``;
+  ``tokenizer``: ``tokenizer(text)``) gives the stored tokens: the check that ``data.encode``, which
+  reads the tokenizer files without ``transformers`` (``data/file_tokenizer.py``), wrote what
+  Megatron's tool would.
 
 A passing run records ``<prefix>.verify.json`` with the hashes it checked (training
 refuses a pair without one, ``data/ready.py``); an unchanged pair is not re-checked, and
@@ -106,17 +110,17 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
         raise DataError(f"{idx_path}: {idx_path.stat().st_size} bytes, but the header ({n} sequences, "
                         f"{d} document indices) needs {idx_bytes}: truncated or corrupt")
 
-    encode_manifest = mf.read_manifest(encode_manifest_path(prefix))
+    encode_manifest = mf.load_manifest(encode_manifest_path(prefix))
     if encode_manifest is None:
         raise DataError(f"{prefix}: no encode manifest; this pair was not completed by data.encode (re-run it)")
-    recorded = encode_manifest.get("outputs", {})
     for path in (bin_path, idx_path):
-        entry = recorded.get(path.name, {})
-        if entry.get("bytes") != path.stat().st_size:
-            raise DataError(f"{path}: {path.stat().st_size} bytes, but data.encode wrote {entry.get('bytes')}: "
+        entry = encode_manifest.outputs.get(path.name)
+        written = entry.bytes if entry is not None else None
+        if written != path.stat().st_size:
+            raise DataError(f"{path}: {path.stat().st_size} bytes, but data.encode wrote {written}: "
                             "truncated or replaced")
     check_encoded_bytes(prefix, encode_manifest)
-    if encode_manifest.get("key", {}).get("clean_sha256") != clean_hash:
+    if encode_manifest.key.get("clean_sha256") != clean_hash:
         raise DataError(f"{prefix}: stale: encoded from a different clean.jsonl (re-run data.encode)")
 
     try:
@@ -132,7 +136,7 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
     if d != n + 1 or not np.array_equal(doc_index, np.arange(d)):
         raise DataError(f"{idx_path}: expected one sequence per document (document indices 0..{n}), "
                         f"got {d - 1} documents for {n} sequences")
-    expected_docs = encode_manifest.get("counts", {}).get("documents")
+    expected_docs = encode_manifest.counts.get("documents")
     if n != expected_docs:
         raise DataError(f"{idx_path}: {n} documents, but data.encode wrote {expected_docs}")
     # Counted from clean.jsonl itself: the encode manifest only repeats what encode wrote, so a
@@ -164,13 +168,25 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
     if not_eod.size:
         raise DataError(f"{bin_path}: {not_eod.size} document(s) do not end in EOD {eod}, "
                         f"first: document {int(not_eod[0])}")
-    samples = _round_trip(cfg, prefix, dataset, tokenizer, eod)
+    policy = encode_manifest.token_policy
+    samples = _round_trip(cfg, prefix, dataset, tokenizer, eod, policy.policy if policy else cfg.bos_policy)
     del data, dataset
     return {"documents": n, "tokens": tokens, "dtype": dtype.__name__, "vocab_size": vocab, "eod_id": eod,
             "round_trip_documents": samples}
 
 
-def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: int) -> list[int]:
+def reference_ids(tokenizer: Any, text: str, policy: str) -> list[int]:
+    """The ids preprocess_data writes for ``text`` (before EOD) under ``policy``, by ``transformers`` itself.
+
+    ``megatron``: what megatron.core's ``HuggingFaceTokenizer.text_to_ids`` does at 847781764f;
+    ``tokenizer``: the legacy ``_HuggingFaceTokenizer.tokenize`` of core_v0.12.0.
+    """
+    if policy == "megatron":
+        return list(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)))
+    return list(tokenizer(text)["input_ids"])
+
+
+def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: int, policy: str) -> list[int]:
     """Decode sampled documents back to their clean text and re-encode them to the stored tokens."""
     count = len(dataset)
     picks = sorted(random.Random(cfg.seed).sample(range(count), min(ROUND_TRIP_SAMPLES, count)))
@@ -189,8 +205,9 @@ def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: in
         if decoded != texts[number]:
             raise DataError(f"{prefix}.bin: document {number} decodes to {decoded[:60]!r}..., "
                             f"clean text is {texts[number][:60]!r}...")
-        if [*tokenizer(texts[number])["input_ids"], eod] != stored:
-            raise DataError(f"{prefix}.bin: document {number} differs from re-encoding its clean text")
+        if [*reference_ids(tokenizer, texts[number], policy), eod] != stored:
+            raise DataError(f"{prefix}.bin: document {number} differs from re-encoding its clean text "
+                            f"(BOS_POLICY={policy})")
     return picks
 
 
@@ -214,7 +231,8 @@ def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]
             if not force and mf.is_current(report_path, key):
                 settings_problems(cfg, model)  # the files are unchanged, but the config may not be
                 print(f"verify: {prefix} unchanged since it passed ({report_path.name}); --force to re-check")
-                return mf.read_manifest(report_path)["counts"]
+                report = mf.load_manifest(report_path)
+                return report.counts if report is not None else {}
         result = _check_pair(cfg, model, tokenizer, clean_hash)
         settings_problems(cfg, model)
     except DataError:

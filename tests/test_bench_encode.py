@@ -32,18 +32,32 @@ def test_write_sentence_corpus_keeps_order_and_all_text(tmp_path: Path) -> None:
     assert not list(out.parent.glob(".*tmp*")), "no temporary file may be left behind"
 
 
-def test_bench_reports_both_paths_and_their_ceilings(tmp_path: Path, monkeypatch) -> None:
-    """A tiny end-to-end run: figures for every method (never asserted: they are measurements), outputs identical."""
+def test_quick_mode_reports_tprimats_whole_process_figures(tmp_path: Path, monkeypatch) -> None:
+    """--quick: one tiny pair, no tree; every figure of tprimat's side measured, Megatron's null with the reason."""
     from bench.encode_bench import main
     from tests.helpers_data import use_data_env
 
     use_data_env(monkeypatch, tmp_path / "unused")
+    monkeypatch.delenv("TPRIMAT_MEGATRON_LM", raising=False)
     out = tmp_path / "figures.json"
-    assert main(["--sample-mb", "0.1", "--repeats", "1", "--workers", "2", "--work-dir", str(tmp_path / "work"),
-                 "--json", str(out)]) == 0
+    assert main(["--quick", "--work-dir", str(tmp_path / "work"), "--json", str(out)]) == 0
     summary = json.loads(out.read_text(encoding="utf-8"))
-    assert summary["byte_identical"] is True and summary["path_chosen"] == "tiktoken"
-    for method in ("baseline", "tprimat", "tprimat-tokenizers", "tokenizers_alone", "tiktoken_alone"):
-        assert summary[method]["best_tokens_per_s"] > 0 and len(summary[method]["runs_tokens_per_s"]) == 1
-    assert summary["baseline"]["ratio_vs_baseline"] == 1.0
-    assert summary["tokens"] > 0 and summary["documents"] > 0 and len(summary["path_setup_seconds"]) == 1
+    ours = summary["tprimat"]
+    assert summary["pairs"] == 1 and summary["workers"] == 2 and summary["tokens"] > 0 and summary["documents"] > 0
+    assert ours["wall_s_median"] > 0 and ours["cpu_s_median"] > 0 and ours["tokens_per_s"] > 0
+    assert ours["startup_wall_s_median"] > 0 and 0 < ours["startup_share"] <= 1
+    assert len(ours["wall_s_runs"]) == 1 and len(summary["load_average_before_after"]) == 2
+    assert summary["megatron"] is None and "no Megatron-LM tree" in summary["megatron_reason"]
+    assert summary["speedup_wall"] is None and summary["byte_identical"] is None
+    manifest = json.loads((tmp_path / "work" / "data" / "sample-llama_text_document.manifest.json").read_text())
+    assert manifest["token_policy"]["policy"] == "megatron" and manifest["counts"]["tokens"] == summary["tokens"]
+
+
+def test_a_tree_without_the_tool_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    import pytest
+
+    from bench.encode_bench import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--megatron-lm", str(tmp_path), "--work-dir", str(tmp_path / "work")])
+    assert exited.value.code == 2 and "no tools/preprocess_data.py" in capsys.readouterr().err

@@ -22,29 +22,49 @@ def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     return data_dir
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen"])
-def test_byte_identical_to_preprocess_data_approach(built_sample: Path, tmp_path: Path, model: str) -> None:
-    """The pipeline's .bin/.idx equal what Megatron's tool approach writes with megatron-core's builder."""
-    from bench.encode_bench import run_baseline
+@pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
+def test_byte_identical_to_megatron_preprocess_data(built_sample: Path, tmp_path: Path, model: str) -> None:
+    """The pipeline's .bin/.idx (BOS_POLICY=megatron, the default) equal preprocess_data@847781764f's.
+
+    The reference is preprocess_data's per-document loop with Megatron's own tokenizer code
+    from the megatron-core wheel (tests/helpers_preprocess.py).
+    """
+    from tests.helpers_preprocess import preprocess_data_in_process
 
     tok_dir = built_sample / "tokenizers" / f"sample-{model}"
-    vocab = len(load_tokenizer(tok_dir))
-    baseline = tmp_path / "baseline"
-    run_baseline(built_sample / "sample" / "clean.jsonl", tok_dir, baseline, workers=2, vocab=vocab)
+    reference = preprocess_data_in_process(built_sample / "sample" / "clean.jsonl", tok_dir, tmp_path / "reference")
     ours = built_sample / f"sample-{model}_text_document"
     for suffix in (".bin", ".idx"):
-        assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{baseline}{suffix}").read_bytes(), suffix
+        assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{reference}{suffix}").read_bytes(), suffix
 
 
-def test_llama_documents_start_with_bos_and_decode_back(built_sample: Path) -> None:
+@pytest.mark.parametrize("model", ["llama", "mistral"])
+def test_tokenizer_policy_matches_the_legacy_tokenizer(built_sample: Path, tmp_path: Path, model: str) -> None:
+    """BOS_POLICY=tokenizer writes what preprocess_data@core_v0.12.0 (tokenizer(text).input_ids + eod) wrote."""
+    from tests.helpers_preprocess import preprocess_data_in_process
+
+    tok_dir = built_sample / "tokenizers" / f"sample-{model}"
+    corpus = built_sample / "sample" / "clean.jsonl"
+    reference = preprocess_data_in_process(corpus, tok_dir, tmp_path / "reference", policy="tokenizer")
+    ours = tmp_path / "ours"
+    stats = encode.encode_file(corpus, tok_dir, ours, workers=2, progress=False, policy="tokenizer")
+    assert stats.bos is True
+    for suffix in (".bin", ".idx"):
+        assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{reference}{suffix}").read_bytes(), suffix
+
+
+def test_default_policy_has_no_bos_and_decodes_back(built_sample: Path) -> None:
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     tokenizer = load_tokenizer(built_sample / "tokenizers" / "sample-llama")
     dataset = IndexedDataset(str(built_sample / "sample-llama_text_document"))
     first_text = json.loads((built_sample / "sample" / "clean.jsonl").open().readline())["text"]
     first = dataset[0].tolist()
-    assert first[0] == tokenizer.bos_token_id and first[-1] == tokenizer.eos_token_id
+    assert tokenizer.bos_token_id not in first and first[-1] == tokenizer.eos_token_id
     assert tokenizer.decode(first, skip_special_tokens=True) == first_text
+    manifest = json.loads(Path(f"{built_sample / 'sample-llama_text_document'}.manifest.json").read_text())
+    assert manifest["token_policy"] == {"policy": "megatron", "bos": False, "eod": True,
+                                        "matches": "preprocess_data@847781764f"}
 
 
 class _FakeTokenizer:
@@ -142,3 +162,14 @@ def test_missing_tokenizer_dir(data_copy: Path, capsys: pytest.CaptureFixture[st
     assert encode.main(["--model", "qwen", "--force", "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "sample-qwen" in err and "does not exist" in err and "run_data.sh" in err
+
+
+def test_the_worker_pool_is_sized_for_the_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No more threads than the corpus keeps busy (one per BYTES_PER_WORKER), never more than asked, at least one."""
+    per = encode.BYTES_PER_WORKER
+    assert encode.plan_workers(16, 0) == 1
+    assert encode.plan_workers(16, per) == 1
+    assert encode.plan_workers(16, 3 * per + 1) == 4
+    assert encode.plan_workers(2, 200 * per) == 2
+    monkeypatch.setattr(encode.os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
+    assert encode.plan_workers(0, 200 * per) == 3  # 0 = one per CPU this process may use

@@ -1,4 +1,7 @@
-"""data/encode.py's tokenizer paths: byte-identical to Megatron's tool on each; the log and manifest say which ran."""
+"""data/encode.py's tokenizer paths: byte-identical to Megatron's tool on each; the log and manifest say which ran.
+
+The reference is preprocess_data's loop with Megatron's own tokenizer code (tests/helpers_preprocess.py).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.encode_bench import run_baseline
 from bench.llama3_tokenizer import write_llama3_tokenizer
 from data import encode, encode_paths
 from data.common import iter_jsonl_texts
 from data.encode_check import dataset_sample
 from data.fast_bpe import DOCUMENT_BREAK, FastBpe
+from data.file_tokenizer import PolicyTokenizer
 from tests.helpers_data import built_sample, copy_tree, use_data_env
+from tests.helpers_preprocess import preprocess_data_in_process
 from tests.helpers_tokenizers import sentencepiece_style_tokenizer
 from utils.dataset import load_tokenizer
 
@@ -46,20 +50,22 @@ def _assert_same_pair(ours: Path, baseline: Path) -> None:
         assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{baseline}{suffix}").read_bytes(), suffix
 
 
-def _encode_and_compare(corpus: Path, tok_dir: Path, tmp_path: Path, **options) -> encode.EncodeStats:
-    tokenizer = load_tokenizer(tok_dir)
+def _encode_and_compare(corpus: Path, tok_dir: Path, tmp_path: Path, policy: str = "megatron",
+                        **options) -> encode.EncodeStats:
+    tokenizer = PolicyTokenizer(load_tokenizer(tok_dir), policy)
     ours = tmp_path / "ours"
     stats = encode.encode_documents(iter_jsonl_texts(corpus), tokenizer, ours, workers=2, progress=False,
                                     batch_documents=64, check_texts=dataset_sample(corpus, count=16),
                                     tokenizer_json=tok_dir / "tokenizer.json", **options)
-    run_baseline(corpus, tok_dir, tmp_path / "baseline", workers=2, vocab=len(tokenizer))
+    preprocess_data_in_process(corpus, tok_dir, tmp_path / "baseline", policy=policy)
     _assert_same_pair(ours, tmp_path / "baseline")
     return stats
 
 
+@pytest.mark.parametrize("policy", ["megatron", "tokenizer"])
 def test_real_llama3_fast_path_is_byte_identical(corpus: Path, llama3_dir: Path, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    stats = _encode_and_compare(corpus, llama3_dir, tmp_path)
+                                                 capsys: pytest.CaptureFixture[str], policy: str) -> None:
+    stats = _encode_and_compare(corpus, llama3_dir, tmp_path, policy)
     assert stats.tokenizer_path == "tiktoken" and stats.dtype == "int32"
     lines = [line for line in capsys.readouterr().out.splitlines() if "tokenizer path" in line]
     assert len(lines) == 1 and "tokenizer path tiktoken (fast path: 32 dataset" in lines[0]
@@ -129,7 +135,7 @@ def test_early_start_while_the_tokenizer_loads_is_byte_identical(corpus: Path, l
     monkeypatch.setattr(encode_paths, "HEAD_CHARACTERS", head_characters)
     stats = encode.encode_file(corpus, llama3_dir, tmp_path / "ours", workers=2, progress=False)
     assert stats.tokenizer_path == "tiktoken"
-    run_baseline(corpus, llama3_dir, tmp_path / "baseline", workers=2, vocab=128256)
+    preprocess_data_in_process(corpus, llama3_dir, tmp_path / "baseline")
     _assert_same_pair(tmp_path / "ours", tmp_path / "baseline")
 
 
@@ -144,5 +150,5 @@ def test_early_start_refused_when_the_loaded_tokenizer_differs_from_the_file(cor
     assert stats.tokenizer_path == "tokenizers"
     assert stats.tokenizer_path_note == "fast path not used: the loaded tokenizer has other added tokens than its " \
                                         "tokenizer.json"
-    run_baseline(corpus, tok_dir, tmp_path / "baseline", workers=2, vocab=len(load_tokenizer(tok_dir)))
+    preprocess_data_in_process(corpus, tok_dir, tmp_path / "baseline")
     _assert_same_pair(tmp_path / "ours", tmp_path / "baseline")

@@ -41,6 +41,8 @@ LR_DECAYS = ("cosine", "linear", "constant")
 PROFILES = ("identical", "tuned")
 # PROFILE_FALLBACK: what a job with no vendor recipe runs under PROFILE=tuned (empty: it is an error).
 PROFILE_FALLBACKS = ("identical",)
+# BOS_POLICY: which ids data/encode.py writes around a document (data/token_policy.py).
+BOS_POLICIES = ("megatron", "tokenizer")
 
 # Upper bound of every count (steps, sizes, ranks, workers): these values reach C int
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
@@ -119,6 +121,7 @@ RULES: dict[str, Rule] = {
     "sample_vocab": _COUNT,
     "min_doc_chars": _INDEX,
     "encode_workers": _INDEX,  # 0 = one per CPU core
+    "bos_policy": Rule(choices=BOS_POLICIES, fold_case=True),
     "nnodes": _COUNT,
     "node_rank": _INDEX,
     "master_port": Rule(minimum=1, maximum=65535, describe="a TCP port (1-65535)"),

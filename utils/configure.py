@@ -112,6 +112,7 @@ class Config:
     sample_vocab: int = 8192
     min_doc_chars: int = 16
     encode_workers: int = 0
+    bos_policy: str = "megatron"  # data/token_policy.py: megatron (no BOS, as preprocess_data) | tokenizer
     output_dir: Path = field(default_factory=lambda: REPO_ROOT / "output")
     hf_home: Path | None = None
     nnodes: int = 1

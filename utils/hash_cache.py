@@ -66,8 +66,26 @@ def cached_sha256(path: Path, cache_dir: Path | None = None) -> str:
     after = os.stat(path)
     if _identity(after) != _identity(before):
         return digest  # changed while being hashed: cache neither version
+    _store(cache, name, after, digest)
+    return digest
+
+
+def _store(cache: Path, name: str, stat: os.stat_result, digest: str) -> None:
     files = _load(cache)  # re-read: another process may have added entries meanwhile
-    files[name] = {"identity": _identity(after), "sha256": digest}
+    files[name] = {"identity": _identity(stat), "sha256": digest}
     with contextlib.suppress(OSError), atomic_path(cache) as tmp:
         tmp.write_text(json.dumps({"version": _VERSION, "files": files}, indent=1) + "\n", encoding="utf-8")
-    return digest
+
+
+def remember_sha256(path: Path, digest: str, cache_dir: Path | None = None) -> None:
+    """Record the sha256 of a file its writer hashed while writing it (``data/idx_writer.py``), as of now.
+
+    Why: a writer that streamed the bytes through the hash already knows it; reading a
+    multi-gigabyte file back only to hash it again is the cost this cache exists to avoid.
+    Call it after the file's final rename (a rename changes the change time).
+    """
+    path = Path(path)
+    cache_dir = Path(cache_dir) if cache_dir is not None else path.parent
+    name = os.path.relpath(path.absolute(), cache_dir.absolute())
+    if not name.startswith(".."):
+        _store(cache_dir / CACHE_NAME, name, os.stat(path), digest)

@@ -1,0 +1,72 @@
+"""Which special tokens ``data/encode.py`` writes around each document: the ``BOS_POLICY`` setting.
+
+Why a policy and not "the tokenizer's": the ids Megatron-LM's ``tools/preprocess_data.py
+--append-eod`` writes depend on its version (issue 24). At ``MEGATRON_REF`` 847781764f it
+builds ``megatron.core.tokenizers``' ``HuggingFaceTokenizer``, whose ``text_to_ids`` is
+``tokenize`` + ``convert_tokens_to_ids``: no BOS and no other post-processor token, whatever
+the tokenizer files say; then the eos id as EOD after every non-empty document. Up to
+core_v0.12.0 its legacy ``_HuggingFaceTokenizer.tokenize`` was ``tokenizer(text).input_ids``,
+so Llama 3.1's post-processor put ``<|begin_of_text|>`` first (one more token per document).
+(``--legacy-tokenizer`` at 847781764f does not restore that: its worker initializer never sets
+``Encoder.tokenizer``.) So:
+
+* ``megatron`` (default): the ids of ``tokenizer(text, add_special_tokens=False)`` + EOD,
+  byte-identical to ``preprocess_data@847781764f`` (tests/conformance/test_conformance_preprocess_data.py,
+  tests/test_data_token_policy.py with the megatron-core wheel's tokenizer code);
+* ``tokenizer``: ``tokenizer(text)`` (its own BOS/EOS post-processor) + EOD, as
+  ``preprocess_data@core_v0.12.0`` wrote.
+
+The policy and the Megatron version it matches are recorded in the encode manifest
+(:class:`TokenPolicy`); ``data/ready.py`` refuses a dataset whose policy is not the one the
+config asks for. docs/SAMPLE_ORDER.md ("BOS") says why the default is fair to every framework.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from data.common import DataError
+
+POLICIES = ("megatron", "tokenizer")
+# The Megatron-LM version whose preprocess_data output each policy reproduces byte for byte.
+MATCHES = {"megatron": "preprocess_data@847781764f", "tokenizer": "preprocess_data@core_v0.12.0"}
+
+
+class TokenPolicy(BaseModel):
+    """The special tokens of an encoded dataset, as recorded in its encode manifest."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    policy: Literal["megatron", "tokenizer"]
+    bos: bool  # each document starts with the tokenizer's BOS
+    eod: bool  # each non-empty document ends with the eos id (--append-eod)
+    matches: str  # the preprocess_data version that writes the same bytes
+
+    def describe(self) -> str:
+        return (f"BOS_POLICY={self.policy} ({'BOS + ' if self.bos else 'no BOS, '}"
+                f"{'EOD' if self.eod else 'no EOD'}, as {self.matches})")
+
+
+def adds_specials(policy: str) -> bool:
+    """Whether the tokenizer's own post-processor runs (``add_special_tokens``) under ``policy``."""
+    if policy not in POLICIES:
+        raise DataError(f"BOS_POLICY={policy!r}: unknown (choose {' or '.join(POLICIES)})")
+    return policy == "tokenizer"
+
+
+def record(policy: str, prefix: tuple[int, ...]) -> TokenPolicy:
+    """The manifest's record of ``policy`` for a tokenizer that puts ``prefix`` before a document's ids."""
+    adds_specials(policy)
+    return TokenPolicy(policy=policy, bos=bool(prefix), eod=True, matches=MATCHES[policy])
+
+
+def mismatch(recorded: TokenPolicy | None, wanted: str) -> str | None:
+    """None when a dataset encoded under ``recorded`` is what ``BOS_POLICY=wanted`` trains on; else why not."""
+    if recorded is None:
+        return (f"records no token policy (encoded before BOS_POLICY existed); the config asks for "
+                f"BOS_POLICY={wanted} ({MATCHES.get(wanted, '?')})")
+    if recorded.policy != wanted or recorded.matches != MATCHES.get(wanted):
+        return f"was encoded with {recorded.describe()}, but the config asks for BOS_POLICY={wanted}"
+    return None
