@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import sys
 import typing
 from collections.abc import Mapping
@@ -39,6 +38,7 @@ from utils.config_rules import MODEL_NAMES, RULES, ConfigError, base_type, check
 from utils.config_rules import PLATFORMS as PLATFORMS
 from utils.envfile import EnvFileError, read_env_file
 from utils.environment import in_tprimat_container
+from utils.output_path import safe_label
 from utils.registry import FRAMEWORK_ALL, framework_names
 from utils.secrets_loader import SECRET_KEYS, write_docker_env_file
 from utils.secrets_loader import read_secret as read_secret
@@ -160,7 +160,7 @@ class Config:
         """File-name-safe dataset label: ``local:/x/y.jsonl`` becomes ``local-y``."""
         if self.dataset.startswith("local:"):
             stem = Path(self.dataset[len("local:"):]).stem or "local"
-            return "local-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
+            return "local-" + safe_label(stem, "local")
         return self.dataset
 
     def workload(self) -> dict[str, Any]:
