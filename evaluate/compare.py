@@ -35,6 +35,7 @@ from evaluate.results import find_result_files, load_results
 from evaluate.settings_diff import settings_differences
 from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
+from utils.generated import mark_output_dir
 from utils.json_input import one_line
 from utils.output_path import OutputPathError, output_file
 from utils.registry import platform_names
@@ -109,6 +110,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"cannot create the output directory {output_dir}: {exc.strerror or exc}") from None
+    mark_output_dir(output_dir)  # tprimat's output folder: shell/wrap.sh packs only such folders
     figure = comparison_figure(comparison.by_model)
     written = [_written(output_dir, comparison.figure_name, lambda path: save_figure(figure, path))]
     parities = comparison.all_parities()

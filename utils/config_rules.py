@@ -20,8 +20,10 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
+from utils.json_input import one_line
 from utils.registry import framework_choices, model_names, platform_names
 
 
@@ -46,6 +48,7 @@ PROFILE_FALLBACKS = ("identical",)
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
 # and 2**31 - 1 is the largest every one of them holds exactly.
 MAX_COUNT = 2**31 - 1
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,23 @@ def _check_choice(key: str, word: str, rule: Rule) -> None:
     raise ConfigError(f"{key}={word!r}: allowed values are {', '.join(allowed)}")
 
 
+def _control_character(key: str, value: Any) -> str | None:
+    """Why a text, path or list value is refused for a control character (None: it holds none).
+
+    Issue 26: a line break in ``OUTPUT_DIR`` split ``shell/train.sh``'s job list into a phantom second
+    job, and such a value reaches file names, docker's env file and logs. No path or name needs one.
+    """
+    words = value if isinstance(value, tuple) else (value,)
+    for word in words:
+        if isinstance(word, (str, PurePath)) and (found := _CONTROL.search(str(word))):
+            return (f"{key}={one_line(word)!s}: holds a control character ({one_line(found.group())}); "
+                    "paths and names may not")
+    return None
+
+
 def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> None:
-    """Type-level checks (finite floats, non-empty lists) and each key's row of :data:`RULES`.
+    """Type-level checks (finite floats, non-empty lists, no control character in a text) and each key's row of
+    :data:`RULES`.
 
     ``values`` and ``field_types`` are keyed by field name (the lower-cased config key).
     """
@@ -190,6 +208,9 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
         kind, _ = base_type(hint)
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"{key}={value}: must be a finite number")
+        text_problem = _control_character(key, value)
+        if text_problem:
+            raise ConfigError(text_problem)
         rule = RULES.get(name)
         if is_list(kind):
             if not value:

@@ -40,6 +40,7 @@ from utils.atomic import atomic_write_text
 from utils.configure import Config
 from utils.environment import capture_environment
 from utils.failures import final_status
+from utils.generated import mark_output_dir
 from utils.json_input import JsonInputError, one_line, read_json
 from utils.models import ModelShape
 from utils.output_path import output_file
@@ -216,7 +217,9 @@ def write_result(path: Path, result: Result) -> Path:
     path = Path(path)
     checked = _validated(result, str(path), strict=True)
     text = json.dumps(checked.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
-    return atomic_write_text(path, text, fsync=True)
+    written = atomic_write_text(path, text, fsync=True)
+    mark_output_dir(path.parent)  # tprimat's output folder: shell/wrap.sh packs only such folders
+    return written
 
 
 def read_result(path: Path) -> Result:
