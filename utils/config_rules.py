@@ -70,6 +70,7 @@ class Rule:
     fold_case: bool = False
     describe: str | None = None
     pattern: str | None = None  # a text key must match this regular expression in full
+    empty_is_default: bool = False  # an empty value means the key's default (as for a path)
 
 
 _COUNT = Rule(minimum=1, maximum=MAX_COUNT)  # how many of something: at least one
@@ -122,6 +123,11 @@ RULES: dict[str, Rule] = {
     "nnodes": _COUNT,
     "node_rank": _INDEX,
     "master_port": Rule(minimum=1, maximum=65535, describe="a TCP port (1-65535)"),
+    # A host name (RFC 1123 labels) or an IPv4/IPv6 address; empty means the default, localhost (issue 26:
+    # torchrun given '' or a malformed name retried until killed). Whether it resolves: utils/rendezvous.py.
+    "master_addr": Rule(pattern=r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                                r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*",
+                        empty_is_default=True, describe="a host name or an IP address, e.g. node001 or 10.0.0.1"),
     "gpus_per_node": _COUNT,
     "runs": _COUNT,
     "measure_skip_steps": _INDEX,
@@ -230,3 +236,16 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
             problem = _bound_problem(rule, value)
             if problem:
                 raise ConfigError(f"{key}={value}: {problem}")
+
+
+def launch_problem(platform: str, model_size: str) -> str | None:
+    """A setting that cannot run on ``platform`` at all, refused before a job starts (None: none).
+
+    Issue 26: ``MODEL_SIZE=full`` on ``cpu`` started an 8B job that died out of memory minutes later. The cpu
+    platform runs the pipeline at tiny shapes only; a general memory estimate for the GPU platforms is not
+    this rule's job.
+    """
+    if platform == "cpu" and model_size == "full":
+        return ("MODEL_SIZE=full on PLATFORM=cpu: the cpu platform runs tiny shapes only (a full 7-8B model does "
+                "not train in a CPU's memory and time); set MODEL_SIZE=tiny")
+    return None

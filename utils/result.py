@@ -56,6 +56,7 @@ from utils.result_model import (
     Workload,
     unknown_name,
 )
+from utils.run_owner import write_problem
 
 __all__ = [
     "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",
@@ -213,8 +214,16 @@ def _finish(result: Result, status: str, error: str | None, expected_steps: int)
 
 
 def write_result(path: Path, result: Result) -> Path:
-    """Validate the whole result, then write it atomically (temp file in the same directory + rename)."""
+    """Validate the whole result, then write it atomically (temp file in the same directory + rename).
+
+    A process of a job run that no longer owns the file (``utils/run_owner.py``: an orphan of a stopped
+    job, a run that ended) does not write: the write is dropped with one line, and ``path`` returned.
+    """
     path = Path(path)
+    dropped = write_problem(path)
+    if dropped:
+        print(f"result: {dropped}", file=sys.stderr)
+        return path
     checked = _validated(result, str(path), strict=True)
     text = json.dumps(checked.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
     written = atomic_write_text(path, text, fsync=True)
