@@ -57,7 +57,8 @@ def test_quickstart_with_a_bogus_flag_runs_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("module", _modules())
 def test_every_python_module_refuses_an_unknown_flag_and_has_help(module: str,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    main = importlib.import_module(module).main
+    loaded = importlib.import_module(module)
+    main = getattr(loaded, "main", None) or importlib.import_module(f"{module}.__main__").main
     for argv, expected in ((["--bogus-flag"], 2), (["--help"], 0)):
         with pytest.raises(SystemExit) as info:
             main(argv)
