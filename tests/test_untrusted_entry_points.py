@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from tests.helpers_shell import REPO, clean_env, copy_repo, run_script
 from utils.config_rules import ConfigError
 from utils.configure import duplicate_notes, load_config
@@ -85,17 +86,27 @@ def test_an_unresolvable_master_addr_is_one_line_within_the_bound() -> None:
     assert resolve_problem("127.0.0.1") is None
 
 
-def test_train_sh_refuses_an_unresolvable_master_addr_before_any_job(tmp_path: Path) -> None:
+def _train_sh(tmp_path: Path, **values: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """shell/train.sh on cpu in a copy of the repository whose jobs are stand-ins; (its run, the jobs that ran)."""
     repo = copy_repo(tmp_path / "repo")
-    ran = tmp_path / "a-job-ran"
-    (repo / "train" / "train_cpu_tran_llama.sh").write_text(f"#!/usr/bin/env bash\ntouch {ran}\n")
-    env = clean_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", MODELS="llama", MODEL_SIZE="tiny",
-                    OUTPUT_DIR=str(tmp_path / "out"), MASTER_ADDR="no-such-host.invalid")
-    proc = run_script(repo, "shell/train.sh", env=env, timeout=180)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    log = tmp_path / "jobs.log"
+    for script in (repo / "train").glob("train_cpu_*.sh"):
+        script.write_text(f"#!/usr/bin/env bash\necho {script.name} >> {log}\n")
+    settings = {"PLATFORM": "cpu", "FRAMEWORK": "tran", "MODELS": "llama", "MODEL_SIZE": "tiny",
+                "OUTPUT_DIR": str(tmp_path / "out"), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    proc = run_script(repo, "shell/train.sh", env=clean_env(tmp_path, **{**settings, **values}), timeout=300)
+    return proc, log.read_text().splitlines() if log.exists() else []
+
+
+def _one_line_refusal(proc: subprocess.CompletedProcess, ran: list[str], fragment: str) -> None:
+    assert proc.returncode == 2 and not ran, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "MASTER_ADDR='no-such-host.invalid' does not resolve" in lines[0]
-    assert not ran.exists()
+    assert len(lines) == 1 and fragment in lines[0], proc.stderr
+
+
+def test_train_sh_refuses_an_unresolvable_master_addr_before_any_job(tmp_path: Path) -> None:
+    proc, ran = _train_sh(tmp_path, MASTER_ADDR="no-such-host.invalid")
+    _one_line_refusal(proc, ran, "MASTER_ADDR='no-such-host.invalid' does not resolve")
 
 
 def test_every_list_setting_is_deduplicated_with_a_note() -> None:
@@ -107,32 +118,18 @@ def test_every_list_setting_is_deduplicated_with_a_note() -> None:
 
 
 def test_a_repeated_model_runs_once(tmp_path: Path) -> None:
-    repo = copy_repo(tmp_path / "repo")
-    log = tmp_path / "jobs.log"
-    (repo / "train" / "train_cpu_tran_llama.sh").write_text(f"#!/usr/bin/env bash\necho ran >> {log}\n")
-    env = clean_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", MODELS="llama llama", MODEL_SIZE="tiny",
-                    OUTPUT_DIR=str(tmp_path / "out"), MASTER_ADDR="127.0.0.1")
-    from tests.conftest import free_port
-
-    env["MASTER_PORT"] = str(free_port())
-    proc = run_script(repo, "shell/train.sh", env=env, timeout=300)
-    assert log.read_text().splitlines() == ["ran"], proc.stdout + proc.stderr
+    proc, ran = _train_sh(tmp_path, MODELS="llama llama")
+    assert ran == ["train_cpu_tran_llama.sh"], proc.stdout + proc.stderr
     assert "note: MODELS lists llama more than once" in proc.stdout
     assert "1 job(s)" in proc.stdout
 
 
 def test_model_size_full_on_cpu_is_refused_before_starting(tmp_path: Path) -> None:
-    repo = copy_repo(tmp_path / "repo")
-    ran = tmp_path / "a-job-ran"
-    (repo / "train" / "train_cpu_tran_llama.sh").write_text(f"#!/usr/bin/env bash\ntouch {ran}\n")
-    env = clean_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", MODELS="llama", MODEL_SIZE="full",
-                    OUTPUT_DIR=str(tmp_path / "out"))
-    proc = run_script(repo, "shell/train.sh", env=env, timeout=180)
-    assert proc.returncode == 2 and not ran.exists(), proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "MODEL_SIZE=full on PLATFORM=cpu" in lines[0]
+    proc, ran = _train_sh(tmp_path, MODEL_SIZE="full")
+    _one_line_refusal(proc, ran, "MODEL_SIZE=full on PLATFORM=cpu")
     proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "utils.configure", "--before-launch", "cpu"],
-                          env={**env, "MODEL_SIZE": "full"}, cwd=REPO, capture_output=True, text=True, timeout=120)
+                          env=clean_env(tmp_path, MODEL_SIZE="full"), cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("config error: MODEL_SIZE=full on PLATFORM=cpu")
 
 
@@ -146,13 +143,6 @@ def test_a_control_character_in_a_path_or_name_is_refused(key: str) -> None:
 
 
 def test_train_sh_runs_no_phantom_job_for_a_newline_in_output_dir(tmp_path: Path) -> None:
-    repo = copy_repo(tmp_path / "repo")
-    ran = tmp_path / "a-job-ran"
-    for script in (repo / "train").glob("train_cpu_*.sh"):
-        script.write_text(f"#!/usr/bin/env bash\ntouch {ran}\n")
-    env = clean_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", MODELS="llama", MODEL_SIZE="tiny",
-                    OUTPUT_DIR=f"{tmp_path / 'out'}\nphantom")
-    proc = run_script(repo, "shell/train.sh", env=env, timeout=120)
-    assert proc.returncode == 2 and not ran.exists()
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("config error: OUTPUT_DIR=") and "control character" in lines[0]
+    proc, ran = _train_sh(tmp_path, OUTPUT_DIR=f"{tmp_path / 'out'}\nphantom")
+    _one_line_refusal(proc, ran, "config error: OUTPUT_DIR=")
+    assert "control character" in proc.stderr
