@@ -118,3 +118,33 @@ def test_a_write_from_a_run_that_no_longer_owns_the_result_is_dropped(tmp_path: 
     monkeypatch.delenv(RUN_ID_ENV)
     assert write_problem(path) is None, "a process outside any run writes as before"
     assert os.path.exists(path)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_job_dies_with_a_killed_launcher(tmp_path: Path) -> None:
+    """SIGKILL of the launcher (no handler runs): the job in its own session gets SIGTERM from the kernel."""
+    pid_file = tmp_path / "job.pid"
+    job = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    launcher = ("import os, sys\nfrom pathlib import Path\nfrom train.job_guard import Signals, run_logged\n"
+                f"with Signals() as s:\n    run_logged([sys.executable, '-c', {job!r}], dict(os.environ), None, {{}}, "
+                f"Path({str(tmp_path / 'job.log')!r}), s)\n")
+    from tests.conftest import REPO
+
+    proc = subprocess.Popen([sys.executable, "-c", launcher], cwd=REPO)
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 60, "the job to start")
+        job_pid = int(pid_file.read_text())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+        def gone() -> bool:
+            try:
+                os.kill(job_pid, 0)
+            except ProcessLookupError:
+                return True
+            return Path(f"/proc/{job_pid}/stat").read_text().split()[2] == "Z"
+
+        wait_for(gone, 30, "the job to die with its launcher")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
