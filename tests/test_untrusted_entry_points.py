@@ -19,8 +19,8 @@ from utils.rendezvous import resolve_problem
 # Scripts that hand their arguments on to another program, which refuses an unknown option itself.
 PASS_THROUGH = {"build.sh": "docker build options", "test.sh": "pytest arguments"}
 SHELL_SCRIPTS = sorted(p.name for p in (REPO / "shell").glob("*.sh"))
-# Internal: run by train/effective/runner.py with a JSON request on stdin, not by people.
-INTERNAL_MODULES = {"train.effective.probe_megatron", "train.effective.probe_nemo", "train.effective.probe_primus"}
+# Internal: run by train/settings/runner.py in the framework's own Python with a JSON request on stdin, not by people.
+INTERNAL_MODULES = {"train.megatron.probe", "train.nemo.probe", "train.prim.probe"}
 
 
 def _modules() -> list[str]:
