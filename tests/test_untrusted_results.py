@@ -137,7 +137,7 @@ def test_compare_skips_the_pathological_counts_them_and_compares_the_rest(
     assert "AMD Primus" in report and "NVIDIA NeMo" in report
     assert "passwd" not in report.split("Skipped")[0] if "Skipped" in report else "passwd" not in report
     written = {p.name for p in elsewhere.iterdir()}
-    assert written <= {"compare.png", "compare.md", "loss_parity.png", "compare_amd_frameworks.png",
+    assert written <= {".tprimat", "compare.png", "compare.md", "loss_parity.png", "compare_amd_frameworks.png",
                        "compare_nvd_frameworks.png"}, written
     assert not list(Path("/tmp").glob("ESCAPED3*")), "nothing written outside the output folder"
 
