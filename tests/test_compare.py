@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_module
 from helpers_evaluate import make_result
+from helpers_hermetic import cache_environ
 
 from evaluate.analysis import cross_platform_parities, summarize_group
 from evaluate.compare import main as compare_main
@@ -261,9 +262,10 @@ def test_bad_price_option_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_help_and_shell_wrapper(tmp_path: Path) -> None:
-    proc = run_module("evaluate.compare", "--help", env={"PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0 and "--allow-mismatch" in proc.stdout
     repo = Path(__file__).resolve().parents[1]
+    # A bare environment, less the home folder's caches: matplotlib's font list goes to the checkout's.
+    proc = run_module("evaluate.compare", "--help", env={"PATH": "/usr/bin:/bin", **cache_environ(repo)})
+    assert proc.returncode == 0 and "--allow-mismatch" in proc.stdout
     wrapper = subprocess.run(["bash", str(repo / "evaluate" / "compare.sh"), "--results-dir", str(tmp_path)],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert wrapper.returncode == 2
