@@ -1,11 +1,12 @@
 """Compare every result in a directory: ``compare.png``, ``loss_parity.png``, ``compare.md`` and per platform
 ``compare_<platform>_frameworks.png`` (the frameworks of one platform side by side, evaluate/frameworks.py).
 
-Loads each ``train_*.json`` of ``--results-dir`` (default: the config's
-``OUTPUT_DIR``), skipping invalid or truncated files with a warning that names
-them, groups results by model and by (platform, framework), aggregates repeated
-runs (median and 95% interval), and writes the figure and the report next to the
-results (or to ``--output-dir``).
+Loads each ``train_*.json`` of ``--results-dir`` (default: the config's ``OUTPUT_DIR``) as
+foreign input (``evaluate/results.py``), skipping invalid or truncated files with a warning
+that names each and its first problem and a line that counts them, groups results by model
+and by (platform, framework), aggregates repeated runs (median and 95% interval), and writes
+the figure and the report next to the results (or to ``--output-dir``); every output path is
+resolved by ``utils/output_path.py`` and never leaves that folder.
 
 Workloads that differ (any fairness key or fingerprint, see
 :mod:`evaluate.fairness`) are refused with the list of differences and exit status
@@ -34,6 +35,9 @@ from evaluate.results import find_result_files, load_results
 from evaluate.settings_diff import settings_differences
 from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
+from utils.generated import mark_output_dir
+from utils.json_input import one_line
+from utils.output_path import OutputPathError, output_file
 from utils.registry import platform_names
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
@@ -71,7 +75,11 @@ def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, 
     """Load and summarize; None when there is no valid result at all (the caller explains)."""
     loaded = load_results(find_result_files(results_dir))
     for path, reason in loaded.skipped:
-        print(f"warning: skipping {path}: {reason}", file=sys.stderr)
+        print(f"warning: skipping {one_line(path, 400)}: {reason}", file=sys.stderr)
+    if loaded.skipped:
+        total = len(loaded.skipped) + len(loaded.results)
+        print(f"compare: skipped {len(loaded.skipped)} of {total} result file(s); comparing the other "
+              f"{len(loaded.results)}", file=sys.stderr)
     if not loaded.results:
         return None
     by_model = {model: [summarize_group(g) for g in groups] for model, groups in loaded.groups().items()}
@@ -83,8 +91,13 @@ class OutputError(Exception):
     """An output of the comparison cannot be written; the message names the file and the reason."""
 
 
-def _written(target: Path, write: Callable[[Path], Path]) -> Path:
-    """``write(target)``, with any OSError turned into an :class:`OutputError` that names ``target``."""
+def _written(output_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
+    """``write(output_dir / name)``: the path resolved by ``utils/output_path.py`` (never outside ``output_dir``),
+    any OSError turned into an :class:`OutputError` that names the file."""
+    try:
+        target = output_file(output_dir, name)
+    except OutputPathError as exc:
+        raise OutputError(str(exc)) from None
     try:
         return write(target)
     except OSError as exc:
@@ -97,17 +110,18 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"cannot create the output directory {output_dir}: {exc.strerror or exc}") from None
+    mark_output_dir(output_dir)  # tprimat's output folder: shell/wrap.sh packs only such folders
     figure = comparison_figure(comparison.by_model)
-    written = [_written(output_dir / comparison.figure_name, lambda path: save_figure(figure, path))]
+    written = [_written(output_dir, comparison.figure_name, lambda path: save_figure(figure, path))]
     parities = comparison.all_parities()
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
         parity = loss_parity_figure(parities)
-        written.append(_written(output_dir / comparison.parity_figure_name, lambda path: save_figure(parity, path)))
+        written.append(_written(output_dir, comparison.parity_figure_name, lambda path: save_figure(parity, path)))
     text = markdown(comparison)
-    written.append(_written(output_dir / "compare.md", lambda path: atomic_write_text(path, text)))
+    written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
     # The per-platform framework view (evaluate/frameworks.py): compare_<platform>_frameworks.png.
     for name, platform_figure in platform_figures(comparison.by_model):
-        written.append(_written(output_dir / name, lambda path, shown=platform_figure: save_figure(shown, path)))
+        written.append(_written(output_dir, name, lambda path, shown=platform_figure: save_figure(shown, path)))
     return written
 
 

@@ -1,8 +1,10 @@
 """Loading a results directory: every ``train_*.json``, validated, grouped into repeated runs.
 
 Each file becomes a typed :class:`utils.result_model.Result` through
-:func:`utils.result.read_result` (schema checks, no NaN or negative figures, version-1
-files migrated). A file that cannot be used is named with the reason and left out,
+:func:`utils.result.read_result`: a result is foreign input (a colleague's ``output.zip``), so it is
+read under size and depth limits, validated strictly (no ``"8456"`` read as a number, registry names
+only, bounded figures, no NaN or negative figures; version-1 files migrated), and a file that fails is
+one line naming it and its first problem. A file that cannot be used is named with the reason and left out,
 never a crash and never silent: truncated JSON, a schema violation, and also what is
 not a readable regular file at all (a directory or a FIFO named ``train_x.json``, a
 symlink loop, a dangling link, a file without read permission). The comparison of the
@@ -19,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from utils.json_input import one_line
 from utils.registry import PLATFORMS
 from utils.result import STATUSES, ResultError, read_result
 from utils.result_model import Result
@@ -62,8 +65,11 @@ class LoadedResult:
 
     @property
     def label(self) -> str:
-        """Short name used in tables and difference lists: the file name without ``train_``/``.json``."""
-        stem = self.path.stem
+        """Short name used in tables and difference lists: the file name without ``train_``/``.json``.
+
+        Shown through ``one_line``: a file name may hold a line break or a control character.
+        """
+        stem = one_line(self.path.stem)
         return stem[len("train_"):] if stem.startswith("train_") else stem
 
     @property
@@ -123,8 +129,12 @@ def platform_rank(platform: str) -> int:
 
 @dataclass
 class LoadedDirectory:
+    """The usable results and the skipped files (each with its one-line reason); ``unreadable``: the skipped
+    files that are no readable regular file at all (the others were read and found invalid)."""
+
     results: list[LoadedResult]
     skipped: list[tuple[Path, str]]
+    unreadable: set[Path] = field(default_factory=set)
 
     def groups(self) -> dict[str, list[RunGroup]]:
         """Model -> run groups, in a stable order (profile identical first, registry platform order, frameworks)."""
@@ -150,34 +160,36 @@ def unusable_reason(path: Path) -> str | None:
     Checked first so that a FIFO never blocks the loader and a symlink loop or a
     directory is named with what it is rather than with a decoding error.
     """
+    shown = one_line(path, 400)
     try:
         mode = os.stat(path).st_mode  # follows links: a loop or a dangling link fails here
     except FileNotFoundError:
-        return f"{path}: unreadable: a symlink to a missing file" if os.path.islink(path) else f"{path}: no such file"
+        return f"{shown}: unreadable: a symlink to a missing file" if os.path.islink(path) else f"{shown}: no such file"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return f"{path}: unreadable: a symlink loop"
-        return f"{path}: unreadable: {exc.strerror or exc}"
+            return f"{shown}: unreadable: a symlink loop"
+        return f"{shown}: unreadable: {exc.strerror or exc}"
     for test, what in _KINDS:
         if test(mode):
-            return f"{path}: unreadable: {what}, not a result file"
+            return f"{shown}: unreadable: {what}, not a result file"
     return None
 
 
 def load_results(paths: list[Path]) -> LoadedDirectory:
     """Read and validate each file; unusable ones are returned in ``skipped`` with the reason."""
-    results: list[LoadedResult] = []
-    skipped: list[tuple[Path, str]] = []
+    loaded = LoadedDirectory([], [])
     for path in sorted(paths):
         reason = unusable_reason(path)
         if reason is None:
             try:
-                results.append(LoadedResult(path, read_result(path)))
+                loaded.results.append(LoadedResult(path, read_result(path)))
                 continue
             except ResultError as exc:
                 reason = str(exc)
-        skipped.append((path, reason))
-    return LoadedDirectory(results, skipped)
+        else:
+            loaded.unreadable.add(path)
+        loaded.skipped.append((path, one_line(reason, 600)))
+    return loaded
 
 
 def find_result_files(directory: Path) -> list[Path]:

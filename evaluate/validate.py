@@ -2,11 +2,13 @@
 
 Checks, per result (errors fail the validation, warnings are shown):
 
-* schema (``utils.result.read_result``, the typed model): a non-finite or negative
-  figure, a missing block or a misspelt key makes the file invalid, reported with its
-  path and the first problem; a file that cannot be read at all (a directory or a
-  FIFO named ``train_x.json``, a symlink loop, no permission) is named, never skipped
-  silently;
+* schema (``utils.result.read_result``, the typed model, read as foreign input): a
+  non-finite, negative or out-of-bound figure, a number written as a string, a platform,
+  framework or model the registry does not know, a file too large or nested too deep, a
+  missing block or a misspelt key makes the file INVALID, reported with its path and the
+  first problem; a file that cannot be read at all (a directory or a FIFO named
+  ``train_x.json``, a symlink loop, no permission) is UNREADABLE; neither is skipped
+  silently, and neither stops the checks of the other files;
 * ``status`` ok;
 * throughput consistent with the step times: ``tokens_per_second`` equals
   ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
@@ -46,6 +48,7 @@ from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
 from train.settings.expected import contradictions
 from utils.configure import ConfigError, load_config
+from utils.json_input import one_line
 from utils.result_model import PerformanceMetrics, Result
 
 THROUGHPUT_TOLERANCE = 0.01
@@ -140,8 +143,8 @@ def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS)
     check = ResultCheck(path, result.status)
     errors, warnings = check.errors, check.warnings
     if result.status != "ok":
-        errors.append(f"status {result.status}: {result.error}")
-    warnings.extend(f"recorded warning: {w}" for w in result.warnings)
+        errors.append(f"status {result.status}: {one_line(result.error, 400)}")
+    warnings.extend(f"recorded warning: {one_line(w, 400)}" for w in result.warnings)
     perf = result.performance_metrics
     if perf is None:
         errors.append("no performance_metrics")
@@ -174,6 +177,7 @@ class ValidationReport:
     checks: list[ResultCheck]
     invalid: list[tuple[Path, str]]
     fairness: FairnessReport
+    unreadable: set[Path] = field(default_factory=set)  # of ``invalid``: not a readable regular file
 
     @property
     def ok(self) -> bool:
@@ -188,9 +192,21 @@ class ValidationReport:
         }
 
 
+def guarded_check(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
+    """:func:`check_result`, with any failure of the checks themselves an error of this file only.
+
+    A schema-valid file is still foreign input; whatever its figures do to the arithmetic, the
+    other files are checked and the report is printed.
+    """
+    try:
+        return check_result(result, path, min_steps)
+    except Exception as exc:  # one file's problem, never the whole validation's
+        return ResultCheck(path, result.status, errors=[f"cannot be checked: {type(exc).__name__}: {one_line(exc)}"])
+
+
 def validate_loaded(loaded: LoadedDirectory, min_steps: int = DEFAULT_MIN_STEPS) -> ValidationReport:
-    checks = [check_result(r.result, r.path, min_steps) for r in loaded.results]
-    return ValidationReport(checks, loaded.skipped, check_fairness(loaded.results))
+    checks = [guarded_check(r.result, r.path, min_steps) for r in loaded.results]
+    return ValidationReport(checks, loaded.skipped, check_fairness(loaded.results), loaded.unreadable)
 
 
 def collect_paths(inputs: list[Path]) -> list[Path]:
@@ -209,16 +225,17 @@ def render_text(report: ValidationReport) -> str:
     rows = []
     for check in report.checks:
         verdict = "valid" if check.ok else "INVALID"
-        rows.append([check.path.name, check.status, verdict, len(check.errors), len(check.warnings)])
-    rows += [[path.name, "-", "UNREADABLE", 1, 0] for path, _ in report.invalid]
+        rows.append([one_line(check.path.name), check.status, verdict, len(check.errors), len(check.warnings)])
+    rows += [[one_line(path.name), "-", "UNREADABLE" if path in report.unreadable else "INVALID", 1, 0]
+             for path, _ in report.invalid]
     lines = [console_table(["file", "status", "verdict", "errors", "warnings"], rows), ""]
     for check in report.checks:
         for message in check.errors:
-            lines.append(f"ERROR   {check.path.name}: {message}")
+            lines.append(f"ERROR   {one_line(check.path.name)}: {message}")
         for message in check.warnings:
-            lines.append(f"warning {check.path.name}: {message}")
+            lines.append(f"warning {one_line(check.path.name)}: {message}")
     for path, message in report.invalid:
-        lines.append(f"ERROR   {path.name}: {message}")
+        lines.append(f"ERROR   {one_line(path.name)}: {message}")
     lines.append("")
     lines.append(f"fairness: {report.fairness.verdict()}")
     lines.extend(f"  - {d.describe()}" for d in report.fairness.differences)

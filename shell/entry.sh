@@ -11,6 +11,10 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
     tprimat_run_usage "entry.sh [command...]   (default: an interactive bash)" "the command (default: bash)"
     exit 0
 fi
+if [[ "${1:-}" == -* ]]; then  # options are not commands: an unknown one is a usage error, not a command run
+    echo "entry.sh: unknown option '$1' (give a command, e.g. ./shell/entry.sh bash; see --help)" >&2
+    exit 2
+fi
 cd "$TPRIMAT_ROOT" || exit 2
 platform="$(tprimat_resolve_platform)" || exit 2
 command=("$@")

@@ -8,17 +8,24 @@
 # and quickstart.sh exits with 128 + the signal's number.
 set -euo pipefail
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+usage() {
     cat <<'USAGE'
-Usage: shell/quickstart.sh
+Usage: shell/quickstart.sh [--help]
 Runs the whole tprimat pipeline locally on CPU with tiny model shapes and a generated dataset:
 set-up (.venv), data (shell/data.sh), training (shell/train.sh, FRAMEWORK=tran), comparison.
 FRAMEWORK="tran deep" MODELS="llama qwen mistral" adds DeepSpeed and Mistral 7B (about 3 times as long).
 Results: output/train_cpu_<framework>_<model>.json, output/compare.png, output/compare.md,
-output/compare_cpu_frameworks.png.
+output/compare_cpu_frameworks.png. It takes no arguments (settings come from the environment).
 USAGE
-    exit 0
-fi
+}
+
+# Every argument is checked before anything runs: an unknown one is exit 2, never a whole pipeline (issue 26).
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help) usage; exit 0 ;;
+        *) echo "quickstart.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
+    esac
+done
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=shell/jobctl.sh

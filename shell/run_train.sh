@@ -8,6 +8,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 # shellcheck source=docker.sh
 source "$TPRIMAT_ROOT/shell/docker.sh"
 cd "$TPRIMAT_ROOT" || exit 2
+for arg in "$@"; do  # shell/train.sh's options: an unknown one is refused before OUTPUT_DIR is touched
+    case "$arg" in
+        -h|--help|--dry-run) ;;
+        *) echo "run_train.sh: unknown argument '$arg' (shell/train.sh takes --dry-run, --help)" >&2; exit 2 ;;
+    esac
+done
 case " $* " in
     *" -h "*|*" --help "*|*" --dry-run "*) ;;
     *) tprimat_python_module utils.disk check-output || exit $? ;;

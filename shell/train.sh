@@ -4,6 +4,9 @@
 # OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
 # SIGINT/SIGTERM reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
 # incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
+# Each job is a run with an id (utils/run_owner.py): before its launcher starts, train.sh writes the job's
+# incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
+# stopped, the run is closed (a late write of it is dropped), and the next job waits for MASTER_PORT.
 # Exit status: 0 when every job exited 0 with an ok result, 1 otherwise, 2 on a config error.
 set -uo pipefail
 
@@ -16,7 +19,9 @@ FRAMEWORK is all, one framework or several in run order; prim on nvd runs nemo a
 runs prim, and the mapping is printed. The jobs and the valid names come from
 python -m train.jobs (see its --help); the platform from python -m utils.hardware --platform.
   --dry-run   pass --dry-run to every launcher (prints each launch plan, trains nothing, reads no result)
-Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.disk check-output).
+Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.disk check-output),
+the settings must run on the platform (python -m utils.configure --before-launch), MASTER_ADDR must
+resolve and MASTER_PORT be free (python -m utils.rendezvous, waiting up to 30 s between jobs).
 SIGINT/SIGTERM stop the running job (recorded incomplete) and start no other; exit 128 + signal.
 USAGE
 }
@@ -41,6 +46,7 @@ export PLATFORM="$platform"
 
 output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
 node_rank="$(tprimat_config_get NODE_RANK)" || exit 2
+nnodes="$(tprimat_config_get NNODES)" || exit 2
 jobs_text="$("$TPRIMAT_PYTHON" -m train.jobs --platform "$platform")" || exit 2
 mapfile -t jobs <<<"$jobs_text"
 if [[ ${#jobs[@]} -eq 0 || -z "${jobs[0]}" ]]; then
@@ -51,8 +57,11 @@ fi
 dry_run=0
 [[ " ${launcher_args[*]} " == *" --dry-run "* ]] && dry_run=1
 if [[ $dry_run -eq 0 ]]; then
-    # One line and no job at all when results cannot be written (not a directory, read-only, full).
+    # One line and no job at all when results cannot be written (not a directory, read-only, full), when a
+    # setting cannot run on this platform, or when the rendezvous address does not resolve.
     tprimat_python_module utils.disk check-output || exit $?
+    tprimat_python_module utils.configure --before-launch "$platform" || exit $?
+    tprimat_python_module utils.rendezvous || exit $?
 fi
 codes_file="$(mktemp "${TMPDIR:-/tmp}/tprimat-train-codes.XXXXXX")"
 trap 'rm -f "$codes_file"' EXIT
@@ -60,7 +69,7 @@ echo "train.sh: platform $platform, ${#jobs[@]} job(s), results in $output_dir"
 
 number=0
 for line in "${jobs[@]}"; do
-    if [[ -n "$TPRIMAT_SIGNAL" ]]; then
+    if [[ -n "$TPRIMAT_SIGNAL" && $number -gt 0 ]]; then
         echo "train.sh: stopped by SIG$TPRIMAT_SIGNAL; $((${#jobs[@]} - number)) job(s) not started" >&2
         break
     fi
@@ -73,8 +82,27 @@ for line in "${jobs[@]}"; do
         label="$label run $run_index"
     fi
     echo "=== [$number/${#jobs[@]}] $label: bash ${script#"$TPRIMAT_ROOT"/}"
-    tprimat_run bash "$script" "${run_args[@]}" "${launcher_args[@]}"
-    code=$?
+    run_id=""
+    # One node's run ids would drop another node's writes to a shared OUTPUT_DIR: single-node runs only.
+    if [[ $dry_run -eq 0 && "$nnodes" == "1" ]]; then
+        run_id="$(cat /proc/sys/kernel/random/uuid 2>/dev/null || echo "$$-$number-$RANDOM")"
+        owner_args=(--platform "$job_platform" --framework "$framework" --model "$model")
+        [[ "$run_index" == "-" ]] || owner_args+=(--run-index "$run_index")
+        # The previous job's processes are gone (run_owner end); give its port a bounded time to be freed.
+        [[ $number -eq 1 ]] || owner_args+=(--wait-port 30)
+        tprimat_python_module utils.run_owner start --result "$result" --run-id "$run_id" "${owner_args[@]}"
+    fi
+    if [[ -n "$TPRIMAT_SIGNAL" ]]; then
+        # Stopped before the first job started: its result says so (the others are listed as not started).
+        code="$(tprimat_signal_status)"
+    else
+        tprimat_run env TPRIMAT_RUN_ID="$run_id" bash "$script" "${run_args[@]}" "${launcher_args[@]}"
+        code=$?
+    fi
+    if [[ -n "$run_id" ]]; then
+        tprimat_python_module utils.run_owner end --result "$result" --run-id "$run_id" \
+            ${TPRIMAT_SIGNAL:+--signal "$TPRIMAT_SIGNAL"}
+    fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then
         echo "train.sh: $label stopped by SIG$TPRIMAT_SIGNAL (exit $code)" >&2
     elif [[ $code -ne 0 ]]; then

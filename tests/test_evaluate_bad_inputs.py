@@ -10,13 +10,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import pathlib
 from pathlib import Path
 
 import pytest
 from conftest import run_module
 from helpers_evaluate import make_result
 
+import utils.json_input
 from evaluate import compare
 from evaluate.compare import main as compare_main
 from evaluate.validate import main as validate_main
@@ -118,14 +118,14 @@ def test_permission_denied_is_named(tmp_path: Path, capsys: pytest.CaptureFixtur
     if os.geteuid() != 0:
         locked.chmod(0)
     else:  # root reads any file: a stand-in for the denied read, at the same call the loader makes
-        real_read = pathlib.Path.read_text
+        real_read = utils.json_input._read_bounded
 
-        def denied(self: Path, *args, **kwargs) -> str:
-            if self == locked:
-                raise PermissionError(errno.EACCES, "Permission denied", str(self))
-            return real_read(self, *args, **kwargs)
+        def denied(path: Path, max_bytes: int) -> bytes:
+            if path == locked:
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            return real_read(path, max_bytes)
 
-        monkeypatch.setattr(pathlib.Path, "read_text", denied)
+        monkeypatch.setattr(utils.json_input, "_read_bounded", denied)
     code, stdout, _ = run(capsys, validate_main, str(out))
     assert code == 1
     assert f"ERROR   {locked.name}: {locked}: unreadable:" in stdout and "Permission denied" in stdout

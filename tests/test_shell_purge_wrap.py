@@ -24,6 +24,7 @@ GENERATED_OUTPUT = [
     "logs/train_amd_prim_llama.primus_train.log", "generated/train_amd_prim_llama.primus.yaml",
     "profiles/train_cpu_tran_llama_rank0.json", "nemo/train_nvd_nemo_llama/lightning_logs/x",
     "nemo/index_cache/a.npy", "primus/anything", ".tprimat/train_cpu_tran_llama.json.lock",
+    ".tprimat/output-folder",
 ]
 NOT_OURS = ["notes.txt", "train_notes.json", "logs/HEAD", "logs/refs/heads/main", "generated/mine.yaml",
             "nemo/other/x", "keep/train_cpu_tran_llama.json"]
@@ -257,9 +258,9 @@ def test_wrap_refuses_the_token_however_secrets_env_writes_it(repo: Path, tmp_pa
 def test_wrap_refuses_a_token_split_across_read_chunks(repo: Path, tmp_path: Path) -> None:
     from utils import wrap
 
-    (repo / "output" / "big.log").write_bytes(b"x" * (wrap.CHUNK - 5) + TOKEN.encode() + b"y" * 10)
+    (repo / "output" / "logs" / "train_big.log").write_bytes(b"x" * (wrap.CHUNK - 5) + TOKEN.encode() + b"y" * 10)
     proc = run_script(repo, "shell/wrap.sh", env=clean_env(tmp_path, HF_TOKEN=TOKEN))
-    assert proc.returncode == 1 and "big.log" in proc.stderr and TOKEN not in proc.stderr
+    assert proc.returncode == 1 and "train_big.log" in proc.stderr and TOKEN not in proc.stderr
 
 
 def test_wrap_never_follows_a_link(repo: Path, tmp_path: Path) -> None:
@@ -283,7 +284,8 @@ def test_wrap_refuses_env_files_skips_fifos_and_empty_output(repo: Path, tmp_pat
     proc = run_script(repo, "shell/wrap.sh", env=clean_env(tmp_path), timeout=60)
     assert proc.returncode == 1 and "local.env" in proc.stderr and "skipped a-fifo (not a regular file)" in proc.stderr
     empty = tmp_path / "empty-out"
-    empty.mkdir()
+    (empty / ".tprimat").mkdir(parents=True)
+    (empty / ".tprimat" / "output-folder").write_text("tprimat's")
     proc = run_script(repo, "shell/wrap.sh", env=clean_env(tmp_path, OUTPUT_DIR=str(empty)))
     assert proc.returncode == 1 and "no results" in proc.stderr
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from tests.helpers_shell import clean_env, copy_repo, run_script
 
 STAND_IN = """#!/usr/bin/env bash
@@ -31,7 +32,9 @@ def repo(tmp_path: Path) -> Path:
 
 
 def _env(tmp_path: Path, **values: str) -> dict[str, str]:
-    return clean_env(tmp_path, JOB_LOG=str(tmp_path / "jobs.log"), OUTPUT_DIR=str(tmp_path / "out"), **values)
+    # tiny shapes (full ones are refused on cpu before any job) and a free port (train.sh checks it first)
+    return clean_env(tmp_path, JOB_LOG=str(tmp_path / "jobs.log"), OUTPUT_DIR=str(tmp_path / "out"),
+                     **{"MODEL_SIZE": "tiny", "MASTER_PORT": str(free_port()), **values})
 
 
 def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_path: Path) -> None:
@@ -46,8 +49,9 @@ def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_pat
     assert "evaluate/compare.py is not present" in proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("cpu ")]
     assert [(r[2], r[3], r[4], r[5]) for r in rows] == [
-        ("llama", "1", "0", "missing"), ("llama", "2", "0", "missing"),
-        ("qwen", "1", "3", "missing"), ("qwen", "2", "3", "missing"),
+        # the stand-ins write no result: each keeps the incomplete one train.sh wrote before it started
+        ("llama", "1", "0", "incomplete"), ("llama", "2", "0", "incomplete"),
+        ("qwen", "1", "3", "incomplete"), ("qwen", "2", "3", "incomplete"),
     ]
     assert "0 of 4 job(s) finished ok" in proc.stdout
 

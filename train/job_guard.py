@@ -14,17 +14,20 @@ Each piece answers a way issue 12 lost a job's outcome:
   placeholder stays: never a truncated file, never a crash after "ok";
 * :func:`run_logged`: when the log can no longer be written (a full disk), the job's
   output is still read (a full pipe would block the job) and shown, with one note;
-* :func:`port_problem`: a rendezvous port already taken fails in one line naming
-  ``MASTER_PORT`` before launch, instead of deep in a torchrun traceback.
+* :func:`port_problem` (``utils/rendezvous.py``, re-exported): a rendezvous port already taken
+  fails in one line naming ``MASTER_PORT`` before launch, instead of deep in a torchrun traceback;
+* :func:`die_with_parent`: the job's first process (torchrun) gets SIGTERM from the kernel when the
+  launcher dies, even by SIGKILL, so it stops its workers and frees ``MASTER_PORT`` (issue 26: after
+  a SIGKILL of the launcher, torchrun and its worker lived on and held the port).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import ctypes
+import ctypes.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +38,7 @@ from typing import Any
 from utils.atomic import atomic_write_text
 from utils.disk import OutputDirError
 from utils.locks import LOCK_DIR
+from utils.rendezvous import port_problem as port_problem  # re-exported: train/launch.py imports it here
 from utils.result import ResultError, write_result
 from utils.result_model import Result
 
@@ -107,7 +111,8 @@ def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: di
                 log.write(header + "\n")
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, text=True, errors="replace", bufsize=1)
+                                    start_new_session=True, text=True, errors="replace", bufsize=1,
+                                    preexec_fn=die_with_parent)  # two syscalls between fork and exec
         except OSError as exc:
             with contextlib.suppress(OSError):
                 log.write(f"tprimat: cannot start {argv[0]}: {exc}\n")
@@ -136,6 +141,24 @@ def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: di
             log.close()
         with contextlib.suppress(OSError):
             sys.stdout.flush()
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" else None
+
+
+def die_with_parent() -> None:
+    """In the child between fork and exec: SIGTERM when the launcher dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Elsewhere nothing: the job's own process group (:class:`Signals`) and ``shell/train.sh``'s end of the
+    run (``utils/run_owner.py``) still stop it.
+    """
+    if _LIBC is None:
+        return
+    launcher = os.getppid()
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != launcher:  # the launcher died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def reserve_bytes(train_iters: int) -> int:
@@ -208,26 +231,3 @@ class ResultFile:
             kept = "the placeholder (incomplete) stays" if self.is_placeholder() else "the file is as the job left it"
             return f"{problem}; {kept}"
 
-
-def port_problem(port: int) -> str | None:
-    """Why the rendezvous port cannot be bound on this host, or None (checked on node 0, which binds it)."""
-    for family, address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-        try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-        except OSError:
-            continue  # no IPv6 here
-        with sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are no conflict
-            if family == socket.AF_INET6:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                sock.bind((address, port))
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    return (f"MASTER_PORT={port} is already in use on this host (another job or service listens "
-                            "there); set MASTER_PORT to a free port")
-                if exc.errno == errno.EADDRNOTAVAIL:
-                    continue
-                return f"MASTER_PORT={port} cannot be bound on this host: {exc.strerror or exc}"
-    return None

@@ -20,8 +20,10 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
+from utils.json_input import one_line
 from utils.registry import framework_choices, model_names, platform_names
 
 
@@ -48,6 +50,7 @@ BOS_POLICIES = ("megatron", "tokenizer")
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
 # and 2**31 - 1 is the largest every one of them holds exactly.
 MAX_COUNT = 2**31 - 1
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Rule:
     fold_case: bool = False
     describe: str | None = None
     pattern: str | None = None  # a text key must match this regular expression in full
+    empty_is_default: bool = False  # an empty value means the key's default (as for a path)
 
 
 _COUNT = Rule(minimum=1, maximum=MAX_COUNT)  # how many of something: at least one
@@ -125,6 +129,11 @@ RULES: dict[str, Rule] = {
     "nnodes": _COUNT,
     "node_rank": _INDEX,
     "master_port": Rule(minimum=1, maximum=65535, describe="a TCP port (1-65535)"),
+    # A host name (RFC 1123 labels) or an IPv4/IPv6 address; empty means the default, localhost (issue 26:
+    # torchrun given '' or a malformed name retried until killed). Whether it resolves: utils/rendezvous.py.
+    "master_addr": Rule(pattern=r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                                r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*",
+                        empty_is_default=True, describe="a host name or an IP address, e.g. node001 or 10.0.0.1"),
     "gpus_per_node": _COUNT,
     "runs": _COUNT,
     "measure_skip_steps": _INDEX,
@@ -184,8 +193,23 @@ def _check_choice(key: str, word: str, rule: Rule) -> None:
     raise ConfigError(f"{key}={word!r}: allowed values are {', '.join(allowed)}")
 
 
+def _control_character(key: str, value: Any) -> str | None:
+    """Why a text, path or list value is refused for a control character (None: it holds none).
+
+    Issue 26: a line break in ``OUTPUT_DIR`` split ``shell/train.sh``'s job list into a phantom second
+    job, and such a value reaches file names, docker's env file and logs. No path or name needs one.
+    """
+    words = value if isinstance(value, tuple) else (value,)
+    for word in words:
+        if isinstance(word, (str, PurePath)) and (found := _CONTROL.search(str(word))):
+            return (f"{key}={one_line(word)!s}: holds a control character ({one_line(found.group())}); "
+                    "paths and names may not")
+    return None
+
+
 def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> None:
-    """Type-level checks (finite floats, non-empty lists) and each key's row of :data:`RULES`.
+    """Type-level checks (finite floats, non-empty lists, no control character in a text) and each key's row of
+    :data:`RULES`.
 
     ``values`` and ``field_types`` are keyed by field name (the lower-cased config key).
     """
@@ -196,6 +220,9 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
         kind, _ = base_type(hint)
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"{key}={value}: must be a finite number")
+        text_problem = _control_character(key, value)
+        if text_problem:
+            raise ConfigError(text_problem)
         rule = RULES.get(name)
         if is_list(kind):
             if not value:
@@ -215,3 +242,16 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
             problem = _bound_problem(rule, value)
             if problem:
                 raise ConfigError(f"{key}={value}: {problem}")
+
+
+def launch_problem(platform: str, model_size: str) -> str | None:
+    """A setting that cannot run on ``platform`` at all, refused before a job starts (None: none).
+
+    Issue 26: ``MODEL_SIZE=full`` on ``cpu`` started an 8B job that died out of memory minutes later. The cpu
+    platform runs the pipeline at tiny shapes only; a general memory estimate for the GPU platforms is not
+    this rule's job.
+    """
+    if platform == "cpu" and model_size == "full":
+        return ("MODEL_SIZE=full on PLATFORM=cpu: the cpu platform runs tiny shapes only (a full 7-8B model does "
+                "not train in a CPU's memory and time); set MODEL_SIZE=tiny")
+    return None

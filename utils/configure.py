@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import sys
 import typing
 from collections.abc import Mapping
@@ -35,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from utils.config_rules import FRAMEWORK_CHOICES as FRAMEWORK_CHOICES  # re-exported: part of this module's API
-from utils.config_rules import MODEL_NAMES, RULES, ConfigError, base_type, check_rules, is_list
+from utils.config_rules import MODEL_NAMES, RULES, ConfigError, base_type, check_rules, is_list, launch_problem
 from utils.config_rules import PLATFORMS as PLATFORMS
 from utils.envfile import EnvFileError, read_env_file
 from utils.environment import in_tprimat_container
 from utils.models import check_layers
+from utils.output_path import safe_label
 from utils.registry import FRAMEWORK_ALL, framework_names
 from utils.secrets_loader import SECRET_KEYS, write_docker_env_file
 from utils.secrets_loader import read_secret as read_secret
@@ -170,7 +170,7 @@ class Config:
         """File-name-safe dataset label: ``local:/x/y.jsonl`` becomes ``local-y``."""
         if self.dataset.startswith("local:"):
             stem = Path(self.dataset[len("local:"):]).stem or "local"
-            return "local-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
+            return "local-" + safe_label(stem, "local")
         return self.dataset
 
     def workload(self) -> dict[str, Any]:
@@ -245,8 +245,9 @@ def _convert(key: str, raw: str) -> Any:
     """Turn one raw string into the field's type, with an error naming key and value."""
     kind, optional = base_type(FIELD_TYPES[key.lower()])
     text = raw.strip()
-    if text == "" and (optional or kind is Path):
-        return None  # empty: no value (a Path falls back to its default)
+    rule = RULES.get(key.lower())
+    if text == "" and (optional or kind is Path or (rule is not None and rule.empty_is_default)):
+        return None  # empty: no value (a Path, or a key whose rule says so, falls back to its default)
     if kind is bool:
         lowered = text.lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -265,10 +266,9 @@ def _convert(key: str, raw: str) -> Any:
         except ValueError:
             raise ConfigError(f"{key}={raw!r}: expected a number") from None
     if is_list(kind):
-        return tuple(text.replace(",", " ").split())
+        return tuple(dict.fromkeys(text.replace(",", " ").split()))  # a repeated word once (duplicate_notes)
     if kind is Path:
         return Path(text).expanduser()
-    rule = RULES.get(key.lower())
     if rule is not None and rule.fold_case:
         return text.lower()
     return text
@@ -336,6 +336,35 @@ def parse_env_file(path: Path) -> dict[str, str]:
         raise ConfigError(str(exc)) from None
 
 
+def _merged_values(config_file: Path | str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The raw text of every key: the file's, overridden by the environment's."""
+    path = Path(config_file or env.get("TPRIMAT_CONFIG") or DEFAULT_CONFIG_FILE)
+    file_values = parse_env_file(path)
+    known = {name.upper() for name in FIELD_TYPES} | {"GBS"}
+    unknown = sorted(set(file_values) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+    return {**file_values, **{k: v for k, v in env.items() if k in known}}
+
+
+def duplicate_notes(config_file: Path | str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """One note per list key whose value repeats a word: every list key keeps each word once, in first order.
+
+    Issue 26: ``MODELS="llama llama"`` ran one job twice into one file and reported "2 of 2 ok", while a
+    repeated FRAMEWORK was collapsed. :func:`_convert` now collapses every list the same way; this says so.
+    """
+    env = dict(os.environ if environ is None else environ)
+    notes = []
+    for key, raw in _merged_values(config_file, env).items():
+        if key != "GBS" and is_list(base_type(FIELD_TYPES[key.lower()])[0]):
+            words = raw.replace(",", " ").split()
+            repeated = [w for w in dict.fromkeys(words) if words.count(w) > 1]
+            if repeated:
+                notes.append(f"note: {key} lists {', '.join(repeated)} more than once; each runs once "
+                             f"({key}={' '.join(dict.fromkeys(words))})")
+    return notes
+
+
 def load_config(
     config_file: Path | str | None = None,
     environ: Mapping[str, str] | None = None,
@@ -347,20 +376,14 @@ def load_config(
     ``MBS=2 ./shell/run_train.sh`` works.
     """
     env = dict(os.environ if environ is None else environ)
-    path = Path(config_file or env.get("TPRIMAT_CONFIG") or DEFAULT_CONFIG_FILE)
-    file_values = parse_env_file(path)
-    known = {name.upper() for name in FIELD_TYPES} | {"GBS"}
-    unknown = sorted(set(file_values) - known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
-    merged = {**file_values, **{k: v for k, v in env.items() if k in known}}
+    merged = _merged_values(config_file, env)
     kwargs: dict[str, Any] = {}
     for key, raw in merged.items():
         if key == "GBS":
             continue
         value = _convert(key, raw)
-        if value is None and FIELD_TYPES[key.lower()] is Path:
-            continue  # empty path: keep the default chosen below
+        if value is None and not base_type(FIELD_TYPES[key.lower()])[1]:
+            continue  # empty: keep the default (chosen below for the folders)
         kwargs[key.lower()] = value
     if kwargs.get("data_dir") is None:
         kwargs["data_dir"] = Path(CONTAINER_DATA_DIR) if in_tprimat_container(env) else REPO_ROOT / "data_cache"
@@ -412,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--json", action="store_true", help="print every key as JSON")
     what.add_argument("--docker-env-file", type=Path, metavar="PATH",
                       help="write the env file handed to `docker run --env-file` (see below)")
+    what.add_argument("--before-launch", metavar="PLATFORM", choices=PLATFORMS,
+                      help="check what must hold before jobs start on PLATFORM (e.g. MODEL_SIZE=full is refused on "
+                           "cpu) and print a note for every list key that repeats a word")
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config)
@@ -427,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(cfg.to_dict(), indent=2))
         elif args.docker_env_file:
             write_docker_env_file(args.docker_env_file, docker_env_values(cfg))
+        elif args.before_launch:
+            problem = launch_problem(args.before_launch, cfg.model_size)
+            if problem:
+                raise ConfigError(problem)
+            for note in duplicate_notes(args.config):
+                print(note)
         else:
             for key, value in cfg.as_env().items():
                 print(f"{key}={value}")

@@ -15,7 +15,8 @@ The names, by writer (each the owner of its name; this table only recognises the
   logs, Primus's ``TRAIN_LOG``, NeMo's overrides), ``generated/train_*`` (Primus
   experiments), ``profiles/train_*`` (traces), ``nemo/train_*/`` and ``nemo/index_cache/``
   (NeMo's own log folders), ``primus/`` (Primus's workspace), ``.tprimat/`` (locks and
-  reserves, ``utils/locks.py``, ``train/job_guard.py``);
+  reserves, ``utils/locks.py``, ``train/job_guard.py``; the output-folder marker
+  :data:`OUTPUT_MARKER` that ``shell/wrap.sh`` requires);
 * ``DATA_DIR`` (``utils/dataset.py``'s layout): ``<dataset>/{raw,clean}.jsonl`` and their
   manifests, ``<dataset>-<model>_text_document.{bin,idx,manifest.json,verify.json}``,
   ``tokenizers/<model>``, ``tokenizers/sample-<model>`` and their manifests,
@@ -26,8 +27,10 @@ The names, by writer (each the owner of its name; this table only recognises the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,33 @@ DATASET_FILES = frozenset({"raw.jsonl", "clean.jsonl", "fetch.manifest.json", "c
 ENCODED_NAME = re.compile(rf"{_DATASET}-(?:{_MODELS})_text_document\.(?:bin|idx|manifest\.json|verify\.json)")
 TOKENIZER_NAME = re.compile(rf"(?:sample-)?(?:{_MODELS})(?:\.manifest\.json)?")
 REPO_CACHES = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
+
+
+# Left by tprimat in every output folder it writes into (results: utils/result.py; the comparison:
+# evaluate/compare.py). shell/wrap.sh packs only a folder holding it (issue 26: OUTPUT_DIR=/etc packed /etc).
+OUTPUT_MARKER = f"{LOCK_DIR}/output-folder"
+_MARKER_TEXT = ("This folder holds files tprimat wrote (results, logs, comparisons).\n"
+                "shell/wrap.sh packs only folders holding this file, and only the names utils/generated.py lists.\n")
+
+
+def mark_output_dir(folder: Path) -> None:
+    """Leave :data:`OUTPUT_MARKER` in ``folder`` (once). A folder that cannot take it only stays unpackable."""
+    marker = Path(folder) / OUTPUT_MARKER
+    if marker.is_file():
+        return
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(_MARKER_TEXT)
+
+
+def is_output_dir(folder: Path) -> bool:
+    """Whether tprimat left its marker in ``folder`` (a regular file, not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(Path(folder) / OUTPUT_MARKER).st_mode)
+    except OSError:
+        return False
 
 
 class RootError(ValueError):

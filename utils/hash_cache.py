@@ -25,6 +25,7 @@ from typing import Any
 
 from utils.atomic import atomic_path
 from utils.hashing import sha256_file
+from utils.json_input import read_json
 
 CACHE_NAME = ".tprimat-hashes.json"
 _VERSION = 1
@@ -35,9 +36,9 @@ def _identity(stat: os.stat_result) -> list[int]:
 
 
 def _load(cache: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # bounded like every JSON tprimat reads (utils/json_input.py); a bad cache only means hashing again
+        data = read_json(cache, max_bytes=64 * 2**20)
+    except ValueError:
         return {}
     if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("files"), dict):
         return {}

@@ -40,7 +40,10 @@ from utils.atomic import atomic_write_text
 from utils.configure import Config
 from utils.environment import capture_environment
 from utils.failures import final_status
+from utils.generated import mark_output_dir
+from utils.json_input import JsonInputError, one_line, read_json
 from utils.models import ModelShape
+from utils.output_path import output_file
 from utils.result_model import (
     SCHEMA_VERSION,
     Environment,
@@ -51,7 +54,9 @@ from utils.result_model import (
     Source,
     TrainingConfig,
     Workload,
+    unknown_name,
 )
+from utils.run_owner import write_problem
 
 __all__ = [
     "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",
@@ -79,27 +84,42 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
 
     The profile is in the name so that identical and tuned results of one job live side by side
     in one OUTPUT_DIR and one comparison shows both.
+    The name is built from registry names only and resolved by ``utils/output_path.py``, so no value
+    (a foreign result's field, a hand-typed argument) can lead it outside ``output_dir``.
     """
+    for kind, name in (("platform", platform), ("framework", framework), ("model", model)):
+        problem = unknown_name(kind, name)
+        if problem:
+            raise ValueError(problem)
     tuned = "_tuned" if profile == "tuned" else ""
-    suffix = f"_r{run_index}" if run_index is not None else ""
-    return Path(output_dir) / f"train_{platform}_{framework}_{model}{tuned}{suffix}.json"
+    suffix = f"_r{int(run_index)}" if run_index is not None else ""
+    return output_file(Path(output_dir), f"train_{platform}_{framework}_{model}{tuned}{suffix}.json")
 
 
 def _first_problem(exc: ValidationError, where: str) -> ResultError:
-    """A one-line error naming ``where``, the field path and the first problem pydantic found."""
-    first = exc.errors()[0]
-    location = "/".join(str(part) for part in first["loc"]) or "(top level)"
-    return ResultError(f"{where}: {location}: {first['msg']}")
+    """A one-line error naming ``where``, the field path and the first problem pydantic found.
+
+    The path may hold a foreign file's key: shown through ``one_line`` (no line break, bounded).
+    """
+    first = exc.errors(include_url=False, include_input=False)[0]
+    location = "/".join(one_line(part, 60) for part in first["loc"]) or "(top level)"
+    return ResultError(f"{where}: {location}: {one_line(first['msg'], 300)}")
 
 
-def _validated(data: Any, where: str) -> Result:
-    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole."""
+def _validated(data: Any, where: str, strict: bool = False) -> Result:
+    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole.
+
+    ``strict`` (files read): pydantic's strict mode, so ``"8456"`` or ``true`` is no number. A result
+    built in memory is validated as it is built; its dump is checked strictly on write as well.
+    """
     if isinstance(data, Result):
         data = data.model_dump()
     try:
-        return Result.model_validate(data)
+        return Result.model_validate(data, strict=strict)
     except ValidationError as exc:
         raise _first_problem(exc, where) from None
+    except RecursionError:  # a foreign object nested past the interpreter's limit (read_json bounds files)
+        raise ResultError(f"{where}: nested too deeply to validate") from None
 
 
 def update_result(result: Result, **fields: Any) -> Result:
@@ -195,35 +215,47 @@ def _finish(result: Result, status: str, error: str | None, expected_steps: int)
 
 
 def write_result(path: Path, result: Result) -> Path:
-    """Validate the whole result, then write it atomically (temp file in the same directory + rename)."""
+    """Validate the whole result, then write it atomically (temp file in the same directory + rename).
+
+    A process of a job run that no longer owns the file (``utils/run_owner.py``: an orphan of a stopped
+    job, a run that ended) does not write: the write is dropped with one line, and ``path`` returned.
+    """
     path = Path(path)
-    checked = _validated(result, str(path))
+    dropped = write_problem(path)
+    if dropped:
+        print(f"result: {dropped}", file=sys.stderr)
+        return path
+    checked = _validated(result, str(path), strict=True)
     text = json.dumps(checked.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
-    return atomic_write_text(path, text, fsync=True)
+    written = atomic_write_text(path, text, fsync=True)
+    mark_output_dir(path.parent)  # tprimat's output folder: shell/wrap.sh packs only such folders
+    return written
 
 
 def read_result(path: Path) -> Result:
-    """Load and validate one result; a version-1 file is migrated. Errors name the file and the first problem."""
+    """Load and validate one result as foreign input; a version-1 file is migrated.
+
+    The file is read under the size and depth limits of ``utils/json_input.py`` and validated in
+    pydantic's strict mode (a number written as a string is refused, never converted). Every problem,
+    whatever the file holds, is a :class:`ResultError` naming the file and the first problem.
+    """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultError(f"{path}: unreadable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultError(f"{path}: not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+        data = read_json(path, allow_nan=True)  # the model refuses non-finite figures, naming the field
+    except JsonInputError as exc:
+        raise ResultError(str(exc)) from None
+    where = one_line(path, 400)
     if not isinstance(data, dict):
-        raise ResultError(f"{path}: (top level): a result is a JSON object, not {type(data).__name__}")
+        raise ResultError(f"{where}: (top level): a result is a JSON object, not {type(data).__name__}")
     if data.get("schema_version") == 1:
         from utils.result_v1 import migrate
 
         try:
             data = migrate(data)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ResultError(f"{path}: schema version 1 file cannot be migrated: {exc}") from None
-        return _validated(data, f"{path} (migrated from schema version 1)")
-    return _validated(data, str(path))
+        except Exception as exc:  # any shape of foreign file is one line, never a traceback
+            raise ResultError(f"{where}: schema version 1 file cannot be migrated: {one_line(exc)}") from None
+        return _validated(data, f"{where} (migrated from schema version 1)", strict=True)
+    return _validated(data, where, strict=True)
 
 
 class Interrupted(BaseException):

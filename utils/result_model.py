@@ -13,6 +13,9 @@ Rules every block follows:
   measured is ``None``, and the block says why in its ``reason`` field;
 * figures that cannot be negative (times, throughput, memory, energy) are typed so;
 * unknown keys are rejected (``extra="forbid"``), so a typo is caught on write;
+* figures are bounded (``MAX_INT``, ``MAX_FIGURE``) and ``platform``/``framework``/``model`` are
+  names of ``utils/registry.py``: a result is read from other people's machines (issue 26), and
+  ``utils.result`` validates files in pydantic's strict mode (no ``"8456"`` read as 8456);
 * the older tools' keys stay where their readers look for them: top-level
   ``platform``, ``gpu_info``, ``training_config`` (``max_steps``, ``global_batch_size``,
   ``micro_batch_size``, ``sequence_length``, ``num_gpus``), ``performance_metrics``
@@ -28,9 +31,12 @@ is generated from ``Result`` alone), and a reader checks one block against its n
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from utils.json_input import one_line
+from utils.registry import framework_names, model_names, platform_names
 
 SCHEMA_VERSION = 2
 
@@ -38,9 +44,15 @@ Status = Literal["ok", "incomplete", "failed"]
 SourceKind = Literal["callback", "log", "tensorboard"]
 Scalar = str | int | float | bool | None
 
-NonNegative = Annotated[float, Field(ge=0)]
-Count = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(ge=1)]
+# Upper bounds of every figure (issue 26): a result is foreign input, and a figure of 10**300 passed the
+# schema and then overflowed the statistics that read it. No measured quantity comes near these (a count
+# is a step, a token or a byte count; 1e18 is beyond any throughput, FLOP count per token or energy in J).
+MAX_INT = 2**63 - 1
+MAX_FIGURE = 1e18
+NonNegative = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
+Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
 
 
 class Block(BaseModel):
@@ -217,7 +229,7 @@ class ModelShapeBlock(Block):
     norm_eps: NonNegative
     qkv_bias: bool
     max_position_embeddings: Positive
-    rope_scaling: dict[str, Any] | None = None
+    rope_scaling: dict[str, Scalar] | None = None
     swiglu: bool = True
     tied_embeddings: bool = False
     proxy_of_layers: Positive | None = None  # MODEL_LAYERS: the model's own depth when this shape is a proxy
@@ -543,11 +555,21 @@ class Result(Block):
     first_step: Positive = 1
     step_interval: Positive = 1
     step_times: list[NonNegative | None] = Field(default_factory=list)
-    loss_values: list[float | None] = Field(default_factory=list)
+    loss_values: list[Figure | None] = Field(default_factory=list)
     learning_rates: list[NonNegative | None] = Field(default_factory=list)
     memory_allocated_gb: list[NonNegative | None] = Field(default_factory=list)
     source: Source
     profiling: Profiling | None = None
+
+    @field_validator("platform", "framework", "model")
+    @classmethod
+    def _registry_name(cls, value: str, info: ValidationInfo) -> str:
+        """Only the registry's names (utils/registry.py): output file names and report sections are built from
+        them, and a result is foreign input (a platform of ``y/../../tmp/x`` wrote outside the output folder)."""
+        problem = unknown_name(info.field_name, value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _status_rules(self) -> Result:
@@ -562,3 +584,14 @@ class Result(Block):
         if len(lengths) > 1:
             raise ValueError("step_times, loss_values and learning_rates must have the same length")
         return self
+
+
+_REGISTRY_NAMES = {"platform": platform_names, "framework": framework_names, "model": model_names}
+
+
+def unknown_name(kind: str, value: str) -> str | None:
+    """Why ``value`` is no registry name of ``kind`` (platform, framework, model), shown safely; None when it is."""
+    known = _REGISTRY_NAMES[kind]()
+    if value in known:
+        return None
+    return f"'{one_line(value, 40)}' is not a {kind} tprimat knows ({', '.join(known)})"

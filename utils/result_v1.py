@@ -76,6 +76,8 @@ def _pick(data: Mapping[str, Any] | None, model: type[BaseModel], where: str, dr
           exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The keys of ``data`` that ``model`` has; the others are named in ``dropped`` unless known redundant."""
     data = data or {}
+    if not isinstance(data, Mapping):  # a foreign file: a block may be anything
+        raise ValueError(f"{where} is a JSON {type(data).__name__}, not an object")
     keep = _fields(model) - set(exclude)
     ignorable = REDUNDANT.get(where, set()) | set(exclude)
     dropped.extend(f"{where}.{key}" for key in data if key not in keep and key not in ignorable)

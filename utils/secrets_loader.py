@@ -6,12 +6,14 @@ line verbatim, so a token with a trailing `` # mine`` arrives broken; a shell re
 right. This module reads it as a shell does (``utils/envfile.py``) and renders plain
 ``KEY=value`` lines for docker, so every consumer (data/fetch.py natively, the same code
 in a container) sees the same token. A secret is never part of the config, never printed,
-and an error about ``secrets.env`` never shows a line or a value.
+and an error about ``secrets.env`` never shows a line or a value. A value with a control character
+or surrounding whitespace is refused, never cleaned up (:func:`read_secret_bytes`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,20 +27,54 @@ DEFAULT_SECRETS_FILE = Path(__file__).resolve().parent.parent / "secrets.env"
 SECRET_KEYS = ("HF_TOKEN",)
 
 
-def read_secret(name: str, environ: Mapping[str, str] | None = None, secrets_file: Path | None = None) -> str | None:
-    """Return a secret (e.g. ``HF_TOKEN``) from the environment, else ``secrets.env``; None when neither has it."""
-    env = os.environ if environ is None else environ
-    value = env.get(name, "").strip()
-    if value:
+_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
+_WHITESPACE = b" \t\n\r\x0b\x0c"
+
+
+def _checked(name: str, value: bytes, where: str) -> bytes | None:
+    """``value`` when it can be a token; refused in one line that never shows it (issue 26).
+
+    A control character (NUL included) or whitespace around the value is refused rather than
+    stripped: a stripped or decoded value is not the bytes a log would hold, and the leak check
+    before packing (``utils/wrap.py``) must look for exactly those bytes.
+    """
+    if not value:
+        return None
+    if _CONTROL.search(value):
+        raise ConfigError(f"{name} from {where}: the value holds a control character; refused (value not shown)")
+    if value.strip(_WHITESPACE) != value:
+        raise ConfigError(f"{name} from {where}: the value has whitespace around it; refused (value not shown)")
+    return value
+
+
+def read_secret_bytes(name: str, environ: Mapping[str, str] | None = None,
+                      secrets_file: Path | None = None) -> bytes | None:
+    """A secret's exact bytes: the environment's (as the process received them), else ``secrets.env``'s (UTF-8).
+
+    None when neither has it; :class:`ConfigError` (without the value) when it has a control character or
+    surrounding whitespace.
+    """
+    if environ is None:
+        raw = os.environb.get(name.encode()) if os.supports_bytes_environ else os.environ.get(name, "").encode()
+    else:
+        raw = os.fsencode(environ.get(name, ""))
+    value = _checked(name, raw or b"", "the environment")
+    if value is not None:
         return value
     path = Path(secrets_file or DEFAULT_SECRETS_FILE)
     if not path.exists():
         return None
     try:
-        value = read_env_file(path, secret=True, label="secrets file").get(name, "").strip()
+        text = read_env_file(path, secret=True, label="secrets file").get(name, "")
     except EnvFileError as exc:
         raise ConfigError(str(exc)) from None
-    return value or None
+    return _checked(name, text.encode("utf-8"), str(path))
+
+
+def read_secret(name: str, environ: Mapping[str, str] | None = None, secrets_file: Path | None = None) -> str | None:
+    """Return a secret (e.g. ``HF_TOKEN``) from the environment, else ``secrets.env``; None when neither has it."""
+    value = read_secret_bytes(name, environ, secrets_file)
+    return None if value is None else os.fsdecode(value)
 
 
 def docker_env_lines(config_values: Mapping[str, str], environ: Mapping[str, str] | None = None,

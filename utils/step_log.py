@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import IO, Any
 
+from utils.json_input import parse_json
 from utils.result_model import Result, SourceFile
 
 SUFFIX = ".steps.jsonl"
@@ -82,16 +83,16 @@ def read_step_log(path: Path) -> tuple[dict[str, Any], dict[str, list[float | No
             lines = stream.read().split("\n")
     except OSError:
         return None
-    try:
-        header = json.loads(lines[0])["header"]
+    try:  # a file on disk is input like any other: bounded in depth (utils/json_input.py)
+        header = parse_json(lines[0], str(path))["header"]
         Result.model_validate(header["result"])
-    except (ValueError, KeyError, TypeError, IndexError):
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError):
         return None
     arrays: dict[str, list[float | None]] = {"step_times": [], "loss_values": [], "learning_rates": [],
                                              "memory_allocated_gb": []}
     for number, text in enumerate(lines[1:], start=1):
         try:
-            record = json.loads(text)
+            record = parse_json(text, str(path))
             if record["step"] != number or not isinstance(record["time_s"], (int, float)) or record["time_s"] < 0:
                 break
         except (ValueError, KeyError, TypeError):

@@ -1,4 +1,4 @@
-"""Pack ``OUTPUT_DIR`` into ``output.zip``, never packing a secret.
+"""Pack ``OUTPUT_DIR`` into ``output.zip``: only what tprimat wrote, never a secret.
 
 Why Python: issue 12 found ``wrap.sh`` following a link in the output folder to
 ``secrets.env`` into the archive, and searching for the wrong token when ``secrets.env``
@@ -13,7 +13,17 @@ had a trailing comment or CRLF line ends. Here:
   containing a secret value, makes wrap refuse: every such file is named, the value never;
   the bytes are scanned again while they are packed, so a file changed in between cannot
   slip through;
-* the archive is built under a temporary name and renamed only when complete.
+* the archive is built under a temporary name and renamed only when complete;
+* only a folder tprimat wrote into is packed (issue 26: ``OUTPUT_DIR=/etc`` packed 293 files of
+  ``/etc``): it must hold the marker tprimat leaves there (``utils.generated.OUTPUT_MARKER``),
+  and only the names ``utils.generated.output_targets`` recognises are packed (results, step
+  records, logs, generated configs, traces, comparisons); every other file is left out with one
+  line counting them;
+* a file other users may not read (its mode bits) is never packed, whatever it holds: someone
+  made it private;
+* the secret values are compared as bytes: the exact bytes of the value in the environment, or
+  in ``secrets.env``; a value with a control character or surrounding whitespace is refused by
+  the loader (``utils/secrets_loader.py``), so what is compared is what a log would hold.
 
 CLI (``shell/wrap.sh`` runs it): ``python -m utils.wrap``; exit 1 when it refuses.
 """
@@ -32,9 +42,10 @@ from pathlib import Path
 
 from utils.atomic import atomic_path
 from utils.config_rules import ConfigError
-from utils.generated import TEMP_NAME, RootError, check_root
+from utils.generated import OUTPUT_MARKER, TEMP_NAME, RootError, check_root, is_output_dir, output_targets
+from utils.json_input import one_line
 from utils.locks import LOCK_DIR
-from utils.secrets_loader import SECRET_KEYS, read_secret
+from utils.secrets_loader import SECRET_KEYS, read_secret_bytes
 
 CHUNK = 1 << 20
 # Shorter values would match by accident and protect nothing (a token is tens of characters).
@@ -49,21 +60,30 @@ class WrapRefused(RuntimeError):
 class Contents:
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    not_ours: list[str] = field(default_factory=list)  # regular files tprimat did not write: left out
+    env_files: list[str] = field(default_factory=list)
 
 
 def secret_values() -> list[bytes]:
-    """Every secret tprimat uses, as ``read_secret`` yields it (values too short to be tokens left out)."""
-    values = [read_secret(key) for key in SECRET_KEYS]
-    return [v.encode() for v in values if v and len(v) >= MIN_SECRET_CHARS]
+    """Every secret tprimat uses, as the bytes ``read_secret_bytes`` yields (values too short to be tokens left out)."""
+    values = [read_secret_bytes(key) for key in SECRET_KEYS]
+    return [v for v in values if v and len(v) >= MIN_SECRET_CHARS]
 
 
 def _is_env_file(name: str) -> bool:
     return name.endswith(".env") or "secrets.env" in name
 
 
+def _ours(root: Path) -> tuple[set[Path], tuple[Path, ...]]:
+    """The files and the whole folders tprimat generated in ``root`` (its bookkeeping folder excluded)."""
+    targets = [t for t in output_targets(root) if t.path.name != LOCK_DIR and not TEMP_NAME.fullmatch(t.path.name)]
+    return {t.path for t in targets if not t.tree}, tuple(t.path for t in targets if t.tree)
+
+
 def collect(root: Path) -> Contents:
-    """The regular files under ``root`` to pack (bookkeeping and temporary files left out), links skipped."""
+    """The files under ``root`` to pack: regular, written by tprimat, readable by others; links never followed."""
     found = Contents()
+    files_ours, trees_ours = _ours(root)
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         for name in sorted(dirs):
@@ -79,7 +99,16 @@ def collect(root: Path) -> Contents:
                                      "links are never followed)")
             elif not stat.S_ISREG(mode):
                 found.skipped.append(f"{path.relative_to(root)} (not a regular file)")
-            elif not TEMP_NAME.fullmatch(name) and name != ".gitkeep":
+            elif TEMP_NAME.fullmatch(name) or name == ".gitkeep":
+                continue
+            elif _is_env_file(name):
+                found.env_files.append(str(path.relative_to(root)))
+            elif path not in files_ours and not any(tree in path.parents for tree in trees_ours):
+                found.not_ours.append(str(path.relative_to(root)))
+            elif not mode & stat.S_IROTH:
+                found.skipped.append(f"{path.relative_to(root)} (not readable by other users: mode "
+                                     f"{stat.S_IMODE(mode):04o}; a private file is never packed)")
+            else:
                 found.files.append(path)
     return found
 
@@ -130,9 +159,8 @@ def _leaks(path: Path, rel: str, secrets: list[bytes]) -> bool:
 
 def check(root: Path, contents: Contents, secrets: list[bytes]) -> None:
     """Refuse env files and files holding a secret, naming each (never the value)."""
-    env_files = [str(p.relative_to(root)) for p in contents.files if _is_env_file(p.name)]
-    if env_files:
-        raise WrapRefused(f"refusing to pack env files (they may hold secrets): {', '.join(env_files)}")
+    if contents.env_files:
+        raise WrapRefused(f"refusing to pack env files (they may hold secrets): {', '.join(contents.env_files)}")
     if not secrets:
         return
     leaking = [str(p.relative_to(root)) for p in contents.files if _leaks(p, str(p.relative_to(root)), secrets)]
@@ -160,8 +188,10 @@ def write_archive(root: Path, contents: Contents, archive: Path, secrets: list[b
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="shell/wrap.sh (python -m utils.wrap)",
-        description="Pack OUTPUT_DIR into output.zip at the repository root. Links are never followed (each is "
-        "skipped with a line); env files and files containing a secret (HF_TOKEN as the secrets loader reads it: "
+        description="Pack OUTPUT_DIR into output.zip at the repository root: only a folder tprimat wrote into (it "
+        f"holds {OUTPUT_MARKER}), only the files tprimat names (results, step records, logs, generated configs, "
+        "traces, comparisons), only files other users may read. Links are never followed (each is skipped with a "
+        "line); env files and files containing a secret (HF_TOKEN's bytes as the secrets loader reads them: "
         "environment, else secrets.env) make it refuse, naming the files but never the value.")
     parser.parse_args(argv)
     from utils.configure import REPO_ROOT, load_config
@@ -170,9 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config()
         given = os.environ.get("OUTPUT_DIR", "").strip() or None
         root = check_root(cfg.output_dir, "OUTPUT_DIR", REPO_ROOT, given=given)
+        if root.is_dir() and not is_output_dir(root):
+            raise RootError(f"refusing OUTPUT_DIR={one_line(root, 300)}: it holds no {OUTPUT_MARKER} marker, so "
+                            "tprimat did not write it (each folder it writes results or a comparison into has one)")
         contents = collect(root) if root.is_dir() else Contents()
         for line in contents.skipped:
-            print(f"wrap: skipped {line}", file=sys.stderr)
+            print(f"wrap: skipped {one_line(line, 400)}", file=sys.stderr)
+        if contents.not_ours:
+            shown = ", ".join(one_line(name, 80) for name in contents.not_ours[:5])
+            more = f" and {len(contents.not_ours) - 5} more" if len(contents.not_ours) > 5 else ""
+            print(f"wrap: left out {len(contents.not_ours)} file(s) tprimat did not write: {shown}{more}",
+                  file=sys.stderr)
         if not contents.files:
             print(f"wrap: {root} has no results to pack; run ./shell/run_train.sh first", file=sys.stderr)
             return 1

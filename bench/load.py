@@ -1,0 +1,140 @@
+"""Load figures of the two readers of foreign input: ``evaluate.compare`` on many results, ``evaluate.extract`` on a
+long log (issue 26's limits: compare on 10,000 results <= 10 s and <= 700 MB; extract of a 1,000,000-line log
+<= 30 s and <= 900 MB, on 2 cores).
+
+Each reader runs as a child process, as a user runs it; reported are its wall time, its CPU time (user + system)
+and its peak resident memory (``ru_maxrss`` of the child), with the machine's load average before and after, so a
+figure from a shared machine can be judged. The inputs are made here:
+
+* compare: one result per (platform, framework, model) built through the real result API
+  (``tests/helpers_evaluate.make_result``: the producers' own blocks over synthetic per-step arrays, 100 steps),
+  copied as repeat runs ``_r<k>`` until there are ``--results`` files;
+* extract: a Megatron-LM log of ``--lines`` iteration lines in the format of ``tests/fixtures/logs``.
+
+Run::
+
+    .venv/bin/python -m bench.load compare --results 10000
+    .venv/bin/python -m bench.load extract --lines 1000000
+    .venv/bin/python -m bench.load all --quick      # small inputs: checks the bench itself (tests/test_bench_load.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+JOBS = [("amd", "mega"), ("amd", "prim"), ("nvd", "mega"), ("nvd", "nemo")]
+MODELS = ("llama", "qwen", "mistral")
+LIMITS = {"compare": (10.0, 700.0), "extract": (30.0, 900.0)}  # seconds, MiB
+
+
+@dataclass
+class Figure:
+    bench: str
+    size: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_mib: float
+    exit_code: int
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    limit_s: float
+    limit_mib: float
+
+    @property
+    def within(self) -> bool:
+        return self.exit_code == 0 and self.wall_s <= self.limit_s and self.peak_rss_mib <= self.limit_mib
+
+
+def _measure(bench: str, size: int, argv: list[str]) -> Figure:
+    """Run ``argv`` as a child: its own wall time, CPU time and peak memory (``wait4``'s usage of that child)."""
+    load_before = os.getloadavg()
+    start = time.perf_counter()
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            errors.seek(0)
+            print(errors.read()[-2000:], file=sys.stderr)
+    limit_s, limit_mib = LIMITS[bench]
+    return Figure(bench, size, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2),
+                  round(usage.ru_maxrss / 1024, 1), proc.returncode, load_before, os.getloadavg(), limit_s, limit_mib)
+
+
+def make_results(folder: Path, count: int) -> None:
+    """``count`` result files: one built per job through the real API, the rest its repeat runs."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers_evaluate import make_result
+
+    templates = []
+    for index, (platform, framework) in enumerate(JOBS):
+        for model in MODELS:
+            path = make_result(folder, platform, framework, model, seed=index, TRAIN_ITERS="100", WARMUP_STEPS="5",
+                               MEASURE_SKIP_STEPS="5")
+            templates.append((path, json.loads(path.read_text())))
+            path.unlink()
+    for k in range(count):
+        path, data = templates[k % len(templates)]
+        run = k // len(templates) + 1
+        data["run_index"] = run
+        (folder / f"{path.stem}_r{run}.json").write_text(json.dumps(data))
+
+
+def make_log(path: Path, lines: int) -> None:
+    """A Megatron-LM log of ``lines`` iteration lines (the format of tests/fixtures/logs/megatron_*.log)."""
+    with path.open("w") as log:
+        for i in range(1, lines + 1):
+            ms = 1985.0 + (i * 7919) % 13
+            log.write(f" iteration {i:8d}/{lines:8d} | consumed samples: {i * 64:12d} | elapsed time per iteration "
+                      f"(ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): 398.{i % 10} | learning rate: "
+                      f"3.000000E-04 | global batch size:    64 | lm loss: {11.0 - 3.0 * i / lines:.6E} | "
+                      "loss scale: 1.0 | grad norm: 3.142 | number of skipped iterations:   0 | "
+                      "number of nan iterations:   0 |\n")
+
+
+def bench_compare(count: int, work: Path) -> Figure:
+    results = work / "results"
+    make_results(results, count)
+    return _measure("compare", count, [sys.executable, "-m", "evaluate.compare", "--results-dir", str(results),
+                                       "--output-dir", str(work / "compare-out"), "--allow-mismatch"])
+
+
+def bench_extract(lines: int, work: Path) -> Figure:
+    log = work / "megatron.log"
+    make_log(log, lines)
+    return _measure("extract", lines, [sys.executable, "-m", "evaluate.extract", str(log), "--from-log",
+                                       "--platform", "amd", "--framework", "mega", "--model", "llama",
+                                       "--output-dir", str(work / "extract-out")])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
+    parser.add_argument("which", choices=("compare", "extract", "all"))
+    parser.add_argument("--results", type=int, default=10_000, help="result files for compare (default 10000)")
+    parser.add_argument("--lines", type=int, default=1_000_000, help="log lines for extract (default 1000000)")
+    parser.add_argument("--quick", action="store_true", help="one result per job, 500 lines: a smoke test")
+    args = parser.parse_args(argv)
+    results, lines = (len(JOBS) * len(MODELS), 500) if args.quick else (args.results, args.lines)
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="tprimat-load-") as tmp:
+        if args.which in ("compare", "all"):
+            figures.append(bench_compare(results, Path(tmp)))
+        if args.which in ("extract", "all"):
+            figures.append(bench_extract(lines, Path(tmp)))
+    for figure in figures:
+        print(json.dumps({**asdict(figure), "within_limits": figure.within}))
+    return 0 if all(f.exit_code == 0 for f in figures) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
