@@ -1,0 +1,409 @@
+"""The GPU self-check's table: one row per framework of the platform, built from its results, and a verdict.
+
+``shell/gpu_check.sh`` runs the prescreen (``utils/prescreen.py``) and a short training job per
+framework, then this module. It only reads: the results (through ``evaluate/results.py``), the
+figures their owners computed (``utils/metrics.py``'s performance and framework-reported blocks,
+``utils/power.py``'s energy), and the prescreen record. The one figure it forms itself is the MFU
+against the *measured* GEMM peak, through the same ``utils.models.mfu`` the results use.
+
+Per framework: status; tokens/s; MFU against the datasheet and against the measured GEMM peak
+(both with full attention, as the results' ``mfu.full``); peak memory beside the pre-launch
+estimate; energy and tokens/kWh; the first two losses and their gap to the reference framework's
+(``tran`` when it ran, else the first that did), which must stay within :data:`LOSS_TOLERANCE`;
+tprimat's median step time against the framework's own printed figures (the results'
+``framework_reported`` block, gaps and 5% flag from ``utils/metrics.py``): its own step time
+where tprimat times the steps in-process (NeMo's ``train_step_timing``), its own TFLOP/s where
+tprimat's step times are the ones the framework printed (Megatron and Primus iteration lines). A figure that is not
+there is ``None`` with the reason, listed under the table.
+
+The verdict is one line: ``ready``; ``degraded`` with the lines that are off (prescreen under 80% of
+the datasheet, losses apart, a framework's own figures apart from tprimat's, memory over its estimate,
+results not like-for-like); ``broken`` with the framework(s) that did not train and why. Written atomically to
+``<out-dir>/gpu_check.md`` and ``.json``. Exit 0 ready, 1 degraded or broken, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from evaluate.fairness import check_fairness
+from evaluate.results import LoadedResult, find_result_files, load_results
+from evaluate.tables import console_table, markdown_table
+from train.jobs import frameworks_for
+from utils.atomic import atomic_write_text
+from utils.models import get_shape, mfu
+from utils.prescreen import Prescreen
+from utils.registry import display_name, frameworks_on, model_names, platform_names
+from utils.result_model import Result
+
+LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of the reference's
+FIRST_LOSSES = 2
+MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
+REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (DESIGN section 2)
+ESTIMATE_FIELD = "estimated_peak_gb"  # memory_metrics.<this>: the pre-launch estimate, where a result has one
+OUTPUT_STEM = "gpu_check"
+Verdict = Literal["ready", "degraded", "broken"]
+
+HEADERS = ("framework", "status", "tokens/s", "MFU datasheet", "MFU measured peak", "peak mem GB", "estimate GB",
+           "energy kWh", "tokens/kWh", "losses 1, 2", "loss gap", "step s tprimat", "framework's own", "gap to ours")
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Row(Record):
+    """One framework's line; every ``None`` figure has its reason in ``missing``."""
+
+    framework: str
+    name: str
+    status: str
+    error: str | None = None
+    result_file: str | None = None
+    tokens_per_second: float | None = None
+    mfu_datasheet: float | None = None
+    mfu_measured_peak: float | None = None
+    peak_memory_gb: float | None = None
+    memory_estimate_gb: float | None = None
+    energy_kwh: float | None = None
+    tokens_per_kwh: float | None = None
+    avg_power_w_per_gpu: float | None = None
+    first_losses: list[float | None] = []
+    loss_gap: float | None = None
+    step_time_s: float | None = None
+    framework_step_time_s: float | None = None
+    framework_tflops_per_gpu: float | None = None
+    framework_gap: float | None = None  # the largest of utils/metrics.py's gaps between ours and the framework's own
+    framework_gap_metric: str | None = None
+    framework_flagged: bool = False
+    missing: dict[str, str] = {}
+
+
+class GpuCheck(Record):
+    """The check's record (``gpu_check.json``): prescreen, rows, what was skipped, the verdict."""
+
+    platform: str
+    model: str
+    workload: str
+    prescreen: Prescreen | None
+    prescreen_reason: str | None = None
+    loss_reference: str | None = None
+    rows: list[Row]
+    skipped: list[str] = []
+    degraded: list[str] = []
+    broken: list[str] = []
+    verdict: Verdict
+    verdict_line: str
+
+
+# ---------------------------------------------------------------------------
+# reading one result
+
+
+def workload_label(result: Result) -> str:
+    """``Llama 3.1 8B [8 of 32 layers]`` for a proxy that keeps the width and drops layers."""
+    shape = result.model_shape
+    try:
+        depth = get_shape(result.model, shape.size).num_layers
+    except ValueError:
+        return shape.display_name
+    if shape.num_layers == depth:
+        return shape.display_name
+    return f"{shape.display_name} [{shape.num_layers} of {depth} layers]"
+
+
+def memory_estimate(result: Result) -> tuple[float | None, str | None]:
+    """The pre-launch memory estimate the result carries, or why there is none."""
+    memory = result.memory_metrics
+    value = getattr(memory, ESTIMATE_FIELD, None) if memory is not None else None
+    if value is not None:
+        return float(value), None
+    reason = getattr(memory, "estimate_reason", None) if memory is not None else None
+    return None, reason or f"no pre-launch memory estimate in this result (memory_metrics.{ESTIMATE_FIELD})"
+
+
+def _performance(row: Row, result: Result, measured_peak: float | None, peak_reason: str | None) -> None:
+    perf = result.performance_metrics
+    if perf is None:
+        row.missing["performance"] = "the result has no performance block"
+        return
+    row.tokens_per_second = perf.tokens_per_second
+    row.step_time_s = perf.median_step_time_seconds
+    if perf.tokens_per_second is None:
+        row.missing["tokens/s"] = perf.mfu_reason or "throughput not computed"
+    row.mfu_datasheet = perf.mfu.full if perf.mfu else None
+    if row.mfu_datasheet is None:
+        row.missing["MFU datasheet"] = perf.mfu_reason or "MFU not computed"
+    if perf.tokens_per_second_per_gpu is not None and perf.flops_per_token is not None and measured_peak:
+        row.mfu_measured_peak = mfu(perf.tokens_per_second_per_gpu, perf.flops_per_token.full, measured_peak)
+    else:
+        row.missing["MFU measured peak"] = peak_reason or perf.mfu_reason or "throughput not computed"
+    reported = perf.framework_reported
+    if reported is None:
+        row.missing["framework's own"] = "the framework prints no figure of its own: tprimat measures in-process"
+        return
+    row.framework_step_time_s, row.framework_tflops_per_gpu = reported.median_step_time_seconds, reported.tflops_per_gpu
+    worst = max(reported.disagreements, key=lambda d: d.relative_gap, default=None)
+    if worst is None:
+        row.missing["gap to ours"] = f"{reported.source}: no figure comparable with ours"
+        return
+    row.framework_gap, row.framework_gap_metric = worst.relative_gap, worst.metric
+    row.framework_flagged = reported.flagged
+
+
+def _memory_and_energy(row: Row, result: Result) -> None:
+    memory = result.memory_metrics
+    if memory is not None:
+        row.peak_memory_gb = memory.peak_allocated_gb if memory.peak_allocated_gb is not None \
+            else memory.device_used_peak_gb
+    if row.peak_memory_gb is None:
+        row.missing["peak mem"] = (memory.reason if memory else None) or "the result has no memory block"
+    row.memory_estimate_gb, reason = memory_estimate(result)
+    if reason:
+        row.missing["estimate"] = reason
+    power = result.power_metrics
+    if power is not None:
+        row.energy_kwh, row.tokens_per_kwh = power.energy_kwh, power.tokens_per_kwh
+        row.avg_power_w_per_gpu = power.avg_power_w_per_gpu
+    if row.energy_kwh is None or row.tokens_per_kwh is None:
+        row.missing["energy"] = (power.reason if power else None) or "the result has no power block"
+
+
+def framework_row(framework: str, loaded: LoadedResult | None, measured_peak: float | None,
+                  peak_reason: str | None) -> Row:
+    row = Row(framework=framework, name=display_name("framework", framework), status="missing")
+    if loaded is None:
+        row.error = "no result: the job did not start or wrote none"
+        return row
+    result = loaded.result
+    row.status, row.error, row.result_file = result.status, result.error, str(loaded.path)
+    row.first_losses = list(result.loss_values[:FIRST_LOSSES])
+    _performance(row, result, measured_peak, peak_reason)
+    _memory_and_energy(row, result)
+    return row
+
+
+# ---------------------------------------------------------------------------
+# across frameworks
+
+
+def loss_gaps(rows: list[Row]) -> str | None:
+    """Set each ok row's ``loss_gap`` (largest relative gap of its first losses to the reference's); the reference."""
+    usable = [r for r in rows if r.status == "ok" and len(r.first_losses) == FIRST_LOSSES
+              and all(v is not None for v in r.first_losses)]
+    reference = next((r for r in usable if r.framework == REFERENCE_FRAMEWORK), usable[0] if usable else None)
+    for row in rows:
+        if row.status != "ok":
+            continue
+        if reference is None or row not in usable:
+            row.missing["loss gap"] = (f"fewer than {FIRST_LOSSES} finite first losses" if row not in usable
+                                       else "no framework has two finite first losses to compare with")
+            continue
+        row.loss_gap = max(abs(ours - ref) / abs(ref) for ours, ref in
+                           zip(row.first_losses, reference.first_losses, strict=True) if ref)  # type: ignore[operator,arg-type]
+    return reference.framework if reference else None
+
+
+def _losses(row: Row) -> str | None:
+    return ", ".join("n/a" if v is None else f"{v:.3f}" for v in row.first_losses) or None
+
+
+def _pct(value: float | None) -> str | None:
+    return None if value is None else f"{value:.1%}"
+
+
+def cells(row: Row) -> list[object]:
+    return [row.framework, row.status, None if row.tokens_per_second is None else f"{row.tokens_per_second:,.0f}",
+            _pct(row.mfu_datasheet), _pct(row.mfu_measured_peak),
+            None if row.peak_memory_gb is None else f"{row.peak_memory_gb:.1f}",
+            None if row.memory_estimate_gb is None else f"{row.memory_estimate_gb:.1f}",
+            None if row.energy_kwh is None else f"{row.energy_kwh:.4f}",
+            None if row.tokens_per_kwh is None else f"{row.tokens_per_kwh:,.0f}", _losses(row), _pct(row.loss_gap),
+            None if row.step_time_s is None else f"{row.step_time_s:.3f}", _framework_figure(row),
+            None if row.framework_gap is None else
+            f"{row.framework_gap:.1%} ({row.framework_gap_metric})" + (" FLAGGED" if row.framework_flagged else "")]
+
+
+def _framework_figure(row: Row) -> str | None:
+    """The framework's own step time, or its own TFLOP/s where its step time is what tprimat read (a log)."""
+    if row.framework_step_time_s is not None:
+        return f"{row.framework_step_time_s:.3f} s"
+    return None if row.framework_tflops_per_gpu is None else f"{row.framework_tflops_per_gpu:.1f} TFLOP/s"
+
+
+def judge(rows: list[Row], prescreen: Prescreen | None, prescreen_reason: str | None, reference: str | None,
+          unlike: list[str]) -> tuple[list[str], list[str]]:
+    """(degraded lines, broken lines)."""
+    broken = [f"{r.framework}: {r.status}: {r.error}" for r in rows if r.status != "ok"]
+    degraded = list(prescreen.warnings) if prescreen else [f"no prescreen: {prescreen_reason}"]
+    for row in rows:
+        if row.loss_gap is not None and row.loss_gap > LOSS_TOLERANCE:
+            degraded.append(f"first losses: {row.framework} {_losses(row)} are {row.loss_gap:.1%} from {reference}'s "
+                            f"(tolerance {LOSS_TOLERANCE:.0%})")
+        if row.framework_flagged:
+            degraded.append(f"framework's own figures: {row.framework}'s {row.framework_gap_metric} is "
+                            f"{row.framework_gap:.1%} from tprimat's (over 5%)")
+        estimate, peak = row.memory_estimate_gb, row.peak_memory_gb
+        if estimate and peak is not None and peak > estimate * (1 + MEMORY_TOLERANCE):
+            degraded.append(f"memory: {row.framework} peaked at {peak:.1f} GB, over its estimate of {estimate:.1f} GB "
+                            f"by more than {MEMORY_TOLERANCE:.0%}")
+    degraded += [f"not like-for-like: {line}" for line in unlike]
+    return degraded, broken
+
+
+def verdict_of(degraded: list[str], broken: list[str]) -> tuple[Verdict, str]:
+    if broken:
+        return "broken", "broken: " + "; ".join(broken)
+    if degraded:
+        return "degraded", "degraded: " + "; ".join(degraded)
+    return "ready", "ready: every framework trained, the first losses agree and the device is near its datasheet"
+
+
+def build_check(results_dir: Path, platform: str, model: str, prescreen_path: Path | None,
+                frameworks: tuple[str, ...] | None = None) -> GpuCheck:
+    """Read the check's results and prescreen and judge them (see the module docstring).
+
+    ``frameworks``: the ones the check ran (default: every framework of the platform); one
+    without a result is a broken line.
+    """
+    prescreen, prescreen_reason = read_prescreen(prescreen_path)
+    loaded = load_results(find_result_files(results_dir))
+    ours = [r for r in loaded.results if r.platform == platform and r.model == model]
+    by_framework: dict[str, LoadedResult] = {}
+    for item in sorted(ours, key=lambda r: (r.run_index or 0, r.path.name)):
+        by_framework.setdefault(item.framework, item)
+    measured = prescreen.gemm.measured_peak_tflops if prescreen else None
+    peak_reason = None if measured else f"no measured GEMM peak ({prescreen_reason or 'the sweep gave none'})"
+    expected = frameworks or frameworks_on(platform)
+    rows = [framework_row(fw, by_framework.get(fw), measured, peak_reason) for fw in expected]
+    reference = loss_gaps(rows)
+    unlike = [d.describe() for d in check_fairness(by_framework.values()).differences]
+    degraded, broken = judge(rows, prescreen, prescreen_reason, reference, unlike)
+    verdict, line = verdict_of(degraded, broken)
+    labels = {workload_label(item.result) for item in by_framework.values()}
+    return GpuCheck(platform=platform, model=model, workload=", ".join(sorted(labels)) or display_name("model", model),
+                    prescreen=prescreen, prescreen_reason=prescreen_reason, loss_reference=reference, rows=rows,
+                    skipped=[reason for _, reason in loaded.skipped], degraded=degraded, broken=broken,
+                    verdict=verdict, verdict_line=line)
+
+
+def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
+    if path is None:
+        return None, "not run"
+    try:
+        return Prescreen.model_validate_json(path.read_bytes()), None
+    except FileNotFoundError:
+        return None, f"{path} does not exist (the prescreen did not finish)"
+    except OSError as exc:
+        return None, f"{path}: unreadable: {exc.strerror or exc}"
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return None, f"{path}: {'/'.join(map(str, first['loc'])) or '(top level)'}: {first['msg']}"
+
+
+# ---------------------------------------------------------------------------
+# rendering
+
+
+def prescreen_lines(check: GpuCheck) -> list[str]:
+    record = check.prescreen
+    if record is None:
+        return [f"prescreen: none ({check.prescreen_reason})"]
+    gemm, copy = record.gemm, record.copy_bandwidth
+    facts = ", ".join(f"{name} {fact.value}" for name, fact in record.facts.items() if fact.value is not None)
+    unread = ", ".join(f"{name} ({fact.reason})" for name, fact in record.facts.items() if fact.value is None)
+    lines = [f"device: {record.device_name}",
+             f"GEMM bf16 peak: {gemm.measured_peak_tflops or 0:,.1f} TFLOP/s measured (n={gemm.best_n}) against "
+             + (f"{gemm.datasheet_tflops:,.1f} datasheet = {gemm.fraction_of_datasheet:.1%}"
+                if gemm.fraction_of_datasheet is not None else f"no datasheet figure ({gemm.reason})"),
+             f"copy bandwidth: {copy.measured_tbs:.2f} TB/s measured against "
+             + (f"{copy.datasheet_tbs:.2f} datasheet = {copy.fraction_of_datasheet:.1%}"
+                if copy.fraction_of_datasheet is not None else f"no datasheet figure ({copy.reason})"),
+             f"facts: {facts or 'none read'}"]
+    if unread:
+        lines.append(f"not read: {unread}")
+    return lines
+
+
+def note_lines(check: GpuCheck) -> list[str]:
+    notes = [f"{row.framework} {what}: n/a because {why}" for row in check.rows for what, why in row.missing.items()]
+    notes += [f"skipped result: {reason}" for reason in check.skipped]
+    return notes
+
+
+def _intro(check: GpuCheck) -> str:
+    reference = f"; loss gap against {check.loss_reference}" if check.loss_reference else ""
+    return (f"GPU check on {display_name('platform', check.platform)}: {check.workload}. MFU with full attention"
+            f"{reference}; gap to ours: the framework's own printed figure against tprimat's (flagged over 5%).")
+
+
+def render_markdown(check: GpuCheck) -> str:
+    parts = ["# GPU check", "", _intro(check), "", "## Prescreen", "",
+             *[f"- {line}" for line in prescreen_lines(check)],
+             "", "## Frameworks", "", markdown_table(HEADERS, [cells(r) for r in check.rows])]
+    notes = note_lines(check)
+    if notes:
+        parts += ["", *[f"- {line}" for line in notes]]
+    parts += ["", f"**Verdict: {check.verdict_line}**", ""]
+    return "\n".join(parts)
+
+
+def render_console(check: GpuCheck) -> str:
+    lines = [_intro(check), *prescreen_lines(check), "", console_table(HEADERS, [cells(r) for r in check.rows])]
+    lines += note_lines(check)
+    lines.append(f"verdict: {check.verdict_line}")
+    return "\n".join(lines)
+
+
+def write_check(check: GpuCheck, out_dir: Path) -> tuple[Path, Path]:
+    md, js = out_dir / f"{OUTPUT_STEM}.md", out_dir / f"{OUTPUT_STEM}.json"
+    atomic_write_text(js, check.model_dump_json(indent=2) + "\n")
+    atomic_write_text(md, render_markdown(check))
+    return md, js
+
+
+def main(argv: list[str] | None = None, say: Callable[[str], None] = print) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluate.gpu_check",
+        description="The GPU check's table from its results and prescreen: per framework of the platform, status, "
+        "tokens/s, MFU against the datasheet and the measured GEMM peak, peak memory and its estimate, energy, the "
+        "first two losses, tprimat's step time against the framework's own; then a one-line verdict.",
+        epilog="Exit 0 ready, 1 degraded or broken, 2 bad input or the outputs cannot be written.")
+    parser.add_argument("--results-dir", type=Path, required=True, help="the check's train_*.json results")
+    parser.add_argument("--platform", required=True, choices=platform_names())
+    parser.add_argument("--model", default="llama", choices=model_names())
+    parser.add_argument("--prescreen", type=Path, help="the prescreen record (python -m utils.prescreen)")
+    parser.add_argument("--out-dir", type=Path, required=True, help=f"where {OUTPUT_STEM}.md and .json go")
+    parser.add_argument("--frameworks", nargs="+", metavar="NAME", default=["all"],
+                        help="the frameworks the check ran, as FRAMEWORK names them (all, or names; prim on nvd is "
+                        "nemo, nemo on amd is prim; default: all)")
+    args = parser.parse_args(argv)
+    try:
+        frameworks, notes = frameworks_for(args.platform, args.frameworks)
+    except ValueError as exc:
+        print(f"gpu_check: {exc}", file=sys.stderr)
+        return 2
+    for note in notes:
+        say(f"gpu_check: {note}")
+    if not args.results_dir.is_dir():
+        print(f"gpu_check: results directory {args.results_dir} does not exist", file=sys.stderr)
+        return 2
+    check = build_check(args.results_dir, args.platform, args.model, args.prescreen, frameworks)
+    try:
+        md, js = write_check(check, args.out_dir)
+    except OSError as exc:
+        print(f"gpu_check: cannot write into {args.out_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    say(render_console(check))
+    say(f"written {md} and {js}")
+    return 0 if check.verdict == "ready" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
