@@ -37,6 +37,7 @@ from evaluate.results import LoadedResult, find_result_files, load_results
 from evaluate.tables import console_table, markdown_table
 from train.jobs import frameworks_for
 from utils.atomic import atomic_write_text
+from utils.generated import GPU_CHECK_DIR
 from utils.models import get_shape, mfu
 from utils.prescreen import Prescreen
 from utils.registry import display_name, frameworks_on, model_names, platform_names
@@ -47,7 +48,7 @@ FIRST_LOSSES = 2
 MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
 REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (DESIGN section 2)
 ESTIMATE_FIELD = "estimated_peak_gb"  # memory_metrics.<this>: the pre-launch estimate, where a result has one
-OUTPUT_STEM = "gpu_check"
+OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder (utils/generated.py)
 Verdict = Literal["ready", "degraded", "broken"]
 
 HEADERS = ("framework", "status", "tokens/s", "MFU datasheet", "MFU measured peak", "peak mem GB", "estimate GB",

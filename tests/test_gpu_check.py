@@ -21,6 +21,7 @@ from tests.test_prescreen import h100
 from train.logs.assemble import build_result
 from utils import prescreen as ps
 from utils.fingerprint import fingerprint
+from utils.generated import output_targets
 from utils.metrics import record_steps
 from utils.models import get_shape
 from utils.power import DeviceEnergy, power_metrics
@@ -203,3 +204,11 @@ def test_bad_input_is_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         gc.main(["--results-dir", str(tmp_path), "--platform", "tpu", "--out-dir", str(tmp_path)])
     assert exit_info.value.code == 2
+
+
+def test_purge_knows_what_the_check_writes(tmp_path):
+    (tmp_path / "gpu_check" / "20261124T140000Z").mkdir(parents=True)
+    for name in ("gpu_check.md", "gpu_check.json", "notes.md"):
+        (tmp_path / name).write_text("x")
+    targets = {(t.path.name, t.tree) for t in output_targets(tmp_path)}
+    assert targets == {("gpu_check.md", False), ("gpu_check.json", False), ("gpu_check", True)}
