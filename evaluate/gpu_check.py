@@ -13,13 +13,14 @@ estimate; energy and tokens/kWh; the first two losses and their gap to the refer
 tprimat's median step time against the framework's own printed figures (the results'
 ``framework_reported`` block, gaps and 5% flag from ``utils/metrics.py``): its own step time
 where tprimat times the steps in-process (NeMo's ``train_step_timing``), its own TFLOP/s where
-tprimat's step times are the ones the framework printed (Megatron and Primus iteration lines). A figure that is not
-there is ``None`` with the reason, listed under the table.
+tprimat's step times are the ones the framework printed (Megatron and Primus iteration lines). A
+figure that is not there is ``None`` with the reason, listed under the table
+(``evaluate/gpu_check_model.py`` the record, ``evaluate/gpu_check_render.py`` the text).
 
 The verdict is one line: ``ready``; ``degraded`` with the lines that are off (prescreen under 80% of
 the datasheet, losses apart, a framework's own figures apart from tprimat's, memory over its estimate,
-results not like-for-like); ``broken`` with the framework(s) that did not train and why. Written atomically to
-``<out-dir>/gpu_check.md`` and ``.json``. Exit 0 ready, 1 degraded or broken, 2 bad input.
+results not like-for-like); ``broken`` with the framework(s) that did not train and why. Written
+atomically to ``<out-dir>/gpu_check.md`` and ``.json``. Exit 0 ready, 1 degraded or broken, 2 bad input.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from evaluate.fairness import check_fairness
+from evaluate.gpu_check_model import GpuCheck, Row, Verdict
+from evaluate.gpu_check_render import losses_text, render_console, render_markdown
 from evaluate.results import LoadedResult, find_result_files, load_results
-from evaluate.tables import console_table, markdown_table
 from train.jobs import frameworks_for
 from utils.atomic import atomic_write_text
 from utils.generated import GPU_CHECK_DIR
@@ -49,58 +50,6 @@ MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch est
 REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (DESIGN section 2)
 ESTIMATE_FIELD = "estimated_peak_gb"  # memory_metrics.<this>: the pre-launch estimate, where a result has one
 OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder (utils/generated.py)
-Verdict = Literal["ready", "degraded", "broken"]
-
-HEADERS = ("framework", "status", "tokens/s", "MFU datasheet", "MFU measured peak", "peak mem GB", "estimate GB",
-           "energy kWh", "tokens/kWh", "losses 1, 2", "loss gap", "step s tprimat", "framework's own", "gap to ours")
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class Row(Record):
-    """One framework's line; every ``None`` figure has its reason in ``missing``."""
-
-    framework: str
-    name: str
-    status: str
-    error: str | None = None
-    result_file: str | None = None
-    tokens_per_second: float | None = None
-    mfu_datasheet: float | None = None
-    mfu_measured_peak: float | None = None
-    peak_memory_gb: float | None = None
-    memory_estimate_gb: float | None = None
-    energy_kwh: float | None = None
-    tokens_per_kwh: float | None = None
-    avg_power_w_per_gpu: float | None = None
-    first_losses: list[float | None] = []
-    loss_gap: float | None = None
-    step_time_s: float | None = None
-    framework_step_time_s: float | None = None
-    framework_tflops_per_gpu: float | None = None
-    framework_gap: float | None = None  # the largest of utils/metrics.py's gaps between ours and the framework's own
-    framework_gap_metric: str | None = None
-    framework_flagged: bool = False
-    missing: dict[str, str] = {}
-
-
-class GpuCheck(Record):
-    """The check's record (``gpu_check.json``): prescreen, rows, what was skipped, the verdict."""
-
-    platform: str
-    model: str
-    workload: str
-    prescreen: Prescreen | None
-    prescreen_reason: str | None = None
-    loss_reference: str | None = None
-    rows: list[Row]
-    skipped: list[str] = []
-    degraded: list[str] = []
-    broken: list[str] = []
-    verdict: Verdict
-    verdict_line: str
 
 
 # ---------------------------------------------------------------------------
@@ -211,33 +160,6 @@ def loss_gaps(rows: list[Row]) -> str | None:
     return reference.framework if reference else None
 
 
-def _losses(row: Row) -> str | None:
-    return ", ".join("n/a" if v is None else f"{v:.3f}" for v in row.first_losses) or None
-
-
-def _pct(value: float | None) -> str | None:
-    return None if value is None else f"{value:.1%}"
-
-
-def cells(row: Row) -> list[object]:
-    return [row.framework, row.status, None if row.tokens_per_second is None else f"{row.tokens_per_second:,.0f}",
-            _pct(row.mfu_datasheet), _pct(row.mfu_measured_peak),
-            None if row.peak_memory_gb is None else f"{row.peak_memory_gb:.1f}",
-            None if row.memory_estimate_gb is None else f"{row.memory_estimate_gb:.1f}",
-            None if row.energy_kwh is None else f"{row.energy_kwh:.4f}",
-            None if row.tokens_per_kwh is None else f"{row.tokens_per_kwh:,.0f}", _losses(row), _pct(row.loss_gap),
-            None if row.step_time_s is None else f"{row.step_time_s:.3f}", _framework_figure(row),
-            None if row.framework_gap is None else
-            f"{row.framework_gap:.1%} ({row.framework_gap_metric})" + (" FLAGGED" if row.framework_flagged else "")]
-
-
-def _framework_figure(row: Row) -> str | None:
-    """The framework's own step time, or its own TFLOP/s where its step time is what tprimat read (a log)."""
-    if row.framework_step_time_s is not None:
-        return f"{row.framework_step_time_s:.3f} s"
-    return None if row.framework_tflops_per_gpu is None else f"{row.framework_tflops_per_gpu:.1f} TFLOP/s"
-
-
 def judge(rows: list[Row], prescreen: Prescreen | None, prescreen_reason: str | None, reference: str | None,
           unlike: list[str]) -> tuple[list[str], list[str]]:
     """(degraded lines, broken lines)."""
@@ -245,8 +167,8 @@ def judge(rows: list[Row], prescreen: Prescreen | None, prescreen_reason: str | 
     degraded = list(prescreen.warnings) if prescreen else [f"no prescreen: {prescreen_reason}"]
     for row in rows:
         if row.loss_gap is not None and row.loss_gap > LOSS_TOLERANCE:
-            degraded.append(f"first losses: {row.framework} {_losses(row)} are {row.loss_gap:.1%} from {reference}'s "
-                            f"(tolerance {LOSS_TOLERANCE:.0%})")
+            degraded.append(f"first losses: {row.framework} {losses_text(row)} are {row.loss_gap:.1%} from "
+                            f"{reference}'s (tolerance {LOSS_TOLERANCE:.0%})")
         if row.framework_flagged:
             degraded.append(f"framework's own figures: {row.framework}'s {row.framework_gap_metric} is "
                             f"{row.framework_gap:.1%} from tprimat's (over 5%)")
@@ -310,56 +232,6 @@ def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
 
 # ---------------------------------------------------------------------------
 # rendering
-
-
-def prescreen_lines(check: GpuCheck) -> list[str]:
-    record = check.prescreen
-    if record is None:
-        return [f"prescreen: none ({check.prescreen_reason})"]
-    gemm, copy = record.gemm, record.copy_bandwidth
-    facts = ", ".join(f"{name} {fact.value}" for name, fact in record.facts.items() if fact.value is not None)
-    unread = ", ".join(f"{name} ({fact.reason})" for name, fact in record.facts.items() if fact.value is None)
-    lines = [f"device: {record.device_name}",
-             f"GEMM bf16 peak: {gemm.measured_peak_tflops or 0:,.1f} TFLOP/s measured (n={gemm.best_n}) against "
-             + (f"{gemm.datasheet_tflops:,.1f} datasheet = {gemm.fraction_of_datasheet:.1%}"
-                if gemm.fraction_of_datasheet is not None else f"no datasheet figure ({gemm.reason})"),
-             f"copy bandwidth: {copy.measured_tbs:.2f} TB/s measured against "
-             + (f"{copy.datasheet_tbs:.2f} datasheet = {copy.fraction_of_datasheet:.1%}"
-                if copy.fraction_of_datasheet is not None else f"no datasheet figure ({copy.reason})"),
-             f"facts: {facts or 'none read'}"]
-    if unread:
-        lines.append(f"not read: {unread}")
-    return lines
-
-
-def note_lines(check: GpuCheck) -> list[str]:
-    notes = [f"{row.framework} {what}: n/a because {why}" for row in check.rows for what, why in row.missing.items()]
-    notes += [f"skipped result: {reason}" for reason in check.skipped]
-    return notes
-
-
-def _intro(check: GpuCheck) -> str:
-    reference = f"; loss gap against {check.loss_reference}" if check.loss_reference else ""
-    return (f"GPU check on {display_name('platform', check.platform)}: {check.workload}. MFU with full attention"
-            f"{reference}; gap to ours: the framework's own printed figure against tprimat's (flagged over 5%).")
-
-
-def render_markdown(check: GpuCheck) -> str:
-    parts = ["# GPU check", "", _intro(check), "", "## Prescreen", "",
-             *[f"- {line}" for line in prescreen_lines(check)],
-             "", "## Frameworks", "", markdown_table(HEADERS, [cells(r) for r in check.rows])]
-    notes = note_lines(check)
-    if notes:
-        parts += ["", *[f"- {line}" for line in notes]]
-    parts += ["", f"**Verdict: {check.verdict_line}**", ""]
-    return "\n".join(parts)
-
-
-def render_console(check: GpuCheck) -> str:
-    lines = [_intro(check), *prescreen_lines(check), "", console_table(HEADERS, [cells(r) for r in check.rows])]
-    lines += note_lines(check)
-    lines.append(f"verdict: {check.verdict_line}")
-    return "\n".join(lines)
 
 
 def write_check(check: GpuCheck, out_dir: Path) -> tuple[Path, Path]:

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from evaluate import gpu_check as gc
+from evaluate.gpu_check_model import GpuCheck, Row
 from tests.helpers_evaluate import fake_dataset, gpu_info, workload_config
 from tests.test_prescreen import h100
 from train.logs.assemble import build_result
 from utils import prescreen as ps
+from utils.device_facts import Fact
 from utils.fingerprint import fingerprint
 from utils.generated import output_targets
 from utils.metrics import record_steps
@@ -78,8 +80,8 @@ def write_mega_result(out: Path, log: Path = MEGA_LOG, returncode: int = 0) -> P
 
 
 def write_prescreen(path: Path, peak: float = 798.0) -> Path:
-    record = ps.prescreen("nvd", h100(peak=peak), {"model": ps.Fact(value="NVIDIA H100 80GB HBM3"),
-                                                   "ecc_enabled": ps.Fact(reason="fixture: not read")})
+    record = ps.prescreen("nvd", h100(peak=peak), {"model": Fact(value="NVIDIA H100 80GB HBM3"),
+                                                   "ecc_enabled": Fact(reason="fixture: not read")})
     path.write_text(record.model_dump_json())
     return path
 
@@ -95,7 +97,7 @@ def check_dir(tmp_path: Path) -> Path:
     return out
 
 
-def rows_of(check: gc.GpuCheck) -> dict[str, gc.Row]:
+def rows_of(check: GpuCheck) -> dict[str, Row]:
     return {row.framework: row for row in check.rows}
 
 
@@ -186,7 +188,7 @@ def test_main_writes_the_table_and_exits_by_the_verdict(check_dir, tmp_path):
     assert "| framework | status | tokens/s | MFU datasheet | MFU measured peak |" in markdown
     assert "| tran | ok | 26,358 | 38.4% | 47.7% | 60.3 |" in markdown
     assert markdown.rstrip().splitlines()[-1].startswith("**Verdict: ready")
-    record = gc.GpuCheck.model_validate(json.loads((out / "gpu_check.json").read_text()))
+    record = GpuCheck.model_validate(json.loads((out / "gpu_check.json").read_text()))
     assert record.verdict == "ready" and record.prescreen.gemm.measured_peak_tflops == pytest.approx(798.0)
     console = printed[0].splitlines()
     assert console[-1].startswith("verdict: ready")

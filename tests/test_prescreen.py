@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from utils import device_facts as df
 from utils import prescreen as ps
 from utils.hardware import memory_bandwidth_tbs, peak_tflops
 
@@ -156,7 +157,7 @@ class FakeNvml:
 
 
 def test_nvml_facts_and_unreadable_ones_are_null_with_the_reason():
-    facts = ps.device_facts("nvd", 0, FakeNvml())
+    facts = df.device_facts("nvd", 0, FakeNvml())
     assert facts["model"].value == "NVIDIA H100 80GB HBM3"
     assert facts["driver"].value == "570.86.15"
     assert facts["driver_cuda_version"].value == "12.8"
@@ -173,9 +174,9 @@ def test_no_library_gives_every_fact_null_with_the_reason():
         def nvmlInit(self):
             raise OSError("libnvidia-ml.so.1: cannot open shared object file")
 
-    facts = ps.device_facts("nvd", 0, Broken())
-    assert set(ps.FACT_NAMES) <= set(facts)
-    assert all(facts[name].value is None and "libnvidia-ml.so.1" in facts[name].reason for name in ps.FACT_NAMES)
+    facts = df.device_facts("nvd", 0, Broken())
+    assert set(df.FACT_NAMES) <= set(facts)
+    assert all(facts[name].value is None and "libnvidia-ml.so.1" in facts[name].reason for name in df.FACT_NAMES)
 
 
 @pytest.mark.parametrize("platform, words", [("cpu", "platform cpu has no GPU"), ("nvd", "sees no GPU 0")])
@@ -189,8 +190,7 @@ def test_no_gpu_is_one_line_and_exit_2(tmp_path, capsys, platform, words):
 
 def test_written_record_reads_back(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ps, "open_device", lambda platform: h100())
-    real_facts = ps.device_facts
-    monkeypatch.setattr(ps, "device_facts", lambda platform: real_facts(platform, 0, FakeNvml()))
+    monkeypatch.setattr(ps, "device_facts", lambda platform: df.device_facts(platform, 0, FakeNvml()))
     out = tmp_path / "check" / "prescreen.json"
     assert ps.main(["--platform", "nvd", "--out", str(out)]) == 0
     record = ps.Prescreen.model_validate(json.loads(out.read_text()))
