@@ -33,7 +33,12 @@ from train.context import job_context, load_plugin
 from train.contract import LaunchPlan, PreflightError, RunContext
 from train.framework_versions import framework_versions
 from train.profiles import ProfileError
-from train.settings.expected import differences, expected_settings
+from train.settings.expected import (
+    MEGATRON_IMPL_FRAMEWORKS,
+    differences,
+    expected_settings,
+    implementation_settings,
+)
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from utils.configure import Config, ConfigError, load_config
 from utils.models import get_shape
@@ -46,10 +51,12 @@ from utils.result_model import EffectiveSettings, FrameworkVersions
 
 def expected_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
     """config.env + the fairness table for this job (under tuned, with the recipe's settings over the table's),
-    with the vocabulary the launcher planned."""
+    with the vocabulary the launcher planned; for mega and prim, MEGATRON_IMPL's settings over both."""
     cfg = ctx.cfg
     shape = get_shape(ctx.model, cfg.model_size)
-    return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected()}
+    implementation = (implementation_settings(cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
+                      else {})
+    return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected(), **implementation}
 
 
 def required_by(ctx: RunContext) -> str:
