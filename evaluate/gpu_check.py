@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evaluate.fairness import check_fairness
+from evaluate.fairness import TRANSFORMER_IMPL, check_fairness
 from evaluate.gpu_check_model import GpuCheck, Row, Verdict
 from evaluate.gpu_check_render import losses_text, render_console, render_markdown
 from evaluate.results import LoadedResult, find_result_files, load_results
@@ -134,6 +134,9 @@ def framework_row(framework: str, loaded: LoadedResult | None, measured_peak: fl
     result = loaded.result
     row.status, row.error, row.result_file = result.status, result.error, str(loaded.path)
     row.first_losses = list(result.loss_values[:FIRST_LOSSES])
+    if result.effective_settings is not None:
+        impl = result.effective_settings.settings.get(TRANSFORMER_IMPL)
+        row.implementation = None if impl is None else str(impl)
     _performance(row, result, measured_peak, peak_reason)
     _memory_and_energy(row, result)
     return row

@@ -24,6 +24,7 @@ class Row(Record):
     framework: str
     name: str
     status: str
+    implementation: str | None = None  # Megatron's transformer_impl as resolved (mega, prim): MEGATRON_IMPL
     error: str | None = None
     result_file: str | None = None
     tokens_per_second: float | None = None

@@ -23,7 +23,8 @@ def _pct(value: float | None) -> str | None:
 
 
 def cells(row: Row) -> list[object]:
-    return [row.framework, row.status, None if row.tokens_per_second is None else f"{row.tokens_per_second:,.0f}",
+    name = row.framework if row.implementation is None else f"{row.framework} [{row.implementation}]"
+    return [name, row.status, None if row.tokens_per_second is None else f"{row.tokens_per_second:,.0f}",
             _pct(row.mfu_datasheet), _pct(row.mfu_measured_peak),
             None if row.peak_memory_gb is None else f"{row.peak_memory_gb:.1f}",
             None if row.memory_estimate_gb is None else f"{row.memory_estimate_gb:.1f}",

@@ -28,7 +28,7 @@ from utils.metrics import record_steps
 from utils.models import get_shape
 from utils.power import DeviceEnergy, power_metrics
 from utils.result import finalize_result, new_result, result_path, write_result
-from utils.result_model import Source
+from utils.result_model import EffectiveSettings, Source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu_check"
 MEGA_LOG = FIXTURES / "megatron_local_h100_proxy_llama.log"
@@ -76,6 +76,8 @@ def write_mega_result(out: Path, log: Path = MEGA_LOG, returncode: int = 0) -> P
     cfg, shape, fp = _common(out.parent)
     result = build_result(cfg, log_path=log, platform="nvd", framework="mega", model="llama", returncode=returncode,
                           shape=shape, gpu_info=gpu_info("nvd", 1), fingerprint=fp)
+    # what the preflight records for MEGATRON_IMPL=local, as that run had it (the log's arguments say local)
+    result.effective_settings = EffectiveSettings(settings={"transformer_impl": "local"}, resolved_by="fixture")
     return write_result(result_path(out, "nvd", "mega", "llama"), result)
 
 
@@ -114,6 +116,7 @@ def test_table_from_the_reported_figures(check_dir):
     # ... and against the measured 798 TFLOP/s peak they are 989.4/798 times higher.
     for row in rows.values():
         assert row.mfu_measured_peak == pytest.approx(row.mfu_datasheet * 989.4 / 798.0)
+    assert rows["mega"].implementation == "local" and rows["tran"].implementation is None
     assert rows["mega"].peak_memory_gb == pytest.approx(63.1)
     assert rows["tran"].peak_memory_gb == 60.3 and rows["deep"].peak_memory_gb == 58.3
     # energy: tokens per kWh = tokens/s * 3.6e6 J/kWh / W
@@ -187,6 +190,7 @@ def test_main_writes_the_table_and_exits_by_the_verdict(check_dir, tmp_path):
     markdown = (out / "gpu_check.md").read_text()
     assert "| framework | status | tokens/s | MFU datasheet | MFU measured peak |" in markdown
     assert "| tran | ok | 26,358 | 38.4% | 47.7% | 60.3 |" in markdown
+    assert "| mega [local] | ok | 19,645 | 28.6% | 35.5% | 63.1 |" in markdown
     assert markdown.rstrip().splitlines()[-1].startswith("**Verdict: ready")
     record = GpuCheck.model_validate(json.loads((out / "gpu_check.json").read_text()))
     assert record.verdict == "ready" and record.prescreen.gemm.measured_peak_tflops == pytest.approx(798.0)
