@@ -74,8 +74,7 @@ def memory_estimate(result: Result) -> tuple[float | None, str | None]:
     value = getattr(memory, ESTIMATE_FIELD, None) if memory is not None else None
     if value is not None:
         return float(value), None
-    reason = getattr(memory, "estimate_reason", None) if memory is not None else None
-    return None, reason or f"no pre-launch memory estimate in this result (memory_metrics.{ESTIMATE_FIELD})"
+    return None, f"no pre-launch memory estimate in this result (memory_metrics.{ESTIMATE_FIELD})"
 
 
 def _performance(row: Row, result: Result, measured_peak: float | None, peak_reason: str | None) -> None:
@@ -158,8 +157,12 @@ def loss_gaps(rows: list[Row]) -> str | None:
             row.missing["loss gap"] = (f"fewer than {FIRST_LOSSES} finite first losses" if row not in usable
                                        else "no framework has two finite first losses to compare with")
             continue
-        row.loss_gap = max(abs(ours - ref) / abs(ref) for ours, ref in
-                           zip(row.first_losses, reference.first_losses, strict=True) if ref)  # type: ignore[operator,arg-type]
+        gaps = [abs(ours - ref) / abs(ref) for ours, ref in zip(row.first_losses, reference.first_losses, strict=True)
+                if ours is not None and ref]
+        if gaps:
+            row.loss_gap = max(gaps)
+        else:
+            row.missing["loss gap"] = f"{reference.framework}'s first losses are zero: no relative gap"
     return reference.framework if reference else None
 
 
@@ -234,7 +237,7 @@ def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
 
 
 # ---------------------------------------------------------------------------
-# rendering
+# writing
 
 
 def write_check(check: GpuCheck, out_dir: Path) -> tuple[Path, Path]:

@@ -44,6 +44,8 @@ COPY_TARGET_S = 4.0
 MAX_ITERATIONS = 100_000  # a tiny size on a fast device stops here rather than running for minutes
 WARN_FRACTION = 0.80
 GPU_PLATFORMS = ("nvd", "amd")
+
+
 class Device(Protocol):
     """The two timed operations the prescreen needs; seconds are device time, synchronized at both ends."""
 
