@@ -48,7 +48,7 @@ LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of th
 FIRST_LOSSES = 2
 MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
 REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (DESIGN section 2)
-ESTIMATE_FIELD = "estimated_peak_gb"  # memory_metrics.<this>: the pre-launch estimate, where a result has one
+ESTIMATE_FIELD = "memory_estimate"  # the memory check's block (issue 22): the pre-launch estimate, peak_gb
 OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder (utils/generated.py)
 
 
@@ -63,18 +63,18 @@ def workload_label(result: Result) -> str:
         depth = get_shape(result.model, shape.size).num_layers
     except ValueError:
         return shape.display_name
-    if shape.num_layers == depth:
+    label = f"[{shape.num_layers} of {depth} layers]"
+    if shape.num_layers == depth or shape.display_name.endswith(label):  # a proxy's shape may carry its label already
         return shape.display_name
-    return f"{shape.display_name} [{shape.num_layers} of {depth} layers]"
+    return f"{shape.display_name} {label}"
 
 
 def memory_estimate(result: Result) -> tuple[float | None, str | None]:
-    """The pre-launch memory estimate the result carries, or why there is none."""
-    memory = result.memory_metrics
-    value = getattr(memory, ESTIMATE_FIELD, None) if memory is not None else None
-    if value is not None:
-        return float(value), None
-    return None, f"no pre-launch memory estimate in this result (memory_metrics.{ESTIMATE_FIELD})"
+    """The pre-launch memory estimate the result carries (``memory_estimate.peak_gb``), or why there is none."""
+    estimate = getattr(result, ESTIMATE_FIELD, None)  # results written before the memory check have no such block
+    if estimate is not None:
+        return float(estimate.peak_gb), None
+    return None, f"no pre-launch memory estimate in this result ({ESTIMATE_FIELD})"
 
 
 def _performance(row: Row, result: Result, measured_peak: float | None, peak_reason: str | None) -> None:
@@ -203,7 +203,7 @@ def build_check(results_dir: Path, platform: str, model: str, prescreen_path: Pa
     """
     prescreen, prescreen_reason = read_prescreen(prescreen_path)
     loaded = load_results(find_result_files(results_dir))
-    ours = [r for r in loaded.results if r.platform == platform and r.model == model]
+    ours = [r for r in loaded.results if r.platform == platform and r.result.model == model]  # the key, not a label
     by_framework: dict[str, LoadedResult] = {}
     for item in sorted(ours, key=lambda r: (r.run_index or 0, r.path.name)):
         by_framework.setdefault(item.framework, item)
