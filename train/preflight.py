@@ -51,12 +51,17 @@ from utils.result_model import EffectiveSettings, FrameworkVersions
 
 def expected_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
     """config.env + the fairness table for this job (under tuned, with the recipe's settings over the table's),
-    with the vocabulary the launcher planned; for mega and prim, MEGATRON_IMPL's settings over both."""
+    with the vocabulary the launcher planned."""
     cfg = ctx.cfg
     shape = get_shape(ctx.model, cfg.model_size)
-    implementation = (implementation_settings(cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
+    return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected()}
+
+
+def required_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
+    """:func:`expected_for`, with MEGATRON_IMPL's settings over it for mega and prim (whose layers are Megatron's)."""
+    implementation = (implementation_settings(ctx.cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
                       else {})
-    return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected(), **implementation}
+    return {**expected_for(ctx, planned_vocab), **implementation}
 
 
 def required_by(ctx: RunContext) -> str:
@@ -87,7 +92,7 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
         raise PreflightError(str(exc), setting=exc.setting) from None
     record, resolved_by, notes = resolution.record, resolution.resolved_by, resolution.notes
     if resolution.planned_vocab is not None:
-        found = differences(expected_for(ctx, resolution.planned_vocab), record, ctx.framework)
+        found = differences(required_for(ctx, resolution.planned_vocab), record, ctx.framework)
         if found:
             key, want, got = found[0]
             more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""
