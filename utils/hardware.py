@@ -57,6 +57,12 @@ PEAK_SOURCES = {
 }
 
 
+def peak_source(device_name: str | None) -> str | None:
+    """The datasheet the peak of ``device_name`` comes from, or None when it is not tabulated."""
+    upper = (device_name or "").upper()
+    return next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if upper and m.upper() in upper), None)
+
+
 # Datasheet device-memory bandwidth, TB/s (10**12 bytes/s), with its source; matched like PEAK_TFLOPS, most specific
 # first. utils/prescreen.py measures a copy against it.
 MEMORY_BANDWIDTH_TBS: tuple[tuple[str, float, str], ...] = (
@@ -80,12 +86,6 @@ def memory_bandwidth_tbs(device_name: str | None) -> tuple[float | None, str | N
         if marker.upper() in upper:
             return tbs, source, None
     return None, None, f"device {device_name!r} is not in the bandwidth table (utils/hardware.py)"
-
-
-def peak_source(device_name: str | None) -> str | None:
-    """The datasheet the peak of ``device_name`` comes from, or None when it is not tabulated."""
-    upper = (device_name or "").upper()
-    return next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if upper and m.upper() in upper), None)
 
 
 def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float | None, str | None]:
