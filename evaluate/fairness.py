@@ -12,6 +12,10 @@ Something that is not known cannot prove anything, so it counts as a difference
 null (its reason is in ``workload.unknown``, e.g. a foreign log that never stated
 it), an unrecorded effective precision.
 
+Megatron's two transformer implementations (``MEGATRON_IMPL``: Transformer Engine, or its local
+layers without the fused kernels) run different code for the same model, so results that resolved
+different ``transformer_impl`` values are flagged as not like-for-like.
+
 Results of different models are never compared with each other, and results of
 different profiles neither (``PROFILE=identical`` against ``tuned`` is no comparison at
 all), so the check runs per model and profile. Only ``ok`` results take part: failed and
@@ -44,6 +48,7 @@ SHAPE_FIELDS_SHOWN = 4  # a full-vs-tiny difference touches every dimension; the
 # The workload keys a tuned recipe sets (the layout's derived DP and GA with them): they may differ between vendors.
 RECIPE_KEYS = (*WORKLOAD_NAMES.values(), "DP", "GA")
 RECIPE = "recipe"
+TRANSFORMER_IMPL = "transformer_impl"  # Megatron's --transformer-impl as the framework resolved it (MEGATRON_IMPL)
 
 
 @dataclass(frozen=True)
@@ -223,4 +228,20 @@ def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
         for key, column in version_differences(group).items():
             unknown = any(value.startswith("unknown (") for value in column.values())
             report.differences.append(Difference(model, key, column, unverifiable=unknown, profile=profile))
+        impl = implementation_difference(model, group, profile)
+        if impl is not None:
+            report.differences.append(impl)
     return report
+
+
+def implementation_difference(model: str, group: list[LoadedResult], profile: str) -> Difference | None:
+    """Megatron's Transformer Engine layers against its local ones (``MEGATRON_IMPL``): not like-for-like.
+
+    Compared among the results whose resolved settings record ``transformer_impl`` (mega, prim).
+    """
+    column = {r.label: r.result.effective_settings.settings[TRANSFORMER_IMPL] for r in group
+              if r.result.effective_settings is not None and TRANSFORMER_IMPL in r.result.effective_settings.settings}
+    if len(set(map(repr, column.values()))) < 2:
+        return None
+    return Difference(model, f"{TRANSFORMER_IMPL} (Megatron's implementation: not like-for-like)", column,
+                      profile=profile)

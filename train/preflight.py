@@ -33,7 +33,12 @@ from train.context import job_context, load_plugin
 from train.contract import LaunchPlan, PreflightError, RunContext
 from train.framework_versions import framework_versions
 from train.profiles import ProfileError
-from train.settings.expected import differences, expected_settings
+from train.settings.expected import (
+    MEGATRON_IMPL_FRAMEWORKS,
+    differences,
+    expected_settings,
+    implementation_settings,
+)
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from utils.configure import Config, ConfigError, load_config
 from utils.models import workload_shape
@@ -50,6 +55,13 @@ def expected_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
     cfg = ctx.cfg
     shape = workload_shape(cfg, ctx.model)
     return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected()}
+
+
+def required_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
+    """:func:`expected_for`, with MEGATRON_IMPL's settings over it for mega and prim (whose layers are Megatron's)."""
+    implementation = (implementation_settings(ctx.cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
+                      else {})
+    return {**expected_for(ctx, planned_vocab), **implementation}
 
 
 def required_by(ctx: RunContext) -> str:
@@ -80,7 +92,7 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
         raise PreflightError(str(exc), setting=exc.setting) from None
     record, resolved_by, notes = resolution.record, resolution.resolved_by, resolution.notes
     if resolution.planned_vocab is not None:
-        found = differences(expected_for(ctx, resolution.planned_vocab), record, ctx.framework)
+        found = differences(required_for(ctx, resolution.planned_vocab), record, ctx.framework)
         if found:
             key, want, got = found[0]
             more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""

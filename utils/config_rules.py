@@ -45,6 +45,8 @@ PROFILES = ("identical", "tuned")
 PROFILE_FALLBACKS = ("identical",)
 # BOS_POLICY: which ids data/encode.py writes around a document (data/token_policy.py).
 BOS_POLICIES = ("megatron", "tokenizer")
+# MEGATRON_IMPL: Megatron's --transformer-impl (mega and prim); local runs without Transformer Engine or apex.
+MEGATRON_IMPLS = ("transformer_engine", "local")
 
 # Upper bound of every count (steps, sizes, ranks, workers): these values reach C int
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
@@ -141,6 +143,7 @@ RULES: dict[str, Rule] = {
     "profile_step_end": _INDEX,
     # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters
     # git allows in a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
+    "megatron_impl": Rule(choices=MEGATRON_IMPLS),
     "megatron_ref": Rule(pattern=r"(?!.*\.\.)(?:[0-9a-f]{7,40}|[A-Za-z0-9][A-Za-z0-9._/-]{0,99})",
                          describe="a Megatron-LM tag or commit, e.g. core_v0.12.0 or 847781764f"),
 }

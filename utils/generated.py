@@ -47,7 +47,10 @@ RESULT_NAME = re.compile(
     rf"train_(?:{_ALT(platform_names())})_(?:{_ALT(framework_names())})_(?:{_MODELS})(?:_r\d+)?"
     rf"(?:\.json|{re.escape(STEPS_SUFFIX)})")
 TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+")
-OUTPUT_FILES = frozenset({"compare.png", "compare.md", "loss_parity.png", "system.json", CACHE_NAME})
+OUTPUT_FILES = frozenset({"compare.png", "compare.md", "loss_parity.png", "system.json", CACHE_NAME,
+                          "gpu_check.md", "gpu_check.json"})
+# shell/gpu_check.sh's folder: one OUTPUT_DIR per check (prescreen, results, logs), all of it generated.
+GPU_CHECK_DIR = "gpu_check"
 # Folders whose files tprimat names ``train_*`` (logs, generated configs, traces).
 OUTPUT_JOB_DIRS = ("logs", "generated", "profiles")
 _DATASET = rf"(?:{_ALT(DATASETS)}|local-[A-Za-z0-9_.-]+)"
@@ -186,7 +189,7 @@ def output_targets(root: Path) -> list[Target]:
         elif _real_dir(entry) and entry.name == "nemo":
             found += [Target(Path(e.path), tree=True) for e in _entries(path)
                       if _real_dir(e) and (e.name == "index_cache" or RESULT_NAME.fullmatch(e.name + ".json"))]
-        elif _real_dir(entry) and entry.name in ("primus", LOCK_DIR):
+        elif _real_dir(entry) and entry.name in ("primus", LOCK_DIR, GPU_CHECK_DIR):
             found.append(Target(path, tree=True))
     return found
 

@@ -111,6 +111,31 @@ def peak_source(device_name: str | None) -> str | None:
     return next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if upper and m.upper() in upper), None)
 
 
+# Datasheet device-memory bandwidth, TB/s (10**12 bytes/s), with its source; matched like PEAK_TFLOPS, most specific
+# first. utils/prescreen.py measures a copy against it.
+MEMORY_BANDWIDTH_TBS: tuple[tuple[str, float, str], ...] = (
+    ("MI355X", 8.0, "AMD Instinct MI355X product page: 8 TB/s HBM3E"),
+    ("MI325X", 6.0, "AMD Instinct MI325X datasheet: 6 TB/s HBM3E"),
+    ("MI300X", 5.3, "AMD Instinct MI300X datasheet: 5.3 TB/s HBM3"),
+    ("B200", 8.0, "NVIDIA DGX B200 datasheet: 64 TB/s HBM3E for 8 GPUs, 8 TB/s per GPU"),
+    ("H200", 4.8, "NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3E"),
+    ("H100 PCIe", 2.0, "NVIDIA H100 PCIe datasheet: 2 TB/s HBM2e"),
+    ("H100 NVL", 3.9, "NVIDIA H100 NVL datasheet: 3.9 TB/s HBM3"),
+    ("H100", 3.35, "NVIDIA H100 SXM datasheet: 3.35 TB/s HBM3"),
+)
+
+
+def memory_bandwidth_tbs(device_name: str | None) -> tuple[float | None, str | None, str | None]:
+    """Datasheet memory bandwidth of ``device_name`` in TB/s: ``(value, source, None)`` or ``(None, None, reason)``."""
+    if not device_name:
+        return None, None, "no accelerator detected: datasheet memory bandwidth unknown"
+    upper = device_name.upper()
+    for marker, tbs, source in MEMORY_BANDWIDTH_TBS:
+        if marker.upper() in upper:
+            return tbs, source, None
+    return None, None, f"device {device_name!r} is not in the bandwidth table (utils/hardware.py)"
+
+
 def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float | None, str | None]:
     """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8).
 

@@ -45,3 +45,14 @@ def test_validate_args_reduces_bf16_gradients_in_fp32_without_the_flag(tmp_path)
     with pytest.raises(pf.PreflightError) as caught:
         pf.preflight(ctx, plan)
     assert (caught.value.setting, caught.value.effective) == ("grad_reduce_in_fp32", True)
+
+
+@pytest.mark.parametrize("platform", ["nvd", "amd"])
+def test_local_implementation_is_accepted_and_resolves_to_the_local_table(tmp_path, platform):
+    """MEGATRON_IMPL=local: Megatron's own validation takes --transformer-impl local with the fusions it needs off."""
+    from train.settings.expected import LOCAL_IMPL
+
+    cfg = replace(_config(tmp_path, "bf16-tp1-cp1"), megatron_impl="local")
+    result = pf.preflight(*planned(cfg, platform, "mega", "llama"))
+    assert result.settings["transformer_impl"] == "local"
+    assert {key: result.settings[key] for key in LOCAL_IMPL} == LOCAL_IMPL

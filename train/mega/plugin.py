@@ -78,7 +78,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
     notes += [f"{problem} (a real run stops here)" for problem in problems]
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
             *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding, ctx.profile)]
-    env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(attention_backend(ctx.platform, ctx.profile))}
+    backend = attention_backend(ctx.platform, ctx.profile, cfg.megatron_impl)
+    env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(backend)}
     return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
 
 

@@ -30,7 +30,10 @@ Choices that are not config keys, and why:
   Megatron refuses to build the model when they disagree with the backend;
 * no gradient-accumulation fusion on AMD (Primus's and ROCm Megatron's examples
   switch it off: the fused wgrad kernel is a CUDA/apex one);
-* vocabulary padding: see :func:`choose_vocab_padding`.
+* vocabulary padding: see :func:`choose_vocab_padding`;
+* ``transformer_impl`` from ``MEGATRON_IMPL``: Transformer Engine (the images'), or Megatron's local
+  layers with the fusions that need Transformer Engine or apex off and attention backend ``auto``
+  (:data:`train.settings.expected.LOCAL_IMPL`, with the Megatron checks that require each).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
-from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION, implementation_settings
 from utils.configure import Config
 from utils.memory import Recipe, megatron_recipe
 from utils.models import ModelShape
@@ -138,9 +141,20 @@ def vocab_padding(cfg: Config, model: str, shape: ModelShape, tokenizer_dir: Pat
     return VocabPadding(size, source, target, divisor, padded)
 
 
-def attention_backend(platform: str, profile: AppliedProfile = IDENTICAL) -> str:
-    """The platform's attention backend (the fairness table's), or the tuned recipe's."""
-    return profile.setting("attention_backend", ATTENTION_BACKEND[platform])
+def attention_backend(platform: str, profile: AppliedProfile = IDENTICAL, megatron_impl: str = "transformer_engine"
+                      ) -> str:
+    """The platform's attention backend (the fairness table's), the tuned recipe's, or MEGATRON_IMPL=local's."""
+    return implementation_settings(megatron_impl).get("attention_backend") or profile.setting(
+        "attention_backend", ATTENTION_BACKEND[platform])
+
+
+def implementation_args(megatron_impl: str) -> dict[str, Any]:
+    """MEGATRON_IMPL's settings (train.settings.expected.implementation_settings) as Megatron argument dests."""
+    wanted = implementation_settings(megatron_impl)
+    args = {key: value for key, value in wanted.items() if key != "persist_layer_norm"}
+    if "persist_layer_norm" in wanted:
+        args["no_persist_layer_norm"] = not wanted["persist_layer_norm"]
+    return args
 
 
 def profile_settings(profile: AppliedProfile) -> dict[str, Any]:
@@ -196,7 +210,7 @@ def megatron_settings(
         "make_vocab_size_divisible_by": padding.divisible_by,
         "seq_length": cfg.sl,
         "max_position_embeddings": shape.max_position_embeddings,
-        "transformer_impl": "transformer_engine",
+        "transformer_impl": cfg.megatron_impl,
         "attention_backend": ATTENTION_BACKEND[platform],
         # ---- batch and parallelism ----
         "micro_batch_size": cfg.mbs,
@@ -275,6 +289,7 @@ def megatron_settings(
     if cfg.fp8:
         settings.update(FP8_SETTINGS)
     settings.update(profile_settings(profile))
+    settings.update(implementation_args(cfg.megatron_impl))  # what local cannot run goes, whatever asked for it
     return settings
 
 

@@ -168,8 +168,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
     text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, tokenizer, padding, ctx.profile))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
-        env={**launcher_env("amd", ctx.profile.env), **attention_env(attention_backend("amd", ctx.profile)),
-             **run_vars},
+        env={**launcher_env("amd", ctx.profile.env),
+             **attention_env(attention_backend("amd", ctx.profile, ctx.cfg.megatron_impl)), **run_vars},
         files={exp_file: text}, notes=notes, extra_logs=[train_log],
     )
 

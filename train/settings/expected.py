@@ -78,6 +78,30 @@ FP8_FIXED: dict[str, Any] = {
 ATTENTION_BACKEND = {"nvd": "fused", "amd": "auto"}
 GRADIENT_ACCUMULATION_FUSION = {"nvd": True, "amd": False}
 
+# MEGATRON_IMPL (mega and prim, whose layers are Megatron's): the images' Transformer Engine layers, or Megatron's
+# own local ones for a machine without Transformer Engine and apex. local changes what Megatron-LM at MEGATRON_REF
+# (checked at 847781764f) refuses or cannot run without them:
+# - apply_rope_fusion: TransformerConfig.__post_init__ raises "apply_rope_fusion is not available" without TE;
+# - masked_softmax_fusion: FusedScaleMaskSoftmax imports the scaled_*_masked_softmax_cuda kernels (apex);
+# - gradient_accumulation_fusion: ColumnParallelLinear raises without apex's fused_weight_gradient_mlp_cuda;
+# - persist_layer_norm: the local RMSNorm (WrappedTorchNorm) asserts it is off;
+# - attention_backend auto: flash/fused/unfused name Transformer Engine's kernels, which local attention never calls.
+# The other fusions (bias-SwiGLU, bias-dropout, cross-entropy) are Megatron's own jit code and stay on.
+MEGATRON_IMPL_FRAMEWORKS = ("mega", "prim")
+LOCAL_IMPL: dict[str, Any] = {
+    "attention_backend": "auto",
+    "apply_rope_fusion": False,
+    "masked_softmax_fusion": False,
+    "gradient_accumulation_fusion": False,
+    "persist_layer_norm": False,
+}
+
+
+def implementation_settings(megatron_impl: str) -> dict[str, Any]:
+    """What MEGATRON_IMPL decides for a Megatron framework: its ``transformer_impl`` and, for local, LOCAL_IMPL."""
+    return {"transformer_impl": megatron_impl, **(LOCAL_IMPL if megatron_impl == "local" else {})}
+
+
 # Keys a framework has no such setting for (compared only where the framework has them);
 # the reason is what the record and docs/CONFORMANCE.md say.
 INHERENT: dict[str, dict[str, str]] = {
