@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers_shell import clean_env, copy_repo, docker_calls, run_script
-from utils.configure import FIELD_TYPES
 
-HAS_MODEL_LAYERS = "model_layers" in FIELD_TYPES
 RECORDED = ("MODEL_LAYERS", "TRAIN_ITERS", "MODELS", "DP", "GA", "MBS", "SL", "GPUS_PER_NODE", "PLATFORM")
 STAND_IN = """#!/usr/bin/env bash
 echo "$(basename "$0") {fields}" >> "$JOB_LOG"
@@ -97,19 +95,6 @@ def _stand_ins(repo: Path) -> None:
     module.write_text(module.read_text().replace(main_guard, FAKE_DEVICE + main_guard))
 
 
-@pytest.mark.skipif(HAS_MODEL_LAYERS, reason="MODEL_LAYERS is a config key: the flow test below runs instead")
-def test_without_model_layers_no_job_starts(repo: Path, tmp_path: Path) -> None:
-    _stand_ins(repo)
-    env = _env(tmp_path, PLATFORM="nvd", FRAMEWORK="tran deep")
-    proc = run_script(repo, "shell/gpu_check.sh", "--native", env=env, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith("gpu_check.sh: MODEL_LAYERS is not a config key in this checkout")
-    assert not (tmp_path / "jobs.log").exists()
-    (_prescreen,) = (tmp_path / "out" / "gpu_check").glob("*/prescreen.json")  # the prescreen ran first
-    assert "GEMM peak 798.0 TFLOP/s = 80.7% of the datasheet's 989.4" in proc.stdout
-
-
-@pytest.mark.skipif(not HAS_MODEL_LAYERS, reason="MODEL_LAYERS (issue 22) is not a config key yet")
 def test_native_flow_runs_the_proxy_through_train_sh_and_writes_the_table(repo: Path, tmp_path: Path) -> None:
     _stand_ins(repo)
     env = _env(tmp_path, PLATFORM="nvd", FRAMEWORK="tran deep")
@@ -119,5 +104,6 @@ def test_native_flow_runs_the_proxy_through_train_sh_and_writes_the_table(repo: 
     workload = "MODEL_LAYERS=8 TRAIN_ITERS=30 MODELS=llama DP=1 GA=4 MBS=2 SL=2048 GPUS_PER_NODE=1 PLATFORM=nvd"
     assert jobs == [f"train_nvd_tran_llama.sh {workload}", f"train_nvd_deep_llama.sh {workload}"]
     table = (tmp_path / "out" / "gpu_check.md").read_text()
-    assert "**Verdict: broken: tran: missing: no result" in table
+    # train.sh records each job incomplete before it starts; the stand-ins never finish it
+    assert "**Verdict: broken: tran: incomplete: shell/train.sh started this job" in table
     assert (tmp_path / "out" / "gpu_check.json").is_file()
