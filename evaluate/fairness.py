@@ -42,6 +42,7 @@ from evaluate.results import LoadedResult
 from evaluate.settings_diff import version_differences
 from train.profiles.recipe import WORKLOAD_NAMES
 from utils.result_model import HashedFiles, ModelShapeBlock, Result, Workload
+from utils.sample_digest import DIGEST_KEY  # in effective_settings.settings
 
 UNKNOWN = "unknown"
 WORKLOAD_FIELDS = tuple(name for name in Workload.model_fields if name != "unknown")
@@ -50,7 +51,6 @@ SHAPE_FIELDS_SHOWN = 4  # a full-vs-tiny difference touches every dimension; the
 # The workload keys a tuned recipe sets (the layout's derived DP and GA with them): they may differ between vendors.
 RECIPE_KEYS = (*WORKLOAD_NAMES.values(), "DP", "GA")
 RECIPE = "recipe"
-DIGEST_KEY = "samples_digest"  # in effective_settings.settings; what a difference is reported under
 
 
 @dataclass(frozen=True)
