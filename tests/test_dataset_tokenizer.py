@@ -24,7 +24,10 @@ def test_qwen_gets_a_copy_without_pad_that_encodes_the_same(tokenizers: dict[str
     role = pad_role(original)
     assert role.collides and role.token == role.eos == "<|endoftext|>"
     assert "pad token <|endoftext|>" in role.note("qwen") and "its EOS" in role.note("qwen")
+    named = dataset_tokenizer_dir(tokenizers["qwen"], tmp_path / "generated", write=False)
+    assert not (tmp_path / "generated").exists()  # a dry run names the copy only
     copy_dir = dataset_tokenizer_dir(tokenizers["qwen"], tmp_path / "generated")
+    assert copy_dir == named
     assert copy_dir.parent == tmp_path / "generated" and copy_dir.name.startswith("qwen-nopad-")
     copy = load_tokenizer(copy_dir)
     assert copy.pad_token is None and copy.pad_token_id is None and not pad_role(copy).collides

@@ -112,12 +112,13 @@ def _check_copy(source: Any, copy: Any, where: Path) -> None:
                                  f"(pad {copy.pad_token!r}, {vocab_size(copy)} tokens)")
 
 
-def dataset_tokenizer_dir(source: Path, generated_dir: Path) -> Path:
+def dataset_tokenizer_dir(source: Path, generated_dir: Path, write: bool = True) -> Path:
     """The tokenizer directory to hand a framework whose dataset is megatron-core's.
 
     ``source`` itself when its pad (if any) is no real token; otherwise a copy without a pad
     role under ``generated_dir``, named by the source's content hash so that every node and
-    every run of the same tokenizer shares one copy (written atomically, reused).
+    every run of the same tokenizer shares one copy (written atomically, reused). ``write=False``
+    (a dry run) names the copy without writing it.
     """
     source = Path(source)
     original = load_tokenizer(source)
@@ -125,7 +126,7 @@ def dataset_tokenizer_dir(source: Path, generated_dir: Path) -> Path:
     if not pad_role(original).collides:
         return source
     target = Path(generated_dir) / f"{source.name}-nopad-{sha256_dir(source)[:12]}"
-    if not target.is_dir():
+    if write and not target.is_dir():
         tmp = temp_sibling(target)
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(source, tmp)
