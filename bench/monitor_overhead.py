@@ -1,6 +1,6 @@
 """Overhead of tprimat's step measurement on a real tiny ``tran`` training loop.
 
-"Monitor on" is exactly what ``train/train_tran.py`` adds around each optimizer step:
+"Monitor on" is exactly what ``train/tran/worker.py`` adds around each optimizer step:
 ``StepMonitor.start_step``/``end_step`` (device sync + clock + a record), reading the
 loss to the host (``float(loss)``) and the energy meter of ``utils/power.py`` (on GPUs: the
 device's energy counter read at the block's ends, or the power-sampler thread where no
@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 
-from train.tran_step import Dist, Trainer, lr_at
+from train.schedule import lr_at
+from train.tran.step import Dist, Trainer
 from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
 from utils.hardware import cpu_name, detect_platform

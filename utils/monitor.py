@@ -5,7 +5,7 @@ ends, because GPU kernels run asynchronously and an unsynchronized clock measure
 the launch queue, not the work (NeMo's own ``TimingCallback`` has that flaw).
 Per-step arrays are kept whole; the summary over the measured (post-warm-up)
 steps is computed by ``utils/metrics.py``, and the Lightning adapter around this
-timer lives in ``train/nemo_callback.py``.
+timer lives in ``train/nemo/callback.py``.
 """
 
 from __future__ import annotations
