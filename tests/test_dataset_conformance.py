@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from tests.helpers_megatron_core import WHEELS, ProbeRequest, ProbeResult, Samples, first_difference, wheel_samples
+from tests.helpers_preflight import fake_megatron
 from tests.helpers_tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
 from utils.configure import REPO_ROOT, Config, load_config
 from utils.dataset import dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
@@ -34,22 +35,17 @@ STACKS = {
 
 
 def launch_tokenizer_dir(cfg: Config, model: str, launcher: str) -> Path:
-    """The tokenizer directory the launcher hands the framework (and so its dataset)."""
-    from train.megatron_args import megatron_settings, vocab_padding
-    from train.megatron_common import index_cache_dir
-    from train.nemo_recipe import build_overrides
-    from train.train_nemo import resolve_shape
-    from utils.models import get_shape
+    """The tokenizer directory the launcher hands the framework (and so its dataset), from its real plan."""
+    from tests.helpers_megatron import make_context  # a real (not dry-run) plan writes what it names
 
-    tokenizer = tokenizer_dir(cfg, model)
-    shape = get_shape(model, cfg.model_size)
     if launcher == "mega":
-        settings = megatron_settings(cfg, shape, "nvd", tokenizer, vocab_padding(cfg, model, shape, tokenizer))
-        return Path(settings["tokenizer_model"])
-    overrides = build_overrides(cfg, model, resolve_shape(cfg, model, tokenizer),
-                                data_prefix=dataset_prefix(cfg, model), tokenizer_dir=tokenizer,
-                                log_dir=cfg.output_dir, index_cache_dir=index_cache_dir(cfg))
-    return Path(overrides.fields["data"]["tokenizer"]["pretrained_model_name"])
+        from train.mega.plugin import plan
+
+        argv = plan(make_context(cfg, "nvd", "mega", model)).argv
+        return Path(argv[argv.index("--tokenizer-model") + 1])
+    from train.nemo.plugin import overrides_for
+
+    return Path(overrides_for(cfg, model, "conformance").fields["data"]["tokenizer"]["pretrained_model_name"])
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +58,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Config:
     cfg = load_config(REPO_ROOT / "config.env", environ={
         "DATASET": "sample", "DATA_DIR": str(root / "data"), "OUTPUT_DIR": str(root / "output"), "MODEL_SIZE": "tiny",
         "SL": str(SEQ_LEN), "SEED": str(SEED), "MBS": "1", "DP": "1", "GA": "1", "TP": "1", "PP": "1", "CP": "1",
-        "GPUS_PER_NODE": "1", "NNODES": "1", "TRAIN_ITERS": str(SAMPLES), "WARMUP_STEPS": "1", "FP8": "false"})
+        "GPUS_PER_NODE": "1", "NNODES": "1", "TRAIN_ITERS": str(SAMPLES), "WARMUP_STEPS": "1", "FP8": "false",
+        "MEGATRON_PATH": str(fake_megatron(root))})  # the plan needs a pretrain_gpt.py; nothing runs it
     texts = [text for text in generate_documents(SampleSpec(seed=11, target_bytes=60_000)) if text.strip()]
     for model in REAL_FORMAT_MODELS:
         directory = real_format_tokenizer(model, tokenizer_dir(cfg, model))
@@ -73,7 +70,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 def tran_samples(cfg: Config, model: str, work: Path) -> Samples:
     """What tran and deep train on: Megatron's sample order, every position in the loss, ids as encoded."""
-    from train.tran_data import MegatronSamples
+    from train.tran.data import MegatronSamples
 
     tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
     samples = MegatronSamples(prefix=dataset_prefix(cfg, model), seq_len=SEQ_LEN, seed=SEED, num_samples=SAMPLES,

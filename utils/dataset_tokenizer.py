@@ -112,6 +112,26 @@ def _check_copy(source: Any, copy: Any, where: Path) -> None:
                                  f"(pad {copy.pad_token!r}, {vocab_size(copy)} tokens)")
 
 
+def framework_tokenizer(source: Path, output_dir: Path, write: bool = True) -> tuple[Path, str | None]:
+    """What the vendor launchers name as the tokenizer: (directory, launch note or None).
+
+    The copy goes to ``<OUTPUT_DIR>/generated``. A tokenizer whose files are absent is named as it
+    is (the launch plan reports the missing data); an EOS outside the vocabulary raises
+    :class:`TokenizerRoleError` before anything launches.
+    """
+    source = Path(source)
+    if not any((source / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        return source, None
+    try:
+        load_tokenizer(source)
+    except Exception as exc:  # any unreadable file: the framework reports it in its own words
+        return source, f"tokenizer {source} could not be read to check its pad role ({type(exc).__name__}: {exc})"
+    target = dataset_tokenizer_dir(source, Path(output_dir) / "generated", write=write)
+    if target == source:
+        return source, None
+    return target, f"{pad_role(load_tokenizer(source)).note(str(source))}: {target}"
+
+
 def dataset_tokenizer_dir(source: Path, generated_dir: Path, write: bool = True) -> Path:
     """The tokenizer directory to hand a framework whose dataset is megatron-core's.
 

@@ -32,6 +32,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
 from train.torchrun import torchrun_argv
 from utils.configure import Config
+from utils.dataset_tokenizer import framework_tokenizer
 from utils.models import ModelShape
 from utils.result_model import Result
 
@@ -68,8 +69,10 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if problems and not ctx.dry_run:
         raise FileNotFoundError("; ".join(problems))
     notes += [f"{problem} (a real run stops here)" for problem in problems]
+    given, pad_note = framework_tokenizer(tokenizer, cfg.output_dir, write=not ctx.dry_run)
+    notes += [pad_note] if pad_note else []
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
-            *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding, ctx.profile)]
+            *megatron_args(cfg, shape, ctx.platform, prefix, given, padding, ctx.profile)]
     env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(attention_backend(ctx.platform, ctx.profile))}
     return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
 

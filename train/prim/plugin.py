@@ -40,6 +40,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
 from utils.configure import Config
+from utils.dataset_tokenizer import framework_tokenizer
 from utils.models import ModelShape
 from utils.result_model import Result
 
@@ -164,7 +165,9 @@ def plan(ctx: RunContext) -> LaunchPlan:
         "MASTER_PORT": str(cfg.master_port),
         "PRIMUS_HIPBLASLT_TUNING_STAGE": "0",
     }
-    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, tokenizer, padding, ctx.profile))
+    given, pad_note = framework_tokenizer(tokenizer, cfg.output_dir, write=not ctx.dry_run)
+    notes += [pad_note] if pad_note else []
+    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, given, padding, ctx.profile))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
         env={**launcher_env("amd", ctx.profile.env), **attention_env(attention_backend("amd", ctx.profile)),
