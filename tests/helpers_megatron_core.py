@@ -8,7 +8,7 @@ with the compiled index helpers for Python 3.11, so CI can judge the images' dat
 without their trees (docs/CONFORMANCE.md).
 
 Each wheel is installed once, without dependencies, into ``<checkout>/.side/megatron-core-<ver>``
-(git-ignored, never shared with another checkout) and reused; ``tests/dataset_probe.py`` runs in
+(git-ignored, never shared with another checkout) and reused; ``train/settings/sample_probe.py`` runs in
 a subprocess with that directory first on ``PYTHONPATH``, over the virtualenv's torch and
 transformers. Setting ``TPRIMAT_SIDE_ENVS=skip`` skips these tests on a machine without the
 package index; otherwise a failed install fails them (they must run in CI).
@@ -37,7 +37,7 @@ WHEELS = {
     "0.12.0": "NeMo 25.04's megatron-core (Megatron-LM 3cdfd613, 0.12.0rc4)",
     "0.15.0": "MEGATRON_REF and Primus v0.5.0 (Megatron-LM 847781764f, 0.15.0rc8)",
 }
-PROBE = Path(__file__).resolve().parent / "dataset_probe.py"
+PROBE_MODULE = "train.settings.sample_probe"
 
 
 def side_env(version: str) -> Path:
@@ -86,7 +86,7 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class ProbeRequest:
-    """One dataset to build: a tokenizer directory, as ``tokenizer`` (``tests/dataset_probe.py``) loads it."""
+    """One dataset to build: a tokenizer directory, as ``tokenizer`` (``train/settings/sample_probe.py``) loads it."""
 
     tokenizer: str
     tokenizer_dir: Path
@@ -106,8 +106,8 @@ def wheel_samples(version: str, requests: list[ProbeRequest], work: Path) -> lis
     (work / "requests.json").write_text(json.dumps(jobs), encoding="utf-8")
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_ROOT)]),
                "TOKENIZERS_PARALLELISM": "false"}
-    run = subprocess.run([sys.executable, str(PROBE), str(work / "requests.json")], capture_output=True, text=True,
-                         env=environ, timeout=600, check=False)
+    run = subprocess.run([sys.executable, "-m", PROBE_MODULE, str(work / "requests.json")], capture_output=True,
+                         text=True, env=environ, cwd=REPO_ROOT, timeout=600, check=False)
     assert run.returncode == 0, f"dataset probe on megatron-core {version} failed:\n{run.stderr[-3000:]}"
     results = []
     for job in jobs:

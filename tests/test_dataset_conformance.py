@@ -5,7 +5,7 @@ What it judges: megatron-core's ``GPTDataset`` from the wheels of the two lines 
 whose dataset rewrites every pad id in ``tokens``/``labels`` to 0 and masks it), given the tokenizer
 directory exactly as tprimat's launchers configure it (``--tokenizer-model`` of ``mega``/``prim``,
 the NeMo recipe's ``data.tokenizer``), built as each framework builds its dataset tokenizer
-(``tests/dataset_probe.py``), over the real-format Llama 3.1, Qwen 2.5 and Mistral v0.3 tokenizers.
+(``train/settings/sample_probe.py``), over the real-format Llama 3.1, Qwen 2.5 and Mistral v0.3 tokenizers.
 Hundreds of samples are read by one reader, as a persistent loader worker reads them, so a mask
 changed in place in a cache shows. The reference is ``tran``'s ``MegatronSamples`` (every position
 in the loss, no token rewritten: the fairness table, docs/SAMPLE_ORDER.md).
@@ -106,3 +106,21 @@ def test_stack_feeds_trans_samples_with_every_position_in_the_loss(
     difference = first_difference(theirs.samples, ours)
     assert difference is None, (f"{stack} ({WHEELS[version]}), {model}: {difference}; the dataset took pad id "
                                 f"{theirs.pad} (EOD {eod}) from {launch_tokenizer_dir(prepared, model, launcher)}")
+
+
+def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(prepared: Config, monkeypatch) -> None:
+    """The preflight's samples_digest on megatron-core 0.15.0's own dataset; with Qwen's pad left in, it stops."""
+    import sys
+    from dataclasses import replace
+
+    from tests.helpers_megatron_core import side_env
+    from train.settings import samples
+
+    cfg = replace(prepared, train_iters=SAMPLES // 8, mbs=8)  # GBS 8: the digest covers the first 16 samples
+    site = side_env("0.15.0")
+    digest, how = samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
+    reference, _ = samples.samples_digest(cfg, "qwen", "tran")
+    assert digest is not None and digest == reference and "equal to tran's" in how
+    monkeypatch.setattr(samples, "framework_tokenizer", lambda source, output_dir: (source, None))  # today's bug
+    with pytest.raises(samples.SamplesDiffer, match=r"sample \d+, position \d+: (tokens|labels) \d+ against \d+"):
+        samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)

@@ -102,7 +102,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     version = answer.payload["framework"].get("megatron_core")
     by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
           f"+ language-module attention check, in {answer.python}")
-    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded,
+                      dataset_python=answer.python, dataset_code=tree)
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

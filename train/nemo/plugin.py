@@ -144,7 +144,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     by = (f"NeMo {answer.payload['framework'].get('nemo')}: recipe + overrides built with fiddle, optim.connect "
           f"+ strategy.connect (precision plugin applied), read back, in {answer.python}")
     vocab = json.loads(text)["fields"]["model.config.vocab_size"]
-    return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab)
+    return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab,
+                      dataset_python=answer.python)
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

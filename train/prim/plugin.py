@@ -206,7 +206,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     by = (f"Primus {info.get('primus') or '(version not reported)'} at {root} with its Megatron-LM {backend}: "
           "load_primus_config + update_primus_config + validate_args + validate_args_on_rocm "
           f"+ attention check, in {answer.python}")
-    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded,
+                      dataset_python=answer.python, dataset_code=backend)
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

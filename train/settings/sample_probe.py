@@ -1,10 +1,11 @@
-"""Samples of megatron-core's own ``GPTDataset``, built in a side environment of one megatron-core wheel.
+"""Samples of a framework's own megatron-core ``GPTDataset``: run in the framework's Python.
 
-Run by ``tests/helpers_megatron_core.py`` as ``python tests/dataset_probe.py REQUESTS.json`` (a list of
-requests, each naming its ``.npz`` output; one process, so torch is imported once) with the wheel's
-directory first on ``PYTHONPATH`` (torch and transformers come from the project's
-virtualenv). It imports only the standard library, numpy, transformers and the wheel's
-``megatron.core``, so the dataset code judged is the wheel's, never the virtualenv's.
+``python -m train.settings.sample_probe REQUESTS.json`` (a list of requests, each naming its ``.npz``
+output; one process, so torch is imported once), with the framework's code first on ``PYTHONPATH``:
+the preflight runs it in the image's Python over the ``MEGATRON_REF`` tree, Primus's submodule or
+NeMo's megatron-core (``train/settings/samples.py``), the tests over the megatron-core wheels
+(``tests/helpers_megatron_core.py``). It imports only the standard library, numpy, transformers and
+the framework, so the dataset code judged is the framework's.
 
 The tokenizer handed to the dataset is built the way each stack builds it:
 
@@ -12,7 +13,10 @@ The tokenizer handed to the dataset is built the way each stack builds it:
   ``{"library": "huggingface"}``: what Megatron-LM's ``pretrain_gpt.py`` at ``MEGATRON_REF`` calls
   (``megatron/core/tokenizers/text/utils/build_tokenizer.py: build_tokenizer``) for
   ``--tokenizer-type HuggingFaceTokenizer``; the class is the wheel's own.
-* ``nemo-roles``: NeMo 2.3's ``AutoTokenizer`` is not in the wheel; the dataset reads three of its
+* ``megatron-legacy``: Primus v0.5.0 builds Megatron-LM's legacy ``_HuggingFaceTokenizer``
+  (``megatron/training/tokenizer/tokenizer.py``) from its tree.
+* ``nemo``: NeMo 2.3's own ``AutoTokenizer`` (``use_fast=True``, as the recipe configures it).
+* ``nemo-roles``: where NeMo is not installed (the wheels in CI); the dataset reads three of its
   facts (``nemo/collections/common/tokenizers/tokenizer_spec.py``: ``pad`` is ``pad_id``, the
   Hugging Face tokenizer's pad token id or None; ``eod`` is the EOS id; ``vocab_size`` is
   ``len(tokenizer)``), which :class:`NemoRoles` gives from the same files.
@@ -48,6 +52,14 @@ def dataset_tokenizer(kind: str, path: str):
 
         return MegatronTokenizer.from_pretrained(tokenizer_path=path, metadata_path={"library": "huggingface"},
                                                  vocab_file=None, merges_file=None)
+    if kind == "megatron-legacy":
+        from megatron.training.tokenizer.tokenizer import _HuggingFaceTokenizer
+
+        return _HuggingFaceTokenizer(path)
+    if kind == "nemo":
+        from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
+
+        return AutoTokenizer(path, use_fast=True)
     if kind == "nemo-roles":
         return NemoRoles(path)
     raise ValueError(f"unknown tokenizer kind {kind!r}")
@@ -66,8 +78,9 @@ def samples(request: dict) -> None:
         tokenizer=tokenizer, reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
         create_attention_mask=False,
     )
-    count = request["num_samples"]
-    dataset, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [count, 0, 0], lambda: True, config).build()
+    count = request["num_samples"]  # read; the dataset is sized as the job asks for (it decides the shuffle)
+    size = request.get("dataset_samples", count)
+    dataset, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [size, 0, 0], lambda: True, config).build()
     # One persistent reader (a loader worker) takes every sample in turn, so a mask cached and
     # changed in place by one sample would show in the later ones.
     items = [dataset[index] for index in range(count)]
