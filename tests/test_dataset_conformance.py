@@ -124,3 +124,13 @@ def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(prepared: C
     monkeypatch.setattr(samples, "framework_tokenizer", lambda source, output_dir: (source, None))  # today's bug
     with pytest.raises(samples.SamplesDiffer, match=r"sample \d+, position \d+: (tokens|labels) \d+ against \d+"):
         samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
+
+
+def test_the_dry_run_states_trans_digest_where_the_data_is_here(prepared: Config, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from train.settings.samples import dry_run_note, samples_digest
+
+    digest, _ = samples_digest(prepared, "llama", "tran")
+    assert dry_run_note(prepared, "llama").startswith(f"samples_digest {digest}: ")
+    assert dry_run_note(replace(prepared, data_dir=tmp_path / "nothing"), "llama") is None

@@ -45,6 +45,7 @@ from train.logs.patterns import launch_header
 from train.preflight import before_launch
 from train.preflight import main as preflight_main
 from train.profiles import ProfileError
+from train.settings.samples import dry_run_note
 from utils.configure import ConfigError, load_config
 from utils.disk import OutputDirError, check_writable_dir
 from utils.failures import is_interrupted
@@ -108,6 +109,8 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
         plan = plugin.plan(replace(ctx, dry_run=True))
         plan.profile = ctx.profile.render()
         plan.notes += [f"{problem} (a real run stops here)" for problem in start_problems(ctx, plan)]
+        digest = dry_run_note(ctx.cfg, ctx.model)
+        plan.notes += [digest] if digest else []
         sys.stdout.write(plan.render())
         return 0
     with Signals() as signals:

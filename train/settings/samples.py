@@ -23,7 +23,7 @@ import numpy as np
 from utils.configure import REPO_ROOT, Config
 from utils.dataset import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
 from utils.dataset_tokenizer import framework_tokenizer
-from utils.sample_digest import FedSample, digest_samples, first_difference, global_sample_count
+from utils.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
 
 SAMPLE_PROBE = "train.settings.sample_probe"
 # How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).
@@ -82,7 +82,10 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
     if missing:
         return None, missing
     with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
-        ours = reference_samples(cfg, model, Path(scratch) / "tran_cache")
+        try:
+            ours = reference_samples(cfg, model, Path(scratch) / "tran_cache")
+        except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
+            return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
         if framework not in TOKENIZER_KIND or python is None:
             return digest_samples(ours), f"{len(ours)} samples of train/tran/data.py"
         try:
@@ -94,3 +97,16 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
         raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
                             f"({framework} against tran); docs/SAMPLE_ORDER.md")
     return digest_samples(theirs), f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's"
+
+
+def dry_run_note(cfg: Config, model: str) -> str | None:
+    """The dry run's line: the digest of tran's samples (what the preflight checks every framework against),
+    where the encoded data is here and readable; None otherwise (the dry run says nothing it cannot know)."""
+    if data_missing(cfg, model):
+        return None
+    try:
+        digest, _ = samples_digest(cfg, model, "tran")
+    except Exception:  # data that cannot be read yet is data/ready.py's to report before a real launch
+        return None
+    return f"{DIGEST_KEY} {digest}: the first two global batches as tran feeds them; the preflight checks the " \
+           "framework's own against it" if digest else None
