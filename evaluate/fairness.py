@@ -21,6 +21,12 @@ different profiles neither (``PROFILE=identical`` against ``tuned`` is no compar
 all), so the check runs per model and profile. Only ``ok`` results take part: failed and
 incomplete runs are shown in reports but never enter a ratio.
 
+The fed samples must be the same too: each result records ``samples_digest`` in its effective
+settings (a hash of the tokens, labels and loss mask of the first two global batches, built by
+the framework's own dataset code; docs/SAMPLE_ORDER.md). Results whose digests differ did not
+train on the same data, whatever their fingerprints say; one result without a digest among
+others with one cannot be verified. Results that all predate the digest are judged without it.
+
 Under the tuned profile each vendor runs its own published recipe (``train/profiles/``),
 so the keys a recipe sets (SL, MBS, GBS, the parallel layout) may differ between vendors;
 everything else (data, tokenizer, model shape, training algorithm, precision, FLOP
@@ -40,6 +46,7 @@ from evaluate.results import LoadedResult
 from evaluate.settings_diff import version_differences
 from train.profiles.recipe import WORKLOAD_NAMES
 from utils.result_model import HashedFiles, ModelShapeBlock, Result, Workload
+from utils.sample_digest import DIGEST_KEY  # in effective_settings.settings
 
 UNKNOWN = "unknown"
 WORKLOAD_FIELDS = tuple(name for name in Workload.model_fields if name != "unknown")
@@ -156,6 +163,8 @@ def comparison_values(result: Result) -> dict[str, Value]:
     convention = fingerprint.flop_convention if fingerprint else None
     values["flop_convention"] = Value(convention) if convention else Value(
         None, "fingerprint has no flop_convention" if fingerprint else "result has no fingerprint")
+    digest = result.effective_settings.settings.get(DIGEST_KEY) if result.effective_settings else None
+    values[DIGEST_KEY] = Value(digest) if digest else Value(None, f"no {DIGEST_KEY} recorded")
     return values
 
 
@@ -220,7 +229,10 @@ def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
         if len(group) < 2:
             continue  # nothing to compare a lone result with
         table = {r.label: comparison_values(r.result) for r in group}
-        skipped = RECIPE_KEYS if profile == "tuned" else ()
+        # A tuned recipe's own SL and batches make other samples; results that all predate the digest have none.
+        skipped = (*RECIPE_KEYS, DIGEST_KEY) if profile == "tuned" else ()
+        if all(values[DIGEST_KEY].unknown for values in table.values()):
+            skipped = (*skipped, DIGEST_KEY)
         for key in next(iter(table.values())):
             difference = None if key in skipped else _compare_key(model, key, table, profile)
             if difference is not None:

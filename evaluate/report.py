@@ -29,8 +29,11 @@ from evaluate.fairness import FairnessReport
 from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
 from evaluate.tables import console_table, markdown_table
-from utils.registry import display_name
+from utils.registry import FRAMEWORKS, display_name
 
+# Frameworks whose identifying code is a Megatron (registry version_fields): their megatron-core is shown.
+CORE_FRAMEWORKS = tuple(name for name, fw in FRAMEWORKS.items()
+                        if {"megatron_core", "megatron_lm_commit"} & set(fw.version_fields))
 MISMATCH_LINE = ("**WARNING: the workloads compared here are NOT identical (compared anyway with --allow-mismatch); "
                  "differences below. Ratios are not a fair hardware comparison.**")
 KEY_LIBRARIES = ("torch", "megatron-core", "transformer-engine", "transformer_engine", "nemo-toolkit",
@@ -101,10 +104,21 @@ def _price(summary: GroupSummary, prices: dict[str, float]) -> str:
     return "$" + _est(cost, 0) if cost is not None else "n/a"
 
 
+def _core(summary: GroupSummary) -> str:
+    """The megatron-core beside an NVIDIA framework that runs one: mega and nemo run two (docs/CONFORMANCE.md)."""
+    g = summary.group
+    if g.platform != "nvd":
+        return ""
+    versions = sorted({r.result.framework_versions.megatron_core for r in g.runs
+                       if r.result.framework_versions.megatron_core and "megatron_core" not in
+                       r.result.framework_versions.unknown})
+    return f" [core {', '.join(versions)}]" if versions and g.framework in CORE_FRAMEWORKS else ""
+
+
 def _framework(summary: GroupSummary) -> str:
     g = summary.group
     tuned = " (tuned)" if g.profile == "tuned" else ""
-    return f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}{tuned}"
+    return f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}{_core(summary)}{tuned}"
 
 
 RESULT_HEADERS = ["platform / framework", "status", "tokens/s/GPU", "median step (s)", "MFU full",
@@ -204,7 +218,7 @@ def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
         final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
         total = f"{s.step_time_total_s:,.1f}s" if s.step_time_total_s is not None else "n/a"
         tuned = " (tuned)" if s.group.profile == "tuned" else ""
-        rows.append([display_name("framework", s.group.framework) + tuned, s.group.status_text(),
+        rows.append([display_name("framework", s.group.framework) + _core(s) + tuned, s.group.status_text(),
                      _est(s.tokens_per_gpu, 1), _est(s.avg_step_time, 3), final, total])
     return rows
 

@@ -90,3 +90,16 @@ def test_primus_version_from_its_tree(tmp_path: Path):
 def test_nemo_runs_no_tree_of_its_own():
     versions = framework_versions("nemo")
     assert versions.megatron_lm_commit is None and "megatron-core only" in versions.unknown["megatron_lm_commit"]
+
+
+def test_mega_records_its_trees_megatron_core_not_the_installed_one(tmp_path: Path):
+    """mega imports the MEGATRON_REF tree's megatron package; the NeMo image's installed megatron-core is 0.12."""
+    tree = tmp_path / "megatron-lm"
+    _git_tree(tree)
+    info = tree / "megatron" / "core" / "package_info.py"
+    info.parent.mkdir(parents=True)
+    info.write_text("MAJOR = 0\nMINOR = 15\nPATCH = 0\nPRE_RELEASE = 'rc8'\n", encoding="utf-8")
+    versions = framework_versions("mega", megatron_tree=tree)
+    assert versions.megatron_core == "0.15.0rc8" and "megatron_core" not in versions.unknown
+    info.unlink()
+    assert "package_info" in framework_versions("mega", megatron_tree=tree).unknown["megatron_core"]

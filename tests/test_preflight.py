@@ -201,3 +201,17 @@ def test_each_generated_path_is_checked(tmp_path: Path, monkeypatch):
     ctx, plan = _plan(cfg, "amd", "prim", "llama")
     with pytest.raises(pf.PreflightError, match="no generated"):
         pf.preflight(ctx, replace(plan, files={}))
+
+
+def test_a_missing_module_is_an_unavailable_framework_not_a_rejection(tmp_path, monkeypatch):
+    """Issue 21: ``No module named 'six'`` in the framework's Python was reported as Megatron-LM rejecting the job."""
+    cfg, _ = use_fakes(monkeypatch, tmp_path)
+    arguments = Path(os.environ["TPRIMAT_MEGATRON_LM"]) / "megatron" / "training" / "arguments.py"
+    arguments.write_text("import tprimat_no_such_module  # noqa: F401\n" + arguments.read_text(encoding="utf-8"),
+                         encoding="utf-8")
+    ctx, plan = _plan(cfg, "nvd", "mega", "llama")
+    with pytest.raises(FrameworkUnavailable) as caught:
+        pf.preflight(ctx, plan)
+    message = str(caught.value)
+    assert "module 'tprimat_no_such_module' is missing" in message and "rejects" not in message
+    assert "\n" not in message

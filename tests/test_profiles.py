@@ -254,3 +254,11 @@ def test_cli_prints_every_vendor_job_or_names_the_problem(capsys, monkeypatch, t
     with pytest.raises(SystemExit) as info:
         main(["--help"])
     assert info.value.code == 0
+
+
+def test_amd_qwen_lists_its_lr_decay_iters_as_not_taken():
+    """Primus's MI300X Qwen example decays the LR over 320000 iterations; tuned keeps LR_DECAY_ITERS = TRAIN_ITERS."""
+    (item,) = [i for i in amd.QWEN25_7B_MI300X.not_taken if i.key == "lr_decay_iters"]
+    assert item.value == 320000 and "TRAIN_ITERS" in item.reason
+    assert item.source.path == amd.QWEN_EXP and item.source.version == "v0.5.0"
+    assert not [i for i in amd.LLAMA31_8B_MI300X.not_taken if i.key == "lr_decay_iters"]  # its example says null

@@ -112,6 +112,10 @@ class Resolution:
     # with, for a framework whose own code resolved the record (mega, prim, nemo); None where the record is
     # tprimat's configuration itself (tran, deep), which has no second opinion to be checked against.
     planned_vocab: int | None = None
+    # The Python and the code (put first on its path) whose own dataset builds the job's samples, for the
+    # fed-sample digest (train/settings/samples.py); None: tran's reference samples are the job's.
+    dataset_python: str | None = None
+    dataset_code: Path | None = None
 
 
 class Plugin(Protocol):

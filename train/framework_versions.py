@@ -123,6 +123,21 @@ def _record_commit(values: dict[str, Any], unknown: dict[str, str], field: str, 
         unknown[field] = how
 
 
+def tree_core_version(tree: Path) -> str | None:
+    """The megatron-core version a Megatron-LM tree states (``megatron/core/package_info.py``), read, not imported."""
+    path = Path(tree) / "megatron" / "core" / "package_info.py"
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    parts = {key: re.search(rf"^{key}\s*=\s*['\"]?([\w.]*)['\"]?\s*$", text, re.M)
+             for key in ("MAJOR", "MINOR", "PATCH", "PRE_RELEASE")}
+    if all(parts[key] for key in ("MAJOR", "MINOR", "PATCH")):
+        pre = parts["PRE_RELEASE"].group(1) if parts["PRE_RELEASE"] else ""
+        return ".".join(parts[key].group(1) for key in ("MAJOR", "MINOR", "PATCH")) + pre
+    stated = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return stated.group(1) if stated else None
+
+
 def framework_versions(framework: str, megatron_tree: Path | None = None,
                        primus_tree: Path | None = None) -> FrameworkVersions:
     """The versions of everything ``framework`` runs in this process (import-free for Megatron and NeMo)."""
@@ -134,6 +149,11 @@ def framework_versions(framework: str, megatron_tree: Path | None = None,
             unknown[field] = f"{dist} is not installed in this Python"
     if framework in ("mega", "prim"):
         _record_commit(values, unknown, "megatron_lm_commit", megatron_tree, "Megatron-LM")
+        # The tree's megatron package runs, not the image's installed megatron-core (NeMo 25.04's is 0.12).
+        values["megatron_core"] = tree_core_version(megatron_tree) if megatron_tree else None
+        unknown.pop("megatron_core", None)
+        if values["megatron_core"] is None:
+            unknown["megatron_core"] = f"no megatron/core/package_info.py version in {megatron_tree}"
     else:
         unknown["megatron_lm_commit"] = f"{framework} does not run a Megatron-LM tree of its own (megatron-core only)"
     if framework == "prim":

@@ -46,6 +46,7 @@ from train.memory_check import check_memory
 from train.preflight import before_launch
 from train.preflight import main as preflight_main
 from train.profiles import ProfileError
+from train.settings.samples import dry_run_note
 from utils.configure import ConfigError, load_config
 from utils.disk import OutputDirError, check_writable_dir
 from utils.failures import is_interrupted
@@ -110,6 +111,8 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
         plan.profile = ctx.profile.render()
         plan.notes += [f"{problem} (a real run stops here)" for problem in start_problems(ctx, plan)]
         plan.notes.append(check_memory(ctx, plugin, plan, ctx.force).dry_run_note())
+        digest = dry_run_note(ctx.cfg, ctx.model)
+        plan.notes += [digest] if digest else []
         sys.stdout.write(plan.render())
         return 0
     with Signals() as signals:

@@ -40,10 +40,12 @@ from train.settings.expected import (
     implementation_settings,
 )
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
+from train.settings.samples import SamplesDiffer, samples_digest
 from utils.configure import Config, ConfigError, load_config
 from utils.models import workload_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.result_model import EffectiveSettings, FrameworkVersions
+from utils.sample_digest import DIGEST_KEY
 
 # ---------------------------------------------------------------------------
 # the check
@@ -98,6 +100,13 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
             more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""
             raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but {required_by(ctx)} "
                                  f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
+    try:
+        digest, how = samples_digest(ctx.cfg, ctx.model, ctx.framework, resolution.dataset_python,
+                                     resolution.dataset_code)
+    except SamplesDiffer as exc:
+        raise PreflightError(str(exc), setting=DIGEST_KEY) from None
+    record = {**record, DIGEST_KEY: digest}
+    resolved_by += f"; {DIGEST_KEY}: {how}"
     if notes:
         resolved_by += "; stand-ins on this host: " + "; ".join(notes)
     return EffectiveSettings(settings=scalar_record(record), env=dict(plan.env), resolved_by=resolved_by)

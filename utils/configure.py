@@ -129,7 +129,7 @@ class Config:
     primus_path: Path | None = None
     megatron_ref: str = "847781764fe468c90caec16309deded245c1022c"
     # Megatron's transformer implementation for mega and prim: the images' Transformer Engine, or Megatron's own
-    # local layers where Transformer Engine and apex are missing (train/megatron_args.py turns their fusions off)
+    # local layers where Transformer Engine and apex are missing (train/megatron/args.py turns their fusions off)
     megatron_impl: str = "transformer_engine"
 
     # ---- derived values -------------------------------------------------

@@ -39,6 +39,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
 from train.torchrun import torchrun_argv
 from utils.configure import Config
+from utils.dataset_tokenizer import framework_tokenizer
 from utils.memory import Recipe
 from utils.models import ModelShape
 from utils.result_model import Result
@@ -76,8 +77,10 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if problems and not ctx.dry_run:
         raise FileNotFoundError("; ".join(problems))
     notes += [f"{problem} (a real run stops here)" for problem in problems]
+    given, pad_note = framework_tokenizer(tokenizer, cfg.output_dir, write=not ctx.dry_run)
+    notes += [pad_note] if pad_note else []
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
-            *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding, ctx.profile)]
+            *megatron_args(cfg, shape, ctx.platform, prefix, given, padding, ctx.profile)]
     backend = attention_backend(ctx.platform, ctx.profile, cfg.megatron_impl)
     env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(backend)}
     return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
@@ -108,7 +111,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     version = answer.payload["framework"].get("megatron_core")
     by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
           f"+ language-module attention check, in {answer.python}")
-    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded,
+                      dataset_python=answer.python, dataset_code=tree)
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:

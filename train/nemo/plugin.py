@@ -27,6 +27,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
 from train.torchrun import torchrun_argv
 from utils.configure import REPO_ROOT, Config
+from utils.dataset_tokenizer import framework_tokenizer
 from utils.memory import Recipe
 from utils.models import ModelShape, get_shape, workload_shape
 from utils.result_model import Result
@@ -73,13 +74,20 @@ def nemo_dirs(cfg: Config, stem: str) -> tuple[Path, Path]:
     return base / stem, base / "index_cache"
 
 
-def overrides_for(cfg: Config, model: str, stem: str, profile: AppliedProfile = IDENTICAL) -> NemoOverrides:
+def overrides_for(cfg: Config, model: str, stem: str, profile: AppliedProfile = IDENTICAL,
+                  write: bool = True) -> NemoOverrides:
+    """The recipe overrides; the data module's tokenizer names no pad that is a real token
+    (``utils/dataset_tokenizer.py``; ``write=False``, a dry run, names that copy without writing it)."""
     from utils.dataset import dataset_prefix, tokenizer_dir
 
     tok = tokenizer_dir(cfg, model)
     log_dir, index_dir = nemo_dirs(cfg, stem)
-    return build_overrides(cfg, model, resolve_shape(cfg, model, tok), data_prefix=dataset_prefix(cfg, model),
-                           tokenizer_dir=tok, log_dir=log_dir, index_cache_dir=index_dir, profile=profile)
+    given, pad_note = framework_tokenizer(tok, cfg.output_dir, write=write)
+    overrides = build_overrides(cfg, model, resolve_shape(cfg, model, tok), data_prefix=dataset_prefix(cfg, model),
+                                tokenizer_dir=given, log_dir=log_dir, index_cache_dir=index_dir, profile=profile)
+    if pad_note:
+        overrides.notes.append(pad_note)
+    return overrides
 
 
 def overrides_path(ctx: RunContext) -> Path:
@@ -102,7 +110,7 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if ctx.platform != PLATFORM:
         raise ValueError(f"the nemo launcher runs on {PLATFORM} only (FRAMEWORK=nemo on {ctx.platform} maps to "
                          "that platform's own stack)")
-    overrides = overrides_for(ctx.cfg, ctx.model, ctx.result_path.stem, ctx.profile)
+    overrides = overrides_for(ctx.cfg, ctx.model, ctx.result_path.stem, ctx.profile, write=not ctx.dry_run)
     file = overrides_path(ctx)
     argv = [*torchrun_argv(ctx.cfg), "-m", ENTRY_MODULE, "--model", ctx.model,
             "--result", str(ctx.result_path), "--overrides", str(file), "--log", str(ctx.log_path)]
@@ -138,7 +146,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     by = (f"NeMo {answer.payload['framework'].get('nemo')}: recipe + overrides built with fiddle, optim.connect "
           f"+ strategy.connect (precision plugin applied), read back, in {answer.python}")
     vocab = json.loads(text)["fields"]["model.config.vocab_size"]
-    return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab)
+    return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab,
+                      dataset_python=answer.python)
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:

@@ -40,6 +40,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
 from utils.configure import Config
+from utils.dataset_tokenizer import framework_tokenizer
 from utils.memory import Recipe
 from utils.models import ModelShape
 from utils.result_model import Result
@@ -165,7 +166,9 @@ def plan(ctx: RunContext) -> LaunchPlan:
         "MASTER_PORT": str(cfg.master_port),
         "PRIMUS_HIPBLASLT_TUNING_STAGE": "0",
     }
-    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, tokenizer, padding, ctx.profile))
+    given, pad_note = framework_tokenizer(tokenizer, cfg.output_dir, write=not ctx.dry_run)
+    notes += [pad_note] if pad_note else []
+    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, given, padding, ctx.profile))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
         env={**launcher_env("amd", ctx.profile.env),
@@ -204,7 +207,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     by = (f"Primus {info.get('primus') or '(version not reported)'} at {root} with its Megatron-LM {backend}: "
           "load_primus_config + update_primus_config + validate_args + validate_args_on_rocm "
           f"+ attention check, in {answer.python}")
-    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded,
+                      dataset_python=answer.python, dataset_code=backend)
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:

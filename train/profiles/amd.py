@@ -63,6 +63,7 @@ def _not_taken(path: str, values: dict[str, object]) -> tuple[NotTaken, ...]:
         "max_position_embeddings": "architecture: the model's own maximum positions (utils/models.py)",
         "lr": "training algorithm: config.env's LR", "lr_warmup_iters": "training algorithm: config.env's WARMUP_STEPS",
         "train_iters": "config.env's TRAIN_ITERS", "eod_mask_loss": "training algorithm: no EOD loss masking anywhere",
+        "lr_decay_iters": "training algorithm: LR decay over config.env's TRAIN_ITERS (lr_decay_iters = TRAIN_ITERS)",
         "mock_data": "data: every profile reads the same encoded dataset and tokenizer",
     }
     return tuple(NotTaken(key, value, _exp(path, key), reasons[key]) for key, value in values.items())
@@ -109,7 +110,7 @@ QWEN25_7B_MI300X = _example(
      "pipeline_model_parallel_size": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
      "gradient_accumulation_fusion": False, "enable_primus_turbo": True, "use_turbo_attention": True,
      "use_turbo_grouped_mlp": True},
-    {**NOT_TAKEN, "max_position_embeddings": 131072},
+    {**NOT_TAKEN, "max_position_embeddings": 131072, "lr_decay_iters": 320000},
     where={"seq_length": "seq_length: ${PRIMUS_SEQ_LENGTH:2048}"})
 
 TABLE = VendorTable(

@@ -222,7 +222,8 @@ def run(probe: Any) -> int:
     The framework's own printing (argument tables, warnings) is sent to stderr. A
     rejection is any exception raised while the framework resolves the configuration
     (an assertion in ``validate_args``, an argparse error, a NeMo attribute error):
-    its message, not a traceback, is the answer; the traceback goes to stderr.
+    its message, not a traceback, is the answer; the traceback goes to stderr. A missing
+    module is no rejection but a broken environment: the answer says ``unavailable`` and names it.
     """
     parse_command_line()
     request = read_request()
@@ -236,6 +237,11 @@ def run(probe: Any) -> int:
         said = [line for line in tee.lines() if "error:" in line]
         message = said[-1].split("error:", 1)[1].strip() if said else f"exit code {exc.code}"
         answer({"ok": False, "error": f"argument parser: {message}", "setting": setting_in(message)})
+        return 0
+    except ModuleNotFoundError as exc:  # a broken environment, not a configuration the framework refuses
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+        traceback.print_exc(file=sys.stderr)
+        answer({"ok": False, "unavailable": True, "missing_module": exc.name, "error": f"ModuleNotFoundError: {exc}"})
         return 0
     except BaseException as exc:  # every rejection is reported, whatever its type
         sys.stdout, sys.stderr = real_stdout, real_stderr

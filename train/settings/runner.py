@@ -81,6 +81,9 @@ def run_probe(module: str, request: dict[str, Any], python: str, framework: str,
         raise FrameworkUnavailable(f"{framework}: {python} could not run the settings probe (exit {proc.returncode})"
                                    f": {tail or 'no output'}")
     payload = json.loads(lines[-1][len(ANSWER_PREFIX):])
+    if payload.get("unavailable"):
+        raise FrameworkUnavailable(f"{framework}: its environment is broken: module {payload.get('missing_module')!r} "
+                                   f"is missing in {python} ({payload.get('error')})")
     if not payload.get("ok"):
         raise FrameworkRejected(framework, str(payload.get("error")), payload.get("setting"))
     return ProbeAnswer(payload=payload, python=python)

@@ -1,0 +1,97 @@
+"""Samples of a framework's own megatron-core ``GPTDataset``: run in the framework's Python.
+
+``python -m train.settings.sample_probe REQUESTS.json`` (a list of requests, each naming its ``.npz``
+output; one process, so torch is imported once), with the framework's code first on ``PYTHONPATH``:
+the preflight runs it in the image's Python over the ``MEGATRON_REF`` tree, Primus's submodule or
+NeMo's megatron-core (``train/settings/samples.py``), the tests over the megatron-core wheels
+(``tests/helpers_megatron_core.py``). It imports only the standard library, numpy, transformers and
+the framework, so the dataset code judged is the framework's.
+
+The tokenizer handed to the dataset is built the way each stack builds it:
+
+* ``megatron-core``: ``megatron.core.tokenizers.MegatronTokenizer.from_pretrained`` with the metadata
+  ``{"library": "huggingface"}``: what Megatron-LM's ``pretrain_gpt.py`` at ``MEGATRON_REF`` calls
+  (``megatron/core/tokenizers/text/utils/build_tokenizer.py: build_tokenizer``) for
+  ``--tokenizer-type HuggingFaceTokenizer``; the class is the wheel's own.
+* ``megatron-legacy``: Primus v0.5.0 builds Megatron-LM's legacy ``_HuggingFaceTokenizer``
+  (``megatron/training/tokenizer/tokenizer.py``) from its tree.
+* ``nemo``: NeMo 2.3's own ``AutoTokenizer`` (``use_fast=True``, as the recipe configures it).
+* ``nemo-roles``: where NeMo is not installed (the wheels in CI); the dataset reads three of its
+  facts (``nemo/collections/common/tokenizers/tokenizer_spec.py``: ``pad`` is ``pad_id``, the
+  Hugging Face tokenizer's pad token id or None; ``eod`` is the EOS id; ``vocab_size`` is
+  ``len(tokenizer)``), which :class:`NemoRoles` gives from the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+
+class NemoRoles:
+    """What megatron-core's ``GPTDataset`` reads from NeMo 2.3's ``AutoTokenizer`` over ``path``."""
+
+    def __init__(self, path: str) -> None:
+        from transformers import AutoTokenizer
+
+        hf = AutoTokenizer.from_pretrained(path, use_fast=True)
+        self.vocab_size = len(hf)
+        self.eod = hf.convert_tokens_to_ids(hf.eos_token)
+        self.pad = None if hf.pad_token is None else hf.convert_tokens_to_ids(hf.pad_token)
+        self.unique_identifiers = OrderedDict(
+            {"class": "nemo.collections.common.tokenizers.huggingface.auto_tokenizer.AutoTokenizer"})
+
+
+def dataset_tokenizer(kind: str, path: str):
+    if kind == "megatron-core":
+        from megatron.core.tokenizers import MegatronTokenizer
+
+        return MegatronTokenizer.from_pretrained(tokenizer_path=path, metadata_path={"library": "huggingface"},
+                                                 vocab_file=None, merges_file=None)
+    if kind == "megatron-legacy":
+        from megatron.training.tokenizer.tokenizer import _HuggingFaceTokenizer
+
+        return _HuggingFaceTokenizer(path)
+    if kind == "nemo":
+        from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
+
+        return AutoTokenizer(path, use_fast=True)
+    if kind == "nemo-roles":
+        return NemoRoles(path)
+    raise ValueError(f"unknown tokenizer kind {kind!r}")
+
+
+def samples(request: dict) -> None:
+    """Build the dataset of one request and write its first ``num_samples`` samples to ``request["out"]``."""
+    import megatron.core
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+
+    tokenizer = dataset_tokenizer(request["tokenizer"], request["tokenizer_dir"])
+    config = GPTDatasetConfig(
+        random_seed=request["seed"], sequence_length=request["seq_len"], blend=([request["prefix"]], None),
+        blend_per_split=None, split="100,0,0", path_to_cache=request["cache_dir"], mmap_bin_files=True,
+        tokenizer=tokenizer, reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
+        create_attention_mask=False,
+    )
+    count = request["num_samples"]  # read; the dataset is sized as the job asks for (it decides the shuffle)
+    size = request.get("dataset_samples", count)
+    dataset, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [size, 0, 0], lambda: True, config).build()
+    # One persistent reader (a loader worker) takes every sample in turn, so a mask cached and
+    # changed in place by one sample would show in the later ones.
+    items = [dataset[index] for index in range(count)]
+    pad = getattr(dataset, "_pad_token_id", None)
+    np.savez(request["out"], tokens=np.stack([item["tokens"].numpy() for item in items]),
+             labels=np.stack([item["labels"].numpy() for item in items]),
+             loss_mask=np.stack([item["loss_mask"].numpy() for item in items]),
+             core_version=np.array(megatron.core.__version__), core_file=np.array(megatron.core.__file__),
+             pad=np.array(-2 if pad is None else pad))
+
+
+if __name__ == "__main__":
+    for one in json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")):
+        samples(one)

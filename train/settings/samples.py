@@ -1,0 +1,112 @@
+"""The fed-sample digest of a job: its first two global batches, built by the framework's own dataset code.
+
+Why: equal data and tokenizer fingerprints did not prove equal training data (issue 21: Qwen's
+EOD tokens were rewritten and masked on three stacks). The preflight builds the first two global
+batches with each framework's own ``GPTDataset`` and tokenizer class, in the framework's Python
+(:mod:`train.settings.sample_probe`), compares them with ``tran``'s (``train/tran/data.py``, the
+reference every framework must equal) and records their digest (``utils/sample_digest.py``) in
+``effective_settings``. A difference stops the job before training, naming the first differing
+sample and position. Where the encoded data is not on this machine, there is no digest and the
+record says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from utils.configure import REPO_ROOT, Config
+from utils.dataset import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
+from utils.dataset_tokenizer import framework_tokenizer
+from utils.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
+
+SAMPLE_PROBE = "train.settings.sample_probe"
+# How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).
+TOKENIZER_KIND = {"mega": "megatron-core", "prim": "megatron-legacy", "nemo": "nemo"}
+PROBE_TIMEOUT_S = 900
+
+
+class SamplesDiffer(RuntimeError):
+    """The framework's dataset feeds other samples than tran's: the first difference, in words."""
+
+
+def data_missing(cfg: Config, model: str) -> str | None:
+    missing = missing_files(dataset_prefix(cfg, model), tokenizer_dir(cfg, model))
+    return f"no samples digest: {', '.join(map(str, missing))} not here" if missing else None
+
+
+def reference_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
+    """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded."""
+    from train.tran.data import MegatronSamples
+
+    tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
+    samples = MegatronSamples(prefix=dataset_prefix(cfg, model), seq_len=cfg.sl, seed=cfg.seed,
+                              num_samples=cfg.train_iters * cfg.gbs, cache_dir=cache_dir,
+                              vocab_size=vocab_size(tokenizer), eod=eod_id(tokenizer))
+    windows = [samples.sample(index) for index in range(min(global_sample_count(cfg.gbs), len(samples.dataset)))]
+    return [FedSample(w[:-1], w[1:], np.ones(cfg.sl, dtype=np.float32)) for w in windows]
+
+
+def framework_samples(cfg: Config, model: str, framework: str, python: str, code_path: Path | None,
+                      work: Path) -> list[FedSample]:
+    """The same samples from ``framework``'s own dataset code, in its Python (``code_path`` first on the path)."""
+    given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+    out = work / "samples.npz"
+    request = [{"tokenizer": TOKENIZER_KIND[framework], "tokenizer_dir": str(given),
+                "prefix": str(dataset_prefix(cfg, model)), "seq_len": cfg.sl, "seed": cfg.seed,
+                "num_samples": global_sample_count(cfg.gbs), "dataset_samples": cfg.train_iters * cfg.gbs,
+                "cache_dir": str(work / "index_cache"), "out": str(out)}]
+    (work / "request.json").write_text(json.dumps(request), encoding="utf-8")
+    path = [str(code_path)] if code_path else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([python, "-m", SAMPLE_PROBE, str(work / "request.json")], capture_output=True, text=True,
+                          cwd=REPO_ROOT, env=env, timeout=PROBE_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-2:])
+        raise RuntimeError(f"{framework}'s dataset could not be built in {python}: {tail or 'no output'}")
+    data = np.load(out)
+    return [FedSample(t, labels, m) for t, labels, m in zip(data["tokens"], data["labels"], data["loss_mask"],
+                                                             strict=True)]
+
+
+def samples_digest(cfg: Config, model: str, framework: str, python: str | None = None,
+                   code_path: Path | None = None) -> tuple[str | None, str]:
+    """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ."""
+    missing = data_missing(cfg, model)
+    if missing:
+        return None, missing
+    with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
+        try:
+            ours = reference_samples(cfg, model, Path(scratch) / "tran_cache")
+        except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
+            return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
+        if framework not in TOKENIZER_KIND or python is None:
+            return digest_samples(ours), f"{len(ours)} samples of train/tran/data.py"
+        try:
+            theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired, KeyError) as exc:
+            return None, f"no samples digest: {exc}"
+    difference = first_difference(theirs, ours)
+    if difference is not None:
+        raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
+                            f"({framework} against tran); docs/SAMPLE_ORDER.md")
+    return digest_samples(theirs), f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's"
+
+
+def dry_run_note(cfg: Config, model: str) -> str | None:
+    """The dry run's line: the digest of tran's samples (what the preflight checks every framework against),
+    where the encoded data is here and readable; None otherwise (the dry run says nothing it cannot know)."""
+    if data_missing(cfg, model):
+        return None
+    try:
+        digest, _ = samples_digest(cfg, model, "tran")
+    except Exception:  # data that cannot be read yet is data/ready.py's to report before a real launch
+        return None
+    return f"{DIGEST_KEY} {digest}: the first two global batches as tran feeds them; the preflight checks the " \
+           "framework's own against it" if digest else None
