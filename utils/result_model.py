@@ -421,6 +421,7 @@ class PowerMetrics(Block):
     gpus_total: Count | None = None
     energy_source: Literal["energy_counter", "power_sampler", "log", "none"] = "none"
     method: str | None = None
+    window: str | None = None  # which window of steps the energy covers (utils/energy_trace.py)
     reason: str | None = None
 
     @model_validator(mode="after")
