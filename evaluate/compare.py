@@ -100,7 +100,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"cannot create the output directory {output_dir}: {exc.strerror or exc}") from None
-    figure = comparison_figure(comparison.by_model)
+    figure = comparison_figure(comparison.by_model, comparison.convergence_band)
     written = [_written(output_dir / comparison.figure_name, lambda path: save_figure(figure, path))]
     parities = comparison.all_parities()
     if comparison.parity_figure_name and any(p.reason is None for p in parities):

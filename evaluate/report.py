@@ -261,8 +261,14 @@ HARDWARE_HEADERS = ["platform", "framework", "device", "GPUs", "memory (GB)", "s
 # documents
 
 
-def settings_tables(differences: list[SettingDifference]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(model, headers, rows) per model: one row per effective setting that differs, one column per result."""
+def settings_tables(differences: list[SettingDifference], shared: bool = True
+                    ) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(model, headers, rows) per model: one row per effective setting that differs, one column per result.
+
+    ``shared``: the settings every compared result has (the differences a reader must see); else
+    the settings only some have (a framework's own knobs, kept out of the way).
+    """
+    differences = [d for d in differences if d.shared == shared]
     tables = []
     for model in sorted({d.model for d in differences}):
         rows_of = [d for d in differences if d.model == model]
@@ -292,9 +298,21 @@ def markdown(comparison: Comparison) -> str:
                   ""]
     if comparison.settings:
         lines += ["## Effective settings that differ", "",
-                  "What each framework resolved with its own code before the run (only the keys that differ):", ""]
-        for model, headers, rows in settings_tables(comparison.settings):
+                  "What each framework resolved with its own code before the run: the settings every compared "
+                  "result has and that differ.", ""]
+        shared = settings_tables(comparison.settings)
+        for model, headers, rows in shared:
             lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
+        if not shared:
+            lines += ["None: every setting the compared results all have is the same.", ""]
+        own = settings_tables(comparison.settings, shared=False)
+        if own:
+            count = sum(len(rows) for _, _, rows in own)
+            lines += ["<details>", f"<summary>{count} setting(s) only some of the compared frameworks have "
+                                   "(`-`: not a setting of that framework)</summary>", ""]
+            for model, headers, rows in own:
+                lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
+            lines += ["</details>", ""]
     if comparison.skipped:
         lines += ["## Skipped files", ""]
         lines += [f"- `{p.name}`: {reason}" for p, reason in comparison.skipped] + [""]
@@ -377,6 +395,9 @@ def console(comparison: Comparison) -> str:
     for model, headers, rows in settings_tables(comparison.settings):
         lines += ["", f"effective settings that differ ({display_name('model', model)}):",
                   console_table(headers, rows)]
+    own = sum(len(rows) for _, _, rows in settings_tables(comparison.settings, shared=False))
+    if own:
+        lines.append(f"  ({own} more setting(s) only some frameworks have: compare.md, collapsed)")
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
         title = display_name("model", model)
