@@ -129,6 +129,7 @@ class StepMonitor:
     _ready: list[StepRecord] = field(default_factory=list)
     _window: tuple[int, float] | None = None  # (steps before the window, host clock at its start)
     _window_end: float | None = None
+    window_unix: tuple[float | None, float | None] = (None, None)  # wall clock at the window's ends (energy)
 
     def __post_init__(self) -> None:
         if self.lag < 0:
@@ -222,6 +223,7 @@ class StepMonitor:
         """Before the first measured step: one synchronize, then the host clock (the wall check's start)."""
         self._sync()
         self._window = (len(self.records), self.clock())
+        self.window_unix = (time.time(), None)
 
     def finish(self) -> list[StepRecord]:
         """After the last step: one synchronize, every pending step read; the records completed now.
@@ -231,6 +233,8 @@ class StepMonitor:
         try:
             self._sync()
             self._window_end = self.clock()
+            if self._window is not None:
+                self.window_unix = (self.window_unix[0], time.time())
             self._read(block=True)
         except Exception:  # a failed device: keep what was read, never hang or mask the run's own error
             self._pending.clear()
