@@ -39,7 +39,8 @@ from typing import Any
 import torch
 
 from evaluate.stats import t_critical
-from train.tran_step import Dist, Trainer, lr_at
+from train.schedule import lr_at
+from train.tran.step import Dist, Trainer
 from utils.atomic import atomic_write_text
 from utils.configure import ConfigError, load_config
 from utils.hardware import cpu_name, detect_platform

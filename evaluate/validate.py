@@ -13,7 +13,7 @@ Checks, per result (errors fail the validation, warnings are shown):
   per-step array, and the per-GPU figure times the GPU count gives it back;
 * MFU at most 100% under both FLOP conventions;
 * the effective settings the framework resolved before the run (``effective_settings``)
-  agree with the result's own workload (``train/effective/expected.contradictions``);
+  agree with the result's own workload (``train/settings/expected.contradictions``);
 * every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
   average (mean of the last third below the mean of the first third);
 * the profile: a tuned run must record the vendor recipe it ran and match it
@@ -44,7 +44,7 @@ from typing import Any
 from evaluate.fairness import FairnessReport, check_fairness, recipe_problems
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
-from train.effective.expected import contradictions
+from train.settings.expected import contradictions
 from utils.configure import ConfigError, load_config
 from utils.result_model import PerformanceMetrics, Result
 

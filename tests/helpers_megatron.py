@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from train.launch import RunContext, log_path_for
+from train.context import log_path_for
+from train.contract import RunContext
 from utils.configure import REPO_ROOT, Config, load_config
 from utils.result import result_path
 

@@ -1,7 +1,7 @@
 """Helpers for the nemo launcher tests: an offline tokenizer, a config file, and a NeMo-side checker.
 
 Run as a script with a Python that has NeMo (``python tests/helpers_nemo.py OVERRIDES.json``),
-it builds the real recipe with :func:`train.nemo_entry.build_recipe` and prints, as JSON,
+it builds the real recipe with :func:`train.nemo.entry.build_recipe` and prints, as JSON,
 every overridden field read back from the recipe plus the objects fiddle builds from it.
 """
 
@@ -75,8 +75,8 @@ def check_with_nemo(overrides_file: Path) -> dict[str, Any]:
     """Build the real recipe with the overrides; read every field back; build the optimizer and model config."""
     import fiddle as fdl
 
-    from train.nemo_entry import build_recipe
-    from train.nemo_recipe import NemoOverrides
+    from train.nemo.entry import build_recipe
+    from train.nemo.recipe import NemoOverrides
 
     overrides = NemoOverrides.from_dict(json.loads(overrides_file.read_text(encoding="utf-8")))
     recipe = build_recipe(overrides)

@@ -79,7 +79,7 @@ def test_the_launcher_refuses_before_training_with_a_failed_result(data_copy: Pa
     proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "cpu", "--framework", "tran",
                            "--model", "llama"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert "train.train_tran" not in proc.stdout, "no trainer was started"
+    assert "train.tran.worker" not in proc.stdout, "no trainer was started"
     result = json.loads((tmp_path / "out" / "train_cpu_tran_llama.json").read_text())
     assert result["status"] == "failed"
     assert result["error"].startswith("dataset not usable: ") and str(bin_path) in result["error"]

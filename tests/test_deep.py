@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PYTHON, REPO, run_module, tiny_environ
-from train import train_deep
-from train.launch import RunContext, log_path_for
+from train.context import log_path_for
+from train.contract import RunContext
+from train.deep import plugin as deep_plugin
 from utils.configure import Config, load_config
 from utils.result import read_result, result_path
 
@@ -33,7 +34,7 @@ def _ctx(cfg: Config, platform: str, model: str = "llama", dry_run: bool = False
 def test_deepspeed_config_key_by_key(tmp_path: Path, stage: str, precision: str) -> None:
     cfg = load_config(environ=tiny_environ(tmp_path, tmp_path / "out", ZERO_STAGE=stage, PRECISION=precision,
                                            MBS="2", DP="2", GA="3", GPUS_PER_NODE="2", GRAD_CLIP="0.5"))
-    config = train_deep.deepspeed_config(cfg)
+    config = deep_plugin.deepspeed_config(cfg)
     assert config == {
         "train_batch_size": 12, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3,
         "gradient_clipping": 0.5,
@@ -54,7 +55,7 @@ def test_dry_run_prints_the_command_and_the_generated_config(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     command = proc.stdout.splitlines()[1]
     generated = tmp_path / "out" / "generated" / "train_cpu_deep_mistral_r2.deepspeed.json"
-    for part in ("-m torch.distributed.run", "--nproc-per-node=2", "--nnodes=1", "-m train.train_deep",
+    for part in ("-m torch.distributed.run", "--nproc-per-node=2", "--nnodes=1", "-m train.deep.worker",
                  "--model mistral", "--platform cpu", "--run-index 2", f"--deepspeed-config {generated}",
                  f"--result {tmp_path / 'out' / 'train_cpu_deep_mistral_r2.json'}"):
         assert part in command, command
@@ -71,15 +72,15 @@ def test_gpu_plans_multi_node(tmp_path: Path, platform: str) -> None:
     cfg = load_config(environ=tiny_environ(tmp_path, tmp_path / "out", PLATFORM=platform, DP="16", NNODES="2",
                                            NODE_RANK="1", GPUS_PER_NODE="8", MASTER_ADDR="node0",
                                            MASTER_PORT="29999"))
-    plan = train_deep.plan(_ctx(cfg, platform))
+    plan = deep_plugin.plan(_ctx(cfg, platform))
     for flag in ("--nproc-per-node=8", "--nnodes=2", "--node-rank=1", "--master-addr=node0", "--master-port=29999"):
         assert flag in plan.argv
-    assert plan.argv[plan.argv.index("-m", 3) + 1] == "train.train_deep"
+    assert plan.argv[plan.argv.index("-m", 3) + 1] == "train.deep.worker"
     assert plan.env["DS_ACCELERATOR"] == "cuda" and "OMP_NUM_THREADS" not in plan.env
     assert "CUDA_DEVICE_MAX_CONNECTIONS" in plan.env  # the platform's launcher table, as for tran
     (path, text), = plan.files.items()
     assert path == cfg.output_dir / "generated" / f"train_{platform}_deep_llama.deepspeed.json"
-    assert json.loads(text) == train_deep.deepspeed_config(cfg)
+    assert json.loads(text) == deep_plugin.deepspeed_config(cfg)
     assert plan.argv[plan.argv.index("--deepspeed-config") + 1] == str(path)
 
 
@@ -90,7 +91,7 @@ def test_gpu_plans_multi_node(tmp_path: Path, platform: str) -> None:
 def test_what_tran_cannot_run_deep_refuses_too(tmp_path: Path, override: dict[str, str], message: str) -> None:
     cfg = load_config(environ=tiny_environ(tmp_path, tmp_path / "out", **override))
     with pytest.raises(ValueError, match=message):
-        train_deep.plan(_ctx(cfg, "cpu"))
+        deep_plugin.plan(_ctx(cfg, "cpu"))
 
 
 def test_missing_deepspeed_is_a_failed_result_before_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -176,6 +177,6 @@ def test_mistral_under_zero3(tiny_env: Callable[..., dict[str, str]]) -> None:
 
 
 def test_help() -> None:
-    proc = subprocess.run([PYTHON, "-m", "train.train_deep", "--help"], cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run([PYTHON, "-m", "train.deep.worker", "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "--deepspeed-config" in proc.stdout and "--model" in proc.stdout

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers_megatron import make_config, parse_flags
-from train.megatron_args import vocab_padding
-from train.nemo_recipe import build_overrides
-from train.train_mega import megatron_args
-from train.train_prim import primus_overrides
+from train.mega.plugin import megatron_args
+from train.megatron.args import vocab_padding
+from train.nemo.recipe import build_overrides
+from train.prim.plugin import primus_overrides
 from utils.models import get_shape
 
 
@@ -120,7 +120,7 @@ def test_fp8_runs_the_same_recipe_without_fp8_parameter_gather(tmp_path: Path):
 
 def test_mega_on_amd_runs_under_primus_launcher_variables():
     """run_pretrain.sh exports these for prim; mega on AMD got none of them before."""
-    from train.platform_env import launcher_env
+    from train.settings.platform_env import launcher_env
 
     amd = launcher_env("amd", environ={})
     for key, value in {"NCCL_IB_GID_INDEX": "3", "NCCL_CROSS_NIC": "0", "NCCL_PXN_DISABLE": "1",
@@ -134,7 +134,7 @@ def test_mega_on_amd_runs_under_primus_launcher_variables():
 
 def test_nemo_warmup_difference_is_visible_not_hidden():
     """NeMo's scheduler gives step k the rate LR*k/(W+1), Megatron's LR*(k-1)/W: recorded, explained, not failed."""
-    from train.effective.expected import INHERENT, differences
+    from train.settings.expected import INHERENT, differences
 
     assert set(INHERENT["nemo"]) >= {"lr_step_1", "lr_step_2"}
     table = {"lr_step_1": 0.0, "lr_step_2": 1.5e-4, "lr_step_last": 2e-6}
@@ -144,7 +144,7 @@ def test_nemo_warmup_difference_is_visible_not_hidden():
 
 
 def test_contradictions_between_a_workload_and_its_effective_settings():
-    from train.effective.expected import contradictions
+    from train.settings.expected import contradictions
 
     workload = {"MBS": 1, "GBS": 64, "SL": 2048, "LR": 3e-4, "FP8": False, "PRECISION": "bf16", "TP": 1}
     settings = {"micro_batch_size": 1, "global_batch_size": 64, "seq_length": 2048, "lr": 0.0003, "fp8": None,

@@ -20,6 +20,14 @@ FORBIDDEN = {
 }
 
 
+def from_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module of ``from X import ...`` in ``package`` (a relative one resolved against it)."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
 def imported_modules(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in ``path``, wherever it sits in the file."""
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
@@ -28,12 +36,7 @@ def imported_modules(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against this file's package
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            found.append((node.lineno, module))
+            found.append((node.lineno, from_module(node, package)))
     return sorted(found)
 
 

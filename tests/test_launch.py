@@ -8,16 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from train.launch import (
-    LaunchPlan,
-    RunContext,
-    collect_own_result,
-    launch,
-    load_plugin,
-    log_path_for,
-    torchrun_argv,
-    writes_result,
-)
+from train.context import load_plugin, log_path_for
+from train.contract import LaunchPlan, RunContext
+from train.job_result import collect_own_result
+from train.launch import launch, writes_result
+from train.torchrun import torchrun_argv
 from utils.configure import REPO_ROOT, load_config
 from utils.registry import FRAMEWORKS
 from utils.result import read_result, result_path

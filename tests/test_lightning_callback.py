@@ -1,4 +1,4 @@
-"""train/nemo_callback.py's BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed."""
+"""train/nemo/callback.py's BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch  # noqa: E402
 from lightning.pytorch import LightningModule, Trainer  # noqa: E402
 
 from tests.helpers_nemo import write_config  # noqa: E402
-from train.nemo_callback import BenchmarkCallback, LightningMeasurement  # noqa: E402
+from train.nemo.callback import BenchmarkCallback, LightningMeasurement  # noqa: E402
 from utils.configure import load_config  # noqa: E402
 from utils.hardware import collect_gpu_info  # noqa: E402
 from utils.models import get_shape  # noqa: E402
@@ -195,7 +195,7 @@ def test_callback_module_imports_without_lightning():
 
     from tests.helpers_nemo import REPO
 
-    code = ("import sys; sys.modules['lightning'] = None; import train.nemo_callback as m; "
+    code = ("import sys; sys.modules['lightning'] = None; import train.nemo.callback as m; "
             "assert hasattr(m, 'LightningMeasurement');\n"
             "try:\n    m.BenchmarkCallback\nexcept ImportError:\n    sys.exit(0)\nsys.exit(1)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

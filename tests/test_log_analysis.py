@@ -17,7 +17,9 @@ from tests.fixtures.logs.generate_foreign import (
     step_ms,
 )
 from tests.helpers_megatron import FIXTURE_WORKLOAD, FIXTURES
-from train.launch import LaunchPlan, RunContext, launch, log_path_for
+from train.context import log_path_for
+from train.contract import LaunchPlan, RunContext
+from train.launch import launch
 from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
 from utils.configure import REPO_ROOT, load_config

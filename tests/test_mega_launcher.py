@@ -14,9 +14,11 @@ import yaml
 
 from tests.helpers_megatron import FIXTURES, make_config, make_context, parse_flags
 from tests.helpers_preflight import FAKE_COMMIT, point_at_fakes
-from train import megatron_args, train_mega
 from train.launch import launch
-from train.platform_env import ATTENTION_BACKEND_ENV, PLATFORM_ENV
+from train.mega import plugin as mega_plugin
+from train.megatron import args as megatron_args
+from train.megatron import trees
+from train.settings.platform_env import ATTENTION_BACKEND_ENV, PLATFORM_ENV
 from utils.configure import REPO_ROOT
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.models import get_shape
@@ -25,7 +27,7 @@ from utils.result import read_result
 
 def _flags(cfg, platform: str, model: str) -> dict[str, list[str]]:
     shape = get_shape(model, cfg.model_size)
-    argv = train_mega.megatron_args(cfg, shape, platform, dataset_prefix(cfg, model), tokenizer_dir(cfg, model))
+    argv = mega_plugin.megatron_args(cfg, shape, platform, dataset_prefix(cfg, model), tokenizer_dir(cfg, model))
     return parse_flags(argv)
 
 
@@ -95,7 +97,7 @@ def test_config_change_shows_in_command(tmp_path: Path) -> None:
     assert flags["--micro-batch-size"] == ["2"] and flags["--global-batch-size"] == ["32"]
     assert flags["--sequence-parallel"] == []
     assert flags["--fp8-format"] == ["hybrid"] and flags["--seed"] == ["7"]
-    plan = train_mega.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
+    plan = mega_plugin.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
     assert "--nproc-per-node=8" in plan.argv and "--master-port=29500" in plan.argv
     assert plan.argv[plan.argv.index("--seq-length") + 1] == "4096"
 
@@ -103,8 +105,8 @@ def test_config_change_shows_in_command(tmp_path: Path) -> None:
 def test_missing_megatron_is_an_error_but_dry_run_notes_it(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, MEGATRON_PATH=str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match=r"Megatron-LM not found.*nowhere"):
-        train_mega.plan(make_context(cfg, "nvd", "mega", "llama"))
-    plan = train_mega.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
+        mega_plugin.plan(make_context(cfg, "nvd", "mega", "llama"))
+    plan = mega_plugin.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
     assert str(tmp_path / "nowhere" / "pretrain_gpt.py") in plan.argv
     assert any("Megatron-LM not found" in note for note in plan.notes)
     assert set(plan.env) == set(PLATFORM_ENV["nvd"]) | set(ATTENTION_BACKEND_ENV["fused"])
@@ -113,10 +115,10 @@ def test_missing_megatron_is_an_error_but_dry_run_notes_it(tmp_path: Path) -> No
 def test_image_locations_per_platform(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     # One Megatron-LM (MEGATRON_REF, installed by both Dockerfiles) for mega on both vendors.
-    assert megatron_args.megatron_candidates(cfg, "nvd") == [Path("/opt/tprimat/megatron-lm")]
-    assert megatron_args.megatron_candidates(cfg, "amd") == [Path("/opt/tprimat/megatron-lm")]
+    assert trees.megatron_candidates(cfg, "nvd") == [Path("/opt/tprimat/megatron-lm")]
+    assert trees.megatron_candidates(cfg, "amd") == [Path("/opt/tprimat/megatron-lm")]
     cfg = make_config(tmp_path, PRIMUS_PATH="/opt/primus")
-    assert megatron_args.primus_megatron(cfg) == Path("/opt/primus/third_party/Megatron-LM")
+    assert trees.primus_megatron(cfg) == Path("/opt/primus/third_party/Megatron-LM")
 
 
 def test_collect_nonzero_exit_gives_failed_result(tmp_path: Path) -> None:
@@ -124,8 +126,8 @@ def test_collect_nonzero_exit_gives_failed_result(tmp_path: Path) -> None:
     ctx = make_context(cfg, "nvd", "mega", "llama")
     ctx.log_path.parent.mkdir(parents=True)
     shutil.copy(FIXTURES / "megatron_core012_llama.log", ctx.log_path)
-    plan = train_mega.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
-    result = train_mega.collect(ctx, plan, 1)
+    plan = mega_plugin.plan(make_context(cfg, "nvd", "mega", "llama", dry_run=True))
+    result = mega_plugin.collect(ctx, plan, 1)
     assert result.status == "failed" and "exited with code 1" in result.error
     assert result.source.log_path == str(ctx.log_path) and result.source.kind == "log"
     assert result.source.command == plan.argv and result.source.generated_files == []
@@ -165,7 +167,7 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     monkeypatch.setattr("train.launch.dataset_problem", lambda ctx: None)
     # the fixture was logged with 8 GPUs; with one GPU the per-GPU throughput is 8x and the log still GBS 64
     ctx = make_context(cfg, "nvd", "mega", "llama")
-    rc = launch(ctx, train_mega)
+    rc = launch(ctx, mega_plugin)
     result = read_result(ctx.result_path)
     assert result.status == status and rc == (0 if status == "ok" else 1)
     assert len(result.step_times) == 10 and result.step_times[2] == pytest.approx(1.9912)
@@ -196,23 +198,23 @@ def test_attention_switches_agree_with_the_backend_even_when_the_shell_sets_othe
         tmp_path, monkeypatch, platform, framework):
     """Megatron asserts at model build that NVTE_{FLASH,FUSED,UNFUSED}_ATTN are unset or match
     --attention-backend; a shell's NVTE_FLASH_ATTN=1 must not reach a fused-attention run."""
-    from train.megatron_args import ATTENTION_BACKEND
+    from train.megatron.args import ATTENTION_BACKEND
 
     monkeypatch.setenv("NVTE_FLASH_ATTN", "1")
     monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
     cfg = make_config(tmp_path)
     if framework == "nemo":
         from tests.helpers_nemo import make_tokenizer
-        from train import train_nemo
+        from train.nemo import plugin as nemo_plugin
         from utils.dataset import tokenizer_dir
 
         make_tokenizer(tokenizer_dir(cfg, "llama"), 400)
-        plan = train_nemo.plan(make_context(cfg, platform, framework, "llama"))
+        plan = nemo_plugin.plan(make_context(cfg, platform, framework, "llama"))
         fields = json.loads(next(iter(plan.files.values())))["fields"]
         backend = fields["model.config.attention_backend"]["name"]
         assert backend == ATTENTION_BACKEND[platform]
     else:
-        plugin = importlib.import_module(f"train.train_{framework}")
+        plugin = importlib.import_module(f"train.{framework}.plugin")
         plan = plugin.plan(make_context(cfg, platform, framework, "llama", dry_run=True))
         if framework == "mega":
             flags = parse_flags(plan.argv[plan.argv.index(next(a for a in plan.argv

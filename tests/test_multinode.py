@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import REPO, free_port, tiny_environ
 
 LAUNCHER = REPO / "train" / "train_cpu_tran_llama.sh"
-PREREQUISITES = ("train/launch.py", "train/train_tran.py", "shell/data.sh")
+PREREQUISITES = ("train/launch.py", "train/tran/worker.py", "shell/data.sh")
 TWO_NODES = {"NNODES": "2", "GPUS_PER_NODE": "1", "DP": "2", "GA": "1", "MBS": "2", "MODELS": "llama",
              "TRAIN_ITERS": "6", "WARMUP_STEPS": "1"}
 

@@ -1,4 +1,4 @@
-"""The nemo launcher: train/train_nemo.py's plan and collect, train/nemo_entry.py's override application."""
+"""The nemo launcher: train/nemo/plugin.py's plan and collect, train/nemo/entry.py's override application."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers_nemo import REPO, make_tokenizer, write_config
-from train import nemo_entry, train_nemo
-from train.launch import RunContext, log_path_for
-from train.nemo_recipe import NemoOverrides
+from train.context import log_path_for
+from train.contract import RunContext
+from train.nemo import entry as nemo_entry
+from train.nemo import plugin as nemo_plugin
+from train.nemo.recipe import NemoOverrides
 from utils.configure import load_config
 from utils.dataset import tokenizer_dir
 from utils.result import read_result, result_path
@@ -43,11 +45,11 @@ def _env(config: Path) -> dict[str, str]:
 
 def test_plan_runs_torchrun_with_the_nvidia_environment(workspace):
     ctx = _ctx(workspace.cfg, "qwen", run_index=2)
-    plan = train_nemo.plan(ctx)
+    plan = nemo_plugin.plan(ctx)
     assert plan.argv[1:3] == ["-m", "torch.distributed.run"]
     assert "--nproc-per-node=8" in plan.argv and "--master-port=29555" in plan.argv
-    tail = plan.argv[plan.argv.index("train.nemo_entry") - 1:]
-    assert tail[:4] == ["-m", "train.nemo_entry", "--model", "qwen"]
+    tail = plan.argv[plan.argv.index("train.nemo.entry") - 1:]
+    assert tail[:4] == ["-m", "train.nemo.entry", "--model", "qwen"]
     assert tail[tail.index("--result") + 1] == str(ctx.result_path) and ctx.result_path.name.endswith("_r2.json")
     assert tail[tail.index("--run-index") + 1] == "2"
     for key in ("CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_FUSED_ATTN", "NVTE_FLASH_ATTN", "PYTORCH_CUDA_ALLOC_CONF",
@@ -63,7 +65,7 @@ def test_plan_runs_torchrun_with_the_nvidia_environment(workspace):
 
 def test_plan_refuses_other_platforms(workspace):
     with pytest.raises(ValueError, match="nvd only"):
-        train_nemo.plan(_ctx(workspace.cfg, platform="amd"))
+        nemo_plugin.plan(_ctx(workspace.cfg, platform="amd"))
 
 
 def test_nemo_on_amd_maps_to_primus_with_a_note():
@@ -94,10 +96,10 @@ def test_launcher_dry_run_without_a_tokenizer_fails_clearly(tmp_path):
 
 
 def test_entry_help_and_missing_result_argument(workspace):
-    proc = subprocess.run([sys.executable, "-m", "train.nemo_entry", "--help"], cwd=REPO, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "train.nemo.entry", "--help"], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "--result" in proc.stdout and "--overrides" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "train.nemo_entry", "--model", "llama"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "train.nemo.entry", "--model", "llama"], cwd=REPO,
                           env=_env(workspace.config), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--result" in proc.stderr
 
@@ -112,7 +114,7 @@ def test_collect_names_the_cause_when_no_result_was_written(workspace, log_line,
     ctx = _ctx(workspace.cfg)
     ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.log_path.write_text(f"step 1\n{log_line}\nE0101 torchrun: worker failed\n", encoding="utf-8")
-    result = train_nemo.collect(ctx, None, 1)
+    result = nemo_plugin.collect(ctx, None, 1)
     assert result.status == "failed" and result.error.startswith(f"{cause}: ") and "exit code 1" in result.error
     assert log_line in result.error  # the line itself, as utils/failures.py found it
     assert result.framework == "nemo" and result.step_times == []
@@ -130,13 +132,13 @@ def test_collect_prefers_the_callbacks_result(workspace):
     write_result(ctx.result_path, finalize_result(result, "incomplete", "stopped by the test"))
     ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.log_path.write_text("torch.OutOfMemoryError: CUDA out of memory\n", encoding="utf-8")  # not used
-    assert train_nemo.collect(ctx, None, 0).error == "stopped by the test (0 of 33 steps done)"
+    assert nemo_plugin.collect(ctx, None, 0).error == "stopped by the test (0 of 33 steps done)"
     assert read_result(ctx.result_path).source.kind == "callback"
 
 
 def test_collect_without_result_or_known_cause_defers_to_the_launcher(workspace):
     ctx = _ctx(workspace.cfg)
-    assert train_nemo.collect(ctx, None, 1) is None  # no log at all: launcher writes exit code + tail
+    assert nemo_plugin.collect(ctx, None, 1) is None  # no log at all: launcher writes exit code + tail
 
 
 def test_apply_overrides_sets_nested_fields_and_builds_configs():
@@ -191,7 +193,7 @@ def test_overrides_apply_to_the_recipes_real_strategy_shapes(workspace, model):
         model=SimpleNamespace(config=SimpleNamespace()), optim=SimpleNamespace(config=SimpleNamespace()),
         data=None, log=None, resume="auto",
     )
-    overrides = train_nemo.overrides_for(workspace.cfg, model, f"train_nvd_nemo_{model}")
+    overrides = nemo_plugin.overrides_for(workspace.cfg, model, f"train_nvd_nemo_{model}")
     # Fields whose objects are NeMo classes (data module, scheduler, logger, the bf16_mixed() factory)
     # need NeMo; the strategy, DDP, plugin and model fields are what the Qwen crash was about.
     fields = {path: value for path, value in overrides.fields.items()

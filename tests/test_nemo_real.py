@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from tests.helpers_nemo import REPO, make_dataset_stub, make_tokenizer, write_config
-from train.train_nemo import overrides_for
+from train.nemo.plugin import overrides_for
 from utils.configure import load_config
 from utils.dataset import dataset_prefix, tokenizer_dir
 

@@ -1,4 +1,4 @@
-"""train/nemo_recipe.py + train_nemo.overrides_for: config -> NeMo recipe fields, without NeMo."""
+"""train/nemo/recipe.py + train/nemo/plugin.py overrides_for: config -> NeMo recipe fields, without NeMo."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers_nemo import REPO, make_tokenizer, write_config
-from train.nemo_recipe import RECIPE_PARALLEL_DEFAULTS, NemoOverrides
-from train.train_nemo import overrides_for, resolve_shape
+from train.nemo.plugin import overrides_for, resolve_shape
+from train.nemo.recipe import RECIPE_PARALLEL_DEFAULTS, NemoOverrides
 from utils.configure import WORKLOAD_KEYS, load_config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.models import get_shape
@@ -181,7 +181,7 @@ def test_overrides_are_plain_json_and_round_trip(tmp_path):
 
 
 def test_mapping_and_launcher_import_without_nemo():
-    code = ("import sys, train.nemo_recipe, train.train_nemo; "
+    code = ("import sys, train.nemo.recipe, train.nemo.plugin; "
             "bad = [m for m in ('nemo', 'nemo_run', 'fiddle', 'lightning') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

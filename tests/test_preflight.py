@@ -1,6 +1,6 @@
 """The preflight path (request, probe, answer, flat record, comparison) against the recording stand-ins.
 
-The probes of train/effective/ run for real here, in this interpreter, against the stand-in
+The probes of train/settings/ run for real here, in this interpreter, against the stand-in
 trees of tests/fakes/ (the real frameworks are judged by tests/conformance/). These tests
 show that each job's generated configuration reaches the framework unchanged, that every
 fairness setting is read back, and that a difference or a rejection stops the job with the
@@ -20,10 +20,10 @@ import pytest
 from tests.helpers_megatron import make_context
 from tests.helpers_preflight import FAKE_COMMIT, recorded, use_fakes
 from train import preflight as pf
-from train.effective.expected import FIXED
-from train.effective.runner import FrameworkUnavailable
-from train.launch import load_plugin
-from train.platform_env import attention_env
+from train.context import load_plugin
+from train.settings.expected import FIXED
+from train.settings.platform_env import attention_env
+from train.settings.runner import FrameworkUnavailable
 from utils.configure import REPO_ROOT
 from utils.result_model import EffectiveSettings
 
@@ -55,13 +55,13 @@ def test_every_vendor_job_passes_and_records_the_fairness_settings(tmp_path, mon
     if framework == "mega":
         seen = recorded(record)
         # the framework parsed exactly the launcher's argv, under the launcher's NVTE switches
-        assert seen["argv"] == pf._argv_after_script(plan.argv, "pretrain_gpt.py")
+        assert seen["argv"] == plan.args_after("pretrain_gpt.py")
         switches = {k: v for k, v in seen["env"].items()
                     if k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")}
         assert switches == attention_env({"nvd": "fused", "amd": "auto"}[platform])
     if framework == "nemo":
         seen = recorded(record)
-        assert seen["argv"][1:] == ["-m", "train.effective.probe_nemo"]
+        assert seen["argv"][1:] == ["-m", "train.nemo.probe"]
         assert seen["request"]["world_size"] == cfg.world_size
     assert FAKE_COMMIT[:12] in settings.resolved_by or framework != "mega"
 

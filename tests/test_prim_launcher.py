@@ -10,8 +10,9 @@ import yaml
 
 from tests.helpers_megatron import FIXTURES, make_config, make_context
 from tests.helpers_preflight import FAKE_COMMIT, point_at_fakes
-from train import megatron_args, train_prim
 from train.launch import launch
+from train.megatron import args as megatron_args
+from train.prim import plugin as prim_plugin
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.models import get_shape
 from utils.result import read_result
@@ -25,7 +26,7 @@ DIFFERENT_FROM_PRIMUS = {"SL": "4096", "MBS": "2", "DP": "4", "GA": "4", "TP": "
 
 def _document(tmp_path: Path, model: str, **overrides: str) -> tuple[dict, object]:
     cfg = make_config(tmp_path, **overrides)
-    plan = train_prim.plan(make_context(cfg, "amd", "prim", model, dry_run=True))
+    plan = prim_plugin.plan(make_context(cfg, "amd", "prim", model, dry_run=True))
     (path, text), = plan.files.items()
     assert path == cfg.output_dir / "generated" / f"train_amd_prim_{model}.primus.yaml"
     return yaml.safe_load(text), cfg
@@ -92,7 +93,7 @@ def test_yaml_and_megatron_command_agree(tmp_path: Path) -> None:
 def test_plan_runs_primus_script_with_exp_and_train_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXP", "/stale/experiment.yaml")  # a stale EXP in the shell must not win
     cfg = make_config(tmp_path, PRIMUS_PATH=str(tmp_path / "primus"), NNODES="2", NODE_RANK="1", DP="16", GA="4")
-    plan = train_prim.plan(make_context(cfg, "amd", "prim", "llama", dry_run=True))
+    plan = prim_plugin.plan(make_context(cfg, "amd", "prim", "llama", dry_run=True))
     assert plan.argv == ["bash", "examples/run_pretrain.sh"] and plan.cwd == tmp_path / "primus"
     (exp_file,) = plan.files
     assert plan.env["EXP"] == str(exp_file) and plan.env["TRAIN_LOG"] in map(str, plan.extra_logs)
@@ -100,9 +101,9 @@ def test_plan_runs_primus_script_with_exp_and_train_log(tmp_path: Path, monkeypa
     assert plan.env["HSA_NO_SCRATCH_RECLAIM"] == "1"
     assert any("Primus not found" in note for note in plan.notes)
     with pytest.raises(FileNotFoundError, match="Primus not found"):
-        train_prim.plan(make_context(cfg, "amd", "prim", "llama"))
+        prim_plugin.plan(make_context(cfg, "amd", "prim", "llama"))
     with pytest.raises(ValueError, match="amd only"):
-        train_prim.plan(make_context(cfg, "nvd", "prim", "llama", dry_run=True))
+        prim_plugin.plan(make_context(cfg, "nvd", "prim", "llama", dry_run=True))
 
 
 FAKE_RUN_PRETRAIN = """\
@@ -135,7 +136,7 @@ def test_launch_end_to_end_failure_is_a_result(tmp_path: Path, monkeypatch: pyte
     # stand-in data (empty .bin/.idx): the launcher's dataset check is tested in tests/test_data_ready.py
     monkeypatch.setattr("train.launch.dataset_problem", lambda ctx: None)
     ctx = make_context(cfg, "amd", "prim", "llama")
-    assert launch(ctx, train_prim) == 1
+    assert launch(ctx, prim_plugin) == 1
     result = read_result(ctx.result_path)
     assert result.status == "failed"
     assert "NCCL/RCCL error" in result.error and "exited with code 1" in result.error

@@ -21,7 +21,9 @@ from tests.helpers_nemo import make_dataset_stub, make_tokenizer
 from tests.helpers_preflight import use_fakes
 from tests.helpers_shell import REPO, clean_env, run_script
 from train import preflight as pf
-from train.launch import LaunchPlan, job_context, launch, load_plugin
+from train.context import job_context, load_plugin
+from train.contract import LaunchPlan
+from train.launch import launch
 from train.profiles import apply_profile
 from utils.result import read_result
 

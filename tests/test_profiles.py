@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers_megatron import make_config
-from train.effective.expected import FIXED, FP8_FIXED
 from train.profiles import IDENTICAL, ProfileError, amd, apply_profile, available, find_recipe, nvd
 from train.profiles.apply import TABLES
 from train.profiles.recipe import WORKLOAD_FIELDS, Recipe, Setting, Source, VendorTable
+from train.settings.expected import FIXED, FP8_FIXED
 from utils.config_rules import ConfigError
 
 JOBS = [("nvd", "mega"), ("nvd", "nemo"), ("amd", "mega"), ("amd", "prim")]

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from train.megatron_args import megatron_settings, vocab_padding
-from train.train_mega import megatron_args
-from train.tran_data import MegatronSamples
-from train.tran_step import model_inputs
+from train.mega.plugin import megatron_args
+from train.megatron.args import megatron_settings, vocab_padding
+from train.tran.data import MegatronSamples
+from train.tran.step import model_inputs
 from utils.configure import Config, load_config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.models import get_shape

@@ -185,8 +185,8 @@ def test_data_the_pipeline_wrote_is_all_recognised(tmp_path: Path, sample_data_d
 
 def test_the_output_names_are_the_writers_names(tmp_path: Path) -> None:
     """The table recognises what each writer names its files (a renamed writer fails here first)."""
-    from train.launch import log_path_for
-    from train.train_nemo import nemo_dirs
+    from train.context import log_path_for
+    from train.nemo.plugin import nemo_dirs
     from utils.configure import load_config
     from utils.generated import output_targets
     from utils.result import result_path

@@ -42,7 +42,7 @@ def test_sigkill_of_rank_0_keeps_every_measured_step(tiny_env: Callable[..., dic
         wait_for(lambda: "step 6/2000" in log.read_text() or proc.poll() is not None, 240, "step 6")
         assert proc.poll() is None, log.read_text()[-3000:]
         (rank0,) = [p for p in descendants(proc.pid)  # the worker, not torchrun (whose argv names it too)
-                    if "-m train.train_tran" in command_line(p) and "torch.distributed.run" not in command_line(p)]
+                    if "-m train.tran.worker" in command_line(p) and "torch.distributed.run" not in command_line(p)]
         os.kill(rank0, signal.SIGKILL)
         code = proc.wait(timeout=120)
     finally:
@@ -72,7 +72,7 @@ def test_sigterm_to_train_sh_stops_the_job_tree_and_the_remaining_jobs(
         wait_for(lambda: "step 3/2000" in log.read_text() or proc.poll() is not None, 240, "step 3")
         assert proc.poll() is None, log.read_text()[-3000:]
         tree = descendants(proc.pid)
-        assert any("-m train.train_tran" in command_line(p) for p in tree)
+        assert any("-m train.tran.worker" in command_line(p) for p in tree)
         proc.send_signal(signal.SIGTERM)  # to train.sh only, as `kill <pid>` does
         code = proc.wait(timeout=180)
         assert all_gone(tree), [command_line(p) for p in tree if p in descendants(1)]
@@ -85,7 +85,7 @@ def test_sigterm_to_train_sh_stops_the_job_tree_and_the_remaining_jobs(
     assert result.status == "incomplete" and "SIGTERM" in result.error
     assert 3 <= len(result.step_times) < 2000
     assert not (out / "train_cpu_tran_qwen.json").exists(), "the next job never started"
-    assert "1 job(s) not started" in text and "train_tran --model qwen" not in text
+    assert "1 job(s) not started" in text and "train.tran.worker --model qwen" not in text
     assert "skipping the comparison" in text
 
 

@@ -144,7 +144,7 @@ def test_dry_run_prints_the_torchrun_command(tmp_path: Path) -> None:
     proc = run_module(*LAUNCH, "--model", "qwen", "--dry-run", "--run-index", "3", env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     command = proc.stdout.splitlines()[1]
-    for part in ("-m torch.distributed.run", "--nproc-per-node=2", "--nnodes=1", "-m train.train_tran",
+    for part in ("-m torch.distributed.run", "--nproc-per-node=2", "--nnodes=1", "-m train.tran.worker",
                  "--model qwen", "--run-index 3", f"--result {tmp_path / 'out' / 'train_cpu_tran_qwen_r3.json'}"):
         assert part in command, command
     assert "OMP_NUM_THREADS=" in proc.stdout
@@ -171,7 +171,7 @@ def test_world_size_mismatch_is_refused(tmp_path: Path) -> None:
 
     # DP=2 but started as a single process (no torchrun): the worker must refuse, naming both numbers.
     env = tiny_environ(tmp_path / "data", tmp_path / "out", DP="2", GPUS_PER_NODE="2")
-    proc = run_module("train.train_tran", "--model", "llama", "--platform", "cpu",
+    proc = run_module("train.tran.worker", "--model", "llama", "--platform", "cpu",
                       "--result", str(tmp_path / "r.json"), env=env, timeout=120)
     assert proc.returncode == 2
     assert "torchrun started 1 process(es) but TP*PP*CP*DP = 2" in proc.stderr
@@ -179,6 +179,6 @@ def test_world_size_mismatch_is_refused(tmp_path: Path) -> None:
 
 
 def test_help() -> None:
-    proc = subprocess.run([PYTHON, "-m", "train.train_tran", "--help"], cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run([PYTHON, "-m", "train.tran.worker", "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "--model" in proc.stdout and "--result" in proc.stdout

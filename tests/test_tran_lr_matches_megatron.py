@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from train.tran_step import lr_at
+from train.schedule import lr_at
 from utils.configure import Config
 
 
@@ -48,7 +48,7 @@ def test_tran_applies_megatrons_rate_at_every_step(decay: str) -> None:
 
 def test_trainer_step_sets_the_rate_of_completed_steps() -> None:
     """``Trainer.step(index)`` writes ``lr_at(index)`` into the optimizer before it steps."""
-    from train.tran_step import Trainer
+    from train.tran.step import Trainer
 
     cfg = Config(lr=1.0, min_lr=0.0, warmup_steps=4, train_iters=10, dp=1, gpus_per_node=1)
     seen: list[float] = []

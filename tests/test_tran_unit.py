@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from train.launch import RunContext
-from train.tran_step import Dist, Trainer, build_model, lr_at
+from train.contract import RunContext
+from train.schedule import lr_at
+from train.tran.step import Dist, Trainer, build_model
 from utils.configure import Config, load_config
 from utils.dataset import load_tokenizer, tokenizer_dir, vocab_size
 from utils.models import get_shape
@@ -87,23 +88,23 @@ def test_model_matches_the_shape_table(model: str, sample_cfg: Callable[..., Con
 def test_plan_sets_omp_threads_on_cpu_only(tmp_path: Path) -> None:
     import os
 
-    from train import train_tran
+    from train.tran import plugin as tran_plugin
 
     cfg = Config(dp=2, gpus_per_node=2, output_dir=tmp_path)
     ctx = RunContext(cfg=cfg, platform="cpu", framework="tran", model="llama", run_index=2,
                      result_path=tmp_path / "r.json", log_path=tmp_path / "r.log")
-    plan = train_tran.plan(ctx)
+    plan = tran_plugin.plan(ctx)
     cores = len(os.sched_getaffinity(0))
     if "OMP_NUM_THREADS" not in os.environ:
         assert plan.env["OMP_NUM_THREADS"] == str(max(1, cores // 2))
-    assert plan.argv[plan.argv.index("-m", 3) + 1] == "train.train_tran"
+    assert plan.argv[plan.argv.index("-m", 3) + 1] == "train.tran.worker"
     assert plan.argv[-2:] == ["--run-index", "2"]
-    gpu = train_tran.plan(RunContext(cfg=Config(dp=8, gpus_per_node=8), platform="nvd", framework="tran",
+    gpu = tran_plugin.plan(RunContext(cfg=Config(dp=8, gpus_per_node=8), platform="nvd", framework="tran",
                                      model="qwen", run_index=None, result_path=tmp_path / "q.json",
                                      log_path=tmp_path / "q.log"))
     assert "OMP_NUM_THREADS" not in gpu.env and "CUDA_DEVICE_MAX_CONNECTIONS" in gpu.env
     assert "--nproc-per-node=8" in gpu.argv
-    assert train_tran.collect(ctx, plan, 1) is None  # no result file: the launcher records the failure
+    assert tran_plugin.collect(ctx, plan, 1) is None  # no result file: the launcher records the failure
 
 
 # ---------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def test_plan_sets_omp_threads_on_cpu_only(tmp_path: Path) -> None:
 
 
 def run_in_process(cfg: Config, result: Path) -> None:
-    from train.train_tran import StopRequest, train
+    from train.tran.worker import StopRequest, train
 
     args = argparse.Namespace(model="llama", platform="cpu", result=result, run_index=None, log_path=None)
     train(cfg, args, Dist(0, 0, 1, torch.device("cpu")), StopRequest())

@@ -1,15 +1,10 @@
 """Shared launcher: one code path from a ``train_<platform>_<framework>_<model>.sh`` to a result file.
 
-The launcher keeps backends apart from launching (as optimum-benchmark does):
-each framework is a plugin module with two functions,
-
-* ``plan(ctx) -> LaunchPlan``: the exact command, the environment it sets and any
-  files it generates (Primus YAML, ...); pure, so ``--dry-run`` and tests can show it;
-* ``collect(ctx, plan, returncode) -> Result | None``: the typed result after the
-  process ended (read the in-process monitor's file, or extract the log).
-
-Which module is a framework's plugin, and which node of a multi-node job writes its
-result, are entries of ``utils/registry.py``.
+The launcher keeps backends apart from launching (as optimum-benchmark does): each
+framework is a package with a plugin module that implements :class:`train.contract.Plugin`
+(``plan``, ``collect``, ``resolve``, ``framework_trees``); this file knows frameworks only
+through that contract. Which module is a framework's plugin, and which node of a multi-node
+job writes its result, are entries of ``utils/registry.py``.
 
 Before a job starts (every framework alike): ``OUTPUT_DIR`` must take results
 (``utils/disk.py``), the result file's lock must be free (``utils/locks.py``: one
@@ -25,135 +20,43 @@ exists afterwards: a crash, a non-zero exit or a missing result all become ``sta
 failed|incomplete`` with the reason and the log's tail; a trainer killed before it
 wrote its result is recovered from its per-step record (``utils/step_log.py``).
 
-Why one file over 400 lines: these steps are one ordered sequence every framework shares; each
-step's logic lives in the module named beside it; this file holds their order, the plan and the CLI.
+These steps are one ordered sequence every framework shares; each step's logic lives in the
+module named beside it; this file holds their order and the CLI.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import shlex
 import sys
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from train.context import job_context, load_plugin
+from train.contract import LaunchPlan, Plugin, PreflightError, RunContext
 from train.job_guard import ResultFile, Signals, port_problem, run_logged
+from train.job_result import failure_result
+from train.jobs import resolve_framework
 from train.logs.patterns import launch_header
-from train.profiles import IDENTICAL, AppliedProfile, ProfileError, apply_profile
-from utils.configure import Config, ConfigError, load_config
+from train.preflight import before_launch
+from train.preflight import main as preflight_main
+from train.profiles import ProfileError
+from utils.configure import ConfigError, load_config
 from utils.disk import OutputDirError, check_writable_dir
-from utils.failures import cause_in_log, is_interrupted
+from utils.failures import is_interrupted
 from utils.fingerprint import config_hash
-from utils.hardware import collect_gpu_info, detect_platform
+from utils.hardware import detect_platform
 from utils.locks import LockError, LockHeld, hold, result_lock_path
-from utils.models import get_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
-from utils.result import ResultError, finalize_result, new_result, read_result, result_path, update_result
-from utils.result_model import EffectiveSettings, FrameworkVersions, Result, Source
-from utils.step_log import recover_result, step_log_path
+from utils.result import finalize_result, update_result
+from utils.result_model import EffectiveSettings, FrameworkVersions, Result
+from utils.step_log import step_log_path
 
 LOG_TAIL_LINES = 30
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """Everything a plugin needs to plan and collect one job."""
-
-    cfg: Config
-    platform: str
-    framework: str
-    model: str
-    run_index: int | None
-    result_path: Path
-    log_path: Path
-    # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
-    dry_run: bool = False
-    # The result file while the job runs (set by launch()): tells the job's own result from the placeholder.
-    result_file: ResultFile | None = field(default=None, compare=False)
-    # PROFILE as applied to this job (train/profiles/): ``cfg`` already carries a tuned recipe's workload.
-    profile: AppliedProfile = IDENTICAL
-
-
-@dataclass
-class LaunchPlan:
-    """What will run: exact argv, the environment it adds, files it needs written first."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: Path | None = None
-    files: dict[Path, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    # Where the command writes its own output besides stdout (e.g. Primus's TRAIN_LOG).
-    extra_logs: list[Path] = field(default_factory=list)
-    # Whether the command reads the job's dataset, which is then checked first (data/ready.py);
-    # False only for commands that read none (the test suite's stand-ins).
-    reads_dataset: bool = True
-    # The profile's settings with their sources (train/profiles/), shown by --dry-run.
-    profile: list[str] = field(default_factory=list)
-
-    def render(self) -> str:
-        """Human-readable dry-run text: command, environment, generated files."""
-        lines = ["# command", shlex.join(self.argv), ""]
-        if self.cwd:
-            lines += ["# working directory", str(self.cwd), ""]
-        lines.append("# environment set by tprimat")
-        lines += [f"{key}={shlex.quote(value)}" for key, value in sorted(self.env.items())] or ["(none)"]
-        for path, text in self.files.items():
-            lines += ["", f"# generated file: {path}", text.rstrip("\n")]
-        for note in self.notes:
-            lines += ["", f"# note: {note}"]
-        if self.profile:
-            lines += ["", "# profile"] + [f"# {line}" for line in self.profile]
-        return "\n".join(lines) + "\n"
-
-
-class Plugin(Protocol):
-    def plan(self, ctx: RunContext) -> LaunchPlan: ...
-
-    def collect(self, ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None: ...
-
-
-def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:
-    """``torchrun`` (as ``python -m torch.distributed.run``) with the config's rendezvous arguments.
-
-    Multi-node runs (NNODES>1) pass ``--nnodes/--node-rank/--master-addr/--master-port``
-    so every node joins the same job; single-node runs pass the same arguments,
-    which keeps the command identical in shape.
-    """
-    return [
-        sys.executable, "-m", "torch.distributed.run",
-        f"--nproc-per-node={nproc_per_node or cfg.gpus_per_node}",
-        f"--nnodes={cfg.nnodes}",
-        f"--node-rank={cfg.node_rank}",
-        f"--master-addr={cfg.master_addr}",
-        f"--master-port={cfg.master_port}",
-    ]
-
-
-def job_context(cfg: Config, platform: str, framework: str, model: str, run_index: int | None = None,
-                dry_run: bool = False) -> RunContext:
-    """One job's context with PROFILE applied (:class:`train.profiles.ProfileError` when it cannot be)."""
-    cfg, profile = apply_profile(cfg, platform, framework, model)
-    return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
-                      result_path=result_path(cfg.output_dir, platform, framework, model, run_index, cfg.profile),
-                      log_path=log_path_for(cfg, platform, framework, model, run_index), dry_run=dry_run,
-                      profile=profile)
-
-
-def with_profile(ctx: RunContext, result: Result) -> Result:
-    """The job's profile recorded in its result: the profile that ran and what it changed (train/profiles/)."""
-    return update_result(result, profile=ctx.profile.name, profile_settings=ctx.profile.block())
-
-
-def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:
-    """The job's log; with several nodes each node keeps its own (``..._node<k>.log``) on shared storage."""
-    path = result_path(cfg.output_dir / "logs", platform, framework, model, run_index, cfg.profile).with_suffix(".log")
-    return path.with_name(f"{path.stem}_node{cfg.node_rank}.log") if cfg.nnodes > 1 else path
 
 
 def writes_result(ctx: RunContext) -> bool:
@@ -166,24 +69,6 @@ def writes_result(ctx: RunContext) -> bool:
     """
     owner = FRAMEWORKS[ctx.framework].result_node
     return ctx.cfg.node_rank == (ctx.cfg.nnodes - 1 if owner == "last" else 0)
-
-
-def load_plugin(framework: str) -> Plugin:
-    """The framework's launcher plugin, the module named in ``utils/registry.py``."""
-    if framework not in FRAMEWORKS:
-        raise ValueError(f"framework {framework!r}: allowed values are {', '.join(FRAMEWORKS)}")
-    return importlib.import_module(FRAMEWORKS[framework].plugin)  # type: ignore[return-value]
-
-
-def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None) -> Result:
-    """A valid result that records why a job produced no measurement."""
-    shape = get_shape(ctx.model, ctx.cfg.model_size)
-    result = new_result(
-        ctx.cfg, platform=ctx.platform, framework=ctx.framework, model=ctx.model, shape=shape,
-        gpu_info=collect_gpu_info(ctx.platform), run_index=ctx.run_index,
-        source=Source(kind="log", log_path=str(log_path) if log_path else None),
-    )
-    return finalize_result(with_profile(ctx, result), status, reason)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -331,8 +216,6 @@ def _preflight(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> tuple[
     that would crash at model build or run other settings. A plugin may bring its own
     ``preflight(ctx, plan)`` (test stand-ins do).
     """
-    from train.preflight import PreflightError, before_launch
-
     check = getattr(plugin, "preflight", None) or before_launch
     print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
     try:
@@ -365,44 +248,6 @@ def _run_and_collect(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, signals:
     return result
 
 
-def read_own_result(ctx: RunContext) -> Result | None:
-    """The result the training process itself wrote, or None if absent/invalid (or still the placeholder)."""
-    if ctx.result_file is not None and ctx.result_file.is_placeholder():
-        return None
-    try:
-        return read_result(ctx.result_path)
-    except ResultError:
-        return None
-
-
-def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
-    """``collect`` of the in-process plugins (tran, nemo): the result global rank 0 wrote.
-
-    Without one: the steps rank 0 recorded as it went (``utils/step_log.py``: a trainer
-    killed with SIGKILL keeps every step it measured), as an ``incomplete`` result with
-    the cause; else a result naming the cause found in the log (out of memory,
-    NCCL/RCCL, NaN, as ``utils/failures.py`` classifies it); with no such cause (a
-    generic exception says less than the traceback around it), None, and the launcher
-    records the exit code and the log's tail.
-    """
-    result = read_own_result(ctx)
-    if result is not None:
-        return result
-    cause = cause_in_log(ctx.log_path)
-    died = f"exit code {returncode}" + (f", killed by signal {-returncode}" if returncode < 0 else "")
-    reason = f"the trainer ended ({died}) without writing its result"
-    if cause is not None:
-        reason += f"; {cause.kind}: {cause.text}"
-    recovered = recover_result(step_log_path(ctx.result_path), reason)
-    if recovered is not None:
-        return recovered
-    if cause is None or cause.kind == "exception":
-        return None
-    status = "incomplete" if is_interrupted(returncode) else "failed"
-    return failure_result(ctx, status, f"{cause.kind}: {cause.text} (exit code {returncode}; no result was written)",
-                          ctx.log_path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m train.launch",
@@ -424,8 +269,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    from train.jobs import resolve_framework
-
     try:
         framework, note = resolve_framework(args.platform, args.framework)
     except ValueError as exc:
@@ -437,8 +280,6 @@ def main(argv: list[str] | None = None) -> int:
         print("tprimat: --run-index must be at least 1", file=sys.stderr)
         return 2
     if args.preflight:
-        from train.preflight import main as preflight_main
-
         return preflight_main(["--platform", args.platform, "--framework", framework, "--model", args.model])
     if not args.dry_run:
         detected = detect_platform()

@@ -97,7 +97,7 @@ class Config:
     ga: int = 8
     precision: str = "bf16"
     fp8: bool = False
-    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/train_deep.py)
+    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
     # identical: the fairness table everywhere; tuned: each vendor's published recipe (train/profiles/)
     profile: str = "identical"
     profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned

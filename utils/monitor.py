@@ -18,7 +18,7 @@ less, mean the timing is wrong (or time is spent outside the steps).
 On cpu there are no events: the host clock times each step and every record is complete
 as soon as the step ends. Per-step arrays are kept whole; the summary over the measured
 (post-warm-up) steps is computed by ``utils/metrics.py``, and the Lightning adapter around
-this timer lives in ``train/nemo_callback.py``.
+this timer lives in ``train/nemo/callback.py``.
 """
 
 from __future__ import annotations

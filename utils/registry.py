@@ -6,7 +6,7 @@ these lists. Kept here, adding a model or a framework is one entry (plus its
 launcher or shape), and no second list can fall out of step.
 
 Nothing here imports the project: the launcher plugin of a framework is named by
-its module path and imported by ``train/launch.py``.
+its module path and imported by ``train/context.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Framework:
     key: str
     display_name: str
     platforms: tuple[str, ...]  # where it runs, in the platforms' order
-    plugin: str  # module with plan()/collect(), imported by train/launch.py
+    plugin: str  # module implementing train/contract.py's Plugin, imported by train/context.py
     # Which node writes a multi-node job's result: "first" (global rank 0 measures in-process)
     # or "last" (Megatron and Primus print their iteration lines on the last rank).
     result_node: str = "first"
@@ -54,14 +54,14 @@ PLATFORMS: dict[str, Platform] = {
 FRAMEWORKS: dict[str, Framework] = {
     f.key: f
     for f in (
-        Framework("mega", "Megatron-LM", ("amd", "nvd"), "train.train_mega", result_node="last",
+        Framework("mega", "Megatron-LM", ("amd", "nvd"), "train.mega.plugin", result_node="last",
                   version_fields=("megatron_lm_commit",)),
-        Framework("prim", "Primus", ("amd",), "train.train_prim", result_node="last",
+        Framework("prim", "Primus", ("amd",), "train.prim.plugin", result_node="last",
                   version_fields=("primus_commit", "primus", "megatron_lm_commit")),
-        Framework("nemo", "NeMo", ("nvd",), "train.train_nemo", version_fields=("nemo", "megatron_core")),
-        Framework("tran", "Transformers (tran)", ("amd", "nvd", "cpu"), "train.train_tran",
+        Framework("nemo", "NeMo", ("nvd",), "train.nemo.plugin", version_fields=("nemo", "megatron_core")),
+        Framework("tran", "Transformers (tran)", ("amd", "nvd", "cpu"), "train.tran.plugin",
                   version_fields=("transformers",)),
-        Framework("deep", "DeepSpeed", ("amd", "nvd", "cpu"), "train.train_deep",
+        Framework("deep", "DeepSpeed", ("amd", "nvd", "cpu"), "train.deep.plugin",
                   version_fields=("deepspeed", "transformers")),
     )
 }

@@ -21,8 +21,8 @@ import pytest
 
 from tests.helpers_megatron import make_config, make_context
 from tests.helpers_nemo import make_dataset_stub, make_tokenizer
+from train.context import load_plugin
 from train.framework_versions import tree_commit
-from train.launch import load_plugin
 from utils.configure import Config
 from utils.registry import model_names
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
 from train import preflight as pf
-from train.platform_env import PLATFORM_ENV
+from train.settings.platform_env import PLATFORM_ENV
 from utils.registry import model_names
 
 pytestmark = [needs("TPRIMAT_PRIMUS"), pytest.mark.slow]

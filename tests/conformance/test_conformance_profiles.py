@@ -16,7 +16,7 @@ from tests.conformance.helpers_conformance import megatron_ref_of, needs, portab
 from tests.helpers_megatron import make_config
 from tests.helpers_nemo import make_dataset_stub
 from train import preflight as pf
-from train.launch import job_context, load_plugin
+from train.context import job_context, load_plugin
 
 pytestmark = pytest.mark.slow
 JOBS = [pytest.param("nvd", "mega", marks=needs("TPRIMAT_MEGATRON_LM")),

@@ -1,4 +1,4 @@
-"""Stand-in for ``python -m train.effective.probe_nemo`` in the NeMo Python (tests only).
+"""Stand-in for ``python -m train.nemo.probe`` in the NeMo Python (tests only).
 
 Records its argv and request in ``$TPRIMAT_FAKE_RECORD`` and answers in the probe's format
 with what a NeMo recipe would hold after tprimat's overrides: the overridden fields over the

@@ -27,10 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from train.effective.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
-from train.platform_env import PLATFORM_ENV, attention_env
 from train.profiles import amd, nvd
 from train.profiles.recipe import WORKLOAD_FIELDS, WORKLOAD_NAMES, Borrowed, Recipe, VendorTable
+from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
+from train.settings.platform_env import PLATFORM_ENV, attention_env
 from utils.configure import Config, ConfigError
 from utils.models import get_shape
 from utils.result_model import ProfileSetting, ProfileSettings
@@ -38,13 +38,13 @@ from utils.result_model import ProfileSetting, ProfileSettings
 TABLES: dict[str, VendorTable] = {"nvd": nvd.TABLE, "amd": amd.TABLE}
 
 # What the identical profile runs for the knobs a recipe may set that the fairness table does not
-# state (train/effective/expected.py has the rest): the framework's own default, or None for "not set".
+# state (train/settings/expected.py has the rest): the framework's own default, or None for "not set".
 IDENTICAL_DEFAULTS: dict[str, Any] = {
     "cross_entropy_fusion_impl": "native",  # Megatron-LM's --cross-entropy-fusion-impl default
     "ddp_bucket_size": None,  # Megatron's DistributedDataParallelConfig default (sized by itself)
     "manual_gc_interval": None,
     "grad_reduce_in_fp32": False,
-    "enable_primus_turbo": False,  # train/train_prim.py: the stock Megatron path
+    "enable_primus_turbo": False,  # train/prim/plugin.py: the stock Megatron path
     "use_turbo_attention": False,
     "use_turbo_grouped_mlp": False,
 }

@@ -8,7 +8,7 @@ are ``train/profiles/nvd.py`` and ``train/profiles/amd.py``; :mod:`train.profile
 turns one into the settings a job runs.
 
 Keys are tprimat's flat names, the same as the preflight's effective-settings record
-(:mod:`train.effective.expected`): the workload keys ``seq_length``, ``micro_batch_size``,
+(:mod:`train.settings.expected`): the workload keys ``seq_length``, ``micro_batch_size``,
 ``global_batch_size``, ``tensor_model_parallel_size``, ``pipeline_model_parallel_size``,
 ``context_parallel_size`` become config values; every other key is a framework setting
 that :mod:`train.profiles.frameworks` spells for Megatron-LM, Primus or NeMo.

@@ -10,7 +10,7 @@ into ``--num-query-groups 8`` style flags, so the two launchers cannot drift apa
 Choices that are not config keys, and why:
 
 * every choice that is not a ``config.env`` key comes from the fairness table,
-  :data:`train.effective.expected.FIXED`, which the preflight also checks the resolved
+  :data:`train.settings.expected.FIXED`, which the preflight also checks the resolved
   settings against (docs/CONFORMANCE.md lists where each framework's default differs);
 * dropout 0 (Megatron defaults to 0.1; Llama and Qwen train without dropout);
 * ``dataloader_type: single``: Megatron's sequential sampler. Primus's trainer
@@ -26,7 +26,7 @@ Choices that are not config keys, and why:
 * attention backend per platform: ``fused`` (cuDNN through Transformer Engine) on
   NVIDIA, as NVIDIA's Llama 3 8B H100 example does; ``auto`` on AMD, Primus's
   default, where ROCm Transformer Engine picks its CK kernels. The launchers export the
-  matching ``NVTE_*_ATTN`` switches (:func:`train.platform_env.attention_env`), because
+  matching ``NVTE_*_ATTN`` switches (:func:`train.settings.platform_env.attention_env`), because
   Megatron refuses to build the model when they disagree with the backend;
 * no gradient-accumulation fusion on AMD (Primus's and ROCm Megatron's examples
   switch it off: the fused wgrad kernel is a CUDA/apex one);
@@ -40,11 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
-from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.profiles import IDENTICAL, AppliedProfile
+from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
+from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
-from utils.dataset import missing_files
 from utils.models import ModelShape
 
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
@@ -306,49 +305,3 @@ def render_cli(settings: dict[str, Any]) -> list[str]:
             continue
         argv += [flag_name(dest), _render_value(value)]
     return argv
-
-
-# ---------------------------------------------------------------------------
-# where the frameworks live
-
-DEFAULT_PRIMUS_PATH = Path("/workspace/Primus")  # rocm/primus images
-# MEGATRON_REF, cloned by both Dockerfiles at build time (train/framework_versions.py records it), so
-# mega runs the same Megatron-LM commit on AMD and NVIDIA; prim keeps Primus's own third_party copy.
-MEGATRON_INSTALL = Path("/opt/tprimat/megatron-lm")
-
-
-def primus_root(cfg: Config) -> Path:
-    """``PRIMUS_PATH`` from the config (or environment), else the Primus image's location."""
-    return Path(cfg.primus_path) if cfg.primus_path else DEFAULT_PRIMUS_PATH
-
-
-def primus_megatron(cfg: Config) -> Path:
-    """The Megatron-LM that Primus runs: its own submodule, not MEGATRON_REF."""
-    return primus_root(cfg) / "third_party" / "Megatron-LM"
-
-
-def megatron_candidates(cfg: Config, platform: str) -> list[Path]:
-    """Where ``mega``'s Megatron-LM is: ``MEGATRON_PATH``, else MEGATRON_REF's install in both images."""
-    if platform not in ATTENTION_BACKEND:
-        raise ValueError(f"platform {platform!r}: Megatron runs on {', '.join(ATTENTION_BACKEND)}")
-    return [Path(cfg.megatron_path)] if cfg.megatron_path else [MEGATRON_INSTALL]
-
-
-def find_megatron(cfg: Config, platform: str) -> tuple[Path, str | None]:
-    """(Megatron-LM root, None) or (the first candidate, why it is not usable here)."""
-    candidates = megatron_candidates(cfg, platform)
-    for root in candidates:
-        if (root / "pretrain_gpt.py").is_file():
-            return root, None
-    tried = ", ".join(str(c) for c in candidates)
-    return candidates[0], (f"Megatron-LM not found: no pretrain_gpt.py in {tried}; the images install "
-                           f"MEGATRON_REF={cfg.megatron_ref} there (./shell/build.sh), or set MEGATRON_PATH "
-                           "in config.env to a checkout of it")
-
-
-def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:
-    """Why the encoded dataset or the tokenizer is not usable, or None when both are there."""
-    missing = missing_files(data_prefix, tokenizer_dir)
-    if not missing:
-        return None
-    return f"data not prepared: missing {', '.join(map(str, missing))}; run ./shell/run_data.sh first"

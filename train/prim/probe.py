@@ -1,7 +1,7 @@
 """Probe: Primus's own experiment loading, its Megatron argument updates and the validation it runs.
 
-Runs inside the framework's Python (``python -m train.effective.probe_primus``, request
-on stdin, see :mod:`train.effective.probe_common`) with the Primus tree and its
+Runs inside the framework's Python (``python -m train.prim.probe``, request
+on stdin, see :mod:`train.settings.probe_common`) with the Primus tree and its
 Megatron-LM backend first on ``sys.path``, from the Primus root (where
 ``examples/run_pretrain.sh`` starts it). The steps are Primus's own, in the order its
 trainer runs them before building the model: ``load_primus_config`` (experiment +
@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from train.effective.probe_common import (
+from train.settings.probe_common import (
     attention_check,
     megatron_lr_by_step,
     namespace_values,

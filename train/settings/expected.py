@@ -1,7 +1,7 @@
 """The fairness table as data: the effective value every vendor stack must run, per setting.
 
-Why here and nowhere else: the launchers (``train/megatron_args.py``,
-``train/nemo_recipe.py``, ``train/train_prim.py``) take the settings that are not
+Why here and nowhere else: the launchers (``train/megatron/args.py``,
+``train/nemo/recipe.py``, ``train/prim/plugin.py``) take the settings that are not
 ``config.env`` keys from :data:`FIXED`, and the preflight compares what each framework
 *resolved* with :func:`expected_settings`. One table feeds both, so a framework that
 silently changes a value (Megatron's bf16 gradient-reduce rule, a NeMo precision plugin,
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from train.schedule import lr_at
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -92,9 +93,7 @@ INHERENT: dict[str, dict[str, str]] = {
 
 
 def lr_by_step(cfg: Config) -> dict[str, float]:
-    """Optimizer step ``k`` (1-based) trains at ``lr_at(k - 1)`` in Megatron and in tran (train/tran_step.py)."""
-    from train.tran_step import lr_at  # torch is imported only when a preflight runs
-
+    """Optimizer step ``k`` (1-based) trains at ``lr_at(k - 1)`` in Megatron and in tran (train/schedule.py)."""
     return {"lr_step_1": lr_at(0, cfg), "lr_step_2": lr_at(min(1, cfg.train_iters - 1), cfg),
             "lr_step_last": lr_at(cfg.train_iters - 1, cfg)}
 

@@ -83,7 +83,7 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
 # module asserts that NVTE_FLASH_ATTN/NVTE_FUSED_ATTN/NVTE_UNFUSED_ATTN are unset or equal to these
 # values for the configured --attention-backend, and stops at model build otherwise
 # (docs/CONFORMANCE.md). They are exported outright, never inherited, for the backend
-# train/megatron_args.py chooses, so an NVTE_* variable left in a shell cannot crash the job.
+# train/megatron/args.py chooses, so an NVTE_* variable left in a shell cannot crash the job.
 ATTENTION_BACKEND_ENV: dict[str, dict[str, str]] = {
     "flash": {"NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"},
     "fused": {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1", "NVTE_UNFUSED_ATTN": "0"},

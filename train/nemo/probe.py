@@ -1,8 +1,8 @@
 """Probe: NeMo 2's recipe with tprimat's overrides, built and connected as ``llm.pretrain`` does, read back.
 
-Runs inside the NeMo Python (``python -m train.effective.probe_nemo``, request on stdin,
-see :mod:`train.effective.probe_common`). It builds the recipe with the same function
-the training process uses (``train.nemo_entry.build_recipe``), builds it with fiddle,
+Runs inside the NeMo Python (``python -m train.nemo.probe``, request on stdin,
+see :mod:`train.settings.probe_common`). It builds the recipe with the same function
+the training process uses (``train.nemo.entry.build_recipe``), builds it with fiddle,
 then runs NeMo's own connection steps: ``optim.connect(model)`` (``llm.api._setup``)
 and ``trainer.strategy.connect(model)`` (what ``trainer.fit`` does first), which is
 where the precision plugin's dtype settings overwrite the model, optimizer and DDP
@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from train.effective.probe_common import (
+from train.settings.probe_common import (
     attention_check,
     have_transformer_engine,
     lr_steps,
@@ -88,8 +88,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     import fiddle as fdl
     from megatron.core.models.common.language_module.language_module import LanguageModule
 
-    from train.nemo_entry import build_recipe
-    from train.nemo_recipe import NemoOverrides
+    from train.nemo.entry import build_recipe
+    from train.nemo.recipe import NemoOverrides
 
     with open(request["overrides"], encoding="utf-8") as handle:
         overrides = NemoOverrides.from_dict(json.load(handle))

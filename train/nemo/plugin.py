@@ -1,30 +1,39 @@
 """The ``nemo`` launcher plugin: NeMo 2 pretraining recipes on NVIDIA, measured by tprimat's own callback.
 
-Plugin of :mod:`train.launch`: :func:`plan` writes the recipe overrides (from
-:mod:`train.nemo_recipe`, NeMo-free, so planning and ``train.launch --dry-run`` need
-no NeMo) to a JSON file next to the log and starts ``torchrun -m train.nemo_entry``
+Plugin (:class:`train.contract.Plugin`): :func:`plan` writes the recipe overrides (from
+:mod:`train.nemo.recipe`, NeMo-free, so planning and ``train.launch --dry-run`` need
+no NeMo) to a JSON file next to the log and starts ``torchrun -m train.nemo.entry``
 with the NVIDIA environment; :func:`collect` reads the result the callback wrote,
 or turns the log into a failed result with the cause (``utils/failures.py``) when
-the process died before it could write one. The training entry that runs inside the
-NeMo image is :mod:`train.nemo_entry`; its Lightning callback is
-:mod:`train.nemo_callback`.
+the process died before it could write one; :func:`resolve` asks NeMo what the recipe
+with the overrides becomes (:mod:`train.nemo.probe`). The training entry that runs inside the
+NeMo image is :mod:`train.nemo.entry`; its Lightning callback is
+:mod:`train.nemo.callback`.
 """
 
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 
-from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_argv
-from train.nemo_recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
-from train.platform_env import attention_env, launcher_env
+from train.contract import LaunchPlan, Resolution, RunContext
+from train.job_result import collect_own_result
+from train.nemo.recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
+from train.nemo.record import nemo_record
 from train.profiles import IDENTICAL, AppliedProfile
+from train.settings.platform_env import attention_env, launcher_env
+from train.settings.runner import python_for, run_probe
+from train.torchrun import torchrun_argv
 from utils.configure import REPO_ROOT, Config
 from utils.models import ModelShape, get_shape
 from utils.result_model import Result
 
 PLATFORM = "nvd"
 FRAMEWORK = "nemo"
-ENTRY_MODULE = "train.nemo_entry"
+ENTRY_MODULE = "train.nemo.entry"
+# The preflight's NeMo Python (train/settings/runner.py), where it is not the image's.
+NEMO_PYTHON = "TPRIMAT_NEMO_PYTHON"
 
 
 def nemo_env(profile: AppliedProfile = IDENTICAL) -> dict[str, str]:
@@ -87,7 +96,7 @@ def missing_data(cfg: Config, model: str) -> list[Path]:
 
 
 def plan(ctx: RunContext) -> LaunchPlan:
-    """torchrun + ``-m train.nemo_entry`` with the NVIDIA environment and the overrides file."""
+    """torchrun + ``-m train.nemo.entry`` with the NVIDIA environment and the overrides file."""
     if ctx.platform != PLATFORM:
         raise ValueError(f"the nemo launcher runs on {PLATFORM} only (FRAMEWORK=nemo on {ctx.platform} maps to "
                          "that platform's own stack)")
@@ -108,3 +117,28 @@ def plan(ctx: RunContext) -> LaunchPlan:
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
     """The callback's result; without one, a failure result naming the cause found in the log."""
     return collect_own_result(ctx, returncode)
+
+
+def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
+    """The recipe with the plan's overrides, built and connected as ``llm.pretrain`` does, read back by NeMo."""
+    _, text = plan.generated(".nemo_overrides.json")
+    with tempfile.TemporaryDirectory(prefix="tprimat-preflight-") as scratch:
+        file = Path(scratch) / "overrides.json"
+        file.write_text(text, encoding="utf-8")
+        request = {"overrides": str(file), "world_size": ctx.cfg.world_size, "env": plan.env}
+        answer = run_probe("train.nemo.probe", request, python_for(NEMO_PYTHON), "NeMo")
+    raw, notes = answer.raw, list(answer.payload.get("stand_ins") or [])
+    if not answer.payload.get("have_transformer_engine", True):
+        # NeMo forces a materialised mask when Transformer Engine is missing (a CPU host); the image has TE,
+        # so the configured value is the one a real run uses.
+        raw["data"]["create_attention_mask"] = answer.payload["configured"]["create_attention_mask"]
+        notes.append("create_attention_mask read from the recipe: without Transformer Engine NeMo would force it on")
+    by = (f"NeMo {answer.payload['framework'].get('nemo')}: recipe + overrides built with fiddle, optim.connect "
+          f"+ strategy.connect (precision plugin applied), read back, in {answer.python}")
+    vocab = json.loads(text)["fields"]["model.config.vocab_size"]
+    return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab)
+
+
+def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:
+    """NeMo runs neither a Megatron-LM nor a Primus tree of tprimat's choosing (its versions name its code)."""
+    return None, None

@@ -1,37 +1,18 @@
-"""What the ``mega`` and ``prim`` plugins share: their inputs and reading their result from the log.
+"""Reading a Megatron-style job's result from its log, shared by ``mega`` and ``prim``.
 
-Both launch Megatron-LM's trainer (directly, or through Primus) on the same encoded
-data, tokenizer and index cache, and both are measured from the iteration lines the
-last rank prints, so the two plugins import this module rather than each other.
+Both are measured from the iteration lines the last rank prints (``train/logs/``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from train.launch import LaunchPlan, RunContext
+from train.contract import LaunchPlan, RunContext
 from train.logs import build_result
-from train.megatron_args import VocabPadding, vocab_padding
-from utils.configure import Config
-from utils.dataset import dataset_prefix, tokenizer_dir
+from train.megatron.inputs import model_inputs
 from utils.fingerprint import fingerprint
 from utils.hardware import collect_gpu_info
-from utils.models import ModelShape, get_shape
+from utils.models import get_shape
 from utils.result import update_result
 from utils.result_model import Result
-
-
-def index_cache_dir(cfg: Config) -> Path:
-    """Where Megatron caches its sample/shuffle indices (shared by mega and prim: same indices)."""
-    return cfg.data_dir / "megatron_index_cache"
-
-
-def model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]:
-    """Data prefix, tokenizer directory, model shape and vocabulary padding of the job."""
-    cfg = ctx.cfg
-    prefix, tokenizer = dataset_prefix(cfg, ctx.model), tokenizer_dir(cfg, ctx.model)
-    shape = get_shape(ctx.model, cfg.model_size)
-    return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
 
 
 def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

@@ -6,13 +6,10 @@ then cosine/linear/constant decay, gradient clipping and accumulation, autocast
 precision, DDP under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm maps to
 RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
 
-Two roles in one module:
-
-* launcher plugin (:func:`plan`, :func:`collect`) used by ``python -m train.launch``;
-* the training entry run by ``torchrun``: ``python -m train.train_tran --model llama --result PATH``.
-
-``deep`` (train/train_deep.py) reuses the launch (:func:`worker_plan`), the worker entry
-(:func:`run_worker`) and the measured loop (:func:`train`) with its DeepSpeed trainer.
+This module is the training entry run by ``torchrun``: ``python -m train.tran.worker
+--model llama --result PATH`` (its launcher plugin is ``train/tran/plugin.py``). ``deep``
+(train/deep/worker.py) reuses the worker entry (:func:`run_worker`) and the measured loop
+(:func:`train`) with its DeepSpeed trainer.
 
 Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
 ``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
@@ -37,56 +34,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from train.launch import LaunchPlan, RunContext, collect_own_result, torchrun_argv
-from train.platform_env import launcher_env
 from train.profiles import apply_profile
-from train.tran_step import Dist, Trainer, lr_at
+from train.schedule import lr_at
+from train.tran.plugin import check_supported
+from train.tran.step import Dist, Trainer
 from utils.atomic import atomic_path
-from utils.configure import REPO_ROOT, Config, ConfigError, load_config
+from utils.configure import Config, ConfigError, load_config
 from utils.registry import model_names, platform_names
 from utils.result_model import ModelShapeBlock, Profiling, Result, Source
-
-# ---------------------------------------------------------------------------
-# launcher plugin
-
-
-def check_supported(cfg: Config) -> None:
-    """tran is plain DDP: refuse what it cannot run instead of running something else."""
-    if cfg.tp * cfg.pp * cfg.cp != 1:
-        raise ValueError(f"tran is data-parallel only: TP={cfg.tp}, PP={cfg.pp}, CP={cfg.cp} must all be 1 "
-                         "(use mega/prim/nemo for model parallelism)")
-    if cfg.fp8:
-        raise ValueError("FP8=true is not supported by tran (no Transformer Engine); set FP8=false for tran")
-
-
-def worker_plan(ctx: RunContext, module: str, extra_env: dict[str, str] | None = None,
-                extra_argv: list[str] | None = None) -> LaunchPlan:
-    """``torchrun ... -m <module>`` (tran, deep); on cpu, OMP threads split the cores between the processes."""
-    cfg = ctx.cfg
-    check_supported(cfg)
-    extra: dict[str, str] = dict(extra_env or {})
-    if ctx.platform == "cpu":
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        extra["OMP_NUM_THREADS"] = str(max(1, cores // cfg.gpus_per_node))
-    argv = [*torchrun_argv(cfg), "-m", module, "--model", ctx.model, "--platform", ctx.platform,
-            "--result", str(ctx.result_path), "--log-path", str(ctx.log_path), *(extra_argv or [])]
-    if ctx.run_index is not None:
-        argv += ["--run-index", str(ctx.run_index)]
-    env = launcher_env(ctx.platform, extra)
-    env["TPRIMAT_LAUNCHER_ENV"] = ",".join(sorted(env))  # so the worker can record what tprimat set
-    return LaunchPlan(argv=argv, env=env, cwd=REPO_ROOT,
-                      notes=["global rank 0 writes the result; every rank samples its own GPU's power"])
-
-
-def plan(ctx: RunContext) -> LaunchPlan:
-    """``torchrun ... -m train.train_tran``."""
-    return worker_plan(ctx, "train.train_tran")
-
-
-def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
-    """The result rank 0 wrote (or the cause found in the log); None lets the launcher record the failure."""
-    return collect_own_result(ctx, returncode)
-
 
 # ---------------------------------------------------------------------------
 # training pieces
@@ -185,8 +140,8 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
           make_trainer: Callable[[Config, str, Dist], Any] = Trainer) -> None:
     """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends.
 
-    ``make_trainer`` builds the per-rank model, optimizer and data: :class:`train.tran_step.Trainer`
-    for ``tran``, the DeepSpeed engine's for ``deep`` (train/train_deep.py). Either has ``step(index)``
+    ``make_trainer`` builds the per-rank model, optimizer and data: :class:`train.tran.step.Trainer`
+    for ``tran``, the DeepSpeed engine's for ``deep`` (train/deep/worker.py). Either has ``step(index)``
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
     ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
     """
@@ -273,9 +228,9 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
     """The torchrun entry of ``tran`` and ``deep``: arguments, config, distributed set-up, :func:`train`.
 
     ``bind(args)`` (deep) returns the trainer factory once the worker's own arguments are parsed;
-    without it the trainer is :class:`train.tran_step.Trainer`.
+    without it the trainer is :class:`train.tran.step.Trainer`.
     """
-    parser = argparse.ArgumentParser(prog=f"python -m train.train_{framework}", description=description)
+    parser = argparse.ArgumentParser(prog=f"python -m train.{framework}.worker", description=description)
     parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--result", required=True, type=Path, help="result JSON written by global rank 0")
     parser.add_argument("--platform", choices=platform_names(), default=None,

@@ -1,6 +1,6 @@
-"""One rank's model, optimizer, schedule and precision for the ``tran`` reference trainer.
+"""One rank's model, optimizer and precision for the ``tran`` reference trainer (its LR: train/schedule.py).
 
-Kept apart from ``train/train_tran.py`` (launching, distributed set-up, the measured
+Kept apart from ``train/tran/worker.py`` (launching, distributed set-up, the measured
 loop) so each file reads in one sitting and ``bench/monitor_overhead.py`` can drive
 the very same optimizer step without the monitor.
 
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from train.schedule import lr_at
 from utils.configure import Config
 
 
@@ -57,7 +57,7 @@ def _rope_arguments(config_class: type, shape: Any) -> dict[str, Any]:
 def build_model(model: str, shape: Any, device: torch.device, init_std: float) -> torch.nn.Module:
     """The transformers class named by the shape, randomly initialised on ``device`` (no weights downloaded).
 
-    Shared by ``tran`` and ``deep`` (train/train_deep.py), so both train the same network.
+    Shared by ``tran`` and ``deep`` (train/deep/worker.py), so both train the same network.
     """
     import transformers
 
@@ -86,32 +86,14 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
         return getattr(transformers, shape.hf_architecture)(config)
 
 
-def lr_at(step: int, cfg: Config) -> float:
-    """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at TRAIN_ITERS.
-
-    Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS`` (warm-up
-    ``LR*k/W``, cosine ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2``, ``r`` the decay
-    fraction). Megatron's scheduler starts at 0 and advances *after* each optimizer step,
-    so its iteration ``k`` (1-based) trains with ``lr_at(k - 1)`` (the first step at LR 0
-    with warm-up) and then logs ``lr_at(k)``, the rate of the next iteration.
-    """
-    if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
-        return cfg.lr * step / cfg.warmup_steps
-    if cfg.lr_decay == "constant" or cfg.train_iters <= cfg.warmup_steps:
-        return cfg.lr
-    ratio = min(1.0, (step - cfg.warmup_steps) / (cfg.train_iters - cfg.warmup_steps))
-    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.lr_decay == "cosine" else 1.0 - ratio
-    return cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)
-
-
 def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
-    """(shape, data prefix, tokenizer directory, :class:`train.tran_data.MegatronSamples`) of one model.
+    """(shape, data prefix, tokenizer directory, :class:`train.tran.data.MegatronSamples`) of one model.
 
     The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
     must hold every token id. Shared by ``tran`` and ``deep``.
     """
-    from train.megatron_common import index_cache_dir
-    from train.tran_data import MegatronSamples
+    from train.megatron.inputs import index_cache_dir
+    from train.tran.data import MegatronSamples
     from utils import dataset
     from utils.models import get_shape
 

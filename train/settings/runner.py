@@ -64,11 +64,12 @@ def python_for(variable: str, environ: Mapping[str, str] | None = None) -> str:
 
 def run_probe(module: str, request: dict[str, Any], python: str, framework: str, timeout: int = PROBE_TIMEOUT_S,
               extra_env: Mapping[str, str] | None = None) -> ProbeAnswer:
-    """``python -m train.effective.<module>`` with ``request`` on stdin; its answer, or the rejection raised."""
+    """``python -m <module>`` (a framework's probe, e.g. ``train.megatron.probe``) with ``request`` on stdin;
+    its answer, or the rejection raised."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(extra_env or {})}
     try:
-        proc = subprocess.run([python, "-m", f"train.effective.{module}"], input=json.dumps(request), text=True,
+        proc = subprocess.run([python, "-m", module], input=json.dumps(request), text=True,
                               capture_output=True, cwd=REPO_ROOT, env=env, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise FrameworkUnavailable(f"{framework}: resolving the settings took over {timeout} s ({python})") from None

@@ -1,7 +1,7 @@
 """Probe: Megatron-LM's own ``parse_args`` + ``validate_args`` on tprimat's ``pretrain_gpt.py`` argv.
 
-Runs inside the framework's Python (``python -m train.effective.probe_megatron``, request
-on stdin, see :mod:`train.effective.probe_common`), with the Megatron-LM tree first on
+Runs inside the framework's Python (``python -m train.megatron.probe``, request
+on stdin, see :mod:`train.settings.probe_common`), with the Megatron-LM tree first on
 ``sys.path``. It does what ``pretrain_gpt.py`` does before it builds the model:
 ``initialize_megatron`` parses the arguments and validates them with the
 ``args_defaults`` that ``pretrain_gpt.py`` passes, with ``WORLD_SIZE`` set as torchrun
@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from train.effective.probe_common import (
+from train.settings.probe_common import (
     attention_check,
     megatron_lr_by_step,
     namespace_values,

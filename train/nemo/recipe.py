@@ -4,7 +4,7 @@ Why a separate, NeMo-free module: ``--dry-run`` and the tests must show exactly 
 recipe fields the ``nemo`` launcher sets on a machine without NeMo, and the training
 process must apply *that same* summary, not a second copy of the mapping. So the
 mapping is data: ``{"trainer.max_steps": 500, "data": {"_target_": ...}, ...}``,
-serialisable to JSON, and ``train/train_nemo.py`` turns it into recipe edits inside
+serialisable to JSON, and ``train/nemo/plugin.py`` turns it into recipe edits inside
 the ``nvcr.io/nvidia/nemo:25.04`` image (NeMo 2.3).
 
 Every workload key of ``config.env`` is set explicitly, because the recipes carry
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from train.effective.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
-from train.effective.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.profiles import IDENTICAL, AppliedProfile
+from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
+from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
 from utils.models import ModelShape
 
@@ -82,7 +82,7 @@ SCHEDULERS: dict[str, str] = {
     "constant": "nemo.lightning.pytorch.optim.WarmupPolicyScheduler",
 }
 
-# The attention backend of the mega launcher on nvd (train/megatron_args.py), so both NVIDIA
+# The attention backend of the mega launcher on nvd (train/megatron/args.py), so both NVIDIA
 # stacks run the same cuDNN fused attention; NeMo's model config defaults to auto.
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND["nvd"]
 # Fusions stated outright: NeMo's Qwen2Config leaves bias-activation, bias-dropout, persistent
@@ -114,7 +114,7 @@ PROFILE_DDP_FIELDS = {"overlap_grad_reduce": "overlap_grad_reduce", "overlap_par
                       "grad_reduce_in_fp32": "grad_reduce_in_fp32"}
 PROFILE_MODEL_FIELDS = ("cross_entropy_fusion_impl", "tp_comm_overlap", "gradient_accumulation_fusion")
 PROFILE_PLUGIN_FIELDS = ("grad_reduce_in_fp32", *FP8_FIXED)
-TIMING_CALLBACK = "nemo.utils.exp_manager.TimingCallback"  # the recipes' own (train/nemo_callback.py reads it)
+TIMING_CALLBACK = "nemo.utils.exp_manager.TimingCallback"  # the recipes' own (train/nemo/callback.py reads it)
 GC_CALLBACK = "nemo.lightning.pytorch.callbacks.garbage_collection.GarbageCollectionCallback"
 
 PRETRAINING_DATA_MODULE = "nemo.collections.llm.gpt.data.pre_training.PreTrainingDataModule"
@@ -224,7 +224,7 @@ def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
              "manual_gc_interval", "fp8"}
     unknown = sorted(set(profile.settings) - known)
     if unknown:
-        raise ValueError(f"profile setting(s) {', '.join(unknown)}: no NeMo field for them (train/nemo_recipe.py)")
+        raise ValueError(f"profile setting(s) {', '.join(unknown)}: no NeMo field for them (train/nemo/recipe.py)")
     for key, value in profile.settings.items():
         if key in PROFILE_DDP_FIELDS:
             fields["trainer.strategy.ddp"][PROFILE_DDP_FIELDS[key]] = value
@@ -256,7 +256,7 @@ def build_overrides(
     """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data.
 
     ``shape`` must already carry the real vocabulary (the tokenizer's for tiny models),
-    see :func:`train.train_nemo.resolve_shape`. Under PROFILE=tuned, ``cfg`` carries the
+    see :func:`train.nemo.plugin.resolve_shape`. Under PROFILE=tuned, ``cfg`` carries the
     recipe's batch and layout and :func:`profile_fields` sets its framework settings.
     """
     if model not in RECIPES:

@@ -1,10 +1,10 @@
 """The ``nemo`` training entry: one process per GPU under torchrun, inside the NeMo image.
 
-Started by the plan of :mod:`train.train_nemo` (``python -m train.nemo_entry --model
+Started by the plan of :mod:`train.nemo.plugin` (``python -m train.nemo.entry --model
 llama --result PATH --overrides FILE``). It builds ``llm.llama31_8b`` /
 ``llm.qwen25_7b`` ``pretrain_recipe``, applies every override the plugin wrote (an
 unknown field is an error, never skipped), appends tprimat's
-:class:`train.nemo_callback.BenchmarkCallback` to the trainer and runs it in this
+:class:`train.nemo.callback.BenchmarkCallback` to the trainer and runs it in this
 process; global rank 0 writes the result.
 
 How it runs: ``nemo_run.run(recipe, direct=True)`` (what NeMo 2.3's own recipe tests
@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from train.nemo_recipe import NemoOverrides
+from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
+from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
-from train.train_nemo import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
 from utils.configure import ConfigError, load_config
 from utils.models import get_shape
 from utils.registry import model_names
@@ -115,7 +115,7 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 def train(args: argparse.Namespace) -> int:
     """Build the recipe with the overrides, attach the callback, train; 0 when the result says ok."""
-    from train.nemo_callback import LightningMeasurement, benchmark_callback_class
+    from train.nemo.callback import LightningMeasurement, benchmark_callback_class
     from utils.dataset import dataset_prefix, tokenizer_dir
     from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
@@ -170,7 +170,7 @@ def train(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m train.nemo_entry",
+        prog="python -m train.nemo.entry",
         description="NeMo 2 pretraining of one model with tprimat's step measurement (run under torchrun by "
         "python -m train.launch --framework nemo; `python -m train.launch ... --dry-run` shows the plan).",
     )
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     except (ConfigError, ProfileError) as exc:
-        print(f"train.nemo_entry: {exc}", file=sys.stderr)
+        print(f"train.nemo.entry: {exc}", file=sys.stderr)
         return 2
     return train(args)
 

@@ -201,7 +201,7 @@ def benchmark_callback_class() -> type:
 
 
 def __getattr__(name: str) -> Any:
-    # ``from train.nemo_callback import BenchmarkCallback`` works wherever lightning is installed.
+    # ``from train.nemo.callback import BenchmarkCallback`` works wherever lightning is installed.
     if name == "BenchmarkCallback":
         return benchmark_callback_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

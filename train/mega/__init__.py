@@ -1,0 +1,1 @@
+"""``mega``: Megatron-LM's own ``pretrain_gpt.py`` at ``MEGATRON_REF`` (plugin)."""

@@ -1,0 +1,107 @@
+"""``mega``: Megatron-LM's own ``pretrain_gpt.py`` on AMD and NVIDIA, read back from its log.
+
+Plugin (:class:`train.contract.Plugin`): :func:`plan` builds the exact ``torchrun ...
+pretrain_gpt.py`` command from the typed config and the model shape table (flags
+from :mod:`train.megatron.args`, shared with Primus); :func:`collect` turns the
+log into the typed result with :mod:`train.megatron.collect` (shared with Primus);
+:func:`resolve` asks Megatron-LM's own ``parse_args`` + ``validate_args`` what the
+argv means (:mod:`train.megatron.probe`).
+
+Megatron-LM is taken from ``MEGATRON_PATH``, else from the image: ``/opt/megatron-lm``
+(NeMo image, nvd) or ``$PRIMUS_PATH/third_party/Megatron-LM`` (Primus image, amd,
+``PRIMUS_PATH`` defaulting to ``/workspace/Primus``). When it or the prepared data is
+missing, a real run stops with that reason (the launcher records a failed result);
+``--dry-run`` still prints the full command, with the reason as a note, so the
+command can be reviewed on a machine without Megatron.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from train.contract import LaunchPlan, Resolution, RunContext
+from train.framework_versions import MegatronRefError, check_megatron_tree
+from train.megatron.args import VocabPadding, attention_backend, megatron_settings, render_cli, vocab_padding
+from train.megatron.collect import collect_from_log
+from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
+from train.megatron.record import megatron_record
+from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON, MEGATRON_TREE, find_megatron, preflight_tree
+from train.profiles import IDENTICAL, AppliedProfile
+from train.settings.platform_env import attention_env, launcher_env
+from train.settings.runner import FrameworkUnavailable, python_for, run_probe
+from train.torchrun import torchrun_argv
+from utils.configure import Config
+from utils.models import ModelShape
+from utils.result_model import Result
+
+SPLIT_ALL_TRAIN = "100,0,0"
+
+
+def megatron_args(
+    cfg: Config,
+    shape: ModelShape,
+    platform: str,
+    data_prefix: Path,
+    tokenizer_dir: Path,
+    padding: VocabPadding | None = None,
+    profile: AppliedProfile = IDENTICAL,
+) -> list[str]:
+    """The exact ``pretrain_gpt.py`` argument list for this workload (pure: no process is started)."""
+    padding = padding or vocab_padding(cfg, shape.key, shape, tokenizer_dir)
+    settings = megatron_settings(cfg, shape, platform, tokenizer_dir, padding, profile)
+    settings.update(
+        data_path=[str(data_prefix)],
+        split=SPLIT_ALL_TRAIN,
+        data_cache_path=str(index_cache_dir(cfg)),
+    )
+    return render_cli(settings)
+
+
+def plan(ctx: RunContext) -> LaunchPlan:
+    """``torchrun <rendezvous> <MEGATRON_PATH>/pretrain_gpt.py <flags>`` with the platform's environment."""
+    cfg = ctx.cfg
+    prefix, tokenizer, shape, padding = model_inputs(ctx)
+    root, root_problem = find_megatron(cfg, ctx.platform)
+    notes = [padding.note()]
+    problems = [p for p in (root_problem, missing_data(prefix, tokenizer)) if p is not None]
+    if problems and not ctx.dry_run:
+        raise FileNotFoundError("; ".join(problems))
+    notes += [f"{problem} (a real run stops here)" for problem in problems]
+    argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
+            *megatron_args(cfg, shape, ctx.platform, prefix, tokenizer, padding, ctx.profile)]
+    env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(attention_backend(ctx.platform, ctx.profile))}
+    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
+
+
+def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:
+    """The result read from the run's log (failures included, with the reason)."""
+    return collect_from_log(ctx, plan, returncode)
+
+
+def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
+    """Megatron-LM's ``parse_args`` + ``validate_args`` on the plan's exact argv, in the ``MEGATRON_REF`` tree."""
+    cfg = ctx.cfg
+    default, _ = find_megatron(cfg, ctx.platform)
+    tree = preflight_tree(MEGATRON_TREE, default, "pretrain_gpt.py", "Megatron-LM",
+                          f"mega runs MEGATRON_REF={cfg.megatron_ref}, installed in the images by ./shell/build.sh "
+                          f"(or set MEGATRON_PATH / {MEGATRON_TREE})")
+    try:
+        commit = check_megatron_tree(tree, cfg.megatron_ref)
+    except MegatronRefError as exc:
+        raise FrameworkUnavailable(str(exc)) from None
+    _, _, _, padding = model_inputs(ctx)
+    request = {"tree": str(tree), "argv": plan.args_after("pretrain_gpt.py"),
+               "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
+               "device_arch": GPU_ARCH[ctx.platform]}
+    answer = run_probe("train.megatron.probe", request, python_for(MEGATRON_PYTHON), "Megatron-LM")
+    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
+    version = answer.payload["framework"].get("megatron_core")
+    by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
+          f"+ language-module attention check, in {answer.python}")
+    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+
+
+def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:
+    """The Megatron-LM tree the preflight asked (``TPRIMAT_MEGATRON_LM``, else the one the plan runs)."""
+    return Path(os.environ.get(MEGATRON_TREE) or find_megatron(ctx.cfg, ctx.platform)[0]), None

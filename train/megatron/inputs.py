@@ -1,0 +1,37 @@
+"""The inputs of a Megatron-style job (``mega``, ``prim``): encoded data, tokenizer, index cache, vocabulary.
+
+Both launch Megatron-LM's trainer (directly, or through Primus) on the same encoded data,
+tokenizer and index cache (``tran`` and ``deep`` read the same samples through the same
+cache, ``train/tran/step.py``), so the plugins import this module rather than each other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from train.contract import RunContext
+from train.megatron.args import VocabPadding, vocab_padding
+from utils.configure import Config
+from utils.dataset import dataset_prefix, missing_files, tokenizer_dir
+from utils.models import ModelShape, get_shape
+
+
+def index_cache_dir(cfg: Config) -> Path:
+    """Where Megatron caches its sample/shuffle indices (shared by mega and prim: same indices)."""
+    return cfg.data_dir / "megatron_index_cache"
+
+
+def model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]:
+    """Data prefix, tokenizer directory, model shape and vocabulary padding of the job."""
+    cfg = ctx.cfg
+    prefix, tokenizer = dataset_prefix(cfg, ctx.model), tokenizer_dir(cfg, ctx.model)
+    shape = get_shape(ctx.model, cfg.model_size)
+    return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
+
+
+def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:
+    """Why the encoded dataset or the tokenizer is not usable, or None when both are there."""
+    missing = missing_files(data_prefix, tokenizer_dir)
+    if not missing:
+        return None
+    return f"data not prepared: missing {', '.join(map(str, missing))}; run ./shell/run_data.sh first"

@@ -1,0 +1,1 @@
+"""``prim``: AMD's Primus (plugin, settings probe). Imports nothing: the probe runs in Primus's Python."""

@@ -1,0 +1,95 @@
+"""``tran``'s plugin (:class:`train.contract.Plugin`): the reference trainer's launch, result and settings.
+
+``tran`` is the vendor-neutral reference: Hugging Face model classes trained by a plain
+PyTorch loop under ``torchrun`` (``train/tran/worker.py``), the same code on cpu, nvd and
+amd. ``deep`` (``train/deep/plugin.py``) reuses the launch (:func:`worker_plan`) and the
+settings record (:func:`reference_record`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from train.contract import LaunchPlan, Resolution, RunContext
+from train.job_result import collect_own_result
+from train.settings.expected import expected_settings
+from train.settings.platform_env import launcher_env
+from train.torchrun import torchrun_argv
+from utils.configure import REPO_ROOT, Config
+from utils.models import get_shape
+from utils.result_model import Result
+
+WORKER_MODULE = "train.tran.worker"
+TRAN_RESOLVED_BY = ("tprimat itself: tran is the reference trainer (train/tran/worker.py, train/tran/step.py), "
+                    "so its settings are the configuration; no framework to ask")
+
+
+def check_supported(cfg: Config) -> None:
+    """tran is plain DDP: refuse what it cannot run instead of running something else."""
+    if cfg.tp * cfg.pp * cfg.cp != 1:
+        raise ValueError(f"tran is data-parallel only: TP={cfg.tp}, PP={cfg.pp}, CP={cfg.cp} must all be 1 "
+                         "(use mega/prim/nemo for model parallelism)")
+    if cfg.fp8:
+        raise ValueError("FP8=true is not supported by tran (no Transformer Engine); set FP8=false for tran")
+
+
+def worker_plan(ctx: RunContext, module: str, extra_env: dict[str, str] | None = None,
+                extra_argv: list[str] | None = None) -> LaunchPlan:
+    """``torchrun ... -m <module>`` (tran, deep); on cpu, OMP threads split the cores between the processes."""
+    cfg = ctx.cfg
+    check_supported(cfg)
+    extra: dict[str, str] = dict(extra_env or {})
+    if ctx.platform == "cpu":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        extra["OMP_NUM_THREADS"] = str(max(1, cores // cfg.gpus_per_node))
+    argv = [*torchrun_argv(cfg), "-m", module, "--model", ctx.model, "--platform", ctx.platform,
+            "--result", str(ctx.result_path), "--log-path", str(ctx.log_path), *(extra_argv or [])]
+    if ctx.run_index is not None:
+        argv += ["--run-index", str(ctx.run_index)]
+    env = launcher_env(ctx.platform, extra)
+    env["TPRIMAT_LAUNCHER_ENV"] = ",".join(sorted(env))  # so the worker can record what tprimat set
+    return LaunchPlan(argv=argv, env=env, cwd=REPO_ROOT,
+                      notes=["global rank 0 writes the result; every rank samples its own GPU's power"])
+
+
+def plan(ctx: RunContext) -> LaunchPlan:
+    """``torchrun ... -m train.tran.worker``."""
+    return worker_plan(ctx, WORKER_MODULE)
+
+
+def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
+    """The result rank 0 wrote (or the cause found in the log); None lets the launcher record the failure."""
+    return collect_own_result(ctx, returncode)
+
+
+def reference_record(ctx: RunContext) -> dict[str, Any]:
+    """The settings tran and deep share: their model, samples, optimizer and schedule are tprimat's own."""
+    cfg = ctx.cfg
+    keys = ("seed", "micro_batch_size", "global_batch_size", "seq_length", "train_iters", "lr", "min_lr",
+            "lr_decay_style", "lr_warmup_iters", "lr_decay_iters", "weight_decay", "adam_beta1", "adam_beta2",
+            "clip_grad", "init_method_std", "data_parallel_size", "precision", "num_layers", "hidden_size",
+            "ffn_hidden_size", "num_attention_heads", "num_query_groups", "rotary_base", "norm_epsilon",
+            "add_qkv_bias", "untie_embeddings_and_output_weights", "adam_eps", "hidden_dropout", "attention_dropout",
+            "lr_step_1", "lr_step_2", "lr_step_last")
+    shape = get_shape(ctx.model, cfg.model_size)
+    table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
+    record = {key: table[key] for key in keys}
+    record.update(attention_backend="sdpa", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                  context_parallel_size=1)
+    return record
+
+
+def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
+    """tprimat is the framework: the record is the configuration, with what DDP does on top."""
+    record = reference_record(ctx)
+    # Weights stay fp32 under autocast (train/tran/step.py), so DDP reduces fp32 gradients, and its
+    # bucketed all-reduce overlaps the last micro-batch's backward: unlike the fairness table.
+    record.update(grad_reduce_in_fp32=True, overlap_grad_reduce=ctx.cfg.world_size > 1)
+    return Resolution(record, TRAN_RESOLVED_BY)
+
+
+def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:
+    """tran runs no Megatron-LM or Primus tree."""
+    return None, None
