@@ -178,6 +178,8 @@ def test_the_wall_check_compares_the_measured_steps_with_their_window():
     check = monitor.wall_check()
     assert (check.steps, check.steps_s, check.window_s) == (2, pytest.approx(0.199), pytest.approx(0.2))
     assert check.warning is None
+    monitor.finish()  # idempotent: a second call does not move the window's end
+    assert monitor.wall_check().window_s == pytest.approx(0.2)
     start_unix, end_unix = monitor.window_unix  # the wall clock at both ends, for the launcher's energy window
     assert start_unix is not None and end_unix is not None and end_unix >= start_unix
     slow = WallCheck(steps=2, steps_s=0.1, window_s=0.2)

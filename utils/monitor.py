@@ -232,9 +232,10 @@ class StepMonitor:
         """
         try:
             self._sync()
-            self._window_end = self.clock()
-            if self._window is not None:
-                self.window_unix = (self.window_unix[0], time.time())
+            if self._window_end is None:  # a second call (a result writer after the loop) keeps the first end
+                self._window_end = self.clock()
+                if self._window is not None:
+                    self.window_unix = (self.window_unix[0], time.time())
             self._read(block=True)
         except Exception:  # a failed device: keep what was read, never hang or mask the run's own error
             self._pending.clear()
