@@ -95,8 +95,10 @@ class LightningMeasurement:
                 performance, source=f"{self.framework_time_label} (logged as {self.framework_time_key!r})",
                 median_step_time_seconds=statistics.median(theirs))
         steps = len(self.monitor.records)
-        self.result.power_metrics = (self.power.metrics(steps) if self.power is not None
-                                     else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
+        metrics = (self.power.metrics(steps) if self.power is not None
+                   else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
+        start, end = self.monitor.window_unix  # the window the launcher's energy is taken over (train/energy.py)
+        self.result.power_metrics = metrics.model_copy(update={"window_start_unix": start, "window_end_unix": end})
 
     def finish(self, status: str, error: str | None) -> None:
         """Fill, finalize (``ok`` only with every expected step) and, on rank 0, write the result."""

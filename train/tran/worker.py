@@ -186,7 +186,8 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
         record_steps(res, monitor.arrays(), skip_steps=cfg.skip_steps, shape=shape_now[0], world_size=info.world_size,
                      peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
                      memory_reason=None if info.device.type == "cuda" else "platform cpu: device memory not tracked")
-        res.power_metrics = power.metrics(len(monitor.records))
+        res.power_metrics = power.metrics(len(monitor.records)).model_copy(update=dict(
+            zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
 
     path = args.result if info.rank == 0 else None
     step_log: StepLog | None = None
