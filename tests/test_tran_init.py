@@ -61,3 +61,15 @@ def test_init_is_seeded() -> None:
 def test_init_like_megatron_returns_the_stds() -> None:
     layer = torch.nn.Sequential(torch.nn.Linear(8, 8))
     assert init_like_megatron(layer, 0.01, 8).scaled_std == pytest.approx(0.01 / 4)
+
+
+def test_tran_and_deep_record_the_scaled_std(tmp_path) -> None:
+    from tests.conftest import tiny_environ
+    from train.context import job_context
+    from train.tran.plugin import reference_record
+    from utils.configure import REPO_ROOT, load_config
+
+    cfg = load_config(REPO_ROOT / "config.env", environ=tiny_environ(tmp_path / "data", tmp_path / "out"))
+    record = reference_record(job_context(cfg, "cpu", "tran", "llama"))
+    layers = get_shape("llama", cfg.model_size).num_layers
+    assert record["output_layer_init_method_std"] == pytest.approx(cfg.init_std / math.sqrt(2 * layers))

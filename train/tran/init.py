@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # the launcher imports this file (the record's scaled std) and must not load torch
+    import torch
 
 # The transformers names (Llama, Qwen2, Mistral) of Megatron's linear_proj and linear_fc2.
 SCALED_PROJECTIONS = ("o_proj", "down_proj")
@@ -38,14 +40,19 @@ def megatron_init_stds(init_std: float, num_layers: int) -> InitStds:
     return InitStds(init_std, init_std / math.sqrt(2.0 * num_layers))
 
 
-def _is_norm(module: torch.nn.Module) -> bool:
-    return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith("RMSNorm")
-
-
-@torch.no_grad()
 def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int) -> InitStds:
     """Re-initialise ``model`` in place by Megatron's rule (call it after seeding, before wrapping in DDP/DeepSpeed)."""
+    import torch
+
     stds = megatron_init_stds(init_std, num_layers)
+    with torch.no_grad():
+        _init(model, stds)
+    return stds
+
+
+def _init(model: torch.nn.Module, stds: InitStds) -> None:
+    import torch
+
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear):
             scaled = name.rsplit(".", 1)[-1] in SCALED_PROJECTIONS
@@ -54,8 +61,7 @@ def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int)
                 module.bias.zero_()
         elif isinstance(module, torch.nn.Embedding):
             module.weight.normal_(0.0, stds.std)
-        elif _is_norm(module):
+        elif isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith("RMSNorm"):
             module.weight.fill_(1.0)
             if getattr(module, "bias", None) is not None:
                 module.bias.zero_()
-    return stds
