@@ -1,21 +1,44 @@
 #!/usr/bin/env bash
 # The README's test command: set up .venv when needed, lint, then run the whole offline suite.
 # The shell and Dockerfile linters run inside pytest (tests/test_lint_shell.py). Extra arguments go to pytest.
+# Hermetic: every build and cache folder the suite writes is this checkout's own .cache/ (the table is
+# tests/helpers_hermetic.py; tests/test_hermetic.py holds this list equal to it), so two clones on one
+# machine never share a half-built DeepSpeed op (issue 20) and a second run here reuses the first's build.
 set -euo pipefail
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+usage() {
     cat <<'USAGE'
-Usage: shell/test.sh [pytest arguments...]
-Creates/refreshes .venv (shell/setup.sh), runs `ruff check`, then pytest over tests/.
+Usage: shell/test.sh [--env] [pytest arguments...]
+Creates/refreshes .venv (shell/setup.sh), runs `ruff check`, then pytest over tests/, with every
+build and cache folder (TORCH_EXTENSIONS_DIR, HF_HOME, MPLCONFIGDIR, XDG_CACHE_HOME, ...) inside
+this checkout's .cache/.
+  --env   print those cache variables as NAME=value lines and exit (runs nothing)
 Examples: shell/test.sh -x -q        shell/test.sh tests/test_configure.py -k gbs
 USAGE
-    exit 0
-fi
+}
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="$root/.cache"
+hermetic=(
+    "TORCH_EXTENSIONS_DIR=$cache/torch_extensions"
+    "TRITON_CACHE_DIR=$cache/triton"
+    "TORCHINDUCTOR_CACHE_DIR=$cache/torchinductor"
+    "HF_HOME=$cache/huggingface"
+    "MPLCONFIGDIR=$cache/matplotlib"
+    "XDG_CACHE_HOME=$cache/xdg"
+)
+
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    --env) printf '%s\n' "${hermetic[@]}"; exit 0 ;;
+esac
+
+# setup.sh first, outside the table: pip's download cache may stay shared (it is safe to share, and
+# a clone need not fetch torch again).
 "$root/shell/setup.sh"
+export "${hermetic[@]}"
 cd "$root"
 echo "test: ruff check"
 .venv/bin/ruff check .
-echo "test: pytest"
+echo "test: pytest (caches in $cache)"
 exec .venv/bin/python -m pytest "$@"

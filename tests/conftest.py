@@ -8,6 +8,7 @@ the same loading code a real run uses.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -16,8 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers_hermetic import cache_environ
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+
+# Before any test module imports torch, matplotlib or huggingface_hub (some read these at import):
+# caches go inside this checkout unless the caller (shell/test.sh, a developer) chose already.
+for _name, _path in cache_environ(REPO).items():
+    os.environ.setdefault(_name, _path)
 
 # A workload small enough for 2 CPU cores that still exercises warm-up, GA and the LR schedule.
 TINY_WORKLOAD = {
@@ -48,7 +56,36 @@ TINY_WORKLOAD = {
 }
 
 
+_SYSTEM_RANDOM = random.SystemRandom()
+
+
+def _ephemeral_ports() -> range:
+    """The kernel's range for outgoing connections and ``bind(0)`` (Linux's default when unreadable)."""
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
+    """A port free now, for MASTER_PORT, chosen at random below the kernel's ephemeral range.
+
+    ``bind(0)`` hands out an ephemeral port, which any process's next outgoing connection (another
+    clone's test, a rank's gloo socket) may take before the job listens on it. A random port from
+    the range below, checked bindable on every interface, can only collide with another run's
+    equally random pick. The OS's randomness, not ``random``'s: a test that seeds ``random`` would
+    otherwise make two clones started together pick the same ports in the same order.
+    """
+    ephemeral = _ephemeral_ports()
+    candidates = [port for port in range(10000, 65536) if port not in ephemeral]
+    for port in _SYSTEM_RANDOM.sample(candidates, min(50, len(candidates))):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -23,7 +23,7 @@ from utils.configure import REPO_ROOT, Config, load_config
 from utils.fingerprint import fingerprint
 from utils.hardware import peak_tflops
 from utils.metrics import record_steps
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.power import DeviceEnergy, power_metrics
 from utils.result import finalize_result, new_result, result_path, write_result
 from utils.result_model import GpuInfo, Result, Source
@@ -102,7 +102,7 @@ def make_result(
     just before it is written.
     """
     cfg, profile = apply_profile(workload_config(**workload), platform, framework, model)
-    shape = get_shape(model, cfg.model_size)
+    shape = workload_shape(cfg, model)
     root = data_root or out_dir.parent / "fake-data"
     prefix, tokenizer = fake_dataset(root, model, data_content, tokenizer_vocab)
     result = new_result(cfg, platform=platform, framework=framework, model=model, shape=shape,

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 FAKES = REPO / "tests" / "fakes"
 CONFIG_KEYS = {name.upper() for name in Config.__dataclass_fields__} | {"GBS"}
 _IGNORED = shutil.ignore_patterns(
-    ".venv", ".git", "output", "output.zip", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache",
+    ".venv", ".git", "output", "output.zip", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache", ".cache",
     "secrets.env", "*.egg-info",
 )
 

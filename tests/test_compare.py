@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_module
 from helpers_evaluate import make_result
+from helpers_hermetic import cache_environ
 
 from evaluate.analysis import cross_platform_parities, summarize_group
 from evaluate.compare import main as compare_main
@@ -261,10 +262,26 @@ def test_bad_price_option_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_help_and_shell_wrapper(tmp_path: Path) -> None:
-    proc = run_module("evaluate.compare", "--help", env={"PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0 and "--allow-mismatch" in proc.stdout
     repo = Path(__file__).resolve().parents[1]
+    # A bare environment, less the home folder's caches: matplotlib's font list goes to the checkout's.
+    proc = run_module("evaluate.compare", "--help", env={"PATH": "/usr/bin:/bin", **cache_environ(repo)})
+    assert proc.returncode == 0 and "--allow-mismatch" in proc.stdout
     wrapper = subprocess.run(["bash", str(repo / "evaluate" / "compare.sh"), "--results-dir", str(tmp_path)],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert wrapper.returncode == 2
     assert "no valid train_*.json results" in wrapper.stderr
+
+
+def test_a_model_layers_proxy_carries_its_label_into_groups_tables_and_plots(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "out"
+    for platform in ("amd", "nvd"):
+        make_result(out, platform, "tran", MODEL_LAYERS="8", MODELS="llama")
+    label = "Llama 3.1 8B [8 of 32 layers]"
+    loaded = load_directory(out)
+    assert list(loaded.groups()) == [label]
+    assert all(r.result.model_shape.num_layers == 8 and r.result.training_config.model_layers == 8
+               for r in loaded.results)
+    code, stdout, _ = run_compare(capsys, "--results-dir", str(out), "--output-dir", str(tmp_path / "cmp"))
+    assert code == 0 and label in stdout
+    assert label in (tmp_path / "cmp" / "compare.md").read_text()

@@ -74,6 +74,13 @@ def test_skip_steps_default_and_override():
         ({"MEASURE_SKIP_STEPS": "500"}, "MEASURE_SKIP_STEPS=500"),
         ({"FP8": "true", "PRECISION": "fp16"}, "FP8=true with PRECISION=fp16"),
         ({"DATASET": "local:"}, "a path must follow local:"),
+        ({"MODEL_LAYERS": "0"}, "MODEL_LAYERS=0: must be at least 1"),
+        ({"MODEL_LAYERS": "-4"}, "MODEL_LAYERS=-4: must be at least 1"),
+        ({"MODEL_LAYERS": "eight"}, "MODEL_LAYERS='eight': expected a whole number"),
+        ({"MODEL_LAYERS": "33"}, "MODEL_LAYERS=33: llama (full) has 32 layers; use 1 to 32"),
+        ({"MODEL_LAYERS": "29", "MODELS": "mistral qwen"}, "MODEL_LAYERS=29: qwen (full) has 28 layers; use 1 to 28"),
+        ({"MODEL_LAYERS": "3", "MODEL_SIZE": "tiny"}, "MODEL_LAYERS=3: llama (tiny) has 2 layers; use 1 to 2"),
+        ({"TRAN_COMPILE": "sometimes"}, "TRAN_COMPILE='sometimes': expected true or false"),
     ],
 )
 def test_bad_values_name_key_value_and_what_is_allowed(overrides, message):
@@ -310,3 +317,12 @@ def test_get_refuses_a_secret(monkeypatch, capsys):
     assert main(["--get", "HF_TOKEN"]) == 2
     captured = capsys.readouterr()
     assert "never printed" in captured.err and "hf_GET" not in captured.out + captured.err
+
+
+def test_model_layers_and_tran_compile_defaults():
+    cfg = load()
+    assert cfg.model_layers is None  # every layer
+    assert cfg.tran_compile is None and cfg.tran_compile_on("nvd") and cfg.tran_compile_on("amd")
+    assert not cfg.tran_compile_on("cpu")
+    assert load(TRAN_COMPILE="true").tran_compile_on("cpu") and not load(TRAN_COMPILE="0").tran_compile_on("nvd")
+    assert load(MODEL_LAYERS="8").model_layers == 8 and load(MODEL_LAYERS="32", MODELS="llama").model_layers == 32

@@ -149,9 +149,12 @@ def test_two_rank_zero2_run_trains_like_tran(tiny_env: Callable[..., dict[str, s
     assert settings["grad_reduce_in_fp32"] is False and settings["communication_data_type"] == "torch.bfloat16"
     assert settings["lr"] == float(env["LR"]) and settings["seq_length"] == tran.training_config.sequence_length
     tran_settings = tran.effective_settings.settings
-    differ = {key: (settings[key], tran_settings[key]) for key in tran_settings if settings[key] != tran_settings[key]}
-    # the only differences: DeepSpeed reduces bf16 gradients without overlap; tran's DDP reduces fp32, overlapped
-    assert differ == {"grad_reduce_in_fp32": (False, True), "overlap_grad_reduce": (False, True)}
+    differ = {key: (settings[key], tran_settings[key]) for key in tran_settings
+              if key in settings and settings[key] != tran_settings[key]}
+    # the only differences: DeepSpeed's ZeRO-2 reduces bf16 gradients without overlap; tran's FSDP2
+    # reduce-scatters fp32, overlapped
+    assert differ == {"grad_reduce_in_fp32": (False, True), "overlap_grad_reduce": (False, True),
+                      "sharding": ("ZeRO-2", "FSDP2 (fully_shard)"), "grad_reduce_dtype": ("bf16", "fp32")}
     assert settings["client_optimizer"] == "AdamW"
     assert deep.effective_settings.resolved_by.startswith("deepspeed.initialize (DeepSpeed ")
     assert "ZeRO stage 2" in deep.training_config.precision_detail

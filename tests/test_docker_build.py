@@ -154,6 +154,7 @@ def test_pattern_matching_follows_docker() -> None:
     "secrets.env", "sub/secrets.env", "output/train_nvd_mega_llama.json", "output.zip",
     "data_cache/bc/raw.jsonl", ".venv/bin/python", ".git/config", "utils/__pycache__/x.pyc",
     "local.env", "sub/local.env", "secrets.env.bak", "secrets.env~", ".secrets.env.swp", "docs/old/secrets.env.orig",
+    ".cache/torch_extensions/py311_cpu/deepspeed_shm_comm/deepspeed_shm_comm.so",
 ])
 def test_dockerignore_keeps_out(path: str) -> None:
     assert ignored(path, _dockerignore_patterns())

@@ -76,6 +76,7 @@ PYTHON_ENTRY_POINTS: dict[str, tuple[str, list[str]]] = {
     "utils.wrap": ("utils.wrap", []),
     "utils.build_context": ("utils.build_context", ["{tmp}/context"]),
     "utils.fingerprint": ("utils.fingerprint", ["--model", "llama"]),
+    "utils.memory": ("utils.memory", ["--framework", "tran"]),
     "train.jobs": ("train.jobs", []),
     "train.launch --dry-run": ("train.launch", ["--platform", "cpu", "--framework", "tran", "--model", "llama",
                                                 "--dry-run"]),

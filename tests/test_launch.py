@@ -14,6 +14,7 @@ from train.job_result import collect_own_result
 from train.launch import launch, writes_result
 from train.torchrun import torchrun_argv
 from utils.configure import REPO_ROOT, load_config
+from utils.memory import tran_recipe
 from utils.registry import FRAMEWORKS
 from utils.result import read_result, result_path
 from utils.result_model import EffectiveSettings, FrameworkVersions
@@ -40,6 +41,7 @@ def plugin(script: str, collect=lambda ctx, plan, rc: None, files=None, prefligh
         plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", script], env={"TPRIMAT_TEST_VAR": "1"},
                                     files=files or {}, reads_dataset=False),
         collect=collect, preflight=preflight,
+        memory=lambda ctx, plan: tran_recipe("fsdp2", ctx.cfg.world_size),  # sized like tran (issue 22)
     )
 
 

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -166,10 +167,12 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     # stand-in data (empty .bin/.idx): the launcher's dataset check is tested in tests/test_data_ready.py
     monkeypatch.setattr("train.launch.dataset_problem", lambda ctx: None)
     # the fixture was logged with 8 GPUs; with one GPU the per-GPU throughput is 8x and the log still GBS 64
-    ctx = make_context(cfg, "nvd", "mega", "llama")
+    # the whole 8B on one H100 is refused by the memory check (tests/test_model_layers_launch.py): --force
+    ctx = replace(make_context(cfg, "nvd", "mega", "llama"), force=True)
     rc = launch(ctx, mega_plugin)
     result = read_result(ctx.result_path)
     assert result.status == status and rc == (0 if status == "ok" else 1)
+    assert result.memory_estimate.forced and any(w.startswith("--force: estimated") for w in result.warnings)
     assert len(result.step_times) == 10 and result.step_times[2] == pytest.approx(1.9912)
     assert "iteration       10/      10" in ctx.log_path.read_text(encoding="utf-8")
     # the preflight's record and the framework versions are kept in the result

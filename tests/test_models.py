@@ -88,3 +88,32 @@ def test_every_registry_model_has_a_shape_named_by_the_registry(size):
         shape = get_shape(key, size)
         assert shape.key == key
         assert shape.display_name == (model.display_name if size == "full" else f"{model.display_name} (tiny)")
+
+
+def test_model_layers_proxy_keeps_width_heads_vocab_and_is_labelled():
+    full, proxy = get_shape("llama"), get_shape("llama", "full", layers=8)
+    assert proxy.num_layers == 8 and proxy.proxy_of_layers == 32
+    assert proxy.display_name == "Llama 3.1 8B [8 of 32 layers]"
+    same = ("hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "vocab_size", "rope_theta")
+    assert all(getattr(proxy, name) == getattr(full, name) for name in same)
+    # FLOPs follow the proxy: 8 layers of 218,103,808 matrix weights + the 525,336,576 output layer
+    assert matmul_weights_per_token(proxy) == 8 * 218_103_808 + 525_336_576
+    assert flops_per_token(proxy, 2048).full == 6 * (8 * 218_103_808 + 525_336_576) + 12 * 8 * 2048 * 4096
+    # The model's own depth is the model itself, not a proxy.
+    assert get_shape("qwen", "full", layers=28) == get_shape("qwen")
+    assert get_shape("llama", "tiny", layers=1).display_name == "Llama 3.1 8B (tiny) [1 of 2 layers]"
+
+
+@pytest.mark.parametrize("layers", [0, -1, 33, True, "8"])
+def test_model_layers_out_of_range_is_one_line(layers):
+    with pytest.raises(ValueError, match=r"MODEL_LAYERS=.*llama \(full\) has 32 layers; use 1 to 32") as info:
+        get_shape("llama", "full", layers=layers)
+    assert "\n" not in str(info.value)
+
+
+def test_workload_shape_applies_model_size_and_layers():
+    from utils.configure import Config
+    from utils.models import workload_shape
+
+    assert workload_shape(Config(model_layers=8), "mistral").display_name == "Mistral 7B v0.3 [8 of 32 layers]"
+    assert workload_shape(Config(model_size="tiny"), "qwen") == get_shape("qwen", "tiny")

@@ -25,6 +25,7 @@ from train.context import job_context, load_plugin
 from train.contract import LaunchPlan
 from train.launch import launch
 from train.profiles import apply_profile
+from utils.memory import megatron_recipe
 from utils.result import read_result
 
 JOBS = [("nvd", "mega"), ("nvd", "nemo"), ("amd", "mega"), ("amd", "prim")]
@@ -172,7 +173,8 @@ def test_the_result_records_the_profile_and_what_it_changed(tmp_path):
     cfg = make_config(tmp_path, PROFILE="tuned")
     ctx = job_context(cfg, "nvd", "mega", "qwen")
     plugin = SimpleNamespace(plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", "raise SystemExit(3)"]),
-                             collect=lambda ctx, plan, rc: None)
+                             collect=lambda ctx, plan, rc: None,
+                             memory=lambda ctx, plan: megatron_recipe("mega"))
     assert launch(ctx, plugin) == 1
     assert ctx.result_path.name == "train_nvd_mega_qwen_tuned.json" and ctx.log_path.name.endswith("_tuned.log")
     result = read_result(ctx.result_path)

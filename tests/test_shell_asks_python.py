@@ -2,8 +2,8 @@
 
 Platform detection, config.env and secrets.env parsing exist only in Python (utils/hardware.py,
 utils/configure.py, utils/secrets_loader.py); these tests hold the shell to that and check what the
-user sees through it: --help everywhere, the platform from the same file Python reads, secrets.env
-read as a shell reads it, and nothing secret in argv or output.
+user sees through it: the platform from the same file Python reads, secrets.env read as a shell reads
+it, and nothing secret in argv or output. (--help of every script: tests/test_entry_points.py.)
 """
 
 from __future__ import annotations
@@ -17,25 +17,10 @@ import pytest
 
 from tests.helpers_shell import REPO, clean_env, copy_repo, docker_calls, docker_env_files, run_script
 
-# Sourced libraries, not commands.
-LIBRARIES = {"shell/platform.sh", "shell/docker.sh", "shell/jobctl.sh"}
-ENTRY_POINTS = [
-    *sorted({p.relative_to(REPO).as_posix() for p in (REPO / "shell").glob("*.sh")} - LIBRARIES),
-    "shell/slurm.sbatch",
-]
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return copy_repo(tmp_path / "repo")
-
-
-@pytest.mark.parametrize("script", ENTRY_POINTS)
-def test_every_script_answers_help(script: str, tmp_path: Path) -> None:
-    proc = run_script(REPO, script, "--help", env=clean_env(tmp_path), timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert "usage" in proc.stdout.lower()
-    assert not docker_calls(clean_env(tmp_path)), "--help starts nothing"
 
 
 @pytest.mark.parametrize(("line", "expected"), [

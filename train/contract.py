@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from train.job_guard import ResultFile
 from train.profiles import IDENTICAL, AppliedProfile
 from utils.configure import Config
+from utils.memory import Recipe
 from utils.result_model import Result
 
 
@@ -38,6 +39,8 @@ class RunContext:
     result_file: ResultFile | None = field(default=None, compare=False)
     # PROFILE as applied to this job (train/profiles/): ``cfg`` already carries a tuned recipe's workload.
     profile: AppliedProfile = IDENTICAL
+    # --force: a job the memory check says cannot fit runs anyway, with the warning in its result.
+    force: bool = False
 
 
 class PreflightError(RuntimeError):
@@ -129,4 +132,8 @@ class Plugin(Protocol):
 
     def framework_trees(self, ctx: RunContext) -> tuple[Path | None, Path | None]:
         """(Megatron-LM tree, Primus tree) the job runs, for ``train/framework_versions.py``; None where none."""
+        ...
+
+    def memory(self, ctx: RunContext, plan: LaunchPlan) -> Recipe:
+        """How the job holds the model (sharding, precision, kernels) for the memory check (train/memory_check.py)."""
         ...

@@ -11,7 +11,7 @@ from pathlib import Path
 from train.contract import RunContext
 from utils.failures import cause_in_log, is_interrupted
 from utils.hardware import collect_gpu_info
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.result import ResultError, finalize_result, new_result, read_result, update_result
 from utils.result_model import Result, Source
 from utils.step_log import recover_result, step_log_path
@@ -24,7 +24,7 @@ def with_profile(ctx: RunContext, result: Result) -> Result:
 
 def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None) -> Result:
     """A valid result that records why a job produced no measurement."""
-    shape = get_shape(ctx.model, ctx.cfg.model_size)
+    shape = workload_shape(ctx.cfg, ctx.model)
     result = new_result(
         ctx.cfg, platform=ctx.platform, framework=ctx.framework, model=ctx.model, shape=shape,
         gpu_info=collect_gpu_info(ctx.platform), run_index=ctx.run_index,

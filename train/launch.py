@@ -43,6 +43,7 @@ from train.job_guard import ResultFile, Signals, port_problem, run_logged
 from train.job_result import failure_result
 from train.jobs import resolve_framework
 from train.logs.patterns import launch_header
+from train.memory_check import check_memory
 from train.preflight import before_launch
 from train.preflight import main as preflight_main
 from train.profiles import ProfileError
@@ -109,6 +110,7 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
         plan = plugin.plan(replace(ctx, dry_run=True))
         plan.profile = ctx.profile.render()
         plan.notes += [f"{problem} (a real run stops here)" for problem in start_problems(ctx, plan)]
+        plan.notes.append(check_memory(ctx, plugin, plan, ctx.force).dry_run_note())
         sys.stdout.write(plan.render())
         return 0
     with Signals() as signals:
@@ -130,7 +132,8 @@ def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return 1
-    problems = start_problems(ctx, plan)
+    problems = start_problems(ctx, plan) or [p for p in (check_memory(ctx, plugin, plan, ctx.force).verdict.refusal,)
+                                             if p]
     if not problems:
         problems = [problem for problem in (_preflight(ctx, plugin, plan)[1],) if problem]
     if problems or signals.signum:
@@ -182,22 +185,34 @@ def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
     except Exception as exc:  # a planner bug must still leave a result
         print(f"tprimat: planning the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return failure_result(ctx, "failed", f"planning the job failed: {type(exc).__name__}: {exc}")
+    memory = check_memory(ctx, plugin, plan, ctx.force)
+    for warning in memory.verdict.warnings:
+        print(f"tprimat: warning: {warning}", file=sys.stderr)
+
+    def stopped(status: str, reason: str) -> Result:  # a job that never started, with the memory check's record
+        return update_result(failure_result(ctx, status, reason), memory_estimate=memory.record,
+                             warnings=list(memory.verdict.warnings))
+
+    if memory.verdict.refusal:
+        print(f"tprimat: {memory.verdict.refusal} (--force runs it anyway)", file=sys.stderr)
+        return stopped("failed", memory.verdict.refusal)
     problems = start_problems(ctx, plan)
     if problems:
         for problem in problems:
             print(f"tprimat: {problem}", file=sys.stderr)
-        return failure_result(ctx, "failed", "; ".join(problems))
+        return stopped("failed", "; ".join(problems))
     checked, problem = _preflight(ctx, plugin, plan)
     if problem:
         print(f"tprimat: {problem}", file=sys.stderr)
-        return failure_result(ctx, "failed", problem)
+        return stopped("failed", problem)
     if signals.signum:
-        return failure_result(ctx, "incomplete", f"interrupted by {signals.name} before the job started")
+        return stopped("incomplete", f"interrupted by {signals.name} before the job started")
     result = _run_and_collect(ctx, plugin, plan, signals)
     assert checked is not None
     effective, versions = checked
     fields: dict[str, Any] = {"framework_versions": versions, "profile": ctx.profile.name,
-                              "profile_settings": ctx.profile.block()}
+                              "profile_settings": ctx.profile.block(), "memory_estimate": memory.record,
+                              "warnings": [*result.warnings, *memory.verdict.warnings]}
     own = result.effective_settings
     if own is None or not own.settings:
         fields["effective_settings"] = effective
@@ -268,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="resolve the job's effective settings with the framework's own code and check them "
                       "against config.env and the fairness table (run automatically before every real launch); "
                       "exit 0 ok, 1 a difference or a rejection, 2 the framework cannot be run here")
+    parser.add_argument("--force", action="store_true",
+                        help="run a job the memory check estimates cannot fit its GPU (the warning is recorded)")
     args = parser.parse_args(argv)
     try:
         cfg = load_config()
@@ -292,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tprimat: warning: running the {args.platform} job on a machine detected as {detected}",
                   file=sys.stderr)
     try:
-        ctx = job_context(cfg, args.platform, framework, args.model, args.run_index)
+        ctx = replace(job_context(cfg, args.platform, framework, args.model, args.run_index), force=args.force)
     except ProfileError as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return 2

@@ -36,7 +36,7 @@ from train.profiles import ProfileError
 from train.settings.expected import differences, expected_settings
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from utils.configure import Config, ConfigError, load_config
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.result_model import EffectiveSettings, FrameworkVersions
 
@@ -48,7 +48,7 @@ def expected_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
     """config.env + the fairness table for this job (under tuned, with the recipe's settings over the table's),
     with the vocabulary the launcher planned."""
     cfg = ctx.cfg
-    shape = get_shape(ctx.model, cfg.model_size)
+    shape = workload_shape(cfg, ctx.model)
     return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected()}
 
 

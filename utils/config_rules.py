@@ -108,6 +108,9 @@ RULES: dict[str, Rule] = {
     "precision": Rule(choices=PRECISIONS),
     # DeepSpeed's ZeRO stages: 0 off, 1 optimizer state, 2 + gradients, 3 + parameters partitioned.
     "zero_stage": Rule(minimum=0, maximum=3, describe="0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
+    # A proxy's depth: at least one layer; the model's own depth is the upper bound (utils/configure.py checks it
+    # per model, since it depends on MODELS and MODEL_SIZE).
+    "model_layers": _COUNT,
     "profile": Rule(choices=PROFILES, fold_case=True),
     "profile_fallback": Rule(choices=PROFILE_FALLBACKS, fold_case=True),
     "data_samples": _COUNT,

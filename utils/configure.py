@@ -39,6 +39,7 @@ from utils.config_rules import MODEL_NAMES, RULES, ConfigError, base_type, check
 from utils.config_rules import PLATFORMS as PLATFORMS
 from utils.envfile import EnvFileError, read_env_file
 from utils.environment import in_tprimat_container
+from utils.models import check_layers
 from utils.registry import FRAMEWORK_ALL, framework_names
 from utils.secrets_loader import SECRET_KEYS, write_docker_env_file
 from utils.secrets_loader import read_secret as read_secret
@@ -98,6 +99,10 @@ class Config:
     precision: str = "bf16"
     fp8: bool = False
     zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
+    # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/models.py); empty: the whole model
+    model_layers: int | None = None
+    # TRAN_COMPILE: torch.compile per decoder layer in tran; empty: on for GPU platforms, off on cpu
+    tran_compile: bool | None = None
     # identical: the fairness table everywhere; tuned: each vendor's published recipe (train/profiles/)
     profile: str = "identical"
     profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned
@@ -133,6 +138,10 @@ class Config:
         result's ``precision_detail`` and its effective settings.
         """
         return f"{self.precision}+fp8" if self.fp8 else self.precision
+
+    def tran_compile_on(self, platform: str) -> bool:
+        """Whether tran compiles its decoder layers on ``platform``: TRAN_COMPILE, else on for GPUs, off on cpu."""
+        return self.tran_compile if self.tran_compile is not None else platform != "cpu"
 
     @property
     def gbs(self) -> int:
@@ -290,6 +299,12 @@ def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
         )
     if cfg.fp8 and cfg.precision != "bf16":
         raise ConfigError(f"FP8=true with PRECISION={cfg.precision}: FP8 training runs on top of bf16")
+    if cfg.model_layers is not None:
+        for model in cfg.models:
+            try:
+                check_layers(model, cfg.model_size, cfg.model_layers)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     if explicit_gbs is not None and explicit_gbs != cfg.gbs:
         raise ConfigError(
             f"GBS={explicit_gbs} but MBS*DP*GA = {cfg.mbs}*{cfg.dp}*{cfg.ga} = {cfg.gbs}: "

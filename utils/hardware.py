@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from utils.configure import Config, ConfigError, load_config
@@ -57,6 +58,53 @@ PEAK_SOURCES = {
 }
 
 
+# Device memory in GiB (2**30 bytes, the unit of the results' memory_metrics), matched like the peak table, most
+# specific first. The memory check (utils/memory.py) compares its estimate with it when no GPU is visible (a dry run
+# on another machine); a visible GPU's own total (torch.cuda.get_device_properties) always wins. Vendors sell HBM in
+# binary gigabytes and the runtime reports a little less than the stacks hold (ECC and driver reservations), so a
+# tabulated nominal capacity is an upper bound; MEMORY_SOURCES says which entries were measured.
+DEVICE_MEMORY_GIB: tuple[tuple[str, float], ...] = (
+    ("MI355X", 288.0),
+    ("MI325X", 256.0),
+    ("MI300X", 192.0),
+    ("B200", 180.0),
+    ("H200", 141.0),
+    ("H100 PCIe", 80.0),
+    ("H100 NVL", 94.0),
+    ("H100", 79.2),  # SXM 80GB HBM3
+)
+MEMORY_SOURCES = {
+    "MI355X": "AMD Instinct MI355X product page: 288 GB HBM3E (nominal)",
+    "MI325X": "AMD Instinct MI325X datasheet: 256 GB HBM3E (nominal)",
+    "MI300X": "AMD Instinct MI300X datasheet: 192 GB HBM3 (nominal)",
+    "B200": "NVIDIA DGX B200 datasheet: 1,440 GB over 8 GPUs, 180 GB each (nominal)",
+    "H200": "NVIDIA H200 SXM datasheet: 141 GB HBM3e (nominal)",
+    "H100 PCIe": "NVIDIA H100 PCIe datasheet: 80 GB HBM2e (nominal)",
+    "H100 NVL": "NVIDIA H100 NVL datasheet: 94 GB HBM3 (nominal)",
+    "H100": ("torch.cuda.get_device_properties(0).total_memory on an NVIDIA H100 80GB HBM3, 2026-11-24 "
+             "(issue 22's measurement: 79.2 GiB of the datasheet's 80 GB)"),
+}
+# The GPU a platform's dry run is sized for when this machine has none: the devices the project's figures are for.
+REFERENCE_DEVICES = {"nvd": "NVIDIA H100 80GB HBM3", "amd": "AMD Instinct MI300X"}
+
+
+def device_memory_gib(device_name: str | None) -> tuple[float | None, str | None]:
+    """Memory of one ``device_name`` in GiB from the table: ``(value, None)`` or ``(None, reason)``."""
+    if not device_name:
+        return None, "no accelerator: no device memory to size against"
+    upper = device_name.upper()
+    for marker, gib in DEVICE_MEMORY_GIB:
+        if marker.upper() in upper:
+            return gib, None
+    return None, f"device {device_name!r} is not in the memory table (utils/hardware.py): memory check not done"
+
+
+def memory_source(device_name: str | None) -> str | None:
+    """Where the tabulated memory of ``device_name`` comes from, or None when it is not tabulated."""
+    upper = (device_name or "").upper()
+    return next((MEMORY_SOURCES[m] for m, _ in DEVICE_MEMORY_GIB if upper and m.upper() in upper), None)
+
+
 def peak_source(device_name: str | None) -> str | None:
     """The datasheet the peak of ``device_name`` comes from, or None when it is not tabulated."""
     upper = (device_name or "").upper()
@@ -77,6 +125,46 @@ def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float
         if marker.upper() in upper:
             return (bf16 if precision == "bf16" else fp8), None
     return None, f"device {device_name!r} is not in the peak table (utils/hardware.py): MFU not computed"
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """The memory of the GPU a job will run on, and how tprimat knows it (or why it does not)."""
+
+    device_name: str | None
+    memory_gib: float | None
+    basis: str
+    reason: str | None = None
+
+
+def _nvidia_smi_memory() -> tuple[str, float] | None:
+    """(name, GiB) of GPU 0 from nvidia-smi, which, unlike torch, opens no CUDA context in the launcher."""
+    if not _which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                             check=True, capture_output=True, text=True, timeout=20).stdout
+        name, mib = out.strip().splitlines()[0].rsplit(",", 1)
+        return name.strip(), round(float(mib) / 1024, 2)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def device_memory(platform: str, device_name: str | None = None) -> DeviceMemory:
+    """Memory of one GPU of ``platform``: the named device's table entry; else on nvd the GPU nvidia-smi reports;
+    else the platform's reference GPU (:data:`REFERENCE_DEVICES`, said so in ``basis``); cpu has none."""
+    basis = "the device memory table (utils/hardware.py)"
+    if device_name is None and platform == "nvd":
+        seen = _nvidia_smi_memory()
+        if seen is not None:
+            return DeviceMemory(seen[0], seen[1], "nvidia-smi memory.total of GPU 0")
+    if device_name is None and platform in REFERENCE_DEVICES:
+        device_name = REFERENCE_DEVICES[platform]
+        basis = f"no GPU queried here: sized for {platform}'s reference GPU from the memory table"
+    if device_name is None:
+        return DeviceMemory(None, None, "platform cpu", f"platform {platform}: no GPU memory to check against")
+    gib, reason = device_memory_gib(device_name)
+    return DeviceMemory(device_name, gib, basis if gib is not None else "unknown", reason)
 
 
 def _which(tool: str) -> bool:

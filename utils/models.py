@@ -59,6 +59,9 @@ class ModelShape:
     rope_scaling: dict[str, Any] | None = None
     swiglu: bool = True
     tied_embeddings: bool = False
+    # MODEL_LAYERS=N: this shape is a proxy with N of the model's ``proxy_of_layers`` layers (width, heads and
+    # vocabulary unchanged); None for the model's own depth.
+    proxy_of_layers: int | None = None
 
     @property
     def head_dim(self) -> int:
@@ -119,11 +122,26 @@ _TINY = {
 }
 
 
-def get_shape(model: str, size: str = "full", vocab_size: int | None = None) -> ModelShape:
+def proxy_label(display_name: str, layers: int, depth: int) -> str:
+    """The label a MODEL_LAYERS proxy carries everywhere (workload, result, compare): ``... [8 of 32 layers]``."""
+    return f"{display_name} [{layers} of {depth} layers]"
+
+
+def check_layers(model: str, size: str, layers: int) -> None:
+    """A one-line error unless ``layers`` is a depth ``model`` at ``size`` can be cut to (1 to its own depth)."""
+    depth = get_shape(model, size).num_layers
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= depth:
+        raise ValueError(f"MODEL_LAYERS={layers!r}: {model} ({size}) has {depth} layers; use 1 to {depth}")
+
+
+def get_shape(model: str, size: str = "full", vocab_size: int | None = None, layers: int | None = None) -> ModelShape:
     """Shape of ``model`` (a model of utils/registry.py) at ``size`` (full|tiny).
 
     ``vocab_size`` replaces the table's vocabulary: tiny models take their
     tokenizer's, and a framework that pads the vocabulary passes its padded size.
+    ``layers`` (MODEL_LAYERS) keeps the width, heads and vocabulary and uses that many of the
+    model's layers: a labelled proxy (``proxy_of_layers``, :func:`proxy_label`), so one GPU can
+    measure what one GPU can hold without the result passing for the whole model.
     """
     table = {"full": _FULL, "tiny": _TINY}.get(size)
     if table is None:
@@ -135,7 +153,16 @@ def get_shape(model: str, size: str = "full", vocab_size: int | None = None) -> 
         if vocab_size < 1:
             raise ValueError(f"vocab_size={vocab_size}: must be positive")
         shape = dataclasses.replace(shape, vocab_size=vocab_size)
+    if layers is not None and layers != shape.num_layers:
+        check_layers(model, size, layers)
+        shape = dataclasses.replace(shape, num_layers=layers, proxy_of_layers=shape.num_layers,
+                                    display_name=proxy_label(shape.display_name, layers, shape.num_layers))
     return shape
+
+
+def workload_shape(cfg: Any, model: str, vocab_size: int | None = None) -> ModelShape:
+    """The shape a job of ``cfg`` trains: MODEL_SIZE, and MODEL_LAYERS when set (the one place both apply)."""
+    return get_shape(model, cfg.model_size, vocab_size=vocab_size, layers=cfg.model_layers)
 
 
 @dataclass(frozen=True)

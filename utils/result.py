@@ -131,6 +131,7 @@ def training_config(cfg: Config, precision_effective: str | None = None) -> Trai
         max_steps=cfg.train_iters, global_batch_size=cfg.gbs, micro_batch_size=cfg.mbs, sequence_length=cfg.sl,
         num_gpus=cfg.world_size, workload=Workload(**cfg.workload()), nnodes=cfg.nnodes,
         gpus_per_node=cfg.gpus_per_node, precision_effective=precision_effective or cfg.precision_label,
+        model_layers=cfg.model_layers,
     )
 
 

@@ -182,6 +182,11 @@ class TrainingConfig(Block):
     precision_effective: str | None = None
     precision_detail: str | None = None
     world_size_started: Positive | None = None
+    # MODEL_LAYERS: the depth of a labelled proxy (model_shape.proxy_of_layers is the model's own); None: every layer
+    model_layers: Positive | None = None
+    # TRAN_COMPILE: whether tran compiled its decoder layers, and the compile time kept out of the measured steps
+    compiled: bool | None = None
+    compile_time_seconds: NonNegative | None = None
 
     @model_validator(mode="after")
     def _aliases_match_workload(self) -> TrainingConfig:
@@ -215,6 +220,7 @@ class ModelShapeBlock(Block):
     rope_scaling: dict[str, Any] | None = None
     swiglu: bool = True
     tied_embeddings: bool = False
+    proxy_of_layers: Positive | None = None  # MODEL_LAYERS: the model's own depth when this shape is a proxy
 
 
 class EffectiveSettings(Block):
@@ -404,6 +410,37 @@ class MemoryMetrics(Block):
         return self
 
 
+class MemoryEstimate(Block):
+    """The memory check's estimate of the peak per GPU, made before launch (``utils/memory.py``), in GiB.
+
+    Kept beside ``memory_metrics`` (the measured peak) so the two can be read together. ``fits`` is
+    None with a ``reason`` where the GPU's memory is unknown; ``forced`` records ``--force`` past a refusal.
+    """
+
+    peak_gb: NonNegative
+    phase: str
+    framework: str
+    sharding: str
+    param_dtype: str
+    reduce_dtype: str
+    model: str
+    parameters: Count
+    parameters_per_gpu: Count
+    terms_gb: dict[str, NonNegative] = Field(default_factory=dict)
+    device_name: str | None = None
+    device_memory_gb: NonNegative | None = None
+    device_basis: str | None = None
+    fits: bool | None = None
+    forced: bool = False
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _fits_or_reason(self) -> MemoryEstimate:
+        if self.fits is None and not self.reason:
+            raise ValueError("memory_estimate.fits is null without a reason")
+        return self
+
+
 class PowerMetrics(Block):
     """Board power and energy over the measured steps (``utils/power.py``); ``None`` where not measured."""
 
@@ -502,6 +539,7 @@ class Result(Block):
     fingerprint: Fingerprint | None = None
     performance_metrics: PerformanceMetrics | None = None
     memory_metrics: MemoryMetrics | None = None
+    memory_estimate: MemoryEstimate | None = None
     power_metrics: PowerMetrics | None = None
     # Array entry i is iteration ``first_step + i * step_interval``. A log that starts later (a resumed
     # or rotated fragment) has first_step > 1; a framework that logged every k-th iteration has

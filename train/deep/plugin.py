@@ -37,6 +37,7 @@ from train.contract import LaunchPlan, Resolution, RunContext
 from train.job_result import collect_own_result
 from train.tran.plugin import reference_record, worker_plan
 from utils.configure import Config
+from utils.memory import Recipe, deep_recipe
 from utils.result_model import Result
 
 FRAMEWORK = "deep"
@@ -113,6 +114,11 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     record["zero_stage"] = ctx.cfg.zero_stage
     return Resolution(record, "tprimat's configuration for the DeepSpeed engine (train/deep/worker.py): the "
                       "engine's own resolution is checked at deepspeed.initialize, before the first step")
+
+
+def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:
+    """DeepSpeed bf16 at ZERO_STAGE: bf16 weights and gradients, fp32 master weights and AdamW states."""
+    return deep_recipe(ctx.cfg.zero_stage)
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

@@ -63,6 +63,11 @@ def resolved_settings(engine: Any, config: dict[str, Any]) -> tuple[dict[str, An
     settings["communication_data_type"] = str(communication)
     settings["grad_reduce_in_fp32"] = None if communication is None else communication is torch.float32
     settings["overlap_grad_reduce"] = bool(config["zero_optimization"]["overlap_comm"])
+    # The names tran's read-back uses (train/tran/shard.py), so the settings table lines the sharding up.
+    names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+    settings["sharding"] = f"ZeRO-{settings['zero_stage']}"
+    settings["param_dtype"] = settings["precision"]
+    settings["grad_reduce_dtype"] = names.get(communication)
     return settings, differences
 
 

@@ -34,7 +34,7 @@ from utils.configure import Config, load_config
 from utils.dataset import dataset_prefix, tokenizer_dir
 from utils.fingerprint import fingerprint
 from utils.hardware import gpu_info_for_device
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.result import update_result
 from utils.result_model import Result
 
@@ -114,7 +114,7 @@ def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Con
         cfg, profile = apply_profile(load(), job["platform"], job["framework"], job["model"])
     except ProfileError as exc:
         raise LogInputError(str(exc)) from None
-    shape = get_shape(job["model"], cfg.model_size)
+    shape = workload_shape(cfg, job["model"])
     gpu = gpu_info_for_device(job["platform"], options.gpu_name, cfg.world_size) if options.gpu_name else None
     run_index = options.run_index
     if run_index is None and header.get("run_index", "-").isdigit():

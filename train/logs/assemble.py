@@ -40,7 +40,7 @@ from utils.fingerprint import log_fingerprint
 from utils.hardware import collect_gpu_info
 from utils.hashing import sha256_file
 from utils.metrics import finite, framework_reported, memory_metrics, record_steps
-from utils.models import ModelShape, get_shape
+from utils.models import ModelShape, workload_shape
 from utils.power import log_power_metrics, null_power_metrics
 from utils.result import finalize_result, new_result, update_result
 from utils.result_model import (
@@ -323,7 +323,7 @@ def build_result(
     ``TRAIN_LOG`` when stdout was lost). A missing log is a failed result, not an error.
     ``scan`` is the already-scanned log (``evaluate.extract`` scans before it decides).
     """
-    shape = shape or get_shape(model, cfg.model_size)
+    shape = shape or workload_shape(cfg, model)
     notes: list[str] = []
     used_log = Path(log_path)
     if scan is None:
@@ -331,7 +331,7 @@ def build_result(
     if scan.padded_vocab is not None and scan.padded_vocab != shape.vocab_size:
         notes.append(f"the log reports a padded vocabulary of {scan.padded_vocab}, not {shape.vocab_size}: "
                      "FLOPs use the logged size")
-        shape = get_shape(model, cfg.model_size, vocab_size=scan.padded_vocab)
+        shape = workload_shape(cfg, model, vocab_size=scan.padded_vocab)
     result = new_result(
         cfg, platform=platform, framework=framework, model=model, shape=shape,
         gpu_info=gpu_info or collect_gpu_info(platform, "fp8" if cfg.fp8 else "bf16"),

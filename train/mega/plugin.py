@@ -22,7 +22,14 @@ from pathlib import Path
 
 from train.contract import LaunchPlan, Resolution, RunContext
 from train.framework_versions import MegatronRefError, check_megatron_tree
-from train.megatron.args import VocabPadding, attention_backend, megatron_settings, render_cli, vocab_padding
+from train.megatron.args import (
+    VocabPadding,
+    attention_backend,
+    megatron_settings,
+    memory_recipe,
+    render_cli,
+    vocab_padding,
+)
 from train.megatron.collect import collect_from_log
 from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
 from train.megatron.record import megatron_record
@@ -32,6 +39,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
 from train.torchrun import torchrun_argv
 from utils.configure import Config
+from utils.memory import Recipe
 from utils.models import ModelShape
 from utils.result_model import Result
 
@@ -100,6 +108,11 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
           f"+ language-module attention check, in {answer.python}")
     return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+
+
+def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:
+    """Megatron's bf16 weights and gradient buffer, the distributed optimizer's sharded fp32 states (TE kernels)."""
+    return memory_recipe(ctx.cfg, "mega")
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

@@ -44,6 +44,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.configure import Config
+from utils.memory import Recipe, megatron_recipe
 from utils.models import ModelShape
 
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
@@ -305,3 +306,11 @@ def render_cli(settings: dict[str, Any]) -> list[str]:
             continue
         argv += [flag_name(dest), _render_value(value)]
     return argv
+
+
+def memory_recipe(cfg: Config, framework: str) -> Recipe:
+    """How Megatron holds the model as :func:`megatron_settings` configures it, for the memory check: Transformer
+    Engine, the fairness table's distributed optimizer, gradients reduced in bf16 under PRECISION=bf16."""
+    return megatron_recipe(framework, transformer_impl="transformer_engine",
+                           distributed_optimizer=bool(FIXED["use_distributed_optimizer"]),
+                           grad_reduce_in_fp32=cfg.precision != "bf16")

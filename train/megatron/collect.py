@@ -10,7 +10,7 @@ from train.logs import build_result
 from train.megatron.inputs import model_inputs
 from utils.fingerprint import fingerprint
 from utils.hardware import collect_gpu_info
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.result import update_result
 from utils.result_model import Result
 
@@ -23,7 +23,7 @@ def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Resu
     cfg = ctx.cfg
     prefix, tokenizer, shape, padding = model_inputs(ctx)
     if not padding.matches_target:
-        shape = get_shape(ctx.model, cfg.model_size, vocab_size=padding.padded)
+        shape = workload_shape(cfg, ctx.model, vocab_size=padding.padded)
     result = build_result(
         cfg, log_path=ctx.log_path, platform=ctx.platform, framework=ctx.framework, model=ctx.model,
         returncode=returncode, shape=shape, gpu_info=collect_gpu_info(ctx.platform, "fp8" if cfg.fp8 else "bf16"),

@@ -13,7 +13,7 @@ from train.contract import RunContext
 from train.megatron.args import VocabPadding, vocab_padding
 from utils.configure import Config
 from utils.dataset import dataset_prefix, missing_files, tokenizer_dir
-from utils.models import ModelShape, get_shape
+from utils.models import ModelShape, workload_shape
 
 
 def index_cache_dir(cfg: Config) -> Path:
@@ -25,7 +25,7 @@ def model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]
     """Data prefix, tokenizer directory, model shape and vocabulary padding of the job."""
     cfg = ctx.cfg
     prefix, tokenizer = dataset_prefix(cfg, ctx.model), tokenizer_dir(cfg, ctx.model)
-    shape = get_shape(ctx.model, cfg.model_size)
+    shape = workload_shape(cfg, ctx.model)
     return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
 
 

@@ -31,7 +31,7 @@ from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overr
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
 from utils.configure import ConfigError, load_config
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.registry import model_names
 
 # NeMo's TimingCallback logs this per step without synchronizing the device; recorded beside ours.
@@ -130,7 +130,7 @@ def train(args: argparse.Namespace) -> int:
         overrides = NemoOverrides.from_dict(json.loads(args.overrides.read_text(encoding="utf-8")))
     else:
         overrides = overrides_for(cfg, args.model, args.result.stem, profile)
-    shape = get_shape(args.model, cfg.model_size, vocab_size=overrides.fields["model.config.vocab_size"])
+    shape = workload_shape(cfg, args.model, vocab_size=overrides.fields["model.config.vocab_size"])
     prefix, tok = dataset_prefix(cfg, args.model), tokenizer_dir(cfg, args.model)
     result = new_result(
         cfg, platform=PLATFORM, framework=FRAMEWORK, model=args.model, shape=shape,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from train.contract import LaunchPlan, Resolution, RunContext
 from train.job_result import collect_own_result
+from train.megatron.args import memory_recipe
 from train.nemo.recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
 from train.nemo.record import nemo_record
 from train.profiles import IDENTICAL, AppliedProfile
@@ -26,7 +27,8 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
 from train.torchrun import torchrun_argv
 from utils.configure import REPO_ROOT, Config
-from utils.models import ModelShape, get_shape
+from utils.memory import Recipe
+from utils.models import ModelShape, get_shape, workload_shape
 from utils.result_model import Result
 
 PLATFORM = "nvd"
@@ -57,8 +59,8 @@ def resolve_shape(cfg: Config, model: str, tokenizer_dir: Path) -> ModelShape:
 
     tokens = vocab_size(load_tokenizer(tokenizer_dir))
     if cfg.model_size == "tiny":
-        return get_shape(model, "tiny", vocab_size=tokens)
-    shape = get_shape(model, cfg.model_size)
+        return get_shape(model, "tiny", vocab_size=tokens, layers=cfg.model_layers)
+    shape = workload_shape(cfg, model)
     if tokens > shape.vocab_size:
         raise ValueError(f"tokenizer in {tokenizer_dir} has {tokens} ids but {shape.display_name} has "
                          f"{shape.vocab_size} embedding rows: wrong tokenizer for this model")
@@ -137,6 +139,11 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
           f"+ strategy.connect (precision plugin applied), read back, in {answer.python}")
     vocab = json.loads(text)["fields"]["model.config.vocab_size"]
     return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab)
+
+
+def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:
+    """Megatron's bf16 weights and gradient buffer, the distributed optimizer's sharded fp32 states (TE kernels)."""
+    return memory_recipe(ctx.cfg, "nemo")
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

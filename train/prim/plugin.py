@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from train.contract import LaunchPlan, Resolution, RunContext
-from train.megatron.args import VocabPadding, attention_backend, megatron_settings, profile_settings
+from train.megatron.args import VocabPadding, attention_backend, megatron_settings, memory_recipe, profile_settings
 from train.megatron.collect import collect_from_log
 from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
 from train.megatron.record import megatron_record
@@ -40,6 +40,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
 from utils.configure import Config
+from utils.memory import Recipe
 from utils.models import ModelShape
 from utils.result_model import Result
 
@@ -204,6 +205,11 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
           "load_primus_config + update_primus_config + validate_args + validate_args_on_rocm "
           f"+ attention check, in {answer.python}")
     return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded)
+
+
+def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:
+    """Megatron's bf16 weights and gradient buffer, the distributed optimizer's sharded fp32 states (TE kernels)."""
+    return memory_recipe(ctx.cfg, "prim")
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

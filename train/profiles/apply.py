@@ -32,7 +32,7 @@ from train.profiles.recipe import WORKLOAD_FIELDS, WORKLOAD_NAMES, Borrowed, Rec
 from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.settings.platform_env import PLATFORM_ENV, attention_env
 from utils.configure import Config, ConfigError
-from utils.models import get_shape
+from utils.models import workload_shape
 from utils.result_model import ProfileSetting, ProfileSettings
 
 TABLES: dict[str, VendorTable] = {"nvd": nvd.TABLE, "amd": amd.TABLE}
@@ -179,7 +179,7 @@ def _fit(recipe: Recipe, cfg: Config, model: str, values: dict[str, Any], settin
     tp, pp, cp = (values["tensor_model_parallel_size"], values["pipeline_model_parallel_size"],
                   values["context_parallel_size"])
     sl, mbs, gbs = values["seq_length"], values["micro_batch_size"], values["global_batch_size"]
-    shape = get_shape(model, cfg.model_size)
+    shape = workload_shape(cfg, model)
 
     def fail(key: str, why: str) -> ProfileError:
         return ProfileError(f"recipe {recipe.id} does not fit this node: {key}: {why}")

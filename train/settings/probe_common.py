@@ -8,6 +8,7 @@ the framework prints itself goes to stderr, so the answer line is never mixed wi
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import enum
 import io
@@ -23,7 +24,28 @@ ANSWER_PREFIX = "TPRIMAT_PROBE "
 
 
 def read_request() -> dict[str, Any]:
-    return json.loads(sys.stdin.read())
+    """The JSON request on stdin; exit 2 with one line when it is not a JSON object."""
+    try:
+        request = json.loads(sys.stdin.read())
+    except ValueError as exc:
+        request = exc
+    if not isinstance(request, dict):
+        why = f"is not JSON ({request})" if isinstance(request, ValueError) else "must be a JSON object"
+        print(f"probe: the request on stdin {why}", file=sys.stderr)
+        sys.exit(2)
+    return request
+
+
+def parse_command_line() -> None:
+    """``--help`` (the probe's own docstring) and no other argument: the request comes on stdin."""
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {spec.name}" if spec else None,
+        description=(main.__doc__ or "").strip().split("\n\n")[0] or None,
+        epilog="Reads one JSON request on stdin; prints one answer line starting with "
+               f"{ANSWER_PREFIX.strip()!r} on stdout (train/settings/probe_common.py).")
+    parser.parse_args()
 
 
 def plain(value: Any) -> Any:
@@ -202,6 +224,7 @@ def run(probe: Any) -> int:
     (an assertion in ``validate_args``, an argparse error, a NeMo attribute error):
     its message, not a traceback, is the answer; the traceback goes to stderr.
     """
+    parse_command_line()
     request = read_request()
     real_stdout, real_stderr = sys.stdout, sys.stderr
     tee = _Tee(real_stderr)

@@ -19,7 +19,8 @@ from train.settings.platform_env import launcher_env
 from train.torchrun import torchrun_argv
 from train.tran.init import megatron_init_stds
 from utils.configure import REPO_ROOT, Config
-from utils.models import get_shape
+from utils.memory import Recipe, tran_recipe
+from utils.models import workload_shape
 from utils.result_model import Result
 
 WORKER_MODULE = "train.tran.worker"
@@ -28,7 +29,7 @@ TRAN_RESOLVED_BY = ("tprimat itself: tran is the reference trainer (train/tran/w
 
 
 def check_supported(cfg: Config) -> None:
-    """tran is plain DDP: refuse what it cannot run instead of running something else."""
+    """tran is data-parallel only (FSDP2): refuse what it cannot run instead of running something else."""
     if cfg.tp * cfg.pp * cfg.cp != 1:
         raise ValueError(f"tran is data-parallel only: TP={cfg.tp}, PP={cfg.pp}, CP={cfg.cp} must all be 1 "
                          "(use mega/prim/nemo for model parallelism)")
@@ -51,13 +52,24 @@ def worker_plan(ctx: RunContext, module: str, extra_env: dict[str, str] | None =
         argv += ["--run-index", str(ctx.run_index)]
     env = launcher_env(ctx.platform, extra)
     env["TPRIMAT_LAUNCHER_ENV"] = ",".join(sorted(env))  # so the worker can record what tprimat set
+    shape = workload_shape(cfg, ctx.model)
     return LaunchPlan(argv=argv, env=env, cwd=REPO_ROOT,
-                      notes=["global rank 0 writes the result; every rank samples its own GPU's power"])
+                      notes=["global rank 0 writes the result; every rank samples its own GPU's power",
+                             f"model: {shape.display_name}, {shape.hf_architecture} built with num_hidden_layers="
+                             f"{shape.num_layers} (MODEL_SIZE={cfg.model_size}, "
+                             f"MODEL_LAYERS={cfg.model_layers or ''})"])
 
 
 def plan(ctx: RunContext) -> LaunchPlan:
-    """``torchrun ... -m train.tran.worker``."""
-    return worker_plan(ctx, WORKER_MODULE)
+    """``torchrun ... -m train.tran.worker``: FSDP2 (train/tran/shard.py), compiled per layer under TRAN_COMPILE."""
+    launch = worker_plan(ctx, WORKER_MODULE)
+    cfg, layers = ctx.cfg, workload_shape(ctx.cfg, ctx.model).num_layers
+    launch.notes.append(
+        f"FSDP2: fully_shard on each of the {layers} decoder layers plus the root, MixedPrecisionPolicy("
+        f"param_dtype={cfg.precision}, reduce_dtype=fp32); fp32 master weights, gradients and AdamW states sharded "
+        f"over {cfg.world_size} rank(s); torch.compile per decoder layer: "
+        f"{'on' if cfg.tran_compile_on(ctx.platform) else 'off'} (TRAN_COMPILE)")
+    return launch
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
@@ -74,7 +86,7 @@ def reference_record(ctx: RunContext) -> dict[str, Any]:
             "ffn_hidden_size", "num_attention_heads", "num_query_groups", "rotary_base", "norm_epsilon",
             "add_qkv_bias", "untie_embeddings_and_output_weights", "adam_eps", "hidden_dropout", "attention_dropout",
             "lr_step_1", "lr_step_2", "lr_step_last")
-    shape = get_shape(ctx.model, cfg.model_size)
+    shape = workload_shape(cfg, ctx.model)
     table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
     record = {key: table[key] for key in keys}
     record.update(attention_backend="sdpa", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
@@ -85,12 +97,24 @@ def reference_record(ctx: RunContext) -> dict[str, Any]:
 
 
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
-    """tprimat is the framework: the record is the configuration, with what DDP does on top."""
+    """tprimat is the framework: the record is the configuration, with what FSDP2 will do on top.
+
+    The worker reads the sharding, parameter and reduce dtypes back from the model it built
+    (train/tran/shard.py ``read_back``), stops before step 1 when they differ from these, and its
+    record replaces these in the result.
+    """
     record = reference_record(ctx)
-    # Weights stay fp32 under autocast (train/tran/step.py), so DDP reduces fp32 gradients, and its
-    # bucketed all-reduce overlaps the last micro-batch's backward: unlike the fairness table.
-    record.update(grad_reduce_in_fp32=True, overlap_grad_reduce=ctx.cfg.world_size > 1)
+    # FSDP2 reduce-scatters fp32 gradients (MixedPrecisionPolicy reduce_dtype), overlapped with the backward
+    # pass when there is more than one rank: unlike the fairness table.
+    record.update(grad_reduce_in_fp32=True, overlap_grad_reduce=ctx.cfg.world_size > 1,
+                  sharding="FSDP2 (fully_shard)", param_dtype=ctx.cfg.precision, grad_reduce_dtype="fp32",
+                  compile=ctx.cfg.tran_compile_on(ctx.platform))
     return Resolution(record, TRAN_RESOLVED_BY)
+
+
+def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:
+    """FSDP2: fp32 master weights, gradients and AdamW states sharded over DP, bf16 compute (train/tran/shard.py)."""
+    return tran_recipe("fsdp2", ctx.cfg.world_size)
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:

@@ -13,7 +13,16 @@ Choices that affect comparability, all deliberate:
 * AdamW (eps 1e-8) with weight decay on matrices only (not on norms and biases), as
   Megatron does; gradient clipping on the global norm;
 * the loss is token-mean cross entropy in fp32 over SL next-token targets;
-* autocast runs the matmuls in bf16/fp16 while weights and optimizer state stay fp32.
+* FSDP2 (``train/tran/shard.py``): one ``fully_shard`` per decoder layer plus the root, compute in
+  PRECISION's dtype (``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``), fp32 master
+  weights, gradients and AdamW states sharded over the DP ranks, no autocast; gradients are
+  reduce-scattered after every micro-batch and summed in fp32 in the shards (FSDP2 holding unsharded
+  gradients across micro-batches would cost the full model's gradients again);
+* TRAN_COMPILE: ``torch.compile`` of each decoder layer, compiled by one forward and backward pass
+  before the measured loop (:meth:`Trainer.warm_up`), so the compile time is kept apart from the steps.
+
+``Trainer(sharding="ddp")`` is the loop before issue 22 (DDP, fp32 weights under autocast), kept as the
+reference FSDP2's loss curve is checked against (tests/test_tran_fsdp.py).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import torch
 from train.schedule import lr_at
 from train.tran.init import init_like_megatron
 from utils.configure import Config
+from utils.result_model import EffectiveSettings
 
 
 @dataclass(frozen=True)
@@ -99,15 +109,15 @@ def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
     from train.megatron.inputs import index_cache_dir
     from train.tran.data import MegatronSamples
     from utils import dataset
-    from utils.models import get_shape
+    from utils.models import get_shape, workload_shape
 
     prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
     tokenizer = dataset.load_tokenizer(tokenizer_dir)
     vocab = dataset.vocab_size(tokenizer)
     if cfg.model_size == "tiny":
-        shape = get_shape(model, "tiny", vocab_size=vocab)
+        shape = get_shape(model, "tiny", vocab_size=vocab, layers=cfg.model_layers)
     else:
-        shape = get_shape(model, "full")
+        shape = workload_shape(cfg, model)
         if shape.vocab_size < vocab:
             raise ValueError(f"tokenizer has {vocab} tokens but the {model} shape's vocab is "
                              f"{shape.vocab_size}: token ids would overflow the embedding")
@@ -135,6 +145,15 @@ def precision_setup(cfg: Config, device: torch.device) -> tuple[torch.dtype | No
     return None, None, f"fp32 ({device.type})"
 
 
+def ensure_process_group(device: torch.device) -> None:
+    """A process group for FSDP2 when the job has none (one rank started without torchrun, as in-process tests)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo" if device.type == "cpu" else "nccl", store=dist.HashStore(), rank=0,
+                                world_size=1)
+
+
 @dataclass
 class Trainer:
     """Model, optimizer and data of one rank; :meth:`step` runs one optimizer step (GA micro-batches)."""
@@ -152,18 +171,82 @@ class Trainer:
     prefix: Path | None = None
     tokenizer_dir: Path | None = None
     extra_warnings: list[str] = field(default_factory=list)
+    sharding: str = "fsdp2"  # "ddp": the loop before issue 22, the parity reference
+    compiled: bool = False  # TRAN_COMPILE as it ran
+    compile_time_seconds: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)  # read back from the built model (shard.read_back)
 
     def __post_init__(self) -> None:
+        from train.tran.shard import compile_layers, decoder_layers, read_back, shard
+
         cfg, device = self.cfg, self.dist_info.device
         self.shape, self.prefix, self.tokenizer_dir, self.data = model_inputs(cfg, self.model_name)
         torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
         model = build_model(self.model_name, self.shape, device, cfg.init_std)
-        if self.dist_info.world_size > 1:
-            model = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.compiled = cfg.tran_compile_on("cpu" if device.type == "cpu" else "gpu")
+        if self.compiled:
+            compile_layers(model)  # before sharding, as torchtitan does
+        if self.sharding == "fsdp2":
+            ensure_process_group(device)
+            model = shard(model, cfg.precision)
+            self.settings = read_back(model)
+            self._check_built(len(decoder_layers(model)) + 1)
+            self.autocast_dtype = None
+            self.scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+            self.precision_detail = (
+                f"{self.settings['param_dtype']} compute weights (FSDP2 MixedPrecisionPolicy, no autocast), "
+                f"{self.settings['master_dtype']} master weights, gradients and AdamW states sharded over "
+                f"{self.settings['shard_ranks']} rank(s), gradients reduced in {self.settings['grad_reduce_dtype']}"
+                + (", GradScaler" if self.scaler else ""))
+        elif self.sharding == "ddp":
+            if self.dist_info.world_size > 1:
+                model = torch.nn.parallel.DistributedDataParallel(
+                    model, device_ids=[device.index] if device.type == "cuda" else None)
+            self.autocast_dtype, self.scaler, self.precision_detail = precision_setup(cfg, device)
+            self.settings = {"sharding": "DDP" if self.dist_info.world_size > 1 else "none"}
+        else:
+            raise ValueError(f"tran sharding {self.sharding!r}: allowed values are fsdp2, ddp")
+        self.settings["compile"] = self.compiled
         self.model = model
         self.optimizer = build_optimizer(model, cfg, device)
-        self.autocast_dtype, self.scaler, self.precision_detail = precision_setup(cfg, device)
+        if self.compiled:
+            self.compile_time_seconds = self.warm_up()
+
+    def _check_built(self, modules: int) -> None:
+        """Stop before step 1 when the built model is not the FSDP2 the plan states (one line, both values)."""
+        cfg = self.cfg
+        planned = {"sharding": "FSDP2 (fully_shard)", "fully_shard_modules": modules, "param_dtype": cfg.precision,
+                   "grad_reduce_dtype": "fp32", "master_dtype": "fp32", "shard_ranks": self.dist_info.world_size}
+        wrong = [f"{key}: built {self.settings.get(key)!r}, planned {value!r}" for key, value in planned.items()
+                 if self.settings.get(key) != value]
+        if wrong:
+            raise ValueError("tran's model is not the FSDP2 the plan states: " + "; ".join(wrong))
+
+    def effective_settings(self) -> EffectiveSettings:
+        """What the built model runs (read back from it, not from the config), for the result."""
+        return EffectiveSettings(settings=dict(self.settings), resolved_by=(
+            "tprimat itself (tran is the reference trainer); its sharding, parameter and reduce dtypes and compile "
+            "read back from the built model (train/tran/shard.py read_back)"))
+
+    def warm_up(self) -> float:
+        """One forward and backward pass of the first micro-batch, which compiles the layers; its gradients are
+        dropped. Returns its seconds: the compile time, kept out of the measured steps (it includes one pass)."""
+        from train.tran.shard import timed
+
+        def one_pass() -> None:
+            self._micro_batch_loss(0, 0).backward()
+            self.optimizer.zero_grad(set_to_none=True)
+
+        return timed(self.dist_info.device, one_pass)
+
+    def _micro_batch_loss(self, index: int, micro: int) -> torch.Tensor:
+        cfg, info = self.cfg, self.dist_info
+        tokens = self.data.micro_batch(index, micro, rank=info.rank, dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga)
+        tokens = tokens.to(info.device, non_blocking=True)
+        with torch.autocast(info.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            logits = self.model(input_ids=tokens[:, :-1]).logits
+        return torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
 
     def step(self, index: int) -> torch.Tensor:
         """Optimizer step ``index`` (0-based): GA micro-batches, clip, update. Returns this rank's mean loss.
@@ -175,17 +258,12 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         total = torch.zeros((), device=info.device)
+        ddp = isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
         for micro in range(cfg.ga):
-            tokens = self.data.micro_batch(index, micro, rank=info.rank, dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga)
-            tokens = tokens.to(info.device, non_blocking=True)
             last = micro == cfg.ga - 1
-            sync = contextlib.nullcontext() if last or info.world_size == 1 else self.model.no_sync()
+            sync = self.model.no_sync() if ddp and not last else contextlib.nullcontext()
             with sync:
-                with torch.autocast(info.device.type, dtype=self.autocast_dtype,
-                                    enabled=self.autocast_dtype is not None):
-                    logits = self.model(input_ids=tokens[:, :-1]).logits
-                loss = torch.nn.functional.cross_entropy(
-                    logits.float().reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
+                loss = self._micro_batch_loss(index, micro)
                 scaled = loss / cfg.ga
                 (self.scaler.scale(scaled) if self.scaler else scaled).backward()
             total += loss.detach()

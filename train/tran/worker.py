@@ -2,9 +2,9 @@
 
 Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` built from the shape table
 (random init, no download, SDPA attention), a plain PyTorch loop with AdamW, warm-up
-then cosine/linear/constant decay, gradient clipping and accumulation, autocast
-precision, DDP under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm maps to
-RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
+then cosine/linear/constant decay, gradient clipping and accumulation, FSDP2 mixed
+precision (train/tran/shard.py) under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm
+maps to RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
 
 This module is the training entry run by ``torchrun``: ``python -m train.tran.worker
 --model llama --result PATH`` (its launcher plugin is ``train/tran/plugin.py``). ``deep``
@@ -162,7 +162,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     from utils.fingerprint import fingerprint
     from utils.hardware import collect_gpu_info
     from utils.metrics import record_steps
-    from utils.models import get_shape
+    from utils.models import workload_shape
     from utils.monitor import StepMonitor, StepRecord
     from utils.power import MeasuredWindow
     from utils.result import Interrupted, new_result, result_guard
@@ -170,7 +170,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
 
     set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
     result = new_result(
-        cfg, platform=args.platform, framework=framework, model=args.model, shape=get_shape(args.model, cfg.model_size),
+        cfg, platform=args.platform, framework=framework, model=args.model, shape=workload_shape(cfg, args.model),
         gpu_info=collect_gpu_info(args.platform), run_index=args.run_index,
         source=Source(kind="callback", log_path=str(args.log_path) if args.log_path else None),
         launcher_env={k: os.environ[k] for k in set_by_launcher})
@@ -178,7 +178,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     monitor = StepMonitor(info.device if info.device.type == "cuda" else None)
     power = MeasuredWindow.open(args.platform, info.local_rank, gpus_total=info.world_size,
                                 tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
-    shape_now = [get_shape(args.model, cfg.model_size)]
+    shape_now = [workload_shape(cfg, args.model)]
 
     def fill(res: Result) -> None:
         monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)
@@ -200,6 +200,9 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
             result.effective_settings = trainer.effective_settings()
         result.model_shape = ModelShapeBlock(**trainer.shape.as_dict())
         result.training_config.precision_detail = trainer.precision_detail
+        if hasattr(trainer, "compiled"):  # tran: TRAN_COMPILE as it ran, compiled before the measured steps
+            result.training_config.compiled = trainer.compiled
+            result.training_config.compile_time_seconds = trainer.compile_time_seconds
         if info.rank == 0:
             result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
             # Every step also goes to the step record at once, so SIGKILL loses none (utils/step_log.py).
