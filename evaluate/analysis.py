@@ -213,7 +213,7 @@ class LossParity:
     reason: str | None  # why parity was not computed
 
 
-def _same_tokens(a: Result, b: Result) -> str | None:
+def same_tokens(a: Result, b: Result) -> str | None:
     """None if both runs saw the same tokens in the same order, else why not."""
     for name in ("data", "tokenizer"):
         ha, hb = (getattr(r.fingerprint, name).hash if r.fingerprint is not None else None for r in (a, b))
@@ -236,7 +236,7 @@ def loss_parity(first: GroupSummary, second: GroupSummary) -> LossParity:
     ra, rb = first.representative, second.representative
     if ra is None or rb is None:
         return LossParity(first, second, 0, None, None, "no completed run on one side")
-    reason = _same_tokens(ra.result, rb.result)
+    reason = same_tokens(ra.result, rb.result)
     if reason:
         return LossParity(first, second, 0, None, None, reason)
     pairs = [(x, y) for x, y in zip(ra.result.loss_values, rb.result.loss_values, strict=False)

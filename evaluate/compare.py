@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evaluate.analysis import summarize_group
+from evaluate.convergence import DEFAULT_BAND, convergence_checks
 from evaluate.fairness import check_fairness
 from evaluate.frameworks import console_all, platform_figures
 from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
@@ -71,7 +72,8 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
     return prices
 
 
-def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, float]) -> Comparison | None:
+def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, float],
+                     band: float = DEFAULT_BAND) -> Comparison | None:
     """Load and summarize; None when there is no valid result at all (the caller explains)."""
     loaded = load_results(find_result_files(results_dir))
     for path, reason in loaded.skipped:
@@ -84,7 +86,8 @@ def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, 
         return None
     by_model = {model: [summarize_group(g) for g in groups] for model, groups in loaded.groups().items()}
     return Comparison(by_model=by_model, fairness=check_fairness(loaded.results), skipped=loaded.skipped,
-                      allow_mismatch=allow_mismatch, prices=prices, settings=settings_differences(loaded.results))
+                      allow_mismatch=allow_mismatch, prices=prices, settings=settings_differences(loaded.results),
+                      convergence=convergence_checks(by_model, band=band), convergence_band=band)
 
 
 class OutputError(Exception):
@@ -111,7 +114,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     except OSError as exc:
         raise OutputError(f"cannot create the output directory {output_dir}: {exc.strerror or exc}") from None
     mark_output_dir(output_dir)  # tprimat's output folder: shell/wrap.sh packs only such folders
-    figure = comparison_figure(comparison.by_model)
+    figure = comparison_figure(comparison.by_model, comparison.convergence_band)
     written = [_written(output_dir, comparison.figure_name, lambda path: save_figure(figure, path))]
     parities = comparison.all_parities()
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
@@ -135,7 +138,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare even if workloads differ; the report's first line says so")
     parser.add_argument("--price-per-gpu-hour", nargs="+", metavar="PLATFORM=DOLLARS",
                         help="GPU-hour price per platform for the cost per 1T tokens, e.g. amd=2.5 nvd=3.0")
+    parser.add_argument("--convergence-band", type=float, default=DEFAULT_BAND, metavar="FRACTION",
+                        help=f"largest relative gap of the final mean losses still fair (default {DEFAULT_BAND}, "
+                             "i.e. 5%%; evaluate/convergence.py)")
     args = parser.parse_args(argv)
+    if not (math.isfinite(args.convergence_band) and 0 < args.convergence_band < 1):
+        parser.error(f"--convergence-band {args.convergence_band}: a fraction between 0 and 1, e.g. 0.05")
     try:
         prices = parse_prices(args.price_per_gpu_hour)
     except ValueError as exc:
@@ -150,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results_dir.is_dir():
         print(f"error: results directory {results_dir} does not exist", file=sys.stderr)
         return EXIT_USAGE
-    comparison = build_comparison(results_dir, args.allow_mismatch, prices)
+    comparison = build_comparison(results_dir, args.allow_mismatch, prices, args.convergence_band)
     if comparison is None:
         print(f"error: no valid train_*.json results in {results_dir}: nothing to compare "
               "(run a training job first, e.g. ./train/train_cpu_tran_llama.sh)", file=sys.stderr)

@@ -23,12 +23,11 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
 from evaluate.analysis import GroupSummary
-from evaluate.plots import curve_points
+from evaluate.plots import draw_curves, legend_label
 from evaluate.tables import console_table
-from utils.registry import FRAMEWORKS, MODELS, display_name
+from utils.registry import FRAMEWORKS, MODELS, display_name, framework_color
 from utils.result_model import Result
 
-FRAMEWORK_COLORS = {"mega": "#1f77b4", "prim": "#d62728", "nemo": "#76b900", "tran": "#9467bd", "deep": "#ff7f0e"}
 MODEL_LINES = {"llama": "-", "qwen": "--", "mistral": ":"}
 MODEL_HATCHES = {"llama": "", "qwen": "//", "mistral": ".."}
 
@@ -70,7 +69,7 @@ def _bars(ax, summaries: list[GroupSummary], values: list[float | None], fmt: st
         return
     xs = list(range(len(drawn)))
     bars = ax.bar(xs, [v for _, v in drawn], edgecolor="black", linewidth=0.6,
-                  color=[FRAMEWORK_COLORS.get(s.group.framework, "#7f7f7f") for s, _ in drawn])
+                  color=[framework_color(s.group.framework) for s, _ in drawn])
     for bar, (summary, value) in zip(bars, drawn, strict=True):
         bar.set_hatch(MODEL_HATCHES.get(summary.group.model, ""))
         ax.text(bar.get_x() + bar.get_width() / 2, value, fmt.format(value), ha="center", va="bottom", fontsize=8)
@@ -80,20 +79,10 @@ def _bars(ax, summaries: list[GroupSummary], values: list[float | None], fmt: st
 
 
 def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]], ylabel: str) -> None:
-    plotted = False
-    for summary, steps, values in curve_points(summaries, series):
-        g = summary.group
-        ax.plot(steps, values, linestyle=MODEL_LINES.get(g.model, "-"),
-                color=FRAMEWORK_COLORS.get(g.framework, "#7f7f7f"), linewidth=1.4, alpha=0.9,
-                label=_label(summary).replace("\n", " "))
-        plotted = True
-    if not plotted:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        return
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    """The framework's colour, the model's line; the axis fits the measured steps (evaluate/plots.py)."""
+    if draw_curves(ax, summaries, series, ylabel, label=lambda s: legend_label(s, with_model=True),
+                   linestyle=lambda s: MODEL_LINES.get(s.group.model, "-"), marker=lambda s: None):
+        ax.legend(fontsize=7)
 
 
 def framework_figure(platform: str, summaries: list[GroupSummary]) -> Figure:

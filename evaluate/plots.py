@@ -2,7 +2,15 @@
 
 ``comparison_figure`` has six panels: throughput per GPU (with 95% intervals over
 repeated runs and the matching published reference), training loss, step time per
-step, average step time, peak memory and MFU under both FLOP conventions.
+step, average step time, peak memory and MFU under both FLOP conventions; a seventh,
+tokens per kWh, where any result measured energy.
+
+Read at a glance (issue 23): one colour per framework (the registry's fixed palette,
+``utils/registry.py``), one line style, marker and hatch per platform, legends that read
+``nvd · mega``. Warm-up steps are drawn and shaded but never set a curve's axis: the
+axis fits the measured steps (a first step of 11.7 s no longer flattens 2 s steps),
+and a warm-up value off the scale is written in the shaded band. The loss panel shows
+the convergence band of ``evaluate/convergence.py`` over the last 20% of the steps.
 ``loss_parity_figure`` overlays the loss curves of two platforms on identical data
 and plots their relative gap. Building figures in functions that return them lets
 tests inspect axes titles rather than just a file's existence.
@@ -10,6 +18,8 @@ tests inspect axes titles rather than just a file's existence.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,15 +31,18 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
 from evaluate.analysis import GroupSummary, LossParity
+from evaluate.convergence import DEFAULT_BAND, TAIL_FRACTION
 from evaluate.stats import Estimate
 from utils.atomic import atomic_path
-from utils.registry import display_name
+from utils.registry import display_name, framework_color
 from utils.result_model import Result
 
-PLATFORM_COLORS = {"amd": "#d62728", "nvd": "#76b900", "cpu": "#7f7f7f"}
-FRAMEWORK_HATCHES = {"mega": "", "prim": "//", "nemo": "..", "tran": "xx", "deep": "++"}
-FRAMEWORK_MARKERS = {"mega": "o", "prim": "s", "nemo": "^", "tran": "D", "deep": "v"}
-MODEL_STYLES = {"llama": "-", "qwen": "--", "mistral": ":"}
+PLATFORM_LINES = {"nvd": "-", "amd": "--", "cpu": ":"}
+PLATFORM_MARKERS = {"nvd": "o", "amd": "s", "cpu": "^"}
+PLATFORM_HATCHES = {"nvd": "", "amd": "//", "cpu": ".."}
+SEPARATOR = " \u00b7 "  # the middle dot of `nvd · mega`
+WARMUP_COLOR = "#cccccc"
+BAND_COLOR = "#888888"
 
 TITLE_THROUGHPUT = "Throughput per GPU (tokens/s/GPU, higher is better)"
 TITLE_LOSS = "Training loss"
@@ -37,17 +50,27 @@ TITLE_STEP_TRACE = "Step time per step"
 TITLE_AVG_STEP = "Average step time (s, lower is better)"
 TITLE_MEMORY = "Peak memory per GPU (GiB)"
 TITLE_MFU = "MFU (%), full vs causal FLOP convention"
+TITLE_ENERGY = "Tokens per kWh (board energy, higher is better)"
 PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP, TITLE_MEMORY, TITLE_MFU)
+ENERGY_PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_ENERGY, TITLE_AVG_STEP, TITLE_MEMORY,
+                       TITLE_MFU)
+
+
+def legend_label(summary: GroupSummary, with_model: bool = False, newline: bool = False) -> str:
+    """``nvd · mega`` (``· llama`` when several models share a panel, `` tuned`` for the tuned profile)."""
+    g = summary.group
+    text = SEPARATOR.join([g.platform, g.framework]) + (" tuned" if g.profile == "tuned" else "")
+    if with_model:
+        text += ("\n" if newline else SEPARATOR) + g.model
+    return text
 
 
 def _label(summary: GroupSummary, with_model: bool) -> str:
-    g = summary.group
-    text = f"{display_name('platform', g.platform)} {g.framework}" + (" tuned" if g.profile == "tuned" else "")
-    return f"{text}\n{g.model}" if with_model else text
+    return legend_label(summary, with_model, newline=True)
 
 
 def _color(summary: GroupSummary) -> str:
-    return PLATFORM_COLORS.get(summary.group.platform, "#1f77b4")
+    return framework_color(summary.group.framework)
 
 
 def _yerr(estimates: list[Estimate | None]) -> list[list[float]] | None:
@@ -80,7 +103,7 @@ def _bars(ax, summaries: list[GroupSummary], values: list[Estimate | None], labe
     bars = ax.bar(xs, heights, color=[_color(s) for s in summaries], edgecolor="black", linewidth=0.6,
                   yerr=_yerr(scaled), capsize=4)
     for bar, summary in zip(bars, summaries, strict=True):
-        bar.set_hatch(FRAMEWORK_HATCHES.get(summary.group.framework, ""))
+        bar.set_hatch(PLATFORM_HATCHES.get(summary.group.platform, ""))
     top = max(heights) if heights else 0.0
     for x, value, summary in zip(xs, scaled, summaries, strict=True):
         if value is None:
@@ -130,29 +153,85 @@ def curve_points(summaries: list[GroupSummary], series: Callable[[Result], Seque
             yield summary, [i + 1 for i, v in enumerate(values) if v is not None], ys
 
 
-def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
-            ylabel: str) -> None:
-    plotted = False
-    for summary, steps, ys in curve_points(summaries, series):
-        g = summary.group
-        ax.plot(steps, ys, linestyle=MODEL_STYLES.get(g.model, "-"), color=_color(summary), linewidth=1.4,
-                marker=FRAMEWORK_MARKERS.get(g.framework, "o"), markevery=max(1, len(ys) // 15), markersize=4,
-                alpha=0.9,
-                label=f"{display_name('platform', g.platform)} {g.framework} {g.model}"
-                + (" tuned" if g.profile == "tuned" else ""))
-        plotted = True
-    if not plotted:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+def skipped_steps(summary: GroupSummary) -> int:
+    """Warm-up steps of the group's plotted run (0 when it recorded none)."""
+    run = summary.representative
+    perf = run.result.performance_metrics if run is not None else None
+    return perf.skipped_steps if perf is not None else 0
+
+
+def fit_measured(ax, drawn: list[tuple[GroupSummary, list[int], list[float]]]) -> None:
+    """y-limits from the measured steps only; the warm-up stays drawn, shaded, and labelled when off the scale."""
+    measured = [y for summary, steps, ys in drawn for x, y in zip(steps, ys, strict=True) if x > skipped_steps(summary)]
+    warmup = [y for summary, steps, ys in drawn for x, y in zip(steps, ys, strict=True) if x <= skipped_steps(summary)]
+    skip = max((skipped_steps(s) for s, _, _ in drawn), default=0)
+    if skip:
+        ax.axvspan(0.5, skip + 0.5, color=WARMUP_COLOR, alpha=0.4, label="warm-up (drawn, not in stats or axis)")
+    if not measured:
         return
-    skipped = max((s.representative.result.performance_metrics.skipped_steps for s in summaries
-                   if s.representative is not None and s.representative.result.performance_metrics is not None),
-                  default=0)
-    if skipped:
-        ax.axvspan(0.5, skipped + 0.5, color="#cccccc", alpha=0.4, label="warm-up (excluded from stats)")
+    low, high = min(measured), max(measured)
+    pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
+    ax.set_ylim(low - pad, high + pad)
+    off = [y for y in warmup if y > high + pad or y < low - pad]
+    if off:
+        ax.text(skip / 2 + 0.5, high + pad * 0.5, f"warm-up off scale:\n{min(off):.3g} .. {max(off):.3g}",
+                ha="center", va="top", fontsize=7, color="#444444")
+
+
+def draw_curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
+                ylabel: str, *, label: Callable[[GroupSummary], str], linestyle: Callable[[GroupSummary], str],
+                marker: Callable[[GroupSummary], str | None]) -> list[tuple[GroupSummary, list[int], list[float]]]:
+    """One curve per group in its framework's colour; the axis fits the measured steps (:func:`fit_measured`)."""
+    drawn = list(curve_points(summaries, series))
+    for summary, steps, ys in drawn:
+        ax.plot(steps, ys, linestyle=linestyle(summary), color=_color(summary), linewidth=1.4,
+                marker=marker(summary), markevery=max(1, len(ys) // 15), markersize=4, alpha=0.9,
+                label=label(summary))
+    if not drawn:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        return drawn
+    fit_measured(ax, drawn)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    return drawn
+
+
+def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
+            ylabel: str, with_model: bool) -> list[tuple[GroupSummary, list[int], list[float]]]:
+    drawn = draw_curves(ax, summaries, series, ylabel, label=lambda s: legend_label(s, with_model),
+                        linestyle=lambda s: PLATFORM_LINES.get(s.group.platform, "-"),
+                        marker=lambda s: PLATFORM_MARKERS.get(s.group.platform, "o"))
+    if drawn:
+        ax.legend(fontsize=7)
+    return drawn
+
+
+def convergence_band(ax, drawn: list[tuple[GroupSummary, list[int], list[float]]], band: float) -> None:
+    """Per model with two or more curves: the band around their final mean loss that the convergence check allows.
+
+    Over the last ``TAIL_FRACTION`` of the measured steps, centred on the median of the curves'
+    mean loss there, ``band / 2`` either side: two curves whose tails both lie inside differ by
+    about ``band`` at most (evaluate/convergence.py's gap).
+    """
+    models = sorted({s.group.model for s, _, _ in drawn})
+    for model in models:
+        curves = [(s, steps, ys) for s, steps, ys in drawn if s.group.model == model]
+        if len(curves) < 2:
+            continue
+        last = min(max(steps) for _, steps, _ in curves)
+        first_measured = max(skipped_steps(s) for s, _, _ in curves) + 1
+        tail = max(1, math.ceil((last - first_measured + 1) * TAIL_FRACTION))
+        start = last - tail + 1
+        means = [statistics.fmean(y for x, y in zip(steps, ys, strict=True) if start <= x <= last)
+                 for _, steps, ys in curves if any(start <= x <= last for x in steps)]
+        if len(means) < 2:
+            continue
+        center = statistics.median(means)
+        ax.fill_between([start - 0.5, last + 0.5], center * (1 - band / 2), center * (1 + band / 2),
+                        color=BAND_COLOR, alpha=0.25, linewidth=0,
+                        label=f"convergence band: gap <= {band:.0%} over the last {TAIL_FRACTION:.0%}"
+                        if model == models[0] else None)
 
 
 def _mfu_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> None:
@@ -180,19 +259,32 @@ def _mfu_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> None:
     ax.legend(fontsize=8)
 
 
-def comparison_figure(by_model: dict[str, list[GroupSummary]]) -> Figure:
-    """The six-panel comparison of every group of every model."""
+def comparison_figure(by_model: dict[str, list[GroupSummary]], band: float = DEFAULT_BAND) -> Figure:
+    """The comparison of every group of every model: six panels, seven where energy was measured."""
     summaries = [s for model in sorted(by_model) for s in by_model[model]]
     with_model = len(by_model) > 1
     labels = [_label(s, with_model) for s in summaries]
-    width = max(16.0, 1.3 * len(summaries) * 3)
-    figure = Figure(figsize=(min(width, 30.0), 10.5), layout="constrained")
-    axes = figure.subplots(2, 3)
-    (ax_tps, ax_loss, ax_trace), (ax_avg, ax_mem, ax_mfu) = axes
+    energy = any(s.tokens_per_kwh is not None for s in summaries)
+    columns = 4 if energy else 3
+    width = max(16.0 if columns == 3 else 21.0, 1.3 * len(summaries) * columns)
+    figure = Figure(figsize=(min(width, 34.0), 10.5), layout="constrained")
+    grid = figure.subplots(2, columns)
+    ax_tps, ax_loss, ax_trace = grid[0][:3]
+    ax_avg, ax_mem, ax_mfu = grid[1][:3]
+    if energy:
+        figure.delaxes(grid[1][3])
     _throughput_panel(ax_tps, summaries, labels)
     ax_tps.set_ylabel("tokens/s/GPU")
-    _curves(ax_loss, summaries, lambda r: r.loss_values, "loss")
-    _curves(ax_trace, summaries, lambda r: r.step_times, "seconds")
+    drawn = _curves(ax_loss, summaries, lambda r: r.loss_values, "loss", with_model)
+    convergence_band(ax_loss, drawn, band)
+    if drawn:
+        ax_loss.legend(fontsize=7)
+    _curves(ax_trace, summaries, lambda r: r.step_times, "seconds", with_model)
+    if energy:
+        reasons = sorted({s.power_reason for s in summaries if s.power_reason})
+        _bars(grid[0][3], summaries, [s.tokens_per_kwh for s in summaries], labels, "{:.3g}",
+              "energy not measured:\n" + "\n".join(reasons[:3]))
+        grid[0][3].set_ylabel("tokens/kWh")
     _bars(ax_avg, summaries, [s.avg_step_time for s in summaries], labels, "{:.3g}", "no completed runs")
     ax_avg.set_ylabel("seconds")
     reasons = sorted({s.memory_reason for s in summaries if s.memory_reason})
@@ -200,7 +292,7 @@ def comparison_figure(by_model: dict[str, list[GroupSummary]]) -> Figure:
           "memory not measured:\n" + "\n".join(reasons[:3]))
     ax_mem.set_ylabel("GiB")
     _mfu_panel(ax_mfu, summaries, labels)
-    for ax, title in zip(axes.flat, PANEL_TITLES, strict=True):
+    for ax, title in zip(figure.axes, ENERGY_PANEL_TITLES if energy else PANEL_TITLES, strict=True):
         ax.set_title(title, fontsize=11)
     models = ", ".join(display_name("model", m) for m in sorted(by_model))
     runs = sum(len(s.group.runs) for s in summaries)
@@ -229,7 +321,7 @@ def loss_parity_figure(parities: list[LossParity]) -> Figure:
         for summary, values, style in ((a, xs_a, "-"), (b, xs_b, "--")):
             steps = [i + 1 for i, v in enumerate(values) if v is not None]
             ax_curve.plot(steps, [v for v in values if v is not None], color=_color(summary), linewidth=1.6,
-                          linestyle=style, label=_label(summary, False).replace("\n", " "))
+                          linestyle=style, label=legend_label(summary))
         pair = f"{_label(a, False)} vs {_label(b, False)}"
         ax_curve.set_title(f"Loss parity: {model}, {pair}")
         ax_curve.set_xlabel("step")

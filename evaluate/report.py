@@ -25,6 +25,7 @@ from evaluate.analysis import (
     cross_platform_parities,
     platform_ratios,
 )
+from evaluate.convergence import DEFAULT_BAND, MIN_CORRELATION, TAIL_FRACTION, Convergence, overall
 from evaluate.fairness import FairnessReport
 from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
@@ -36,6 +37,8 @@ CORE_FRAMEWORKS = tuple(name for name, fw in FRAMEWORKS.items()
                         if {"megatron_core", "megatron_lm_commit"} & set(fw.version_fields))
 MISMATCH_LINE = ("**WARNING: the workloads compared here are NOT identical (compared anyway with --allow-mismatch); "
                  "differences below. Ratios are not a fair hardware comparison.**")
+DIVERGED_LINE = ("**WARNING: NOT FAIR: the loss curves of the compared runs diverge (convergence check below); "
+                 "their throughput is not a like-for-like comparison.**")
 KEY_LIBRARIES = ("torch", "megatron-core", "transformer-engine", "transformer_engine", "nemo-toolkit",
                  "nemo_toolkit", "primus", "flash-attn", "flash_attn", "transformers", "lightning", "deepspeed")
 
@@ -52,6 +55,13 @@ class Comparison:
     figure_name: str = "compare.png"
     parity_figure_name: str | None = "loss_parity.png"
     settings: list[SettingDifference] = field(default_factory=list)
+    convergence: list[Convergence] = field(default_factory=list)
+    convergence_band: float = DEFAULT_BAND
+
+    @property
+    def converged(self) -> bool:
+        """False when any pair of loss curves diverges (the comparison is then marked not fair)."""
+        return all(c.check.fair is not False for c in self.convergence)
 
     @property
     def platforms(self) -> list[str]:
@@ -211,6 +221,21 @@ def parity_rows(parities: list[LossParity]) -> list[list[str]]:
     return rows
 
 
+def convergence_rows(checks: list[Convergence]) -> list[list[str]]:
+    rows = []
+    for c in checks:
+        k = c.check
+        means = f"{k.tail_means[0]:.4f} / {k.tail_means[1]:.4f}" if k.tail_means else "-"
+        rows.append([display_name("model", c.model), _framework(c.first), _framework(c.second), str(k.steps), means,
+                     f"{k.gap:.1%}" if k.gap is not None else "-",
+                     f"{k.correlation:.3f}" if k.correlation is not None else "-", k.verdict])
+    return rows
+
+
+CONVERGENCE_HEADERS = ["model", "first", "second", "measured steps", "mean loss, last 20%", "gap", "correlation",
+                       "verdict"]
+
+
 def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
     """Seed 004's per-platform view: frameworks side by side."""
     rows = []
@@ -250,8 +275,14 @@ HARDWARE_HEADERS = ["platform", "framework", "device", "GPUs", "memory (GB)", "s
 # documents
 
 
-def settings_tables(differences: list[SettingDifference]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(model, headers, rows) per model: one row per effective setting that differs, one column per result."""
+def settings_tables(differences: list[SettingDifference], shared: bool = True
+                    ) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(model, headers, rows) per model: one row per effective setting that differs, one column per result.
+
+    ``shared``: the settings every compared result has (the differences a reader must see); else
+    the settings only some have (a framework's own knobs, kept out of the way).
+    """
+    differences = [d for d in differences if d.shared == shared]
     tables = []
     for model in sorted({d.model for d in differences}):
         rows_of = [d for d in differences if d.model == model]
@@ -266,14 +297,36 @@ def markdown(comparison: Comparison) -> str:
     lines: list[str] = []
     if not fairness.fair:
         lines += [MISMATCH_LINE, ""]
-    lines += ["# tprimat comparison", "", f"**Fairness check: {fairness.verdict()}**", ""]
+    if not comparison.converged:
+        lines += [DIVERGED_LINE, ""]
+    lines += ["# tprimat comparison", "", f"**Fairness check: {fairness.verdict()}**", "",
+              f"**Convergence check: {overall(comparison.convergence)}**", ""]
     if fairness.differences:
         lines += [f"- {d.describe()}" for d in fairness.differences] + [""]
+    if comparison.convergence:
+        lines += ["## Convergence of the loss curves", "",
+                  f"Not fair when the mean loss over the last {TAIL_FRACTION:.0%} of the measured steps differs by "
+                  f"more than {comparison.convergence_band:.0%} (`--convergence-band`) or the curves' correlation "
+                  f"is below {MIN_CORRELATION}: runs that do not learn alike are not a like-for-like throughput "
+                  "comparison.", "", markdown_table(CONVERGENCE_HEADERS, convergence_rows(comparison.convergence)),
+                  ""]
     if comparison.settings:
         lines += ["## Effective settings that differ", "",
-                  "What each framework resolved with its own code before the run (only the keys that differ):", ""]
-        for model, headers, rows in settings_tables(comparison.settings):
+                  "What each framework resolved with its own code before the run: the settings every compared "
+                  "result has and that differ.", ""]
+        shared = settings_tables(comparison.settings)
+        for model, headers, rows in shared:
             lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
+        if not shared:
+            lines += ["None: every setting the compared results all have is the same.", ""]
+        own = settings_tables(comparison.settings, shared=False)
+        if own:
+            count = sum(len(rows) for _, _, rows in own)
+            lines += ["<details>", f"<summary>{count} setting(s) only some of the compared frameworks have "
+                                   "(`-`: not a setting of that framework)</summary>", ""]
+            for model, headers, rows in own:
+                lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
+            lines += ["</details>", ""]
     if comparison.skipped:
         lines += ["## Skipped files", ""]
         lines += [f"- `{p.name}`: {reason}" for p, reason in comparison.skipped] + [""]
@@ -347,11 +400,18 @@ def console(comparison: Comparison) -> str:
     lines = []
     if not comparison.fairness.fair:
         lines.append("WARNING: workloads differ; compared anyway (--allow-mismatch)")
+    if not comparison.converged:
+        lines.append("WARNING: NOT FAIR: the loss curves diverge (see convergence)")
     lines.append(f"fairness: {comparison.fairness.verdict()}")
     lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
+    lines.append(f"convergence: {overall(comparison.convergence)}")
+    lines += [f"  - {row[1]} vs {row[2]} ({row[0]}): {row[7]}" for row in convergence_rows(comparison.convergence)]
     for model, headers, rows in settings_tables(comparison.settings):
         lines += ["", f"effective settings that differ ({display_name('model', model)}):",
                   console_table(headers, rows)]
+    own = sum(len(rows) for _, _, rows in settings_tables(comparison.settings, shared=False))
+    if own:
+        lines.append(f"  ({own} more setting(s) only some frameworks have: compare.md, collapsed)")
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
         title = display_name("model", model)

@@ -32,6 +32,11 @@ class SettingDifference:
     key: str
     values: dict[str, Scalar | str]  # result label -> value (ABSENT where the result has no such key)
 
+    @property
+    def shared(self) -> bool:
+        """Every compared result has this setting (a real difference, not one framework's own knob)."""
+        return ABSENT not in self.values.values()
+
 
 def settings_differences(results: Iterable[LoadedResult]) -> list[SettingDifference]:
     """Per model, the effective settings that differ between the ``ok`` results that recorded them.

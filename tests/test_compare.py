@@ -15,7 +15,7 @@ from helpers_hermetic import cache_environ
 
 from evaluate.analysis import cross_platform_parities, summarize_group
 from evaluate.compare import main as compare_main
-from evaluate.plots import PANEL_TITLES, comparison_figure, loss_parity_figure
+from evaluate.plots import ENERGY_PANEL_TITLES, comparison_figure, loss_parity_figure
 from evaluate.report import MISMATCH_LINE
 from evaluate.results import load_directory
 from evaluate.stats import ratio_estimate
@@ -148,16 +148,16 @@ def test_figure_has_every_panel(tmp_path: Path) -> None:
     make_result(out, "nvd", "mega", seed=3)
     by_model = {m: [summarize_group(g) for g in gs] for m, gs in load_directory(out).groups().items()}
     figure = comparison_figure(by_model)
-    assert [ax.get_title() for ax in figure.axes] == list(PANEL_TITLES)
+    assert [ax.get_title() for ax in figure.axes] == list(ENERGY_PANEL_TITLES)  # the results measured energy
     throughput = figure.axes[0]
-    assert [t.get_text() for t in throughput.get_xticklabels()] == ["AMD prim", "NVIDIA mega"]
+    assert [t.get_text() for t in throughput.get_xticklabels()] == ["amd \u00b7 prim", "nvd \u00b7 mega"]
     # whiskers for the repeated AMD runs (an errorbar collection exists)
     assert throughput.containers and any(c.errorbar for c in throughput.containers if hasattr(c, "errorbar"))
     loss_axes = figure.axes[1]
     assert len(loss_axes.get_lines()) == 2
     parity = loss_parity_figure([p for m in by_model for p in cross_platform_parities(by_model[m])])
     titles = [ax.get_title() for ax in parity.axes]
-    assert titles[0] == "Loss parity: Llama 3.1 8B, AMD prim vs NVIDIA mega"
+    assert titles[0] == "Loss parity: Llama 3.1 8B, amd \u00b7 prim vs nvd \u00b7 mega"
     assert titles[1].startswith("Relative loss gap: Llama 3.1 8B (correlation ")
 
 

@@ -46,6 +46,12 @@ def test_only_the_settings_that_differ_are_listed_per_model(tmp_path: Path, caps
     assert "global_batch_size" not in console.split("effective settings that differ")[1].split("==")[0]
     report = (out / "compare.md").read_text(encoding="utf-8")
     assert "## Effective settings that differ" in report and "| attention_backend | auto | fused |" in report
+    # a setting only one framework has is kept out of the main table, in a collapsed section (issue 23)
+    main, collapsed = report.split("<details>", 1)
+    assert "num_workers" not in main.split("## Effective settings that differ")[1]
+    assert "<summary>1 setting(s) only some" in collapsed and "| num_workers | - | 2 |" in collapsed.split(
+        "</details>")[0]
+    assert "num_workers" not in console and "1 more setting(s) only some frameworks have" in console
 
 
 def test_a_framework_version_mismatch_is_in_the_fairness_verdict(tmp_path: Path) -> None:

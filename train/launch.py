@@ -38,6 +38,7 @@ from typing import Any
 
 from train.context import job_context, load_plugin
 from train.contract import LaunchPlan, Plugin, PreflightError, RunContext
+from train.energy import apply_energy, energy_trace
 from train.job_guard import ResultFile, Signals, port_problem, run_logged
 from train.job_result import failure_result
 from train.jobs import resolve_framework
@@ -246,11 +247,15 @@ def _run_and_collect(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, signals:
     """Run the planned job and collect its result, however it ends."""
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
     try:
-        returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals, _header(ctx))
+        with energy_trace(ctx) as (trace, trace_reason):  # every GPU's energy counter, from outside the job
+            returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals,
+                                    _header(ctx))
     except OSError as exc:  # the generated files or the log cannot be written
         return failure_result(ctx, "failed", f"cannot start the job: {exc.strerror or exc}: {exc.filename or ''}")
     try:
         result = plugin.collect(ctx, plan, returncode)
+        if result is not None:
+            apply_energy(ctx, result, trace, trace_reason)
     except Exception as exc:  # a collector bug must still leave a result
         result = failure_result(ctx, "failed", f"collecting the result failed: {type(exc).__name__}: {exc}",
                                 ctx.log_path)

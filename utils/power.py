@@ -70,6 +70,10 @@ class NvmlReader:
     def read_joules(self) -> float:
         return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) / 1000.0
 
+    @property
+    def counter_modulus_j(self) -> float:
+        return 2.0**64 / 1000.0  # an unsigned long long of millijoules
+
 
 @dataclass
 class AmdSmiReader:
@@ -97,7 +101,15 @@ class AmdSmiReader:
         resolution = info.get("counter_resolution")
         if not isinstance(ticks, (int, float)) or not isinstance(resolution, (int, float)) or resolution <= 0:
             raise RuntimeError(f"amdsmi_get_energy_count has no usable accumulator: {sorted(info)}")
+        self.resolution_uj = float(resolution)
         return float(ticks) * float(resolution) / 1e6
+
+    resolution_uj: float | None = None
+
+    @property
+    def counter_modulus_j(self) -> float | None:
+        # a uint64 accumulator of ticks; known once a read gave the resolution
+        return 2.0**64 * self.resolution_uj / 1e6 if self.resolution_uj else None
 
 
 def _visible_index(device_index: int, variables: tuple[str, ...]) -> int:
@@ -109,12 +121,14 @@ def _visible_index(device_index: int, variables: tuple[str, ...]) -> int:
     return device_index
 
 
-def _nvml_reader(device_index: int, nvml: Any | None = None) -> NvmlReader:
+def _nvml_reader(device_index: int, nvml: Any | None = None, by_uuid: bool = True) -> NvmlReader:
     if nvml is None:
         import pynvml as nvml  # nvidia-ml-py
     nvml.nvmlInit()
     handle = None
-    try:  # the UUID survives any CUDA_VISIBLE_DEVICES reordering
+    try:  # the UUID survives any CUDA_VISIBLE_DEVICES reordering (a launcher passes by_uuid=False: no CUDA there)
+        if not by_uuid:
+            raise LookupError("by index")
         import torch
 
         uuid = str(torch.cuda.get_device_properties(device_index).uuid)
@@ -126,7 +140,7 @@ def _nvml_reader(device_index: int, nvml: Any | None = None) -> NvmlReader:
     return NvmlReader(nvml, handle)
 
 
-def _amdsmi_reader(device_index: int, amdsmi: Any | None = None) -> AmdSmiReader:
+def _amdsmi_reader(device_index: int, amdsmi: Any | None = None, by_uuid: bool = True) -> AmdSmiReader:
     if amdsmi is None:
         import amdsmi
     amdsmi.amdsmi_init()
@@ -153,6 +167,29 @@ def open_reader(platform: str, device_index: int, library: Any | None = None) ->
     except Exception as exc:
         return None, f"{name} cannot read power of device {device_index}: {type(exc).__name__}: {exc}"
     return reader, None
+
+
+def open_counter(platform: str, device_index: int, library: Any | None = None) -> tuple[Any | None, str | None]:
+    """The energy counter of visible GPU ``device_index`` opened by index (no GPU runtime), or ``(None, reason)``.
+
+    For a process that must not initialise CUDA/HIP itself: the launcher, around its child.
+    """
+    if platform == "cpu":
+        return None, "platform cpu: no GPU energy counter (CPU package energy is not measured)"
+    opener: Callable[..., Any] | None = {"nvd": _nvml_reader, "amd": _amdsmi_reader}.get(platform)
+    if opener is None:
+        return None, f"platform {platform!r}: no energy counter reader"
+    name = "nvidia-ml-py (pynvml)" if platform == "nvd" else "amdsmi"
+    try:
+        counter = opener(device_index, library, by_uuid=False)
+        value = float(counter.read_joules())
+    except ImportError as exc:
+        return None, f"{name} is not installed: {exc}"
+    except Exception as exc:
+        return None, f"{name} cannot read the energy counter of device {device_index}: {type(exc).__name__}: {exc}"
+    if not math.isfinite(value):
+        return None, f"{name} energy counter of device {device_index} read {value}"
+    return counter, None
 
 
 @dataclass

@@ -66,6 +66,17 @@ FRAMEWORKS: dict[str, Framework] = {
     )
 }
 
+# One fixed colour per framework in every figure (Okabe-Ito, readable with colour-blindness); platforms are
+# told apart by line style and marker (evaluate/plots.py), so `nvd · mega` and `amd · mega` share a colour.
+FRAMEWORK_COLORS: dict[str, str] = {
+    "mega": "#0072B2",  # blue
+    "prim": "#D55E00",  # vermilion
+    "nemo": "#009E73",  # bluish green
+    "tran": "#CC79A7",  # reddish purple
+    "deep": "#E69F00",  # orange
+}
+UNKNOWN_FRAMEWORK_COLOR = "#555555"
+
 MODELS: dict[str, Model] = {
     m.key: m
     for m in (
@@ -115,3 +126,8 @@ def display_name(kind: str, key: str) -> str:
     table = {"platform": PLATFORMS, "framework": FRAMEWORKS, "model": MODELS}[kind]
     entry = table.get(key)
     return entry.display_name if entry is not None else key
+
+
+def framework_color(key: str) -> str:
+    """The framework's colour in every figure (grey for a framework the registry does not know)."""
+    return FRAMEWORK_COLORS.get(key, UNKNOWN_FRAMEWORK_COLOR)

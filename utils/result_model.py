@@ -470,6 +470,10 @@ class PowerMetrics(Block):
     gpus_total: Count | None = None
     energy_source: Literal["energy_counter", "power_sampler", "log", "none"] = "none"
     method: str | None = None
+    window: str | None = None  # which window of steps the energy covers (utils/energy_trace.py)
+    # the wall clock (Unix s) at the measured window's ends, as an in-process trainer measured them
+    window_start_unix: NonNegative | None = None
+    window_end_unix: NonNegative | None = None
     reason: str | None = None
 
     @model_validator(mode="after")

@@ -3,7 +3,7 @@
 The measurement is a plain object, :class:`LightningMeasurement`, testable without
 Lightning; the Lightning ``Callback`` around it (:func:`benchmark_callback_class`,
 ``BenchmarkCallback``) is built on first use, so this module imports where
-lightning is not installed. Steps are timed by ``utils/monitor.py``'s synchronized
+lightning is not installed. Steps are timed by ``utils/monitor.py``'s event
 timer, summarised by ``utils/metrics.py``, energy measured by ``utils/power.py``,
 and the ending finalised by ``utils/result.py``: the same producers as every
 other framework.
@@ -57,42 +57,55 @@ class LightningMeasurement:
 
     # -- per step ------------------------------------------------------------
     def begin_step(self) -> None:
-        if self.power is not None and len(self.monitor.records) == self.skip_steps:
-            self.power.start()  # measured steps only: warm-up does not dilute the figures
+        if len(self.monitor.records) == self.skip_steps:
+            self.monitor.start_window()  # one sync: the wall-clock check's (and energy's) window starts here
+            if self.power is not None:
+                self.power.start()  # measured steps only: warm-up does not dilute the figures
         self.monitor.start_step()
 
-    def end_step(self, loss: float | None, lr: float | None, framework_time: float | None = None) -> StepRecord:
+    def end_step(self, loss: Any, lr: float | None, framework_time: Any = None) -> StepRecord:
+        """End a step; ``loss`` (and the framework's time) may be device tensors: read later, never here."""
         record = self.monitor.end_step(loss, lr)
         self.framework_times.append(framework_time)
-        if self.step_log is not None:
-            self.step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
-        if record.loss is not None and not math.isfinite(record.loss) and self.stop_reason is None:
-            self.stop_reason = f"loss became non-finite ({record.loss}) at step {record.step}"
+        self.report(self.monitor.drain())
         return record
+
+    def report(self, records: list[StepRecord]) -> None:
+        """Steps whose time and loss were read (at once on cpu, a few steps late on a GPU)."""
+        for record in records:
+            if self.step_log is not None:
+                self.step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
+            if record.loss is not None and not math.isfinite(record.loss) and self.stop_reason is None:
+                self.stop_reason = f"loss became non-finite ({record.loss}) at step {record.step}"
 
     # -- result --------------------------------------------------------------
     def fill(self) -> None:
         """Copy the measurement into the result: arrays, performance, memory, framework's figures, energy."""
+        self.monitor.finish()
         peak_allocated, peak_reserved = self.monitor.peak_memory()
         performance = record_steps(
             self.result, self.monitor.arrays(), skip_steps=self.skip_steps, shape=self.shape,
             peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
             memory_reason=None if peak_allocated is not None else "device memory is only measured on GPUs",
         )
-        theirs = [t for t in self.framework_times[self.skip_steps:] if t is not None and math.isfinite(t)]
+        read = [_lightning_scalar(t) for t in self.framework_times[self.skip_steps:]]  # after the run: no stall
+        theirs = [t for t in read if t is not None and math.isfinite(t)]
         if self.framework_time_key and theirs:
             performance.framework_reported = framework_reported(
                 performance, source=f"{self.framework_time_label} (logged as {self.framework_time_key!r})",
                 median_step_time_seconds=statistics.median(theirs))
         steps = len(self.monitor.records)
-        self.result.power_metrics = (self.power.metrics(steps) if self.power is not None
-                                     else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
+        metrics = (self.power.metrics(steps) if self.power is not None
+                   else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
+        start, end = self.monitor.window_unix  # the window the launcher's energy is taken over (train/energy.py)
+        self.result.power_metrics = metrics.model_copy(update={"window_start_unix": start, "window_end_unix": end})
 
     def finish(self, status: str, error: str | None) -> None:
         """Fill, finalize (``ok`` only with every expected step) and, on rank 0, write the result."""
         if self.finished:
             return
         self.finished = True
+        self.report(self.monitor.finish())
         if self.step_log is not None:
             self.step_log.close()
         self.fill()
@@ -123,6 +136,13 @@ def _lightning_scalar(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def _device_scalar(value: Any) -> Any:
+    """A one-element tensor as it is (the monitor reads it off the critical path), anything else as a float."""
+    if hasattr(value, "detach") and value.numel() == 1:
+        return value.detach().float().reshape(())
+    return _lightning_scalar(value)
 
 
 def _gather_objects(local: Any) -> list[Any]:
@@ -163,11 +183,11 @@ def _build_benchmark_callback_class() -> type:
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             metrics = trainer.callback_metrics
-            loss = next((_lightning_scalar(metrics[k]) for k in self.measurement.loss_keys if k in metrics), None)
+            loss = next((_device_scalar(metrics[k]) for k in self.measurement.loss_keys if k in metrics), None)
             if loss is None:
-                loss = _lightning_scalar(outputs.get("loss") if isinstance(outputs, dict) else outputs)
+                loss = _device_scalar(outputs.get("loss") if isinstance(outputs, dict) else outputs)
             key = self.measurement.framework_time_key
-            theirs = _lightning_scalar(metrics.get(key)) if key else None
+            theirs = _device_scalar(metrics.get(key)) if key else None
             self.measurement.end_step(loss, self._lr, theirs)
             if self.measurement.stop_reason is not None:
                 trainer.should_stop = True

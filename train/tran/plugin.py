@@ -17,6 +17,7 @@ from train.job_result import collect_own_result
 from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
 from train.torchrun import torchrun_argv
+from train.tran.init import megatron_init_stds
 from utils.configure import REPO_ROOT, Config
 from utils.memory import Recipe, tran_recipe
 from utils.models import workload_shape
@@ -89,7 +90,9 @@ def reference_record(ctx: RunContext) -> dict[str, Any]:
     table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
     record = {key: table[key] for key in keys}
     record.update(attention_backend="sdpa", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                  context_parallel_size=1)
+                  context_parallel_size=1,
+                  # Megatron's scaled std of the attention output and MLP down projections (train/tran/init.py)
+                  output_layer_init_method_std=megatron_init_stds(cfg.init_std, shape.num_layers).scaled_std)
     return record
 
 

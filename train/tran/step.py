@@ -7,7 +7,8 @@ the very same optimizer step without the monitor.
 Choices that affect comparability, all deliberate:
 
 * the model is the transformers class named by the shape table, randomly
-  initialised (normal, std ``INIT_STD``) directly on the device, SDPA attention,
+  initialised as Megatron does (train/tran/init.py: normal, std ``INIT_STD``, the attention output and MLP
+  down projections ``INIT_STD / sqrt(2 * layers)``) directly on the device, SDPA attention,
   untied embeddings, RoPE (with llama3 scaling for Llama);
 * AdamW (eps 1e-8) with weight decay on matrices only (not on norms and biases), as
   Megatron does; gradient clipping on the global norm;
@@ -35,6 +36,7 @@ from typing import Any
 import torch
 
 from train.schedule import lr_at
+from train.tran.init import init_like_megatron
 from utils.configure import Config
 from utils.result_model import EffectiveSettings
 
@@ -93,7 +95,9 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
         raise ValueError(f"{model}: tran has no builder for {shape.hf_architecture}")
     config = config_class(**common, **extra, **_rope_arguments(config_class, shape))
     with device:  # initialise in place: an 8B model is never materialised on the host first
-        return getattr(transformers, shape.hf_architecture)(config)
+        built = getattr(transformers, shape.hf_architecture)(config)
+    init_like_megatron(built, init_std, shape.num_layers)  # Megatron's rule, not transformers' (train/tran/init.py)
+    return built
 
 
 def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:

@@ -119,13 +119,27 @@ def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, Profi
     return profiler, details
 
 
-def reduce_loss(local_loss: torch.Tensor, stop: bool, info: Dist) -> tuple[float, bool]:
-    """(mean loss over DP ranks, whether any rank asked to stop): one all-reduce, same answer everywhere."""
+def reduce_loss(local_loss: torch.Tensor, stop: bool, info: Dist) -> tuple[torch.Tensor, torch.Tensor | bool]:
+    """(mean loss over DP ranks, whether any rank asked to stop), both left on the device: one all-reduce.
+
+    Nothing is read to the host here: the monitor reads the loss a few steps late
+    (utils/monitor.py) and :func:`stop_agreed` reads the flag every ``STOP_CHECK_EVERY`` steps.
+    """
     if info.world_size == 1:
-        return float(local_loss), stop
-    packed = torch.stack([local_loss.float(), torch.tensor(float(stop), device=info.device)])
+        return local_loss.detach(), stop
+    packed = torch.stack([local_loss.detach().float(), torch.tensor(float(stop), device=info.device)])
     dist.all_reduce(packed)
-    return float(packed[0]) / info.world_size, bool(packed[1] > 0)
+    return packed[0] / info.world_size, packed[1]
+
+
+STOP_CHECK_EVERY = 10  # a host read of the all-reduced stop flag waits for the queue: not every step
+
+
+def stop_agreed(flag: torch.Tensor | bool, index: int) -> bool:
+    """Whether the ranks agreed to stop after step ``index`` (0-based); every rank reads the same steps."""
+    if isinstance(flag, bool):
+        return flag
+    return (index + 1) % STOP_CHECK_EVERY == 0 and bool(flag > 0)
 
 
 def gather_objects(value: Any, info: Dist) -> list[Any]:
@@ -149,7 +163,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     from utils.hardware import collect_gpu_info
     from utils.metrics import record_steps
     from utils.models import workload_shape
-    from utils.monitor import StepMonitor
+    from utils.monitor import StepMonitor, StepRecord
     from utils.power import MeasuredWindow
     from utils.result import Interrupted, new_result, result_guard
     from utils.step_log import StepLog, step_log_path
@@ -167,11 +181,13 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     shape_now = [workload_shape(cfg, args.model)]
 
     def fill(res: Result) -> None:
+        monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)
         peak_allocated, peak_reserved = monitor.peak_memory()
         record_steps(res, monitor.arrays(), skip_steps=cfg.skip_steps, shape=shape_now[0], world_size=info.world_size,
                      peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
                      memory_reason=None if info.device.type == "cuda" else "platform cpu: device memory not tracked")
-        res.power_metrics = power.metrics(len(monitor.records))
+        res.power_metrics = power.metrics(len(monitor.records)).model_copy(update=dict(
+            zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
 
     path = args.result if info.rank == 0 else None
     step_log: StepLog | None = None
@@ -199,27 +215,37 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
                 first, last = profiling.steps
                 result.warnings.append(f"steps {first}-{last} ran under torch.profiler; their step times "
                                        "include the profiler's overhead")
+        def report(record: StepRecord) -> None:
+            """A step whose time and loss were read (at once on cpu, a few steps late on a GPU)."""
+            if step_log is not None:
+                step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
+            if info.rank == 0:
+                print(f"step {record.step}/{cfg.train_iters} | loss {record.loss:.4f} | lr {record.lr:.3e} | "
+                      f"time {record.time_s * 1000:.1f} ms | tokens/s {cfg.tokens_per_step / record.time_s:.0f}",
+                      flush=True)
+            if record.loss is None or not math.isfinite(record.loss):
+                raise FloatingPointError(f"non-finite loss at step {record.step}")
+
         with profiler as prof:
             for index in range(cfg.train_iters):
                 if index == cfg.skip_steps:
+                    monitor.start_window()
                     power.start()
                 monitor.start_step()
                 local_loss = trainer.step(index)
-                record = monitor.end_step(lr=lr_at(index, cfg))  # the rate this step applied
-                # Loss reduction is outside the timed step: it is measurement, not training.
-                record.loss, stopping = reduce_loss(local_loss, stop.signum is not None, info)
+                loss, flag = reduce_loss(local_loss, stop.signum is not None, info)
+                monitor.end_step(loss=loss, lr=lr_at(index, cfg))  # the rate this step applied
                 if prof is not None:
                     prof.step()
-                if step_log is not None:
-                    step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
-                if info.rank == 0:
-                    print(f"step {index + 1}/{cfg.train_iters} | loss {record.loss:.4f} | lr {record.lr:.3e} | "
-                          f"time {record.time_s * 1000:.1f} ms | tokens/s {cfg.tokens_per_step / record.time_s:.0f}",
-                          flush=True)
-                if not math.isfinite(record.loss):
-                    raise FloatingPointError(f"non-finite loss at step {index + 1}")
-                if stopping:
+                for record in monitor.drain():
+                    report(record)
+                if stop_agreed(flag, index):
                     break
+            for record in monitor.finish():
+                report(record)
+        check = monitor.wall_check()
+        if check is not None and check.warning:
+            result.warnings.append(check.warning)
         power.stop(len(monitor.records), lambda local: gather_objects(local, info))
         if stop.signum is not None and len(monitor.records) < cfg.train_iters:
             raise Interrupted(stop.signum)  # result_guard records incomplete with the steps done

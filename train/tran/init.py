@@ -1,0 +1,67 @@
+"""Megatron's initialisation for the transformers models that ``tran`` and ``deep`` build.
+
+Why: every Megatron-based stack (mega, prim, nemo) initialises with megatron-core's
+``TransformerConfig`` rule, and the transformers classes do not. Megatron draws every
+weight from normal(0, ``init_method_std``) except the two projections that write into
+the residual stream, the attention output projection and the MLP down projection,
+which use ``init_method_std / sqrt(2 * num_layers)`` (``output_layer_init_method`` =
+``scaled_init_method_normal``, megatron/core/transformer/transformer_config.py and
+megatron/core/utils.py; used by attention.py's ``linear_proj`` and mlp.py's ``linear_fc2``);
+embeddings and the output layer use ``init_method_std``; biases start at zero and norm
+weights at one. transformers initialises every Linear with one std (``initializer_range``),
+so with 32 layers its residual projections started 8x larger than Megatron's (0.02 vs
+0.0025), and on an H100 tran's loss curve left mega's after a few steps (issue 23).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the launcher imports this file (the record's scaled std) and must not load torch
+    import torch
+
+# The transformers names (Llama, Qwen2, Mistral) of Megatron's linear_proj and linear_fc2.
+SCALED_PROJECTIONS = ("o_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class InitStds:
+    """The two standard deviations of Megatron's rule."""
+
+    std: float  # init_method_std: every other weight, embeddings, output layer
+    scaled_std: float  # init_method_std / sqrt(2 * num_layers): attention output and MLP down projections
+
+
+def megatron_init_stds(init_std: float, num_layers: int) -> InitStds:
+    if init_std <= 0 or num_layers < 1:
+        raise ValueError(f"init_std {init_std} and num_layers {num_layers}: need init_std > 0 and >= 1 layer")
+    return InitStds(init_std, init_std / math.sqrt(2.0 * num_layers))
+
+
+def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int) -> InitStds:
+    """Re-initialise ``model`` in place by Megatron's rule (call it after seeding, before wrapping in DDP/DeepSpeed)."""
+    import torch
+
+    stds = megatron_init_stds(init_std, num_layers)
+    with torch.no_grad():
+        _init(model, stds)
+    return stds
+
+
+def _init(model: torch.nn.Module, stds: InitStds) -> None:
+    import torch
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            scaled = name.rsplit(".", 1)[-1] in SCALED_PROJECTIONS
+            module.weight.normal_(0.0, stds.scaled_std if scaled else stds.std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, torch.nn.Embedding):
+            module.weight.normal_(0.0, stds.std)
+        elif isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith("RMSNorm"):
+            module.weight.fill_(1.0)
+            if getattr(module, "bias", None) is not None:
+                module.bias.zero_()
