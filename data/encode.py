@@ -53,6 +53,7 @@ import itertools
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -142,13 +143,31 @@ def encode_manifest_path(prefix: Path) -> Path:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (then they act), so the block is never cut in two."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """SIGINT and SIGTERM wait until the block ends (then they act), so the block is never cut in two.
+
+    Why Python-level handlers and not a signal mask: the encode runs tokenizer threads, and a signal sent
+    to the process may be delivered to any thread that does not block it; Python then runs its handler in
+    the main thread all the same. A deferring handler holds the signal whichever thread received it.
+    """
+    held = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(held))
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        return
+    pending: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in held}
+    for signum in held:
+        signal.signal(signum, lambda received, _frame: pending.append(received))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in pending:  # now they act, with the handlers the process had
+            signal.raise_signal(signum)
 
 
 def publish(prefix: Path, tmp_bin: Path, tmp_idx: Path, write_manifest: Callable[[], object] | None) -> None:

@@ -19,8 +19,9 @@ __all__ = ["built_sample", "data_copy"]
 PREFIX = "sample-llama_text_document"
 
 
-def _grow_corpus(data_dir: Path, copies: int = 40) -> None:
-    """The sample corpus many times over: long enough that the encode is caught while writing."""
+def _grow_corpus(data_dir: Path, copies: int = 400) -> None:
+    """The sample corpus many times over: long enough (about 10 s of encoding on an idle 2-core machine, where
+    40 copies took 1 s) that the encode is caught while writing."""
     clean = data_dir / "sample" / "clean.jsonl"
     clean.write_bytes(clean.read_bytes() * copies)
 
@@ -81,7 +82,7 @@ def test_a_signal_while_publishing_waits_for_the_manifest(tmp_path: Path) -> Non
     previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
     try:
         def manifest() -> None:
-            os.kill(os.getpid(), signal.SIGTERM)  # arrives here, mid-publish
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives here, mid-publish (at whichever thread takes it)
             assert received == []  # ... and waits
             Path(f"{prefix}.manifest.json").write_text("{}")
 
@@ -104,3 +105,33 @@ def test_a_failed_manifest_unpublishes_the_pair(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         encode.publish(prefix, tmp_bin, tmp_idx, manifest)
     assert not list(tmp_path.glob("x_text_document*"))
+
+
+def test_a_signal_taken_by_another_thread_still_waits_for_the_manifest(tmp_path: Path) -> None:
+    """The encode runs tokenizer threads: a SIGTERM delivered to one of them is held all the same."""
+    import threading
+
+    prefix = tmp_path / "x_text_document"
+    tmp_bin, tmp_idx = tmp_path / ".x.bin", tmp_path / ".x.idx"
+    tmp_bin.write_bytes(b"\x01\x00")
+    tmp_idx.write_bytes(b"idx")
+    received: list[int] = []
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait, daemon=True)
+    worker.start()
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
+    try:
+        def manifest() -> None:
+            assert worker.ident is not None
+            signal.pthread_kill(worker.ident, signal.SIGTERM)  # delivered to the other thread, mid-publish
+            time.sleep(0.05)  # the main thread passes many points where Python would run a pending handler
+            assert received == []
+            Path(f"{prefix}.manifest.json").write_text("{}")
+
+        encode.publish(prefix, tmp_bin, tmp_idx, manifest)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        release.set()
+        worker.join()
+    assert received == [signal.SIGTERM]
+    assert all(Path(f"{prefix}{suffix}").exists() for suffix in (".bin", ".idx", ".manifest.json"))

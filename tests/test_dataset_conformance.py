@@ -70,7 +70,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 def tran_samples(cfg: Config, model: str, work: Path) -> Samples:
     """What tran and deep train on: Megatron's sample order, every position in the loss, ids as encoded."""
-    from train.tran.data import MegatronSamples
+    from train.reference_samples import MegatronSamples
 
     tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
     samples = MegatronSamples(prefix=dataset_prefix(cfg, model), seq_len=SEQ_LEN, seed=SEED, num_samples=SAMPLES,

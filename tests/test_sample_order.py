@@ -21,7 +21,7 @@ import torch
 
 from train.mega.plugin import megatron_args
 from train.megatron.args import megatron_settings, vocab_padding
-from train.tran.data import MegatronSamples
+from train.reference_samples import MegatronSamples
 from train.tran.step import model_inputs
 from utils.configure import Config, load_config
 from utils.dataset import dataset_prefix, tokenizer_dir

@@ -20,7 +20,8 @@ from tests.helpers_proc import wait_for
 from tests.helpers_shell import clean_env, copy_repo
 from utils.rendezvous import port_problem
 from utils.result import read_result, update_result, write_result
-from utils.run_owner import CLOSED_PREFIX, RUN_ID_ENV, STARTED_REASON, claim, write_problem
+from utils.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, write_problem
+from utils.run_owner import STARTED_REASON
 
 
 @pytest.fixture

@@ -39,7 +39,9 @@ from utils.config_rules import DATASETS
 from utils.hash_cache import CACHE_NAME
 from utils.locks import LOCK_DIR
 from utils.registry import framework_names, model_names, platform_names
-from utils.step_log import SUFFIX as STEPS_SUFFIX
+
+# The per-step record beside each result (utils/step_log.py writes it under this suffix).
+STEPS_SUFFIX = ".steps.jsonl"
 
 _ALT = "|".join
 _MODELS = _ALT(map(re.escape, model_names()))

@@ -56,7 +56,7 @@ from utils.result_model import (
     Workload,
     unknown_name,
 )
-from utils.run_owner import write_problem
+from utils.run_claim import write_problem
 
 __all__ = [
     "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",

@@ -7,8 +7,8 @@ So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and ev
 
 * ``start`` (before the launcher) claims the result for the run and writes the ``incomplete`` result with
   the reason "started, nothing recorded yet", so a signal at any later moment leaves a result;
-* :func:`write_problem` is asked by ``utils.result.write_result``: a process whose run id is not the file's
-  current owner does not write (its write is dropped with a line);
+* ``write_problem`` (``utils/run_claim.py``) is asked by ``utils.result.write_result``: a process whose run
+  id is not the file's current owner does not write (its write is dropped with a line);
 * ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
   the run's id), words the reason when a signal stopped the job before its launcher wrote anything, and
   closes the run, so no late write of it lands.
@@ -25,51 +25,13 @@ import os
 import signal
 import sys
 import time
-import uuid
-from collections.abc import Mapping
 from pathlib import Path
 
-from utils.atomic import atomic_write_text
-from utils.locks import LOCK_DIR
 from utils.rendezvous import seconds_argument as _seconds
+from utils.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim
 
-RUN_ID_ENV = "TPRIMAT_RUN_ID"
-CLOSED_PREFIX = "closed:"
 STARTED_REASON = "shell/train.sh started this job; its launcher has recorded nothing yet"
 REAP_SECONDS = 5.0
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex
-
-
-def owner_path(result_path: Path) -> Path:
-    return Path(result_path).parent / LOCK_DIR / f"{Path(result_path).name}.run"
-
-
-def current_owner(result_path: Path) -> str | None:
-    try:
-        return owner_path(result_path).read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def claim(result_path: Path, owner: str) -> None:
-    atomic_write_text(owner_path(result_path), owner + "\n")
-
-
-def write_problem(result_path: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why this process must not write ``result_path`` (its run no longer owns it), or None.
-
-    A process outside any run (no ``TPRIMAT_RUN_ID``: a launcher started by hand, a test, log extraction)
-    and a file no run has claimed are written as before.
-    """
-    run_id = (os.environ if environ is None else environ).get(RUN_ID_ENV)
-    owner = current_owner(result_path) if run_id else None
-    if not run_id or owner is None or owner == run_id:
-        return None
-    state = "has ended" if owner == CLOSED_PREFIX + run_id else "was replaced by a newer run"
-    return f"run {run_id[:8]} {state}; its write of {Path(result_path).name} is dropped"
 
 
 # ---------------------------------------------------------------------------

@@ -22,10 +22,11 @@ import math
 from pathlib import Path
 from typing import IO, Any
 
+from utils.generated import STEPS_SUFFIX
 from utils.json_input import parse_json
 from utils.result_model import Result, SourceFile
 
-SUFFIX = ".steps.jsonl"
+SUFFIX = STEPS_SUFFIX  # the name utils/generated.py lists (purge and wrap know it)
 _FIELDS = ("time_s", "loss", "lr", "memory_allocated_gb")
 
 

@@ -92,6 +92,27 @@ def samples(request: dict) -> None:
              pad=np.array(-2 if pad is None else pad))
 
 
-if __name__ == "__main__":
-    for one in json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")):
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m train.settings.sample_probe",
+        description="Build samples with the framework's own megatron-core GPTDataset (run in the framework's "
+        "Python by train/settings/samples.py); REQUESTS.json is a list of requests, each naming its .npz output.")
+    parser.add_argument("requests", type=Path, metavar="REQUESTS.json")
+    args = parser.parse_args(argv)
+    try:
+        requests = json.loads(args.requests.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"sample_probe: cannot read {args.requests}: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(requests, list) or not all(isinstance(one, dict) for one in requests):
+        print(f"sample_probe: {args.requests} must hold a list of request objects", file=sys.stderr)
+        return 2
+    for one in requests:
         samples(one)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -101,13 +101,13 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
 
 
 def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
-    """(shape, data prefix, tokenizer directory, :class:`train.tran.data.MegatronSamples`) of one model.
+    """(shape, data prefix, tokenizer directory, :class:`train.reference_samples.MegatronSamples`) of one model.
 
     The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
     must hold every token id. Shared by ``tran`` and ``deep``.
     """
     from train.megatron.inputs import index_cache_dir
-    from train.tran.data import MegatronSamples
+    from train.reference_samples import MegatronSamples
     from utils import dataset
     from utils.models import get_shape, workload_shape
 

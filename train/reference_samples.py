@@ -1,4 +1,7 @@
-"""Training samples for ``tran`` and ``deep``: megatron-core's ``GPTDataset``, read in Megatron's order.
+"""The reference samples: megatron-core's ``GPTDataset``, read in Megatron's order.
+
+A shared room: ``tran`` and ``deep`` train on these samples, and the preflight's digest
+(``train/settings/samples.py``) checks every other stack's against them.
 
 Why megatron-core's dataset and not a sampler of our own: ``mega``, ``prim`` and ``nemo``
 all read the encoded ``.bin``/``.idx`` through ``GPTDataset`` built by
