@@ -11,7 +11,8 @@ usage() {
 Usage: shell/test.sh [--env] [pytest arguments...]
 Creates/refreshes .venv (shell/setup.sh), runs `ruff check`, then pytest over tests/, with every
 build and cache folder (TORCH_EXTENSIONS_DIR, HF_HOME, MPLCONFIGDIR, XDG_CACHE_HOME, ...) inside
-this checkout's .cache/.
+this checkout's .cache/. pytest runs on both cores (pytest-xdist `-n 2 --dist loadfile`: a test
+file stays on one worker, so its module fixtures are built once); `-n 0` runs it in one process.
   --env   print those cache variables as NAME=value lines and exit (runs nothing)
 Examples: shell/test.sh -x -q        shell/test.sh tests/test_configure.py -k gbs
 USAGE
@@ -41,4 +42,4 @@ cd "$root"
 echo "test: ruff check"
 .venv/bin/ruff check .
 echo "test: pytest (caches in $cache)"
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"

@@ -34,7 +34,7 @@ def main() -> None:
             local = [p.to_local().numel() for p in trainer.model.parameters()]
             full = [p.numel() for p in trainer.model.parameters()]
             settings["local_elements"], settings["full_elements"] = sum(local), sum(full)
-        curves[sharding] = [reduce_loss(trainer.step(index), False, info)[0] for index in range(cfg.train_iters)]
+        curves[sharding] = [float(reduce_loss(trainer.step(index), False, info)[0]) for index in range(cfg.train_iters)]
     if info.rank == 0:
         args.out.write_text(json.dumps({"curves": curves, "settings": settings}), encoding="utf-8")
     dist.destroy_process_group()
