@@ -47,6 +47,14 @@ def _published(data_dir: Path) -> dict[str, bool]:
     return {suffix: Path(f"{base}{suffix}").exists() for suffix in (".bin", ".idx", ".manifest.json")}
 
 
+def _finished_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A prefix and the temporary .bin/.idx an encode has finished, ready to publish."""
+    tmp_bin, tmp_idx = tmp_path / ".x.bin", tmp_path / ".x.idx"
+    tmp_bin.write_bytes(b"\x01\x00")
+    tmp_idx.write_bytes(b"idx")
+    return tmp_path / "x_text_document", tmp_bin, tmp_idx
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_a_signal_mid_encode_leaves_all_three_or_none(data_copy: Path, signum: int) -> None:
     _grow_corpus(data_copy)
@@ -74,10 +82,7 @@ def test_a_signal_mid_encode_leaves_all_three_or_none(data_copy: Path, signum: i
 
 def test_a_signal_while_publishing_waits_for_the_manifest(tmp_path: Path) -> None:
     """SIGTERM between the renames and the manifest is held until all three exist."""
-    prefix = tmp_path / "x_text_document"
-    tmp_bin, tmp_idx = tmp_path / ".x.bin", tmp_path / ".x.idx"
-    tmp_bin.write_bytes(b"\x01\x00")
-    tmp_idx.write_bytes(b"idx")
+    prefix, tmp_bin, tmp_idx = _finished_pair(tmp_path)
     received: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
     try:
@@ -94,10 +99,7 @@ def test_a_signal_while_publishing_waits_for_the_manifest(tmp_path: Path) -> Non
 
 
 def test_a_failed_manifest_unpublishes_the_pair(tmp_path: Path) -> None:
-    prefix = tmp_path / "x_text_document"
-    tmp_bin, tmp_idx = tmp_path / ".x.bin", tmp_path / ".x.idx"
-    tmp_bin.write_bytes(b"\x01\x00")
-    tmp_idx.write_bytes(b"idx")
+    prefix, tmp_bin, tmp_idx = _finished_pair(tmp_path)
 
     def manifest() -> None:
         raise OSError(28, "No space left on device")
@@ -111,10 +113,7 @@ def test_a_signal_taken_by_another_thread_still_waits_for_the_manifest(tmp_path:
     """The encode runs tokenizer threads: a SIGTERM delivered to one of them is held all the same."""
     import threading
 
-    prefix = tmp_path / "x_text_document"
-    tmp_bin, tmp_idx = tmp_path / ".x.bin", tmp_path / ".x.idx"
-    tmp_bin.write_bytes(b"\x01\x00")
-    tmp_idx.write_bytes(b"idx")
+    prefix, tmp_bin, tmp_idx = _finished_pair(tmp_path)
     received: list[int] = []
     release = threading.Event()
     worker = threading.Thread(target=release.wait, daemon=True)
