@@ -19,13 +19,13 @@ tokens ``tokenizer.json`` lacks (``transformers`` would add them at load) is loa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from data.common import DataError
 from data.token_policy import adds_specials
+from utils.json_input import JsonInputError, read_json
 
 
 class Encoded(dict):
@@ -49,9 +49,9 @@ def _special_names(directory: Path) -> dict[str, Any]:
         if not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{path}: cannot read: {exc}") from None
+            data = read_json(path)  # a downloaded file: bounded in size and depth, one line on any problem
+        except JsonInputError as exc:
+            raise DataError(f"tokenizer file unusable: {exc}") from None
         if not isinstance(data, dict):
             raise DataError(f"{path}: not a JSON object")
         names.update({key: value for key, value in data.items() if value is not None})

@@ -29,6 +29,7 @@ from data.common import DataError
 from data.token_policy import TokenPolicy
 from utils.atomic import atomic_path
 from utils.hash_cache import cached_sha256, remember_sha256
+from utils.json_input import read_json
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few kilobytes; a bigger one is not ours
@@ -80,8 +81,8 @@ def load_manifest(path: Path) -> Manifest | None:
     try:
         if path.stat().st_size > MAX_MANIFEST_BYTES:
             raise ManifestMalformed(f"{path}: manifest malformed: larger than {MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = read_json(path, max_bytes=MAX_MANIFEST_BYTES)  # a regular file, bounded in size and depth
+    except (OSError, ValueError):  # JsonInputError is a ValueError
         return None
     if not isinstance(data, dict):
         raise ManifestMalformed(f"{path}: manifest malformed: not a JSON object")

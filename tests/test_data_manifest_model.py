@@ -93,3 +93,12 @@ def test_not_an_object_and_oversized_manifests(tmp_path: Path, monkeypatch: pyte
     path.write_text(json.dumps({"schema": 1}), encoding="utf-8")
     with pytest.raises(ManifestMalformed, match="larger than 10 bytes"):
         load_manifest(path)
+
+
+def test_a_manifest_that_is_no_regular_file_is_redone_without_blocking(tmp_path: Path) -> None:
+    """Read through utils/json_input.py: a FIFO (which a plain read would wait on forever) is not a manifest."""
+    import os
+
+    path = tmp_path / "fifo.manifest.json"
+    os.mkfifo(path)
+    assert load_manifest(path) is None

@@ -144,3 +144,16 @@ def test_a_manifest_without_a_policy_is_refused(data_copy: Path) -> None:
     path.write_text(json.dumps(manifest))
     with pytest.raises(DataError, match="records no token policy"):
         check_dataset(load_config(), "llama")
+
+
+def test_a_special_tokens_file_nested_past_the_limit_is_one_line(tokenizers: dict[str, Path], tmp_path: Path) -> None:
+    """A downloaded tokenizer's JSON is foreign input: read under utils/json_input.py's size and depth limits."""
+    import shutil
+
+    from data.file_tokenizer import FileTokenizer
+
+    target = tmp_path / "qwen"
+    shutil.copytree(tokenizers["qwen"], target)
+    (target / "special_tokens_map.json").write_text('{"x": ' + "[" * 5000 + "]" * 5000 + "}", encoding="utf-8")
+    with pytest.raises(DataError, match=r"^tokenizer file unusable: .*special_tokens_map.json: nested 5001 levels"):
+        FileTokenizer(target, "megatron")

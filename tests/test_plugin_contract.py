@@ -19,7 +19,7 @@ from utils.registry import FRAMEWORKS
 FRAMEWORK_PACKAGES = ("train.tran", "train.deep", "train.mega", "train.prim", "train.nemo", "train.megatron")
 SHARED_ROOMS = ("train.launch", "train.preflight", "train.job_guard", "train.job_result", "train.contract",
                 "train.context", "train.jobs", "train.memory_check", "train.torchrun", "train.schedule",
-                "train.framework_versions",
+                "train.init_rule", "train.framework_versions",
                 "train.settings", "train.profiles", "train.logs")
 CONTRACT = [name for name, _ in inspect.getmembers(Plugin, inspect.isfunction) if not name.startswith("_")]
 

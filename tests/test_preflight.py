@@ -9,6 +9,7 @@ setting and both values named.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from train.settings.expected import FIXED
 from train.settings.platform_env import attention_env
 from train.settings.runner import FrameworkUnavailable
 from utils.configure import REPO_ROOT
+from utils.models import workload_shape
 from utils.result_model import EffectiveSettings
 
 JOBS = [("amd", "mega"), ("nvd", "mega"), ("amd", "prim"), ("nvd", "nemo")]
@@ -52,6 +54,9 @@ def test_every_vendor_job_passes_and_records_the_fairness_settings(tmp_path, mon
                    "cross_entropy_loss_fusion", "masked_softmax_fusion", "attention_softmax_in_fp32"):
         assert values[fusion] is True, fusion
     assert values["checkpoint_interval"] is None and values["checkpoint_at_end"] is False
+    # the scaled init std read back from the framework's TransformerConfig (issue 23): 0.02 / sqrt(2 * layers)
+    layers = values["num_layers"]
+    assert values["output_layer_init_method_std"] == pytest.approx(cfg.init_std / math.sqrt(2 * layers), rel=1e-12)
     if framework == "mega":
         seen = recorded(record)
         # the framework parsed exactly the launcher's argv, under the launcher's NVTE switches
@@ -138,6 +143,31 @@ def test_nemo_plugin_that_resets_the_reduction_dtype_is_caught(tmp_path, monkeyp
     with pytest.raises(pf.PreflightError) as caught:
         pf.preflight(ctx, plan)
     assert caught.value.setting == "grad_reduce_in_fp32" and caught.value.effective is True
+
+
+@pytest.mark.parametrize(("platform", "framework"), JOBS)
+def test_another_scaled_init_rule_is_caught_with_both_values(tmp_path, monkeypatch, platform, framework):
+    """A stack whose TransformerConfig scales the projections differently (here megatron-core's hybrid-model
+    multiplier, 1 instead of 2) would start from another initialisation: the preflight stops it (issue 23)."""
+    cfg, _ = use_fakes(monkeypatch, tmp_path)
+    monkeypatch.setenv("TPRIMAT_FAKE_INIT_MULTIPLIER", "1")
+    ctx, plan = _plan(cfg, platform, framework, "llama")
+    with pytest.raises(pf.PreflightError) as caught:
+        pf.preflight(ctx, plan)
+    layers = workload_shape(cfg, "llama").num_layers
+    assert caught.value.setting == "output_layer_init_method_std"
+    assert caught.value.expected == pytest.approx(cfg.init_std / math.sqrt(2 * layers))
+    assert caught.value.effective == pytest.approx(cfg.init_std / math.sqrt(layers))
+
+
+@pytest.mark.parametrize("framework", ["mega", "prim"])
+def test_a_transformer_config_that_cannot_be_built_leaves_the_init_unread(tmp_path, monkeypatch, framework):
+    cfg, _ = use_fakes(monkeypatch, tmp_path)
+    monkeypatch.setenv("TPRIMAT_FAKE_NO_CONFIG", "apply_rope_fusion is not available")
+    with pytest.raises(pf.PreflightError) as caught:
+        pf.preflight(*_plan(cfg, "amd", framework, "qwen"))
+    assert caught.value.setting == "output_layer_init_method_std"
+    assert "not read: TransformerConfig not built (ValueError: apply_rope_fusion is not available)" in str(caught.value)
 
 
 def test_a_rejection_carries_the_frameworks_message(tmp_path, monkeypatch):

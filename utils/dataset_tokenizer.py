@@ -27,6 +27,7 @@ from typing import Any
 from utils.atomic import temp_sibling
 from utils.dataset import load_tokenizer, vocab_size
 from utils.hashing import sha256_dir
+from utils.json_input import read_json
 
 CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 
@@ -74,7 +75,9 @@ def check_eos(tokenizer: Any, directory: Path) -> int:
         raise TokenizerRoleError(f"tokenizer {directory} names no EOS token, so documents cannot end with EOD")
     spec_path = Path(directory) / "tokenizer.json"
     if spec_path.is_file():
-        spec = json.loads(spec_path.read_text(encoding="utf-8"))
+        spec = read_json(spec_path)
+        if not isinstance(spec, dict):
+            raise TokenizerRoleError(f"tokenizer {directory}: tokenizer.json is not a JSON object")
         known = set((spec.get("model") or {}).get("vocab") or {}) | {
             added.get("content") for added in spec.get("added_tokens") or []}
         if eos not in known:
@@ -90,7 +93,7 @@ def _without_pad(directory: Path) -> None:
     for name in CONFIG_FILES:
         path = directory / name
         if path.is_file():
-            content = json.loads(path.read_text(encoding="utf-8"))
+            content = read_json(path)
             if name == "tokenizer_config.json":
                 content["pad_token"] = None
             else:
@@ -98,7 +101,7 @@ def _without_pad(directory: Path) -> None:
             path.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     spec_path = directory / "tokenizer.json"
     if spec_path.is_file():
-        spec = json.loads(spec_path.read_text(encoding="utf-8"))
+        spec = read_json(spec_path)
         if spec.get("padding") is not None:  # a fast tokenizer takes its pad from here when the config names none
             spec["padding"] = None
             spec_path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")

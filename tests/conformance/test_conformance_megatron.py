@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import replace
 
@@ -27,6 +28,9 @@ def test_mega_configuration_is_accepted_and_resolves_to_the_table(tmp_path, plat
     assert settings["grad_reduce_in_fp32"] is False
     assert settings["tensor_model_parallel_size"] == cfg.tp and settings["context_parallel_size"] == cfg.cp
     assert settings["fp8"] == ("hybrid" if cfg.fp8 else None)
+    # Megatron's TransformerConfig, built by its own core_transformer_config_from_args, read back (issue 23)
+    assert settings["output_layer_init_method_std"] == pytest.approx(
+        cfg.init_std / math.sqrt(2 * settings["num_layers"]), rel=1e-12)
 
 
 def test_language_module_refuses_nvte_switches_that_disagree(tmp_path):

@@ -4,8 +4,9 @@ Records its argv and request in ``$TPRIMAT_FAKE_RECORD`` and answers in the prob
 with what a NeMo recipe would hold after tprimat's overrides: the overridden fields over the
 defaults of NeMo's base GPT config (every fusion off, fp32 gradient reduction in the bf16
 plugin), and the one connection rule the tests need to see caught: the precision plugin's
-``grad_reduce_in_fp32`` overwrites the DDP config's. Nothing here is NeMo code; the real
-behaviour is judged by tests/conformance/.
+``grad_reduce_in_fp32`` overwrites the DDP config's. The scaled init std is the GPTConfig's
+rule, init_method_std / sqrt(2 * num_layers) (``TPRIMAT_FAKE_INIT_MULTIPLIER`` changes the 2).
+Nothing here is NeMo code; the real behaviour is judged by tests/conformance/.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def main() -> int:
     plugin = fields.get("trainer.plugins", {})
     bf16 = "bf16" in plugin.get("_target_", "")
     model = {**BASE_MODEL, **section(fields, "model.config."), "bf16": bf16, "fp16": "fp16" in plugin["_target_"]}
+    # GPTConfig.__post_init__ (a TransformerConfig): init_method_std / sqrt(2 * num_layers), unless the tests
+    # change the multiplier
+    multiplier = float(os.environ.get("TPRIMAT_FAKE_INIT_MULTIPLIER", "2"))
+    model["output_layer_init_method_std"] = model["init_method_std"] / math.sqrt(multiplier * model["num_layers"])
     if "fp8" in plugin.get("_target_", ""):  # bf16_with_fp8_mixed's own values, then tprimat's
         model.update(fp8="hybrid", fp8_recipe="delayed", fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
         model.update({key: value for key, value in section(fields, "trainer.plugins.").items() if "fp8" in key})

@@ -107,7 +107,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
                "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
                "device_arch": GPU_ARCH[ctx.platform]}
     answer = run_probe("train.megatron.probe", request, python_for(MEGATRON_PYTHON), "Megatron-LM")
-    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
+    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"),
+                             answer.payload.get("transformer_config"))
     version = answer.payload["framework"].get("megatron_core")
     by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
           f"+ language-module attention check, in {answer.python}")

@@ -25,21 +25,11 @@ from train.settings.probe_common import (
     set_environment,
     stand_in_device_arch,
     stand_in_fused_rope,
+    transformer_config_values,
 )
 
 # What pretrain_gpt.py passes to pretrain() as args_defaults (docs/CONFORMANCE.md).
 PRETRAIN_GPT_ARGS_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
-
-
-def transformer_config_values(args: Any) -> dict[str, Any]:
-    """The TransformerConfig the model provider builds, or why it cannot be built here."""
-    try:
-        from megatron.training.arguments import core_transformer_config_from_args
-
-        config = core_transformer_config_from_args(args)
-    except Exception as exc:  # e.g. a fusion that needs Transformer Engine, absent on a CPU host
-        return {"_error": f"{type(exc).__name__}: {exc}"}
-    return namespace_values(config)
 
 
 def megatron_version() -> str | None:

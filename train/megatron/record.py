@@ -11,8 +11,10 @@ from train.settings.flatten import precision_of
 
 
 def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
-                    lr_by_step: dict[str, float] | None = None) -> dict[str, Any]:
-    """Megatron-LM's validated ``args`` (``mega``, and ``prim``, whose args are Megatron's)."""
+                    lr_by_step: dict[str, float] | None = None,
+                    transformer_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Megatron-LM's validated ``args`` (``mega``, and ``prim``, whose args are Megatron's), with the scaled init
+    std read back from the ``TransformerConfig`` its model provider builds (``train/settings/probe_common.py``)."""
     keys_as_is = (
         "seed", "micro_batch_size", "global_batch_size", "seq_length", "train_iters", "lr", "min_lr",
         "lr_decay_style", "lr_warmup_iters", "lr_decay_iters", "weight_decay", "adam_beta1", "adam_beta2",
@@ -56,7 +58,17 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
     if padded_vocab is not None:
         record["padded_vocab_size"] = padded_vocab
     record.update(lr_by_step or {})
+    record["output_layer_init_method_std"] = init_std_read_back(transformer_config)
     return record
+
+
+def init_std_read_back(transformer_config: dict[str, Any] | None) -> float | str:
+    """The scaled std the probe read from Megatron's TransformerConfig, or why there is none (a difference)."""
+    if not transformer_config:
+        return "not read: the probe built no TransformerConfig"
+    if "_error" in transformer_config:
+        return f"not read: TransformerConfig not built ({transformer_config['_error']})"
+    return transformer_config.get("output_layer_init_method_std", "not read: no output_layer_init_method")
 
 
 def _split(raw: dict[str, Any]) -> str | None:

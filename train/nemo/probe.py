@@ -28,6 +28,7 @@ from train.settings.probe_common import (
     namespace_values,
     plain,
     run,
+    scaled_init_std,
     set_environment,
     stand_in_fused_rope,
 )
@@ -114,7 +115,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "raw": {
-            "model": config_values(model.config),
+            # the scaled init std read back from the connected GPTConfig (a megatron-core TransformerConfig)
+            "model": {**config_values(model.config), "output_layer_init_method_std": scaled_init_std(model.config)},
             "optimizer": config_values(model.optim.config) if getattr(model, "optim", None) else {},
             "scheduler": namespace_values(scheduler) if scheduler is not None else {},
             "scheduler_class": type(scheduler).__name__ if scheduler is not None else None,

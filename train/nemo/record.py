@@ -37,6 +37,8 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
         "adam_eps": optim.get("adam_eps"),
         "clip_grad": optim.get("clip_grad"),
         "init_method_std": model.get("init_method_std"),
+        "output_layer_init_method_std": model.get("output_layer_init_method_std",
+                                                  "not read: the probe reported no output_layer_init_method"),
         "tensor_model_parallel_size": strategy.get("tensor_model_parallel_size"),
         "pipeline_model_parallel_size": strategy.get("pipeline_model_parallel_size"),
         "context_parallel_size": strategy.get("context_parallel_size"),

@@ -202,7 +202,8 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
                    "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
                    "device_arch": GPU_ARCH[ctx.platform]}
         answer = run_probe("train.prim.probe", request, python_for(MEGATRON_PYTHON), "Primus")
-    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"))
+    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"),
+                             answer.payload.get("transformer_config"))
     info = answer.payload["framework"]
     by = (f"Primus {info.get('primus') or '(version not reported)'} at {root} with its Megatron-LM {backend}: "
           "load_primus_config + update_primus_config + validate_args + validate_args_on_rocm "

@@ -26,6 +26,7 @@ from train.settings.probe_common import (
     run,
     set_environment,
     stand_in_device_arch,
+    transformer_config_values,
 )
 
 
@@ -89,7 +90,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
     return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
-            "stand_ins": arch_stand_ins,
+            "transformer_config": transformer_config_values(args), "stand_ins": arch_stand_ins,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 

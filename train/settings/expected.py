@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from train.init_rule import megatron_init_stds
 from train.schedule import lr_at
 from utils.configure import Config
 from utils.models import ModelShape
@@ -144,6 +145,9 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "adam_beta2": cfg.beta2,
         "clip_grad": cfg.grad_clip,
         "init_method_std": cfg.init_std,
+        # Megatron's scaled std of the attention output and MLP down projections (train/init_rule.py), read back
+        # from each stack's own TransformerConfig by its probe, and used by tran and deep (train/tran/init.py)
+        "output_layer_init_method_std": megatron_init_stds(cfg.init_std, shape.num_layers).scaled_std,
         # the rate optimizer steps 1, 2 and the last train with (Megatron's schedule, which tran reproduces)
         **lr_by_step(cfg),
         # layout and precision (config.env)

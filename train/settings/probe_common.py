@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import enum
+import functools
 import io
 import json
 import os
@@ -160,6 +161,41 @@ def megatron_lr_by_step(args: Any) -> dict[str, float]:
         scheduler.step(increment=args.global_batch_size)
         rates[step] = holder.param_groups[0]["lr"]
     return lr_steps(rates, int(args.train_iters))
+
+
+def scaled_init_std(config: Any) -> float | str:
+    """The std of a built ``TransformerConfig``'s (or NeMo ``GPTConfig``'s) ``output_layer_init_method``.
+
+    Read back from the init method its ``__post_init__`` set, not recomputed from
+    ``init_method_std``: megatron-core (0.12 to 0.16) sets ``scaled_init_method_normal``'s
+    ``functools.partial(torch.nn.init.normal_, mean=0.0, std=...)``. Any other callable (a
+    recipe's own init method) has no std to read: the answer is a string naming it, which the
+    preflight reports as the effective value instead of assuming Megatron's rule.
+    """
+    method = getattr(config, "output_layer_init_method", None)
+    if isinstance(method, functools.partial):
+        std = method.keywords.get("std")
+        if isinstance(std, (int, float)) and not isinstance(std, bool):
+            return float(std)
+        return f"partial({getattr(method.func, '__name__', method.func)}) without a numeric std"
+    return f"{type(method).__name__} (not Megatron's scaled_init_method_normal)"
+
+
+def transformer_config_values(args: Any) -> dict[str, Any]:
+    """The TransformerConfig Megatron's model provider builds from ``args``, or why it cannot be built here.
+
+    ``pretrain_gpt.py`` (mega) and Primus's trainer (which calls its Megatron backend's model
+    provider) both build it with ``core_transformer_config_from_args``. Its
+    ``output_layer_init_method_std`` is the std its ``output_layer_init_method`` draws with
+    (:func:`scaled_init_std`): the scaled initialisation every stack must share (issue 23).
+    """
+    try:
+        from megatron.training.arguments import core_transformer_config_from_args
+
+        config = core_transformer_config_from_args(args)
+    except Exception as exc:  # e.g. a fusion that needs Transformer Engine, absent on a CPU host
+        return {"_error": f"{type(exc).__name__}: {exc}"}
+    return {**namespace_values(config), "output_layer_init_method_std": scaled_init_std(config)}
 
 
 def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:

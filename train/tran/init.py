@@ -15,29 +15,15 @@ so with 32 layers its residual projections started 8x larger than Megatron's (0.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from train.init_rule import InitStds, megatron_init_stds
 
 if TYPE_CHECKING:  # the launcher imports this file (the record's scaled std) and must not load torch
     import torch
 
 # The transformers names (Llama, Qwen2, Mistral) of Megatron's linear_proj and linear_fc2.
 SCALED_PROJECTIONS = ("o_proj", "down_proj")
-
-
-@dataclass(frozen=True)
-class InitStds:
-    """The two standard deviations of Megatron's rule."""
-
-    std: float  # init_method_std: every other weight, embeddings, output layer
-    scaled_std: float  # init_method_std / sqrt(2 * num_layers): attention output and MLP down projections
-
-
-def megatron_init_stds(init_std: float, num_layers: int) -> InitStds:
-    if init_std <= 0 or num_layers < 1:
-        raise ValueError(f"init_std {init_std} and num_layers {num_layers}: need init_std > 0 and >= 1 layer")
-    return InitStds(init_std, init_std / math.sqrt(2.0 * num_layers))
 
 
 def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int) -> InitStds:

@@ -17,7 +17,6 @@ from train.job_result import collect_own_result
 from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
 from train.torchrun import torchrun_argv
-from train.tran.init import megatron_init_stds
 from utils.configure import REPO_ROOT, Config
 from utils.memory import Recipe, tran_recipe
 from utils.models import workload_shape
@@ -85,14 +84,12 @@ def reference_record(ctx: RunContext) -> dict[str, Any]:
             "clip_grad", "init_method_std", "data_parallel_size", "precision", "num_layers", "hidden_size",
             "ffn_hidden_size", "num_attention_heads", "num_query_groups", "rotary_base", "norm_epsilon",
             "add_qkv_bias", "untie_embeddings_and_output_weights", "adam_eps", "hidden_dropout", "attention_dropout",
-            "lr_step_1", "lr_step_2", "lr_step_last")
+            "lr_step_1", "lr_step_2", "lr_step_last", "output_layer_init_method_std")
     shape = workload_shape(cfg, ctx.model)
     table = expected_settings(cfg, "nvd", shape, shape.vocab_size)
     record = {key: table[key] for key in keys}
     record.update(attention_backend="sdpa", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                  context_parallel_size=1,
-                  # Megatron's scaled std of the attention output and MLP down projections (train/tran/init.py)
-                  output_layer_init_method_std=megatron_init_stds(cfg.init_std, shape.num_layers).scaled_std)
+                  context_parallel_size=1)
     return record
 
 

@@ -1,7 +1,9 @@
 """Stand-in for Megatron-LM's argument parsing and validation (records its argv; see ../../README.md)."""
 
 import argparse
+import functools
 import json
+import math
 import os
 import sys
 
@@ -82,3 +84,28 @@ def validate_args(args, defaults=None):
     if args.lr_decay_iters is None:
         args.lr_decay_iters = args.train_iters
     return args
+
+
+def _normal_(tensor, mean=0.0, std=1.0):
+    """Stands in for torch.nn.init.normal_ (the init methods below are never called)."""
+    return tensor
+
+
+def core_transformer_config_from_args(args, config_class=None):
+    """A config with the real init methods' shape: ``functools.partial(normal_, mean=0.0, std=...)``.
+
+    The scaled std is ``init_method_std / sqrt(multiplier * num_layers)`` as megatron-core's
+    ``scaled_init_method_normal``; ``TPRIMAT_FAKE_INIT_MULTIPLIER`` changes the multiplier (1 is
+    megatron-core's rule for hybrid models) and ``TPRIMAT_FAKE_NO_CONFIG=<message>`` makes the
+    build fail, so the tests see both caught.
+    """
+    failure = os.environ.get("TPRIMAT_FAKE_NO_CONFIG")
+    if failure:
+        raise ValueError(failure)
+    multiplier = float(os.environ.get("TPRIMAT_FAKE_INIT_MULTIPLIER", "2"))
+    std = args.init_method_std
+    return argparse.Namespace(
+        num_layers=args.num_layers, init_method_std=std,
+        init_method=functools.partial(_normal_, mean=0.0, std=std),
+        output_layer_init_method=functools.partial(_normal_, mean=0.0,
+                                                   std=std / math.sqrt(multiplier * args.num_layers)))
