@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,10 +100,9 @@ def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(tmp_path
     log = tmp_path / "quickstart.log"
     proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
     try:
-        # mid-write: the corpus's temporary file exists (utils/atomic.py), so data.fetch is past its imports.
-        # A fixed pause after the process appeared was not enough with two suites sharing two cores.
-        wait_for(lambda: list((data / "sample").glob(".raw.jsonl.tmp-*")) or proc.poll() is not None, 120,
-                 "data.fetch to start writing the corpus")
+        wait_for(lambda: any("-m data.fetch" in command_line(p) for p in descendants(proc.pid))
+                 or proc.poll() is not None, 120, "data.fetch to start")
+        time.sleep(1.5)
         assert proc.poll() is None, log.read_text()
         tree = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
