@@ -8,6 +8,8 @@
 #                              through any signal; return its exit status
 #   TPRIMAT_SIGNAL             INT or TERM once one arrived (the script then starts nothing new)
 #   tprimat_signal_status      128 + the signal's number, the status a script stopped by it exits with
+# A script started with SIGINT ignored (as `script &` from a non-interactive shell) cannot trap it: bash
+# keeps a signal ignored on entry ignored. SIGINT then does nothing to it; stop it with SIGTERM.
 # shellcheck shell=bash
 
 # A library: sourced by the scripts above, never run on its own.

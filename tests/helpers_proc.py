@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -75,3 +76,29 @@ def kill_tree(pid: int) -> None:
     for target in [*descendants(pid), pid]:
         with contextlib.suppress(OSError):
             os.kill(target, 9)
+
+
+@contextlib.contextmanager
+def sigint_at_default() -> Iterator[None]:
+    """Processes started inside the block begin with SIGINT at its default disposition, not ignored.
+
+    A suite started as ``cmd &`` by a non-interactive shell (or under ``nohup``) runs with SIGINT ignored;
+    children inherit an ignored signal across exec, and bash cannot trap a signal that was ignored when it
+    started. A SIGINT test would then signal a script that never sees it and runs on (a fresh clone's run
+    found the quickstart training after its SIGINT). A Python-level handler is reset to the default by exec,
+    so Python's own handler is installed for the block.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals ``pid`` ignores (``SigIgn`` in ``/proc/<pid>/status``)."""
+    for line in (Path("/proc") / str(pid) / "status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    raise AssertionError(f"/proc/{pid}/status has no SigIgn line")

@@ -13,14 +13,21 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers_proc import all_gone, command_line, descendants, kill_tree, wait_for
+from tests.helpers_proc import (
+    all_gone,
+    command_line,
+    descendants,
+    ignored_signals,
+    kill_tree,
+    sigint_at_default,
+    wait_for,
+)
 from tests.helpers_shell import copy_repo
 from utils.result import read_result
 
@@ -28,8 +35,24 @@ LONG = {"TRAIN_ITERS": "2000", "MEASURE_SKIP_STEPS": "1", "GA": "1"}
 
 
 def _start(argv: list[str], env: dict[str, str], log: Path, cwd: Path = REPO) -> subprocess.Popen:
-    with log.open("w") as sink:
+    """Start ``argv`` with SIGINT at its default, however the suite itself was started (tests/helpers_proc.py)."""
+    with log.open("w") as sink, sigint_at_default():
         return subprocess.Popen(argv, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
+
+
+def test_a_started_process_sees_sigint_even_when_the_suite_ignores_it(tmp_path: Path) -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a suite started by `./shell/test.sh &`
+    try:
+        proc = _start(["sleep", "30"], dict(os.environ), tmp_path / "sleep.log")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert signal.SIGINT not in ignored_signals(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == -signal.SIGINT
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
 
 
 @pytest.mark.slow
@@ -100,9 +123,11 @@ def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(tmp_path
     log = tmp_path / "quickstart.log"
     proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
     try:
-        wait_for(lambda: any("-m data.fetch" in command_line(p) for p in descendants(proc.pid))
-                 or proc.poll() is not None, 120, "data.fetch to start")
-        time.sleep(1.5)
+        # Mid-write: the corpus's temporary file exists (utils/atomic.py), so data.fetch is past its imports
+        # and has its handler. A fixed pause after the process appeared was too short with two suites on two
+        # cores: the signal landed in its imports, and Python printed a traceback.
+        wait_for(lambda: list((data / "sample").glob(".raw.jsonl.tmp-*")) or proc.poll() is not None, 120,
+                 "data.fetch to start writing the corpus")
         assert proc.poll() is None, log.read_text()
         tree = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
