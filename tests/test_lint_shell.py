@@ -14,7 +14,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SKIP_DIRS = {".venv", ".git", "output", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
+# Not the repository's scripts: the virtualenv, caches, and the checkout's .cache/ and .side/, where the
+# test command's caches and the fetched upstream trees of docs/CONFORMANCE.md live (their own scripts).
+SKIP_DIRS = {".venv", ".git", ".cache", ".side", "output", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache",
+             "node_modules"}
 # Shell files without the .sh suffix.
 EXTRA_SCRIPTS = ("shell/slurm.sbatch", "tests/fakes/docker")
 
@@ -40,6 +43,7 @@ def test_every_shell_script_is_found() -> None:
     for expected in ("shell/platform.sh", "shell/train.sh", "shell/run_train.sh", "shell/slurm.sbatch",
                      "train/launch.sh"):
         assert expected in names
+    assert not [n for n in names if n.startswith((".cache/", ".side/"))], "a fetched upstream tree is not linted"
 
 
 @pytest.mark.parametrize("script", _shell_scripts(), ids=lambda p: p.relative_to(REPO).as_posix())
