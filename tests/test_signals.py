@@ -5,6 +5,7 @@
 * SIGINT to shell/quickstart.sh while shell/data.sh runs a stage: the stage stops and removes its partial
   output, no later stage or step starts, exit 130.
 * SIGKILL of rank 0 (no chance to write): the launcher turns its per-step record into an incomplete result.
+* Every script here starts with SIGINT at its default, even when the suite runs with it ignored (``cmd &``).
 """
 
 from __future__ import annotations
