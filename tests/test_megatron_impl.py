@@ -101,6 +101,23 @@ def test_local_reaches_the_primus_experiment(tmp_path: Path):
     assert overrides["gradient_accumulation_fusion"] is False and overrides["no_persist_layer_norm"] is True
 
 
+@pytest.mark.parametrize(("platform", "framework"), [("nvd", "mega"), ("amd", "prim")])
+def test_the_memory_check_estimates_the_implementation_that_runs(tmp_path: Path, platform: str, framework: str):
+    # It estimated Transformer Engine's activations whatever MEGATRON_IMPL said: 17% under the measured peak of
+    # mega with the local implementation on an H200 (docs/PERFORMANCE.md).
+    from tests.helpers_megatron import make_config, make_context
+    from train.context import load_plugin
+    from utils.memory import ACTIVATIONS, megatron_recipe
+
+    for impl, family in (("transformer_engine", "megatron_te"), ("local", "megatron_local")):
+        ctx = make_context(make_config(tmp_path, MEGATRON_IMPL=impl), platform, framework, "llama", dry_run=True)
+        plugin = load_plugin(framework)
+        recipe = plugin.memory(ctx, plugin.plan(ctx))
+        assert recipe.activations == ACTIVATIONS[family], impl
+        assert recipe == megatron_recipe(framework, transformer_impl=impl, grad_reduce_in_fp32=False)
+    assert ACTIVATIONS["megatron_te"] != ACTIVATIONS["megatron_local"]
+
+
 @pytest.mark.parametrize("framework", ["mega", "prim", "nemo"])
 def test_the_fairness_table_knows_both_implementations(tmp_path: Path, framework: str):
     from tests.helpers_megatron import make_config, make_context

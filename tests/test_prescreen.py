@@ -8,6 +8,7 @@ measured figure.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -196,3 +197,73 @@ def test_written_record_reads_back(tmp_path, monkeypatch, capsys):
     record = ps.Prescreen.model_validate(json.loads(out.read_text()))
     assert record.gemm.measured_peak_tflops == pytest.approx(798.0)
     assert "80.7% of the datasheet's 989.4" in capsys.readouterr().out
+
+
+class FakeTorch:
+    """The few ``torch`` calls :class:`utils.prescreen.TorchDevice` makes; ``log`` records the order of the work."""
+
+    bfloat16, uint8 = "bf16", "u8"
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        log = self.log
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                pass
+
+            def record(self) -> None:
+                log.append("event")
+
+            def synchronize(self) -> None:
+                pass
+
+            def elapsed_time(self, other: object) -> float:
+                return 1.0
+
+        class Buffer:
+            def copy_(self, src: object) -> None:
+                log.append("copy")
+
+        class Cuda:
+            @staticmethod
+            def get_device_name(index: int) -> str:
+                return H100
+
+            @staticmethod
+            def synchronize(device: object) -> None:
+                log.append("sync")
+
+        Cuda.Event = Event
+        self.cuda, self.buffer = Cuda, Buffer
+
+    def device(self, kind: str, index: int) -> tuple[str, int]:
+        return (kind, index)
+
+    def randn(self, *shape: int, device: object, dtype: object) -> object:
+        return self.buffer()
+
+    def empty(self, nbytes: int, dtype: object, device: object) -> object:
+        return self.buffer()
+
+    def empty_like(self, src: object) -> object:
+        return self.buffer()
+
+    def matmul(self, a: object, b: object, out: object) -> None:
+        self.log.append("matmul")
+
+
+def test_torch_device_warms_each_size_before_its_sizing_run(monkeypatch):
+    # On an H200 the first, cold multiply of a shape sized the loop: 2048 was timed over 46 multiplies (1.2 ms).
+    fake = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    device = ps.TorchDevice(0)
+    device.gemm_seconds(2048, 1)  # the sizing run
+    device.gemm_seconds(2048, 5)  # the timed loop: the size is warm already
+    warm = ["matmul"] * ps.WARMUP_RUNS
+    assert fake.log == [*warm, "sync", "event", "matmul", "event", "sync", "event", *(["matmul"] * 5), "event"]
+    fake.log.clear()
+    device.copy_seconds(1024, 1)
+    device.copy_seconds(1024, 2)
+    assert fake.log == ["copy"] * ps.WARMUP_RUNS + ["sync", "event", "copy", "event", "sync", "event", "copy", "copy",
+                                                    "event"]

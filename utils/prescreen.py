@@ -4,7 +4,8 @@
 benchmark kits begin with one. Three measurements of logical device 0:
 
 * a bf16 GEMM sweep (square ``n x n x n`` matrix multiplies over :data:`GEMM_SIZES`): each size
-  is timed over enough back-to-back multiplies to fill :data:`GEMM_TARGET_S`; a multiply is
+  is warmed (:data:`WARMUP_RUNS` untimed multiplies), then timed over enough back-to-back multiplies
+  to fill :data:`GEMM_TARGET_S`; a multiply is
   ``2 * n**3`` FLOPs, and the measured peak is the best size's TFLOP/s, set against the dense bf16
   datasheet peak of ``utils/hardware.py`` (the one owner of datasheet figures);
 * a device-memory copy (``dst.copy_(src)`` of :data:`COPY_BYTES`): each copy reads and writes
@@ -42,6 +43,10 @@ GEMM_TARGET_S = 4.0  # seconds of back-to-back multiplies per size: ~17 s for th
 COPY_BYTES = 1 << 30  # 1 GiB: far beyond every cache, so the copy runs at HBM speed
 COPY_TARGET_S = 4.0
 MAX_ITERATIONS = 100_000  # a tiny size on a fast device stops here rather than running for minutes
+# Untimed runs when a size's buffers are made, before the sizing run: the first multiply of a shape pays cuBLAS's
+# heuristics and the clock ramp. Without them, on an H200 (2026-11-26), the sizing runs were 1.2x to 3,300x slower
+# than the timed ones, so 2048 was timed over 46 multiplies (1.2 ms) and the sweep took 9 s instead of ~17 s.
+WARMUP_RUNS = 3
 WARN_FRACTION = 0.80
 GPU_PLATFORMS = ("nvd", "amd")
 
@@ -192,6 +197,7 @@ class TorchDevice:
         self.device = torch.device("cuda", index)
         self.name = torch.cuda.get_device_name(index)
         self._gemm: dict[int, tuple[Any, Any, Any]] = {}
+        self._copy: dict[int, tuple[Any, Any]] = {}
 
     def _timed(self, run: Callable[[], None], iterations: int) -> float:
         torch = self.torch
@@ -207,15 +213,24 @@ class TorchDevice:
     def gemm_seconds(self, n: int, iterations: int) -> float:
         if n not in self._gemm:
             self._gemm.clear()  # one size's buffers at a time
+            self._copy.clear()
             make = self.torch.randn
             self._gemm[n] = tuple(make(n, n, device=self.device, dtype=self.torch.bfloat16) for _ in range(3))
+            a, b, out = self._gemm[n]
+            for _ in range(WARMUP_RUNS):  # untimed; _timed synchronizes before its start event
+                self.torch.matmul(a, b, out=out)
         a, b, out = self._gemm[n]
         return self._timed(lambda: self.torch.matmul(a, b, out=out), iterations)
 
     def copy_seconds(self, nbytes: int, iterations: int) -> float:
-        self._gemm.clear()
-        src = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
-        dst = self.torch.empty_like(src)
+        if nbytes not in self._copy:
+            self._gemm.clear()
+            self._copy.clear()
+            src = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+            self._copy[nbytes] = (src, self.torch.empty_like(src))
+            for _ in range(WARMUP_RUNS):
+                self._copy[nbytes][1].copy_(src)
+        src, dst = self._copy[nbytes]
         return self._timed(lambda: dst.copy_(src), iterations)
 
 

@@ -324,8 +324,9 @@ def render_cli(settings: dict[str, Any]) -> list[str]:
 
 
 def memory_recipe(cfg: Config, framework: str) -> Recipe:
-    """How Megatron holds the model as :func:`megatron_settings` configures it, for the memory check: Transformer
-    Engine, the fairness table's distributed optimizer, gradients reduced in bf16 under PRECISION=bf16."""
-    return megatron_recipe(framework, transformer_impl="transformer_engine",
+    """How Megatron holds the model as :func:`megatron_settings` configures it, for the memory check: the
+    implementation MEGATRON_IMPL names (its activations differ: 17% more memory under ``local`` on the H200 proxy of
+    docs/PERFORMANCE.md), the fairness table's distributed optimizer, gradients reduced in bf16 under PRECISION=bf16."""
+    return megatron_recipe(framework, transformer_impl=cfg.megatron_impl,
                            distributed_optimizer=bool(FIXED["use_distributed_optimizer"]),
                            grad_reduce_in_fp32=cfg.precision != "bf16")
