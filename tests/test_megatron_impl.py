@@ -118,6 +118,18 @@ def test_the_memory_check_estimates_the_implementation_that_runs(tmp_path: Path,
     assert ACTIVATIONS["megatron_te"] != ACTIVATIONS["megatron_local"]
 
 
+def test_nemo_is_estimated_with_transformer_engine_whatever_megatron_impl_says(tmp_path: Path):
+    # NeMo's recipes build Transformer Engine layers (test_the_fairness_table_knows_both_implementations).
+    from tests.helpers_megatron import make_config, make_context
+    from train.context import load_plugin
+    from train.contract import LaunchPlan
+    from utils.memory import megatron_recipe
+
+    ctx = make_context(make_config(tmp_path, MEGATRON_IMPL="local"), "nvd", "nemo", "llama", dry_run=True)
+    recipe = load_plugin("nemo").memory(ctx, LaunchPlan(argv=[]))  # its plan needs a tokenizer; memory reads none
+    assert recipe == megatron_recipe("nemo", transformer_impl="transformer_engine", grad_reduce_in_fp32=False)
+
+
 @pytest.mark.parametrize("framework", ["mega", "prim", "nemo"])
 def test_the_fairness_table_knows_both_implementations(tmp_path: Path, framework: str):
     from tests.helpers_megatron import make_config, make_context

@@ -323,10 +323,11 @@ def render_cli(settings: dict[str, Any]) -> list[str]:
     return argv
 
 
-def memory_recipe(cfg: Config, framework: str) -> Recipe:
+def memory_recipe(cfg: Config, framework: str, transformer_impl: str | None = None) -> Recipe:
     """How Megatron holds the model as :func:`megatron_settings` configures it, for the memory check: the
-    implementation MEGATRON_IMPL names (its activations differ: 17% more memory under ``local`` on the H200 proxy of
-    docs/PERFORMANCE.md), the fairness table's distributed optimizer, gradients reduced in bf16 under PRECISION=bf16."""
-    return megatron_recipe(framework, transformer_impl=cfg.megatron_impl,
+    implementation MEGATRON_IMPL names unless the framework fixes its own (``transformer_impl``; the activations
+    differ: 17% more memory under ``local`` on the H200 proxy of docs/PERFORMANCE.md), the fairness table's
+    distributed optimizer, gradients reduced in bf16 under PRECISION=bf16."""
+    return megatron_recipe(framework, transformer_impl=transformer_impl or cfg.megatron_impl,
                            distributed_optimizer=bool(FIXED["use_distributed_optimizer"]),
                            grad_reduce_in_fp32=cfg.precision != "bf16")

@@ -151,8 +151,9 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:
-    """Megatron's bf16 weights and gradient buffer, the distributed optimizer's sharded fp32 states (TE kernels)."""
-    return memory_recipe(ctx.cfg, "nemo")
+    """Megatron's bf16 weights and gradient buffer, the distributed optimizer's sharded fp32 states (TE kernels:
+    NeMo's recipes build Transformer Engine layers whatever MEGATRON_IMPL says)."""
+    return memory_recipe(ctx.cfg, "nemo", transformer_impl="transformer_engine")
 
 
 def framework_trees(ctx: RunContext) -> tuple[Path | None, Path | None]:
