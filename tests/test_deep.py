@@ -133,9 +133,8 @@ def test_deepspeed_that_fails_to_import_in_the_worker_leaves_a_failed_result(
 # A rank of a 2-rank cpu job that finished every step sometimes dies of SIGABRT in its teardown with only this
 # line (a C++ std::terminate; on 2026-11-26 twice in the tran half of the ZeRO-2 test below and once in
 # tests/fakes/tran_parity.py, in 13 suites; not reproduced in 151 such runs outside them; cause unknown:
-# docs/PERFORMANCE.md, "The test suite"). The launcher
-# rightly records such a job failed. This test is about the numerics, so that one failure is rerun once, with a
-# warning in the suite's summary, never silently.
+# docs/PERFORMANCE.md, "The test suite"). The launcher rightly records such a job failed. This test is about the
+# numerics, so that one failure is rerun once, with a warning in the suite's summary, never silently.
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 
