@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import free_port
 from tests.helpers_megatron import FIXTURES, make_config, make_context, parse_flags
 from tests.helpers_preflight import FAKE_COMMIT, point_at_fakes
 from train.launch import launch
@@ -156,8 +157,9 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     (fake / "pretrain_gpt.py").write_text(
         FAKE_PRETRAIN.format(log=str(FIXTURES / "megatron_core012_llama.log"), code=code), encoding="utf-8")
     point_at_fakes(monkeypatch, tmp_path / "preflight")  # the preflight asks the recording stand-in
+    # a port of its own: torchrun binds it, and another clone's suite may be running this test at once
     cfg = make_config(tmp_path, MEGATRON_PATH=str(fake), GPUS_PER_NODE="1", DP="1", GA="64",
-                      MASTER_ADDR="127.0.0.1", MEGATRON_REF=FAKE_COMMIT)
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), MEGATRON_REF=FAKE_COMMIT)
     for suffix in (".bin", ".idx"):
         Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").parent.mkdir(parents=True, exist_ok=True)
         Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").write_bytes(b"")

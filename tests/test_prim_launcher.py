@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import free_port
 from tests.helpers_megatron import FIXTURES, make_config, make_context
 from tests.helpers_preflight import FAKE_COMMIT, point_at_fakes
 from train.launch import launch
@@ -125,7 +126,8 @@ def test_launch_end_to_end_failure_is_a_result(tmp_path: Path, monkeypatch: pyte
     script.write_text(FAKE_RUN_PRETRAIN.format(log=FIXTURES / "primus_rccl_error_llama.log"), encoding="utf-8")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     point_at_fakes(monkeypatch, tmp_path / "preflight")  # the preflight asks the recording stand-in
-    cfg = make_config(tmp_path, PRIMUS_PATH=str(primus), MEGATRON_REF=FAKE_COMMIT)
+    # a port of its own: the launcher refuses a taken one, and another clone's suite may hold the default
+    cfg = make_config(tmp_path, PRIMUS_PATH=str(primus), MASTER_PORT=str(free_port()), MEGATRON_REF=FAKE_COMMIT)
     for suffix in (".bin", ".idx"):
         target = Path(f"{dataset_prefix(cfg, 'llama')}{suffix}")
         target.parent.mkdir(parents=True, exist_ok=True)

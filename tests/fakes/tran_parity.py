@@ -14,11 +14,11 @@ from pathlib import Path
 import torch.distributed as dist
 
 from train.tran.step import Trainer
-from train.tran.worker import reduce_loss, setup_distributed
+from train.tran.worker import exit_worker, reduce_loss, setup_distributed
 from utils.configure import load_config
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="llama")
     parser.add_argument("--out", type=Path, required=True)
@@ -38,7 +38,8 @@ def main() -> None:
     if info.rank == 0:
         args.out.write_text(json.dumps({"curves": curves, "settings": settings}), encoding="utf-8")
     dist.destroy_process_group()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    exit_worker(main())  # as the real worker ends: see its docstring (train/tran/worker.py)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch
 from train.deep.plugin import FRAMEWORK
 from train.schedule import lr_at
 from train.tran.step import Dist, build_model, build_optimizer, model_inputs
-from train.tran.worker import run_worker
+from train.tran.worker import exit_worker, run_worker
 from utils.configure import Config
 from utils.result_model import EffectiveSettings
 
@@ -146,4 +145,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_worker(main())

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import os
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -300,10 +301,30 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
             dist.destroy_process_group()
 
 
+def exit_worker(code: int) -> NoReturn:
+    """End a torchrun worker with ``code`` once its work is done, without the interpreter's finalization.
+
+    Why: gloo has no shutdown. Its worker threads live until the process group's C++ object dies, and the
+    DDP/FSDP2/DeepSpeed models keep that object alive past ``destroy_process_group``. A gloo thread still
+    releasing the last collective's work when the main thread finalizes the interpreter must take the GIL to
+    drop the tensors' Python objects; Python refuses a finalizing interpreter's GIL with ``pthread_exit``, whose
+    unwind meets a ``noexcept`` destructor, and ``std::terminate`` aborts the rank ("terminate called without an
+    active exception") after every step and the result are done. A core dump of it is read in
+    docs/PERFORMANCE.md ("The teardown abort"). Everything the job leaves is written before this: rank 0's result
+    atomically (utils/atomic.py), the log through the flushed streams below. So the process ends as the OS's
+    ``_exit`` does, and no thread can run into a finalizing interpreter.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe must not change the exit code
+            stream.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     return run_worker(argv, "tran", "tran reference training (run under torchrun; normally started by python -m "
                       "train.launch --framework tran). Config comes from config.env plus environment overrides.")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_worker(main())
