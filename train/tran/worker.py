@@ -9,7 +9,8 @@ maps to RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, nev
 This module is the training entry run by ``torchrun``: ``python -m train.tran.worker
 --model llama --result PATH`` (its launcher plugin is ``train/tran/plugin.py``). ``deep``
 (train/deep/worker.py) reuses the worker entry (:func:`run_worker`) and the measured loop
-(:func:`train`) with its DeepSpeed trainer.
+(:func:`train`) with its DeepSpeed trainer. Both processes end through :func:`exit_worker`, without the
+interpreter's finalization (why: its docstring).
 
 Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
 ``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
