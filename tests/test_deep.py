@@ -130,11 +130,10 @@ def test_deepspeed_that_fails_to_import_in_the_worker_leaves_a_failed_result(
 
 
 def _run(env: dict[str, str], framework: str, model: str):
-    path = Path(env["OUTPUT_DIR"]) / f"train_cpu_{framework}_{model}.json"
-    argv = ("train.launch", "--platform", "cpu", "--framework", framework, "--model", model)
-    proc = run_module(*argv, env=env, timeout=600)
+    proc = run_module("train.launch", "--platform", "cpu", "--framework", framework, "--model", model, env=env,
+                      timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return read_result(path)
+    return read_result(Path(env["OUTPUT_DIR"]) / f"train_cpu_{framework}_{model}.json")
 
 
 @pytest.mark.slow
