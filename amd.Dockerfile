@@ -8,7 +8,7 @@ FROM rocm/primus:v25.11
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# TPRIMAT_IN_CONTAINER makes utils/configure.py default DATA_DIR to the /data/tprimat mount.
+# TPRIMAT_IN_CONTAINER makes utils/config/load.py default DATA_DIR to the /data/tprimat mount.
 # /opt/rocm/bin on PATH puts amd-smi and rocprofv3 (docs/DOCKER.md) in reach.
 # HSA_NO_SCRATCH_RECLAIM=1 is AMD's recommended setting for MI300X training throughput.
 ENV TPRIMAT_IN_CONTAINER=1 \
@@ -23,7 +23,7 @@ WORKDIR /workspace/code
 
 # One Megatron-LM for `mega` on both vendors (docs/CONFORMANCE.md): MEGATRON_REF (config.env, passed by
 # ./shell/build.sh as a build argument) is cloned to the same path in both images and its resolved commit
-# recorded beside it, where train/framework_versions.py reads it. Nothing is pip-installed from it: the
+# recorded beside it, where train/rules/versions.py reads it. Nothing is pip-installed from it: the
 # image's own megatron-core stays as the vendor shipped it, and pretrain_gpt.py imports the tree's copy.
 ARG MEGATRON_REF=847781764fe468c90caec16309deded245c1022c
 RUN git clone --filter=blob:none --no-checkout https://github.com/NVIDIA/Megatron-LM.git /opt/tprimat/megatron-lm \

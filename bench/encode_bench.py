@@ -23,7 +23,7 @@ byte (the number of bytes compared is reported) and the benchmark fails if they 
 load average (``os.getloadavg``) before and after is reported beside the figures.
 
 ``--quick`` (tiny corpus, one pair, no tree needed) reports the same figures for tprimat's side
-and ``null`` with the reason for Megatron's; tests/test_bench_encode.py runs it.
+and ``null`` with the reason for Megatron's; tests/unit/bench/test_bench_encode.py runs it.
 
     .venv/bin/python -m bench.encode_bench --sample-mb 200 --workers 2 --pairs 5 --megatron-lm .cache/upstream/mlm
 """
@@ -48,11 +48,11 @@ from bench.llama3_tokenizer import write_llama3_tokenizer
 from data.clean import clean
 from data.common import iter_jsonl_texts, write_jsonl_line
 from data.fetch import fetch_corpus
-from utils.atomic import atomic_path
-from utils.configure import REPO_ROOT, Config, load_config
-from utils.dataset import clean_path, dataset_prefix, raw_path, tokenizer_dir
-from utils.hardware import cpu_name
-from utils.registry import model_names
+from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.registry import model_names
+from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
+from utils.files.atomic import atomic_path
+from utils.machine.hardware import cpu_name
 
 # A sentence ends in . ! ? ; (the sample generator's endings, "..." included), optionally
 # closed by a quote, and is followed by whitespace (a space, or a paragraph break).

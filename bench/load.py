@@ -15,7 +15,8 @@ Run::
 
     .venv/bin/python -m bench.load compare --results 10000
     .venv/bin/python -m bench.load extract --lines 1000000
-    .venv/bin/python -m bench.load all --quick      # small inputs: checks the bench itself (tests/test_bench_load.py)
+    .venv/bin/python -m bench.load all --quick      # small inputs: checks the bench itself
+    (tests/unit/bench/test_bench_load.py)
 """
 
 from __future__ import annotations

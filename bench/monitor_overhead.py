@@ -4,7 +4,7 @@
 ``StepMonitor.start_window``/``finish`` (one device sync at each end of the block),
 ``start_step``/``end_step`` per step (device events on a GPU, the host clock on cpu, the
 loss tensor handed over and read lagged) and ``drain`` (the lagged reads), and the energy
-meter of ``utils/power.py`` (on GPUs: the device's energy counter read at the block's ends,
+meter of ``utils/measure/power.py`` (on GPUs: the device's energy counter read at the block's ends,
 or the power-sampler thread where no counter exists; on cpu there is no power reader, so
 none runs, as in a real cpu run, unless ``--synthetic-sampler``). "Monitor off" is the bare
 ``Trainer.step`` loop. Both run in one process on the same model, alternating blocks
@@ -39,14 +39,14 @@ from typing import Any
 import torch
 
 from evaluate.stats import t_critical
-from train.schedule import lr_at
+from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer
-from utils.atomic import atomic_write_text
-from utils.configure import ConfigError, load_config
-from utils.hardware import cpu_name, detect_platform
-from utils.monitor import StepMonitor
-from utils.power import CounterWindow, device_meter, open_reader
-from utils.registry import model_names
+from utils.config.load import ConfigError, load_config
+from utils.config.registry import model_names
+from utils.files.atomic import atomic_write_text
+from utils.machine.hardware import cpu_name, detect_platform
+from utils.measure.monitor import StepMonitor
+from utils.measure.power import CounterWindow, device_meter, open_reader
 
 PATTERN = ("on", "off", "off", "on")
 TARGET_PERCENT = 0.1

@@ -35,10 +35,10 @@ from data.common import (
     run_stage,
     write_jsonl_line,
 )
-from utils.atomic import atomic_path
-from utils.configure import Config
-from utils.dataset import clean_path, dataset_dir, raw_path
-from utils.hashing import sha256_file
+from utils.config.load import Config
+from utils.dataset.paths import clean_path, dataset_dir, raw_path
+from utils.files.atomic import atomic_path
+from utils.files.hashing import sha256_file
 
 # Bump when a rule changes, so existing clean.jsonl files are redone.
 RULES_VERSION = 1

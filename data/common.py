@@ -4,7 +4,7 @@ Every stage follows the same rules so a failure anywhere looks the same: a
 :class:`DataError` (or a filesystem error: a full disk, a read-only ``DATA_DIR``)
 becomes ``<stage>: error: <message>`` on stderr and exit code 1, and nothing is
 written under its final name until it is complete. Each stage holds ``DATA_DIR``'s
-lock (``utils/locks.py``): a second preparation of the same directory fails at once,
+lock (``utils/files/locks.py``): a second preparation of the same directory fails at once,
 naming the holder, instead of tripping over the first one's temporary files.
 SIGINT and SIGTERM unwind the stage like an error (temporary files removed, the lock
 released) and it exits with 128 + the signal number.
@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from utils.config_rules import DATASETS
-from utils.configure import Config, ConfigError, load_config
-from utils.dataset import TokenizerMissingError
-from utils.locks import LockError, LockHeld, data_lock_path, hold
-from utils.registry import model_names
+from utils.config.load import Config, ConfigError, load_config
+from utils.config.registry import model_names
+from utils.config.rules import DATASETS
+from utils.dataset.paths import TokenizerMissingError
+from utils.files.locks import LockError, LockHeld, data_lock_path, hold
 
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2

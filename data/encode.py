@@ -1,6 +1,6 @@
 """Stage 3: tokenize ``clean.jsonl`` into a Megatron indexed dataset per model.
 
-Output: ``<DATA_DIR>/<dataset>-<model>_text_document.{bin,idx}`` (``utils.dataset.dataset_prefix``),
+Output: ``<DATA_DIR>/<dataset>-<model>_text_document.{bin,idx}`` (``utils.dataset.paths.dataset_prefix``),
 byte for byte what Megatron-LM's ``tools/preprocess_data.py --append-eod`` at
 ``MEGATRON_REF`` 847781764f writes: one document per input line, no BOS (``BOS_POLICY=megatron``;
 ``BOS_POLICY=tokenizer`` keeps the tokenizer's own BOS, as core_v0.12.0 did: data/token_policy.py),
@@ -22,7 +22,7 @@ paths (``data/encode_paths.py``; the log and the manifest say which one ran, and
 
 * ``tiktoken`` (the fast path, ``data/fast_bpe.py``): for byte-level BPE tokenizers whose
   pre-tokenizer is one regex split (Llama 3's full tokenizer, the real-format Llama 3.1 and Qwen 2.5
-  ones of tests/helpers_tokenizers.py and the sample tokenizers, tested against preprocess_data), a
+  ones of tests/helpers/tokenizers.py and the sample tokenizers, tested against preprocess_data), a
   ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
   ``ENCODE_WORKERS`` threads. Used only after ``data/encode_check.py`` found it equal to
   the tokenizer's own ids (the ``tokenizers`` library, under the token policy) on the dataset's
@@ -41,7 +41,7 @@ Memory is bounded by a few batches in flight plus the per-document index (as in 
 An interrupted run never leaves a ``.bin`` without its ``.idx`` and manifest: the old outputs
 are removed before a redo, new ones are built under temporary names, and the two renames and
 the manifest are one step that SIGINT/SIGTERM cannot split (they are held until it is done;
-tests/test_data_encode_atomic.py kills an encode mid-way).
+tests/unit/data/test_data_encode_atomic.py kills an encode mid-way).
 """
 
 from __future__ import annotations
@@ -87,11 +87,11 @@ from data.encode_paths import (
 from data.file_tokenizer import load_policy_tokenizer
 from data.idx_writer import IndexWriter, optimal_dtype
 from data.token_policy import TokenPolicy, record
-from utils.atomic import temp_sibling
-from utils.configure import Config
-from utils.dataset import clean_path, dataset_prefix, eod_id, tokenizer_dir, vocab_size
-from utils.hash_cache import cached_sha256
-from utils.hashing import sha256_dir
+from utils.config.load import Config
+from utils.dataset.paths import clean_path, dataset_prefix, eod_id, tokenizer_dir, vocab_size
+from utils.files.atomic import temp_sibling
+from utils.files.hash_cache import cached_sha256
+from utils.files.hashing import sha256_dir
 
 BATCH_DOCUMENTS = 1024
 # A worker thread is worth starting only for this much corpus: below it, starting and feeding

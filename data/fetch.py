@@ -7,7 +7,7 @@
   separated by blank lines) or a directory of such files, copied to ``raw.jsonl``.
 * Tokenizers: the real ones through ``huggingface_hub`` (tokenizer files only) into
   ``tokenizers/<model>``; for ``sample`` a BPE trained on the corpus into
-  ``tokenizers/sample-<model>``. Both load through ``utils.dataset.load_tokenizer``.
+  ``tokenizers/sample-<model>``. Both load through ``utils.dataset.paths.load_tokenizer``.
 
 The two network calls (:func:`open_hub_stream`, :func:`download_tokenizer_files`)
 are deliberately thin so everything around them is tested offline.
@@ -40,12 +40,12 @@ from data.common import (
     tool_versions,
     write_jsonl_line,
 )
-from utils.atomic import atomic_path, temp_sibling
-from utils.configure import Config, read_secret
-from utils.dataset import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
-from utils.hashing import sha256_dir, sha256_file
-from utils.models import get_shape
-from utils.registry import model_names
+from utils.config.load import Config, read_secret
+from utils.config.models import get_shape
+from utils.config.registry import model_names
+from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
+from utils.files.atomic import atomic_path, temp_sibling
+from utils.files.hashing import sha256_dir, sha256_file
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ calls the encode paths make of a tokenizer (``__call__``, ``backend_tokenizer``,
 ``eos_token_id``, ``bos_token_id``), with ``add_special_tokens`` defaulting to the token
 policy's choice (``data/token_policy.py``). That these ids are the ones Megatron's
 ``preprocess_data`` writes is tested against Megatron's own tokenizer code
-(tests/test_data_token_policy.py, tests/conformance/test_conformance_preprocess_data.py), and
+(tests/unit/data/test_data_token_policy.py, tests/conformance/test_conformance_preprocess_data.py), and
 ``data/verify.py`` re-encodes sampled documents of every dataset with ``transformers``.
 
 The special tokens are read as ``transformers`` reads them: ``tokenizer_config.json``, then
@@ -25,7 +25,7 @@ from typing import Any
 
 from data.common import DataError
 from data.token_policy import adds_specials
-from utils.json_input import JsonInputError, read_json
+from utils.files.json_input import JsonInputError, read_json
 
 
 class Encoded(dict):
@@ -161,7 +161,7 @@ def load_policy_tokenizer(directory: Path, policy: str) -> FileTokenizer | Polic
     beyond = declared_beyond_file(directory, tokenizer.backend_tokenizer)
     if beyond is None:
         return tokenizer
-    from utils.dataset import load_tokenizer
+    from utils.dataset.paths import load_tokenizer
 
     print(f"encode: note: {directory.name}'s config declares {beyond!r}, which tokenizer.json lacks; "
           "loading it with transformers")

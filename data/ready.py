@@ -3,7 +3,7 @@
 Why: issue 12 trained on a ``.bin`` edited after encoding, and on a dataset prepared with
 other data settings, without a word; and a dataset ``data.verify`` rejects ended
 training in an ``IndexError`` that did not mention the data. So every training job
-(``train/launch.py``, the same call for every framework) asks :func:`check_dataset`
+(``train/launch/launcher.py``, the same call for every framework) asks :func:`check_dataset`
 before it starts, and ``data/verify.py`` reports the same settings problems.
 
 What is checked, each failure naming the file:
@@ -14,7 +14,7 @@ What is checked, each failure naming the file:
   is the model's (``SAMPLE_VOCAB`` for generated ones), and each stage consumed exactly
   what the previous one recorded (hashes of ``raw.jsonl`` and ``clean.jsonl`` as written);
 * the ``.bin``/``.idx`` on disk are what ``data.encode`` wrote (sha256, through
-  ``utils/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
+  ``utils/files/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
   the one it encoded with;
 * ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes);
 * the dataset's token policy (``BOS_POLICY``, recorded by ``data.encode``: data/token_policy.py) is
@@ -34,10 +34,10 @@ from data import manifest as mf
 from data.common import DataError
 from data.encode import bin_idx, encode_manifest_path
 from data.token_policy import mismatch
-from utils.configure import Config
-from utils.dataset import clean_path, dataset_prefix, raw_path, tokenizer_dir
-from utils.hash_cache import cached_sha256
-from utils.hashing import sha256_dir
+from utils.config.load import Config
+from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
+from utils.files.hash_cache import cached_sha256
+from utils.files.hashing import sha256_dir
 
 REDO = "prepare the data again: ./shell/run_data.sh (./shell/data.sh natively)"
 # Manifest key fields that come straight from a config key.

@@ -12,7 +12,7 @@ so Llama 3.1's post-processor put ``<|begin_of_text|>`` first (one more token pe
 
 * ``megatron`` (default): the ids of ``tokenizer(text, add_special_tokens=False)`` + EOD,
   byte-identical to ``preprocess_data@847781764f`` (tests/conformance/test_conformance_preprocess_data.py,
-  tests/test_data_token_policy.py with the megatron-core wheel's tokenizer code);
+  tests/unit/data/test_data_token_policy.py with the megatron-core wheel's tokenizer code);
 * ``tokenizer``: ``tokenizer(text)`` (its own BOS/EOS post-processor) + EOD, as
   ``preprocess_data@core_v0.12.0`` wrote.
 

@@ -25,7 +25,7 @@ Checks, each failing with the file and the problem named:
 
 A passing run records ``<prefix>.verify.json`` with the hashes it checked (training
 refuses a pair without one, ``data/ready.py``); an unchanged pair is not re-checked, and
-hashes are cached by file identity (``utils/hash_cache.py``), so re-verification is fast.
+hashes are cached by file identity (``utils/files/hash_cache.py``), so re-verification is fast.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ from data.common import (
 )
 from data.encode import bin_idx, encode_manifest_path
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
-from utils.configure import Config
-from utils.dataset import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
-from utils.hash_cache import cached_sha256
-from utils.hashing import sha256_dir, sha256_file
+from utils.config.load import Config
+from utils.dataset.paths import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from utils.files.hash_cache import cached_sha256
+from utils.files.hashing import sha256_dir, sha256_file
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 9 + 8 + 1 + 8 + 8

@@ -21,7 +21,7 @@ from evaluate.fairness import RECIPE_KEYS
 from evaluate.references import ReferenceMatch, match_references
 from evaluate.results import LoadedResult, RunGroup
 from evaluate.stats import Estimate, estimate, pearson, ratio_estimate
-from utils.result_model import PerformanceMetrics, Result, Scalar
+from utils.result.model import PerformanceMetrics, Result, Scalar
 
 TOKENS_PER_TRILLION = 1e12
 

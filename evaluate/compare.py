@@ -6,7 +6,7 @@ foreign input (``evaluate/results.py``), skipping invalid or truncated files wit
 that names each and its first problem and a line that counts them, groups results by model
 and by (platform, framework), aggregates repeated runs (median and 95% interval), and writes
 the figure and the report next to the results (or to ``--output-dir``); every output path is
-resolved by ``utils/output_path.py`` and never leaves that folder.
+resolved by ``utils/files/output_path.py`` and never leaves that folder.
 
 Workloads that differ (any fairness key or fingerprint, see
 :mod:`evaluate.fairness`) are refused with the list of differences and exit status
@@ -34,12 +34,12 @@ from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
 from evaluate.settings_diff import settings_differences
-from utils.atomic import atomic_write_text
-from utils.configure import ConfigError, load_config
-from utils.generated import mark_output_dir
-from utils.json_input import one_line
-from utils.output_path import OutputPathError, output_file
-from utils.registry import platform_names
+from utils.config.load import ConfigError, load_config
+from utils.config.registry import platform_names
+from utils.files.atomic import atomic_write_text
+from utils.files.generated import mark_output_dir
+from utils.files.json_input import one_line
+from utils.files.output_path import OutputPathError, output_file
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
 EXIT_WRITE = EXIT_USAGE  # the outputs cannot be written: never the "unfair" code
@@ -95,7 +95,7 @@ class OutputError(Exception):
 
 
 def _written(output_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
-    """``write(output_dir / name)``: the path resolved by ``utils/output_path.py`` (never outside ``output_dir``),
+    """``write(output_dir / name)``: the path resolved by ``utils/files/output_path.py`` (never outside ``output_dir``),
     any OSError turned into an :class:`OutputError` that names the file."""
     try:
         target = output_file(output_dir, name)

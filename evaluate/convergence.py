@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from evaluate.analysis import GroupSummary, same_tokens
 from evaluate.stats import pearson
-from utils.result_model import Result
+from utils.result.model import Result
 
 DEFAULT_BAND = 0.05
 MIN_CORRELATION = 0.95

@@ -33,10 +33,10 @@ from evaluate.tables import console_table
 from train.logs.analyse import AnalysisOptions, analyse_files, analyse_run
 from train.logs.discover import discover
 from train.logs.scan import LOG_FRAMEWORKS, LogInputError
-from utils.configure import ConfigError, load_config
-from utils.registry import FRAMEWORKS, PLATFORMS, model_names
-from utils.result import ResultError, result_path, write_result
-from utils.result_model import Result
+from utils.config.load import ConfigError, load_config
+from utils.config.registry import FRAMEWORKS, PLATFORMS, model_names
+from utils.result.file import ResultError, result_path, write_result
+from utils.result.model import Result
 
 LOG_PLATFORMS = tuple(p for p in PLATFORMS if any(p in FRAMEWORKS[key].platforms for key in LOG_FRAMEWORKS))
 BIG_FILE_BYTES = 64 * 1024 * 1024

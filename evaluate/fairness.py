@@ -45,8 +45,8 @@ from typing import Any
 from evaluate.results import LoadedResult
 from evaluate.settings_diff import version_differences
 from train.profiles.recipe import WORKLOAD_NAMES
-from utils.result_model import HashedFiles, ModelShapeBlock, Result, Workload
-from utils.sample_digest import DIGEST_KEY  # in effective_settings.settings
+from utils.dataset.sample_digest import DIGEST_KEY  # in effective_settings.settings
+from utils.result.model import HashedFiles, ModelShapeBlock, Result, Workload
 
 UNKNOWN = "unknown"
 WORKLOAD_FIELDS = tuple(name for name in Workload.model_fields if name != "unknown")

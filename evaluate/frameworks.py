@@ -25,8 +25,8 @@ from matplotlib.figure import Figure
 from evaluate.analysis import GroupSummary
 from evaluate.plots import draw_curves, legend_label
 from evaluate.tables import console_table
-from utils.registry import FRAMEWORKS, MODELS, display_name, framework_color
-from utils.result_model import Result
+from utils.config.registry import FRAMEWORKS, MODELS, display_name, framework_color
+from utils.result.model import Result
 
 MODEL_LINES = {"llama": "-", "qwen": "--", "mistral": ":"}
 MODEL_HATCHES = {"llama": "", "qwen": "//", "mistral": ".."}

@@ -1,17 +1,17 @@
 """The GPU self-check's table: one row per framework of the platform, built from its results, and a verdict.
 
-``shell/gpu_check.sh`` runs the prescreen (``utils/prescreen.py``) and a short training job per
+``shell/gpu_check.sh`` runs the prescreen (``utils/machine/prescreen.py``) and a short training job per
 framework, then this module. It only reads: the results (through ``evaluate/results.py``), the
-figures their owners computed (``utils/metrics.py``'s performance and framework-reported blocks,
-``utils/power.py``'s energy), and the prescreen record. The one figure it forms itself is the MFU
-against the *measured* GEMM peak, through the same ``utils.models.mfu`` the results use.
+figures their owners computed (``utils/measure/metrics.py``'s performance and framework-reported blocks,
+``utils/measure/power.py``'s energy), and the prescreen record. The one figure it forms itself is the MFU
+against the *measured* GEMM peak, through the same ``utils.config.models.mfu`` the results use.
 
 Per framework: status; tokens/s; MFU against the datasheet and against the measured GEMM peak
 (both with full attention, as the results' ``mfu.full``); peak memory beside the pre-launch
 estimate; energy and tokens/kWh; the first two losses and their gap to the reference framework's
 (``tran`` when it ran, else the first that did), which must stay within :data:`LOSS_TOLERANCE`;
 tprimat's median step time against the framework's own printed figures (the results'
-``framework_reported`` block, gaps and 5% flag from ``utils/metrics.py``): its own step time
+``framework_reported`` block, gaps and 5% flag from ``utils/measure/metrics.py``): its own step time
 where tprimat times the steps in-process (NeMo's ``train_step_timing``), its own TFLOP/s where
 tprimat's step times are the ones the framework printed (Megatron and Primus iteration lines). A
 figure that is not there is ``None`` with the reason, listed under the table
@@ -36,20 +36,20 @@ from evaluate.fairness import TRANSFORMER_IMPL, check_fairness
 from evaluate.gpu_check_model import GpuCheck, Row, Verdict
 from evaluate.gpu_check_render import losses_text, render_console, render_markdown
 from evaluate.results import LoadedResult, find_result_files, load_results
-from train.jobs import frameworks_for
-from utils.atomic import atomic_write_text
-from utils.generated import GPU_CHECK_DIR
-from utils.models import get_shape, mfu
-from utils.prescreen import Prescreen
-from utils.registry import display_name, frameworks_on, model_names, platform_names
-from utils.result_model import Result
+from train.launch.jobs import frameworks_for
+from utils.config.models import get_shape, mfu
+from utils.config.registry import display_name, frameworks_on, model_names, platform_names
+from utils.files.atomic import atomic_write_text
+from utils.files.generated import GPU_CHECK_DIR
+from utils.machine.prescreen import Prescreen
+from utils.result.model import Result
 
 LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of the reference's
 FIRST_LOSSES = 2
 MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
 REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (DESIGN section 2)
 ESTIMATE_FIELD = "memory_estimate"  # the memory check's block (issue 22): the pre-launch estimate, peak_gb
-OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder (utils/generated.py)
+OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder (utils/files/generated.py)
 
 
 # ---------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None, say: Callable[[str], None] = print) -> i
     parser.add_argument("--results-dir", type=Path, required=True, help="the check's train_*.json results")
     parser.add_argument("--platform", required=True, choices=platform_names())
     parser.add_argument("--model", default="llama", choices=model_names())
-    parser.add_argument("--prescreen", type=Path, help="the prescreen record (python -m utils.prescreen)")
+    parser.add_argument("--prescreen", type=Path, help="the prescreen record (python -m utils.machine.prescreen)")
     parser.add_argument("--out-dir", type=Path, required=True, help=f"where {OUTPUT_STEM}.md and .json go")
     parser.add_argument("--frameworks", nargs="+", metavar="NAME", default=["all"],
                         help="the frameworks the check ran, as FRAMEWORK names them (all, or names; prim on nvd is "

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from utils.prescreen import Prescreen
+from utils.machine.prescreen import Prescreen
 
 Verdict = Literal["ready", "degraded", "broken"]
 
@@ -40,7 +40,7 @@ class Row(Record):
     step_time_s: float | None = None
     framework_step_time_s: float | None = None
     framework_tflops_per_gpu: float | None = None
-    framework_gap: float | None = None  # the largest of utils/metrics.py's gaps between ours and the framework's own
+    framework_gap: float | None = None  # largest gap, ours vs the framework's (utils/measure/metrics.py)
     framework_gap_metric: str | None = None
     framework_flagged: bool = False
     missing: dict[str, str] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from evaluate.gpu_check_model import GpuCheck, Row
 from evaluate.tables import console_table, markdown_table
-from utils.registry import display_name
+from utils.config.registry import display_name
 
 HEADERS = ("framework", "status", "tokens/s", "MFU datasheet", "MFU measured peak", "peak mem GB", "estimate GB",
            "energy kWh", "tokens/kWh", "losses 1, 2", "loss gap", "step s tprimat", "framework's own", "gap to ours")

@@ -6,7 +6,7 @@ step, average step time, peak memory and MFU under both FLOP conventions; a seve
 tokens per kWh, where any result measured energy.
 
 Read at a glance (issue 23): one colour per framework (the registry's fixed palette,
-``utils/registry.py``), one line style, marker and hatch per platform, legends that read
+``utils/config/registry.py``), one line style, marker and hatch per platform, legends that read
 ``nvd · mega``. Warm-up steps are drawn and shaded but never set a curve's axis: the
 axis fits the measured steps (a first step of 11.7 s no longer flattens 2 s steps),
 and a warm-up value off the scale is written in the shaded band. The loss panel shows
@@ -33,9 +33,9 @@ from matplotlib.figure import Figure
 from evaluate.analysis import GroupSummary, LossParity
 from evaluate.convergence import DEFAULT_BAND, TAIL_FRACTION
 from evaluate.stats import Estimate
-from utils.atomic import atomic_path
-from utils.registry import display_name, framework_color
-from utils.result_model import Result
+from utils.config.registry import display_name, framework_color
+from utils.files.atomic import atomic_path
+from utils.result.model import Result
 
 PLATFORM_LINES = {"nvd": "-", "amd": "--", "cpu": ":"}
 PLATFORM_MARKERS = {"nvd": "o", "amd": "s", "cpu": "^"}

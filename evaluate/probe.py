@@ -2,7 +2,7 @@
 
 Run it on a node before (or instead of) a benchmark to record what the machine is:
 ``python -m evaluate.probe [--output FILE]``. It reuses the same collectors the
-results use (``utils.hardware.collect_gpu_info``, ``utils.environment.capture_environment``)
+results use (``utils.machine.hardware.collect_gpu_info``, ``utils.machine.environment.capture_environment``)
 so a probe and a result describe a machine in the same words. Anything that cannot
 be read here is ``null`` with a reason; nothing is guessed. Secrets are never
 captured (the environment capture drops credential-like names).
@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from utils.atomic import atomic_write_text
-from utils.environment import capture_environment
-from utils.fingerprint import code_revision
-from utils.hardware import collect_gpu_info, cpu_name, detect_platform
-from utils.result import now_iso
+from utils.dataset.fingerprint import code_revision
+from utils.files.atomic import atomic_write_text
+from utils.machine.environment import capture_environment
+from utils.machine.hardware import collect_gpu_info, cpu_name, detect_platform
+from utils.result.file import now_iso
 
 NVIDIA_QUERY = ("index,name,uuid,memory.total,driver_version,power.limit,clocks.max.sm,pci.bus_id,"
                 "temperature.gpu,utilization.gpu")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from utils.result_model import Result
+from utils.result.model import Result
 
 REFERENCES_PATH = Path(__file__).with_name("references.json")
 REQUIRED_FIELDS = ("id", "name", "kind", "tokens_per_second_per_gpu", "model", "model_size", "precision",

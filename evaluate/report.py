@@ -30,7 +30,7 @@ from evaluate.fairness import FairnessReport
 from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
 from evaluate.tables import console_table, markdown_table
-from utils.registry import FRAMEWORKS, display_name
+from utils.config.registry import FRAMEWORKS, display_name
 
 # Frameworks whose identifying code is a Megatron (registry version_fields): their megatron-core is shown.
 CORE_FRAMEWORKS = tuple(name for name, fw in FRAMEWORKS.items()

@@ -1,7 +1,7 @@
 """Loading a results directory: every ``train_*.json``, validated, grouped into repeated runs.
 
-Each file becomes a typed :class:`utils.result_model.Result` through
-:func:`utils.result.read_result`: a result is foreign input (a colleague's ``output.zip``), so it is
+Each file becomes a typed :class:`utils.result.model.Result` through
+:func:`utils.result.file.read_result`: a result is foreign input (a colleague's ``output.zip``), so it is
 read under size and depth limits, validated strictly (no ``"8456"`` read as a number, registry names
 only, bounded figures, no NaN or negative figures; version-1 files migrated), and a file that fails is
 one line naming it and its first problem. A file that cannot be used is named with the reason and left out,
@@ -21,10 +21,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils.json_input import one_line
-from utils.registry import PLATFORMS
-from utils.result import STATUSES, ResultError, read_result
-from utils.result_model import Result
+from utils.config.registry import PLATFORMS
+from utils.files.json_input import one_line
+from utils.result.file import STATUSES, ResultError, read_result
+from utils.result.model import Result
 
 RESULT_GLOB = "train_*.json"
 RUN_SUFFIX = re.compile(r"_r(\d+)$")

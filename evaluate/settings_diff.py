@@ -3,7 +3,7 @@
 Two kinds of difference a reader must see before believing a ratio:
 
 * effective settings: what each framework resolved with its own code before the run
-  (``effective_settings.settings``, train/preflight.py). Only the keys whose values
+  (``effective_settings.settings``, train/launch/preflight.py). Only the keys whose values
   differ between the compared results are listed, so the table shows exactly where two
   stacks did not run the same thing (attention backend, fusions, data-loader workers ...);
 * framework versions: two results of the same framework that ran different code
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evaluate.results import LoadedResult
-from utils.registry import FRAMEWORKS
-from utils.result_model import FrameworkVersions, Scalar
+from utils.config.registry import FRAMEWORKS
+from utils.result.model import FrameworkVersions, Scalar
 
 ABSENT = "-"
 

@@ -11,7 +11,7 @@ Ratios (AMD / NVIDIA) take the ratio of medians, and their interval comes from a
 Welch t-interval on the log of the ratio (delta method), so an interval on a ratio
 is never narrower than the noise of either side allows.
 
-Per-step statistics of a single run come from :func:`utils.monitor.summarize`.
+Per-step statistics of a single run come from :func:`utils.measure.monitor.summarize`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Checks, per result (errors fail the validation, warnings are shown):
 
-* schema (``utils.result.read_result``, the typed model, read as foreign input): a
+* schema (``utils.result.file.read_result``, the typed model, read as foreign input): a
   non-finite, negative or out-of-bound figure, a number written as a string, a platform,
   framework or model the registry does not know, a file too large or nested too deep, a
   missing block or a misspelt key makes the file INVALID, reported with its path and the
@@ -47,9 +47,9 @@ from evaluate.fairness import FairnessReport, check_fairness, recipe_problems
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
 from train.settings.expected import contradictions
-from utils.configure import ConfigError, load_config
-from utils.json_input import one_line
-from utils.result_model import PerformanceMetrics, Result
+from utils.config.load import ConfigError, load_config
+from utils.files.json_input import one_line
+from utils.result.model import PerformanceMetrics, Result
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build tprimat:<platform> from <platform>.Dockerfile for the detected (or PLATFORM=) platform.
 # cpu builds nothing: the local virtualenv is its environment. The build context is code only, made by
-# python -m utils.build_context in a temporary folder: .dockerignore applied, and the configured
+# python -m utils.files.build_context in a temporary folder: .dockerignore applied, and the configured
 # DATA_DIR, OUTPUT_DIR and HF_HOME left out wherever they lie in the repository, so no data, result or
 # secret enters an image layer.
 set -uo pipefail
@@ -10,11 +10,11 @@ usage() {
     cat <<'USAGE'
 Usage: shell/build.sh [docker build options...]
 Builds tprimat:amd from amd.Dockerfile or tprimat:nvd from nvd.Dockerfile for the platform:
-PLATFORM from the environment, else from config.env, else detected (python -m utils.hardware
+PLATFORM from the environment, else from config.env, else detected (python -m utils.machine.hardware
 --platform). Extra arguments go to `docker build`, e.g. --no-cache or --pull.
 The image gets code only: the context is a temporary copy of the repository without what .dockerignore
 excludes (secrets.env, output/, data_cache/, .git, .venv ...) and without the configured DATA_DIR,
-OUTPUT_DIR and HF_HOME (python -m utils.build_context). Megatron-LM for `mega` is cloned into the image at
+OUTPUT_DIR and HF_HOME (python -m utils.files.build_context). Megatron-LM for `mega` is cloned into the image at
 MEGATRON_REF (config.env; the same commit in both images, docs/CONFORMANCE.md).
 USAGE
 }
@@ -46,7 +46,7 @@ fi
 image="$(tprimat_image "$platform")"
 context="$(mktemp -d "${TMPDIR:-/tmp}/tprimat-build-context.XXXXXX")" || exit 2
 trap 'rm -rf "$context"' EXIT
-tprimat_python_module utils.build_context "$context" || exit $?
+tprimat_python_module utils.files.build_context "$context" || exit $?
 megatron_ref="$(tprimat_config_get MEGATRON_REF)" || exit 2
 echo "build.sh: building $image from $platform.Dockerfile (Megatron-LM for mega at MEGATRON_REF=$megatron_ref)"
 docker build -f "$context/$platform.Dockerfile" -t "$image" --build-arg "MEGATRON_REF=$megatron_ref" "$@" "$context"

@@ -2,7 +2,7 @@
 # Prepare the training data natively: fetch -> clean -> encode -> verify (data/*.py), in order,
 # stopping at the first failing stage. Settings come from config.env (DATASET, MODELS, DATA_DIR...),
 # overridable from the environment, e.g. `DATASET=sample ./shell/data.sh`.
-# One writer per DATA_DIR: the script holds DATA_DIR's lock (utils/locks.py) for all four stages, so a
+# One writer per DATA_DIR: the script holds DATA_DIR's lock (utils/files/locks.py) for all four stages, so a
 # second preparation of the same directory fails at once naming this one. SIGINT/SIGTERM reach the
 # running stage's whole process tree (shell/jobctl.sh); it removes its partial output, no later stage
 # starts, and data.sh exits with 128 + the signal's number.
@@ -38,12 +38,12 @@ tprimat_trap_signals
 cd "$TPRIMAT_ROOT" || exit 2
 
 # The config is checked once, before anything runs (a bad value is one line, not four).
-lock_file="$(tprimat_python_module utils.locks path data)" || exit $?
+lock_file="$(tprimat_python_module utils.files.locks path data)" || exit $?
 # The lock belongs to the open file on descriptor 9, which this shell keeps (and the stages inherit).
 exec 9<>"$lock_file" || { echo "data.sh: cannot open the lock file $lock_file" >&2; exit 1; }
-tprimat_python_module utils.locks acquire data --fd 9 --holder-pid "$$" --command "shell/data.sh $*" || exit 1
+tprimat_python_module utils.files.locks acquire data --fd 9 --holder-pid "$$" --command "shell/data.sh $*" || exit 1
 export TPRIMAT_LOCK_FDS=9
-trap 'tprimat_python_module utils.locks release --fd 9' EXIT
+trap 'tprimat_python_module utils.files.locks release --fd 9' EXIT
 
 for stage in fetch clean encode verify; do
     echo "== data.$stage =="

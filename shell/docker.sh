@@ -18,7 +18,7 @@ source "$TPRIMAT_ROOT/shell/jobctl.sh"
 TPRIMAT_CONTAINER=""
 
 TPRIMAT_CONTAINER_ROOT=/workspace/code          # the image's WORKDIR; the repo is mounted here
-TPRIMAT_CONTAINER_DATA=/data/tprimat            # utils/configure.py's DATA_DIR inside containers
+TPRIMAT_CONTAINER_DATA=/data/tprimat            # utils/config/load.py's DATA_DIR inside containers
 TPRIMAT_CONTAINER_HF=/root/.cache/huggingface   # HF_HOME inside containers
 TPRIMAT_CONTAINER_OUTPUT=/output/tprimat        # used only when OUTPUT_DIR lies outside the repo
 
@@ -31,12 +31,12 @@ TPRIMAT_FORWARD_NAMES=(OMP_NUM_THREADS)
 # Write the --env-file for `docker run` into a fresh mode-0600 temp file named by
 # TPRIMAT_DOCKER_ENV_FILE: the effective config (config.env + environment, validated, GBS left
 # derived) and HF_TOKEN from the one secrets loader (environment, else secrets.env), rendered by
-# utils/configure.py as plain KEY=value lines. docker keeps quotes, `export` and comments of an
+# utils/config/load.py as plain KEY=value lines. docker keeps quotes, `export` and comments of an
 # env file literally, so neither config.env nor secrets.env is ever handed to docker as is.
 # The caller removes the file (trap) once docker has read it.
 tprimat_write_env_file() {
     TPRIMAT_DOCKER_ENV_FILE="$(mktemp "${TMPDIR:-/tmp}/tprimat-docker.env.XXXXXX")" || return 2
-    tprimat_python_module utils.configure --docker-env-file "$TPRIMAT_DOCKER_ENV_FILE" || return 2
+    tprimat_python_module utils.config.load --docker-env-file "$TPRIMAT_DOCKER_ENV_FILE" || return 2
 }
 
 tprimat_image() {
@@ -175,10 +175,10 @@ tprimat_run_usage() {
 Usage: shell/$1
 Runs $2 in tprimat:<platform> (see docs/DOCKER.md); on cpu, or when no Docker engine answers, natively.
 The platform is PLATFORM from the environment, else from config.env, else detected
-(python -m utils.hardware --platform; amd: /dev/kfd plus amd-smi or rocm-smi, or a ROCm torch;
+(python -m utils.machine.hardware --platform; amd: /dev/kfd plus amd-smi or rocm-smi, or a ROCm torch;
 nvd: a working nvidia-smi, or a CUDA torch that sees a GPU; else cpu).
 The container gets the platform's devices, --ipc=host, the repository, DATA_DIR and the Hugging Face
-cache mounted, and one env file written by python -m utils.configure --docker-env-file: every
+cache mounted, and one env file written by python -m utils.config.load --docker-env-file: every
 effective config key (config.env + environment overrides, validated; GBS left derived) and HF_TOKEN
 (environment, else secrets.env). Neither config.env nor secrets.env is handed to docker as is.
 USAGE

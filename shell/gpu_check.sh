@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU self-check, the first thing to run on a new GPU node: a prescreen of GPU 0 against its datasheet
-# (python -m utils.prescreen), a 30-step job of every framework of the platform on the 8-layer proxy of
+# (python -m utils.machine.prescreen), a 30-step job of every framework of the platform on the 8-layer proxy of
 # Llama 3.1 8B through tprimat's own launcher (shell/train.sh), and one table with a verdict
 # (python -m evaluate.gpu_check). In the tprimat:<platform> image when Docker answers (shell/docker.sh),
 # natively with --native. Exit: 0 ready, 1 degraded or broken, 2 no GPU / bad input.
@@ -10,8 +10,8 @@ usage() {
     printf '%s\n' \
         "Usage: shell/gpu_check.sh [--native] [--help]" \
         "The five-minute GPU self-check of a new node, for the detected platform (or PLATFORM=nvd|amd):" \
-        "  1. prescreen of GPU 0 (~30 s, python -m utils.prescreen): bf16 GEMM sweep and memory copy against the" \
-        "     datasheet (utils/hardware.py); model, driver, runtime, memory, power limit, clocks, ECC." \
+        "  1. prescreen of GPU 0 (~30 s, python -m utils.machine.prescreen): bf16 GEMM sweep and memory copy against the" \
+        "     datasheet (utils/machine/hardware.py); model, driver, runtime, memory, power limit, clocks, ECC." \
         "     Under 80% of the datasheet GEMM peak: a warning line. No GPU: one line, exit 2." \
         "  2. every framework of the platform (FRAMEWORK, default all) for 30 steps on one GPU: Llama 3.1 8B's" \
         "     full width with 8 of its 32 layers (MODEL_LAYERS=8), SL 2048, MBS 2, GA 4, the configured DATASET" \
@@ -58,7 +58,7 @@ output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
 check_dir="$output_dir/gpu_check/$(date -u +%Y%m%dT%H%M%SZ)"  # the prescreen creates it once a GPU answers
 
 echo "gpu_check.sh: [1/3] prescreen of GPU 0 (platform $platform)"
-tprimat_run "$TPRIMAT_PYTHON" -m utils.prescreen --platform "$platform" --out "$check_dir/prescreen.json"
+tprimat_run "$TPRIMAT_PYTHON" -m utils.machine.prescreen --platform "$platform" --out "$check_dir/prescreen.json"
 code=$?
 [[ $code -eq 0 ]] || exit "$code"
 [[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sourced by every tprimat shell script: finds the repository and the Python interpreter, and asks
 # Python for everything else. The shell never parses config.env or secrets.env and never detects
-# the platform itself: utils/hardware.py and utils/configure.py are the only places that do.
+# the platform itself: utils/machine/hardware.py and utils/config/load.py are the only places that do.
 #   tprimat_resolve_platform   PLATFORM from the environment, then config.env, then detection
-#                              (python -m utils.hardware --platform; exit 2 and the valid values on a bad one)
-#   tprimat_config_get KEY     one validated config value (python -m utils.configure --get KEY)
+#                              (python -m utils.machine.hardware --platform; exit 2 and the valid values on a bad one)
+#   tprimat_config_get KEY     one validated config value (python -m utils.config.load --get KEY)
 # TPRIMAT_DEV_DIR (default /dev) and fake amd-smi/nvidia-smi on PATH let tests fake devices.
 # shellcheck shell=bash
 
@@ -34,9 +34,9 @@ tprimat_python_module() {
 }
 
 tprimat_resolve_platform() {
-    tprimat_python_module utils.hardware --platform
+    tprimat_python_module utils.machine.hardware --platform
 }
 
 tprimat_config_get() {
-    tprimat_python_module utils.configure --get "$1"
+    tprimat_python_module utils.config.load --get "$1"
 }

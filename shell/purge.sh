@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Remove what tprimat generated, and nothing else: results, logs, generated configs, traces, the
 # comparison, locks and temporary files in OUTPUT_DIR, output.zip and caches in the repository; with
-# --with-data also the data stages' files in DATA_DIR. Python decides what that is (utils/purge.py,
+# --with-data also the data stages' files in DATA_DIR. Python decides what that is (utils/files/purge.py,
 # by the names tprimat's writers give their files, under roots it refuses when they cannot be an
 # output or data folder: /, home, the repository, .git, a virtualenv, the project's own folders).
 set -uo pipefail
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 cd "$TPRIMAT_ROOT" || exit 2
-exec "$TPRIMAT_PYTHON" -m utils.purge "$@"
+exec "$TPRIMAT_PYTHON" -m utils.files.purge "$@"

@@ -16,6 +16,6 @@ for arg in "$@"; do  # shell/train.sh's options: an unknown one is refused befor
 done
 case " $* " in
     *" -h "*|*" --help "*|*" --dry-run "*) ;;
-    *) tprimat_python_module utils.disk check-output || exit $? ;;
+    *) tprimat_python_module utils.files.disk check-output || exit $? ;;
 esac
 tprimat_run_step train "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: set up .venv when needed, lint, then run the whole offline suite.
-# The shell and Dockerfile linters run inside pytest (tests/test_lint_shell.py). Extra arguments go to pytest.
+# The shell and Dockerfile linters run inside pytest (tests/house/test_lint_shell.py). Extra arguments go to pytest.
 # Hermetic: every build and cache folder the suite writes is this checkout's own .cache/ (the table is
-# tests/helpers_hermetic.py; tests/test_hermetic.py holds this list equal to it), so two clones on one
+# tests/helpers/hermetic.py; tests/house/test_hermetic.py holds this list equal to it), so two clones on one
 # machine never share a half-built DeepSpeed op (issue 20) and a second run here reuses the first's build.
 set -euo pipefail
 
@@ -14,7 +14,7 @@ build and cache folder (TORCH_EXTENSIONS_DIR, HF_HOME, MPLCONFIGDIR, XDG_CACHE_H
 this checkout's .cache/. pytest runs on both cores (pytest-xdist `-n 2 --dist loadfile`: a test
 file stays on one worker, so its module fixtures are built once); `-n 0` runs it in one process.
   --env   print those cache variables as NAME=value lines and exit (runs nothing)
-Examples: shell/test.sh -x -q        shell/test.sh tests/test_configure.py -k gbs
+Examples: shell/test.sh -x -q        shell/test.sh tests/unit/config/test_configure.py -k gbs
 USAGE
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Run every selected training job (FRAMEWORK x MODELS x RUNS, chosen by train/jobs.py), keep going
+# Run every selected training job (FRAMEWORK x MODELS x RUNS, chosen by train/launch/jobs.py), keep going
 # past a failed job, compare the results, then print a table of each job's exit code and status.
 # OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
 # SIGINT/SIGTERM reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
 # incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
-# Each job is a run with an id (utils/run_owner.py): before its launcher starts, train.sh writes the job's
+# Each job is a run with an id (utils/files/run_owner.py): before its launcher starts, train.sh writes the job's
 # incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
 # stopped, the run is closed (a late write of it is dropped), and the next job waits for MASTER_PORT.
 # Exit status: 0 when every job exited 0 with an ok result, 1 otherwise, 2 on a config error.
@@ -17,11 +17,11 @@ Runs train/train_<platform>_<framework>_<model>.sh for FRAMEWORK x MODELS, RUNS 
 (config.env, overridable from the environment: FRAMEWORK="tran mega" ./shell/train.sh).
 FRAMEWORK is all, one framework or several in run order; prim on nvd runs nemo and nemo on amd
 runs prim, and the mapping is printed. The jobs and the valid names come from
-python -m train.jobs (see its --help); the platform from python -m utils.hardware --platform.
+python -m train.launch.jobs (see its --help); the platform from python -m utils.machine.hardware --platform.
   --dry-run   pass --dry-run to every launcher (prints each launch plan, trains nothing, reads no result)
-Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.disk check-output),
-the settings must run on the platform (python -m utils.configure --before-launch), MASTER_ADDR must
-resolve and MASTER_PORT be free (python -m utils.rendezvous, waiting up to 30 s between jobs).
+Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.files.disk check-output),
+the settings must run on the platform (python -m utils.config.load --before-launch), MASTER_ADDR must
+resolve and MASTER_PORT be free (python -m utils.machine.rendezvous, waiting up to 30 s between jobs).
 SIGINT/SIGTERM stop the running job (recorded incomplete) and start no other; exit 128 + signal.
 USAGE
 }
@@ -47,7 +47,7 @@ export PLATFORM="$platform"
 output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
 node_rank="$(tprimat_config_get NODE_RANK)" || exit 2
 nnodes="$(tprimat_config_get NNODES)" || exit 2
-jobs_text="$("$TPRIMAT_PYTHON" -m train.jobs --platform "$platform")" || exit 2
+jobs_text="$("$TPRIMAT_PYTHON" -m train.launch.jobs --platform "$platform")" || exit 2
 mapfile -t jobs <<<"$jobs_text"
 if [[ ${#jobs[@]} -eq 0 || -z "${jobs[0]}" ]]; then
     echo "train.sh: no jobs selected for platform $platform" >&2
@@ -59,9 +59,9 @@ dry_run=0
 if [[ $dry_run -eq 0 ]]; then
     # One line and no job at all when results cannot be written (not a directory, read-only, full), when a
     # setting cannot run on this platform, or when the rendezvous address does not resolve.
-    tprimat_python_module utils.disk check-output || exit $?
-    tprimat_python_module utils.configure --before-launch "$platform" || exit $?
-    tprimat_python_module utils.rendezvous || exit $?
+    tprimat_python_module utils.files.disk check-output || exit $?
+    tprimat_python_module utils.config.load --before-launch "$platform" || exit $?
+    tprimat_python_module utils.machine.rendezvous || exit $?
 fi
 codes_file="$(mktemp "${TMPDIR:-/tmp}/tprimat-train-codes.XXXXXX")"
 trap 'rm -f "$codes_file"' EXIT
@@ -90,7 +90,7 @@ for line in "${jobs[@]}"; do
         [[ "$run_index" == "-" ]] || owner_args+=(--run-index "$run_index")
         # The previous job's processes are gone (run_owner end); give its port a bounded time to be freed.
         [[ $number -eq 1 ]] || owner_args+=(--wait-port 30)
-        tprimat_python_module utils.run_owner start --result "$result" --run-id "$run_id" "${owner_args[@]}"
+        tprimat_python_module utils.files.run_owner start --result "$result" --run-id "$run_id" "${owner_args[@]}"
     fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then
         # Stopped before the first job started: its result says so (the others are listed as not started).
@@ -100,7 +100,7 @@ for line in "${jobs[@]}"; do
         code=$?
     fi
     if [[ -n "$run_id" ]]; then
-        tprimat_python_module utils.run_owner end --result "$result" --run-id "$run_id" \
+        tprimat_python_module utils.files.run_owner end --result "$result" --run-id "$run_id" \
             ${TPRIMAT_SIGNAL:+--signal "$TPRIMAT_SIGNAL"}
     fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then
@@ -141,7 +141,7 @@ if [[ "$node_rank" != "0" ]]; then
     [[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"
     exit "$failed"
 fi
-"$TPRIMAT_PYTHON" -m train.jobs --platform "$platform" --summary "$codes_file"
+"$TPRIMAT_PYTHON" -m train.launch.jobs --platform "$platform" --summary "$codes_file"
 summary_rc=$?
 [[ $summary_rc -le 1 ]] || echo "train.sh: could not print the summary (exit $summary_rc)" >&2
 [[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_hermetic import cache_environ
+from tests.helpers.hermetic import cache_environ
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
 # Before any test module imports torch, matplotlib or huggingface_hub (some read these at import):

@@ -1,2 +1,2 @@
 #!/usr/bin/env bash
-exec "$(dirname "${BASH_SOURCE[0]}")/launch.sh" cpu deep llama "$@"
+exec "$(dirname "${BASH_SOURCE[0]}")/launch/launch.sh" cpu deep llama "$@"

@@ -2,7 +2,7 @@
 
 Beside the CI suite, not in it: they run only where the variables point at real installs
 (docs/CONFORMANCE.md has the recipe and the versions that passed) and are skipped with the
-reason otherwise. Each test runs :func:`train.preflight.preflight`, the very path a launch
+reason otherwise. Each test runs :func:`train.launch.preflight.preflight`, the very path a launch
 takes, so a pass means the framework accepted the configuration and resolved every setting
 of the fairness table to the required value.
 
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_megatron import make_config, make_context
-from tests.helpers_nemo import make_dataset_stub, make_tokenizer
-from train.context import load_plugin
-from train.framework_versions import tree_commit
-from utils.configure import Config
-from utils.registry import model_names
+from tests.helpers.megatron import make_config, make_context
+from tests.helpers.nemo import make_dataset_stub, make_tokenizer
+from train.launch.context import load_plugin
+from train.rules.versions import tree_commit
+from utils.config.load import Config
+from utils.config.registry import model_names
 
 # bf16 and FP8, TP 1/2, CP 1/2 on 8 GPUs; GA keeps GBS at 64.
 VARIANTS = {

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
-from train import preflight as pf
-from utils.registry import model_names
+from train.launch import preflight as pf
+from utils.config.registry import model_names
 
 pytestmark = [needs("TPRIMAT_NEMO_PYTHON"), pytest.mark.slow]
 

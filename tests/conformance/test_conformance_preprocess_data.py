@@ -2,7 +2,7 @@
 
 Run only where the variables point at Megatron-LM trees (docs/CONFORMANCE.md), skipped with the
 reason otherwise; the default suite checks the same with Megatron's tokenizer code from the
-megatron-core wheel (tests/test_data_token_policy.py):
+megatron-core wheel (tests/unit/data/test_data_token_policy.py):
 
 * ``TPRIMAT_MEGATRON_LM``: the ``MEGATRON_REF`` tree (847781764f): ``BOS_POLICY=megatron``;
 * ``TPRIMAT_MEGATRON_LM_LEGACY``: a core_v0.12.0 tree: ``BOS_POLICY=tokenizer`` (the pinned ref's
@@ -27,7 +27,7 @@ import pytest
 from bench.encode_bench import megatron_env, preprocess_data_argv, tree_commit
 from data import encode
 from data.sample_corpus import SampleSpec, generate_documents
-from tests.helpers_tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
+from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ AWKWARD = ["", "   ", "\n\n", "\t", "Special <|end_of_text|> and <|endoftext|> a
            "it's I'M we'll 1234567 3.14", "trailing spaces   ", " leading space"]
 
 
-# The three releases' formats (tests/helpers_tokenizers.py) and Llama 3's full 128,256-token vocabulary.
+# The three releases' formats (tests/helpers/tokenizers.py) and Llama 3's full 128,256-token vocabulary.
 TOKENIZERS = (*REAL_FORMAT_MODELS, "llama3-full")
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
-from train import preflight as pf
+from train.launch import preflight as pf
 from train.settings.platform_env import PLATFORM_ENV
-from utils.registry import model_names
+from utils.config.registry import model_names
 
 pytestmark = [needs("TPRIMAT_PRIMUS"), pytest.mark.slow]
 

@@ -13,10 +13,10 @@ import os
 import pytest
 
 from tests.conformance.helpers_conformance import megatron_ref_of, needs, portable_tokenizer
-from tests.helpers_megatron import make_config
-from tests.helpers_nemo import make_dataset_stub
-from train import preflight as pf
-from train.context import job_context, load_plugin
+from tests.helpers.megatron import make_config
+from tests.helpers.nemo import make_dataset_stub
+from train.launch import preflight as pf
+from train.launch.context import job_context, load_plugin
 
 pytestmark = pytest.mark.slow
 JOBS = [pytest.param("nvd", "mega", marks=needs("TPRIMAT_MEGATRON_LM")),

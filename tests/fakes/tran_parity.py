@@ -1,4 +1,5 @@
-"""Run under torchrun by tests/test_tran_fsdp.py: the same tiny tran job under FSDP2 and under DDP, one after the
+"""Run under torchrun by tests/unit/train/frameworks/test_tran_fsdp.py: the same tiny tran job under FSDP2 and
+under DDP, one after the
 other in the same ranks, and (rank 0) the two loss curves and FSDP2's read-back settings as JSON.
 
 Usage: ``python -m torch.distributed.run --nproc-per-node 2 -m tests.fakes.tran_parity --model llama --out F``
@@ -15,7 +16,7 @@ import torch.distributed as dist
 
 from train.tran.step import Trainer
 from train.tran.worker import exit_worker, reduce_loss, setup_distributed
-from utils.configure import load_config
+from utils.config.load import load_config
 
 
 def main() -> int:

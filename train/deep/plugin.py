@@ -1,11 +1,11 @@
-"""``deep``'s plugin (:class:`train.contract.Plugin`): DeepSpeed with ZeRO over ``tran``'s model and data.
+"""``deep``'s plugin (:class:`train.launch.contract.Plugin`): DeepSpeed with ZeRO over ``tran``'s model and data.
 
 Runs on cpu, nvd and amd.
 
 What is shared with ``tran`` and why: the same Hugging Face model built from the shape
 table (:func:`train.tran.step.build_model`), the same AdamW hyperparameters and weight-decay
 groups (:func:`train.tran.step.build_optimizer`), the same LR at every step
-(:func:`train.schedule.lr_at`), the same samples in Megatron's order
+(:func:`train.rules.schedule.lr_at`), the same samples in Megatron's order
 (:func:`train.tran.step.model_inputs`), the same measured loop, result and power
 measurement (:func:`train.tran.worker.train`) and the same ``torchrun`` launch
 (multi-node included). What DeepSpeed owns: the data-parallel engine, ZeRO stage
@@ -33,12 +33,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from train.contract import LaunchPlan, Resolution, RunContext
-from train.job_result import collect_own_result
+from train.launch.contract import LaunchPlan, Resolution, RunContext
+from train.launch.job_result import collect_own_result
 from train.tran.plugin import reference_record, worker_plan
-from utils.configure import Config
-from utils.memory import Recipe, deep_recipe
-from utils.result_model import Result
+from utils.config.load import Config
+from utils.measure.memory import Recipe, deep_recipe
+from utils.result.model import Result
 
 FRAMEWORK = "deep"
 MODULE = "train.deep.worker"
@@ -108,7 +108,7 @@ def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """deep trains tran's model with tran's loop; DeepSpeed resolves its own config only inside
     ``deepspeed.initialize``, where train/deep/worker.py compares it with the config and stops on a
-    difference (train/launch.py merges the engine's values, its gradient reduction included, over
+    difference (train/launch/launcher.py merges the engine's values, its gradient reduction included, over
     this record in the result)."""
     record = reference_record(ctx)
     record["zero_stage"] = ctx.cfg.zero_stage

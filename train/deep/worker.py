@@ -18,11 +18,11 @@ from typing import Any
 import torch
 
 from train.deep.plugin import FRAMEWORK
-from train.schedule import lr_at
+from train.rules.schedule import lr_at
 from train.tran.step import Dist, build_model, build_optimizer, model_inputs
 from train.tran.worker import exit_worker, run_worker
-from utils.configure import Config
-from utils.result_model import EffectiveSettings
+from utils.config.load import Config
+from utils.result.model import EffectiveSettings
 
 # ---------------------------------------------------------------------------
 # the DeepSpeed trainer of one rank

@@ -6,7 +6,7 @@ How the workload is decided (``mode``):
   (``config.env`` + environment) and the log is checked against it strictly
   (:func:`train.logs.assemble.build_result`). A log is recognised as a tprimat launch by
   the header line ``tprimat launch: platform=... framework=... model=... config=<hash>``
-  that ``train/launch.py`` writes first into every job's log; the header also names the
+  that ``train/launch/launcher.py`` writes first into every job's log; the header also names the
   job, and its workload hash must still match the config. Logs written before launches
   had headers can be read this way with ``--from-config``.
 * ``log``: any other log, or ``--from-log``: the workload is what the log says
@@ -30,13 +30,13 @@ from train.logs.patterns import is_event_file
 from train.logs.scan import LogInputError, LogScan, merge_scans, not_a_text_log, scan_file
 from train.logs.workload import log_framework, log_gpu_info, log_platform, log_workload
 from train.profiles import ProfileError, apply_profile
-from utils.configure import Config, load_config
-from utils.dataset import dataset_prefix, tokenizer_dir
-from utils.fingerprint import fingerprint
-from utils.hardware import gpu_info_for_device
-from utils.models import workload_shape
-from utils.result import update_result
-from utils.result_model import Result
+from utils.config.load import Config, load_config
+from utils.config.models import workload_shape
+from utils.dataset.fingerprint import fingerprint
+from utils.dataset.paths import dataset_prefix, tokenizer_dir
+from utils.machine.hardware import gpu_info_for_device
+from utils.result.file import update_result
+from utils.result.model import Result
 
 MODES = ("auto", "log", "config")
 CAPTURED_BY = "log-analysis mode: variables and libraries are this machine's, not the training run's"

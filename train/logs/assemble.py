@@ -15,12 +15,12 @@ framework logged every k-th iteration, hold one entry per logged iteration
 re-warms. Missing entries inside are null, listed in a warning and left out of every
 statistic. Step times are the per-iteration (instantaneous) values, never the
 framework's running averages; throughput, FLOPs and MFU are then computed by
-``utils/metrics.py`` exactly as for every other framework. The framework's own
+``utils/measure/metrics.py`` exactly as for every other framework. The framework's own
 TFLOP/s and tokens/s are kept in ``performance_metrics.framework_reported`` and a gap
 above 5% is flagged. Energy comes from Megatron's ``--log-energy`` fields through
-``utils/power.py``. Failures are data: an exit code, out-of-memory, NCCL/RCCL errors,
+``utils/measure/power.py``. Failures are data: an exit code, out-of-memory, NCCL/RCCL errors,
 NaN loss or a log that stops early give ``status: failed|incomplete`` with the reason,
-finalised by ``utils/result.py`` ("k of n steps done" included).
+finalised by ``utils/result/file.py`` ("k of n steps done" included).
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from pathlib import Path
 
 from train.logs.scan import LogInputError, LogScan, scan_file
 from train.logs.workload import LogRun, workload_mismatches
-from utils.configure import Config, default_skip_steps
-from utils.failures import PROBLEM_PATTERNS, is_interrupted, shorten
-from utils.fingerprint import log_fingerprint
-from utils.hardware import collect_gpu_info
-from utils.hashing import sha256_file
-from utils.metrics import finite, framework_reported, memory_metrics, record_steps
-from utils.models import ModelShape, workload_shape
-from utils.power import log_power_metrics, null_power_metrics
-from utils.result import finalize_result, new_result, update_result
-from utils.result_model import (
+from utils.config.load import Config, default_skip_steps
+from utils.config.models import ModelShape, workload_shape
+from utils.dataset.fingerprint import log_fingerprint
+from utils.files.hashing import sha256_file
+from utils.machine.hardware import collect_gpu_info
+from utils.measure.metrics import finite, framework_reported, memory_metrics, record_steps
+from utils.measure.power import log_power_metrics, null_power_metrics
+from utils.result.failures import PROBLEM_PATTERNS, is_interrupted, shorten
+from utils.result.file import finalize_result, new_result, update_result
+from utils.result.model import (
     Environment,
     Fingerprint,
     FrameworkReported,
@@ -189,7 +189,7 @@ def log_power(scan: LogScan, measured_from: int, layout: StepLayout, world_size:
 def assess(scan: LogScan, cfg: Config | None, returncode: int | None) -> tuple[str, str | None, list[str]]:
     """(status, reason, warnings) from the exit code, the problems found and, with ``cfg``, the workload.
 
-    A log that simply stops early is ``ok`` here: :func:`utils.result.finalize_result`
+    A log that simply stops early is ``ok`` here: :func:`utils.result.file.finalize_result`
     turns fewer steps than TRAIN_ITERS into ``incomplete`` with the count.
     """
     warnings: list[str] = []

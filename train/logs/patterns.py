@@ -9,7 +9,7 @@ and ``tokens per GPU`` plus ``hip mem usage/free/total/usage_ratio``; Primus new
 X/Y``. Lines come wrapped in loguru prefixes, ANSI colours and torchrun
 ``[defaultN]:`` tags, which are ignored: fields are found by their labels anywhere
 in a line. Megatron's memory report lines (``memory (MB)`` and the GB variant) give
-allocator memory. Failure lines are classified by ``utils/failures.py``, not here.
+allocator memory. Failure lines are classified by ``utils/result/failures.py``, not here.
 
 Besides iteration lines, a log tells what ran: Megatron's ``using world size: ...``
 line (core_v0.12 prints ``...sizes: Nonetensor-model-parallel size`` with no

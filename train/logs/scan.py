@@ -5,7 +5,7 @@ A log is read line by line (a multi-gigabyte log never sits in memory). Only
 and each line decoded on its own (invalid UTF-8 becomes U+FFFD, never an error). A
 line longer than :data:`MAX_LINE_BYTES` is cut there (the rest is skipped unread into
 memory) and counted in ``warnings``. Problem lines (out of memory, NCCL/RCCL, NaN,
-other exceptions) are classified by ``utils/failures.py``, the one classifier every
+other exceptions) are classified by ``utils/result/failures.py``, the one classifier every
 producer uses.
 
 Besides the measurements, the scan keeps what a log tells about its run, for logs
@@ -45,8 +45,8 @@ from train.logs.patterns import (
     parse_memory,
     world_line,
 )
-from utils.failures import classify_line
-from utils.result_model import Problem
+from utils.result.failures import classify_line
+from utils.result.model import Problem
 
 TAIL_LINES = 10
 MAX_LINE_BYTES = 64 * 1024  # an iteration line is well under 1 KiB; a longer line is cut here
@@ -54,7 +54,7 @@ SNIFF_BYTES = 8192
 MAX_WARNINGS = 50  # per scan: a pathological log must not grow its warning list without bound
 
 
-# The frameworks whose output the scan recognises (its framework_hint), by utils/registry.py key.
+# The frameworks whose output the scan recognises (its framework_hint), by utils/config/registry.py key.
 LOG_FRAMEWORKS = ("mega", "prim", "nemo")
 
 

@@ -1,6 +1,6 @@
 """``mega``: Megatron-LM's own ``pretrain_gpt.py`` on AMD and NVIDIA, read back from its log.
 
-Plugin (:class:`train.contract.Plugin`): :func:`plan` builds the exact ``torchrun ...
+Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` builds the exact ``torchrun ...
 pretrain_gpt.py`` command from the typed config and the model shape table (flags
 from :mod:`train.megatron.args`, shared with Primus); :func:`collect` turns the
 log into the typed result with :mod:`train.megatron.collect` (shared with Primus);
@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from train.contract import LaunchPlan, Resolution, RunContext
-from train.framework_versions import MegatronRefError, check_megatron_tree
+from train.launch.contract import LaunchPlan, Resolution, RunContext
+from train.launch.torchrun import torchrun_argv
 from train.megatron.args import (
     VocabPadding,
     attention_backend,
@@ -35,14 +35,14 @@ from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
 from train.megatron.record import megatron_record
 from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON, MEGATRON_TREE, find_megatron, preflight_tree
 from train.profiles import IDENTICAL, AppliedProfile
+from train.rules.versions import MegatronRefError, check_megatron_tree
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
-from train.torchrun import torchrun_argv
-from utils.configure import Config
-from utils.dataset_tokenizer import framework_tokenizer
-from utils.memory import Recipe
-from utils.models import ModelShape
-from utils.result_model import Result
+from utils.config.load import Config
+from utils.config.models import ModelShape
+from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.measure.memory import Recipe
+from utils.result.model import Result
 
 SPLIT_ALL_TRAIN = "100,0,0"
 

@@ -46,9 +46,9 @@ from typing import Any
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION, implementation_settings
-from utils.configure import Config
-from utils.memory import Recipe, megatron_recipe
-from utils.models import ModelShape
+from utils.config.load import Config
+from utils.config.models import ModelShape
+from utils.measure.memory import Recipe, megatron_recipe
 
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
 
@@ -125,7 +125,7 @@ def tokenizer_size(cfg: Config, model: str, tokenizer_dir: Path | None) -> tuple
     """``len(tokenizer)`` and where it came from: the files when present, else the known real size."""
     if tokenizer_dir is not None and any((Path(tokenizer_dir) / n).is_file()
                                          for n in ("tokenizer.json", "tokenizer_config.json")):
-        from utils.dataset import load_tokenizer, vocab_size
+        from utils.dataset.paths import load_tokenizer, vocab_size
 
         return vocab_size(load_tokenizer(Path(tokenizer_dir))), f"counted from {tokenizer_dir}"
     if cfg.dataset == "sample":

@@ -5,14 +5,14 @@ Both are measured from the iteration lines the last rank prints (``train/logs/``
 
 from __future__ import annotations
 
-from train.contract import LaunchPlan, RunContext
+from train.launch.contract import LaunchPlan, RunContext
 from train.logs import build_result
 from train.megatron.inputs import model_inputs
-from utils.fingerprint import fingerprint
-from utils.hardware import collect_gpu_info
-from utils.models import workload_shape
-from utils.result import update_result
-from utils.result_model import Result
+from utils.config.models import workload_shape
+from utils.dataset.fingerprint import fingerprint
+from utils.machine.hardware import collect_gpu_info
+from utils.result.file import update_result
+from utils.result.model import Result
 
 
 def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from train.contract import RunContext
+from train.launch.contract import RunContext
 from train.megatron.args import VocabPadding, vocab_padding
-from utils.configure import Config
-from utils.dataset import dataset_prefix, missing_files, tokenizer_dir
-from utils.models import ModelShape, workload_shape
+from utils.config.load import Config
+from utils.config.models import ModelShape, workload_shape
+from utils.dataset.paths import dataset_prefix, missing_files, tokenizer_dir
 
 
 def index_cache_dir(cfg: Config) -> Path:

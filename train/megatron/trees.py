@@ -11,7 +11,7 @@ from pathlib import Path
 
 from train.megatron.args import ATTENTION_BACKEND
 from train.settings.runner import FrameworkUnavailable
-from utils.configure import Config
+from utils.config.load import Config
 
 # The preflight's variables (train/settings/runner.py): a Python that imports Megatron-LM (and Primus),
 # and the trees it judges, where they are not the images' (the conformance tests, a laptop).
@@ -23,7 +23,7 @@ PRIMUS_TREE = "TPRIMAT_PRIMUS"
 GPU_ARCH = {"nvd": 9, "amd": 9}
 
 DEFAULT_PRIMUS_PATH = Path("/workspace/Primus")  # rocm/primus images
-# MEGATRON_REF, cloned by both Dockerfiles at build time (train/framework_versions.py records it), so
+# MEGATRON_REF, cloned by both Dockerfiles at build time (train/rules/versions.py records it), so
 # mega runs the same Megatron-LM commit on AMD and NVIDIA; prim keeps Primus's own third_party copy.
 MEGATRON_INSTALL = Path("/opt/tprimat/megatron-lm")
 

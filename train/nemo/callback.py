@@ -3,9 +3,9 @@
 The measurement is a plain object, :class:`LightningMeasurement`, testable without
 Lightning; the Lightning ``Callback`` around it (:func:`benchmark_callback_class`,
 ``BenchmarkCallback``) is built on first use, so this module imports where
-lightning is not installed. Steps are timed by ``utils/monitor.py``'s event
-timer, summarised by ``utils/metrics.py``, energy measured by ``utils/power.py``,
-and the ending finalised by ``utils/result.py``: the same producers as every
+lightning is not installed. Steps are timed by ``utils/measure/monitor.py``'s event
+timer, summarised by ``utils/measure/metrics.py``, energy measured by ``utils/measure/power.py``,
+and the ending finalised by ``utils/result/file.py``: the same producers as every
 other framework.
 """
 
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.metrics import framework_reported, record_steps
-from utils.models import ModelShape
-from utils.monitor import StepMonitor, StepRecord
-from utils.power import MeasuredWindow, null_power_metrics
-from utils.result import finalize_result, write_result
-from utils.result_model import Result
-from utils.step_log import StepLog
+from utils.config.models import ModelShape
+from utils.measure.metrics import framework_reported, record_steps
+from utils.measure.monitor import StepMonitor, StepRecord
+from utils.measure.power import MeasuredWindow, null_power_metrics
+from utils.result.file import finalize_result, write_result
+from utils.result.model import Result
+from utils.result.step_log import StepLog
 
 LOSS_KEYS = ("reduced_train_loss", "train_loss", "loss")
 # Exceptions that mean "stopped from outside", not "failed": Ctrl+C, tprimat's signal handler, Lightning's SIGTERM.
@@ -52,7 +52,7 @@ class LightningMeasurement:
     framework_times: list[float | None] = field(default_factory=list)
     stop_reason: str | None = None
     finished: bool = False
-    # Rank 0's per-step record, written as steps end so a killed run keeps them (utils/step_log.py).
+    # Rank 0's per-step record, written as steps end so a killed run keeps them (utils/result/step_log.py).
     step_log: StepLog | None = None
 
     # -- per step ------------------------------------------------------------
@@ -97,7 +97,7 @@ class LightningMeasurement:
         steps = len(self.monitor.records)
         metrics = (self.power.metrics(steps) if self.power is not None
                    else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
-        start, end = self.monitor.window_unix  # the window the launcher's energy is taken over (train/energy.py)
+        start, end = self.monitor.window_unix  # the window the launcher's energy is taken over (train/launch/energy.py)
         self.result.power_metrics = metrics.model_copy(update={"window_start_unix": start, "window_end_unix": end})
 
     def finish(self, status: str, error: str | None) -> None:

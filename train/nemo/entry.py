@@ -30,9 +30,9 @@ from typing import Any
 from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
-from utils.configure import ConfigError, load_config
-from utils.models import workload_shape
-from utils.registry import model_names
+from utils.config.load import ConfigError, load_config
+from utils.config.models import workload_shape
+from utils.config.registry import model_names
 
 # NeMo's TimingCallback logs this per step without synchronizing the device; recorded beside ours.
 NEMO_STEP_TIME_KEY = "train_step_timing in s"
@@ -108,7 +108,7 @@ def seed_callback(seed: int) -> Any:
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
-    from utils.result import Interrupted
+    from utils.result.file import Interrupted
 
     raise Interrupted(signum)
 
@@ -116,13 +116,13 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 def train(args: argparse.Namespace) -> int:
     """Build the recipe with the overrides, attach the callback, train; 0 when the result says ok."""
     from train.nemo.callback import LightningMeasurement, benchmark_callback_class
-    from utils.dataset import dataset_prefix, tokenizer_dir
-    from utils.fingerprint import fingerprint
-    from utils.hardware import collect_gpu_info
-    from utils.power import MeasuredWindow
-    from utils.result import new_result, update_result
-    from utils.result_model import Source
-    from utils.step_log import StepLog, step_log_path
+    from utils.dataset.fingerprint import fingerprint
+    from utils.dataset.paths import dataset_prefix, tokenizer_dir
+    from utils.machine.hardware import collect_gpu_info
+    from utils.measure.power import MeasuredWindow
+    from utils.result.file import new_result, update_result
+    from utils.result.model import Source
+    from utils.result.step_log import StepLog, step_log_path
 
     cfg, profile = apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))

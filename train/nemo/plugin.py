@@ -1,10 +1,10 @@
 """The ``nemo`` launcher plugin: NeMo 2 pretraining recipes on NVIDIA, measured by tprimat's own callback.
 
-Plugin (:class:`train.contract.Plugin`): :func:`plan` writes the recipe overrides (from
-:mod:`train.nemo.recipe`, NeMo-free, so planning and ``train.launch --dry-run`` need
+Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` writes the recipe overrides (from
+:mod:`train.nemo.recipe`, NeMo-free, so planning and ``train.launch.launcher --dry-run`` need
 no NeMo) to a JSON file next to the log and starts ``torchrun -m train.nemo.entry``
 with the NVIDIA environment; :func:`collect` reads the result the callback wrote,
-or turns the log into a failed result with the cause (``utils/failures.py``) when
+or turns the log into a failed result with the cause (``utils/result/failures.py``) when
 the process died before it could write one; :func:`resolve` asks NeMo what the recipe
 with the overrides becomes (:mod:`train.nemo.probe`). The training entry that runs inside the
 NeMo image is :mod:`train.nemo.entry`; its Lightning callback is
@@ -17,20 +17,20 @@ import json
 import tempfile
 from pathlib import Path
 
-from train.contract import LaunchPlan, Resolution, RunContext
-from train.job_result import collect_own_result
+from train.launch.contract import LaunchPlan, Resolution, RunContext
+from train.launch.job_result import collect_own_result
+from train.launch.torchrun import torchrun_argv
 from train.megatron.args import memory_recipe
 from train.nemo.recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
 from train.nemo.record import nemo_record
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
-from train.torchrun import torchrun_argv
-from utils.configure import REPO_ROOT, Config
-from utils.dataset_tokenizer import framework_tokenizer
-from utils.memory import Recipe
-from utils.models import ModelShape, get_shape, workload_shape
-from utils.result_model import Result
+from utils.config.load import REPO_ROOT, Config
+from utils.config.models import ModelShape, get_shape, workload_shape
+from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.measure.memory import Recipe
+from utils.result.model import Result
 
 PLATFORM = "nvd"
 FRAMEWORK = "nemo"
@@ -56,7 +56,7 @@ def resolve_shape(cfg: Config, model: str, tokenizer_dir: Path) -> ModelShape:
     Raises ``FileNotFoundError`` (a missing tokenizer) or ``ValueError`` (a tokenizer
     with more ids than the model's embedding has rows).
     """
-    from utils.dataset import load_tokenizer, vocab_size
+    from utils.dataset.paths import load_tokenizer, vocab_size
 
     tokens = vocab_size(load_tokenizer(tokenizer_dir))
     if cfg.model_size == "tiny":
@@ -77,8 +77,8 @@ def nemo_dirs(cfg: Config, stem: str) -> tuple[Path, Path]:
 def overrides_for(cfg: Config, model: str, stem: str, profile: AppliedProfile = IDENTICAL,
                   write: bool = True) -> NemoOverrides:
     """The recipe overrides; the data module's tokenizer names no pad that is a real token
-    (``utils/dataset_tokenizer.py``; ``write=False``, a dry run, names that copy without writing it)."""
-    from utils.dataset import dataset_prefix, tokenizer_dir
+    (``utils/dataset/framework_tokenizer.py``; ``write=False``, a dry run, names that copy without writing it)."""
+    from utils.dataset.paths import dataset_prefix, tokenizer_dir
 
     tok = tokenizer_dir(cfg, model)
     log_dir, index_dir = nemo_dirs(cfg, stem)
@@ -96,7 +96,7 @@ def overrides_path(ctx: RunContext) -> Path:
 
 def missing_data(cfg: Config, model: str) -> list[Path]:
     """The encoded pair's files that are not there (the tokenizer is checked when the recipe is built)."""
-    from utils.dataset import dataset_prefix, missing_files
+    from utils.dataset.paths import dataset_prefix, missing_files
 
     return missing_files(dataset_prefix(cfg, model))
 

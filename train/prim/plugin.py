@@ -1,6 +1,6 @@
 """``prim``: AMD's Primus (Megatron backend) on MI300X, with an experiment file tprimat writes itself.
 
-Plugin (:class:`train.contract.Plugin`). Primus's shipped experiments carry their own
+Plugin (:class:`train.launch.contract.Plugin`). Primus's shipped experiments carry their own
 workload (Qwen 2.5 7B at sequence length 2048, micro batch 10, global batch 640,
 mock data, its own learning rate...), so tprimat never runs them: :func:`experiment`
 builds a fresh experiment in Primus's ``modules.pre_trainer`` layout whose
@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from train.contract import LaunchPlan, Resolution, RunContext
+from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.megatron.args import VocabPadding, attention_backend, megatron_settings, memory_recipe, profile_settings
 from train.megatron.collect import collect_from_log
 from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
@@ -39,11 +39,11 @@ from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON, PRIMUS_TREE, preflig
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, python_for, run_probe
-from utils.configure import Config
-from utils.dataset_tokenizer import framework_tokenizer
-from utils.memory import Recipe
-from utils.models import ModelShape
-from utils.result_model import Result
+from utils.config.load import Config
+from utils.config.models import ModelShape
+from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.measure.memory import Recipe
+from utils.result.model import Result
 
 # Primus v0.5.0 ships no dense Mistral model file (only Mixtral MoE ones), so Mistral starts from
 # the dense Llama 2 7B file (RoPE, RMSNorm, SwiGLU, untied, no RoPE scaling; the same fusions as

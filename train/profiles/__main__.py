@@ -13,7 +13,7 @@ import sys
 
 from train.profiles.apply import TABLES, ProfileError, apply_profile
 from train.profiles.recipe import Borrowed
-from utils.configure import ConfigError, load_config
+from utils.config.load import ConfigError, load_config
 
 
 def jobs() -> list[tuple[str, str, str]]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from train.init_rule import megatron_init_stds
-from train.schedule import lr_at
-from utils.configure import Config
-from utils.models import ModelShape
+from train.rules.init_std import megatron_init_stds
+from train.rules.schedule import lr_at
+from utils.config.load import Config
+from utils.config.models import ModelShape
 
 # Settings that are not config.env keys, fixed identically for mega, prim and nemo.
 FIXED: dict[str, Any] = {
@@ -118,7 +118,7 @@ INHERENT: dict[str, dict[str, str]] = {
 
 
 def lr_by_step(cfg: Config) -> dict[str, float]:
-    """Optimizer step ``k`` (1-based) trains at ``lr_at(k - 1)`` in Megatron and in tran (train/schedule.py)."""
+    """Optimizer step ``k`` (1-based) trains at ``lr_at(k - 1)`` in Megatron and in tran (train/rules/schedule.py)."""
     return {"lr_step_1": lr_at(0, cfg), "lr_step_2": lr_at(min(1, cfg.train_iters - 1), cfg),
             "lr_step_last": lr_at(cfg.train_iters - 1, cfg)}
 
@@ -145,7 +145,7 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "adam_beta2": cfg.beta2,
         "clip_grad": cfg.grad_clip,
         "init_method_std": cfg.init_std,
-        # Megatron's scaled std of the attention output and MLP down projections (train/init_rule.py), read back
+        # Megatron's scaled std of the attention output and MLP down projections (train/rules/init_std.py), read back
         # from each stack's own TransformerConfig by its probe, and used by tran and deep (train/tran/init.py)
         "output_layer_init_method_std": megatron_init_stds(cfg.init_std, shape.num_layers).scaled_std,
         # the rate optimizer steps 1, 2 and the last train with (Megatron's schedule, which tran reproduces)
@@ -161,7 +161,7 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         # the fairness table: gradients reduced in the training dtype, i.e. never forced up to fp32
         # (under PRECISION=fp32 the training dtype already is fp32)
         "grad_reduce_in_fp32": False,
-        # architecture (utils/models.py)
+        # architecture (utils/config/models.py)
         "num_layers": shape.num_layers,
         "hidden_size": shape.hidden_size,
         "ffn_hidden_size": shape.ffn_hidden_size,
@@ -207,7 +207,7 @@ def same(want: Any, got: Any) -> bool:
     return want == got
 
 
-# config.env workload key -> the effective setting that must equal it (utils.configure.WORKLOAD_KEYS spelling).
+# config.env workload key -> the effective setting that must equal it (utils.config.load.WORKLOAD_KEYS spelling).
 WORKLOAD_SETTINGS: dict[str, str] = {
     "SEED": "seed", "MBS": "micro_batch_size", "GBS": "global_batch_size", "SL": "seq_length",
     "TRAIN_ITERS": "train_iters", "LR": "lr", "MIN_LR": "min_lr", "LR_DECAY": "lr_decay_style",

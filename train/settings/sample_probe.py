@@ -4,7 +4,7 @@
 output; one process, so torch is imported once), with the framework's code first on ``PYTHONPATH``:
 the preflight runs it in the image's Python over the ``MEGATRON_REF`` tree, Primus's submodule or
 NeMo's megatron-core (``train/settings/samples.py``), the tests over the megatron-core wheels
-(``tests/helpers_megatron_core.py``). It imports only the standard library, numpy, transformers and
+(``tests/helpers/megatron_core.py``). It imports only the standard library, numpy, transformers and
 the framework, so the dataset code judged is the framework's.
 
 The tokenizer handed to the dataset is built the way each stack builds it:

@@ -3,8 +3,8 @@
 Why: equal data and tokenizer fingerprints did not prove equal training data (issue 21: Qwen's
 EOD tokens were rewritten and masked on three stacks). The preflight builds the first two global
 batches with each framework's own ``GPTDataset`` and tokenizer class, in the framework's Python
-(:mod:`train.settings.sample_probe`), compares them with ``tran``'s (``train/reference_samples.py``, the
-reference every framework must equal) and records their digest (``utils/sample_digest.py``) in
+(:mod:`train.settings.sample_probe`), compares them with ``tran``'s (``train/rules/samples.py``, the
+reference every framework must equal) and records their digest (``utils/dataset/sample_digest.py``) in
 ``effective_settings``. A difference stops the job before training, naming the first differing
 sample and position. Where the encoded data is not on this machine, there is no digest and the
 record says why.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.configure import REPO_ROOT, Config
-from utils.dataset import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
-from utils.dataset_tokenizer import framework_tokenizer
-from utils.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
+from utils.config.load import REPO_ROOT, Config
+from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
+from utils.dataset.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
 
 SAMPLE_PROBE = "train.settings.sample_probe"
 # How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).
@@ -42,7 +42,7 @@ def data_missing(cfg: Config, model: str) -> str | None:
 
 def reference_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
     """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded."""
-    from train.reference_samples import MegatronSamples
+    from train.rules.samples import MegatronSamples
 
     tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
     samples = MegatronSamples(prefix=dataset_prefix(cfg, model), seq_len=cfg.sl, seed=cfg.seed,
@@ -87,7 +87,7 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
         except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
             return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
         if framework not in TOKENIZER_KIND or python is None:
-            return digest_samples(ours), f"{len(ours)} samples of train/reference_samples.py"
+            return digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py"
         try:
             theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch))
         except (RuntimeError, OSError, subprocess.TimeoutExpired, KeyError) as exc:

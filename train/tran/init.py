@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from train.init_rule import InitStds, megatron_init_stds
+from train.rules.init_std import InitStds, megatron_init_stds
 
 if TYPE_CHECKING:  # the launcher imports this file (the record's scaled std) and must not load torch
     import torch

@@ -1,4 +1,4 @@
-"""``tran``'s plugin (:class:`train.contract.Plugin`): the reference trainer's launch, result and settings.
+"""``tran``'s plugin (:class:`train.launch.contract.Plugin`): the reference trainer's launch, result and settings.
 
 ``tran`` is the vendor-neutral reference: Hugging Face model classes trained by a plain
 PyTorch loop under ``torchrun`` (``train/tran/worker.py``), the same code on cpu, nvd and
@@ -12,15 +12,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from train.contract import LaunchPlan, Resolution, RunContext
-from train.job_result import collect_own_result
+from train.launch.contract import LaunchPlan, Resolution, RunContext
+from train.launch.job_result import collect_own_result
+from train.launch.torchrun import torchrun_argv
 from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
-from train.torchrun import torchrun_argv
-from utils.configure import REPO_ROOT, Config
-from utils.memory import Recipe, tran_recipe
-from utils.models import workload_shape
-from utils.result_model import Result
+from utils.config.load import REPO_ROOT, Config
+from utils.config.models import workload_shape
+from utils.measure.memory import Recipe, tran_recipe
+from utils.result.model import Result
 
 WORKER_MODULE = "train.tran.worker"
 TRAN_RESOLVED_BY = ("tprimat itself: tran is the reference trainer (train/tran/worker.py, train/tran/step.py), "

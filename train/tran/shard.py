@@ -2,8 +2,8 @@
 
 Why FSDP2 (PyTorch's own ``torch.distributed.fsdp.fully_shard``) and not DDP: DDP replicates fp32 weights,
 gradients and AdamW states (16 bytes per parameter plus its gradient buckets) on every rank, which no 80 GB GPU
-holds for an 8B model (issue 22, utils/memory.py). Under ``fully_shard`` every rank keeps 1/DP of the fp32 master
-weights, gradients and AdamW states; each decoder layer's weights are all-gathered in bf16 just before it runs
+holds for an 8B model (issue 22, utils/measure/memory.py). Under ``fully_shard`` every rank keeps 1/DP of the fp32
+master weights, gradients and AdamW states; each decoder layer's weights are all-gathered in bf16 just before it runs
 (``MixedPrecisionPolicy(param_dtype=bfloat16)``) and its gradients reduce-scattered in fp32
 (``reduce_dtype=float32``), so no autocast re-casts the weights every micro-batch. One ``fully_shard`` per
 decoder layer plus one on the root (embedding, final norm, output layer), as torchtitan does for Llama 3.

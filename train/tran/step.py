@@ -1,4 +1,4 @@
-"""One rank's model, optimizer and precision for the ``tran`` reference trainer (its LR: train/schedule.py).
+"""One rank's model, optimizer and precision for the ``tran`` reference trainer (its LR: train/rules/schedule.py).
 
 Kept apart from ``train/tran/worker.py`` (launching, distributed set-up, the measured
 loop) so each file reads in one sitting and ``bench/monitor_overhead.py`` can drive
@@ -22,7 +22,7 @@ Choices that affect comparability, all deliberate:
   before the measured loop (:meth:`Trainer.warm_up`), so the compile time is kept apart from the steps.
 
 ``Trainer(sharding="ddp")`` is the loop before issue 22 (DDP, fp32 weights under autocast), kept as the
-reference FSDP2's loss curve is checked against (tests/test_tran_fsdp.py).
+reference FSDP2's loss curve is checked against (tests/unit/train/frameworks/test_tran_fsdp.py).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Any
 
 import torch
 
-from train.schedule import lr_at
+from train.rules.schedule import lr_at
 from train.tran.init import init_like_megatron
-from utils.configure import Config
-from utils.result_model import EffectiveSettings
+from utils.config.load import Config
+from utils.result.model import EffectiveSettings
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
     elif shape.hf_architecture == "MistralForCausalLM":
         if shape.qkv_bias:
             raise ValueError("MistralForCausalLM has no QKV bias; the shape says qkv_bias=True")
-        # MistralConfig defaults to v0.1's 4096-token sliding window; v0.3 has none (utils/models.py).
+        # MistralConfig defaults to v0.1's 4096-token sliding window; v0.3 has none (utils/config/models.py).
         config_class, extra = transformers.MistralConfig, {"sliding_window": None, "head_dim": shape.head_dim}
     else:
         raise ValueError(f"{model}: tran has no builder for {shape.hf_architecture}")
@@ -101,15 +101,15 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
 
 
 def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
-    """(shape, data prefix, tokenizer directory, :class:`train.reference_samples.MegatronSamples`) of one model.
+    """(shape, data prefix, tokenizer directory, :class:`train.rules.samples.MegatronSamples`) of one model.
 
     The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
     must hold every token id. Shared by ``tran`` and ``deep``.
     """
     from train.megatron.inputs import index_cache_dir
-    from train.reference_samples import MegatronSamples
-    from utils import dataset
-    from utils.models import get_shape, workload_shape
+    from train.rules.samples import MegatronSamples
+    from utils.config.models import get_shape, workload_shape
+    from utils.dataset import paths as dataset
 
     prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
     tokenizer = dataset.load_tokenizer(tokenizer_dir)

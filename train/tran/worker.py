@@ -37,13 +37,13 @@ import torch
 import torch.distributed as dist
 
 from train.profiles import apply_profile
-from train.schedule import lr_at
+from train.rules.schedule import lr_at
 from train.tran.plugin import check_supported
 from train.tran.step import Dist, Trainer
-from utils.atomic import atomic_path
-from utils.configure import Config, ConfigError, load_config
-from utils.registry import model_names, platform_names
-from utils.result_model import ModelShapeBlock, Profiling, Result, Source
+from utils.config.load import Config, ConfigError, load_config
+from utils.config.registry import model_names, platform_names
+from utils.files.atomic import atomic_path
+from utils.result.model import ModelShapeBlock, Profiling, Result, Source
 
 # ---------------------------------------------------------------------------
 # training pieces
@@ -125,7 +125,7 @@ def reduce_loss(local_loss: torch.Tensor, stop: bool, info: Dist) -> tuple[torch
     """(mean loss over DP ranks, whether any rank asked to stop), both left on the device: one all-reduce.
 
     Nothing is read to the host here: the monitor reads the loss a few steps late
-    (utils/monitor.py) and :func:`stop_agreed` reads the flag every ``STOP_CHECK_EVERY`` steps.
+    (utils/measure/monitor.py) and :func:`stop_agreed` reads the flag every ``STOP_CHECK_EVERY`` steps.
     """
     if info.world_size == 1:
         return local_loss.detach(), stop
@@ -161,14 +161,14 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
     ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
     """
-    from utils.fingerprint import fingerprint
-    from utils.hardware import collect_gpu_info
-    from utils.metrics import record_steps
-    from utils.models import workload_shape
-    from utils.monitor import StepMonitor, StepRecord
-    from utils.power import MeasuredWindow
-    from utils.result import Interrupted, new_result, result_guard
-    from utils.step_log import StepLog, step_log_path
+    from utils.config.models import workload_shape
+    from utils.dataset.fingerprint import fingerprint
+    from utils.machine.hardware import collect_gpu_info
+    from utils.measure.metrics import record_steps
+    from utils.measure.monitor import StepMonitor, StepRecord
+    from utils.measure.power import MeasuredWindow
+    from utils.result.file import Interrupted, new_result, result_guard
+    from utils.result.step_log import StepLog, step_log_path
 
     set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
     result = new_result(
@@ -207,7 +207,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
             result.training_config.compile_time_seconds = trainer.compile_time_seconds
         if info.rank == 0:
             result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
-            # Every step also goes to the step record at once, so SIGKILL loses none (utils/step_log.py).
+            # Every step also goes to the step record at once, so SIGKILL loses none (utils/result/step_log.py).
             step_log = StepLog(step_log_path(args.result), result, skip_steps=cfg.skip_steps,
                                world_size=info.world_size)
         profiler, profiling = profiler_for(cfg, info, args.result)
@@ -277,7 +277,7 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
         cfg = load_config()
         check_supported(cfg)
         if args.platform is None:
-            from utils.hardware import detect_platform
+            from utils.machine.hardware import detect_platform
 
             args.platform = cfg.platform or detect_platform()
         cfg, _ = apply_profile(cfg, args.platform, framework, args.model)  # no recipe: identical, or the error
@@ -285,7 +285,7 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"train_{framework}: error: {exc}", file=sys.stderr)
         return 2
-    from utils.result import Interrupted
+    from utils.result.file import Interrupted
 
     try:
         train(cfg, args, info, stop, framework, bind(args) if bind is not None else Trainer)
@@ -312,7 +312,7 @@ def exit_worker(code: int) -> NoReturn:
     unwind meets a ``noexcept`` destructor, and ``std::terminate`` aborts the rank ("terminate called without an
     active exception") after every step and the result are done. A core dump of it is read in
     docs/PERFORMANCE.md ("The teardown abort"). Everything the job leaves is written before this: rank 0's result
-    atomically (utils/atomic.py), the log through the flushed streams below. So the process ends as the OS's
+    atomically (utils/files/atomic.py), the log through the flushed streams below. So the process ends as the OS's
     ``_exit`` does, and no thread can run into a finalizing interpreter.
     """
     logging.shutdown()

@@ -1,0 +1,145 @@
+"""Signals reach the whole job tree, and a killed trainer keeps what it measured (real process trees, cpu).
+
+* SIGTERM to shell/train.sh: its job's launcher, torchrun and trainer stop, the job is recorded incomplete
+  with the signal, no further job starts, train.sh exits 143.
+* SIGINT to shell/quickstart.sh while shell/data.sh runs a stage: the stage stops and removes its partial
+  output, no later stage or step starts, exit 130.
+* SIGKILL of rank 0 (no chance to write): the launcher turns its per-step record into an incomplete result.
+* Every script here starts with SIGINT at its default, even when the suite runs with it ignored (``cmd &``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.helpers.proc import (
+    all_gone,
+    command_line,
+    descendants,
+    ignored_signals,
+    kill_tree,
+    sigint_at_default,
+    wait_for,
+)
+from tests.helpers.shell import copy_repo
+from utils.result.file import read_result
+
+LONG = {"TRAIN_ITERS": "2000", "MEASURE_SKIP_STEPS": "1", "GA": "1"}
+
+
+def _start(argv: list[str], env: dict[str, str], log: Path, cwd: Path = REPO) -> subprocess.Popen:
+    """Start ``argv`` with SIGINT at its default, however the suite itself was started (tests/helpers/proc.py)."""
+    with log.open("w") as sink, sigint_at_default():
+        return subprocess.Popen(argv, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
+
+
+def test_a_started_process_sees_sigint_even_when_the_suite_ignores_it(tmp_path: Path) -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a suite started by `./shell/test.sh &`
+    try:
+        proc = _start(["sleep", "30"], dict(os.environ), tmp_path / "sleep.log")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert signal.SIGINT not in ignored_signals(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == -signal.SIGINT
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+
+
+@pytest.mark.slow
+def test_sigkill_of_rank_0_keeps_every_measured_step(tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
+    env = tiny_env(**LONG)
+    log = tmp_path / "launcher.log"
+    proc = _start([sys.executable, "-m", "train.launch", "--platform", "cpu", "--framework", "tran",
+                   "--model", "llama"], env, log)
+    try:
+        wait_for(lambda: "step 6/2000" in log.read_text() or proc.poll() is not None, 240, "step 6")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        (rank0,) = [p for p in descendants(proc.pid)  # the worker, not torchrun (whose argv names it too)
+                    if "-m train.tran.worker" in command_line(p) and "torch.distributed.run" not in command_line(p)]
+        os.kill(rank0, signal.SIGKILL)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    result = read_result(Path(env["OUTPUT_DIR"]) / "train_cpu_tran_llama.json")
+    assert result.status == "incomplete", result.error
+    assert "without writing its result" in result.error
+    done = len(result.step_times)
+    assert done >= 6 and f"{done} of 2000 steps done" in result.error
+    assert all(isinstance(v, float) for v in result.loss_values)
+    assert result.performance_metrics.measured_steps == done - 1 and result.performance_metrics.tokens_per_second
+    assert any(f.path.endswith("train_cpu_tran_llama.steps.jsonl") for f in result.source.files)
+    assert any("recovered from" in w for w in result.warnings)
+
+
+@pytest.mark.slow
+def test_sigterm_to_train_sh_stops_the_job_tree_and_the_remaining_jobs(
+        tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
+    env = tiny_env(**LONG, MODELS="llama qwen")
+    out = Path(env["OUTPUT_DIR"])
+    log = tmp_path / "train.log"
+    proc = _start(["bash", str(REPO / "shell" / "train.sh")], env, log)
+    try:
+        wait_for(lambda: "step 3/2000" in log.read_text() or proc.poll() is not None, 240, "step 3")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        tree = descendants(proc.pid)
+        assert any("-m train.tran.worker" in command_line(p) for p in tree)
+        proc.send_signal(signal.SIGTERM)  # to train.sh only, as `kill <pid>` does
+        code = proc.wait(timeout=180)
+        assert all_gone(tree), [command_line(p) for p in tree if p in descendants(1)]
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 143, text[-3000:]
+    result = read_result(out / "train_cpu_tran_llama.json")
+    assert result.status == "incomplete" and "SIGTERM" in result.error
+    assert 3 <= len(result.step_times) < 2000
+    assert not (out / "train_cpu_tran_qwen.json").exists(), "the next job never started"
+    assert "1 job(s) not started" in text and "train.tran.worker --model qwen" not in text
+    assert "skipping the comparison" in text
+
+
+@pytest.mark.slow
+def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(tmp_path: Path) -> None:
+    from tests.helpers.shell import clean_env
+
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in (the shared .venv)'\n")
+    data, out = tmp_path / "data", tmp_path / "out"
+    env = clean_env(tmp_path, DATA_DIR=str(data), OUTPUT_DIR=str(out), SAMPLE_MB="20", MODELS="llama")
+    log = tmp_path / "quickstart.log"
+    proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
+    try:
+        # Mid-write: the corpus's temporary file exists (utils/files/atomic.py), so data.fetch is past its imports
+        # and has its handler. A fixed pause after the process appeared was too short with two suites on two
+        # cores: the signal landed in its imports, and Python printed a traceback.
+        wait_for(lambda: list((data / "sample").glob(".raw.jsonl.tmp-*")) or proc.poll() is not None, 120,
+                 "data.fetch to start writing the corpus")
+        assert proc.poll() is None, log.read_text()
+        tree = descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+        assert all_gone(tree), [command_line(p) for p in tree]
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 130, text
+    assert "data.fetch: interrupted by SIGINT" in text and "stopped by SIGINT" in text
+    assert "== data.clean ==" not in text and "quickstart: training" not in text
+    assert not list((data / "sample").glob("*raw.jsonl*")), "no partial corpus left"
+    assert (data / ".tprimat" / "data.lock").read_text() == "", "the lock was released"

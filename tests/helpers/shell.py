@@ -1,0 +1,86 @@
+"""Helpers for the shell-layer tests: a throwaway copy of the repository and a clean environment.
+
+Scripts that write (purge, wrap, train.sh's loop) run in a copy, so no test can touch the real
+checkout's output/ or data_cache/. The copy links the real .venv, so platform.sh finds Python.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.helpers.paths import REPO
+from utils.config.load import Config
+
+FAKES = REPO / "tests" / "fakes"
+CONFIG_KEYS = {name.upper() for name in Config.__dataclass_fields__} | {"GBS"}
+_IGNORED = shutil.ignore_patterns(
+    ".venv", ".git", "output", "output.zip", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache", ".cache",
+    "secrets.env", "*.egg-info",
+)
+
+
+def copy_repo(dest: Path) -> Path:
+    """Copy the checkout (code only) to ``dest`` and link the real virtualenv into it."""
+    shutil.copytree(REPO, dest, ignore=_IGNORED, symlinks=True)
+    (dest / ".venv").symlink_to(REPO / ".venv")
+    (dest / "output").mkdir()
+    return dest
+
+
+def clean_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
+    """os.environ without tprimat keys, secrets or device hints; fake docker first on PATH."""
+    drop_prefixes = ("TPRIMAT_", "NCCL_", "RCCL_", "HSA_", "HIP_", "NVTE_", "CUDA_", "ROCR_", "FAKE_DOCKER_")
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in CONFIG_KEYS and k != "HF_TOKEN" and not k.startswith(drop_prefixes)
+    }
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env.update(
+        PATH=f"{FAKES}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
+        HOME=str(home),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        FAKE_DOCKER_DIR=str(tmp_path / "docker-calls"),
+        TMPDIR=str(tmp_path),
+    )
+    env.update(overrides)
+    return env
+
+
+def run_script(root: Path, script: str, *args: str, env: dict[str, str], timeout: int = 120,
+               stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(root / script), *args], env=env, cwd=root, capture_output=True, text=True,
+        timeout=timeout, input=stdin if stdin is not None else "",
+    )
+
+
+def docker_calls(env: dict[str, str]) -> list[list[str]]:
+    """Every recorded docker call's argv, in call order."""
+    calls_dir = Path(env["FAKE_DOCKER_DIR"])
+    if not calls_dir.is_dir():
+        return []
+    files = sorted(calls_dir.glob("call-*.args"), key=lambda p: int(p.stem.split("-")[1]))
+    return [p.read_bytes().decode().split("\0")[:-1] for p in files]
+
+
+def docker_env_files(env: dict[str, str], call_number: int) -> list[str]:
+    """Contents of the --env-file files of one call (1-based), as copied when docker ran."""
+    calls_dir = Path(env["FAKE_DOCKER_DIR"])
+    files = sorted(calls_dir.glob(f"call-{call_number}.envfile-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    return [p.read_text() for p in files]
+
+
+def docker_env_file_modes(env: dict[str, str], call_number: int) -> list[str]:
+    """Octal permission bits of the --env-file files of one call (1-based), as seen when docker ran."""
+    calls_dir = Path(env["FAKE_DOCKER_DIR"])
+    files = sorted(calls_dir.glob(f"call-{call_number}.envmode-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    return [p.read_text().strip() for p in files]
+
+
+def flag_values(argv: list[str], flag: str) -> list[str]:
+    """Values of a repeated ``--flag value`` option in an argv."""
+    return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == flag]

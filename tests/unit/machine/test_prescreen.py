@@ -1,0 +1,270 @@
+"""The prescreen's arithmetic (utils/machine/prescreen.py) with a fake device on cpu, its facts with a fake NVML,
+its refusals.
+
+The fake device answers each timed operation with the time a device of a given speed would take
+(``work / rate``), so the expected TFLOP/s and TB/s are the rates the test chose; nothing here is a
+measured figure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+from utils.machine import device_facts as df
+from utils.machine import prescreen as ps
+from utils.machine.hardware import memory_bandwidth_tbs, peak_tflops
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@dataclass
+class FakeDevice:
+    """A device whose GEMM runs at ``tflops[n]`` and whose copy moves ``tbs`` TB/s; records every call."""
+
+    name: str
+    tflops: dict[int, float]
+    tbs: float
+    calls: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def gemm_seconds(self, n: int, iterations: int) -> float:
+        self.calls.append(("gemm", n, iterations))
+        return iterations * 2 * n**3 / (self.tflops[n] * 1e12)
+
+    def copy_seconds(self, nbytes: int, iterations: int) -> float:
+        self.calls.append(("copy", nbytes, iterations))
+        return iterations * 2 * nbytes / (self.tbs * 1e12)
+
+
+def h100(peak: float = 798.0, tbs: float = 2.9) -> FakeDevice:
+    rates = {2048: 0.55 * peak, 4096: 0.9 * peak, 8192: peak, 16384: 0.97 * peak}
+    return FakeDevice(H100, rates, tbs)
+
+
+def test_gemm_sweep_peak_is_the_best_size_against_the_datasheet():
+    device = h100(peak=798.0)
+    sweep = ps.gemm_sweep(device)
+    assert [p.n for p in sweep.points] == list(ps.GEMM_SIZES)
+    for point in sweep.points:
+        assert point.tflops == pytest.approx(device.tflops[point.n])
+    assert sweep.measured_peak_tflops == pytest.approx(798.0)
+    assert sweep.best_n == 8192
+    assert sweep.datasheet_tflops == peak_tflops(H100, "bf16")[0] == pytest.approx(989.4)
+    assert sweep.fraction_of_datasheet == pytest.approx(798.0 / 989.4)
+    assert "H100 SXM" in sweep.datasheet_source
+
+
+def test_each_size_is_warmed_then_timed_for_the_target():
+    device = h100()
+    ps.gemm_sweep(device, sizes=(8192,), target_s=2.0)
+    (warm, timed) = device.calls
+    assert warm == ("gemm", 8192, 1)
+    one = 2 * 8192**3 / (798.0 * 1e12)
+    assert timed[2] == pytest.approx(2.0 / one, abs=1)  # ceil(target / one run)
+
+
+def test_iterations_for_bounds():
+    assert ps.iterations_for(1.0, 4.0) == 4
+    assert ps.iterations_for(10.0, 4.0) == 3  # a slow run is still repeated
+    assert ps.iterations_for(1e-9, 4.0) == ps.MAX_ITERATIONS
+    assert ps.iterations_for(0.0, 4.0) == ps.MAX_ITERATIONS
+
+
+def test_copy_counts_a_read_and_a_write():
+    device = h100(tbs=2.9)
+    copy = ps.copy_bandwidth(device, nbytes=1 << 20, target_s=0.5)
+    assert copy.measured_tbs == pytest.approx(2.9)
+    assert copy.bytes_moved_per_copy == 2 << 20
+    assert copy.datasheet_tbs == memory_bandwidth_tbs(H100)[0] == 3.35
+    assert copy.fraction_of_datasheet == pytest.approx(2.9 / 3.35)
+
+
+def test_formulas():
+    assert ps.gemm_tflops(1000, 1, 2e-3) == pytest.approx(1.0)  # 2e9 FLOPs in 2 ms
+    assert ps.copy_tbs(10**12, 1, 2.0) == pytest.approx(1.0)  # 2 TB moved in 2 s
+
+
+def test_a_node_under_80_percent_gets_a_warning_line():
+    slow = ps.prescreen("nvd", h100(peak=700.0), {}, clock=iter([0.0, 31.0]).__next__)
+    assert slow.duration_s == 31.0
+    assert len(slow.warnings) == 1 and "GEMM peak 700 TFLOP/s is 71%" in slow.warnings[0]
+    assert any(line.startswith("WARNING: GEMM peak") for line in ps.summary_lines(slow))
+    fine = ps.prescreen("nvd", h100(peak=798.0), {})
+    assert fine.warnings == []  # 798 of 989.4 is 80.7%
+
+
+def test_slow_copy_is_warned_too():
+    record = ps.prescreen("nvd", h100(peak=900.0, tbs=2.0), {})
+    assert [w for w in record.warnings if w.startswith("copy bandwidth 2.00 TB/s is 60%")]
+
+
+def test_unknown_device_has_no_datasheet_and_says_why():
+    device = FakeDevice("Mystery Accelerator 9000", {n: 100.0 for n in ps.GEMM_SIZES}, 1.0)
+    record = ps.prescreen("nvd", device, {})
+    assert record.gemm.datasheet_tflops is None and record.gemm.fraction_of_datasheet is None
+    assert "not in the peak table" in record.gemm.reason
+    assert record.copy_bandwidth.datasheet_tbs is None and "bandwidth table" in record.copy_bandwidth.reason
+    assert record.warnings == []
+    assert ps.Prescreen.model_validate_json(record.model_dump_json()) == record
+
+
+class NotSupported(Exception):
+    pass
+
+
+class FakeNvml:
+    """The NVML calls the prescreen makes, for one device; ECC unsupported (as on consumer boards)."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, NVML_TEMPERATURE_GPU = 1, 0, 0
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("handle", index)
+
+    def nvmlDeviceGetName(self, handle):
+        return b"NVIDIA H100 80GB HBM3"
+
+    def nvmlSystemGetDriverVersion(self):
+        return "570.86.15"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return 12080
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return type("Memory", (), {"total": 80 * 1024**3})()
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return 700_000
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        return {1: 1980, 2: 2619}[kind]
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, kind):
+        return {1: 1980, 2: 2619}[kind]
+
+    def nvmlDeviceGetEccMode(self, handle):
+        raise NotSupported("Not Supported")
+
+    def nvmlDeviceGetTotalEccErrors(self, handle, kind, counter):
+        raise NotSupported("Not Supported")
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        return 41
+
+
+def test_nvml_facts_and_unreadable_ones_are_null_with_the_reason():
+    facts = df.device_facts("nvd", 0, FakeNvml())
+    assert facts["model"].value == "NVIDIA H100 80GB HBM3"
+    assert facts["driver"].value == "570.86.15"
+    assert facts["driver_cuda_version"].value == "12.8"
+    assert facts["memory_total_gib"].value == 80.0
+    assert facts["power_limit_w"].value == 700.0
+    assert facts["sm_clock_max_mhz"].value == 1980
+    assert facts["ecc_enabled"].value is None
+    assert facts["ecc_enabled"].reason == "nvidia-ml-py: NotSupported: Not Supported"
+    assert facts["runtime"].value is None and "cpu build" in facts["runtime"].reason  # this venv's torch
+
+
+def test_no_library_gives_every_fact_null_with_the_reason():
+    class Broken:
+        def nvmlInit(self):
+            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+    facts = df.device_facts("nvd", 0, Broken())
+    assert set(df.FACT_NAMES) <= set(facts)
+    assert all(facts[name].value is None and "libnvidia-ml.so.1" in facts[name].reason for name in df.FACT_NAMES)
+
+
+@pytest.mark.parametrize("platform, words", [("cpu", "platform cpu has no GPU"), ("nvd", "sees no GPU 0")])
+def test_no_gpu_is_one_line_and_exit_2(tmp_path, capsys, platform, words):
+    out = tmp_path / "prescreen.json"
+    assert ps.main(["--platform", platform, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+    assert not out.exists()
+
+
+def test_written_record_reads_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ps, "open_device", lambda platform: h100())
+    monkeypatch.setattr(ps, "device_facts", lambda platform: df.device_facts(platform, 0, FakeNvml()))
+    out = tmp_path / "check" / "prescreen.json"
+    assert ps.main(["--platform", "nvd", "--out", str(out)]) == 0
+    record = ps.Prescreen.model_validate(json.loads(out.read_text()))
+    assert record.gemm.measured_peak_tflops == pytest.approx(798.0)
+    assert "80.7% of the datasheet's 989.4" in capsys.readouterr().out
+
+
+class FakeTorch:
+    """The few ``torch`` calls :class:`utils.machine.prescreen.TorchDevice` makes; ``log`` records the work's order."""
+
+    bfloat16, uint8 = "bf16", "u8"
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        log = self.log
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                pass
+
+            def record(self) -> None:
+                log.append("event")
+
+            def synchronize(self) -> None:
+                pass
+
+            def elapsed_time(self, other: object) -> float:
+                return 1.0
+
+        class Buffer:
+            def copy_(self, src: object) -> None:
+                log.append("copy")
+
+        class Cuda:
+            @staticmethod
+            def get_device_name(index: int) -> str:
+                return H100
+
+            @staticmethod
+            def synchronize(device: object) -> None:
+                log.append("sync")
+
+        Cuda.Event = Event
+        self.cuda, self.buffer = Cuda, Buffer
+
+    def device(self, kind: str, index: int) -> tuple[str, int]:
+        return (kind, index)
+
+    def randn(self, *shape: int, device: object, dtype: object) -> object:
+        return self.buffer()
+
+    def empty(self, nbytes: int, dtype: object, device: object) -> object:
+        return self.buffer()
+
+    def empty_like(self, src: object) -> object:
+        return self.buffer()
+
+    def matmul(self, a: object, b: object, out: object) -> None:
+        self.log.append("matmul")
+
+
+def test_torch_device_warms_each_size_before_its_sizing_run(monkeypatch):
+    # On an H200 the first, cold multiply of a shape sized the loop: 2048 was timed over 46 multiplies (1.2 ms).
+    fake = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    device = ps.TorchDevice(0)
+    device.gemm_seconds(2048, 1)  # the sizing run
+    device.gemm_seconds(2048, 5)  # the timed loop: the size is warm already
+    warm = ["matmul"] * ps.WARMUP_RUNS
+    assert fake.log == [*warm, "sync", "event", "matmul", "event", "sync", "event", *(["matmul"] * 5), "event"]
+    fake.log.clear()
+    device.copy_seconds(1024, 1)
+    device.copy_seconds(1024, 2)
+    assert fake.log == ["copy"] * ps.WARMUP_RUNS + ["sync", "event", "copy", "event", "sync", "event", "copy", "copy",
+                                                    "event"]

@@ -1,0 +1,202 @@
+"""train/nemo/callback.py's BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+
+import pytest
+
+lightning = pytest.importorskip("lightning")
+import torch  # noqa: E402
+from lightning.pytorch import LightningModule, Trainer  # noqa: E402
+
+from tests.helpers.nemo import write_config  # noqa: E402
+from train.nemo.callback import BenchmarkCallback, LightningMeasurement  # noqa: E402
+from utils.config.load import load_config  # noqa: E402
+from utils.config.models import get_shape  # noqa: E402
+from utils.machine.hardware import collect_gpu_info  # noqa: E402
+from utils.result.file import new_result, read_result  # noqa: E402
+from utils.result.model import Source  # noqa: E402
+
+STEPS, SKIP, WARMUP_SLEEP = 12, 3, 0.25
+
+
+class TinyRegression(LightningModule):
+    """A linear model fitting a fixed linear map; the first ``slow_steps`` steps sleep (a fake warm-up)."""
+
+    def __init__(self, slow_steps: int = SKIP, fail_at: int | None = None, nan_at: int | None = None,
+                 interrupt_at: int | None = None):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(16, 4)
+        self.target = torch.randn(16, 4)
+        self.slow_steps, self.fail_at, self.nan_at, self.interrupt_at = slow_steps, fail_at, nan_at, interrupt_at
+        self.losses: list[float] = []
+        self.lrs: list[float] = []
+
+    def train_dataloader(self):
+        generator = torch.Generator().manual_seed(1)
+        x = torch.randn(64 * STEPS, 16, generator=generator)
+        data = torch.utils.data.TensorDataset(x, x @ self.target)
+        return torch.utils.data.DataLoader(data, batch_size=64)
+
+    def training_step(self, batch, batch_idx):
+        step = self.global_step + 1
+        if step <= self.slow_steps:
+            time.sleep(WARMUP_SLEEP)
+        if step == self.fail_at:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        if step == self.interrupt_at:
+            raise KeyboardInterrupt
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        if step == self.nan_at:
+            loss = loss * float("nan")
+        self.losses.append(float(loss.detach()))
+        self.lrs.append(self.trainer.optimizers[0].param_groups[0]["lr"])
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=0.05, betas=(0.9, 0.95), weight_decay=0.0)
+        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 3))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": warmup, "interval": "step"}}
+
+
+def _measurement(tmp_path, rank0: bool = True) -> LightningMeasurement:
+    cfg = load_config(write_config(tmp_path, MODEL_SIZE="tiny", TRAIN_ITERS=str(STEPS), MEASURE_SKIP_STEPS=str(SKIP),
+                                   MBS="4", DP="1", GA="16", SL="64", GPUS_PER_NODE="1", WARMUP_STEPS="2",
+                                   PLATFORM="cpu"), environ={})
+    shape = get_shape("llama", "tiny", vocab_size=512)
+    result = new_result(cfg, platform="cpu", framework="nemo", model="llama", shape=shape,
+                        gpu_info=collect_gpu_info("cpu"), source=Source(kind="callback"))
+    return LightningMeasurement(
+        result=result, path=tmp_path / "result.json" if rank0 else None, shape=shape, skip_steps=cfg.skip_steps,
+        power_reason="platform cpu: no GPU board power sensor",
+    )
+
+
+def _fit(module: LightningModule, measurement: LightningMeasurement) -> None:
+    trainer = Trainer(accelerator="cpu", devices=1, max_steps=STEPS, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[BenchmarkCallback(measurement)])
+    trainer.fit(module)
+
+
+@pytest.mark.slow
+def test_real_lightning_run_gives_a_valid_result_with_warmup_excluded(tmp_path):
+    measurement = _measurement(tmp_path)
+    module = TinyRegression()
+    _fit(module, measurement)
+    result = read_result(tmp_path / "result.json")  # schema-validated
+    assert result.status == "ok" and result.error is None
+    assert len(result.step_times) == STEPS == len(module.losses)
+    # Loss and LR are the step's own: the module's loss, and the rate the optimizer applied in that step.
+    assert result.loss_values == pytest.approx(module.losses, rel=1e-6)
+    assert result.learning_rates == pytest.approx(module.lrs)
+    assert result.learning_rates[:3] == pytest.approx([0.05 / 3, 0.1 / 3, 0.05])
+    losses = result.loss_values
+    assert statistics.fmean(losses[-4:]) < statistics.fmean(losses[:4])
+    perf = result.performance_metrics
+    assert perf.skipped_steps == SKIP and perf.measured_steps == STEPS - SKIP
+    # The warm-up steps slept; none of that time is in the statistics, all of it is in the array.
+    assert min(result.step_times[:SKIP]) >= WARMUP_SLEEP
+    assert perf.step_time_seconds.max < WARMUP_SLEEP
+    measured = sorted(result.step_times[SKIP:])
+    assert perf.median_step_time_seconds == pytest.approx(statistics.median(measured))
+    assert perf.tokens_per_step == 4 * 16 * 64
+    assert perf.tokens_per_second == pytest.approx(4 * 16 * 64 / perf.median_step_time_seconds)
+    assert perf.mfu is None and perf.mfu_reason
+    assert result.memory_metrics.peak_allocated_gb is None and result.memory_metrics.reason
+    assert result.power_metrics.energy_j is None and "cpu" in result.power_metrics.reason
+    assert result.source.kind == "callback"
+
+
+@pytest.mark.slow
+def test_an_exception_mid_run_leaves_a_failed_result_with_the_steps_so_far(tmp_path):
+    measurement = _measurement(tmp_path)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        _fit(TinyRegression(slow_steps=0, fail_at=6), measurement)
+    result = read_result(tmp_path / "result.json")
+    assert result.status == "failed"
+    assert "RuntimeError: CUDA out of memory (simulated)" in result.error and "5 of 12 steps" in result.error
+    assert len(result.step_times) == 5 and result.performance_metrics.measured_steps == 5 - SKIP
+
+
+@pytest.mark.slow
+def test_a_non_finite_loss_stops_the_run_as_failed(tmp_path):
+    measurement = _measurement(tmp_path)
+    _fit(TinyRegression(slow_steps=0, nan_at=5), measurement)
+    result = read_result(tmp_path / "result.json")
+    assert result.status == "failed" and "loss became non-finite" in result.error
+    assert len(result.step_times) == 5 and result.loss_values[4] is None
+    assert all(math.isfinite(v) for v in result.loss_values[:4])
+
+
+@pytest.mark.slow
+def test_an_interrupt_leaves_an_incomplete_result(tmp_path):
+    measurement = _measurement(tmp_path)
+    with pytest.raises(SystemExit):  # Lightning turns Ctrl+C into a graceful exit(1)
+        _fit(TinyRegression(slow_steps=0, interrupt_at=4), measurement)
+    result = read_result(tmp_path / "result.json")
+    assert result.status == "incomplete" and "interrupted" in result.error
+    assert len(result.step_times) == 3
+
+
+@pytest.mark.slow
+def test_non_zero_ranks_measure_but_write_nothing(tmp_path):
+    measurement = _measurement(tmp_path, rank0=False)
+    _fit(TinyRegression(slow_steps=0), measurement)
+    assert not (tmp_path / "result.json").exists()
+    assert measurement.finished and len(measurement.result.step_times) == STEPS
+
+
+def test_framework_reported_step_time_is_compared_with_ours(tmp_path):
+    measurement = _measurement(tmp_path)
+    measurement.framework_time_key = "train_step_timing in s"
+    ticks = itertools.count()
+    measurement.monitor.clock = lambda: float(next(ticks))  # every step takes exactly 1 s by our clock
+    for step in range(STEPS):
+        measurement.begin_step()
+        measurement.end_step(1.0 / (step + 1), 1e-3, framework_time=9.0 if step < SKIP else 1.2)
+    measurement.finish("ok", None)
+    reported = read_result(tmp_path / "result.json").performance_metrics.framework_reported
+    assert reported.median_step_time_seconds == 1.2  # their warm-up steps excluded like ours
+    (step,) = reported.disagreements
+    assert step.metric == "median step time (s)" and step.ours == 1.0 and step.flagged is True
+    assert reported.flagged and "train_step_timing in s" in reported.source
+
+
+def test_energy_window_covers_the_measured_steps_only(tmp_path):
+    from tests.helpers.power import FakeNvml
+    from utils.measure.power import MeasuredWindow, device_meter, open_reader
+
+    measurement = _measurement(tmp_path)
+    reader, _ = open_reader("nvd", 0, library=FakeNvml(energy_mj=[0, 1_000_000, 1_900_000]))
+    measurement.power = MeasuredWindow(device_meter(reader), None, gpus_total=1, tokens_per_step=4 * 16 * 64,
+                                       warmup_steps=SKIP)
+    for step in range(STEPS):
+        measurement.begin_step()
+        assert measurement.power.running is (step >= SKIP)  # started with the first measured step
+        measurement.end_step(1.0, 1e-3)
+    measurement.power.stop(STEPS)
+    measurement.finish("ok", None)
+    power = read_result(tmp_path / "result.json").power_metrics
+    assert power.energy_source == "energy_counter" and power.energy_j == pytest.approx(900.0)
+    assert power.tokens == (STEPS - SKIP) * 4 * 16 * 64
+
+
+def test_callback_module_imports_without_lightning():
+    import subprocess
+    import sys
+
+    from tests.helpers.nemo import REPO
+
+    code = ("import sys; sys.modules['lightning'] = None; import train.nemo.callback as m; "
+            "assert hasattr(m, 'LightningMeasurement');\n"
+            "try:\n    m.BenchmarkCallback\nexcept ImportError:\n    sys.exit(0)\nsys.exit(1)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

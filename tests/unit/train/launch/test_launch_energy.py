@@ -1,0 +1,67 @@
+"""train/launch/energy.py: the launcher's energy over the measured window, for a logging and an in-process framework."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.helpers.paths import FIXTURES
+from train.launch.energy import apply_energy, measured_window
+from utils.measure.energy_trace import CounterTrace, Reading
+from utils.result.model import PerformanceMetrics, PowerMetrics
+
+LOG = FIXTURES / "logs" / "megatron_core012_llama.log"
+
+
+class _Counter:
+    counter_method = "fake counter"
+
+    def read_joules(self) -> float:
+        raise AssertionError("the test fills the readings itself")
+
+
+def trace_at(start: float, gpus: int, watts: float = 700.0) -> CounterTrace:
+    trace = CounterTrace([_Counter() for _ in range(gpus)])
+    trace.readings = [Reading(start + k * 0.5, tuple(watts * k * 0.5 for _ in range(gpus))) for k in range(400)]
+    return trace
+
+
+def fake(log_path: Path | None, skipped: int, measured: int, power: PowerMetrics | None):
+    cfg = SimpleNamespace(world_size=8, tokens_per_step=64 * 8192, gpus_per_node=8)
+    perf = PerformanceMetrics.model_construct(skipped_steps=skipped, measured_steps=measured)
+    result = SimpleNamespace(performance_metrics=perf, power_metrics=power,
+                             training_config=SimpleNamespace(num_gpus=8))
+    return SimpleNamespace(cfg=cfg, log_path=log_path, platform="nvd"), result
+
+
+def test_a_megatron_run_gets_energy_over_its_logged_window() -> None:
+    ctx, result = fake(LOG, 2, 8, PowerMetrics(reason="the log has no energy/power fields"))
+    window, reason = measured_window(ctx, result)
+    assert reason is None and window.steps == 8
+    apply_energy(ctx, result, trace_at(datetime(2025, 5, 1, 10, 0).timestamp(), 8), None)
+    metrics = result.power_metrics
+    assert metrics.reason is None and metrics.gpus_measured == 8 and "iterations 3-10" in metrics.window
+    assert metrics.avg_power_w_per_gpu == pytest.approx(700.0)
+    assert metrics.tokens == 8 * 64 * 8192 and metrics.tokens_per_kwh > 0
+
+
+def test_an_in_process_run_uses_its_own_window() -> None:
+    own = PowerMetrics(reason="no counter", window_start_unix=1000.0, window_end_unix=1010.0)
+    ctx, result = fake(None, 2, 5, own)
+    apply_energy(ctx, result, trace_at(990.0, 8), None)
+    metrics = result.power_metrics
+    assert metrics.energy_j == pytest.approx(8 * 700.0 * 10.0) and "synchronized window of 5" in metrics.window
+    assert (metrics.window_start_unix, metrics.window_end_unix) == (1000.0, 1010.0)
+
+
+def test_without_counters_the_result_keeps_its_own_energy_or_gets_the_reason() -> None:
+    measured = PowerMetrics(energy_j=10.0, energy_kwh=10 / 3.6e6, tokens=100, tokens_per_kwh=3.6e7)
+    ctx, result = fake(None, 2, 5, measured)
+    apply_energy(ctx, result, None, "nvidia-ml-py (pynvml) is not installed")
+    assert result.power_metrics is measured
+    ctx, result = fake(None, 2, 5, PowerMetrics(reason="none"))
+    apply_energy(ctx, result, None, "nvidia-ml-py (pynvml) is not installed")
+    assert result.power_metrics.energy_j is None and "pynvml" in result.power_metrics.reason

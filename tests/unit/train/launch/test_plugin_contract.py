@@ -1,0 +1,48 @@
+"""Every framework is a package behind train/launch/contract.py's Plugin, and the shared rooms know none by name.
+
+Adding a framework is one package plus one registry row (docs/ARCHITECTURE.md, "Where to add ...") only
+while the launcher, the preflight driver, the job guard, the fairness table and the LR schedule import
+no framework package; the registry's plugins must then provide every function the contract names.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from tests.house.test_import_cycles import import_graph
+from train.launch.context import load_plugin
+from train.launch.contract import Plugin
+from utils.config.registry import FRAMEWORKS
+
+FRAMEWORK_PACKAGES = ("train.tran", "train.deep", "train.mega", "train.prim", "train.nemo", "train.megatron")
+SHARED_ROOMS = ("train.launch.launcher", "train.launch.preflight", "train.launch.job_guard", "train.launch.job_result",
+                "train.launch.contract", "train.launch.context", "train.launch.jobs", "train.launch.memory_check",
+                "train.launch.torchrun", "train.rules.schedule",
+                "train.rules.init_std", "train.rules.versions",
+                "train.settings", "train.profiles", "train.logs")
+CONTRACT = [name for name, _ in inspect.getmembers(Plugin, inspect.isfunction) if not name.startswith("_")]
+
+
+def test_the_contract_names_what_a_framework_provides() -> None:
+    assert sorted(CONTRACT) == ["collect", "framework_trees", "memory", "plan", "resolve"]
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_each_registered_plugin_implements_the_contract(framework: str) -> None:
+    plugin = load_plugin(framework)
+    assert FRAMEWORKS[framework].plugin == f"train.{framework}.plugin"
+    for name in CONTRACT:
+        function = getattr(plugin, name, None)
+        assert callable(function), f"{plugin.__name__} has no {name}()"
+        wanted = [p for p in inspect.signature(getattr(Plugin, name)).parameters if p != "self"]
+        assert list(inspect.signature(function).parameters) == wanted, f"{plugin.__name__}.{name}"
+
+
+def test_no_shared_room_imports_a_framework_package() -> None:
+    graph = import_graph()
+    found = [f"{module} imports {target}" for module, targets in sorted(graph.items())
+             if module.startswith(SHARED_ROOMS) for target in sorted(targets)
+             if target.startswith(FRAMEWORK_PACKAGES)]
+    assert found == []

@@ -1,0 +1,136 @@
+"""The vendor stacks' own dataset code feeds tran's tokens, labels and an all-ones loss mask.
+
+What it judges: megatron-core's ``GPTDataset`` from the wheels of the two lines the images run
+(0.12.0: NeMo 25.04's core, whose cached loss mask is handed out by reference; 0.15.0: MEGATRON_REF's,
+whose dataset rewrites every pad id in ``tokens``/``labels`` to 0 and masks it), given the tokenizer
+directory exactly as tprimat's launchers configure it (``--tokenizer-model`` of ``mega``/``prim``,
+the NeMo recipe's ``data.tokenizer``), built as each framework builds its dataset tokenizer
+(``train/settings/sample_probe.py``), over the real-format Llama 3.1, Qwen 2.5 and Mistral v0.3 tokenizers.
+Hundreds of samples are read by one reader, as a persistent loader worker reads them, so a mask
+changed in place in a cache shows. The reference is ``tran``'s ``MegatronSamples`` (every position
+in the loss, no token rewritten: the fairness table, docs/SAMPLE_ORDER.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers.megatron_core import WHEELS, ProbeRequest, ProbeResult, Samples, first_difference, wheel_samples
+from tests.helpers.preflight import fake_megatron
+from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
+from utils.config.load import REPO_ROOT, Config, load_config
+from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+
+SEQ_LEN = 64
+SAMPLES = 400  # one reader: enough for a cache aliased by the first samples to empty the mask
+SEED = 1234
+# (wheel, how the stack builds the dataset's tokenizer, the launcher whose configuration is used)
+STACKS = {
+    "mega-prim@0.15.0": ("0.15.0", "megatron-core", "mega"),
+    "nemo@0.12.0": ("0.12.0", "nemo-roles", "nemo"),
+}
+
+
+def launch_tokenizer_dir(cfg: Config, model: str, launcher: str) -> Path:
+    """The tokenizer directory the launcher hands the framework (and so its dataset), from its real plan."""
+    from tests.helpers.megatron import make_context  # a real (not dry-run) plan writes what it names
+
+    if launcher == "mega":
+        from train.mega.plugin import plan
+
+        argv = plan(make_context(cfg, "nvd", "mega", model)).argv
+        return Path(argv[argv.index("--tokenizer-model") + 1])
+    from train.nemo.plugin import overrides_for
+
+    return Path(overrides_for(cfg, model, "conformance").fields["data"]["tokenizer"]["pretrained_model_name"])
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """DATASET=sample with the real-format tokenizers in place, each model's documents encoded."""
+    from data.encode import encode_documents
+    from data.sample_corpus import SampleSpec, generate_documents
+
+    root = tmp_path_factory.mktemp("dataset-conformance")
+    cfg = load_config(REPO_ROOT / "config.env", environ={
+        "DATASET": "sample", "DATA_DIR": str(root / "data"), "OUTPUT_DIR": str(root / "output"), "MODEL_SIZE": "tiny",
+        "SL": str(SEQ_LEN), "SEED": str(SEED), "MBS": "1", "DP": "1", "GA": "1", "TP": "1", "PP": "1", "CP": "1",
+        "GPUS_PER_NODE": "1", "NNODES": "1", "TRAIN_ITERS": str(SAMPLES), "WARMUP_STEPS": "1", "FP8": "false",
+        "MEGATRON_PATH": str(fake_megatron(root))})  # the plan needs a pretrain_gpt.py; nothing runs it
+    texts = [text for text in generate_documents(SampleSpec(seed=11, target_bytes=60_000)) if text.strip()]
+    for model in REAL_FORMAT_MODELS:
+        directory = real_format_tokenizer(model, tokenizer_dir(cfg, model))
+        encode_documents(texts, load_tokenizer(directory), dataset_prefix(cfg, model), workers=1, progress=False,
+                         fast_path=False)
+    return cfg
+
+
+def tran_samples(cfg: Config, model: str, work: Path) -> Samples:
+    """What tran and deep train on: Megatron's sample order, every position in the loss, ids as encoded."""
+    from train.rules.samples import MegatronSamples
+
+    tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
+    samples = MegatronSamples(prefix=dataset_prefix(cfg, model), seq_len=SEQ_LEN, seed=SEED, num_samples=SAMPLES,
+                              cache_dir=work / "tran_cache", vocab_size=vocab_size(tokenizer), eod=eod_id(tokenizer))
+    windows = np.stack([samples.sample(index) for index in range(SAMPLES)])
+    return Samples(windows[:, :-1], windows[:, 1:], np.ones((SAMPLES, SEQ_LEN), dtype=np.float32))
+
+
+@pytest.fixture(scope="module")
+def stack_samples(prepared: Config, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], ProbeResult]:
+    """Every stack's samples of every model: one probe process per wheel."""
+    found = {}
+    for stack, (version, tokenizer_kind, launcher) in STACKS.items():
+        requests = [ProbeRequest(tokenizer_kind, launch_tokenizer_dir(prepared, model, launcher),
+                                 dataset_prefix(prepared, model), SEQ_LEN, SEED, SAMPLES)
+                    for model in REAL_FORMAT_MODELS]
+        results = wheel_samples(version, requests, tmp_path_factory.mktemp(f"wheel-{version}"))
+        found.update({(stack, model): result for model, result in zip(REAL_FORMAT_MODELS, results, strict=True)})
+    return found
+
+
+@pytest.mark.parametrize("model", REAL_FORMAT_MODELS)
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_feeds_trans_samples_with_every_position_in_the_loss(
+        prepared: Config, stack_samples: dict[tuple[str, str], ProbeResult], tmp_path: Path, stack: str,
+        model: str) -> None:
+    version, _, launcher = STACKS[stack]
+    theirs = stack_samples[stack, model]
+    assert theirs.core_version == version and "/.side/" in theirs.core_file, theirs.core_file  # the wheel's code
+    ours = tran_samples(prepared, model, tmp_path)
+    eod = eod_id(load_tokenizer(tokenizer_dir(prepared, model)))
+    assert (ours.labels == eod).sum() > SAMPLES // 10, "too few ends of documents for the check to mean anything"
+    difference = first_difference(theirs.samples, ours)
+    assert difference is None, (f"{stack} ({WHEELS[version]}), {model}: {difference}; the dataset took pad id "
+                                f"{theirs.pad} (EOD {eod}) from {launch_tokenizer_dir(prepared, model, launcher)}")
+
+
+def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(prepared: Config, monkeypatch) -> None:
+    """The preflight's samples_digest on megatron-core 0.15.0's own dataset; with Qwen's pad left in, it stops."""
+    import sys
+    from dataclasses import replace
+
+    from tests.helpers.megatron_core import side_env
+    from train.settings import samples
+
+    cfg = replace(prepared, train_iters=SAMPLES // 8, mbs=8)  # GBS 8: the digest covers the first 16 samples
+    site = side_env("0.15.0")
+    digest, how = samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
+    reference, _ = samples.samples_digest(cfg, "qwen", "tran")
+    assert digest is not None and digest == reference and "equal to tran's" in how
+    monkeypatch.setattr(samples, "framework_tokenizer", lambda source, output_dir: (source, None))  # today's bug
+    with pytest.raises(samples.SamplesDiffer, match=r"sample \d+, position \d+: (tokens|labels) \d+ against \d+"):
+        samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
+
+
+def test_the_dry_run_states_trans_digest_where_the_data_is_here(prepared: Config, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from train.settings.samples import dry_run_note, samples_digest
+
+    digest, _ = samples_digest(prepared, "llama", "tran")
+    assert dry_run_note(prepared, "llama").startswith(f"samples_digest {digest}: ")
+    assert dry_run_note(replace(prepared, data_dir=tmp_path / "nothing"), "llama") is None

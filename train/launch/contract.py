@@ -1,0 +1,143 @@
+"""The plugin contract: what the launcher gives a framework and what a framework gives back.
+
+Every framework is one package under ``train/`` (``tran``, ``deep``, ``mega``, ``prim``,
+``nemo``) whose ``plugin`` module, named in ``utils/config/registry.py``, provides :class:`Plugin`.
+The shared rooms (``train/launch/launcher.py``, ``train/launch/preflight.py``, ``train/launch/job_guard.py``, the
+fairness table ``train/settings/expected.py``, the LR schedule ``train/rules/schedule.py``) know
+frameworks only through this module, so a sixth framework is one new package plus one
+registry row. This module imports no framework and nothing of the launcher.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from train.launch.job_guard import ResultFile
+from train.profiles import IDENTICAL, AppliedProfile
+from utils.config.load import Config
+from utils.measure.memory import Recipe
+from utils.result.model import Result
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything a plugin needs to plan and collect one job."""
+
+    cfg: Config
+    platform: str
+    framework: str
+    model: str
+    run_index: int | None
+    result_path: Path
+    log_path: Path
+    # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
+    dry_run: bool = False
+    # The result file while the job runs (set by launch()): tells the job's own result from the placeholder.
+    result_file: ResultFile | None = field(default=None, compare=False)
+    # PROFILE as applied to this job (train/profiles/): ``cfg`` already carries a tuned recipe's workload.
+    profile: AppliedProfile = IDENTICAL
+    # --force: a job the memory check says cannot fit runs anyway, with the warning in its result.
+    force: bool = False
+
+
+class PreflightError(RuntimeError):
+    """The job would not run the fairness table's settings, or the framework refuses it. One line."""
+
+    def __init__(self, message: str, setting: str | None = None, expected: Any = None, effective: Any = None):
+        super().__init__(message)
+        self.setting, self.expected, self.effective = setting, expected, effective
+
+
+@dataclass
+class LaunchPlan:
+    """What will run: exact argv, the environment it adds, files it needs written first."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    files: dict[Path, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    # Where the command writes its own output besides stdout (e.g. Primus's TRAIN_LOG).
+    extra_logs: list[Path] = field(default_factory=list)
+    # Whether the command reads the job's dataset, which is then checked first (data/ready.py);
+    # False only for commands that read none (the test suite's stand-ins).
+    reads_dataset: bool = True
+    # The profile's settings with their sources (train/profiles/), shown by --dry-run.
+    profile: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        """Human-readable dry-run text: command, environment, generated files."""
+        lines = ["# command", shlex.join(self.argv), ""]
+        if self.cwd:
+            lines += ["# working directory", str(self.cwd), ""]
+        lines.append("# environment set by tprimat")
+        lines += [f"{key}={shlex.quote(value)}" for key, value in sorted(self.env.items())] or ["(none)"]
+        for path, text in self.files.items():
+            lines += ["", f"# generated file: {path}", text.rstrip("\n")]
+        for note in self.notes:
+            lines += ["", f"# note: {note}"]
+        if self.profile:
+            lines += ["", "# profile"] + [f"# {line}" for line in self.profile]
+        return "\n".join(lines) + "\n"
+
+    def generated(self, suffix: str) -> tuple[Path, str]:
+        """The generated file whose name ends in ``suffix`` and its text (what a resolver feeds the framework)."""
+        for path, text in self.files.items():
+            if str(path).endswith(suffix):
+                return path, text
+        raise PreflightError(f"the launch plan has no generated *{suffix} file to check")
+
+    def args_after(self, script: str) -> list[str]:
+        """The arguments the plan passes to ``script`` (e.g. ``pretrain_gpt.py``)."""
+        for index, word in enumerate(self.argv):
+            if word.endswith(script):
+                return self.argv[index + 1:]
+        raise PreflightError(f"the launch plan does not run {script}: {' '.join(self.argv[:6])} ...")
+
+
+@dataclass
+class Resolution:
+    """A framework's effective settings for one job, as its own code resolved them (``train/launch/preflight.py``)."""
+
+    # One flat record with the fairness table's keys (train/settings/expected.py).
+    record: dict[str, Any]
+    # Who resolved it, with versions and paths: stored in the result beside the record.
+    resolved_by: str
+    # What stood in for something this host lacks (a GPU's architecture, Transformer Engine), said in resolved_by.
+    notes: list[str] = field(default_factory=list)
+    # The padded vocabulary the plan gives the model, which the fairness table's expected values are computed
+    # with, for a framework whose own code resolved the record (mega, prim, nemo); None where the record is
+    # tprimat's configuration itself (tran, deep), which has no second opinion to be checked against.
+    planned_vocab: int | None = None
+    # The Python and the code (put first on its path) whose own dataset builds the job's samples, for the
+    # fed-sample digest (train/settings/samples.py); None: tran's reference samples are the job's.
+    dataset_python: str | None = None
+    dataset_code: Path | None = None
+
+
+class Plugin(Protocol):
+    """What a framework's ``plugin`` module provides (module-level functions)."""
+
+    def plan(self, ctx: RunContext) -> LaunchPlan:
+        """The exact command, its environment and the files it needs; pure, so ``--dry-run`` can show it."""
+        ...
+
+    def collect(self, ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None:
+        """The typed result after the process ended (the trainer's own file, or its log read back)."""
+        ...
+
+    def resolve(self, ctx: RunContext, plan: LaunchPlan) -> Resolution:
+        """The job's effective settings from the framework's own code (raises ``PreflightError``,
+        ``train.settings.runner.FrameworkRejected`` or ``FrameworkUnavailable``)."""
+        ...
+
+    def framework_trees(self, ctx: RunContext) -> tuple[Path | None, Path | None]:
+        """(Megatron-LM tree, Primus tree) the job runs, for ``train/rules/versions.py``; None where none."""
+        ...
+
+    def memory(self, ctx: RunContext, plan: LaunchPlan) -> Recipe:
+        """How the job holds the model (sharding, precision, kernels), for train/launch/memory_check.py."""
+        ...

@@ -1,0 +1,67 @@
+"""The launcher's energy measurement of a job, for every framework (issue 23): one code path for all five.
+
+The launcher samples its node's GPU energy counters from before the child starts until it ends
+(``utils/measure/energy_trace.py``), then takes the energy over the measured steps' window: Megatron's
+and Primus's iteration lines (their timestamps) for the frameworks that log, the synchronized
+window the in-process trainers (tran, deep, NeMo's callback) record in
+``power_metrics.window_start_unix``/``window_end_unix``. The launcher's figures replace the
+result's own when they hold energy; otherwise the result keeps its own figures if they hold
+energy, and else the launcher's null with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from train.launch.context import RunContext
+from utils.measure.energy_trace import (
+    CounterTrace,
+    StepWindow,
+    megatron_window,
+    monitor_window,
+    open_trace,
+    window_power_metrics,
+)
+from utils.result.model import Result
+
+
+@contextlib.contextmanager
+def energy_trace(ctx: RunContext) -> Iterator[tuple[CounterTrace | None, str | None]]:
+    """The node's counter trace running for the duration of the block (or ``(None, reason)``)."""
+    trace, reason = open_trace(ctx.platform, ctx.cfg.gpus_per_node)
+    if trace is None:
+        yield None, reason
+        return
+    with trace:
+        yield trace, None
+
+
+def measured_window(ctx: RunContext, result: Result) -> tuple[StepWindow | None, str | None]:
+    """The measured steps' wall-clock window: the trainer's own, else the log's iteration timestamps."""
+    perf, power = result.performance_metrics, result.power_metrics
+    if perf is None or perf.measured_steps <= 0:
+        return None, "no measured (post-warm-up) step: no window to measure energy on"
+    if power is not None and power.window_start_unix is not None:
+        return monitor_window(power.window_start_unix, power.window_end_unix, perf.measured_steps)
+    if ctx.log_path is None or not ctx.log_path.is_file():
+        return None, "no log and no trainer window: no window to measure energy on"
+    from train.logs.scan import scan_file
+
+    scan = scan_file(ctx.log_path)
+    return megatron_window([(r.iteration, r.timestamp, r.step_time_s) for r in scan.iterations], perf.skipped_steps)
+
+
+def apply_energy(ctx: RunContext, result: Result, trace: CounterTrace | None, reason: str | None) -> None:
+    """Put the launcher's energy over the measured window into ``result`` (see the module's rule)."""
+    window, why = (None, reason) if trace is None else measured_window(ctx, result)
+    gpus_total = result.training_config.num_gpus or ctx.cfg.world_size
+    ours = window_power_metrics(trace, window, tokens_per_step=ctx.cfg.tokens_per_step, gpus_total=gpus_total,
+                                reason=why)
+    own = result.power_metrics
+    if ours.energy_j is None and own is not None and own.energy_j is not None:
+        return
+    if own is not None:
+        ours = ours.model_copy(update={"window_start_unix": own.window_start_unix,
+                                       "window_end_unix": own.window_end_unix})
+    result.power_metrics = ours

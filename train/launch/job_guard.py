@@ -1,0 +1,235 @@
+"""A job's ending is always on record: its signals, its log and its result file (for ``train/launch/launcher.py``).
+
+Each piece answers a way issue 12 lost a job's outcome:
+
+* :class:`Signals`: SIGINT/SIGTERM to the launcher become a flag and are forwarded to
+  the job's process group (the trainer and everything it started; a third signal kills
+  the group), so stopping the launcher stops the job and the launcher lives to record
+  it ``incomplete`` with the signal, then exits with 128 + its number;
+* :class:`ResultFile`: before the job starts, room for its final result is set aside (a
+  reserve file the size of the result it can produce) and an ``incomplete`` placeholder
+  replaces any older result, so even a launcher killed outright leaves a result that
+  says so; the reserve is released just before the final write. If that write still
+  fails (ENOSPC), a compact ``failed`` result is tried, and if even that fails the
+  placeholder stays: never a truncated file, never a crash after "ok";
+* :func:`run_logged`: when the log can no longer be written (a full disk), the job's
+  output is still read (a full pipe would block the job) and shown, with one note;
+* :func:`port_problem` (``utils/machine/rendezvous.py``, re-exported): a rendezvous port already taken
+  fails in one line naming ``MASTER_PORT`` before launch, instead of deep in a torchrun traceback;
+* :func:`die_with_parent`: the job's first process (torchrun) gets SIGTERM from the kernel when the
+  launcher dies, even by SIGKILL, so it stops its workers and frees ``MASTER_PORT`` (issue 26: after
+  a SIGKILL of the launcher, torchrun and its worker lived on and held the port).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from utils.files.atomic import atomic_write_text
+from utils.files.disk import OutputDirError
+from utils.files.locks import LOCK_DIR
+from utils.machine.rendezvous import (
+    port_problem as port_problem,  # re-exported: train/launch/launcher.py imports it here
+)
+from utils.result.file import ResultError, write_result
+from utils.result.model import Result
+
+# Room kept for a result: a fixed part (environment, config, fingerprint, blocks) and per step
+# four numbers of up to ~25 characters each, with a margin of two.
+RESERVE_BASE_BYTES = 64 * 1024
+RESERVE_PER_STEP_BYTES = 256
+KILL_AFTER_SIGNALS = 3
+
+
+class Signals:
+    """SIGINT/SIGTERM while a job runs: remember the first, forward each to the job's process group."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.count = 0
+        self.group: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else "no signal"
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+            # os.write: print() must not be re-entered from a signal handler
+            os.write(2, f"tprimat: {signal.Signals(signum).name} received; stopping the job and recording it\n"
+                     .encode())
+        self.forward()
+
+    def forward(self) -> None:
+        """Send the signal (SIGKILL from the third on) to the job's process group, if one runs."""
+        if self.group is None or self.signum is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.group, signal.SIGKILL if self.count >= KILL_AFTER_SIGNALS else self.signum)
+
+    def exit_code(self) -> int | None:
+        return None if self.signum is None else 128 + self.signum
+
+
+def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: dict[Path, str], log_path: Path,
+               signals: Signals, header: str | None = None) -> int:
+    """Write the generated files, run ``argv`` in its own process group with its output tee'd to ``log_path``.
+
+    ``header`` is written as the log's first line: it marks the log as a tprimat launch for
+    log analysis (``train/logs/analyse.py``). Returns the exit code (negative: killed by that
+    signal; 127: could not start).
+    """
+    for path, text in files.items():
+        atomic_write_text(path, text)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # Line-buffered: each line reaches the kernel at once (a killed launcher loses none, a full disk shows).
+    log = open(log_path, "w", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed below, errors handled per line
+    try:
+        if header:
+            with contextlib.suppress(OSError):
+                log.write(header + "\n")
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, text=True, errors="replace", bufsize=1,
+                                    preexec_fn=die_with_parent)  # two syscalls between fork and exec
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                log.write(f"tprimat: cannot start {argv[0]}: {exc}\n")
+            return 127
+        signals.group = proc.pid
+        signals.forward()  # a signal that arrived while the job was being started
+        logging = showing = True
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if showing:
+                try:
+                    sys.stdout.write(line)
+                except (BrokenPipeError, OSError):
+                    showing = False
+            if logging:
+                try:
+                    log.write(line)
+                except OSError as exc:
+                    logging = False
+                    print(f"tprimat: cannot write the log {log_path} any more ({exc.strerror or exc}); "
+                          "the job goes on, its output is shown here only", file=sys.stderr)
+        return proc.wait()
+    finally:
+        signals.group = None
+        with contextlib.suppress(OSError):
+            log.close()
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" else None
+
+
+def die_with_parent() -> None:
+    """In the child between fork and exec: SIGTERM when the launcher dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Elsewhere nothing: the job's own process group (:class:`Signals`) and ``shell/train.sh``'s end of the
+    run (``utils/files/run_owner.py``) still stop it.
+    """
+    if _LIBC is None:
+        return
+    launcher = os.getppid()
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != launcher:  # the launcher died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def reserve_bytes(train_iters: int) -> int:
+    return RESERVE_BASE_BYTES + RESERVE_PER_STEP_BYTES * train_iters
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+class ResultFile:
+    """One job's result file from before the start to the end (only the node that writes it uses this)."""
+
+    def __init__(self, path: Path, train_iters: int) -> None:
+        self.path = Path(path)
+        self.size = reserve_bytes(train_iters)
+        self.reserve = self.path.parent / LOCK_DIR / f"{self.path.name}.reserve"
+        self._placeholder: tuple[int, int, int] | None = None
+
+    def start(self, placeholder: Result) -> None:
+        """Set room aside, then replace any older result with ``placeholder``. Raises OutputDirError (one line)."""
+        try:
+            self.reserve.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, self.size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.release()
+            raise OutputDirError(f"OUTPUT_DIR={self.path.parent} has no room for the result of this job "
+                                 f"({self.size // 1024} KiB): {exc.strerror or exc}") from None
+        try:
+            write_result(self.path, placeholder)
+        except OSError as exc:
+            self.release()
+            with contextlib.suppress(OSError):
+                self.path.unlink()  # an older result must never pass for this run's
+            raise OutputDirError(f"cannot write the result {self.path}: {exc.strerror or exc}") from None
+        self._placeholder = _identity(self.path)
+
+    def is_placeholder(self) -> bool:
+        """True while the file is still the placeholder (the job itself wrote no result over it)."""
+        return self._placeholder is not None and _identity(self.path) == self._placeholder
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.reserve.unlink()
+
+    def finish(self, result: Result, compact: Callable[[str], Result]) -> str | None:
+        """Write the final result; None, or a one-line problem when it could not be written as it is.
+
+        ``compact(problem)`` builds the small ``failed`` result tried when the full one cannot
+        be written; when neither can, the placeholder (``incomplete``) stays.
+        """
+        self.release()
+        try:
+            write_result(self.path, result)
+            return None
+        except (OSError, ResultError) as exc:
+            problem = f"cannot write the result {self.path}: {getattr(exc, 'strerror', None) or exc}"
+        try:
+            write_result(self.path, compact(problem))
+            return f"{problem}; wrote a failed result without the per-step arrays instead"
+        except (OSError, ResultError):
+            kept = "the placeholder (incomplete) stays" if self.is_placeholder() else "the file is as the job left it"
+            return f"{problem}; {kept}"
+

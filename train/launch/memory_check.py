@@ -1,0 +1,49 @@
+"""The memory check before every launch: will the job fit its GPU (``utils/measure/memory.py`` sizes it).
+
+Every framework's plugin says how it holds the model (:meth:`train.launch.contract.Plugin.memory`: a
+:class:`utils.measure.memory.Recipe`: its sharding, precision, kernels); this room adds the workload's shape
+(MODEL_LAYERS included) and layout and the GPU's memory (``utils/machine/hardware.py``), and decides: the dry run
+prints the estimate, a job that cannot fit is refused before it starts in one line naming both numbers
+(``--force`` runs it with a warning recorded in the result), a GPU the table does not know is a warning
+and a ``null`` with a reason, never silence. The estimate is stored in the result beside the measured peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from train.launch.contract import LaunchPlan, Plugin, RunContext
+from utils.config.models import workload_shape
+from utils.machine.hardware import device_memory
+from utils.measure.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
+from utils.result.model import MemoryEstimate
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    """One job's estimate and what the launcher does with it."""
+
+    estimate: Estimate
+    verdict: Verdict
+    forced: bool
+
+    @property
+    def record(self) -> MemoryEstimate:
+        return self.estimate.record(forced=self.forced and self.verdict.refusal is None and self.estimate.fits is False)
+
+    def dry_run_note(self) -> str:
+        """The dry run's line: the estimate, and what a real run would do with it."""
+        if self.verdict.refusal:
+            return f"memory: {self.verdict.refusal} (a real run refuses it; --force runs it anyway)"
+        said = "; ".join(self.verdict.warnings) or self.estimate.line()
+        return f"memory: {said}"
+
+
+def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool = False) -> MemoryCheck:
+    """The estimate of ``ctx``'s job on its platform's GPU, and the verdict (refuse, or go with warnings)."""
+    # A plugin without memory() (the test suite's stand-ins) is sized as the framework it stands in for.
+    own = getattr(plugin, "memory", None)
+    recipe = own(ctx, plan) if own is not None else recipe_for(ctx.framework, ctx.cfg)
+    shape = workload_shape(ctx.cfg, ctx.model)
+    result = estimate(shape, Layout.of(ctx.cfg), recipe, device_memory(ctx.platform))
+    return MemoryCheck(result, verdict(result, force=force), force)

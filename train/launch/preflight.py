@@ -1,0 +1,175 @@
+"""Preflight: the settings a vendor job will really run, resolved by the framework's own code, checked in seconds.
+
+Why: three of the four NVIDIA vendor jobs once would have crashed at model build or run
+other settings than the fairness table (issue 10). Before a GPU hour is spent, each
+framework is asked what it makes of tprimat's generated configuration:
+
+* ``mega``: Megatron-LM's ``parse_args`` + ``validate_args`` on the exact argv, with the
+  world size set, plus the language module's attention check under the launcher's
+  environment (:mod:`train.megatron.probe`), in the ``MEGATRON_REF`` tree;
+* ``prim``: Primus's experiment loading and overrides, its trainer's argument updates,
+  Megatron's validation and Primus's ROCm checks (:mod:`train.prim.probe`);
+* ``nemo``: the recipe with the overrides applied, built and connected to the strategy
+  and precision plugin as ``llm.pretrain`` does (:mod:`train.nemo.probe`);
+* ``tran``, ``deep``: tprimat is the framework; its record says so.
+
+Each framework's plugin does its own asking (``resolve(ctx, plan)`` of
+:class:`train.launch.contract.Plugin`, in ``train/<framework>/``); this driver knows none of them.
+The flat record is compared with :func:`train.settings.expected.expected_settings`
+(config.env + the fairness table). A difference, or a rejection by the framework, raises
+:class:`PreflightError` whose one-line message names the setting and both values.
+
+``python -m train.launch.preflight --platform P --framework F --model M [--json]`` runs it for
+one job. ``preflight(ctx, plan)`` is the function the launcher calls before a real run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from train.launch.context import job_context, load_plugin
+from train.launch.contract import LaunchPlan, PreflightError, RunContext
+from train.profiles import ProfileError
+from train.rules.versions import framework_versions
+from train.settings.expected import (
+    MEGATRON_IMPL_FRAMEWORKS,
+    differences,
+    expected_settings,
+    implementation_settings,
+)
+from train.settings.runner import FrameworkRejected, FrameworkUnavailable
+from train.settings.samples import SamplesDiffer, samples_digest
+from utils.config.load import Config, ConfigError, load_config
+from utils.config.models import workload_shape
+from utils.config.registry import FRAMEWORKS, framework_names, model_names, platform_names
+from utils.dataset.sample_digest import DIGEST_KEY
+from utils.result.model import EffectiveSettings, FrameworkVersions
+
+# ---------------------------------------------------------------------------
+# the check
+
+
+def expected_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
+    """config.env + the fairness table for this job (under tuned, with the recipe's settings over the table's),
+    with the vocabulary the launcher planned."""
+    cfg = ctx.cfg
+    shape = workload_shape(cfg, ctx.model)
+    return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected()}
+
+
+def required_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
+    """:func:`expected_for`, with MEGATRON_IMPL's settings over it for mega and prim (whose layers are Megatron's)."""
+    implementation = (implementation_settings(ctx.cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
+                      else {})
+    return {**expected_for(ctx, planned_vocab), **implementation}
+
+
+def required_by(ctx: RunContext) -> str:
+    """Who requires the expected values, for the error message."""
+    if ctx.profile.tuned and ctx.profile.recipe is not None:
+        return f"the tuned recipe {ctx.profile.recipe.id} (over config.env and the fairness table) requires"
+    return "config.env and the fairness table require"
+
+
+def scalar_record(record: dict[str, Any]) -> dict[str, Any]:
+    """Only JSON scalars (the result model's ``EffectiveSettings.settings``)."""
+    return {key: value for key, value in sorted(record.items())
+            if value is None or isinstance(value, (str, int, float, bool))}
+
+
+def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
+    """Resolve the job's effective settings with the framework's code and check them; the record to store.
+
+    Raises :class:`PreflightError` (a difference or a rejection: setting and both values
+    named) or :class:`train.settings.runner.FrameworkUnavailable` (framework Python or
+    tree missing or at the wrong version: names MEGATRON_REF / the image variable).
+    """
+    if ctx.framework not in FRAMEWORKS:
+        raise PreflightError(f"framework {ctx.framework!r}: no resolver (known: {', '.join(FRAMEWORKS)})")
+    try:
+        resolution = load_plugin(ctx.framework).resolve(ctx, plan)
+    except FrameworkRejected as exc:
+        raise PreflightError(str(exc), setting=exc.setting) from None
+    record, resolved_by, notes = resolution.record, resolution.resolved_by, resolution.notes
+    if resolution.planned_vocab is not None:
+        found = differences(required_for(ctx, resolution.planned_vocab), record, ctx.framework)
+        if found:
+            key, want, got = found[0]
+            more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""
+            raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but {required_by(ctx)} "
+                                 f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
+    try:
+        digest, how = samples_digest(ctx.cfg, ctx.model, ctx.framework, resolution.dataset_python,
+                                     resolution.dataset_code)
+    except SamplesDiffer as exc:
+        raise PreflightError(str(exc), setting=DIGEST_KEY) from None
+    record = {**record, DIGEST_KEY: digest}
+    resolved_by += f"; {DIGEST_KEY}: {how}"
+    if notes:
+        resolved_by += "; stand-ins on this host: " + "; ".join(notes)
+    return EffectiveSettings(settings=scalar_record(record), env=dict(plan.env), resolved_by=resolved_by)
+
+
+def before_launch(ctx: RunContext, plan: LaunchPlan) -> tuple[EffectiveSettings, FrameworkVersions]:
+    """What train/launch/launcher.py runs before every real job: the preflight and the framework versions.
+
+    Raises :class:`PreflightError` with one line; a framework that cannot be run here
+    (:class:`FrameworkUnavailable`) is folded into it, because a job whose framework is
+    missing would only crash later.
+    """
+    try:
+        effective = preflight(ctx, plan)
+    except FrameworkUnavailable as exc:
+        raise PreflightError(str(exc)) from None
+    megatron_tree, primus_tree = load_plugin(ctx.framework).framework_trees(ctx)
+    return effective, framework_versions(ctx.framework, megatron_tree=megatron_tree, primus_tree=primus_tree)
+
+
+# ---------------------------------------------------------------------------
+# CLI
+
+
+def context_for(cfg: Config, platform: str, framework: str, model: str) -> RunContext:
+    """The job's planning context with PROFILE applied (a tuned job is checked against its recipe)."""
+    return job_context(cfg, platform, framework, model, dry_run=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m train.launch.preflight",
+        description="Resolve one vendor job's effective settings with the framework's own code (Megatron-LM, "
+        "Primus, NeMo) and check them against config.env and the fairness table. Exits 1 naming the setting and "
+        "both values when they differ or the framework rejects the configuration; 2 when the framework cannot be "
+        "run here. Framework locations: the image's, or TPRIMAT_MEGATRON_LM, TPRIMAT_PRIMUS, "
+        "TPRIMAT_MEGATRON_PYTHON, TPRIMAT_NEMO_PYTHON.",
+    )
+    parser.add_argument("--platform", required=True, choices=platform_names())
+    parser.add_argument("--framework", required=True, choices=framework_names())
+    parser.add_argument("--model", required=True, choices=model_names())
+    parser.add_argument("--json", action="store_true", help="print the effective_settings record as JSON")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config()
+        ctx = context_for(cfg, args.platform, args.framework, args.model)
+        print(f"tprimat preflight: resolving {args.platform}/{args.framework}/{args.model} ...", file=sys.stderr)
+        record = preflight(ctx, load_plugin(args.framework).plan(ctx))
+    except (ConfigError, ProfileError) as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except FrameworkUnavailable as exc:
+        print(f"tprimat preflight: {exc}", file=sys.stderr)
+        return 2
+    except (PreflightError, ValueError, FileNotFoundError) as exc:
+        print(f"tprimat preflight: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(record.model_dump_json(indent=2))
+    else:
+        print(f"tprimat preflight: ok, {len(record.settings)} settings as required ({record.resolved_by})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The learning-rate schedule every trainer runs and the fairness table expects: Megatron's, in plain Python.
+
+Its own module so that the fairness table (``train/settings/expected.py``), the reference
+trainers (``train/tran/``, ``train/deep/``) and the tests import one definition without
+importing torch or each other.
+"""
+
+from __future__ import annotations
+
+import math
+
+from utils.config.load import Config
+
+
+def lr_at(step: int, cfg: Config) -> float:
+    """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at TRAIN_ITERS.
+
+    Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS`` (warm-up
+    ``LR*k/W``, cosine ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2``, ``r`` the decay
+    fraction). Megatron's scheduler starts at 0 and advances *after* each optimizer step,
+    so its iteration ``k`` (1-based) trains with ``lr_at(k - 1)`` (the first step at LR 0
+    with warm-up) and then logs ``lr_at(k)``, the rate of the next iteration.
+    """
+    if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
+        return cfg.lr * step / cfg.warmup_steps
+    if cfg.lr_decay == "constant" or cfg.train_iters <= cfg.warmup_steps:
+        return cfg.lr
+    ratio = min(1.0, (step - cfg.warmup_steps) / (cfg.train_iters - cfg.warmup_steps))
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.lr_decay == "cosine" else 1.0 - ratio
+    return cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)

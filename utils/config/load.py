@@ -1,0 +1,480 @@
+"""The one typed loader for ``config.env`` plus environment overrides.
+
+Every framework launcher, data stage and evaluator reads the workload through
+:func:`load_config`, so a result can record exactly what it ran with and two
+results can be compared key by key. Derived values (global batch size, world
+size) are computed here and checked, never taken on trust: a config that says
+``GBS=128`` while ``MBS*DP*GA`` is 64 is an error, not a silent choice.
+
+How a value is checked, in order: the field's real type (``typing.get_type_hints``
+of :class:`Config`) converts the text; every float must be finite and every list
+non-empty; then the key's row in :data:`RULES` (choices, minimum, maximum); then the
+cross-key checks of :func:`_check_consistency`. Each failure is one line naming the
+key and the value. The file itself is read as a shell reads it (``utils/config/envfile.py``);
+secrets (``read_secret``) come from ``utils/config/secret.py`` and never enter a Config.
+
+The shell asks this module instead of parsing files itself (``--get KEY``,
+``--docker-env-file PATH``); run ``python -m utils.config.load --help``.
+
+Why one file over 400 lines: the ``Config`` fields are the config keys and their types, and the
+loader that converts them must change with them; per-key rules already live in ``utils/config/rules.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.config.envfile import EnvFileError, read_env_file
+from utils.config.models import check_layers
+from utils.config.registry import FRAMEWORK_ALL, framework_names
+from utils.config.rules import FRAMEWORK_CHOICES as FRAMEWORK_CHOICES  # re-exported: part of this module's API
+from utils.config.rules import MODEL_NAMES, RULES, ConfigError, base_type, check_rules, is_list, launch_problem
+from utils.config.rules import PLATFORMS as PLATFORMS
+from utils.config.secret import SECRET_KEYS, write_docker_env_file
+from utils.config.secret import read_secret as read_secret
+from utils.files.output_path import safe_label
+from utils.machine.environment import in_tprimat_container
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG_FILE = REPO_ROOT / "config.env"
+CONTAINER_DATA_DIR = "/data/tprimat"
+
+# From utils/config/registry.py, under the names this module's importers use.
+FRAMEWORKS = framework_names()
+
+# Keys of the workload that must be identical for two results to be comparable
+# (the fairness table of DESIGN.md section 3). Paths, ranks and ports are not
+# part of the workload.
+WORKLOAD_KEYS = (
+    "DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY",
+    "WARMUP_STEPS", "TRAIN_ITERS", "WEIGHT_DECAY", "BETA1", "BETA2", "GRAD_CLIP", "INIT_STD",
+    "TP", "PP", "CP", "DP", "GA", "PRECISION", "FP8", "WORLD_SIZE",
+)
+
+
+def default_skip_steps(steps: int) -> int:
+    """The default warm-up of a run of ``steps`` steps: max(2, 10%), always leaving one step measured.
+
+    Log analysis applies the same rule to the steps a log holds (a fragment re-warms).
+    """
+    return min(max(2, steps // 10), max(steps - 1, 0))
+
+
+@dataclass(frozen=True)
+class Config:
+    """The effective workload. Field names are the ``config.env`` keys, lower-cased."""
+
+    platform: str | None = None
+    dataset: str = "bc"
+    framework: tuple[str, ...] = (FRAMEWORK_ALL,)  # names in run order, or ("all",)
+    models: tuple[str, ...] = MODEL_NAMES
+    model_size: str = "full"
+    seed: int = 42
+    mbs: int = 1
+    sl: int = 2048
+    lr: float = 3.0e-4
+    min_lr: float = 0.0
+    lr_decay: str = "cosine"
+    warmup_steps: int = 50
+    train_iters: int = 500
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    init_std: float = 0.02
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    dp: int = 8
+    ga: int = 8
+    precision: str = "bf16"
+    fp8: bool = False
+    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
+    # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/config/models.py); empty: the whole model
+    model_layers: int | None = None
+    # TRAN_COMPILE: torch.compile per decoder layer in tran; empty: on for GPU platforms, off on cpu
+    tran_compile: bool | None = None
+    # identical: the fairness table everywhere; tuned: each vendor's published recipe (train/profiles/)
+    profile: str = "identical"
+    profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned
+    data_samples: int = 50000
+    data_dir: Path = field(default_factory=lambda: REPO_ROOT / "data_cache")
+    sample_mb: float = 4.0
+    sample_vocab: int = 8192
+    min_doc_chars: int = 16
+    encode_workers: int = 0
+    bos_policy: str = "megatron"  # data/token_policy.py: megatron (no BOS, as preprocess_data) | tokenizer
+    output_dir: Path = field(default_factory=lambda: REPO_ROOT / "output")
+    hf_home: Path | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "localhost"
+    master_port: int = 29500
+    gpus_per_node: int = 8
+    runs: int = 1
+    measure_skip_steps: int | None = None
+    profiling: bool = False
+    profile_step_start: int = 1
+    profile_step_end: int = 5
+    megatron_path: Path | None = None
+    primus_path: Path | None = None
+    megatron_ref: str = "847781764fe468c90caec16309deded245c1022c"
+    # Megatron's transformer implementation for mega and prim: the images' Transformer Engine, or Megatron's own
+    # local layers where Transformer Engine and apex are missing (train/megatron/args.py turns their fusions off)
+    megatron_impl: str = "transformer_engine"
+
+    # ---- derived values -------------------------------------------------
+    @property
+    def precision_label(self) -> str:
+        """The precision every framework's result records (``training_config.precision_effective``).
+
+        One label per configuration, the same for every framework, so that a fairness check can
+        compare it; how a framework realises it (autocast, master weights, FP8 recipe) is the
+        result's ``precision_detail`` and its effective settings.
+        """
+        return f"{self.precision}+fp8" if self.fp8 else self.precision
+
+    def tran_compile_on(self, platform: str) -> bool:
+        """Whether tran compiles its decoder layers on ``platform``: TRAN_COMPILE, else on for GPUs, off on cpu."""
+        return self.tran_compile if self.tran_compile is not None else platform != "cpu"
+
+    @property
+    def gbs(self) -> int:
+        """Global batch size in sequences per optimizer step."""
+        return self.mbs * self.dp * self.ga
+
+    @property
+    def world_size(self) -> int:
+        """Processes (GPUs) the parallel layout needs."""
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.gbs * self.sl
+
+    @property
+    def skip_steps(self) -> int:
+        """Warm-up steps excluded from statistics: MEASURE_SKIP_STEPS or max(2, 10%)."""
+        if self.measure_skip_steps is not None:
+            return self.measure_skip_steps
+        return default_skip_steps(self.train_iters)
+
+    @property
+    def dataset_name(self) -> str:
+        """File-name-safe dataset label: ``local:/x/y.jsonl`` becomes ``local-y``."""
+        if self.dataset.startswith("local:"):
+            stem = Path(self.dataset[len("local:"):]).stem or "local"
+            return "local-" + safe_label(stem, "local")
+        return self.dataset
+
+    def workload(self) -> dict[str, Any]:
+        """The fairness-relevant keys, in config.env spelling, as recorded in every result."""
+        values = {key.lower(): getattr(self, key.lower(), None) for key in WORKLOAD_KEYS}
+        values["gbs"] = self.gbs
+        values["world_size"] = self.world_size
+        return {key: values[key.lower()] for key in WORKLOAD_KEYS}
+
+    def as_env(self) -> dict[str, str]:
+        """Every key as the string a shell or a child process would see."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            out[f.name.upper()] = _format_value(getattr(self, f.name))
+        out["GBS"] = str(self.gbs)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every key plus the derived ones."""
+        out = {f.name.upper(): _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out["GBS"] = self.gbs
+        out["WORLD_SIZE"] = self.world_size
+        return out
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some fields changed, re-validated."""
+        new = dataclasses.replace(self, **changes)
+        _validate(new, explicit_gbs=None)
+        return new
+
+
+# Field name -> its real type (``int | None``, ``tuple[str, ...]``, ``Path``...), resolved once.
+FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Config)
+
+
+def numeric_keys() -> tuple[str, ...]:
+    """Config keys (upper case) whose type is a number; the hostile-input tests walk these."""
+    return tuple(name.upper() for name, hint in FIELD_TYPES.items() if base_type(hint)[0] in (int, float))
+
+
+# ---------------------------------------------------------------------------
+# text -> typed value
+
+
+def _format_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _plain_number(text: str) -> str:
+    """``text`` when written as people write numbers; Python alone would also read ``1_000`` and
+    non-ASCII digits (``٣``), which no shell or other framework reads as the same number."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return text
+
+
+def _convert(key: str, raw: str) -> Any:
+    """Turn one raw string into the field's type, with an error naming key and value."""
+    kind, optional = base_type(FIELD_TYPES[key.lower()])
+    text = raw.strip()
+    rule = RULES.get(key.lower())
+    if text == "" and (optional or kind is Path or (rule is not None and rule.empty_is_default)):
+        return None  # empty: no value (a Path, or a key whose rule says so, falls back to its default)
+    if kind is bool:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{key}={raw!r}: expected true or false")
+    if kind is int:
+        try:
+            return int(_plain_number(text))
+        except ValueError:
+            raise ConfigError(f"{key}={raw!r}: expected a whole number") from None
+    if kind is float:
+        try:
+            return float(_plain_number(text))
+        except ValueError:
+            raise ConfigError(f"{key}={raw!r}: expected a number") from None
+    if is_list(kind):
+        return tuple(dict.fromkeys(text.replace(",", " ").split()))  # a repeated word once (duplicate_notes)
+    if kind is Path:
+        return Path(text).expanduser()
+    if rule is not None and rule.fold_case:
+        return text.lower()
+    return text
+
+
+# ---------------------------------------------------------------------------
+# validation
+
+
+def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
+    """Checks that involve several keys; each message names every key involved."""
+    if FRAMEWORK_ALL in cfg.framework and len(cfg.framework) > 1:
+        raise ConfigError(f"FRAMEWORK={_format_value(cfg.framework)!r}: {FRAMEWORK_ALL} stands alone "
+                          "(it means every framework of the platform)")
+    if cfg.min_lr > cfg.lr:
+        raise ConfigError(f"MIN_LR={cfg.min_lr}: must not exceed LR={cfg.lr}")
+    if cfg.warmup_steps > cfg.train_iters:
+        raise ConfigError(f"WARMUP_STEPS={cfg.warmup_steps}: must not exceed TRAIN_ITERS={cfg.train_iters}")
+    if cfg.node_rank >= cfg.nnodes:
+        raise ConfigError(f"NODE_RANK={cfg.node_rank}: must be below NNODES={cfg.nnodes}")
+    if cfg.measure_skip_steps is not None and not cfg.measure_skip_steps < cfg.train_iters:
+        raise ConfigError(
+            f"MEASURE_SKIP_STEPS={cfg.measure_skip_steps}: must be in [0, TRAIN_ITERS={cfg.train_iters})"
+        )
+    if cfg.profiling and not cfg.profile_step_start <= cfg.profile_step_end:
+        raise ConfigError(
+            f"PROFILE_STEP_START={cfg.profile_step_start}, PROFILE_STEP_END={cfg.profile_step_end}: "
+            "need 0 <= start <= end"
+        )
+    if cfg.fp8 and cfg.precision != "bf16":
+        raise ConfigError(f"FP8=true with PRECISION={cfg.precision}: FP8 training runs on top of bf16")
+    if cfg.model_layers is not None:
+        for model in cfg.models:
+            try:
+                check_layers(model, cfg.model_size, cfg.model_layers)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+    if explicit_gbs is not None and explicit_gbs != cfg.gbs:
+        raise ConfigError(
+            f"GBS={explicit_gbs} but MBS*DP*GA = {cfg.mbs}*{cfg.dp}*{cfg.ga} = {cfg.gbs}: "
+            "set MBS, DP and GA (GBS is derived) or make them agree"
+        )
+    if cfg.world_size != cfg.nnodes * cfg.gpus_per_node:
+        raise ConfigError(
+            f"world size TP*PP*CP*DP = {cfg.tp}*{cfg.pp}*{cfg.cp}*{cfg.dp} = {cfg.world_size} but "
+            f"NNODES*GPUS_PER_NODE = {cfg.nnodes}*{cfg.gpus_per_node} = {cfg.nnodes * cfg.gpus_per_node}: "
+            "they must be equal"
+        )
+
+
+def _validate(cfg: Config, explicit_gbs: int | None) -> None:
+    check_rules({name: getattr(cfg, name) for name in FIELD_TYPES}, FIELD_TYPES)
+    _check_consistency(cfg, explicit_gbs)
+
+
+# ---------------------------------------------------------------------------
+# loading
+
+
+def parse_env_file(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines of a config file, read as a shell reads them (``utils/config/envfile.py``)."""
+    try:
+        return read_env_file(path, label="config file")
+    except EnvFileError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _merged_values(config_file: Path | str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The raw text of every key: the file's, overridden by the environment's."""
+    path = Path(config_file or env.get("TPRIMAT_CONFIG") or DEFAULT_CONFIG_FILE)
+    file_values = parse_env_file(path)
+    known = {name.upper() for name in FIELD_TYPES} | {"GBS"}
+    unknown = sorted(set(file_values) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+    return {**file_values, **{k: v for k, v in env.items() if k in known}}
+
+
+def duplicate_notes(config_file: Path | str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """One note per list key whose value repeats a word: every list key keeps each word once, in first order.
+
+    Issue 26: ``MODELS="llama llama"`` ran one job twice into one file and reported "2 of 2 ok", while a
+    repeated FRAMEWORK was collapsed. :func:`_convert` now collapses every list the same way; this says so.
+    """
+    env = dict(os.environ if environ is None else environ)
+    notes = []
+    for key, raw in _merged_values(config_file, env).items():
+        if key != "GBS" and is_list(base_type(FIELD_TYPES[key.lower()])[0]):
+            words = raw.replace(",", " ").split()
+            repeated = [w for w in dict.fromkeys(words) if words.count(w) > 1]
+            if repeated:
+                notes.append(f"note: {key} lists {', '.join(repeated)} more than once; each runs once "
+                             f"({key}={' '.join(dict.fromkeys(words))})")
+    return notes
+
+
+def load_config(
+    config_file: Path | str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Load ``config.env`` (or ``TPRIMAT_CONFIG``) and apply environment overrides.
+
+    ``environ`` defaults to ``os.environ``; tests pass a dict. An environment
+    variable with a config key's name wins over the file, which is how
+    ``MBS=2 ./shell/run_train.sh`` works.
+    """
+    env = dict(os.environ if environ is None else environ)
+    merged = _merged_values(config_file, env)
+    kwargs: dict[str, Any] = {}
+    for key, raw in merged.items():
+        if key == "GBS":
+            continue
+        value = _convert(key, raw)
+        if value is None and not base_type(FIELD_TYPES[key.lower()])[1]:
+            continue  # empty: keep the default (chosen below for the folders)
+        kwargs[key.lower()] = value
+    if kwargs.get("data_dir") is None:
+        kwargs["data_dir"] = Path(CONTAINER_DATA_DIR) if in_tprimat_container(env) else REPO_ROOT / "data_cache"
+    if kwargs.get("output_dir") is None:
+        kwargs["output_dir"] = REPO_ROOT / "output"
+    for name in ("data_dir", "output_dir"):
+        if not kwargs[name].is_absolute():
+            kwargs[name] = (REPO_ROOT / kwargs[name]).resolve()
+    explicit_gbs = None
+    if merged.get("GBS", "").strip():
+        try:
+            explicit_gbs = int(merged["GBS"].strip())
+        except ValueError:
+            raise ConfigError(f"GBS={merged['GBS']!r}: expected a whole number") from None
+    cfg = Config(**kwargs)
+    _validate(cfg, explicit_gbs)
+    return cfg
+
+
+def docker_env_values(cfg: Config) -> dict[str, str]:
+    """The config part of the env file handed to ``docker run``: every key but GBS.
+
+    GBS is left out: it is derived, and a fixed GBS in the container would turn a later
+    MBS/DP/GA override there (e.g. in entry.sh) into a mismatch error.
+    """
+    return {key: value for key, value in cfg.as_env().items() if key != "GBS"}
+
+
+# ---------------------------------------------------------------------------
+# CLI
+
+_EPILOG = """\
+Environment variables with a key's name override config.env (MBS=2 ...). TPRIMAT_CONFIG names
+another config file. Secrets (HF_TOKEN) come from the environment, else secrets.env, and are
+never printed: --get refuses them. --docker-env-file writes every effective key except GBS
+(derived), plus HF_TOKEN when one is set, as plain KEY=value lines (file mode 0600)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.config.load",
+        description="Print the effective tprimat config (config.env + environment overrides), validated. "
+        "Exit 2 with one 'config error: KEY...' line when a value is bad.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, help="config file (default: $TPRIMAT_CONFIG or ./config.env)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--get", metavar="KEY", help="print one value, e.g. DATA_DIR or GBS")
+    what.add_argument("--json", action="store_true", help="print every key as JSON")
+    what.add_argument("--docker-env-file", type=Path, metavar="PATH",
+                      help="write the env file handed to `docker run --env-file` (see below)")
+    what.add_argument("--before-launch", metavar="PLATFORM", choices=PLATFORMS,
+                      help="check what must hold before jobs start on PLATFORM (e.g. MODEL_SIZE=full is refused on "
+                           "cpu) and print a note for every list key that repeats a word")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        if args.get:
+            key = args.get.upper()
+            values = cfg.to_dict()
+            if key in SECRET_KEYS:
+                raise ConfigError(f"{key} is a secret; it is never printed")
+            if key not in values:
+                raise ConfigError(f"unknown key {args.get!r}; known: {', '.join(sorted(values))}")
+            print(_format_value(cfg.as_env().get(key, values[key])))
+        elif args.json:
+            print(json.dumps(cfg.to_dict(), indent=2))
+        elif args.docker_env_file:
+            write_docker_env_file(args.docker_env_file, docker_env_values(cfg))
+        elif args.before_launch:
+            problem = launch_problem(args.before_launch, cfg.model_size)
+            if problem:
+                raise ConfigError(problem)
+            for note in duplicate_notes(args.config):
+                print(note)
+        else:
+            for key, value in cfg.as_env().items():
+                print(f"{key}={value}")
+            print(f"# derived: GBS={cfg.gbs} WORLD_SIZE={cfg.world_size}")
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"configure: cannot write {exc.filename or args.docker_env_file}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

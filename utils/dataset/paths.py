@@ -1,0 +1,91 @@
+"""Where datasets and tokenizers live on disk, and the one way to load a tokenizer.
+
+Every consumer (the data stages, the Megatron/Primus/NeMo launchers, the tran
+trainer, fingerprints, tests) resolves paths here so a dataset written by
+``data/encode.py`` is exactly the one a framework reads with ``--data-path``.
+
+Layout under ``DATA_DIR``::
+
+    <dataset_name>/raw.jsonl, clean.jsonl, *.manifest.json     fetch/clean outputs
+    <dataset_name>-<model>_text_document.{bin,idx}             Megatron indexed dataset
+    tokenizers/<model>          downloaded (bc, c4, local:...)
+    tokenizers/sample-<model>   generated for DATASET=sample
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from utils.config.load import Config
+
+
+class TokenizerMissingError(FileNotFoundError):
+    """The tokenizer directory does not exist or holds no loadable tokenizer."""
+
+
+def dataset_dir(cfg: Config) -> Path:
+    """Directory of the raw/clean text of ``cfg.dataset``."""
+    return cfg.data_dir / cfg.dataset_name
+
+
+def raw_path(cfg: Config) -> Path:
+    return dataset_dir(cfg) / "raw.jsonl"
+
+
+def clean_path(cfg: Config) -> Path:
+    return dataset_dir(cfg) / "clean.jsonl"
+
+
+def tokenizer_dir(cfg: Config, model: str) -> Path:
+    """Tokenizer of ``model`` for ``cfg.dataset``: generated for ``sample``, downloaded otherwise."""
+    name = f"sample-{model}" if cfg.dataset == "sample" else model
+    return cfg.data_dir / "tokenizers" / name
+
+
+def dataset_prefix(cfg: Config, model: str) -> Path:
+    """Megatron data prefix (no ``.bin``/``.idx``): what ``--data-path`` is given."""
+    return cfg.data_dir / f"{cfg.dataset_name}-{model}_text_document"
+
+
+def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:
+    """The encoded pair's files (and, given its directory, the tokenizer's file) that are not there.
+
+    What a launcher's plan names when the data has not been prepared; whether present data is
+    fit for training is ``data/ready.py``'s check, run before every real launch.
+    """
+    missing = [p for p in (Path(f"{data_prefix}.bin"), Path(f"{data_prefix}.idx")) if not p.is_file()]
+    if tokenizer_dir is not None and not any((Path(tokenizer_dir) / n).is_file()
+                                             for n in ("tokenizer.json", "tokenizer_config.json")):
+        missing.append(Path(tokenizer_dir) / "tokenizer.json")
+    return missing
+
+
+def load_tokenizer(path: Path) -> Any:
+    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones."""
+    path = Path(path)
+    if not (path / "tokenizer_config.json").is_file() and not (path / "tokenizer.json").is_file():
+        raise TokenizerMissingError(
+            f"no tokenizer in {path} (directory {'is empty' if path.is_dir() else 'does not exist'}); "
+            "prepare the data first: ./shell/run_data.sh (or ./shell/data.sh natively)"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:
+        raise TokenizerMissingError(f"cannot load the tokenizer in {path}: {exc}") from exc
+
+
+def vocab_size(tokenizer: Any) -> int:
+    """Token ids the tokenizer can emit, added special tokens included (Megatron's ``len(tokenizer)``)."""
+    return len(tokenizer)
+
+
+def eod_id(tokenizer: Any) -> int:
+    """End-of-document id appended to every document: the tokenizer's eos token."""
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is None:
+        name = getattr(tokenizer, "name_or_path", "?")
+        raise ValueError(f"tokenizer {name} has no eos token, so documents cannot be terminated with EOD")
+    return int(eos)

@@ -1,0 +1,116 @@
+"""Before any training starts: can the output directory take a run's results at all?
+
+Why: a run whose result cannot be written loses everything it measured. Issue 12 found
+a read-only or non-directory ``OUTPUT_DIR`` ending in a 17-line traceback (and
+``shell/train.sh`` going on to run every job), and a full disk losing the result after
+every step had run. So the output directory is checked before the first job: it must
+be a directory (created when missing), a file must be creatable and writable in it,
+and it must have room. A failure is one line naming the key, the path and the reason.
+
+Room: :data:`MIN_FREE_BYTES` is a floor, not an estimate. A job writes its log, its
+per-step record and its result (together well under a megabyte for 500 steps, logs of
+vendor frameworks a few megabytes); 64 MiB leaves room for that many times over, so
+less than that means the disk is, for practical purposes, full. What still fails later
+(another process filling the disk mid-run) is handled where the result is written
+(``train/launch/launcher.py``): the old file or a failed result stays, never a truncated one.
+
+CLI: ``python -m utils.files.disk check-output`` checks the configured ``OUTPUT_DIR`` (exit 1
+with one line when it cannot take results, 2 on a config error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+MIN_FREE_BYTES = 64 * 1024 * 1024
+_PROBE_BYTES = 4096
+
+
+class OutputDirError(OSError):
+    """The directory cannot take outputs; the message is one line naming it."""
+
+
+def _size(value: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(value)
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on ``path``'s filesystem."""
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int | None = None) -> Path:
+    """Make sure ``path`` is a writable directory with ``min_free_bytes`` (default :data:`MIN_FREE_BYTES`) of room.
+
+    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line.
+    """
+    path = Path(path)
+    min_free_bytes = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
+    where = f"{label}={path}"
+    if path.exists() and not path.is_dir():
+        raise OutputDirError(f"{where} is not a directory; point {label} at a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputDirError(f"{where} cannot be created: {exc.strerror or exc}") from None
+    probe = path / f".tprimat-write-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\0" * _PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise OutputDirError(f"{where} is not writable: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    try:
+        free = free_bytes(path)
+    except OSError as exc:
+        raise OutputDirError(f"{where}: cannot read its free space: {exc.strerror or exc}") from None
+    if free < min_free_bytes:
+        raise OutputDirError(f"{where} has only {_size(free)} free; a run needs at least {_size(min_free_bytes)} "
+                             "for its logs and results (free some space or point it elsewhere)")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.files.disk",
+        description="Check that the configured OUTPUT_DIR can take a run's results before any training starts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check-output", help="OUTPUT_DIR is a writable directory (created if missing) with room")
+    check.add_argument("--min-free-mb", type=float, default=MIN_FREE_BYTES / 2**20,
+                       help=f"room required, in MiB (default {MIN_FREE_BYTES // 2**20})")
+    args = parser.parse_args(argv)
+    from utils.config.load import ConfigError, load_config
+
+    try:
+        cfg = load_config()
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    if not (args.min_free_mb >= 0 and args.min_free_mb < 2**40):
+        print(f"utils.files.disk: --min-free-mb {args.min_free_mb}: must be a number of MiB from 0 up", file=sys.stderr)
+        return 2
+    try:
+        check_writable_dir(cfg.output_dir, "OUTPUT_DIR", int(args.min_free_mb * 2**20))
+    except OutputDirError as exc:
+        print(f"tprimat: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

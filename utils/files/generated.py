@@ -1,0 +1,244 @@
+"""What tprimat itself generates, and which folders may be treated as tprimat's at all.
+
+Why: ``shell/purge.sh`` emptied whatever ``OUTPUT_DIR`` named, so ``OUTPUT_DIR=.git``
+deleted the repository's history (issue 12), and ``wrap.sh`` packed whatever the output
+folder held. Purge now deletes only files and folders matching the names tprimat's own
+writers give them (this table), and both refuse a root that cannot be an output or data
+folder at all (:func:`check_root`).
+
+The names, by writer (each the owner of its name; this table only recognises them):
+
+* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_r<k>].json`` and their
+  per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``); the
+  comparison ``compare.png``, ``compare.md``, ``loss_parity.png`` (``evaluate/``) and the
+  README's ``system.json`` (``evaluate/probe.py``); ``logs/train_*`` (``train/launch/launcher.py``
+  logs, Primus's ``TRAIN_LOG``, NeMo's overrides), ``generated/train_*`` (Primus
+  experiments), ``profiles/train_*`` (traces), ``nemo/train_*/`` and ``nemo/index_cache/``
+  (NeMo's own log folders), ``primus/`` (Primus's workspace), ``.tprimat/`` (locks and
+  reserves, ``utils/files/locks.py``, ``train/launch/job_guard.py``; the output-folder marker
+  :data:`OUTPUT_MARKER` that ``shell/wrap.sh`` requires);
+* ``DATA_DIR`` (``utils/dataset/paths.py``'s layout): ``<dataset>/{raw,clean}.jsonl`` and their
+  manifests, ``<dataset>-<model>_text_document.{bin,idx,manifest.json,verify.json}``,
+  ``tokenizers/<model>``, ``tokenizers/sample-<model>`` and their manifests,
+  ``megatron_index_cache/``, hash caches (``utils/files/hash_cache.py``), ``.tprimat/``;
+* anywhere: temporary files of ``utils/files/atomic.py`` (``.<name>.tmp-<pid>...``) and of
+  ``utils/files/disk.py``'s probe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from utils.config.registry import framework_names, model_names, platform_names
+from utils.config.rules import DATASETS
+from utils.files.hash_cache import CACHE_NAME
+from utils.files.locks import LOCK_DIR
+
+# The per-step record beside each result (utils/result/step_log.py writes it under this suffix).
+STEPS_SUFFIX = ".steps.jsonl"
+
+_ALT = "|".join
+_MODELS = _ALT(map(re.escape, model_names()))
+RESULT_NAME = re.compile(
+    rf"train_(?:{_ALT(platform_names())})_(?:{_ALT(framework_names())})_(?:{_MODELS})(?:_r\d+)?"
+    rf"(?:\.json|{re.escape(STEPS_SUFFIX)})")
+TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+")
+OUTPUT_FILES = frozenset({"compare.png", "compare.md", "loss_parity.png", "system.json", CACHE_NAME,
+                          "gpu_check.md", "gpu_check.json"})
+# shell/gpu_check.sh's folder: one OUTPUT_DIR per check (prescreen, results, logs), all of it generated.
+GPU_CHECK_DIR = "gpu_check"
+# Folders whose files tprimat names ``train_*`` (logs, generated configs, traces).
+OUTPUT_JOB_DIRS = ("logs", "generated", "profiles")
+_DATASET = rf"(?:{_ALT(DATASETS)}|local-[A-Za-z0-9_.-]+)"
+DATASET_DIR_NAME = re.compile(_DATASET)
+DATASET_FILES = frozenset({"raw.jsonl", "clean.jsonl", "fetch.manifest.json", "clean.manifest.json", CACHE_NAME})
+ENCODED_NAME = re.compile(rf"{_DATASET}-(?:{_MODELS})_text_document\.(?:bin|idx|manifest\.json|verify\.json)")
+TOKENIZER_NAME = re.compile(rf"(?:sample-)?(?:{_MODELS})(?:\.manifest\.json)?")
+REPO_CACHES = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
+
+
+# Left by tprimat in every output folder it writes into (results: utils/result/file.py; the comparison:
+# evaluate/compare.py). shell/wrap.sh packs only a folder holding it (issue 26: OUTPUT_DIR=/etc packed /etc).
+OUTPUT_MARKER = f"{LOCK_DIR}/output-folder"
+_MARKER_TEXT = ("This folder holds files tprimat wrote (results, logs, comparisons).\n"
+                "shell/wrap.sh packs only folders holding this file, and only the names utils/files/generated.py"
+                " lists.\n")
+
+
+def mark_output_dir(folder: Path) -> None:
+    """Leave :data:`OUTPUT_MARKER` in ``folder`` (once). A folder that cannot take it only stays unpackable."""
+    marker = Path(folder) / OUTPUT_MARKER
+    if marker.is_file():
+        return
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(_MARKER_TEXT)
+
+
+def is_output_dir(folder: Path) -> bool:
+    """Whether tprimat left its marker in ``folder`` (a regular file, not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(Path(folder) / OUTPUT_MARKER).st_mode)
+    except OSError:
+        return False
+
+
+class RootError(ValueError):
+    """A folder that tprimat must never treat as its output or data folder; one line naming it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing to delete: a file, or a folder (``tree``) that tprimat created as a whole."""
+
+    path: Path
+    tree: bool = False
+
+
+def _is_within(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _project_files(repo: Path, folder: Path) -> str | None:
+    """A file of the project itself in ``folder`` (git's tracked files; else code near the top), or None."""
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), "ls-files", "--", str(folder)], capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    if proc is not None and proc.returncode == 0:
+        tracked = [line for line in proc.stdout.splitlines() if line and not line.endswith(".gitkeep")]
+        return tracked[0] if tracked else None
+    for depth in (folder.glob("*"), folder.glob("*/*")):
+        for path in depth:
+            if path.suffix in (".py", ".sh") and path.is_file():
+                return str(path.relative_to(repo))
+    return None
+
+
+def check_root(path: Path, label: str, repo: Path, home: Path | None = None, given: str | None = None) -> Path:
+    """``path`` resolved (links followed), refused when it cannot be tprimat's folder. Raises RootError.
+
+    ``given`` is the value as the user wrote it (an environment variable), checked for ``..``
+    before anything resolved it away. Refused: ``..``, the filesystem root, the home folder
+    or any folder holding it, the repository or any folder holding it, a folder inside
+    ``.git`` or ``.venv``, a git repository or virtualenv of its own, and a folder of the
+    project's own files (``OUTPUT_DIR=docs``, ``DATA_DIR=data``).
+    """
+    text = str(given if given is not None else path)
+    if not text.strip():
+        raise RootError(f"refusing {label}: the path is empty")
+    if ".." in Path(text).parts:
+        raise RootError(f"refusing {label}={text!r}: '..' components are not allowed")
+    resolved = Path(os.path.realpath(Path(path).expanduser()))
+    repo = Path(os.path.realpath(repo))
+    home = Path(os.path.realpath(home or Path.home()))
+    shown = f"{label}={text!r}" + ("" if str(resolved) == text else f" ({resolved})")
+    if resolved == Path(resolved.anchor):
+        raise RootError(f"refusing {shown}: it is the filesystem root")
+    if _is_within(home, resolved):
+        raise RootError(f"refusing {shown}: it is the home folder or holds it")
+    if _is_within(repo, resolved):
+        raise RootError(f"refusing {shown}: it is the repository or holds it")
+    for special in (".git", ".venv"):
+        if _is_within(resolved, repo / special):
+            raise RootError(f"refusing {shown}: it is inside the repository's {special}")
+    if (resolved / ".git").exists() or ((resolved / "HEAD").is_file() and (resolved / "objects").is_dir()):
+        raise RootError(f"refusing {shown}: it is a git repository")
+    if (resolved / "pyvenv.cfg").exists():
+        raise RootError(f"refusing {shown}: it is a Python virtual environment")
+    if _is_within(resolved, repo) and resolved.is_dir():
+        found = _project_files(repo, resolved)
+        if found:
+            raise RootError(f"refusing {shown}: it holds the project's own files (e.g. {found}), not generated ones")
+    return resolved
+
+
+def _entries(folder: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as scan:
+            return sorted(scan, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _real_dir(entry: os.DirEntry) -> bool:
+    return entry.is_dir(follow_symlinks=False)
+
+
+def _real_file(entry: os.DirEntry) -> bool:
+    return entry.is_file(follow_symlinks=False)
+
+
+def output_targets(root: Path) -> list[Target]:
+    """What tprimat generated in an ``OUTPUT_DIR`` (links and unknown names are never included)."""
+    found: list[Target] = []
+    for entry in _entries(root):
+        path = Path(entry.path)
+        if _real_file(entry) and (RESULT_NAME.fullmatch(entry.name) or entry.name in OUTPUT_FILES
+                                  or TEMP_NAME.fullmatch(entry.name)):
+            found.append(Target(path))
+        elif _real_dir(entry) and entry.name in OUTPUT_JOB_DIRS:
+            found += [Target(Path(e.path)) for e in _entries(path)
+                      if _real_file(e) and (e.name.startswith("train_") or TEMP_NAME.fullmatch(e.name))]
+        elif _real_dir(entry) and entry.name == "nemo":
+            found += [Target(Path(e.path), tree=True) for e in _entries(path)
+                      if _real_dir(e) and (e.name == "index_cache" or RESULT_NAME.fullmatch(e.name + ".json"))]
+        elif _real_dir(entry) and entry.name in ("primus", LOCK_DIR, GPU_CHECK_DIR):
+            found.append(Target(path, tree=True))
+    return found
+
+
+def data_targets(root: Path) -> list[Target]:
+    """What the data stages generated in a ``DATA_DIR``."""
+    found: list[Target] = []
+    for entry in _entries(root):
+        path = Path(entry.path)
+        if _real_file(entry) and (ENCODED_NAME.fullmatch(entry.name) or entry.name == CACHE_NAME
+                                  or TEMP_NAME.fullmatch(entry.name)):
+            found.append(Target(path))
+        elif _real_dir(entry) and DATASET_DIR_NAME.fullmatch(entry.name):
+            found += [Target(Path(e.path)) for e in _entries(path)
+                      if _real_file(e) and (e.name in DATASET_FILES or TEMP_NAME.fullmatch(e.name))]
+        elif _real_dir(entry) and entry.name == "tokenizers":
+            for e in _entries(path):
+                if TOKENIZER_NAME.fullmatch(e.name) or TEMP_NAME.fullmatch(e.name) or e.name == CACHE_NAME:
+                    if _real_dir(e):
+                        found.append(Target(Path(e.path), tree=True))
+                    elif _real_file(e):
+                        found.append(Target(Path(e.path)))
+        elif _real_dir(entry) and (entry.name in ("megatron_index_cache", LOCK_DIR) or TEMP_NAME.fullmatch(entry.name)):
+            found.append(Target(path, tree=True))
+    return found
+
+
+def repo_targets(repo: Path, skip: tuple[Path, ...] = ()) -> list[Target]:
+    """Caches and tprimat's temporary files in the repository (never inside .git, .venv or ``skip``)."""
+    found: list[Target] = []
+    pruned = {repo / ".git", repo / ".venv", *skip}
+    for entry in _entries(repo):
+        if entry.name in ("output.zip",) and _real_file(entry):
+            found.append(Target(Path(entry.path)))
+    for folder, dirs, files in os.walk(repo):
+        here = Path(folder)
+        kept = []
+        for name in sorted(dirs):
+            path = here / name
+            if path in pruned or path.is_symlink():
+                continue
+            if name in REPO_CACHES:
+                found.append(Target(path, tree=True))
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        found += [Target(here / name) for name in sorted(files)
+                  if TEMP_NAME.fullmatch(name) and not (here / name).is_symlink()]
+    return found

@@ -1,0 +1,120 @@
+"""Reading a JSON file tprimat did not necessarily write: bounded in size and depth, one line on any problem.
+
+Why one helper: results are compared across machines (a colleague's ``output.zip``), so a
+result file, a step record or a cache beside the data is foreign input. Issue 26 found a
+result nested 100,000 levels deep and a number of 9,000 digits each ending ``evaluate.validate``
+and ``evaluate.compare`` with a traceback (``RecursionError``, the interpreter's digit limit),
+so that the good results beside it were never compared. Here every such file is:
+
+* a regular file (never a FIFO that would block, never a device), at most ``max_bytes`` long
+  (checked on the open descriptor, and again on what is read);
+* UTF-8 text;
+* nested at most ``max_depth`` containers deep, counted on the text before the parser
+  recurses;
+* JSON as the standard defines it: ``NaN`` and ``Infinity`` literals are refused (``allow_nan``
+  lets a reader whose typed model refuses non-finite figures field by field, and so names the
+  field, take them), and a number the interpreter refuses to convert (too many digits) is a
+  problem, not a crash.
+
+Every failure is a :class:`JsonInputError` (a ``ValueError``) whose message is one line
+naming the file and the first problem; :func:`one_line` makes any foreign text safe to show
+in such a line (control characters escaped, length bounded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+# A result of a 1,000,000-step run is about 256 MB (tests/e2e/test_output_guard.py); a larger file is not a result.
+DEFAULT_MAX_BYTES = 512 * 2**20
+# The result model nests at most about ten containers deep; 64 leaves room for free-form blocks.
+DEFAULT_MAX_DEPTH = 64
+_SHOWN_CHARS = 120
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+class JsonInputError(ValueError):
+    """A JSON file cannot be used; the message is one line naming the file and the first problem."""
+
+
+def one_line(text: object, limit: int = _SHOWN_CHARS) -> str:
+    """``text`` made safe for a one-line message: control characters escaped, at most ``limit`` characters."""
+    shown = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def nesting_depth(text: str) -> int:
+    """How many containers deep ``text`` nests (brackets inside strings do not count)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = deepest = 0
+    for char in brackets:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (a figure that could not be measured is null)")
+
+
+def _read_bounded(path: Path, max_bytes: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise JsonInputError(f"{path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise JsonInputError(f"{path}: {info.st_size:,} bytes, over the {max_bytes:,}-byte limit")
+        chunks, size = [], 0
+        while block := os.read(fd, 1 << 20):
+            chunks.append(block)
+            size += len(block)
+            if size > max_bytes:  # grew while being read
+                raise JsonInputError(f"{path}: over the {max_bytes:,}-byte limit")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH, allow_nan: bool = False) -> Any:
+    """``text`` parsed under the depth and number rules above; errors name ``where``."""
+    # No deeper than it has opening brackets: a result (about 40 containers) skips the scan (bench/load.py).
+    opened = text.count("[") + text.count("{")
+    depth = nesting_depth(text) if opened > max_depth else opened
+    if depth > max_depth:
+        raise JsonInputError(f"{where}: nested {depth} levels deep, over the limit of {max_depth}")
+    try:
+        return json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise JsonInputError(f"{where}: not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:  # a refused constant, a number of too many digits
+        raise JsonInputError(f"{where}: not usable JSON: {one_line(exc)}") from None
+
+
+def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+              allow_nan: bool = False) -> Any:
+    """The JSON value in ``path``, read under the limits above. Raises :class:`JsonInputError`."""
+    path = Path(path)
+    shown = one_line(path, 400)
+    try:
+        raw = _read_bounded(path, max_bytes)
+    except FileNotFoundError:
+        raise JsonInputError(f"{shown}: no such file") from None
+    except OSError as exc:
+        raise JsonInputError(f"{shown}: unreadable: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonInputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    return parse_json(text, shown, max_depth, allow_nan)

@@ -1,0 +1,138 @@
+"""Delete what tprimat generated, and nothing else, whatever ``OUTPUT_DIR`` and ``DATA_DIR`` say.
+
+What counts as generated is ``utils/files/generated.py``'s table of names; a root folder is first
+checked there too (never ``/``, home, the repository, ``.git``, a virtualenv or a folder of
+the project's own files, also when reached through a link). Inside a root, only matching
+names are deleted: other files stay, links are never followed nor deleted, and folders are
+removed only when tprimat created them whole or they are left empty. Every target is
+checked once more right before it goes (still inside its root, still not a link), so no
+mistake above can widen a deletion. A root whose lock a running job holds is refused.
+
+CLI (``shell/purge.sh`` runs it): ``python -m utils.files.purge [--with-data] [--dry-run]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from utils.config.rules import ConfigError
+from utils.files.generated import RootError, Target, check_root, data_targets, output_targets, repo_targets
+from utils.files.locks import LOCK_DIR, locked_by
+
+# Folders of a root that are removed once purging leaves them empty.
+_EMPTY_AFTER = ("logs", "generated", "profiles", "nemo", "tokenizers")
+
+
+class PurgeError(RuntimeError):
+    """Purge refuses to run; one line."""
+
+
+def _running_job(root: Path, label: str) -> None:
+    for lock in sorted((root / LOCK_DIR).glob("*.lock")):
+        holder = locked_by(lock)
+        if holder:
+            raise PurgeError(f"refusing to purge {label}={root}: {holder} is writing there now ({lock})")
+
+
+def plan_purge(repo: Path, output_dir: Path, data_dir: Path, with_data: bool, home: Path | None = None,
+               given: dict[str, str] | None = None) -> list[tuple[Path, Target]]:
+    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches.
+
+    ``given`` holds the folders as the user wrote them (``..`` is refused before resolving).
+    """
+    given = given or {}
+    roots = [("OUTPUT_DIR", output_dir)] + ([("DATA_DIR", data_dir)] if with_data else [])
+    planned: list[tuple[Path, Target]] = []
+    for label, folder in roots:
+        root = check_root(folder, label, repo, home, given.get(label))
+        _running_job(root, label)
+        finder = output_targets if label == "OUTPUT_DIR" else data_targets
+        planned += [(root, target) for target in finder(root)]
+    repo = Path(os.path.realpath(repo))
+    # Never into the output or data folders (each has its own rules above), purged or not.
+    skip = tuple(Path(os.path.realpath(folder)) for folder in (output_dir, data_dir))
+    planned += [(repo, target) for target in repo_targets(repo, skip)]
+    return planned
+
+
+def _still_safe(root: Path, target: Target) -> bool:
+    """Right before deleting: a real file or folder (not a link), whose real parent lies within ``root``."""
+    path = target.path
+    if path.is_symlink() or not (path.is_file() or path.is_dir()):
+        return False
+    parent = Path(os.path.realpath(path.parent))
+    return parent == root or root in parent.parents
+
+
+def _show(path: Path, repo: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return str(path.relative_to(repo))
+    return str(path)
+
+
+def purge(planned: list[tuple[Path, Target]], repo: Path, dry_run: bool) -> int:
+    """Delete (or with ``dry_run`` list) the planned targets; returns how many went."""
+    removed = 0
+    for root, target in planned:
+        if not _still_safe(root, target):
+            print(f"purge: skipped {_show(target.path, repo)} (changed since it was listed)", file=sys.stderr)
+            continue
+        if dry_run:
+            print(f"would remove {_show(target.path, repo)}")
+            removed += 1
+            continue
+        if target.tree:
+            shutil.rmtree(target.path)
+        else:
+            target.path.unlink()
+        removed += 1
+    if not dry_run:
+        for root in dict.fromkeys(root for root, _ in planned):
+            for name in _EMPTY_AFTER:
+                with contextlib.suppress(OSError):
+                    (root / name).rmdir()  # only when empty, and never a link (rmdir refuses one)
+    return removed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="shell/purge.sh (python -m utils.files.purge)",
+        description="Remove what tprimat generated: results, logs, generated configs, traces, the comparison, "
+        "locks and temporary files in OUTPUT_DIR, output.zip and Python/tool caches in the repository; with "
+        "--with-data also the data stages' files in DATA_DIR. Nothing else is touched, whatever the folders "
+        "hold or the variables say; links are never followed.")
+    parser.add_argument("--with-data", action="store_true",
+                        help="also the datasets, manifests, tokenizers and index caches in DATA_DIR")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    args = parser.parse_args(argv)
+    from utils.config.load import REPO_ROOT, load_config
+
+    try:
+        cfg = load_config()
+        given = {key: os.environ[key] for key in ("OUTPUT_DIR", "DATA_DIR") if os.environ.get(key, "").strip()}
+        planned = plan_purge(REPO_ROOT, cfg.output_dir, cfg.data_dir, args.with_data, given=given)
+        if not planned:
+            print("purge: nothing to remove")
+            return 0
+        removed = purge(planned, REPO_ROOT, args.dry_run)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except (RootError, PurgeError) as exc:
+        print(f"purge: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"purge: cannot remove {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if not args.dry_run:
+        print(f"purge: removed {removed} item(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

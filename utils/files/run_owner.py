@@ -1,0 +1,160 @@
+"""Which run owns a job's result file, and what ``shell/train.sh`` does before and after each job.
+
+Why (issue 26): a SIGTERM to ``train.sh`` in the second before the launcher had written anything left no
+result at all (the job was just "missing"); and after a SIGKILL of the launcher, its orphaned workers later
+rewrote the job's result from ``incomplete`` to ``failed``, contradicting the table ``train.sh`` had printed.
+So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and every process under it):
+
+* ``start`` (before the launcher) claims the result for the run and writes the ``incomplete`` result with
+  the reason "started, nothing recorded yet", so a signal at any later moment leaves a result;
+* ``write_problem`` (``utils/files/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
+  id is not the file's current owner does not write (its write is dropped with a line);
+* ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
+  the run's id), words the reason when a signal stopped the job before its launcher wrote anything, and
+  closes the run, so no late write of it lands.
+
+The owner is a small file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
+CLI: ``python -m utils.files.run_owner start|end ...`` (see ``--help``); train.sh is its caller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim
+from utils.machine.rendezvous import seconds_argument as _seconds
+
+STARTED_REASON = "shell/train.sh started this job; its launcher has recorded nothing yet"
+REAP_SECONDS = 5.0
+
+
+# ---------------------------------------------------------------------------
+# the processes of a run
+
+
+def processes_of(run_id: str) -> list[int]:
+    """Every process (but this one) whose environment carries ``TPRIMAT_RUN_ID=run_id`` (Linux /proc)."""
+    needle = f"{RUN_ID_ENV}={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def reap(run_id: str, seconds: float = REAP_SECONDS) -> int:
+    """SIGTERM every process left of the run, SIGKILL what is alive after ``seconds``; how many there were."""
+    left = processes_of(run_id)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + seconds
+        while (alive := processes_of(run_id)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not alive:
+            break
+    return len(left)
+
+
+# ---------------------------------------------------------------------------
+# train.sh's two steps
+
+
+def start(path: Path, platform: str, framework: str, model: str, run_index: int | None, run_id: str,
+          wait_port: float = 0.0) -> list[str]:
+    """Claim ``path`` for ``run_id`` and write the ``incomplete`` result a stopped job leaves; the lines to show.
+
+    ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed first (the job before this one
+    may have left it in TIME_WAIT or to a process that is still exiting).
+    """
+    from utils.config.load import load_config
+    from utils.config.models import get_shape
+    from utils.files.locks import hold, result_lock_path
+    from utils.machine.rendezvous import wait_for_port
+    from utils.result.file import new_result, write_result
+    from utils.result.model import GpuInfo, Source
+
+    cfg = load_config()
+    busy = wait_for_port(cfg.master_port, wait_port) if wait_port > 0 and cfg.node_rank == 0 else None
+    stack = {"amd": "rocm", "nvd": "cuda"}.get(platform, "cpu")
+    gpu = GpuInfo(device_name=None, device_count=0, total_memory_gb=None, software_stack=stack,
+                  software_version=None, pytorch_version=None, driver_version=None,
+                  peak_tflops_reason="not collected: the launcher had not started")
+    result = new_result(cfg, platform=platform, framework=framework, model=model,
+                        shape=get_shape(model, cfg.model_size), gpu_info=gpu, source=Source(kind="callback"),
+                        run_index=run_index)
+    result.error = STARTED_REASON
+    with hold(result_lock_path(path), "the result", command="shell/train.sh (run start)"):
+        claim(path, run_id)
+        write_result(path, result)
+    return [f"{busy}; starting the job anyway"] if busy else []
+
+
+def end(path: Path, run_id: str, stopped_by: str | None) -> list[str]:
+    """Stop what is left of the run, word a stopped job's reason, close the run; the lines to show."""
+    from utils.result.file import ResultError, read_result, update_result, write_result
+
+    lines = []
+    left = reap(run_id)
+    if left:
+        lines.append(f"stopped {left} process(es) the job left behind")
+    if stopped_by:
+        with contextlib.suppress(ResultError):
+            result = read_result(path)
+            if result.status == "incomplete" and result.error == STARTED_REASON:
+                update_result(result, error=f"interrupted by SIG{stopped_by} before its launcher recorded anything")
+                write_result(path, result)
+    claim(path, CLOSED_PREFIX + run_id)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m utils.files.run_owner", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_start = sub.add_parser("start", help="claim the result for the run and write its incomplete result")
+    p_start.add_argument("--result", type=Path, required=True)
+    p_start.add_argument("--platform", required=True)
+    p_start.add_argument("--framework", required=True)
+    p_start.add_argument("--model", required=True)
+    p_start.add_argument("--run-index", type=int)
+    p_start.add_argument("--wait-port", type=_seconds, default=0.0, metavar="SECONDS",
+                         help="first wait up to SECONDS for MASTER_PORT to be freed")
+    p_end = sub.add_parser("end", help="stop what is left of the run and close it")
+    p_end.add_argument("--result", type=Path, required=True)
+    p_end.add_argument("--signal", choices=["INT", "TERM"], help="the signal that stopped the job, if any")
+    for each in (p_start, p_end):
+        each.add_argument("--run-id", required=True)
+    args = parser.parse_args(argv)
+    from utils.config.rules import ConfigError
+    from utils.files.locks import LockHeld
+    from utils.result.file import ResultError
+
+    try:
+        if args.command == "start":
+            lines = start(args.result, args.platform, args.framework, args.model, args.run_index, args.run_id,
+                          args.wait_port)
+        else:
+            lines = end(args.result, args.run_id, args.signal)
+        for line in lines:
+            print(f"train.sh: {line}", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except (LockHeld, ResultError, ValueError, OSError) as exc:
+        print(f"run_owner: {args.result}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""A GPU's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML or amdsmi.
+
+The prescreen (``utils/machine/prescreen.py``) records them beside its measurements. Each fact is read
+on its own: one the device or the library cannot give (ECC on a board without it, a query the
+driver does not support) is ``None`` with what the library said, and the others are still read.
+The handle comes from ``utils/measure/power.py``'s openers, the one mapping of a torch device to its
+NVML/amdsmi handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+# The facts both libraries are asked for (NVML adds driver_cuda_version); ``runtime`` comes from torch.
+FACT_NAMES = ("model", "driver", "memory_total_gib", "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz",
+              "memory_clock_mhz", "memory_clock_max_mhz", "ecc_enabled", "ecc_uncorrected_volatile", "temperature_c")
+
+
+class Fact(BaseModel):
+    """One device fact: its value, or ``None`` and why it could not be read."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    value: str | int | float | bool | None = None
+    reason: str | None = None
+
+
+def read_fact(read: Callable[[], Any], library: str) -> Fact:
+    """One fact, or ``None`` with what the library said (an unsupported query is not an error of the check)."""
+    try:
+        value = read()
+    except Exception as exc:  # NVMLError_NotSupported, AmdSmiException ...: the reason is the message
+        return Fact(reason=f"{library}: {type(exc).__name__}: {exc}".strip())
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if value is None or (isinstance(value, str) and value.strip() in ("", "N/A")):
+        return Fact(reason=f"{library} returned no value")
+    return Fact(value=value)
+
+
+def nvml_facts(nvml: Any, handle: Any) -> dict[str, Fact]:
+    """The facts NVML gives for ``handle`` (units: MHz, W, GiB)."""
+    lib = "nvidia-ml-py"
+    readers: dict[str, Callable[[], Any]] = {
+        "model": lambda: nvml.nvmlDeviceGetName(handle),
+        "driver": lambda: nvml.nvmlSystemGetDriverVersion(),
+        "driver_cuda_version": lambda: _cuda_version(nvml.nvmlSystemGetCudaDriverVersion_v2()),
+        "memory_total_gib": lambda: round(nvml.nvmlDeviceGetMemoryInfo(handle).total / 1024**3, 2),
+        "power_limit_w": lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+        "sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "sm_clock_max_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "memory_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "memory_clock_max_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "ecc_enabled": lambda: bool(nvml.nvmlDeviceGetEccMode(handle)[0]),
+        "ecc_uncorrected_volatile": lambda: nvml.nvmlDeviceGetTotalEccErrors(
+            handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
+        "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+    }
+    return {name: read_fact(read, lib) for name, read in readers.items()}
+
+
+def _cuda_version(code: int) -> str:
+    """NVML's 12080 -> ``12.8``."""
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
+def amdsmi_facts(amdsmi: Any, handle: Any) -> dict[str, Fact]:
+    """The facts amdsmi gives for ``handle`` (power cap in microwatts, clocks in MHz)."""
+    lib = "amdsmi"
+    readers: dict[str, Callable[[], Any]] = {
+        "model": lambda: amdsmi.amdsmi_get_gpu_asic_info(handle)["market_name"],
+        "driver": lambda: amdsmi.amdsmi_get_gpu_driver_info(handle)["driver_version"],
+        "memory_total_gib": lambda: round(amdsmi.amdsmi_get_gpu_memory_total(
+            handle, amdsmi.AmdSmiMemoryType.VRAM) / 1024**3, 2),
+        "power_limit_w": lambda: amdsmi.amdsmi_get_power_cap_info(handle)["power_cap"] / 1e6,
+        "sm_clock_mhz": lambda: amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.GFX)["clk"],
+        "sm_clock_max_mhz": lambda: amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.GFX)["max_clk"],
+        "memory_clock_mhz": lambda: amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.MEM)["clk"],
+        "memory_clock_max_mhz": lambda: amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.MEM)["max_clk"],
+        "ecc_enabled": lambda: bool(amdsmi.amdsmi_get_gpu_ecc_enabled(handle)),
+        "ecc_uncorrected_volatile": lambda: amdsmi.amdsmi_get_gpu_total_ecc_count(handle)["uncorrectable_count"],
+        "temperature_c": lambda: amdsmi.amdsmi_get_temp_metric(
+            handle, amdsmi.AmdSmiTemperatureType.HOTSPOT, amdsmi.AmdSmiTemperatureMetric.CURRENT),
+    }
+    return {name: read_fact(read, lib) for name, read in readers.items()}
+
+
+def device_facts(platform: str, device_index: int = 0, library: Any | None = None) -> dict[str, Fact]:
+    """The device's facts through NVML or amdsmi, plus the runtime torch was built for.
+
+    The handle comes from ``utils/measure/power.py``'s opener (the one mapping of a torch device to its
+    NVML/amdsmi handle). Without the library every fact is ``None`` with the reason.
+    """
+    from utils.measure.power import _amdsmi_reader, _nvml_reader
+
+    name = "nvidia-ml-py (pynvml)" if platform == "nvd" else "amdsmi"
+    try:
+        if platform == "nvd":
+            reader = _nvml_reader(device_index, library)
+            facts = nvml_facts(reader.nvml, reader.handle)
+        else:
+            reader = _amdsmi_reader(device_index, library)
+            facts = amdsmi_facts(reader.amdsmi, reader.handle)
+    except Exception as exc:  # ImportError, NVMLError_LibraryNotFound ...
+        reason = f"{name} cannot open device {device_index}: {type(exc).__name__}: {exc}"
+        facts = {key: Fact(reason=reason) for key in FACT_NAMES}
+    facts["runtime"] = _runtime()
+    return facts
+
+
+def _runtime() -> Fact:
+    try:
+        import torch
+    except ImportError as exc:
+        return Fact(reason=f"torch is not installed: {exc}")
+    hip = getattr(torch.version, "hip", None)
+    cuda = getattr(torch.version, "cuda", None)
+    if hip:
+        return Fact(value=f"ROCm {hip} (torch {torch.__version__})")
+    if cuda:
+        return Fact(value=f"CUDA {cuda} (torch {torch.__version__})")
+    return Fact(reason=f"torch {torch.__version__} is a cpu build")

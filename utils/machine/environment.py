@@ -1,0 +1,111 @@
+"""Environment capture: the variables and library versions that change performance.
+
+Recorded in every result so a surprising number can be traced to, say, a
+different ``NCCL_ALGO`` or Transformer Engine version. Secrets are never captured:
+only variables with a performance-relevant prefix are kept, and anything whose name
+looks like a credential is dropped even then.
+
+Also the one definition of "inside a tprimat container" (:func:`in_tprimat_container`):
+``utils/config/load.py`` defaults DATA_DIR by it, results record it, and the shell asks it
+(``python -m utils.machine.environment --in-container``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+# Set by amd.Dockerfile and nvd.Dockerfile.
+CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
+
+RELEVANT_PREFIXES = (
+    "HSA_", "HIP_", "ROCM_", "ROCR_", "NCCL_", "RCCL_", "NVTE_", "CUDA_", "PYTORCH_", "TORCH_",
+    "OMP_", "MIOPEN_", "GPU_MAX_HW_QUEUES", "TORCHINDUCTOR_", "PRIMUS_", "MEGATRON_",
+)
+SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
+LIBRARIES = (
+    "torch", "transformers", "tokenizers", "datasets", "megatron-core", "transformer-engine",
+    "transformer_engine", "nemo-toolkit", "nemo_toolkit", "lightning", "pytorch-lightning", "primus",
+    "flash-attn", "flash_attn", "apex", "numpy", "deepspeed",
+)
+
+
+def relevant_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Performance-relevant environment variables, secrets excluded."""
+    env = os.environ if environ is None else environ
+    return {
+        key: value
+        for key, value in sorted(env.items())
+        if key.startswith(RELEVANT_PREFIXES) and not any(m in key.upper() for m in SECRET_MARKERS)
+    }
+
+
+def library_versions() -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def in_tprimat_container(environ: Mapping[str, str] | None = None) -> bool:
+    """Inside a tprimat image: its Dockerfiles set ``TPRIMAT_IN_CONTAINER=1``.
+
+    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
+    container, and a native run there must keep its data in ./data_cache (and record
+    that it ran natively, not in a tprimat image).
+    """
+    env = os.environ if environ is None else environ
+    return env.get(CONTAINER_MARKER) == "1"
+
+
+def container_image(environ: Mapping[str, str] | None = None) -> dict[str, str | bool | None]:
+    """Image tag/digest when the orchestration passed them in (TPRIMAT_IMAGE, TPRIMAT_IMAGE_DIGEST)."""
+    env = os.environ if environ is None else environ
+    return {
+        "tag": env.get("TPRIMAT_IMAGE") or None,
+        "digest": env.get("TPRIMAT_IMAGE_DIGEST") or None,
+        "in_container": in_tprimat_container(env),
+    }
+
+
+def capture_environment(
+    launcher_env: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Snapshot for a result: relevant variables (process + what the launcher set), versions, image.
+
+    ``launcher_env`` is the environment a launcher set for its child process; it is
+    recorded separately so a reader sees what tprimat chose versus what was inherited.
+    """
+    merged = {**(os.environ if environ is None else environ), **(launcher_env or {})}
+    return {
+        "variables": relevant_environment(merged),
+        "launcher_set": relevant_environment(launcher_env or {}),
+        "libraries": library_versions(),
+        "python": sys.version.split()[0],
+        "os": platform.platform(),
+        "hostname": platform.node(),
+        "image": container_image(environ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.machine.environment",
+        description="Answer questions about the running environment for the shell scripts.",
+    )
+    parser.add_argument("--in-container", action="store_true", required=True,
+                        help=f"exit 0 inside a tprimat image ({CONTAINER_MARKER}=1), 1 elsewhere")
+    parser.parse_args(argv)
+    return 0 if in_tprimat_container() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

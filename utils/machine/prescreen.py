@@ -1,0 +1,320 @@
+"""Prescreen of one GPU (about 30 s): how close is this device to its datasheet, and what is it?
+
+``shell/gpu_check.sh`` runs it before the short training jobs, as MLPerf and the vendors'
+benchmark kits begin with one. Three measurements of logical device 0:
+
+* a bf16 GEMM sweep (square ``n x n x n`` matrix multiplies over :data:`GEMM_SIZES`): each size
+  is warmed (:data:`WARMUP_RUNS` untimed multiplies), then timed over enough back-to-back multiplies
+  to fill :data:`GEMM_TARGET_S`; a multiply is
+  ``2 * n**3`` FLOPs, and the measured peak is the best size's TFLOP/s, set against the dense bf16
+  datasheet peak of ``utils/machine/hardware.py`` (the one owner of datasheet figures);
+* a device-memory copy (``dst.copy_(src)`` of :data:`COPY_BYTES`): each copy reads and writes
+  the buffer once, ``2 * bytes`` moved, against the datasheet bandwidth of ``utils/machine/hardware.py``;
+* the device's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML
+  (nvidia-ml-py) or amdsmi (``utils/machine/device_facts.py``). A fact that cannot be read is ``null`` with the reason.
+
+A device under :data:`WARN_FRACTION` of its datasheet GEMM peak gets a warning line. The
+arithmetic only sees a :class:`Device` (two timed operations), so the tests drive it with a fake
+device on cpu; the real one is :class:`TorchDevice` (CUDA/HIP events around the timed loop).
+
+``python -m utils.machine.prescreen --platform nvd --out PATH`` writes the typed :class:`Prescreen` JSON
+(atomically) and prints one line per measurement. No GPU: one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from utils.files.atomic import atomic_write_text
+from utils.machine.device_facts import Fact, device_facts
+from utils.machine.hardware import PLATFORMS, memory_bandwidth_tbs, peak_source, peak_tflops
+
+GEMM_SIZES = (2048, 4096, 8192, 16384)
+GEMM_TARGET_S = 4.0  # seconds of back-to-back multiplies per size: ~17 s for the sweep
+COPY_BYTES = 1 << 30  # 1 GiB: far beyond every cache, so the copy runs at HBM speed
+COPY_TARGET_S = 4.0
+MAX_ITERATIONS = 100_000  # a tiny size on a fast device stops here rather than running for minutes
+# Untimed runs when a size's buffers are made, before the sizing run: the first multiply of a shape pays cuBLAS's
+# heuristics and the clock ramp. Without them, on an H200 (2026-11-26), the sizing runs were 1.2x to 3,300x slower
+# than the timed ones, so 2048 was timed over 46 multiplies (1.2 ms) and the sweep took 9 s instead of ~17 s.
+WARMUP_RUNS = 3
+WARN_FRACTION = 0.80
+GPU_PLATFORMS = ("nvd", "amd")
+
+
+class Device(Protocol):
+    """The two timed operations the prescreen needs; seconds are device time, synchronized at both ends."""
+
+    name: str
+
+    def gemm_seconds(self, n: int, iterations: int) -> float: ...
+
+    def copy_seconds(self, nbytes: int, iterations: int) -> float: ...
+
+
+# ---------------------------------------------------------------------------
+# the typed record
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class GemmPoint(Model):
+    """One size of the sweep: ``iterations`` multiplies of bf16 ``n x n`` matrices took ``seconds``."""
+
+    n: int = Field(ge=1)
+    iterations: int = Field(ge=1)
+    seconds: float = Field(gt=0)
+    tflops: float = Field(ge=0)
+
+
+class GemmSweep(Model):
+    points: list[GemmPoint]
+    measured_peak_tflops: float | None
+    best_n: int | None
+    datasheet_tflops: float | None
+    datasheet_source: str | None
+    fraction_of_datasheet: float | None
+    reason: str | None = None
+
+
+class CopyBandwidth(Model):
+    bytes: int = Field(ge=1)
+    iterations: int = Field(ge=1)
+    seconds: float = Field(gt=0)
+    bytes_moved_per_copy: int = Field(ge=1)
+    measured_tbs: float = Field(ge=0)
+    datasheet_tbs: float | None
+    datasheet_source: str | None
+    fraction_of_datasheet: float | None
+    reason: str | None = None
+
+
+class Prescreen(Model):
+    """What ``python -m utils.machine.prescreen`` measured on one device (``<check dir>/prescreen.json``)."""
+
+    platform: str
+    device_index: int = 0
+    device_name: str
+    measured_at: str
+    duration_s: float = Field(ge=0)
+    gemm: GemmSweep
+    copy_bandwidth: CopyBandwidth
+    facts: dict[str, Fact]
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------
+# the arithmetic
+
+
+def gemm_tflops(n: int, iterations: int, seconds: float) -> float:
+    """TFLOP/s of ``iterations`` ``n x n x n`` multiplies in ``seconds`` (a multiply-add is 2 FLOPs)."""
+    return 2.0 * n**3 * iterations / seconds / 1e12
+
+
+def copy_tbs(nbytes: int, iterations: int, seconds: float) -> float:
+    """TB/s of ``iterations`` copies of ``nbytes``: each reads and writes the buffer once."""
+    return 2.0 * nbytes * iterations / seconds / 1e12
+
+
+def iterations_for(one_run_s: float, target_s: float) -> int:
+    """How many back-to-back runs fill ``target_s``, given one run took ``one_run_s`` (at least 3)."""
+    if one_run_s <= 0 or not math.isfinite(one_run_s):
+        return MAX_ITERATIONS
+    return max(3, min(MAX_ITERATIONS, math.ceil(target_s / one_run_s)))
+
+
+def fraction(measured: float | None, datasheet: float | None) -> float | None:
+    return measured / datasheet if measured is not None and datasheet else None
+
+
+def gemm_sweep(device: Device, sizes: tuple[int, ...] = GEMM_SIZES, target_s: float = GEMM_TARGET_S,
+               progress: Callable[[str], None] | None = None) -> GemmSweep:
+    """Time each size (one untimed run warms up and sizes the loop), keep the best TFLOP/s as the peak."""
+    datasheet, reason = peak_tflops(device.name, "bf16")
+    points = []
+    for n in sizes:
+        iterations = iterations_for(device.gemm_seconds(n, 1), target_s)
+        seconds = device.gemm_seconds(n, iterations)
+        point = GemmPoint(n=n, iterations=iterations, seconds=seconds, tflops=gemm_tflops(n, iterations, seconds))
+        points.append(point)
+        if progress:
+            progress(f"GEMM bf16 {n}x{n}x{n}: {point.tflops:,.1f} TFLOP/s ({iterations} multiplies, {seconds:.2f} s)")
+    best = max(points, key=lambda p: p.tflops) if points else None
+    measured = best.tflops if best else None
+    return GemmSweep(points=points, measured_peak_tflops=measured, best_n=best.n if best else None,
+                     datasheet_tflops=datasheet, datasheet_source=peak_source(device.name),
+                     fraction_of_datasheet=fraction(measured, datasheet), reason=reason)
+
+
+def copy_bandwidth(device: Device, nbytes: int = COPY_BYTES, target_s: float = COPY_TARGET_S) -> CopyBandwidth:
+    """Device-to-device copy bandwidth of ``nbytes`` buffers against the datasheet."""
+    datasheet, source, reason = memory_bandwidth_tbs(device.name)
+    iterations = iterations_for(device.copy_seconds(nbytes, 1), target_s)
+    seconds = device.copy_seconds(nbytes, iterations)
+    measured = copy_tbs(nbytes, iterations, seconds)
+    return CopyBandwidth(bytes=nbytes, iterations=iterations, seconds=seconds, bytes_moved_per_copy=2 * nbytes,
+                         measured_tbs=measured, datasheet_tbs=datasheet, datasheet_source=source,
+                         fraction_of_datasheet=fraction(measured, datasheet), reason=reason)
+
+
+def warnings_for(gemm: GemmSweep, copy: CopyBandwidth, threshold: float = WARN_FRACTION) -> list[str]:
+    """The warning lines: a GEMM peak under ``threshold`` of the datasheet (and the copy, likewise)."""
+    out = []
+    if gemm.fraction_of_datasheet is not None and gemm.fraction_of_datasheet < threshold:
+        out.append(f"GEMM peak {gemm.measured_peak_tflops:,.0f} TFLOP/s is {gemm.fraction_of_datasheet:.0%} of the "
+                   f"datasheet's {gemm.datasheet_tflops:,.0f} (under {threshold:.0%}): check clocks, power limit "
+                   "and thermals before benchmarking")
+    if copy.fraction_of_datasheet is not None and copy.fraction_of_datasheet < threshold:
+        out.append(f"copy bandwidth {copy.measured_tbs:.2f} TB/s is {copy.fraction_of_datasheet:.0%} of the "
+                   f"datasheet's {copy.datasheet_tbs:.2f} TB/s (under {threshold:.0%})")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the real device
+
+
+class TorchDevice:
+    """Logical device ``index`` through torch; the timed loops run between two device events."""
+
+    def __init__(self, index: int = 0) -> None:
+        import torch
+
+        self.torch = torch
+        self.index = index
+        self.device = torch.device("cuda", index)
+        self.name = torch.cuda.get_device_name(index)
+        self._gemm: dict[int, tuple[Any, Any, Any]] = {}
+        self._copy: dict[int, tuple[Any, Any]] = {}
+
+    def _timed(self, run: Callable[[], None], iterations: int) -> float:
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        start.record()
+        for _ in range(iterations):
+            run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+
+    def gemm_seconds(self, n: int, iterations: int) -> float:
+        if n not in self._gemm:
+            self._gemm.clear()  # one size's buffers at a time
+            self._copy.clear()
+            make = self.torch.randn
+            self._gemm[n] = tuple(make(n, n, device=self.device, dtype=self.torch.bfloat16) for _ in range(3))
+            a, b, out = self._gemm[n]
+            for _ in range(WARMUP_RUNS):  # untimed; _timed synchronizes before its start event
+                self.torch.matmul(a, b, out=out)
+        a, b, out = self._gemm[n]
+        return self._timed(lambda: self.torch.matmul(a, b, out=out), iterations)
+
+    def copy_seconds(self, nbytes: int, iterations: int) -> float:
+        if nbytes not in self._copy:
+            self._gemm.clear()
+            self._copy.clear()
+            src = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+            self._copy[nbytes] = (src, self.torch.empty_like(src))
+            for _ in range(WARMUP_RUNS):
+                self._copy[nbytes][1].copy_(src)
+        src, dst = self._copy[nbytes]
+        return self._timed(lambda: dst.copy_(src), iterations)
+
+
+class NoGpu(RuntimeError):
+    """The platform has no GPU this process can use (one line for the user)."""
+
+
+def open_device(platform: str, index: int = 0) -> TorchDevice:
+    if platform not in GPU_PLATFORMS:
+        raise NoGpu(f"platform {platform} has no GPU to prescreen (use it on an nvd or amd node)")
+    try:
+        import torch
+    except ImportError as exc:
+        raise NoGpu(f"torch is not installed ({exc}): no GPU to prescreen") from None
+    if not torch.cuda.is_available() or torch.cuda.device_count() <= index:
+        build = f"ROCm {torch.version.hip}" if getattr(torch.version, "hip", None) else (
+            f"CUDA {torch.version.cuda}" if torch.version.cuda else "a cpu build")
+        raise NoGpu(f"platform {platform} but torch {torch.__version__} ({build}) sees no GPU {index}: "
+                    "nothing to prescreen")
+    return TorchDevice(index)
+
+
+def prescreen(platform: str, device: Device, facts: dict[str, Fact],
+              progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> Prescreen:
+    """Measure ``device`` (GEMM sweep, copy bandwidth) and put it beside ``facts``."""
+    started = clock()
+    gemm = gemm_sweep(device, progress=progress)
+    copy = copy_bandwidth(device)
+    if progress:
+        progress(f"copy {copy.bytes / 1024**3:.0f} GiB: {copy.measured_tbs:.2f} TB/s ({copy.iterations} copies)")
+    return Prescreen(platform=platform, device_name=device.name,
+                     measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                     duration_s=max(0.0, clock() - started), gemm=gemm, copy_bandwidth=copy, facts=facts,
+                     warnings=warnings_for(gemm, copy))
+
+
+def summary_lines(record: Prescreen) -> list[str]:
+    """The lines printed after the measurement: peak and bandwidth against the datasheet, then the warnings."""
+    gemm, copy = record.gemm, record.copy_bandwidth
+    lines = []
+    if gemm.datasheet_tflops is not None and gemm.fraction_of_datasheet is not None:
+        lines.append(f"GEMM peak {gemm.measured_peak_tflops:,.1f} TFLOP/s = {gemm.fraction_of_datasheet:.1%} of the "
+                     f"datasheet's {gemm.datasheet_tflops:,.1f} ({record.device_name})")
+    else:
+        lines.append(f"GEMM peak {gemm.measured_peak_tflops or 0:,.1f} TFLOP/s; {gemm.reason}")
+    if copy.datasheet_tbs is not None and copy.fraction_of_datasheet is not None:
+        lines.append(f"copy bandwidth {copy.measured_tbs:.2f} TB/s = {copy.fraction_of_datasheet:.1%} of the "
+                     f"datasheet's {copy.datasheet_tbs:.2f} TB/s")
+    else:
+        lines.append(f"copy bandwidth {copy.measured_tbs:.2f} TB/s; {copy.reason}")
+    lines += [f"WARNING: {w}" for w in record.warnings]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.machine.prescreen",
+        description="Prescreen GPU 0 (about 30 s): a bf16 GEMM sweep and a memory copy against the datasheet "
+        "(utils/machine/hardware.py), and the device's facts (NVML / amdsmi). Writes the JSON record atomically. "
+        f"A GEMM peak under {WARN_FRACTION:.0%} of the datasheet prints a warning. Exit 0 when measured, "
+        "2 when there is no GPU or the input is bad.",
+    )
+    parser.add_argument("--platform", required=True, choices=PLATFORMS, help="the platform (nvd or amd)")
+    parser.add_argument("--out", required=True, type=Path, help="where the JSON record goes")
+    args = parser.parse_args(argv)
+    try:
+        device = open_device(args.platform)
+    except NoGpu as exc:
+        print(f"prescreen: {exc}", file=sys.stderr)
+        return 2
+    print(f"prescreen: {device.name}: GEMM sweep {', '.join(map(str, GEMM_SIZES))}, then a "
+          f"{COPY_BYTES / 1024**3:.0f} GiB copy (~{GEMM_TARGET_S * len(GEMM_SIZES) + COPY_TARGET_S:.0f} s)", flush=True)
+    record = prescreen(args.platform, device, device_facts(args.platform),
+                       progress=lambda line: print(f"prescreen: {line}", flush=True))
+    try:
+        atomic_write_text(args.out, record.model_dump_json(indent=2) + "\n")
+    except OSError as exc:
+        print(f"prescreen: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for line in summary_lines(record):
+        print(f"prescreen: {line}")
+    print(f"prescreen: written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""The result file: build, finalise, validate, write atomically and read the typed :class:`Result`.
+
+Every framework, whether measured in-process (``tran``, ``nemo``) or extracted from
+a log (``mega``, ``prim``), ends in one ``Result`` (``utils/result/model.py``,
+schema version 2). This module is the only place that turns one into a file and
+back: a result is validated as a whole when written and when read, so a
+comparison never consumes a broken file, and writes go through
+``utils/files/atomic.py``, so a crash never leaves a half-written one. A version-1 file
+(written before the typed model) is migrated on read by ``utils/result/v1.py``.
+
+``result_guard`` makes "a run always leaves a result" hold for in-process
+measurement: SIGINT/SIGTERM or an exception write what was measured so far with
+``status`` incomplete or failed and the reason.
+
+Why :func:`update_result`: blocks validate every assignment, and some fields must
+change together (the per-step arrays have one length; ``ok`` has no error), so a
+producer replaces such fields in one validated step instead of one at a time.
+
+CLI: ``python -m utils.result.file status FILE`` prints ok|incomplete|failed|missing|invalid;
+``python -m utils.result.file check FILE...`` validates files; ``python -m utils.result.file
+schema [--write]`` prints (or writes) ``utils/result/schema.json`` generated from the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from utils.config.load import Config
+from utils.config.models import ModelShape
+from utils.files.atomic import atomic_write_text
+from utils.files.generated import mark_output_dir
+from utils.files.json_input import JsonInputError, one_line, read_json
+from utils.files.output_path import output_file
+from utils.files.run_claim import write_problem
+from utils.machine.environment import capture_environment
+from utils.result.failures import final_status
+from utils.result.model import (
+    SCHEMA_VERSION,
+    Environment,
+    Fingerprint,
+    GpuInfo,
+    ModelShapeBlock,
+    Result,
+    Source,
+    TrainingConfig,
+    Workload,
+    unknown_name,
+)
+
+__all__ = [
+    "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",
+    "now_iso", "read_result", "result_guard", "result_path", "schema_text", "status_of", "training_config",
+    "update_result", "write_result",
+]
+
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+SCHEMA_ID = f"tprimat/result/v{SCHEMA_VERSION}"
+STATUSES = ("ok", "incomplete", "failed")
+STARTED_ERROR = "run started but did not finish"
+
+
+class ResultError(ValueError):
+    """A result file is missing, unreadable or does not match the schema."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
+                profile: str = "identical") -> Path:
+    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, repeated runs ``_r<k>``.
+
+    The profile is in the name so that identical and tuned results of one job live side by side
+    in one OUTPUT_DIR and one comparison shows both.
+    The name is built from registry names only and resolved by ``utils/files/output_path.py``, so no value
+    (a foreign result's field, a hand-typed argument) can lead it outside ``output_dir``.
+    """
+    for kind, name in (("platform", platform), ("framework", framework), ("model", model)):
+        problem = unknown_name(kind, name)
+        if problem:
+            raise ValueError(problem)
+    tuned = "_tuned" if profile == "tuned" else ""
+    suffix = f"_r{int(run_index)}" if run_index is not None else ""
+    return output_file(Path(output_dir), f"train_{platform}_{framework}_{model}{tuned}{suffix}.json")
+
+
+def _first_problem(exc: ValidationError, where: str) -> ResultError:
+    """A one-line error naming ``where``, the field path and the first problem pydantic found.
+
+    The path may hold a foreign file's key: shown through ``one_line`` (no line break, bounded).
+    """
+    first = exc.errors(include_url=False, include_input=False)[0]
+    location = "/".join(one_line(part, 60) for part in first["loc"]) or "(top level)"
+    return ResultError(f"{where}: {location}: {one_line(first['msg'], 300)}")
+
+
+def _validated(data: Any, where: str, strict: bool = False) -> Result:
+    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole.
+
+    ``strict`` (files read): pydantic's strict mode, so ``"8456"`` or ``true`` is no number. A result
+    built in memory is validated as it is built; its dump is checked strictly on write as well.
+    """
+    if isinstance(data, Result):
+        data = data.model_dump()
+    try:
+        return Result.model_validate(data, strict=strict)
+    except ValidationError as exc:
+        raise _first_problem(exc, where) from None
+    except RecursionError:  # a foreign object nested past the interpreter's limit (read_json bounds files)
+        raise ResultError(f"{where}: nested too deeply to validate") from None
+
+
+def update_result(result: Result, **fields: Any) -> Result:
+    """Replace several top-level fields of ``result`` at once, validating the whole result; returns it.
+
+    The update happens in place, so every holder of ``result`` sees it, and only
+    after the combination was found valid (a failed update changes nothing).
+    """
+    unknown = set(fields) - set(Result.model_fields)
+    if unknown:
+        raise ResultError(f"result: unknown field(s) {', '.join(sorted(unknown))}")
+    current = {name: getattr(result, name) for name in Result.model_fields}
+    try:
+        checked = Result.model_validate({**current, **fields})
+    except ValidationError as exc:
+        raise _first_problem(exc, "result") from None
+    for name in fields:
+        result.__dict__[name] = checked.__dict__[name]
+    result.__pydantic_fields_set__.update(fields)
+    return result
+
+
+def training_config(cfg: Config, precision_effective: str | None = None) -> TrainingConfig:
+    """Every workload key actually used, plus the older tools' five names so their readers keep working.
+
+    ``precision_effective`` defaults to the configuration's label (``Config.precision_label``).
+    """
+    return TrainingConfig(
+        max_steps=cfg.train_iters, global_batch_size=cfg.gbs, micro_batch_size=cfg.mbs, sequence_length=cfg.sl,
+        num_gpus=cfg.world_size, workload=Workload(**cfg.workload()), nnodes=cfg.nnodes,
+        gpus_per_node=cfg.gpus_per_node, precision_effective=precision_effective or cfg.precision_label,
+        model_layers=cfg.model_layers,
+    )
+
+
+def new_result(
+    cfg: Config | None,
+    *,
+    platform: str,
+    framework: str,
+    model: str,
+    shape: ModelShape,
+    gpu_info: GpuInfo,
+    source: Source,
+    run_index: int | None = None,
+    launcher_env: dict[str, str] | None = None,
+    fingerprint: Fingerprint | None = None,
+    precision_effective: str | None = None,
+    training: TrainingConfig | None = None,
+    environment: Environment | None = None,
+) -> Result:
+    """A result that is valid from the first moment: ``incomplete`` until finalized.
+
+    ``training`` and ``environment`` replace the config's training block and this
+    machine's environment for a run tprimat did not launch (a foreign log: its workload
+    is what the log says, and the machine that trained is not this one).
+    """
+    if training is None:
+        if cfg is None:
+            raise ValueError("new_result needs a config or a training block")
+        training = training_config(cfg, precision_effective)
+    return Result(
+        status="incomplete", error=STARTED_ERROR, platform=platform, framework=framework, model=model,
+        run_index=run_index, profile=cfg.profile if cfg is not None else "identical", started_at=now_iso(),
+        gpu_info=gpu_info, environment=environment or Environment(**capture_environment(launcher_env)),
+        training_config=training, model_shape=ModelShapeBlock(**shape.as_dict()),
+        fingerprint=fingerprint, source=source,
+    )
+
+
+def finalize_result(result: Result, status: str, error: str | None) -> Result:
+    """Set the final status, reason and ``finished_at`` (in place); returns ``result``.
+
+    The rules are :func:`utils.result.failures.final_status`'s: ``ok`` needs no error and
+    every expected step (fewer makes it ``incomplete``); ``incomplete``/``failed``
+    need a reason, to which "(k of n steps done)" is appended. The steps expected are
+    the array entries from ``first_step`` to ``TRAIN_ITERS`` at ``step_interval`` (every
+    step of a run from step 1; what is left of the run for a log that starts later).
+    """
+    done = len(result.step_times)
+    last = result.training_config.max_steps
+    if last is None:
+        return _finish(result, status, error, done)
+    expected = (last - result.first_step) // result.step_interval + 1 if last >= result.first_step else done
+    return _finish(result, status, error, expected)
+
+
+def _finish(result: Result, status: str, error: str | None, expected_steps: int) -> Result:
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r}: allowed values are {', '.join(STATUSES)}")
+    status, error = final_status(status, error, len(result.step_times), expected_steps)
+    return update_result(result, status=status, error=error, finished_at=now_iso())
+
+
+def write_result(path: Path, result: Result) -> Path:
+    """Validate the whole result, then write it atomically (temp file in the same directory + rename).
+
+    A process of a job run that no longer owns the file (``utils/files/run_owner.py``: an orphan of a stopped
+    job, a run that ended) does not write: the write is dropped with one line, and ``path`` returned.
+    """
+    path = Path(path)
+    dropped = write_problem(path)
+    if dropped:
+        print(f"result: {dropped}", file=sys.stderr)
+        return path
+    checked = _validated(result, str(path), strict=True)
+    text = json.dumps(checked.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
+    written = atomic_write_text(path, text, fsync=True)
+    mark_output_dir(path.parent)  # tprimat's output folder: shell/wrap.sh packs only such folders
+    return written
+
+
+def read_result(path: Path) -> Result:
+    """Load and validate one result as foreign input; a version-1 file is migrated.
+
+    The file is read under the size and depth limits of ``utils/files/json_input.py`` and validated in
+    pydantic's strict mode (a number written as a string is refused, never converted). Every problem,
+    whatever the file holds, is a :class:`ResultError` naming the file and the first problem.
+    """
+    path = Path(path)
+    try:
+        data = read_json(path, allow_nan=True)  # the model refuses non-finite figures, naming the field
+    except JsonInputError as exc:
+        raise ResultError(str(exc)) from None
+    where = one_line(path, 400)
+    if not isinstance(data, dict):
+        raise ResultError(f"{where}: (top level): a result is a JSON object, not {type(data).__name__}")
+    if data.get("schema_version") == 1:
+        from utils.result.v1 import migrate
+
+        try:
+            data = migrate(data)
+        except Exception as exc:  # any shape of foreign file is one line, never a traceback
+            raise ResultError(f"{where}: schema version 1 file cannot be migrated: {one_line(exc)}") from None
+        return _validated(data, f"{where} (migrated from schema version 1)", strict=True)
+    return _validated(data, where, strict=True)
+
+
+class Interrupted(BaseException):
+    """Raised in the main thread when SIGINT/SIGTERM arrives during a guarded run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def result_guard(
+    path: Path | None,
+    result: Result,
+    fill: Callable[[Result], None],
+    expected_steps: int,
+) -> Iterator[None]:
+    """Run a measured block so that a result is written however it ends.
+
+    ``fill(result)`` copies the measurement so far into ``result`` (arrays and
+    summary blocks, through :func:`update_result`). On normal exit the status is
+    ``ok`` if ``expected_steps`` steps were recorded, else ``incomplete``.
+    ``path=None`` (non-zero ranks) measures but writes nothing.
+    """
+    previous: dict[int, Any] = {}
+
+    def _raise(signum: int, _frame: Any) -> None:
+        raise Interrupted(signum)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, _raise)
+    status, error = "ok", None
+    try:
+        yield
+    except Interrupted as exc:
+        status, error = "incomplete", f"interrupted by {exc} before the run finished"
+        raise
+    except BaseException as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
+        raise
+    finally:
+        if in_main:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        fill(result)
+        _finish(result, status, error, expected_steps)
+        if path is not None:
+            write_result(path, result)
+
+
+def status_of(path: Path) -> str:
+    """One word for summaries: ok|incomplete|failed|missing|invalid."""
+    path = Path(path)
+    if not path.exists():
+        return "missing"
+    try:
+        return read_result(path).status
+    except ResultError:
+        return "invalid"
+
+
+def schema_text() -> str:
+    """``utils/result/schema.json`` as generated from :class:`utils.result.model.Result`."""
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
+              **Result.model_json_schema()}
+    return json.dumps(schema, indent=2) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m utils.result.file", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_status = sub.add_parser("status", help="print ok|incomplete|failed|missing|invalid for one result file")
+    p_status.add_argument("file", type=Path)
+    p_check = sub.add_parser("check", help="validate result files against the schema; non-zero exit on failure")
+    p_check.add_argument("files", type=Path, nargs="+")
+    p_schema = sub.add_parser("schema", help="print the JSON schema generated from the typed result model")
+    p_schema.add_argument("--write", action="store_true", help=f"write it to {SCHEMA_PATH.name} instead")
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        print(status_of(args.file))
+        return 0
+    if args.command == "schema":
+        if args.write:
+            atomic_write_text(SCHEMA_PATH, schema_text())
+            print(f"wrote {SCHEMA_PATH}", file=sys.stderr)
+        else:
+            sys.stdout.write(schema_text())
+        return 0
+    failed = 0
+    for file in args.files:
+        try:
+            print(f"{file}: valid ({read_result(file).status})")
+        except ResultError as exc:
+            print(f"invalid: {exc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
