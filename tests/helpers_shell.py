@@ -45,6 +45,7 @@ def clean_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
         XDG_CACHE_HOME=str(home / ".cache"),
         FAKE_DOCKER_DIR=str(tmp_path / "docker-calls"),
         TMPDIR=str(tmp_path),
+        HISTORY_DB="off",  # the results database: a test that wants one names it (tests/unit/history/)
     )
     env.update(overrides)
     return env

@@ -53,12 +53,13 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from utils.configure import REPO_ROOT
+from utils.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
 from utils.json_input import one_line
 from utils.secrets_loader import read_secret
 
-APPLICATION = "tprimat-history"
+APPLICATION = HISTORY_APPLICATION
 SCHEMA_VERSION = 2
-DEFAULT_PATH = REPO_ROOT / "history" / "tprimat-history.sqlite"
+DEFAULT_PATH = REPO_ROOT / HISTORY_DEFAULT
 OFF_WORDS = ("off", "none", "false", "0")
 PASSWORD_SECRET = "HISTORY_DB_PASSWORD"
 # An arbitrary constant: the key of the PostgreSQL advisory lock held while a database is created or migrated.
@@ -225,8 +226,9 @@ def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> 
             if secret:
                 url = url.set(password=secret)
         return Target(url, url.render_as_string(hide_password=True), None)
-    raise HistoryError(f"history database {url.render_as_string(hide_password=True)}: backend '{one_line(backend, 40)}' "
-                       "is not supported (SQLite or PostgreSQL)")
+    shown = url.render_as_string(hide_password=True)
+    raise HistoryError(f"history database {shown}: backend '{one_line(backend, 40)}' is not supported "
+                       "(SQLite or PostgreSQL)")
 
 
 def scrub(text: object, target: Target | None) -> str:
@@ -284,17 +286,15 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
-        with translated(self.target, self.lock_timeout), self.engine.connect() as conn:
-            with conn.begin():
-                yield conn
+        with translated(self.target, self.lock_timeout), self.engine.connect() as conn, conn.begin():
+            yield conn
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """One transaction that takes the write lock first (SQLite: BEGIN IMMEDIATE); all or nothing."""
         with translated(self.target, self.lock_timeout), \
-                self.engine.connect().execution_options(tprimat_write=True) as conn:
-            with conn.begin():
-                yield conn
+                self.engine.connect().execution_options(tprimat_write=True) as conn, conn.begin():
+            yield conn
 
     def close(self) -> None:
         self.engine.dispose()
