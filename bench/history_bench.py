@@ -160,7 +160,7 @@ def bench_noise(steps: int, work: Path, data_dir: Path | None) -> dict:
     """Train tiny Llama with tran and deep (2 threads) and tran (1 thread); the pairwise loss gaps."""
     from evaluate.history.noise import curve_gaps
     from tests.conftest import tiny_environ
-    from utils.result import read_result
+    from utils.result import read_result, status_of
 
     data = data_dir or work / "data"
     env = tiny_environ(data, work / "out", MODELS="llama", TRAIN_ITERS=str(steps), WARMUP_STEPS="5",
@@ -170,8 +170,11 @@ def bench_noise(steps: int, work: Path, data_dir: Path | None) -> dict:
                               text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"shell/data.sh exited {proc.returncode}: {proc.stderr[-2000:]}")
-    _train(env, work / "two", "tran deep", one_core=False)
-    _train(env, work / "one", "tran", one_core=True)
+    finished = [status_of(work / "two" / f"train_cpu_{name}_llama.json") == "ok" for name in ("tran", "deep")]
+    if not all(finished):  # a kept work folder (--keep) reuses finished runs
+        _train(env, work / "two", "tran deep", one_core=False)
+    if status_of(work / "one" / "train_cpu_tran_llama.json") != "ok":
+        _train(env, work / "one", "tran", one_core=True)
     curves = {}
     for name, path in (("tran", work / "two" / "train_cpu_tran_llama.json"),
                        ("deep", work / "two" / "train_cpu_deep_llama.json"),
