@@ -24,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from evaluate.history.cli import configured_db
+from evaluate.history.cli import configured_db, safe_output
 from evaluate.history.gate import DEFAULT_FLOOR, GateSettings, Verdict, judge, usable_baseline
 from evaluate.history.ingest import collect
 from evaluate.history.noise import tolerance
@@ -111,6 +111,7 @@ def run_gate(args: argparse.Namespace) -> list[Verdict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    safe_output()
     try:
         verdicts = run_gate(args)
     except HistoryError as exc:

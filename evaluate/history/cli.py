@@ -28,6 +28,14 @@ from utils.registry import framework_names, model_names, platform_names
 TREND_PNG = "history_trend.png"
 
 
+def safe_output() -> None:
+    """A stored text may hold a lone surrogate (valid JSON, no UTF-8): printed escaped, never a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def configured_db() -> str:
     """``HISTORY_DB`` from config.env and the environment (empty: the default file)."""
     return str(getattr(load_config(), "history_db", "") or "")
@@ -183,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    safe_output()
     if getattr(args, "lock_timeout", 1.0) < 0 or (getattr(args, "limit", None) is not None and args.limit < 1):
         print("history: --lock-timeout must not be negative and --limit must be at least 1", file=sys.stderr)
         return 2

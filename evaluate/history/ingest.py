@@ -47,11 +47,20 @@ class Collected:
     refused: list[str] = field(default_factory=list)
 
 
+def _record(path: Path, source: str) -> RunRecord:
+    """The stored form of the result at ``path``; any problem is a :class:`ResultError` naming ``source``."""
+    result = read_result(path)
+    try:
+        return make_record(result, source)
+    except (ValueError, TypeError, OverflowError) as exc:  # a valid result the database cannot hold as it is
+        raise ResultError(f"{one_line(source, 400)}: cannot be stored: {one_line(exc)}") from None
+
+
 def _read_file(path: Path, source: str, collected: Collected) -> None:
     reason = unusable_reason(path)
     if reason is None:
         try:
-            collected.records.append(make_record(read_result(path), source))
+            collected.records.append(_record(path, source))
             return
         except ResultError as exc:
             reason = str(exc)
@@ -119,7 +128,7 @@ def _read_archive(path: Path, collected: Collected, workdir: Path) -> None:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             try:
-                collected.records.append(make_record(read_result(member), where))
+                collected.records.append(_record(member, where))
             except ResultError as exc:  # the reader names the temporary file: name the member instead
                 collected.refused.append(f"{where}: {str(exc).split(': ', 1)[-1]}")
 

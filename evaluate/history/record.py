@@ -4,7 +4,7 @@ Why flat rows and not the result file: a trend reads three figures of 100,000 ru
 few hundred facts of a few runs, the gate reads step arrays of a dozen runs; none needs the rest, and
 the result files stay where they were written. What is kept:
 
-* ``content_hash``: SHA-256 of the result's canonical JSON (sorted keys): the key of idempotent adds;
+* ``content_hash``: SHA-256 of the result as the typed model serialises it: the key of idempotent adds;
 * ``workload_key``: SHA-256 of what makes two runs the same job, whatever ran it and where: the model
   (and a ``MODEL_LAYERS`` proxy's depth), the profile and every workload key (``training_config.workload``);
 * the figures (tokens/s and per GPU, median step time, MFU under both attention conventions, TFLOP/s,
@@ -39,8 +39,14 @@ def text(value: object) -> str | None:
     """``value`` as a string both databases store (NUL and lone surrogates escaped); None stays None."""
     if value is None:
         return None
-    shown = str(value).replace("\x00", "\\x00")
-    return shown.encode("utf-8", "backslashreplace").decode("utf-8")
+    shown = str(value)
+    if "\x00" in shown:
+        shown = shown.replace("\x00", "\\x00")
+    try:
+        shown.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = shown.encode("utf-8", "backslashreplace").decode("utf-8")
+    return shown
 
 
 def canonical(value: Any) -> str:
@@ -48,8 +54,23 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
+def _json(value: Any) -> str:
+    """JSON text for a column: ASCII (so NUL and lone surrogates are escapes both databases store), no NaN."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
 def content_hash(result: Result) -> str:
-    return hashlib.sha256(canonical(result.model_dump(mode="json")).encode()).hexdigest()
+    """SHA-256 of the result as the typed model serialises it (fields in the model's order, figures as read).
+
+    The serialisation is pydantic's own (fast, deterministic): the same file, or the same result written again,
+    gives the same hash whatever its indentation; a free-form block (environment variables, settings) written
+    in another key order would count as other content.
+    """
+    try:
+        text_form = result.model_dump_json()
+    except ValueError:  # a lone surrogate (valid JSON, no UTF-8): the same fields, ASCII-escaped
+        text_form = json.dumps(result.model_dump(mode="python"), ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text_form.encode()).hexdigest()
 
 
 def workload_identity(result: Result) -> dict[str, Any]:
@@ -94,7 +115,7 @@ def versions(result: Result) -> dict[str, str]:
             found[f"framework.{name}"] = value
     for name, value in env.libraries.items():
         found[f"library.{name}"] = value
-    return {key: text(value) for key, value in sorted(found.items()) if value is not None}  # type: ignore[misc]
+    return {key: str(value) for key, value in sorted(found.items()) if value is not None}
 
 
 def details(result: Result) -> dict[str, Any]:
@@ -131,8 +152,7 @@ def details(result: Result) -> dict[str, Any]:
         facts.update({"fingerprint.config": fp.config, "fingerprint.model_shape": fp.model_shape,
                       "fingerprint.data": fp.data.hash, "fingerprint.tokenizer": fp.tokenizer.hash,
                       "fingerprint.code_commit": fp.code.commit, "fingerprint.code_dirty": fp.code.dirty})
-    return {key: (text(value) if isinstance(value, str) else value) for key, value in sorted(facts.items())
-            if value is not None}
+    return {key: value for key, value in sorted(facts.items()) if value is not None}
 
 
 def baseline_problem(result: Result) -> str | None:
@@ -196,11 +216,11 @@ def make_record(result: Result, source: str) -> RunRecord:
                            else memory.device_used_peak_gb) if memory else None,
         "measured_steps": perf.measured_steps if perf else None,
         "baseline_ok": problem is None, "baseline_reason": problem,
-        "versions": canonical(versions(result)), "details": canonical(details(result)),
+        "versions": _json(versions(result)), "details": _json(details(result)),
     }
     series = {
         "first_step": result.first_step, "step_interval": result.step_interval,
         "skipped_steps": perf.skipped_steps if perf else 0,
-        "step_times": canonical(list(result.step_times)), "losses": canonical(list(result.loss_values)),
+        "step_times": _json(result.step_times), "losses": _json(result.loss_values),
     }
     return RunRecord(run, series)

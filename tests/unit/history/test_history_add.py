@@ -17,7 +17,7 @@ from evaluate.history import store
 from evaluate.history.ingest import add_records, collect
 from evaluate.history.store import HistoryError, open_database
 from tests.helpers_evaluate import make_result
-from tests.helpers_history import BACKENDS, REPO, cli, database, results
+from tests.helpers_history import BACKENDS, REPO, cli, database, history, results
 
 Capture = pytest.CaptureFixture[str]
 
@@ -164,3 +164,21 @@ def test_two_writers_at_once_lose_and_duplicate_nothing(db: str, tmp_path: Path)
         series_ids = conn.execute(select(store.series.c.run_id)).scalars().all()
     assert len(hashes) == len(set(hashes)) == 8
     assert len(series_ids) == 8
+
+
+def test_hostile_strings_are_stored_on_both_databases(db: str, tmp_path: Path, capsys: Capture) -> None:
+    """A NUL and a lone surrogate (valid JSON, refused by PostgreSQL's text as they are) are stored escaped."""
+    path = _forged(tmp_path / "out", "train_nvd_mega_llama_r2.json", lambda d: d["gpu_info"].update(
+        device_name="H100\u0000<script>\ud800"))
+    text = path.read_text().replace("\\\\u0000", "\\u0000")
+    path.write_text(text)
+    proc = cli(capsys, "add", "--db", db, str(path))
+    assert proc.returncode == 0, proc.stderr
+    with open_database(db) as opened, opened.read() as conn:
+        stored = conn.execute(select(store.runs.c.device_name, store.runs.c.details)).one()
+    assert stored.device_name == "H100\\x00<script>\\ud800"
+    assert "H100\\u0000<script>\\ud800" in stored.details
+    listed = cli(capsys, "list", "--db", db)
+    assert listed.returncode == 0 and "\x00" not in listed.stdout
+    shown = history("diff", "--db", db, "1", "1")  # a real process: its stdout is UTF-8
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
