@@ -56,7 +56,7 @@ class RunView:
 
     @property
     def details(self) -> dict[str, Any]:
-        return json.loads(self.run["details"]) if self.run.get("details") else {}
+        return json.loads(self.series["details"]) if self.series else {}
 
     @property
     def losses(self) -> list[float | None]:
@@ -134,7 +134,7 @@ def library_matches(versions: dict[str, str], spec: str) -> bool:
     return False
 
 
-LIST_COLUMNS = tuple(c for c in runs.c if c.name not in ("details",))
+LIST_COLUMNS = tuple(runs.c)
 
 
 def list_runs(conn: Connection, filters: Filters, limit: int | None = None,

@@ -171,7 +171,8 @@ def baseline_problem(result: Result) -> str | None:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """The rows of one result: ``run`` for ``runs`` (without ``id``/``added_at``), ``series`` without ``run_id``."""
+    """The rows of one result: ``run`` for ``runs`` (without ``id``/``added_at``), ``series`` (arrays and facts)
+    without ``run_id``."""
 
     run: dict[str, Any]
     series: dict[str, Any]
@@ -216,11 +217,12 @@ def make_record(result: Result, source: str) -> RunRecord:
                            else memory.device_used_peak_gb) if memory else None,
         "measured_steps": perf.measured_steps if perf else None,
         "baseline_ok": problem is None, "baseline_reason": problem,
-        "versions": _json(versions(result)), "details": _json(details(result)),
+        "versions": _json(versions(result)),
     }
     series = {
         "first_step": result.first_step, "step_interval": result.step_interval,
         "skipped_steps": perf.skipped_steps if perf else 0,
         "step_times": _json(result.step_times), "losses": _json(result.loss_values),
+        "details": _json(details(result)),
     }
     return RunRecord(run, series)

@@ -122,10 +122,10 @@ runs = Table(
     Column("baseline_ok", Boolean, nullable=False),
     Column("baseline_reason", Text),
     Column("versions", Text, nullable=False),  # JSON: the versions a trend marks when they change
-    Column("details", Text, nullable=False),  # JSON: the flat facts a diff compares
 )
 
-# The per-step arrays (JSON lists, None where not finite) for the gate's loss and spread checks.
+# The bulky part of a run, apart so that ``runs`` stays small to scan (a trend reads 100,000 rows): the per-step
+# arrays (JSON lists, None where not finite) for the gate, and the flat facts (JSON) a diff compares.
 series = Table(
     "series", metadata,
     Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
@@ -134,6 +134,7 @@ series = Table(
     Column("skipped_steps", Integer, nullable=False),
     Column("step_times", Text, nullable=False),
     Column("losses", Text, nullable=False),
+    Column("details", Text, nullable=False),
 )
 
 # Version 2: tags (a CI's "nightly", "release-25.11") to select baselines by name, and the index the

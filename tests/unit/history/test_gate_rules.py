@@ -107,9 +107,9 @@ def test_megatron_bridge_tolerances_by_loss_magnitude() -> None:
 
 def _view(losses: list[float | None], **run) -> RunView:  # type: ignore[no-untyped-def]
     base = {"id": 1, "platform": "nvd", "framework": "mega", "model_label": "llama", "samples_digest": None,
-            "details": "{}", "source": "x"}
+            "source": "x"}
     return RunView({**base, **run}, {"first_step": 1, "step_interval": 1, "skipped_steps": 0,
-                                     "losses": json.dumps(losses), "step_times": "[]"})
+                                     "losses": json.dumps(losses), "step_times": "[]", "details": "{}"})
 
 
 def test_loss_rules_on_curves() -> None:

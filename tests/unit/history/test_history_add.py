@@ -175,7 +175,8 @@ def test_hostile_strings_are_stored_on_both_databases(db: str, tmp_path: Path, c
     proc = cli(capsys, "add", "--db", db, str(path))
     assert proc.returncode == 0, proc.stderr
     with open_database(db) as opened, opened.read() as conn:
-        stored = conn.execute(select(store.runs.c.device_name, store.runs.c.details)).one()
+        stored = conn.execute(select(store.runs.c.device_name, store.series.c.details)
+                              .join(store.series, store.series.c.run_id == store.runs.c.id)).one()
     assert stored.device_name == "H100\\x00<script>\\ud800"
     assert "H100\\u0000<script>\\ud800" in stored.details
     listed = cli(capsys, "list", "--db", db)
