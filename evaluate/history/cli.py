@@ -17,7 +17,6 @@ from pathlib import Path
 
 from evaluate.history import diff as diff_view
 from evaluate.history import trend as trend_view
-from evaluate.history.ingest import add_paths, tag_runs
 from evaluate.history.query import Filters, count_runs, list_runs, resolve
 from evaluate.history.store import SCHEMA_VERSION, Database, HistoryError, open_database, resolve_target
 from utils.config_rules import ConfigError
@@ -56,6 +55,8 @@ def _filters(args: argparse.Namespace) -> Filters:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from evaluate.history.ingest import add_paths  # the strict reader and the result model: only to add
+
     target = resolve_target(db_value(args))
     if target is None:
         print("history: HISTORY_DB=off; nothing added")
@@ -115,6 +116,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
+    from evaluate.history.ingest import tag_runs
+
     with _open(args) as db:
         with db.read() as conn:
             views = resolve(conn, args.selector)

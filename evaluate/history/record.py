@@ -28,9 +28,10 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from utils.result_model import Result
+if TYPE_CHECKING:  # only annotations: a query or a trend never loads the result model (docs/PERFORMANCE.md)
+    from utils.result_model import Result
 
 _SETTINGS_FACTS = ("samples_digest",)
 

@@ -13,6 +13,7 @@ The PNG (matplotlib, Agg) has one panel per metric; all stored runs are plotted,
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from utils.json_input import one_line
 
 METRICS = (("tokens_per_second_per_gpu", "tokens/s/GPU", 1.0, "{:,.0f}"), ("mfu", "MFU %", 100.0, "{:.1f}"),
            ("tokens_per_kwh", "tokens/kWh", 1.0, "{:,.0f}"))
+_NAN = float("nan")
 MAX_POINTS = 2_000  # per series in the PNG
 MAX_MARKS = 200  # version-change lines in the PNG
 _COLUMNS = [runs.c[name] for name in ("id", "run_time", "status", "platform", "framework", "model_label", "profile",
@@ -41,7 +43,8 @@ class Series:
     ids: list[int] = field(default_factory=list)
     times: list[str] = field(default_factory=list)  # normalised UTC, sortable
     statuses: list[str] = field(default_factory=list)
-    values: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)  # METRICS order
+    values: list[tuple[float, float, float]] = field(default_factory=list)  # METRICS order; NaN: not measured
+    ok: list[bool] = field(default_factory=list)
     changes: dict[int, list[str]] = field(default_factory=dict)  # entry index -> what changed before it
 
     @property
@@ -82,12 +85,13 @@ def trend_series(conn: Connection, filters: Filters) -> list[Series]:
         series.ids.append(run_id)
         series.times.append(time)
         series.statuses.append(status)
-        series.values.append((tps, mfu, kwh))
+        series.values.append((_NAN if tps is None else tps, _NAN if mfu is None else mfu, _NAN if kwh is None else kwh))
+        series.ok.append(status == "ok")
     return [grouped[k] for k in sorted(grouped)]
 
 
-def _shown(value: float | None, scale: float, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value * scale)
+def _shown(value: float, scale: float, pattern: str) -> str:
+    return "-" if math.isnan(value) else pattern.format(value * scale)
 
 
 def render_table(all_series: list[Series], last: int) -> str:
@@ -139,9 +143,10 @@ def write_png(all_series: list[Series], path: Path) -> Path | None:
 
     columns = []
     for item in all_series:
-        ok = np.array(item.statuses) == "ok"
+        ok = np.fromiter(item.ok, dtype=bool, count=len(item.ok))
         values = np.array(item.values, dtype=float)[ok] if ok.any() else np.empty((0, len(METRICS)))
-        days = mdates.date2num(np.array([t[:19] for t in item.times], dtype="datetime64[s]")[ok])
+        times = [t[:19] for t, good in zip(item.times, item.ok, strict=True) if good]
+        days = mdates.date2num(np.array(times, dtype="datetime64[s]"))
         columns.append((item, days, values))
     panels = [(i, m) for i, m in enumerate(METRICS) if any((~np.isnan(v[:, i])).any() for _, _, v in columns)]
     if not panels:
