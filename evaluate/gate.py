@@ -21,6 +21,7 @@ CI use::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from evaluate.history.ingest import collect
 from evaluate.history.noise import tolerance
 from evaluate.history.query import LAST_OK, RunView, last_ok, resolve
 from evaluate.history.store import HistoryError, open_database
+from utils.atomic import atomic_write_text
 from utils.config_rules import ConfigError
 from utils.json_input import one_line
 
@@ -67,7 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"cross-vendor: largest per-step loss gap (default {step}: evaluate/history/noise.py)")
     parser.add_argument("--tail-tolerance", type=_fraction, default=tail, metavar="F",
                         help=f"cross-vendor: gap of the mean loss over the last 10 steps (default {tail})")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="also write the verdicts as JSON (written atomically; a report page reads it)")
     return parser
+
+
+def report(verdicts: list[Verdict] | None, code: int, error: str | None = None) -> dict:
+    """The verdicts as data: per candidate its baseline runs and every check (pass, fail or skip, and the line)."""
+    words = {True: "pass", False: "fail", None: "skip"}
+    return {
+        "verdict": {0: "pass", 1: "regression"}.get(code, "bad input"), "exit_code": code, "error": error,
+        "candidates": [{
+            "candidate": v.candidate.label, "run_id": v.candidate.id, "baseline_run_ids": [b.id for b in v.baseline],
+            "checks": [{"metric": c.metric, "result": words[c.passed], "line": c.line} for c in v.checks],
+        } for v in verdicts or []],
+    }
+
+
+def _write_report(path: Path | None, data: dict) -> None:
+    if path is not None:
+        atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=True) + "\n")
 
 
 def _candidates(args: argparse.Namespace, conn) -> list[RunView]:  # type: ignore[no-untyped-def]
@@ -114,11 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     safe_output()
     try:
         verdicts = run_gate(args)
-    except HistoryError as exc:
-        print(f"gate: {exc}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
+    except (HistoryError, ConfigError) as exc:
+        line = f"gate: {exc}" if isinstance(exc, HistoryError) else f"config error: {exc}"
+        print(line, file=sys.stderr)
+        _write_report(args.report, report(None, 2, line))
         return 2
     failed = 0
     for verdict in verdicts:
@@ -127,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         for check in verdict.checks:
             print(f"  {check.shown}")
         failed += bool(verdict.failed)
+    code = 1 if failed else 0
+    _write_report(args.report, report(verdicts, code))
     if failed:
         print(f"gate: REGRESSION in {failed} of {len(verdicts)} candidate(s)")
         return 1

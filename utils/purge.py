@@ -72,7 +72,7 @@ def history_targets(value: str | None, repo: Path) -> list[Target]:
                              "tables with the server's own tools)")
         text = rest[1:] if rest.startswith("/") else rest
     path = Path(text).expanduser() if text else repo / HISTORY_DEFAULT
-    path = path if path.is_absolute() else Path.cwd() / path
+    path = path if path.is_absolute() else repo / path  # relative to the repository, as OUTPUT_DIR
     if not os.path.lexists(path):
         return []
     if path.is_symlink() or not path.is_file() or not _is_history_file(path):

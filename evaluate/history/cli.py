@@ -18,9 +18,16 @@ from pathlib import Path
 from evaluate.history import diff as diff_view
 from evaluate.history import trend as trend_view
 from evaluate.history.query import Filters, count_runs, list_runs, resolve
-from evaluate.history.store import SCHEMA_VERSION, Database, HistoryError, open_database, resolve_target
+from evaluate.history.store import (
+    OFF_WORDS,
+    SCHEMA_VERSION,
+    Database,
+    HistoryError,
+    open_database,
+    resolve_target,
+)
 from utils.config_rules import ConfigError
-from utils.configure import load_config
+from utils.configure import REPO_ROOT, load_config
 from utils.json_input import one_line
 from utils.registry import framework_names, model_names, platform_names
 
@@ -36,8 +43,14 @@ def safe_output() -> None:
 
 
 def configured_db() -> str:
-    """``HISTORY_DB`` from config.env and the environment (empty: the default file)."""
-    return str(getattr(load_config(), "history_db", "") or "")
+    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
+
+    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
+    """
+    value = (load_config().history_db or "").strip()
+    if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
+        return str(REPO_ROOT / value)
+    return value
 
 
 def db_value(args: argparse.Namespace) -> str:

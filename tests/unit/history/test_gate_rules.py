@@ -68,6 +68,14 @@ def test_ten_percent_slower_fails_naming_metric_values_and_threshold(tmp_path: P
     assert "FAIL tokens_per_second_per_gpu: candidate" in line and "vs baseline" in line
     assert "threshold -5.0% = max(5.0%, baseline spread" in line
     assert "gate: REGRESSION in 1 of 1 candidate(s)" in proc.stdout
+    report = tmp_path / "gate.json"
+    cli(capsys, "--db", db, "--candidate", str(_candidate(tmp_path, change=_slower(1.10))), "--baseline",
+        "tag:accepted", "--report", str(report), module="evaluate.gate")
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "regression" and data["exit_code"] == 1
+    assert data["candidates"][0]["baseline_run_ids"] == [1, 2, 3]
+    first = data["candidates"][0]["checks"][0]
+    assert (first["metric"], first["result"]) == ("tokens_per_second_per_gpu", "fail")
     wider = cli(capsys, "--db", db, "--candidate", str(_candidate(tmp_path, change=_slower(1.10))),
                 "--baseline", "tag:accepted", "--throughput-threshold", "0.15", module="evaluate.gate")
     assert wider.returncode == 0, "the threshold is configurable"
