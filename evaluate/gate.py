@@ -25,12 +25,11 @@ import json
 import sys
 from pathlib import Path
 
-from evaluate.history.cli import configured_db, safe_output
 from evaluate.history.gate import DEFAULT_FLOOR, GateSettings, Verdict, judge, usable_baseline
 from evaluate.history.ingest import collect
 from evaluate.history.noise import tolerance
 from evaluate.history.query import LAST_OK, RunView, last_ok, resolve
-from evaluate.history.store import HistoryError, open_database
+from evaluate.history.store import HistoryError, configured_db, open_database, safe_output
 from utils.atomic import atomic_write_text
 from utils.config_rules import ConfigError
 from utils.json_input import one_line

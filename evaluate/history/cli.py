@@ -19,38 +19,20 @@ from evaluate.history import diff as diff_view
 from evaluate.history import trend as trend_view
 from evaluate.history.query import Filters, count_runs, list_runs, resolve
 from evaluate.history.store import (
-    OFF_WORDS,
     SCHEMA_VERSION,
     Database,
     HistoryError,
+    configured_db,
     open_database,
     resolve_target,
+    safe_output,
 )
 from utils.config_rules import ConfigError
-from utils.configure import REPO_ROOT, load_config
+from utils.configure import load_config
 from utils.json_input import one_line
 from utils.registry import framework_names, model_names, platform_names
 
 TREND_PNG = "history_trend.png"
-
-
-def safe_output() -> None:
-    """A stored text may hold a lone surrogate (valid JSON, no UTF-8): printed escaped, never a crash."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(errors="backslashreplace")
-
-
-def configured_db() -> str:
-    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
-
-    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
-    """
-    value = (load_config().history_db or "").strip()
-    if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
-        return str(REPO_ROOT / value)
-    return value
 
 
 def db_value(args: argparse.Namespace) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -52,7 +53,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from utils.configure import REPO_ROOT
+from utils.configure import REPO_ROOT, load_config
 from utils.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
 from utils.json_input import one_line
 from utils.secrets_loader import read_secret
@@ -423,3 +424,22 @@ def open_database(value: str | Target | None, *, create: bool = False, lock_time
 def schema_version(db: Database) -> int:
     with db.read() as conn:
         return _stored_version(conn, db.target) or 0
+
+
+def safe_output() -> None:
+    """A stored text may hold a lone surrogate (valid JSON, no UTF-8): printed escaped, never a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def configured_db() -> str:
+    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
+
+    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
+    """
+    value = (load_config().history_db or "").strip()
+    if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
+        return str(REPO_ROOT / value)
+    return value
