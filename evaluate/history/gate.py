@@ -4,21 +4,23 @@
 candidate slower by more than ``max(floor, spread)``: ``floor`` is 5% by default (``--throughput-threshold``;
 Megatron-Bridge's performance scripts fail a run whose timing is more than 5% worse than the golden value:
 ``timing_threshold`` in ``scripts/performance/utils/evaluate.py``, NVIDIA-NeMo/Megatron-Bridge at commit
-067f987df03b8355b03192d88d70f1709fedf51a, ``validate_performance``), and ``spread`` is the baseline's own
+067f987df03b8355b03192d88d70f1709fedf51a, ``validate_performance``, lines 360 and 381: a signed change below
+-5% is a regression), and ``spread`` is the baseline's own
 run-to-run spread, ``(max - min) / median`` of its runs' throughput (with ``--spread off``, or a single
 baseline run, the floor alone). So a noisy baseline does not fail a candidate for noise it shows itself.
 
 **Loss** (same platform). The candidate's loss curve against the baseline's (the per-step mean of the
-baseline runs), over the steps both recorded, by the three rules of Megatron-Bridge's
-``validate_convergence`` in the same file (defaults there: ``correlation_threshold`` 0.95, the
-``*_loss_tolerance`` values and ``max_outlier_ratio``; the magnitude rule in its point-wise loop):
+baseline runs), over the steps both recorded, by three of the rules of Megatron-Bridge's
+``validate_convergence`` in the same file (defaults at lines 174-182: ``correlation_threshold`` 0.95, the
+``*_loss_tolerance`` values, ``final_loss_tolerance`` and ``max_outlier_ratio``; the magnitude rule of its
+point-wise loop at lines 219-224). The rules, in tprimat's own code:
 
 * Pearson's r of the two curves at least 0.95;
 * per step, ``|candidate - baseline| / |baseline|`` within 10% where the baseline loss is above 2.0, 5% above
   0.5, else 2%; more than 10% of the steps outside it fails;
 * the final loss within 3%.
 
-(Its fifth rule, a 3-sigma outlier count of the residuals, is not applied: with the point-wise rule it
+(Its other rule, a 3-sigma outlier count of the residuals, is not applied: with the point-wise rule it
 judges the same steps twice.) A curve with a non-finite loss fails; fewer than 3 common steps, another data
 or tokenizer fingerprint, or another samples digest cannot be judged and say so (not a failure).
 
