@@ -38,7 +38,10 @@ as_server() {
     fi
 }
 
-folder="$(mktemp -d "${TMPDIR:-/tmp}/tprimat-pg.XXXXXX")"
+# As root the server runs as postgres, which must reach the folder: /tmp, whatever TMPDIR says.
+parent="${TMPDIR:-/tmp}"
+[[ $EUID -ne 0 ]] || parent=/tmp
+folder="$(mktemp -d "$parent/tprimat-pg.XXXXXX")"
 chmod 700 "$folder"
 [[ $EUID -ne 0 ]] || chown postgres: "$folder"
 # shellcheck disable=SC2329  # called by the EXIT trap
