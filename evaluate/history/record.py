@@ -199,7 +199,9 @@ def make_record(result: Result, source: str) -> RunRecord:
         "started_at": text(result.started_at), "finished_at": text(result.finished_at),
         "run_time": normalized_time(result.finished_at) or normalized_time(result.started_at),
         "workload_key": workload_key(result),
-        "device_name": text(gpu.device_name), "device_count": gpu.device_count,
+        # the device a trend and "the last ok run on this device" group by: on cpu, the CPU
+        "device_name": text(gpu.device_name or (gpu.cpu_name if gpu.software_stack == "cpu" else None)),
+        "device_count": gpu.device_count,
         "software_stack": gpu.software_stack, "software_version": text(gpu.software_version),
         "driver_version": text(gpu.driver_version), "pytorch_version": text(gpu.pytorch_version),
         "cpu_name": text(gpu.cpu_name), "hostname": text(env.hostname), "image_tag": text(env.image.tag),
