@@ -7,6 +7,8 @@
 # Each job is a run with an id (utils/files/run_owner.py): before its launcher starts, train.sh writes the job's
 # incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
 # stopped, the run is closed (a late write of it is dropped), and the next job waits for MASTER_PORT.
+# After each job its result (ok, incomplete or failed) is added to the results database HISTORY_DB
+# (python -m evaluate.history add; HISTORY_DB=off skips it); a failed add is one line, never a failed run.
 # Exit status: 0 when every job exited 0 with an ok result, 1 otherwise, 2 on a config error.
 set -uo pipefail
 
@@ -23,6 +25,8 @@ Before any job: OUTPUT_DIR must be a writable directory with room (python -m uti
 the settings must run on the platform (python -m utils.config.load --before-launch), MASTER_ADDR must
 resolve and MASTER_PORT be free (python -m utils.machine.rendezvous, waiting up to 30 s between jobs).
 SIGINT/SIGTERM stop the running job (recorded incomplete) and start no other; exit 128 + signal.
+After each job its result is added to the results database HISTORY_DB (python -m evaluate.history;
+HISTORY_DB=off skips it).
 USAGE
 }
 
@@ -47,6 +51,7 @@ export PLATFORM="$platform"
 output_dir="$(tprimat_config_get OUTPUT_DIR)" || exit 2
 node_rank="$(tprimat_config_get NODE_RANK)" || exit 2
 nnodes="$(tprimat_config_get NNODES)" || exit 2
+history_db="$(tprimat_config_get HISTORY_DB)" || exit 2
 jobs_text="$("$TPRIMAT_PYTHON" -m train.launch.jobs --platform "$platform")" || exit 2
 mapfile -t jobs <<<"$jobs_text"
 if [[ ${#jobs[@]} -eq 0 || -z "${jobs[0]}" ]]; then
@@ -102,6 +107,11 @@ for line in "${jobs[@]}"; do
     if [[ -n "$run_id" ]]; then
         tprimat_python_module utils.files.run_owner end --result "$result" --run-id "$run_id" \
             ${TPRIMAT_SIGNAL:+--signal "$TPRIMAT_SIGNAL"}
+    fi
+    # The results database (HISTORY_DB; evaluate/history/): every result, ok, incomplete or failed, after its job.
+    if [[ $dry_run -eq 0 && -f "$result" && ! "${history_db,,}" =~ ^(off|none|false|0)$ ]]; then
+        "$TPRIMAT_PYTHON" -m evaluate.history add --quiet "$result" \
+            || echo "train.sh: $label: the result was not added to the history database; it stays in $output_dir" >&2
     fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then
         echo "train.sh: $label stopped by SIG$TPRIMAT_SIGNAL (exit $code)" >&2

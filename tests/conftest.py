@@ -105,6 +105,7 @@ def tiny_environ(data_dir: Path, output_dir: Path, **overrides: str) -> dict[str
         HF_DATASETS_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         PYTHONUNBUFFERED="1",
+        HISTORY_DB=str(output_dir.parent / "history.sqlite"),  # the results database, never the repository's
     )
     env.update(overrides)
     return env

@@ -18,15 +18,39 @@ FAKES = REPO / "tests" / "fakes"
 CONFIG_KEYS = {name.upper() for name in Config.__dataclass_fields__} | {"GBS"}
 _IGNORED = shutil.ignore_patterns(
     ".venv", ".git", "output", "output.zip", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache", ".cache",
+    ".side", ".whl", "history",
     "secrets.env", "*.egg-info",
 )
 
 
+def _code_files() -> list[str] | None:
+    """The checkout's code as git sees it: tracked files and untracked ones git does not ignore."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                                capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
 def copy_repo(dest: Path) -> Path:
-    """Copy the checkout (code only) to ``dest`` and link the real virtualenv into it."""
-    shutil.copytree(REPO, dest, ignore=_IGNORED, symlinks=True)
+    """Copy the checkout (code only) to ``dest`` and link the real virtualenv into it.
+
+    Only what git tracks or would track is copied: ignored folders (a developer's conformance Pythons in
+    ``.side/``, fetched trees, caches) can hold gigabytes, and every shell test copies the checkout.
+    """
+    names = _code_files()
+    if names is None:  # not a git checkout: the ignore list instead
+        shutil.copytree(REPO, dest, ignore=_IGNORED, symlinks=True)
+    else:
+        for name in names:
+            source, target = REPO / name, dest / name
+            if not source.exists() and not source.is_symlink():
+                continue  # deleted in the working tree, not yet in the index
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
     (dest / ".venv").symlink_to(REPO / ".venv")
-    (dest / "output").mkdir()
+    (dest / "output").mkdir(exist_ok=True)
     return dest
 
 
@@ -45,6 +69,7 @@ def clean_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
         XDG_CACHE_HOME=str(home / ".cache"),
         FAKE_DOCKER_DIR=str(tmp_path / "docker-calls"),
         TMPDIR=str(tmp_path),
+        HISTORY_DB="off",  # the results database: a test that wants one names it (tests/unit/history/)
     )
     env.update(overrides)
     return env

@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 import typing
 from collections.abc import Mapping
@@ -131,6 +132,9 @@ class Config:
     # Megatron's transformer implementation for mega and prim: the images' Transformer Engine, or Megatron's own
     # local layers where Transformer Engine and apex are missing (train/megatron/args.py turns their fusions off)
     megatron_impl: str = "transformer_engine"
+    # HISTORY_DB: the results database (evaluate/history/store.py): a path, a sqlite:/// or postgresql:// URL, or
+    # off; empty: history/tprimat-history.sqlite in the repository. Never a password (every key is printable).
+    history_db: str | None = None
 
     # ---- derived values -------------------------------------------------
     @property
@@ -323,6 +327,9 @@ def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
 
 
 def _validate(cfg: Config, explicit_gbs: int | None) -> None:
+    if cfg.history_db and re.search(r"://[^/@]*:[^/@]*@", cfg.history_db):  # before any check that shows values
+        raise ConfigError("HISTORY_DB holds a password (value not shown): config keys are printed; give it in "
+                          "HISTORY_DB_PASSWORD (environment or secrets.env), PGPASSWORD or ~/.pgpass")
     check_rules({name: getattr(cfg, name) for name in FIELD_TYPES}, FIELD_TYPES)
     _check_consistency(cfg, explicit_gbs)
 

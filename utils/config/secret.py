@@ -24,7 +24,7 @@ from utils.files.atomic import atomic_path
 # secrets.env lives at the repository root (this file is utils/config/secret.py).
 DEFAULT_SECRETS_FILE = Path(__file__).resolve().parents[2] / "secrets.env"
 # The secrets tprimat uses; only these reach a container.
-SECRET_KEYS = ("HF_TOKEN",)
+SECRET_KEYS = ("HF_TOKEN", "HISTORY_DB_PASSWORD")  # the second: evaluate/history/store.py
 
 
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")

@@ -8,7 +8,10 @@ removed only when tprimat created them whole or they are left empty. Every targe
 checked once more right before it goes (still inside its root, still not a link), so no
 mistake above can widen a deletion. A root whose lock a running job holds is refused.
 
-CLI (``shell/purge.sh`` runs it): ``python -m utils.files.purge [--with-data] [--dry-run]``.
+With ``--with-history`` also the results database (``HISTORY_DB``), only when it is a SQLite file whose
+``tprimat_meta`` table names tprimat's history (never a PostgreSQL server's database, never a link).
+
+CLI (``shell/purge.sh`` runs it): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -17,11 +20,23 @@ import argparse
 import contextlib
 import os
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from utils.config.rules import ConfigError
-from utils.files.generated import RootError, Target, check_root, data_targets, output_targets, repo_targets
+from utils.files.generated import (
+    HISTORY_APPLICATION,
+    HISTORY_DEFAULT,
+    HISTORY_SIDE_FILES,
+    RootError,
+    Target,
+    check_root,
+    data_targets,
+    output_targets,
+    repo_targets,
+)
 from utils.files.locks import LOCK_DIR, locked_by
 
 # Folders of a root that are removed once purging leaves them empty.
@@ -30,6 +45,40 @@ _EMPTY_AFTER = ("logs", "generated", "profiles", "nemo", "tokenizers")
 
 class PurgeError(RuntimeError):
     """Purge refuses to run; one line."""
+
+
+def _is_history_file(path: Path) -> bool:
+    """Whether ``path`` is a SQLite file whose ``tprimat_meta`` names tprimat's history (read-only look)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=1)) as conn:
+            row = conn.execute("SELECT value FROM tprimat_meta WHERE key = 'application'").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == HISTORY_APPLICATION
+
+
+def history_targets(value: str | None, repo: Path) -> list[Target]:
+    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history.
+
+    A PostgreSQL database is never dropped by purge; a file that is a link, or no tprimat history, is refused.
+    """
+    text = (value or "").strip()
+    if text.lower() in ("off", "none", "false", "0"):
+        return []
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if not scheme.lower().startswith("sqlite"):
+            raise PurgeError("--with-history: HISTORY_DB is a database server; purge never drops one (remove its "
+                             "tables with the server's own tools)")
+        text = rest[1:] if rest.startswith("/") else rest
+    path = Path(text).expanduser() if text else repo / HISTORY_DEFAULT
+    path = path if path.is_absolute() else repo / path  # relative to the repository, as OUTPUT_DIR
+    if not os.path.lexists(path):
+        return []
+    if path.is_symlink() or not path.is_file() or not _is_history_file(path):
+        raise PurgeError(f"--with-history: {path} is not a tprimat history database; left alone")
+    siblings = [Path(f"{path}{suffix}") for suffix in HISTORY_SIDE_FILES]
+    return [Target(path)] + [Target(p) for p in siblings if p.is_file() and not p.is_symlink()]
 
 
 def _running_job(root: Path, label: str) -> None:
@@ -108,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         "hold or the variables say; links are never followed.")
     parser.add_argument("--with-data", action="store_true",
                         help="also the datasets, manifests, tokenizers and index caches in DATA_DIR")
+    parser.add_argument("--with-history", action="store_true",
+                        help="also the results database HISTORY_DB names, when it is a tprimat SQLite history file "
+                             "(a PostgreSQL database is never dropped)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     args = parser.parse_args(argv)
     from utils.config.load import REPO_ROOT, load_config
@@ -116,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config()
         given = {key: os.environ[key] for key in ("OUTPUT_DIR", "DATA_DIR") if os.environ.get(key, "").strip()}
         planned = plan_purge(REPO_ROOT, cfg.output_dir, cfg.data_dir, args.with_data, given=given)
+        if args.with_history:
+            planned += [(target.path.parent.resolve(), target) for target in history_targets(cfg.history_db, REPO_ROOT)]
         if not planned:
             print("purge: nothing to remove")
             return 0

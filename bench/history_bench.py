@@ -1,0 +1,229 @@
+"""Figures of the results database and the gate (issue 36), and the cpu loss noise the cross-vendor gate uses.
+
+* ``add``: ``python -m evaluate.history add`` of ``--results`` result files (``bench/load.py``'s
+  ``make_results``: real results of 12 jobs, 100 steps each, copied as repeat runs) into a new SQLite file;
+  limit 30 s and 500 MiB on a 2-core machine.
+* ``trend``: ``python -m evaluate.history trend --png`` over ``--runs`` stored runs (written straight into the
+  database by :func:`evaluate.history.ingest.add_records`, 12 series, a version change every 1,000 runs);
+  limit 5 s.
+* ``gate``: ``python -m evaluate.gate`` of one ``--steps``-step candidate against 10 baseline runs of the
+  same workload (tag ``bench-baseline``); limit 2 s.
+* ``noise``: the loss spread on cpu from the same initialisation and tokens: ``tran`` against ``deep`` and
+  ``tran`` on 2 threads against 1 thread (``taskset -c 0``), tiny Llama, through ``shell/train.sh``. Prints
+  the figures ``evaluate/history/noise.py`` records.
+
+Each timed command runs as a child process, as a user runs it: wall time, CPU time and peak resident memory
+(``ru_maxrss`` of the child), and the load average before and after (this machine is shared).
+
+Run::
+
+    .venv/bin/python -m bench.history_bench all                # add 10,000, trend 100,000, gate 500 steps
+    .venv/bin/python -m bench.history_bench all --quick        # small inputs: checks the bench itself
+    .venv/bin/python -m bench.history_bench noise --steps 50   # trains: minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LIMITS = {"add": (30.0, 500.0), "trend": (5.0, None), "gate": (2.0, None)}  # seconds, MiB
+
+
+@dataclass
+class Figure:
+    bench: str
+    size: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_mib: float
+    exit_code: int
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    limit_s: float
+    limit_mib: float | None
+    command: str
+
+    @property
+    def within(self) -> bool:
+        memory_ok = self.limit_mib is None or self.peak_rss_mib <= self.limit_mib
+        return self.exit_code in (0, 1) and self.wall_s <= self.limit_s and memory_ok
+
+
+def _measure(bench: str, size: int, argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> Figure:
+    load_before = os.getloadavg()
+    start = time.perf_counter()
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code not in ok_codes:
+            errors.seek(0)
+            print(errors.read()[-2000:], file=sys.stderr)
+    limit_s, limit_mib = LIMITS[bench]
+    shown = " ".join(a if a != sys.executable else ".venv/bin/python" for a in argv)
+    return Figure(bench, size, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2),
+                  round(usage.ru_maxrss / 1024, 1), code, load_before, os.getloadavg(), limit_s, limit_mib, shown)
+
+
+def bench_add(count: int, work: Path) -> Figure:
+    from bench.load import make_results
+
+    results = work / "results"
+    make_results(results, count)
+    return _measure("add", count, [sys.executable, "-m", "evaluate.history", "add", str(results),
+                                   "--db", str(work / "add.sqlite")])
+
+
+def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
+    """``count`` stored-form records over 12 series, made from real results by changing their keys only."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers_evaluate import make_result
+
+    from bench.load import JOBS, MODELS
+    from evaluate.history.record import make_record
+    from utils.result.file import read_result
+
+    with tempfile.TemporaryDirectory() as tmp:
+        templates = []
+        for index, (platform, framework) in enumerate(JOBS):
+            for model in MODELS:
+                path = make_result(Path(tmp), platform, framework, model, seed=index, TRAIN_ITERS=str(steps),
+                                   WARMUP_STEPS="5", MEASURE_SKIP_STEPS="5")
+                templates.append(make_record(read_result(path), str(path)))
+    start = 1_700_000_000
+    for k in range(count):
+        base = templates[k % len(templates)]
+        moment = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(start + k * 600))
+        run = {**base.run, "content_hash": f"{k:064x}", "run_time": moment, "finished_at": moment,
+               "tokens_per_second_per_gpu": base.run["tokens_per_second_per_gpu"] * (1 + 0.01 * ((k * 7919) % 5)),
+               "versions": json.dumps({"torch": f"2.{k // 1000}.0"})}
+        yield replace(base, run=run)
+
+
+def bench_trend(count: int, work: Path) -> Figure:
+    from evaluate.history.ingest import add_records
+    from evaluate.history.store import open_database
+
+    db_path = work / "trend.sqlite"
+    with open_database(str(db_path), create=True) as db:
+        batch = []
+        for record in _records(count, 100):
+            batch.append(record)
+            if len(batch) == 20_000:
+                add_records(db, batch)
+                batch = []
+        add_records(db, batch)
+    return _measure("trend", count, [sys.executable, "-m", "evaluate.history", "trend", "--db", str(db_path),
+                                     "--png", str(work / "trend.png")])
+
+
+def bench_gate(steps: int, work: Path) -> Figure:
+    from evaluate.history.ingest import add_records
+    from evaluate.history.store import open_database
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers_evaluate import make_result
+
+    db_path = work / "gate.sqlite"
+    records = [r for r in _records(12 * 11, steps) if r.run["platform"] == "nvd" and r.run["framework"] == "mega"
+               and r.run["model"] == "llama"][:10]
+    with open_database(str(db_path), create=True) as db:
+        add_records(db, records, ["bench-baseline"])
+    candidate = make_result(work / "candidate", "nvd", "mega", "llama", seed=2, TRAIN_ITERS=str(steps),
+                            WARMUP_STEPS="5", MEASURE_SKIP_STEPS="5")
+    return _measure("gate", steps, [sys.executable, "-m", "evaluate.gate", "--db", str(db_path), "--candidate",
+                                    str(candidate), "--baseline", "tag:bench-baseline"], ok_codes=(0, 1))
+
+
+def _train(env: dict[str, str], output: Path, frameworks: str, one_core: bool) -> None:
+    argv = ["bash", str(REPO / "shell" / "train.sh")]
+    if one_core:
+        argv = ["taskset", "-c", "0", *argv]
+    run_env = {**env, "OUTPUT_DIR": str(output), "FRAMEWORK": frameworks}
+    proc = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"shell/train.sh ({frameworks}) exited {proc.returncode}: {proc.stderr[-2000:]}")
+
+
+def bench_noise(steps: int, work: Path, data_dir: Path | None) -> dict:
+    """Train tiny Llama with tran and deep (2 threads) and tran (1 thread); the pairwise loss gaps."""
+    from evaluate.history.noise import curve_gaps
+    from tests.conftest import tiny_environ
+    from utils.result.file import read_result, status_of
+
+    data = data_dir or work / "data"
+    env = tiny_environ(data, work / "out", MODELS="llama", TRAIN_ITERS=str(steps), WARMUP_STEPS="5",
+                       HISTORY_DB="off")
+    if data_dir is None:
+        proc = subprocess.run(["bash", str(REPO / "shell" / "data.sh")], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"shell/data.sh exited {proc.returncode}: {proc.stderr[-2000:]}")
+    finished = [status_of(work / "two" / f"train_cpu_{name}_llama.json") == "ok" for name in ("tran", "deep")]
+    if not all(finished):  # a kept work folder (--keep) reuses finished runs
+        _train(env, work / "two", "tran deep", one_core=False)
+    if status_of(work / "one" / "train_cpu_tran_llama.json") != "ok":
+        _train(env, work / "one", "tran", one_core=True)
+    curves = {}
+    for name, path in (("tran", work / "two" / "train_cpu_tran_llama.json"),
+                       ("deep", work / "two" / "train_cpu_deep_llama.json"),
+                       ("tran_1_thread", work / "one" / "train_cpu_tran_llama.json")):
+        result = read_result(path)
+        curves[name] = (result.loss_values, result.environment.variables.get("OMP_NUM_THREADS"))
+    out = {"steps": steps, "threads": {k: v[1] for k, v in curves.items()}}
+    for label, (a, b) in {"deep_vs_tran": ("deep", "tran"), "threads_1_vs_2": ("tran_1_thread", "tran")}.items():
+        xs, ys = curves[a][0], curves[b][0]
+        pairs = [(i + 1, x, y) for i, (x, y) in enumerate(zip(xs, ys, strict=False)) if x is not None and y is not None]
+        gaps = curve_gaps([p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs])
+        out[label] = asdict(gaps)
+    out["first_losses"] = {k: v[0][:3] for k, v in curves.items()}
+    out["last_losses"] = {k: v[0][-3:] for k, v in curves.items()}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.history_bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("which", choices=("add", "trend", "gate", "all", "noise"))
+    parser.add_argument("--results", type=int, default=10_000, help="result files to add (default 10000)")
+    parser.add_argument("--runs", type=int, default=100_000, help="stored runs for trend (default 100000)")
+    parser.add_argument("--steps", type=int, default=500, help="candidate steps for gate (default 500); "
+                        "training steps for noise (default there: 50)")
+    parser.add_argument("--quick", action="store_true", help="small inputs: a smoke test of the bench")
+    parser.add_argument("--data-dir", type=Path, help="noise: an existing tiny sample DATA_DIR to reuse")
+    parser.add_argument("--keep", type=Path, help="keep the work folder here (databases, PNG, results)")
+    args = parser.parse_args(argv)
+    results, runs, steps = (24, 240, 50) if args.quick else (args.results, args.runs, args.steps)
+    work_root = args.keep or Path(tempfile.mkdtemp(prefix="tprimat-history-bench-"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.which == "noise":
+            print(json.dumps(bench_noise(steps if args.steps != 500 else 50, work_root, args.data_dir)))
+            return 0
+        figures = []
+        if args.which in ("add", "all"):
+            figures.append(bench_add(results, work_root))
+        if args.which in ("trend", "all"):
+            figures.append(bench_trend(runs, work_root))
+        if args.which in ("gate", "all"):
+            figures.append(bench_gate(steps, work_root))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work_root, ignore_errors=True)
+    for figure in figures:
+        print(json.dumps({**asdict(figure), "within_limits": figure.within}))
+    return 0 if all(f.exit_code in (0, 1) for f in figures) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""The regression gate's rules: a candidate run against a baseline of stored runs, one line per check.
+
+**Throughput.** The candidate's tokens/s per GPU against the median of the baseline runs. A regression is a
+candidate slower by more than ``max(floor, spread)``: ``floor`` is 5% by default (``--throughput-threshold``;
+Megatron-Bridge's performance scripts fail a run whose timing is more than 5% worse than the golden value:
+``timing_threshold`` in ``scripts/performance/utils/evaluate.py``, NVIDIA-NeMo/Megatron-Bridge at commit
+067f987df03b8355b03192d88d70f1709fedf51a, ``validate_performance``, lines 360 and 381: a signed change below
+-5% is a regression), and ``spread`` is the baseline's own
+run-to-run spread, ``(max - min) / median`` of its runs' throughput (with ``--spread off``, or a single
+baseline run, the floor alone). So a noisy baseline does not fail a candidate for noise it shows itself.
+
+**Loss** (same platform). The candidate's loss curve against the baseline's (the per-step mean of the
+baseline runs), over the steps both recorded, by three of the rules of Megatron-Bridge's
+``validate_convergence`` in the same file (defaults at lines 174-182: ``correlation_threshold`` 0.95, the
+``*_loss_tolerance`` values, ``final_loss_tolerance`` and ``max_outlier_ratio``; the magnitude rule of its
+point-wise loop at lines 219-224). The rules, in tprimat's own code:
+
+* Pearson's r of the two curves at least 0.95;
+* per step, ``|candidate - baseline| / |baseline|`` within 10% where the baseline loss is above 2.0, 5% above
+  0.5, else 2%; more than 10% of the steps outside it fails;
+* the final loss within 3%.
+
+(Its other rule, a 3-sigma outlier count of the residuals, is not applied: with the point-wise rule it
+judges the same steps twice.) A curve with a non-finite loss fails; fewer than 3 common steps, another data
+or tokenizer fingerprint, or another samples digest cannot be judged and say so (not a failure).
+
+**Cross-vendor equivalence** (``--cross-vendor``). An AMD run against an NVIDIA run (any two platforms) of the
+same workload, with the same samples digest and initialisation rule recorded on both (refused otherwise: the
+equivalence could not be shown). Pearson's r at least 0.95, and the largest per-step gap and the gap of the
+mean over the last 10 steps within the tolerance of ``evaluate/history/noise.py`` (the largest drift measured
+or published for runs that should be the same). No throughput check: that comparison is ``evaluate.compare``'s.
+
+A baseline run must be usable (``record.baseline_problem``: ok, a throughput, finite losses); a selector
+naming only unusable runs, no run, or runs of several workloads is refused in one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from evaluate.history.noise import curve_gaps, tolerance
+from evaluate.history.query import RunView
+from evaluate.history.store import HistoryError
+from evaluate.stats import pearson
+from utils.files.json_input import one_line
+
+THROUGHPUT = "tokens_per_second_per_gpu"
+DEFAULT_FLOOR = 0.05
+MIN_CORRELATION = 0.95
+# (baseline loss above, tolerance) in order; below the last bound, LOW_LOSS_TOLERANCE
+LOSS_TOLERANCES = ((2.0, 0.10), (0.5, 0.05))
+LOW_LOSS_TOLERANCE = 0.02
+MAX_OUTLIER_RATIO = 0.10
+FINAL_LOSS_TOLERANCE = 0.03
+MIN_STEPS = 3
+INIT_FACTS = ("workload.INIT_STD", "workload.SEED", "settings.init_method_std", "settings.output_layer_init_method_std")
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    throughput_floor: float = DEFAULT_FLOOR
+    spread: str = "range"  # range | off
+    check_loss: bool = True
+    cross_vendor: bool = False
+    step_tolerance: float = field(default_factory=lambda: tolerance()[0])
+    tail_tolerance: float = field(default_factory=lambda: tolerance()[1])
+
+
+@dataclass(frozen=True)
+class Check:
+    """One rule's outcome: ``passed`` True, False, or None (could not be judged), and the line that says it."""
+
+    metric: str
+    passed: bool | None
+    line: str
+
+    @property
+    def shown(self) -> str:
+        word = {True: "PASS", False: "FAIL", None: "SKIP"}[self.passed]
+        return f"{word} {self.line}"
+
+
+@dataclass
+class Verdict:
+    candidate: RunView
+    baseline: list[RunView]
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.passed is False]
+
+
+def usable_baseline(views: list[RunView], selector: str) -> list[RunView]:
+    """The runs of ``views`` that may serve as a baseline; refused when none may or they span workloads."""
+    usable = [v for v in views if v.run["baseline_ok"]]
+    if not usable:
+        reasons = "; ".join(f"{v.label}: {v.run['baseline_reason']}" for v in views[:3])
+        raise HistoryError(f"baseline {one_line(selector, 80)!r} has no run usable as a baseline ({reasons}): "
+                           "failed, incomplete or non-finite runs are never a baseline")
+    workloads = {v.run["workload_key"] for v in usable}
+    if len(workloads) > 1:
+        raise HistoryError(f"baseline {one_line(selector, 80)!r} matches {len(workloads)} workloads; name runs of "
+                           "one workload (run ids or a tag)")
+    return usable
+
+
+def _tolerance_at(loss: float) -> tuple[float, str]:
+    for bound, value in LOSS_TOLERANCES:
+        if loss > bound:
+            return value, f"loss > {bound}"
+    return LOW_LOSS_TOLERANCE, f"loss <= {LOSS_TOLERANCES[-1][0]}"
+
+
+def check_throughput(candidate: RunView, baseline: list[RunView], settings: GateSettings) -> Check:
+    values = [v.run[THROUGHPUT] for v in baseline]
+    base = statistics.median(values)
+    got = candidate.run.get(THROUGHPUT)
+    if got is None:
+        return Check(THROUGHPUT, False, f"{THROUGHPUT}: candidate not measured (null) vs baseline {base:,.1f}")
+    spread = (max(values) - min(values)) / base if len(values) >= 2 and settings.spread == "range" and base else None
+    threshold = max(settings.throughput_floor, spread or 0.0)
+    change = got / base - 1 if base else 0.0
+    rule = (f"max({settings.throughput_floor:.1%}, baseline spread {spread:.1%})" if spread is not None
+            else f"{settings.throughput_floor:.1%}" + (" (one baseline run: no measured spread)"
+                                                       if len(values) < 2 else ""))
+    line = (f"{THROUGHPUT}: candidate {got:,.1f} vs baseline {base:,.1f} (median of {len(values)} run(s)): "
+            f"{change:+.1%}, threshold -{threshold:.1%} = {rule}")
+    return Check(THROUGHPUT, change >= -threshold, line)
+
+
+def _golden(baseline: list[RunView]) -> dict[int, float]:
+    """Per step, the mean loss of the baseline runs, at the steps every one of them recorded finite."""
+    curves = [v.loss_by_step() for v in baseline]
+    steps = set(curves[0]).intersection(*curves[1:])
+    return {s: statistics.fmean(c[s] for c in curves) for s in sorted(steps)  # type: ignore[misc]
+            if all(c[s] is not None for c in curves)}
+
+
+def _comparable(candidate: RunView, baseline: list[RunView]) -> str | None:
+    """Why the loss curves cannot be compared (another data, tokenizer or sample order), or None."""
+    mine = candidate.details
+    for key, what in (("fingerprint.data", "data"), ("fingerprint.tokenizer", "tokenizer")):
+        theirs = {v.details.get(key) for v in baseline}
+        if mine.get(key) is not None and None not in theirs and theirs != {mine.get(key)}:
+            return f"{what} fingerprint differs from the baseline's: loss curves are not comparable"
+    digests = {v.run.get("samples_digest") for v in baseline}
+    if candidate.run.get("samples_digest") and None not in digests and digests != {candidate.run["samples_digest"]}:
+        return "samples digest differs from the baseline's: the runs did not train on the same samples"
+    return None
+
+
+def _aligned(candidate: RunView, golden: dict[int, float]) -> tuple[list[int], list[float], list[float]] | Check:
+    mine = candidate.loss_by_step()
+    steps = [s for s in golden if s in mine]
+    bad = [s for s in steps if mine[s] is None]
+    if bad:
+        return Check("loss", False, f"loss: candidate loss not finite at {len(bad)} step(s) (first: step {bad[0]})")
+    if len(steps) < MIN_STEPS:
+        return Check("loss", None, f"loss: {len(steps)} common step(s) with the baseline, at least {MIN_STEPS} needed")
+    return steps, [mine[s] for s in steps], [golden[s] for s in steps]  # type: ignore[misc]
+
+
+def _correlation_check(a: list[float], b: list[float], metric: str = "loss correlation") -> Check:
+    r = pearson(a, b)
+    if r is None:
+        same = all(x == y for x, y in zip(a, b, strict=True))
+        return Check(metric, True if same else None,
+                     f"{metric}: undefined (a constant curve)" + ("; the curves are identical" if same else ""))
+    return Check(metric, r >= MIN_CORRELATION, f"{metric}: Pearson r {r:.4f}, threshold >= {MIN_CORRELATION}")
+
+
+def check_loss(candidate: RunView, baseline: list[RunView]) -> list[Check]:
+    """Megatron-Bridge's three rules (see the module's docstring) against the baseline's mean curve."""
+    reason = _comparable(candidate, baseline)
+    if reason:
+        return [Check("loss", None, f"loss: {reason}")]
+    aligned = _aligned(candidate, _golden(baseline))
+    if isinstance(aligned, Check):
+        return [aligned]
+    steps, mine, golden = aligned
+    checks = [_correlation_check(mine, golden)]
+    outside = []
+    for step, got, want in zip(steps, mine, golden, strict=True):
+        allowed, band = _tolerance_at(want)
+        gap = abs(got - want) / abs(want) if want else abs(got)
+        if gap > allowed:
+            outside.append((gap - allowed, step, got, want, gap, allowed, band))
+    ratio = len(outside) / len(steps)
+    if outside:
+        _, step, got, want, gap, allowed, band = max(outside)
+        worst = (f"; worst step {step}: candidate {got:.4f} vs baseline {want:.4f} ({gap:.1%}, tolerance "
+                 f"{allowed:.0%} for {band})")
+    else:
+        worst = ""
+    checks.append(Check("loss per-step", ratio <= MAX_OUTLIER_RATIO,
+                        f"loss per-step: {len(outside)} of {len(steps)} step(s) ({ratio:.1%}) outside the tolerance "
+                        f"by loss magnitude, at most {MAX_OUTLIER_RATIO:.0%} allowed{worst}"))
+    final_gap = abs(mine[-1] - golden[-1]) / abs(golden[-1]) if golden[-1] else abs(mine[-1])
+    checks.append(Check("final loss", final_gap <= FINAL_LOSS_TOLERANCE,
+                        f"final loss (step {steps[-1]}): candidate {mine[-1]:.4f} vs baseline {golden[-1]:.4f}: "
+                        f"{final_gap:.2%}, threshold {FINAL_LOSS_TOLERANCE:.0%}"))
+    return checks
+
+
+def cross_vendor_problem(candidate: RunView, baseline: list[RunView]) -> str | None:
+    """Why an equivalence cannot be shown between the candidate and the baseline (None: it can be judged)."""
+    c = candidate.run
+    platforms = {v.run["platform"] for v in baseline}
+    if c["platform"] in platforms:
+        return f"candidate and baseline both ran on {c['platform']}: a cross-vendor check compares two platforms"
+    if {v.run["workload_key"] for v in baseline} != {c["workload_key"]}:
+        return "candidate and baseline are different workloads"
+    digests = {v.run.get("samples_digest") for v in baseline} | {c.get("samples_digest")}
+    if None in digests:
+        return "the samples digest is not recorded on every run: the same tokens cannot be shown"
+    if len(digests) > 1:
+        return "samples digests differ: the runs did not train on the same samples"
+    for key in INIT_FACTS:
+        values = {v.details.get(key) for v in [candidate, *baseline]}
+        if len(values) > 1:
+            return f"initialisation differs ({key}: {', '.join(sorted(map(str, values)))})"
+    for key in ("fingerprint.data", "fingerprint.tokenizer"):
+        values = {v.details.get(key) for v in [candidate, *baseline]}
+        if len(values) > 1:
+            return f"{key} differs: not the same data and tokenizer"
+    return None
+
+
+def check_cross_vendor(candidate: RunView, baseline: list[RunView], settings: GateSettings) -> list[Check]:
+    aligned = _aligned(candidate, _golden(baseline))
+    if isinstance(aligned, Check):
+        return [aligned]
+    steps, mine, golden = aligned
+    gaps = curve_gaps(steps, mine, golden)
+    return [
+        _correlation_check(mine, golden, "cross-vendor loss correlation"),
+        Check("cross-vendor step gap", gaps.max_step_gap <= settings.step_tolerance,
+              f"cross-vendor step gap: largest {gaps.max_step_gap:.2%} at step {gaps.max_step}, tolerance "
+              f"{settings.step_tolerance:.2%} (largest measured or published drift, evaluate/history/noise.py)"),
+        Check("cross-vendor tail gap", gaps.tail_gap <= settings.tail_tolerance,
+              f"cross-vendor tail gap: mean loss over the last {min(10, len(steps))} step(s) differs by "
+              f"{gaps.tail_gap:.3%}, tolerance {settings.tail_tolerance:.3%}"),
+    ]
+
+
+def judge(candidate: RunView, baseline: list[RunView], settings: GateSettings) -> Verdict:
+    """Every check of ``candidate`` against ``baseline`` (already usable and of one workload)."""
+    verdict = Verdict(candidate, baseline)
+    c = candidate.run
+    if settings.cross_vendor:
+        problem = cross_vendor_problem(candidate, baseline)
+        if problem:
+            raise HistoryError(f"cross-vendor gate of {candidate.label}: {problem}")
+        verdict.checks += check_cross_vendor(candidate, baseline, settings)
+        return verdict
+    if {v.run["workload_key"] for v in baseline} != {c["workload_key"]}:
+        raise HistoryError(f"candidate {candidate.label} is another workload than the baseline "
+                           f"({baseline[0].label}): compare like with like")
+    others = {(v.run["platform"], v.run["framework"]) for v in baseline} - {(c["platform"], c["framework"])}
+    if others:
+        raise HistoryError(f"candidate {candidate.label} and baseline {baseline[0].label} ran different platforms or "
+                           "frameworks (use --cross-vendor for AMD against NVIDIA loss equivalence)")
+    if c["status"] != "ok":
+        verdict.checks.append(Check("status", False, f"status: candidate is {c['status']} "
+                                                     f"({one_line(c.get('error'), 200)}), an ok run was expected"))
+    devices = {v.run["device_name"] for v in baseline}
+    if devices != {c["device_name"]}:
+        verdict.checks.append(Check("device", None, f"device: candidate on {one_line(c['device_name'], 60)}, baseline "
+                                                    f"on {', '.join(sorted(one_line(d, 60) for d in devices if d))}"))
+    verdict.checks.append(check_throughput(candidate, baseline, settings))
+    if settings.check_loss:
+        verdict.checks += check_loss(candidate, baseline)
+    return verdict

@@ -1,0 +1,445 @@
+"""The history database: where it is, its schema and versions, and opening it safely.
+
+Why SQLAlchemy Core and not an ORM: the stored record is a handful of flat rows per run, written in bulk
+(10,000 results in one add) and read column-wise (a trend over 100,000 runs); Core's tables and
+statements run unchanged on SQLite (the default, one file) and PostgreSQL (a team's server).
+
+Where (``HISTORY_DB`` in config.env, or ``--db``): a file path (SQLite), a ``sqlite:///`` or
+``postgresql://`` URL, or ``off``. A password is never taken from the config (``utils.config.load`` prints
+every key): it comes from ``HISTORY_DB_PASSWORD`` (environment or ``secrets.env``), libpq's
+``PGPASSWORD`` or ``~/.pgpass``, or a URL given with ``--db``; every message shows the URL with the
+password masked and any error text is scrubbed of it.
+
+Versions: ``tprimat_meta`` holds ``application`` and ``schema_version``. A new database is created at
+version 1 and migrated step by step like any old one (:data:`MIGRATIONS`), so the migration path is the
+path every database takes. Refused in one line (:class:`HistoryError`, exit 2 in the CLIs), with nothing
+written: a file that is no SQLite database, a database holding tables but no ``tprimat_meta`` (not
+tprimat's), a schema newer than this code, a database locked past ``lock_timeout`` or read-only when a
+write is needed, and a server that cannot be reached.
+
+SQLite specifics: the module opens transactions itself (``BEGIN`` to read, ``BEGIN IMMEDIATE`` to write),
+so two writers queue on the file lock instead of failing half-way, and a write is one transaction.
+PostgreSQL: creation and migration hold an advisory lock, so two first writers do not both create.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    inspect,
+    select,
+)
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+from utils.config.load import REPO_ROOT, load_config
+from utils.config.secret import read_secret
+from utils.files.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
+from utils.files.json_input import one_line
+
+APPLICATION = HISTORY_APPLICATION
+SCHEMA_VERSION = 2
+DEFAULT_PATH = REPO_ROOT / HISTORY_DEFAULT
+OFF_WORDS = ("off", "none", "false", "0")
+PASSWORD_SECRET = "HISTORY_DB_PASSWORD"
+# An arbitrary constant: the key of the PostgreSQL advisory lock held while a database is created or migrated.
+_ADVISORY_KEY = 7_341_202_636
+
+
+class HistoryError(RuntimeError):
+    """The database cannot be used as asked; one line, never a password."""
+
+
+metadata = MetaData()
+
+meta = Table(
+    "tprimat_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+# One row per added result. Strings are Text (no length a foreign file could exceed on PostgreSQL).
+runs = Table(
+    "runs", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("content_hash", String(64), nullable=False, unique=True),
+    Column("added_at", Text, nullable=False),
+    Column("source", Text),
+    Column("status", Text, nullable=False),
+    Column("error", Text),
+    Column("platform", Text, nullable=False),
+    Column("framework", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("model_label", Text, nullable=False),
+    Column("profile", Text, nullable=False),
+    Column("run_index", Integer),
+    Column("started_at", Text),
+    Column("finished_at", Text),
+    Column("run_time", Text, nullable=False, index=True),
+    Column("workload_key", String(64), nullable=False, index=True),
+    Column("device_name", Text),
+    Column("device_count", Integer),
+    Column("software_stack", Text),
+    Column("software_version", Text),
+    Column("driver_version", Text),
+    Column("pytorch_version", Text),
+    Column("cpu_name", Text),
+    Column("hostname", Text),
+    Column("image_tag", Text),
+    Column("image_digest", Text),
+    Column("samples_digest", Text),
+    Column("code_commit", Text),
+    Column("tokens_per_second", Float),
+    Column("tokens_per_second_per_gpu", Float),
+    Column("median_step_time", Float),
+    Column("mfu", Float),
+    Column("mfu_full", Float),
+    Column("tflops_per_gpu", Float),
+    Column("tokens_per_kwh", Float),
+    Column("energy_j", Float),
+    Column("peak_memory_gb", Float),
+    Column("measured_steps", Integer),
+    Column("baseline_ok", Boolean, nullable=False),
+    Column("baseline_reason", Text),
+    Column("versions", Text, nullable=False),  # JSON: the versions a trend marks when they change
+)
+
+# The bulky part of a run, apart so that ``runs`` stays small to scan (a trend reads 100,000 rows): the per-step
+# arrays (JSON lists, None where not finite) for the gate, and the flat facts (JSON) a diff compares.
+series = Table(
+    "series", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("first_step", Integer, nullable=False),
+    Column("step_interval", Integer, nullable=False),
+    Column("skipped_steps", Integer, nullable=False),
+    Column("step_times", Text, nullable=False),
+    Column("losses", Text, nullable=False),
+    Column("details", Text, nullable=False),
+)
+
+# Version 2: tags (a CI's "nightly", "release-25.11") to select baselines by name, and the index the
+# gate's "last ok run of this workload on this device" walks.
+tags = Table(
+    "tags", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("tag", String(200), primary_key=True),
+    Column("added_at", Text, nullable=False),
+)
+WORKLOAD_DEVICE_INDEX = Index("ix_runs_workload_device_time", runs.c.workload_key, runs.c.device_name,
+                              runs.c.run_time)
+runs.indexes.discard(WORKLOAD_DEVICE_INDEX)  # created by the migration to version 2, never by version 1
+TABLES = ("tprimat_meta", "runs", "series", "tags")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _create_v1(conn: Connection) -> None:
+    """Version 1 as first released: meta, runs and series (no tags, no workload-device index)."""
+    metadata.create_all(conn, tables=[meta, runs, series])
+    conn.execute(meta.insert(), [{"key": "application", "value": APPLICATION}, {"key": "schema_version", "value": "1"},
+                                 {"key": "created_at", "value": now_iso()}])
+
+
+def _migrate_1_to_2(conn: Connection) -> None:
+    metadata.create_all(conn, tables=[tags])
+    WORKLOAD_DEVICE_INDEX.create(conn)
+
+
+MIGRATIONS = {1: _migrate_1_to_2}  # from version k to k + 1
+assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+
+
+# ---------------------------------------------------------------------------
+# where the database is
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved database location: the URL to connect to and how to show it (password masked)."""
+
+    url: URL
+    shown: str
+    path: Path | None  # the SQLite file, None for a server
+
+    @property
+    def sqlite(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def password(self) -> str | None:
+        return self.url.password if isinstance(self.url.password, str) else None
+
+
+def _masked_text(text: str) -> str:
+    """``scheme://user:secret@host`` with the password part replaced, for a URL that did not even parse."""
+    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", text)
+
+
+def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> Target | None:
+    """``value`` (``--db``, else ``HISTORY_DB``; empty: the default file) as a target; None when it is ``off``."""
+    text = (value or "").strip()
+    if text.lower() in OFF_WORDS:
+        return None
+    if not text:
+        path = DEFAULT_PATH
+        return Target(URL.create("sqlite", database=str(path)), str(path), path)
+    if "://" not in text:
+        path = Path(text).expanduser()
+        path = path if path.is_absolute() else (Path.cwd() / path)
+        return Target(URL.create("sqlite", database=str(path)), str(path), path)
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError):
+        raise HistoryError(f"history database {one_line(_masked_text(text), 200)}: not a database URL "
+                           "(a file path, sqlite:///PATH or postgresql://USER@HOST/DB)") from None
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise HistoryError("history database: a sqlite URL needs a file (sqlite:///PATH)")
+        path = Path(url.database).expanduser().absolute()
+        return Target(URL.create("sqlite", database=str(path)), str(path), path)
+    if backend in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+        if url.password is None:
+            secret = read_secret(PASSWORD_SECRET, environ)
+            if secret:
+                url = url.set(password=secret)
+        return Target(url, url.render_as_string(hide_password=True), None)
+    shown = url.render_as_string(hide_password=True)
+    raise HistoryError(f"history database {shown}: backend '{one_line(backend, 40)}' is not supported "
+                       "(SQLite or PostgreSQL)")
+
+
+def scrub(text: object, target: Target | None) -> str:
+    """One line of ``text`` without the target's password (as typed, URL-quoted or in a DSN)."""
+    shown = str(text)
+    password = target.password if target is not None else None
+    if password:
+        for form in {password, quote(password, safe=""), quote_plus(password)}:
+            shown = shown.replace(form, "***")
+    return one_line(_masked_text(shown), 400)
+
+
+def _reason(exc: BaseException, target: Target, lock_timeout: float) -> str:
+    """The database's own first line of the problem, named in words a user acts on."""
+    original = getattr(exc, "orig", None) or exc
+    first = (str(original).strip().splitlines() or [type(original).__name__])[0]
+    lowered = first.lower()
+    if "database is locked" in lowered or "lock timeout" in lowered or "could not obtain lock" in lowered:
+        return f"locked by another process (waited {lock_timeout:g} s); nothing was written"
+    if "readonly database" in lowered or "read-only" in lowered:
+        return "read-only (cannot write here); nothing was written"
+    if "file is not a database" in lowered:
+        return "not a SQLite database (not a tprimat history database)"
+    if "unable to open database file" in lowered:
+        return "cannot open the file (missing folder or no permission)"
+    return scrub(first, target)
+
+
+@contextlib.contextmanager
+def translated(target: Target, lock_timeout: float = 0.0) -> Iterator[None]:
+    """Turn any database error inside the block into one :class:`HistoryError` line (password scrubbed)."""
+    try:
+        yield
+    except HistoryError:
+        raise
+    except (SQLAlchemyError, OSError) as exc:
+        raise HistoryError(f"history database {target.shown}: {_reason(exc, target, lock_timeout)}") from None
+
+
+# ---------------------------------------------------------------------------
+# the open database
+
+
+class Database:
+    """An open, checked history database: :meth:`read` and :meth:`write` give one transaction each."""
+
+    def __init__(self, target: Target, engine: Engine, lock_timeout: float):
+        self.target = target
+        self.engine = engine
+        self.lock_timeout = lock_timeout
+
+    @property
+    def shown(self) -> str:
+        return self.target.shown
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with translated(self.target, self.lock_timeout), self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One transaction that takes the write lock first (SQLite: BEGIN IMMEDIATE); all or nothing."""
+        with translated(self.target, self.lock_timeout), \
+                self.engine.connect().execution_options(tprimat_write=True) as conn, conn.begin():
+            yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _engine(target: Target, lock_timeout: float, read_only: bool) -> Engine:
+    if target.sqlite:
+        assert target.path is not None
+        url = URL.create("sqlite", database=f"file:{quote(str(target.path))}",
+                         query={"mode": "ro" if read_only else "rwc", "uri": "true"})
+        engine = create_engine(url, connect_args={"timeout": lock_timeout})
+
+        @event.listens_for(engine, "connect")
+        def _no_implicit_transactions(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+            dbapi_connection.isolation_level = None  # this module opens every transaction itself
+            dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("tprimat_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+    engine = create_engine(target.url, connect_args={"connect_timeout": 10}, pool_pre_ping=False)
+    milliseconds = max(1, int(lock_timeout * 1000))
+
+    @event.listens_for(engine, "connect")
+    def _timeouts(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f"SET lock_timeout = {milliseconds}")
+        dbapi_connection.commit()
+
+    return engine
+
+
+def _stored_version(conn: Connection, target: Target) -> int | None:
+    """The schema version the database records; None when it is empty. Raises for a foreign or newer one."""
+    names = set(inspect(conn).get_table_names())
+    if "tprimat_meta" not in names:
+        if names:
+            listed = ", ".join(sorted(one_line(n, 40) for n in names)[:5])
+            raise HistoryError(f"history database {target.shown}: not a tprimat history database "
+                               f"(it holds other tables: {listed}); nothing was written")
+        return None
+    values = dict(conn.execute(select(meta.c.key, meta.c.value)).all())
+    if values.get("application") != APPLICATION:
+        raise HistoryError(f"history database {target.shown}: not a tprimat history database "
+                           f"(application {one_line(values.get('application'), 60)!r}); nothing was written")
+    try:
+        version = int(values.get("schema_version", ""))
+    except ValueError:
+        raise HistoryError(f"history database {target.shown}: unreadable schema version "
+                           f"{one_line(values.get('schema_version'), 40)!r}") from None
+    if version > SCHEMA_VERSION:
+        raise HistoryError(f"history database {target.shown}: schema version {version} is newer than this tprimat "
+                           f"knows ({SCHEMA_VERSION}); update tprimat to use it (nothing was written)")
+    if version < 1:
+        raise HistoryError(f"history database {target.shown}: schema version {version} is not a tprimat version")
+    return version
+
+
+def _prepare(db: Database, create: bool) -> None:
+    """Check the schema; create an empty database (``create``) and migrate an old one, in one transaction."""
+    with db.read() as conn:
+        version = _stored_version(conn, db.target)
+    if version == SCHEMA_VERSION:
+        return
+    if version is None and not create:
+        raise HistoryError(f"history database {db.shown}: empty (no results added yet)")
+    with db.write() as conn:
+        if not db.target.sqlite:
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_ADVISORY_KEY})")
+        version = _stored_version(conn, db.target)  # again, under the lock: another writer may have done it
+        if version is None:
+            _create_v1(conn)
+            version = 1
+        while version < SCHEMA_VERSION:
+            MIGRATIONS[version](conn)
+            version += 1
+        conn.execute(meta.update().where(meta.c.key == "schema_version").values(value=str(version)))
+
+
+def open_database(value: str | Target | None, *, create: bool = False, lock_timeout: float = 30.0,
+                  environ: dict[str, str] | None = None) -> Database:
+    """The checked database at ``value`` (see :func:`resolve_target`); ``create`` makes a missing one.
+
+    Without ``create`` a missing SQLite file is an error and no file is made (``list``, ``trend`` and the gate
+    never create a database as a side effect).
+    """
+    target = value if isinstance(value, Target) else resolve_target(value, environ)
+    if target is None:
+        raise HistoryError("the history database is off (HISTORY_DB=off)")
+    read_only = False
+    if target.sqlite:
+        assert target.path is not None
+        if target.path.is_dir():
+            raise HistoryError(f"history database {target.shown}: a directory, not a database file")
+        if not target.path.exists():
+            if not create:
+                raise HistoryError(f"history database {target.shown}: no such file (add results first: "
+                                   "python -m evaluate.history add PATH)")
+            with translated(target):
+                target.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not create and not os.access(target.path, os.W_OK):
+            read_only = True  # reading needs no lock file next to it; a migration would fail in one line
+    try:
+        engine = _engine(target, lock_timeout, read_only)
+    except (NoSuchModuleError, ImportError, ArgumentError) as exc:
+        raise HistoryError(f"history database {target.shown}: driver unavailable ({scrub(exc, target)})") from None
+    db = Database(target, engine, lock_timeout)
+    try:
+        _prepare(db, create)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def schema_version(db: Database) -> int:
+    with db.read() as conn:
+        return _stored_version(conn, db.target) or 0
+
+
+def safe_output() -> None:
+    """A stored text may hold a lone surrogate (valid JSON, no UTF-8): printed escaped, never a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def configured_db() -> str:
+    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
+
+    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
+    """
+    value = (load_config().history_db or "").strip()
+    if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
+        return str(REPO_ROOT / value)
+    return value
