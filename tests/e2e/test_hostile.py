@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tiny_environ
 from tests.helpers.paths import REPO
-from tests.helpers.shell import clean_env, copy_repo, run_script
+from tests.helpers.shell import clean_env, run_script
+from tests.helpers.workload import tiny_environ
 from utils.config.load import FIELD_TYPES, numeric_keys
 from utils.config.rules import RULES, base_type
 
@@ -188,10 +188,10 @@ def test_the_shell_walk_sends_every_key_and_every_kind() -> None:
 
 
 @pytest.fixture(scope="module")
-def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = copy_repo(tmp_path_factory.mktemp("hostile") / "repo")
-    (root / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in'\n")  # never the real one
-    return root
+def repo_copy(shared_repo: Path) -> Path:
+    """The module's copy (tests/e2e/conftest.py) with a stand-in setup.sh: never the real one."""
+    (shared_repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in'\n")
+    return shared_repo
 
 
 @pytest.mark.parametrize(("script", "key", "value"), _shell_cases())

@@ -15,12 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shell import REPO, clean_env, copy_repo, docker_calls, docker_env_files, run_script
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path / "repo")
+from tests.helpers.shell import REPO, clean_env, docker_calls, docker_env_files, run_script
 
 
 @pytest.mark.parametrize(("line", "expected"), [
@@ -165,9 +160,8 @@ esac
 """
 
 
-def test_the_shell_uses_whatever_python_answers(tmp_path: Path) -> None:
+def test_the_shell_uses_whatever_python_answers(repo: Path, tmp_path: Path) -> None:
     """config.env says amd, Python (a stand-in here) says nvd: the shell goes with Python, asked from the root."""
-    repo = copy_repo(tmp_path / "repo")
     (repo / ".venv").unlink()
     (repo / ".venv" / "bin").mkdir(parents=True)
     stand_in = repo / ".venv" / "bin" / "python"
