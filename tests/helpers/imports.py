@@ -25,14 +25,39 @@ def from_module(node: ast.ImportFrom, package: str) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
+# Where statements nest (an import is a statement, so expressions need no visit): the bodies of
+# functions, classes, if/for/while/with/try/match and their else, finally, except and case parts.
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def import_nodes(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of ``path``, wherever it sits (function-local, under ``if``, in ``try``)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+            continue
+        for field in _BODIES:
+            children = getattr(node, field, None)
+            if isinstance(children, list):
+                stack.extend(child for child in children if isinstance(child, ast.AST))
+    return found
+
+
+def _package(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+
+
 def imported_modules(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in ``path``, wherever it sits in the file."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    package = _package(path, root)
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             found.append((node.lineno, from_module(node, package)))
     return sorted(found)
 
@@ -44,11 +69,14 @@ def module_name(path: Path, root: Path) -> str:
 
 def imported_names(path: Path, root: Path) -> list[str]:
     """Every module ``path`` imports, anywhere in the file, plus ``pkg.name`` for each ``from pkg import name``."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    found = [module for _line, module in imported_modules(path, root)]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.ImportFrom):
+    package = _package(path, root)
+    found: list[str] = []
+    for node in import_nodes(path):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        else:
             module = from_module(node, package)
+            found.append(module)
             found.extend(f"{module}.{alias.name}" for alias in node.names)
     return found
 

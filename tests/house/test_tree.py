@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.imports import imported_modules, imported_names
+from tests.helpers.imports import imported_names
 from tests.helpers.paths import REPO, TESTS
 from utils.config.registry import frameworks_on, model_names, platform_names
 
@@ -130,14 +130,15 @@ def imports_of_tests(root: Path = REPO) -> list[tuple[str, str]]:
     for path in sorted((root / "tests").rglob("*.py")):
         if "__pycache__" in path.parts or "fakes" in path.relative_to(root / "tests").parts:
             continue
-        modules = {module for _line, module in imported_modules(path, root)}
-        # ``from pkg import name`` imports the module pkg.name when there is one
-        modules |= {name for name in imported_names(path, root)
-                    if (root / Path(*name.split("."))).with_suffix(".py").is_file()}
-        for module in sorted(modules):
-            last = module.split(".")[-1]
-            if last == "conftest" or last.startswith("test_"):
-                found.append((path.relative_to(root).as_posix(), module))
+        for name in sorted(set(imported_names(path, root))):
+            last = name.split(".")[-1]
+            if not (last == "conftest" or last.startswith("test_")):
+                continue
+            # a module (``import x.test_y``, ``from x import test_y``, pytest's ``from test_y import``), not a
+            # function of that name imported from a helper
+            relative = Path(*name.split(".")).with_suffix(".py")
+            if last == "conftest" or (root / relative).is_file() or (path.parent / relative).is_file():
+                found.append((path.relative_to(root).as_posix(), name))
     return found
 
 
@@ -159,7 +160,8 @@ def test_the_test_imports_check_sees_each_form(tmp_path: Path) -> None:
     (room / "test_gpu.py").write_text(
         "from conftest import free_port\nfrom tests.helpers.devices import h100\n\ndef test_x():\n"
         "    from tests.conftest import REPO\n\nfrom tests.unit.machine import test_prescreen\n"
-        "import tests.unit.machine.test_prescreen\nfrom tests.helpers import devices\n")
+        "import tests.unit.machine.test_prescreen\nfrom tests.helpers import devices\n"
+        "from tests.helpers.devices import test_pattern\n")
     assert imports_of_tests(tmp_path) == [
         ("tests/unit/machine/test_gpu.py", "conftest"),
         ("tests/unit/machine/test_gpu.py", "tests.conftest"),
