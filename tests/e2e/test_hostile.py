@@ -83,9 +83,10 @@ PYTHON_ENTRY_POINTS: dict[str, tuple[str, list[str]]] = {
     "utils.dataset.fingerprint": ("utils.dataset.fingerprint", ["--model", "llama"]),
     "utils.measure.memory": ("utils.measure.memory", ["--framework", "tran"]),
     "train.launch.jobs": ("train.launch.jobs", []),
-    "train.launch --dry-run": ("train.launch", ["--platform", "cpu", "--framework", "tran", "--model", "llama",
-                                                "--dry-run"]),
-    "train.launch": ("train.launch", ["--platform", "cpu", "--framework", "tran", "--model", "llama"]),
+    # ``python -m train.launch`` runs train/launch/__main__.py, which calls train.launch.launcher's main
+    "train.launch --dry-run": ("train.launch.launcher", ["--platform", "cpu", "--framework", "tran", "--model",
+                                                         "llama", "--dry-run"]),
+    "train.launch": ("train.launch.launcher", ["--platform", "cpu", "--framework", "tran", "--model", "llama"]),
     "train.tran.worker": ("train.tran.worker", ["--model", "llama", "--result", "{tmp}/r.json"]),
     "train.nemo.entry": ("train.nemo.entry", ["--model", "llama", "--result", "{tmp}/r.json"]),
     "data.fetch": ("data.fetch", ["--no-progress"]),
