@@ -80,7 +80,7 @@ def _stand_ins(repo: Path) -> None:
     for script in (repo / "train").glob("train_nvd_*_llama.sh"):
         script.write_text(STAND_IN.format(fields=fields))
     (repo / "evaluate" / "compare.py").unlink()  # train.sh's comparison is not what this tests
-    module = repo / "utils" / "prescreen.py"
+    module = repo / "utils" / "machine" / "prescreen.py"
     main_guard = '\n\nif __name__ == "__main__":'
     module.write_text(module.read_text().replace(main_guard, FAKE_DEVICE + main_guard))
 

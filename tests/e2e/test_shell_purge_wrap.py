@@ -153,7 +153,7 @@ def test_default_output_is_emptied_and_data_needs_with_data(repo: Path, tmp_path
     assert not (repo / "utils" / "__pycache__").exists() and not (repo / ".pytest_cache").exists()
     assert not (repo / "output.zip").exists()
     assert (repo / "data_cache" / "sample" / "raw.jsonl").exists(), "data needs --with-data"
-    assert (repo / "utils" / "configure.py").exists() and (repo / "config.env").exists()
+    assert (repo / "utils" / "config" / "load.py").exists() and (repo / "config.env").exists()
     assert (repo / ".venv" / "bin" / "python").exists()
     assert run_script(repo, "shell/purge.sh", env=clean_env(tmp_path)).stdout.strip() == "purge: nothing to remove"
 
