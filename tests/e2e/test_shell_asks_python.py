@@ -99,7 +99,7 @@ def test_a_secrets_line_a_shell_would_read_differently_is_refused_without_echoin
 # even name config.env or secrets.env: a file a script never names, it cannot parse.
 _DETECTION = re.compile(r"nvidia-smi|amd-smi|rocm-smi|(?<!--device=/dev/)\bkfd\b|TPRIMAT_DEV_DIR")
 _ENV_FILE = re.compile(r"\b(config|secrets)\.env\b")
-SHELL_CODE = sorted([*(REPO / "shell").glob("*.sh"), REPO / "shell" / "slurm.sbatch", *(REPO / "train").glob("*.sh"),
+SHELL_CODE = sorted([*(REPO / "shell").glob("*.sh"), REPO / "shell" / "slurm.sbatch", *(REPO / "train").rglob("*.sh"),
                      *(REPO / "evaluate").glob("*.sh")])
 # wrap.sh's token check still reads secrets.env itself: moving it onto utils/config/secret.py is part of
 # issue 12's wrap work (with the symlink fix), which builds on this layer.

@@ -25,7 +25,7 @@ INTERNAL_MODULES = {"train.megatron.probe", "train.nemo.probe", "train.prim.prob
 
 def _modules() -> list[str]:
     found = []
-    for path in sorted([*REPO.glob("utils/*.py"), *REPO.glob("data/*.py"), *REPO.glob("train/**/*.py"),
+    for path in sorted([*REPO.glob("utils/**/*.py"), *REPO.glob("data/*.py"), *REPO.glob("train/**/*.py"),
                         *REPO.glob("evaluate/*.py"), *REPO.glob("bench/*.py")]):
         if '__name__ == "__main__"' in path.read_text(encoding="utf-8"):
             parts = path.relative_to(REPO).with_suffix("").parts
