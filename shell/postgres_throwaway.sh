@@ -2,7 +2,7 @@
 # Run a command against a throwaway PostgreSQL server: initdb into a new temporary folder, start it on a
 # private port (127.0.0.1) and socket folder, export TPRIMAT_TEST_POSTGRES_URL (a superuser with a random
 # password), run the command, then stop the server and delete the folder, however the command ends.
-# The history tests (tests/unit/history/) run against it as well as against SQLite. Needs the Debian
+# The history tests (tests/unit/evaluate/history/) run against it as well as against SQLite. Needs the Debian
 # postgresql package (initdb, pg_ctl); as root the server runs as the postgres user (postgres refuses root).
 set -euo pipefail
 

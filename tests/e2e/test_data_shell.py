@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, tiny_environ
+from tests.helpers.paths import REPO
+from tests.helpers.workload import tiny_environ
 
 SCRIPT = REPO / "shell" / "data.sh"
 

@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shell import REPO, clean_env, copy_repo, docker_calls, run_script
+from tests.helpers.shell import REPO, clean_env, docker_calls, run_script
 from utils.config.load import load_config
 from utils.files.build_context import ignored, read_patterns
 
 BASES = {"amd": "rocm/primus:v25.11", "nvd": "nvcr.io/nvidia/nemo:25.04"}
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path / "repo")
 
 
 def _context_of(env: dict[str, str], call: int) -> list[str]:

@@ -11,31 +11,15 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.shell import (
-    clean_env,
-    copy_repo,
     docker_calls,
     docker_env_file_modes,
     docker_env_files,
     flag_values,
     run_script,
+    script_env,
 )
 
 STEPS = ("data", "train", "purge", "wrap")
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path / "repo")
-
-
-def _env(tmp_path: Path, platform: str, **overrides: str) -> dict[str, str]:
-    values = {
-        "PLATFORM": platform,
-        "DATA_DIR": str(tmp_path / "data"),
-        "OUTPUT_DIR": str(tmp_path / "repo" / "output"),
-        "HF_HOME": str(tmp_path / "hf"),
-    }
-    return clean_env(tmp_path, **{**values, **overrides})
 
 
 def _run_call(env: dict[str, str]) -> tuple[int, list[str]]:
@@ -48,7 +32,7 @@ def _run_call(env: dict[str, str]) -> tuple[int, list[str]]:
 @pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("platform", ["amd", "nvd"])
 def test_run_step_argv(repo: Path, tmp_path: Path, platform: str, step: str) -> None:
-    env = _env(tmp_path, platform)
+    env = script_env(tmp_path, PLATFORM=platform, OUTPUT_DIR=str(repo / "output"))
     proc = run_script(repo, f"shell/run_{step}.sh", env=env)
     assert proc.returncode == 0, proc.stderr
     calls = docker_calls(env)
@@ -97,7 +81,7 @@ def test_run_step_argv(repo: Path, tmp_path: Path, platform: str, step: str) -> 
 def test_secret_from_secrets_env_travels_in_the_rendered_env_file_only(repo: Path, tmp_path: Path) -> None:
     token = "hf_TESTTOKENabcdefghijklmnop"
     (repo / "secrets.env").write_text(f"# comment\nHF_TOKEN={token}\n")
-    env = _env(tmp_path, "nvd")
+    env = script_env(tmp_path, PLATFORM="nvd")
     proc = run_script(repo, "shell/run_train.sh", env=env)
     assert proc.returncode == 0, proc.stderr
     number, argv = _run_call(env)
@@ -114,7 +98,7 @@ def test_secret_from_secrets_env_travels_in_the_rendered_env_file_only(repo: Pat
 def test_host_token_wins_over_secrets_env_and_stays_out_of_argv(repo: Path, tmp_path: Path) -> None:
     token = "hf_ENVtokenabcdefghijklmnop"
     (repo / "secrets.env").write_text("HF_TOKEN=hf_FILEtokenabcdefghijklmno\n")
-    env = _env(tmp_path, "nvd", HF_TOKEN=token, NCCL_SOCKET_IFNAME="eth7")
+    env = script_env(tmp_path, PLATFORM="nvd", HF_TOKEN=token, NCCL_SOCKET_IFNAME="eth7")
     assert run_script(repo, "shell/run_train.sh", env=env).returncode == 0
     number, argv = _run_call(env)
     values = flag_values(argv, "-e")
@@ -124,14 +108,14 @@ def test_host_token_wins_over_secrets_env_and_stays_out_of_argv(repo: Path, tmp_
 
 
 def test_no_token_anywhere_means_no_token_line(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "amd")
+    env = script_env(tmp_path, PLATFORM="amd")
     assert run_script(repo, "shell/run_train.sh", env=env).returncode == 0
     number, _ = _run_call(env)
     assert not [line for line in docker_env_files(env, number)[0].splitlines() if line.startswith("HF_TOKEN")]
 
 
 def test_env_overrides_reach_the_container(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "amd", MBS="2", GA="4", NNODES="2", NODE_RANK="1", MASTER_ADDR="node0",
+    env = script_env(tmp_path, PLATFORM="amd", MBS="2", GA="4", NNODES="2", NODE_RANK="1", MASTER_ADDR="node0",
                GPUS_PER_NODE="4")
     assert run_script(repo, "shell/run_train.sh", env=env).returncode == 0
     number, _ = _run_call(env)
@@ -141,7 +125,7 @@ def test_env_overrides_reach_the_container(repo: Path, tmp_path: Path) -> None:
 
 
 def test_output_dir_outside_repo_is_mounted(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "nvd", OUTPUT_DIR=str(tmp_path / "results"))
+    env = script_env(tmp_path, PLATFORM="nvd", OUTPUT_DIR=str(tmp_path / "results"))
     assert run_script(repo, "shell/run_train.sh", env=env).returncode == 0
     _, argv = _run_call(env)
     assert f"{tmp_path / 'results'}:/output/tprimat" in flag_values(argv, "-v")
@@ -150,14 +134,14 @@ def test_output_dir_outside_repo_is_mounted(repo: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("code", ["1", "3", "137"])
 def test_container_exit_status_propagates(repo: Path, tmp_path: Path, code: str) -> None:
-    env = _env(tmp_path, "nvd", FAKE_DOCKER_RUN_RC=code)
+    env = script_env(tmp_path, PLATFORM="nvd", FAKE_DOCKER_RUN_RC=code)
     proc = run_script(repo, "shell/run_data.sh", env=env)
     assert proc.returncode == int(code)
     assert f"exited with status {code}" in proc.stderr
 
 
 def test_missing_image_says_build_first(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "amd", FAKE_DOCKER_IMAGE_RC="1")
+    env = script_env(tmp_path, PLATFORM="amd", FAKE_DOCKER_IMAGE_RC="1")
     proc = run_script(repo, "shell/run_train.sh", env=env)
     assert proc.returncode == 1
     assert "shell/build.sh" in proc.stderr
@@ -165,14 +149,14 @@ def test_missing_image_says_build_first(repo: Path, tmp_path: Path) -> None:
 
 
 def test_arguments_pass_through_to_the_step(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "nvd")
+    env = script_env(tmp_path, PLATFORM="nvd")
     assert run_script(repo, "shell/run_purge.sh", "--with-data", env=env).returncode == 0
     _, argv = _run_call(env)
     assert argv[-3:] == ["bash", "shell/purge.sh", "--with-data"]
 
 
 def test_cpu_runs_natively(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "cpu")
+    env = script_env(tmp_path, PLATFORM="cpu")
     proc = run_script(repo, "shell/run_purge.sh", "--dry-run", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "platform cpu has no container" in proc.stdout
@@ -180,7 +164,7 @@ def test_cpu_runs_natively(repo: Path, tmp_path: Path) -> None:
 
 
 def test_no_engine_runs_natively(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "nvd", FAKE_DOCKER_INFO_RC="1")
+    env = script_env(tmp_path, PLATFORM="nvd", FAKE_DOCKER_INFO_RC="1")
     proc = run_script(repo, "shell/run_purge.sh", "--dry-run", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "no Docker engine answers" in proc.stdout
@@ -188,13 +172,13 @@ def test_no_engine_runs_natively(repo: Path, tmp_path: Path) -> None:
 
 
 def test_native_fallback_propagates_the_step_status(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "cpu")
+    env = script_env(tmp_path, PLATFORM="cpu")
     proc = run_script(repo, "shell/run_purge.sh", "--bogus", env=env)
     assert proc.returncode == 2
 
 
 def test_unknown_platform_is_an_error(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "tpu")
+    env = script_env(tmp_path, PLATFORM="tpu")
     proc = run_script(repo, "shell/run_train.sh", env=env)
     assert proc.returncode == 2
     assert "PLATFORM='tpu': allowed values are amd, nvd, cpu" in proc.stderr
@@ -204,10 +188,10 @@ def test_unknown_platform_is_an_error(repo: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("platform", ["amd", "nvd"])
 def test_entry_opens_an_interactive_shell_in_the_same_container(repo: Path, tmp_path: Path,
                                                                platform: str) -> None:
-    env = _env(tmp_path, platform)
+    env = script_env(tmp_path, PLATFORM=platform)
     assert run_script(repo, "shell/run_train.sh", env=env).returncode == 0
     _, run_argv = _run_call(env)
-    env2 = _env(tmp_path, platform, FAKE_DOCKER_DIR=str(tmp_path / "entry-calls"))
+    env2 = script_env(tmp_path, PLATFORM=platform, FAKE_DOCKER_DIR=str(tmp_path / "entry-calls"))
     assert run_script(repo, "shell/entry.sh", env=env2).returncode == 0
     _, entry_argv = _run_call(env2)
     assert entry_argv[:3] == ["run", "--rm", "-it"]
@@ -225,7 +209,7 @@ def test_entry_opens_an_interactive_shell_in_the_same_container(repo: Path, tmp_
 
 
 def test_entry_on_cpu_opens_a_native_shell(repo: Path, tmp_path: Path) -> None:
-    env = _env(tmp_path, "cpu")
+    env = script_env(tmp_path, PLATFORM="cpu")
     proc = run_script(repo, "shell/entry.sh", env=env, stdin="echo inside-$PLATFORM\n")
     assert proc.returncode == 0
     assert "inside-cpu" in proc.stdout
@@ -235,7 +219,7 @@ def test_entry_on_cpu_opens_a_native_shell(repo: Path, tmp_path: Path) -> None:
 def test_a_signal_to_run_step_reaches_the_container(repo: Path, tmp_path: Path) -> None:
     """SIGTERM to run_<step>.sh is passed to the step inside its container (docker kill), whose own
     traps stop its jobs; the script then exits 128 + SIGTERM instead of leaving the container running."""
-    env = _env(tmp_path, "nvd", FAKE_DOCKER_RUN_SECONDS="60")
+    env = script_env(tmp_path, PLATFORM="nvd", FAKE_DOCKER_RUN_SECONDS="60")
     proc = subprocess.Popen(["bash", str(repo / "shell/run_data.sh")], env=env, cwd=repo,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_module
 
 import utils.files.json_input
 from evaluate import compare
 from evaluate.compare import main as compare_main
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
+from tests.helpers.proc import run_module
 
 SUBPROCESS_ENV = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tiny_environ
 from tests.helpers.paths import REPO
-from tests.helpers.shell import clean_env, copy_repo, run_script
+from tests.helpers.shell import clean_env, run_script
+from tests.helpers.workload import tiny_environ
 from utils.config.load import FIELD_TYPES, numeric_keys
 from utils.config.rules import RULES, base_type
 
@@ -83,9 +83,10 @@ PYTHON_ENTRY_POINTS: dict[str, tuple[str, list[str]]] = {
     "utils.dataset.fingerprint": ("utils.dataset.fingerprint", ["--model", "llama"]),
     "utils.measure.memory": ("utils.measure.memory", ["--framework", "tran"]),
     "train.launch.jobs": ("train.launch.jobs", []),
-    "train.launch --dry-run": ("train.launch", ["--platform", "cpu", "--framework", "tran", "--model", "llama",
-                                                "--dry-run"]),
-    "train.launch": ("train.launch", ["--platform", "cpu", "--framework", "tran", "--model", "llama"]),
+    # ``python -m train.launch`` runs train/launch/__main__.py, which calls train.launch.launcher's main
+    "train.launch --dry-run": ("train.launch.launcher", ["--platform", "cpu", "--framework", "tran", "--model",
+                                                         "llama", "--dry-run"]),
+    "train.launch": ("train.launch.launcher", ["--platform", "cpu", "--framework", "tran", "--model", "llama"]),
     "train.tran.worker": ("train.tran.worker", ["--model", "llama", "--result", "{tmp}/r.json"]),
     "train.nemo.entry": ("train.nemo.entry", ["--model", "llama", "--result", "{tmp}/r.json"]),
     "data.fetch": ("data.fetch", ["--no-progress"]),
@@ -188,10 +189,10 @@ def test_the_shell_walk_sends_every_key_and_every_kind() -> None:
 
 
 @pytest.fixture(scope="module")
-def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = copy_repo(tmp_path_factory.mktemp("hostile") / "repo")
-    (root / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in'\n")  # never the real one
-    return root
+def repo_copy(shared_repo: Path) -> Path:
+    """The module's copy (tests/e2e/conftest.py) with a stand-in setup.sh: never the real one."""
+    (shared_repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in'\n")
+    return shared_repo
 
 
 @pytest.mark.parametrize(("script", "key", "value"), _shell_cases())

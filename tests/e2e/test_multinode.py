@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port, tiny_environ
+from tests.helpers.paths import REPO
+from tests.helpers.proc import free_port
+from tests.helpers.workload import tiny_environ
 
 LAUNCHER = REPO / "train" / "train_cpu_tran_llama.sh"
 PREREQUISITES = ("train/launch/launcher.py", "train/tran/worker.py", "shell/data.sh")

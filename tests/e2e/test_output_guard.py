@@ -19,7 +19,8 @@ import pytest
 
 import train.launch.job_guard
 import utils.files.disk
-from tests.conftest import REPO, tiny_environ
+from tests.helpers.paths import REPO
+from tests.helpers.workload import tiny_environ
 from tests.unit.train.launch.test_launch import context, ok_result, plugin
 from train.launch.launcher import launch
 from utils.files.disk import OutputDirError, check_writable_dir
@@ -66,8 +67,8 @@ def test_read_only_and_tiny_filesystems(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["file", "tiny"])
-def test_train_sh_and_the_launcher_stop_before_any_job(tmp_path: Path, kind: str) -> None:
-    from tests.helpers.shell import clean_env, copy_repo, run_script
+def test_train_sh_and_the_launcher_stop_before_any_job(repo: Path, tmp_path: Path, kind: str) -> None:
+    from tests.helpers.shell import clean_env, run_script
 
     if kind == "file":
         out = tmp_path / "out"
@@ -75,7 +76,6 @@ def test_train_sh_and_the_launcher_stop_before_any_job(tmp_path: Path, kind: str
         context_manager: contextlib.AbstractContextManager = contextlib.nullcontext(out)
     else:
         context_manager = mounted_tmpfs(tmp_path / "out", "64k")
-    repo = copy_repo(tmp_path / "repo")
     marker = tmp_path / "a-job-ran"
     for script in (repo / "train").glob("train_*_*_*.sh"):
         script.write_text(f"#!/usr/bin/env bash\ntouch {marker}\n")

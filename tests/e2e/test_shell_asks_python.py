@@ -15,12 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shell import REPO, clean_env, copy_repo, docker_calls, docker_env_files, run_script
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path / "repo")
+from tests.helpers.shell import REPO, clean_env, docker_calls, docker_env_files, run_script
 
 
 @pytest.mark.parametrize(("line", "expected"), [
@@ -104,7 +99,7 @@ def test_a_secrets_line_a_shell_would_read_differently_is_refused_without_echoin
 # even name config.env or secrets.env: a file a script never names, it cannot parse.
 _DETECTION = re.compile(r"nvidia-smi|amd-smi|rocm-smi|(?<!--device=/dev/)\bkfd\b|TPRIMAT_DEV_DIR")
 _ENV_FILE = re.compile(r"\b(config|secrets)\.env\b")
-SHELL_CODE = sorted([*(REPO / "shell").glob("*.sh"), REPO / "shell" / "slurm.sbatch", *(REPO / "train").glob("*.sh"),
+SHELL_CODE = sorted([*(REPO / "shell").glob("*.sh"), REPO / "shell" / "slurm.sbatch", *(REPO / "train").rglob("*.sh"),
                      *(REPO / "evaluate").glob("*.sh")])
 # wrap.sh's token check still reads secrets.env itself: moving it onto utils/config/secret.py is part of
 # issue 12's wrap work (with the symlink fix), which builds on this layer.
@@ -165,9 +160,8 @@ esac
 """
 
 
-def test_the_shell_uses_whatever_python_answers(tmp_path: Path) -> None:
+def test_the_shell_uses_whatever_python_answers(repo: Path, tmp_path: Path) -> None:
     """config.env says amd, Python (a stand-in here) says nvd: the shell goes with Python, asked from the root."""
-    repo = copy_repo(tmp_path / "repo")
     (repo / ".venv").unlink()
     (repo / ".venv" / "bin").mkdir(parents=True)
     stand_in = repo / ".venv" / "bin" / "python"

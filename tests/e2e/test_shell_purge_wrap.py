@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shell import REPO, clean_env, copy_repo, run_script
+from tests.helpers.shell import REPO, clean_env, run_script
 from utils.files.generated import RootError, check_root
 from utils.files.locks import hold, result_lock_path
 
@@ -42,16 +42,16 @@ def _tree(root: Path) -> set[str]:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = copy_repo(tmp_path / "repo")
-    (root / "output" / ".gitkeep").touch()
-    _make(root / "output", GENERATED_OUTPUT)
-    (root / "utils" / "__pycache__").mkdir()
-    (root / "utils" / "__pycache__" / "x.pyc").write_bytes(b"0")
-    (root / ".pytest_cache").mkdir()
-    (root / "output.zip").write_bytes(b"zip")
-    _make(root / "data_cache", ["sample/raw.jsonl"])
-    return root
+def repo(repo: Path) -> Path:
+    """The shared copy (tests/e2e/conftest.py) filled with what purge.sh removes: outputs, caches, output.zip, data."""
+    (repo / "output" / ".gitkeep").touch()
+    _make(repo / "output", GENERATED_OUTPUT)
+    (repo / "utils" / "__pycache__").mkdir()
+    (repo / "utils" / "__pycache__" / "x.pyc").write_bytes(b"0")
+    (repo / ".pytest_cache").mkdir()
+    (repo / "output.zip").write_bytes(b"zip")
+    _make(repo / "data_cache", ["sample/raw.jsonl"])
+    return repo
 
 
 def _git_repo(root: Path) -> dict[str, str]:
@@ -153,7 +153,7 @@ def test_default_output_is_emptied_and_data_needs_with_data(repo: Path, tmp_path
     assert not (repo / "utils" / "__pycache__").exists() and not (repo / ".pytest_cache").exists()
     assert not (repo / "output.zip").exists()
     assert (repo / "data_cache" / "sample" / "raw.jsonl").exists(), "data needs --with-data"
-    assert (repo / "utils" / "configure.py").exists() and (repo / "config.env").exists()
+    assert (repo / "utils" / "config" / "load.py").exists() and (repo / "config.env").exists()
     assert (repo / ".venv" / "bin" / "python").exists()
     assert run_script(repo, "shell/purge.sh", env=clean_env(tmp_path)).stdout.strip() == "purge: nothing to remove"
 

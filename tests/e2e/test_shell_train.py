@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.helpers.shell import clean_env, copy_repo, run_script
+from tests.helpers.shell import run_script, script_env
 
 STAND_IN = """#!/usr/bin/env bash
 echo "$(basename "$0")${{*:+ $*}}" >> "$JOB_LOG"
@@ -20,25 +19,19 @@ exit {code}
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = copy_repo(tmp_path / "repo")
-    for script in (root / "train").glob("train_*_*_*.sh"):
+def repo(repo: Path) -> Path:
+    """The shared copy (tests/e2e/conftest.py) whose jobs are stand-ins (the qwen ones exit 3), without compare.py."""
+    for script in (repo / "train").glob("train_*_*_*.sh"):
         code = 3 if "_qwen" in script.name else 0
         script.write_text(STAND_IN.format(code=code))
-    compare = root / "evaluate" / "compare.py"
+    compare = repo / "evaluate" / "compare.py"
     if compare.exists():
         compare.unlink()
-    return root
-
-
-def _env(tmp_path: Path, **values: str) -> dict[str, str]:
-    # tiny shapes (full ones are refused on cpu before any job) and a free port (train.sh checks it first)
-    return clean_env(tmp_path, JOB_LOG=str(tmp_path / "jobs.log"), OUTPUT_DIR=str(tmp_path / "out"),
-                     **{"MODEL_SIZE": "tiny", "MASTER_PORT": str(free_port()), **values})
+    return repo
 
 
 def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_path: Path) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", RUNS="2",
+    proc = run_script(repo, "shell/train.sh", env=script_env(tmp_path, PLATFORM="cpu", FRAMEWORK="tran", RUNS="2",
                                                       MODELS="llama qwen"))
     assert (tmp_path / "jobs.log").read_text().splitlines() == [
         "train_cpu_tran_llama.sh --run-index 1", "train_cpu_tran_llama.sh --run-index 2",
@@ -59,21 +52,22 @@ def test_cpu_runs_tran_continues_past_failure_and_summarizes(repo: Path, tmp_pat
 @pytest.mark.parametrize(("platform", "asked", "runs"), [("nvd", "prim", "nemo"), ("amd", "nemo", "prim")])
 def test_vendor_mapping_is_applied_and_printed(repo: Path, tmp_path: Path, platform: str, asked: str,
                                                runs: str) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM=platform, FRAMEWORK=asked, MODELS="llama"))
+    proc = run_script(repo, "shell/train.sh",
+                      env=script_env(tmp_path, PLATFORM=platform, FRAMEWORK=asked, MODELS="llama"))
     assert f"FRAMEWORK={asked} on {platform} runs {runs}" in proc.stderr
     assert (tmp_path / "jobs.log").read_text().splitlines() == [f"train_{platform}_{runs}_llama.sh"]
 
 
 @pytest.mark.parametrize("platform", ["amd", "nvd"])
 def test_all_runs_every_framework_of_the_platform(repo: Path, tmp_path: Path, platform: str) -> None:
-    run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM=platform, FRAMEWORK="all"))
+    run_script(repo, "shell/train.sh", env=script_env(tmp_path, PLATFORM=platform, FRAMEWORK="all"))
     frameworks = {"amd": ("mega", "prim", "tran", "deep"), "nvd": ("mega", "nemo", "tran", "deep")}[platform]
     assert (tmp_path / "jobs.log").read_text().splitlines() == [
         f"train_{platform}_{f}_{m}.sh" for f in frameworks for m in ("llama", "qwen", "mistral")]
 
 
 def test_unavailable_framework_is_an_error_before_any_job(repo: Path, tmp_path: Path) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", FRAMEWORK="mega"))
+    proc = run_script(repo, "shell/train.sh", env=script_env(tmp_path, PLATFORM="cpu", FRAMEWORK="mega"))
     assert proc.returncode == 2
     assert "valid: tran, deep" in proc.stderr
     assert not (tmp_path / "jobs.log").exists()
@@ -81,7 +75,7 @@ def test_unavailable_framework_is_an_error_before_any_job(repo: Path, tmp_path: 
 
 def test_dry_run_is_passed_and_skips_compare(repo: Path, tmp_path: Path) -> None:
     proc = run_script(repo, "shell/train.sh", "--dry-run",
-                      env=_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
+                      env=script_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
     assert (tmp_path / "jobs.log").read_text().splitlines() == ["train_cpu_tran_llama.sh --dry-run"]
     assert "dry run, skipping the comparison" in proc.stdout
 
@@ -95,7 +89,7 @@ def test_dry_run_never_reports_an_old_result(repo: Path, tmp_path: Path) -> None
     old = make_result(out, "amd", "tran", "llama").rename(out / "train_cpu_tran_llama.json")
     assert status_of(old) == "ok"
     proc = run_script(repo, "shell/train.sh", "--dry-run",
-                      env=_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
+                      env=script_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
     assert proc.returncode == 0, proc.stderr
     assert " ok " not in proc.stdout and "finished ok" not in proc.stdout
     assert "1 launch plan(s) shown, nothing trained" in proc.stdout
@@ -105,12 +99,12 @@ def test_dry_run_never_reports_an_old_result(repo: Path, tmp_path: Path) -> None
 def test_compare_is_called_with_the_results_dir(repo: Path, tmp_path: Path) -> None:
     (repo / "evaluate" / "compare.py").write_text(
         "import sys\nopen(sys.argv[-1] + '/compared', 'w').write(' '.join(sys.argv[1:]))\n")
-    run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
+    run_script(repo, "shell/train.sh", env=script_env(tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran"))
     assert (tmp_path / "out" / "compared").read_text() == f"--results-dir {tmp_path / 'out'}"
 
 
 def test_other_node_ranks_skip_compare_and_report_exit_codes(repo: Path, tmp_path: Path) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(
+    proc = run_script(repo, "shell/train.sh", env=script_env(
         tmp_path, PLATFORM="cpu", MODELS="llama", FRAMEWORK="tran", NNODES="2", NODE_RANK="1", DP="16"))
     assert proc.returncode == 0, proc.stderr
     assert "NODE_RANK=1; node 0 writes the results" in proc.stdout
@@ -118,7 +112,7 @@ def test_other_node_ranks_skip_compare_and_report_exit_codes(repo: Path, tmp_pat
 
 
 def test_several_frameworks_run_in_the_order_given(repo: Path, tmp_path: Path) -> None:
-    proc = run_script(repo, "shell/train.sh", env=_env(tmp_path, PLATFORM="amd", FRAMEWORK="tran nemo",
+    proc = run_script(repo, "shell/train.sh", env=script_env(tmp_path, PLATFORM="amd", FRAMEWORK="tran nemo",
                                                        MODELS="llama"))
     assert "FRAMEWORK=nemo on amd runs prim" in proc.stderr
     assert (tmp_path / "jobs.log").read_text().splitlines() == ["train_amd_tran_llama.sh", "train_amd_prim_llama.sh"]

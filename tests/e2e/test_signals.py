@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 from tests.helpers.proc import (
     all_gone,
     command_line,
@@ -29,7 +29,7 @@ from tests.helpers.proc import (
     sigint_at_default,
     wait_for,
 )
-from tests.helpers.shell import copy_repo
+from tests.helpers.shell import clean_env
 from utils.result.file import read_result
 
 LONG = {"TRAIN_ITERS": "2000", "MEASURE_SKIP_STEPS": "1", "GA": "1"}
@@ -114,10 +114,7 @@ def test_sigterm_to_train_sh_stops_the_job_tree_and_the_remaining_jobs(
 
 
 @pytest.mark.slow
-def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(tmp_path: Path) -> None:
-    from tests.helpers.shell import clean_env
-
-    repo = copy_repo(tmp_path / "repo")
+def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(repo: Path, tmp_path: Path) -> None:
     (repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in (the shared .venv)'\n")
     data, out = tmp_path / "data", tmp_path / "out"
     env = clean_env(tmp_path, DATA_DIR=str(data), OUTPUT_DIR=str(out), SAMPLE_MB="20", MODELS="llama")

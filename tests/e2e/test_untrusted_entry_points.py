@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from tests.helpers.proc import free_port
 from tests.helpers.shell import REPO, clean_env, copy_repo, run_script
 from utils.config.load import duplicate_notes, load_config
 from utils.config.rules import ConfigError
@@ -25,7 +25,7 @@ INTERNAL_MODULES = {"train.megatron.probe", "train.nemo.probe", "train.prim.prob
 
 def _modules() -> list[str]:
     found = []
-    for path in sorted([*REPO.glob("utils/*.py"), *REPO.glob("data/*.py"), *REPO.glob("train/**/*.py"),
+    for path in sorted([*REPO.glob("utils/**/*.py"), *REPO.glob("data/*.py"), *REPO.glob("train/**/*.py"),
                         *REPO.glob("evaluate/*.py"), *REPO.glob("bench/*.py")]):
         if '__name__ == "__main__"' in path.read_text(encoding="utf-8"):
             parts = path.relative_to(REPO).with_suffix("").parts
@@ -47,8 +47,7 @@ def test_every_shell_script_refuses_an_unknown_flag_and_has_help(script: str, tm
     assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists(), "nothing ran"
 
 
-def test_quickstart_with_a_bogus_flag_runs_nothing(tmp_path: Path) -> None:
-    repo = copy_repo(tmp_path / "repo")
+def test_quickstart_with_a_bogus_flag_runs_nothing(repo: Path, tmp_path: Path) -> None:
     (repo / "shell" / "setup.sh").write_text(f"#!/usr/bin/env bash\ntouch {tmp_path / 'setup-ran'}\n")
     proc = run_script(repo, "shell/quickstart.sh", "--bogus-flag", env=clean_env(tmp_path), timeout=60)
     assert proc.returncode == 2 and "unknown argument '--bogus-flag'" in proc.stderr

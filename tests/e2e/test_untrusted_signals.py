@@ -15,25 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from tests.helpers.paths import REPO
 from tests.helpers.proc import wait_for
-from tests.helpers.shell import clean_env, copy_repo
+from tests.helpers.shell import script_env
 from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, write_problem
 from utils.files.run_owner import STARTED_REASON
 from utils.machine.rendezvous import port_problem
 from utils.result.file import read_result, update_result, write_result
 
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path / "repo")
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    values = {"PLATFORM": "cpu", "FRAMEWORK": "tran", "MODELS": "llama", "MODEL_SIZE": "tiny", "TP": "1", "PP": "1",
-              "CP": "1", "DP": "1", "GA": "1", "GPUS_PER_NODE": "1", "MASTER_ADDR": "127.0.0.1",
-              "MASTER_PORT": str(free_port()), "OUTPUT_DIR": str(tmp_path / "out"), "DATA_DIR": str(tmp_path / "d")}
-    return clean_env(tmp_path, **{**values, **extra})
+# One tiny tran job on this machine (tests/helpers/shell.py script_env adds the folders and a free port).
+JOB = {"PLATFORM": "cpu", "FRAMEWORK": "tran", "MODELS": "llama", "TP": "1", "PP": "1", "CP": "1", "DP": "1",
+       "GA": "1", "GPUS_PER_NODE": "1", "MASTER_ADDR": "127.0.0.1"}
 
 
 def _job(repo: Path, model: str, body: str) -> None:
@@ -50,7 +42,7 @@ def _start(repo: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
 def test_sigterm_at_any_moment_leaves_an_incomplete_result(repo: Path, tmp_path: Path, moment: str) -> None:
     started = tmp_path / "job-started"
     _job(repo, "llama", f"touch {started}\nsleep 60")  # a launcher that has not recorded anything yet
-    env = _env(tmp_path)
+    env = script_env(tmp_path, **JOB)
     log = tmp_path / "train.log"
     proc = _start(repo, env, log)
     try:
@@ -75,7 +67,7 @@ def test_the_placeholder_is_written_before_the_launcher_runs(repo: Path, tmp_pat
     _job(repo, "llama", f'{sys.executable} -m utils.result.file status '
                         f'"$OUTPUT_DIR/train_cpu_tran_llama.json" > {seen}; '
                         f'echo "$TPRIMAT_RUN_ID" >> {seen}')
-    proc = subprocess.run(["bash", str(repo / "shell" / "train.sh")], env=_env(tmp_path), cwd=repo,
+    proc = subprocess.run(["bash", str(repo / "shell" / "train.sh")], env=script_env(tmp_path, **JOB), cwd=repo,
                           capture_output=True, text=True, timeout=300)
     status, run_id = seen.read_text().split()
     assert status == "incomplete" and len(run_id) >= 16, proc.stdout + proc.stderr
@@ -87,7 +79,7 @@ def test_the_placeholder_is_written_before_the_launcher_runs(repo: Path, tmp_pat
 
 def test_leftovers_of_a_job_are_stopped_and_the_port_is_free_for_the_next(repo: Path, tmp_path: Path) -> None:
     """The first job leaves an orphan in its own session holding MASTER_PORT (as torchrun did after a SIGKILL)."""
-    env = _env(tmp_path, MODELS="llama qwen")
+    env = script_env(tmp_path, **{**JOB, "MODELS": "llama qwen"})
     port = int(env["MASTER_PORT"])
     holder = (f"import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
               f"s.bind(('0.0.0.0', {port})); s.listen(); time.sleep(300)")
@@ -130,8 +122,6 @@ def test_the_job_dies_with_a_killed_launcher(tmp_path: Path) -> None:
     launcher = ("import os, sys\nfrom pathlib import Path\nfrom train.launch.job_guard import Signals, run_logged\n"
                 f"with Signals() as s:\n    run_logged([sys.executable, '-c', {job!r}], dict(os.environ), None, {{}}, "
                 f"Path({str(tmp_path / 'job.log')!r}), s)\n")
-    from tests.conftest import REPO
-
     proc = subprocess.Popen([sys.executable, "-c", launcher], cwd=REPO)
     try:
         wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 60, "the job to start")

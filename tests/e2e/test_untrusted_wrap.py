@@ -13,17 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shell import REPO, clean_env, copy_repo, run_script
+from tests.helpers.shell import REPO, clean_env, run_script
 from utils.config.rules import ConfigError
 from utils.config.secret import read_secret, read_secret_bytes
 from utils.files.generated import OUTPUT_MARKER, is_output_dir
 
 TOKEN = "hf_UNTRUSTEDtoken0123456789abc"
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_repo(tmp_path_factory.mktemp("wrap") / "repo")
 
 
 def _output(tmp_path: Path, marked: bool = True) -> Path:
@@ -48,33 +43,33 @@ def _names(repo: Path) -> list[str]:
         return zipped.namelist()
 
 
-def test_wrap_refuses_etc_in_one_line(repo: Path, tmp_path: Path) -> None:
-    proc = _wrap(repo, tmp_path, OUTPUT_DIR="/etc")
+def test_wrap_refuses_etc_in_one_line(shared_repo: Path, tmp_path: Path) -> None:
+    proc = _wrap(shared_repo, tmp_path, OUTPUT_DIR="/etc")
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "refusing OUTPUT_DIR=/etc" in lines[0] and OUTPUT_MARKER in lines[0], proc.stderr
-    assert not (repo / "output.zip").exists()
+    assert not (shared_repo / "output.zip").exists()
 
 
-def test_wrap_refuses_a_folder_tprimat_did_not_write(repo: Path, tmp_path: Path) -> None:
+def test_wrap_refuses_a_folder_tprimat_did_not_write(shared_repo: Path, tmp_path: Path) -> None:
     out = _output(tmp_path, marked=False)
-    proc = _wrap(repo, tmp_path, OUTPUT_DIR=str(out))
+    proc = _wrap(shared_repo, tmp_path, OUTPUT_DIR=str(out))
     assert proc.returncode == 1 and "holds no .tprimat/output-folder marker" in proc.stderr
     (out / ".tprimat").mkdir()
     (out / OUTPUT_MARKER).symlink_to(out / "train_cpu_tran_llama.json")
     assert not is_output_dir(out), "a link is no marker"
 
 
-def test_wrap_packs_only_tprimat_files_readable_by_others(repo: Path, tmp_path: Path) -> None:
+def test_wrap_packs_only_tprimat_files_readable_by_others(shared_repo: Path, tmp_path: Path) -> None:
     out = _output(tmp_path)
     (out / "notes.txt").write_text("mine")
     (out / "shadow").write_text("root:x:0:0")
     private = out / "train_cpu_tran_qwen.json"
     private.write_text("{}")
     private.chmod(0o600)
-    proc = _wrap(repo, tmp_path, OUTPUT_DIR=str(out))
+    proc = _wrap(shared_repo, tmp_path, OUTPUT_DIR=str(out))
     assert proc.returncode == 0, proc.stderr
-    assert sorted(_names(repo)) == ["out/logs/train_cpu_tran_llama.log", "out/train_cpu_tran_llama.json"]
+    assert sorted(_names(shared_repo)) == ["out/logs/train_cpu_tran_llama.log", "out/train_cpu_tran_llama.json"]
     assert "left out 2 file(s) tprimat did not write: notes.txt, shadow" in proc.stderr
     assert "skipped train_cpu_tran_qwen.json (not readable by other users: mode 0600" in proc.stderr
 
@@ -102,24 +97,24 @@ def test_results_and_comparisons_leave_the_marker(tmp_path: Path) -> None:
     (f'HF_TOKEN=" {TOKEN}"\n', "whitespace around it"),
     (f"HF_TOKEN='{TOKEN} '\n", "whitespace around it"),
 ], ids=["nul", "soh", "tab", "leading-space", "trailing-space"])
-def test_a_secret_with_a_control_character_or_whitespace_is_refused(repo: Path, tmp_path: Path, line: str,
+def test_a_secret_with_a_control_character_or_whitespace_is_refused(shared_repo: Path, tmp_path: Path, line: str,
                                                                     problem: str) -> None:
     secrets = tmp_path / "secrets.env"
     secrets.write_text(line)
     with pytest.raises(ConfigError, match=problem) as info:
         read_secret("HF_TOKEN", environ={}, secrets_file=secrets)
     assert TOKEN not in str(info.value) and "\n" not in str(info.value)
-    (repo / "secrets.env").write_text(line)
+    (shared_repo / "secrets.env").write_text(line)
     try:
         out = _output(tmp_path)
         (out / "logs" / "train_cpu_tran_llama.log").write_text(f"token {TOKEN} in a log\n")
-        proc = _wrap(repo, tmp_path, OUTPUT_DIR=str(out))
+        proc = _wrap(shared_repo, tmp_path, OUTPUT_DIR=str(out))
     finally:
-        (repo / "secrets.env").unlink()
+        (shared_repo / "secrets.env").unlink()
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and problem in lines[0] and TOKEN not in proc.stdout + proc.stderr
-    assert not (repo / "output.zip").exists()
+    assert not (shared_repo / "output.zip").exists()
 
 
 @pytest.mark.parametrize("value", [f" {TOKEN}", f"{TOKEN}\n", f"{TOKEN}\x1b"], ids=["space", "newline", "escape"])
@@ -129,20 +124,20 @@ def test_an_environment_secret_is_refused_the_same_way(value: str) -> None:
     assert TOKEN not in str(info.value)
 
 
-def test_the_leak_check_compares_bytes(repo: Path, tmp_path: Path) -> None:
+def test_the_leak_check_compares_bytes(shared_repo: Path, tmp_path: Path) -> None:
     """A token that is not UTF-8 (bytes as the process received them) is still found in a log."""
     token = TOKEN.encode() + b"\xff\xfe"
     out = _output(tmp_path)
     (out / "logs" / "train_cpu_tran_llama.log").write_bytes(b"header " + token + b" trailer")
     env = clean_env(tmp_path, OUTPUT_DIR=str(out))
-    proc = subprocess.run(["bash", str(repo / "shell" / "wrap.sh")], env={**env, "HF_TOKEN": token}, cwd=repo,
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(["bash", str(shared_repo / "shell" / "wrap.sh")], env={**env, "HF_TOKEN": token},
+                          cwd=shared_repo, capture_output=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert b"contain a secret value (not shown)" in proc.stderr and token not in proc.stdout + proc.stderr
     assert read_secret_bytes("HF_TOKEN", environ={"HF_TOKEN": os.fsdecode(token)}) == token
 
 
-def test_help(repo: Path) -> None:
+def test_help(shared_repo: Path) -> None:
     proc = subprocess.run(["bash", str(REPO / "shell" / "wrap.sh"), "--help"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0 and OUTPUT_MARKER in proc.stdout, sys.executable

@@ -3,7 +3,7 @@ under DDP, one after the
 other in the same ranks, and (rank 0) the two loss curves and FSDP2's read-back settings as JSON.
 
 Usage: ``python -m torch.distributed.run --nproc-per-node 2 -m tests.fakes.tran_parity --model llama --out F``
-with the tiny workload's config in the environment (tests/conftest.py ``tiny_environ``).
+with the tiny workload's config in the environment (tests/helpers/workload.py ``tiny_environ``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Helpers for the data-pipeline tests: an isolated config environment and a tiny sample build."""
+"""Helpers for the data-pipeline tests: an isolated config environment and a tiny sample build.
+
+The fixtures built on them (``built_sample``, ``data_copy``) are tests/unit/data/conftest.py's.
+"""
 
 from __future__ import annotations
 
@@ -36,21 +39,3 @@ def run_all_stages(*extra: str) -> None:
 def copy_tree(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
     return target
-
-
-@pytest.fixture(scope="module")
-def built_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A verified tiny sample build (both models), made once per test module; copy it before changing it."""
-    data_dir = tmp_path_factory.mktemp("data-sample")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        use_data_env(monkeypatch, data_dir)
-        run_all_stages()
-    return data_dir
-
-
-@pytest.fixture
-def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of the module's sample build, with the config pointed at it: free to change."""
-    data_dir = copy_tree(built_sample, tmp_path / "data")
-    use_data_env(monkeypatch, data_dir)
-    return data_dir

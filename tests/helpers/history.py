@@ -1,4 +1,4 @@
-"""Shared helpers of the history tests (tests/unit/history/): databases to test against and results to add.
+"""Shared helpers of the history tests (tests/unit/evaluate/history/): databases to test against and results to add.
 
 Every database test runs against SQLite, and against a real PostgreSQL server when
 ``TPRIMAT_TEST_POSTGRES_URL`` names one (``shell/postgres_throwaway.sh`` starts one; ``.ci/run`` always does):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,12 @@ def write_config(directory: Path, **overrides: str) -> Path:
     path = directory / "config.env"
     path.write_text("".join(f"{key}={value}\n" for key, value in values.items()), encoding="utf-8")
     return path
+
+
+def nemo_environ(config: Path) -> dict[str, str]:
+    """os.environ for a process reading ``config`` on nvd: no token, no device hints (``NVTE_*``, ``CUDA_*``)."""
+    keep = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN",) and not k.startswith(("NVTE_", "CUDA_"))}
+    return {**keep, "TPRIMAT_CONFIG": str(config), "PLATFORM": "nvd"}
 
 
 def make_tokenizer(path: Path, words: int) -> int:

@@ -1,13 +1,64 @@
-"""Process-tree helpers for the signal tests: who descends from whom, read from /proc (Linux)."""
+"""The processes the tests start: ``python -m`` from the repository root, a free port for a job's
+rendezvous, and, for the signal tests, who descends from whom (read from /proc, Linux).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from tests.helpers.paths import REPO
+
+PYTHON = sys.executable
+
+_SYSTEM_RANDOM = random.SystemRandom()
+
+
+def run_module(module: str, *args: str, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` from the repo root, capturing output."""
+    return subprocess.run(
+        [PYTHON, "-m", module, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def ephemeral_ports() -> range:
+    """The kernel's range for outgoing connections and ``bind(0)`` (Linux's default when unreadable)."""
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def free_port() -> int:
+    """A port free now, for MASTER_PORT, chosen at random below the kernel's ephemeral range.
+
+    ``bind(0)`` hands out an ephemeral port, which any process's next outgoing connection (another
+    clone's test, a rank's gloo socket) may take before the job listens on it. A random port from
+    the range below, checked bindable on every interface, can only collide with another run's
+    equally random pick. The OS's randomness, not ``random``'s: a test that seeds ``random`` would
+    otherwise make two clones started together pick the same ports in the same order.
+    """
+    ephemeral = ephemeral_ports()
+    candidates = [port for port in range(10000, 65536) if port not in ephemeral]
+    for port in _SYSTEM_RANDOM.sample(candidates, min(50, len(candidates))):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _parents() -> dict[int, int]:

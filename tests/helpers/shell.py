@@ -11,10 +11,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.helpers.paths import REPO
+from tests.helpers.paths import FAKES, REPO
+from tests.helpers.proc import free_port
 from utils.config.load import Config
 
-FAKES = REPO / "tests" / "fakes"
 CONFIG_KEYS = {name.upper() for name in Config.__dataclass_fields__} | {"GBS"}
 _IGNORED = shutil.ignore_patterns(
     ".venv", ".git", "output", "output.zip", "data_cache", "__pycache__", ".pytest_cache", ".ruff_cache", ".cache",
@@ -69,10 +69,24 @@ def clean_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
         XDG_CACHE_HOME=str(home / ".cache"),
         FAKE_DOCKER_DIR=str(tmp_path / "docker-calls"),
         TMPDIR=str(tmp_path),
-        HISTORY_DB="off",  # the results database: a test that wants one names it (tests/unit/history/)
+        HISTORY_DB="off",  # the results database: a test that wants one names it (tests/unit/evaluate/history/)
     )
     env.update(overrides)
     return env
+
+
+def script_env(tmp_path: Path, **values: str) -> dict[str, str]:
+    """:func:`clean_env` for a script of a throwaway copy, with every folder it reads or writes under ``tmp_path``.
+
+    OUTPUT_DIR is ``out/``, DATA_DIR ``data/``, HF_HOME ``hf/`` and JOB_LOG ``jobs.log`` (where the stand-in
+    job scripts record their calls); MODEL_SIZE is tiny (full shapes are refused on cpu before any job) and
+    MASTER_PORT a free one (shell/train.sh waits for the config's 29500, which every checkout on the machine
+    shares). ``values`` override any of them.
+    """
+    defaults = {"OUTPUT_DIR": str(tmp_path / "out"), "DATA_DIR": str(tmp_path / "data"),
+                "HF_HOME": str(tmp_path / "hf"), "JOB_LOG": str(tmp_path / "jobs.log"), "MODEL_SIZE": "tiny",
+                "MASTER_PORT": str(free_port())}
+    return clean_env(tmp_path, **{**defaults, **values})
 
 
 def run_script(root: Path, script: str, *args: str, env: dict[str, str], timeout: int = 120,

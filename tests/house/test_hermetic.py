@@ -14,9 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import _ephemeral_ports, free_port
 from tests.helpers.hermetic import CACHE_FOLDER, cache_environ
 from tests.helpers.paths import REPO
+from tests.helpers.proc import ephemeral_ports, free_port
 from utils.files.build_context import ignored, read_patterns
 
 CACHE = REPO / CACHE_FOLDER
@@ -86,5 +86,5 @@ def test_libraries_resolve_their_caches_into_the_checkout_and_leave_home_alone(t
 def test_master_ports_come_from_outside_the_ephemeral_range() -> None:
     """An ephemeral port may be taken by any outgoing connection, another clone's included, before a job listens."""
     ports = {free_port() for _ in range(20)}
-    assert not ports & set(_ephemeral_ports()), ports
+    assert not ports & set(ephemeral_ports()), ports
     assert len(ports) > 1, "a random pick, not one fixed port every run shares"

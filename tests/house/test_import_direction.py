@@ -1,16 +1,16 @@
 """Imports flow one way: utils <- data <- train <- evaluate (docs/ARCHITECTURE.md).
 
-Every ``import`` and ``from ... import`` in a package is parsed with ``ast``, including
-the function-local ones, so a lazy import cannot hide a dependency the wrong way.
+Every ``import`` and ``from ... import`` in a package is parsed with ``ast`` (tests/helpers/imports.py),
+including the function-local ones, so a lazy import cannot hide a dependency the wrong way.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.imports import imported_modules
 from tests.helpers.paths import REPO
 
 # package -> the project packages it must never import
@@ -21,27 +21,8 @@ FORBIDDEN = {
 }
 
 
-def from_module(node: ast.ImportFrom, package: str) -> str:
-    """The absolute module of ``from X import ...`` in ``package`` (a relative one resolved against it)."""
-    if not node.level:
-        return node.module or ""
-    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-    return ".".join([*base, node.module] if node.module else base)
-
-
-def imported_modules(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import in ``path``, wherever it sits in the file."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            found.append((node.lineno, from_module(node, package)))
-    return sorted(found)
-
-
 def violations(package: str, root: Path = REPO) -> list[str]:
+    """``path:line imports module`` for every import of ``package`` against the direction."""
     out = []
     for path in sorted((root / package).rglob("*.py")):
         for line, module in imported_modules(path, root):

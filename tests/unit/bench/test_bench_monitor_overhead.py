@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import run_module
+from tests.helpers.proc import run_module
 
 
 def test_quick_mode_reports_the_overhead_with_its_interval(tiny_env: Callable[..., dict[str, str]],

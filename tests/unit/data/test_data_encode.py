@@ -9,17 +9,8 @@ import numpy as np
 import pytest
 
 from data import encode, encode_paths, verify
-from tests.helpers.data import built_sample, copy_tree, use_data_env
+from tests.helpers.data import use_data_env
 from utils.dataset.paths import load_tokenizer
-
-__all__ = ["built_sample"]
-
-
-@pytest.fixture
-def data_copy(built_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data_dir = copy_tree(built_sample, tmp_path / "data")
-    use_data_env(monkeypatch, data_dir)
-    return data_dir
 
 
 @pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])

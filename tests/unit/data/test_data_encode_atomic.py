@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from data import encode
-from tests.helpers.data import REPO, built_sample, data_copy
-
-__all__ = ["built_sample", "data_copy"]
+from tests.helpers.paths import REPO
 
 PREFIX = "sample-llama_text_document"
 

@@ -16,12 +16,10 @@ from data.common import iter_jsonl_texts
 from data.encode_check import dataset_sample
 from data.fast_bpe import DOCUMENT_BREAK, FastBpe
 from data.file_tokenizer import PolicyTokenizer
-from tests.helpers.data import built_sample, copy_tree, use_data_env
+from tests.helpers.data import copy_tree, use_data_env
 from tests.helpers.preprocess import preprocess_data_in_process
 from tests.helpers.tokenizers import sentencepiece_style_tokenizer
 from utils.dataset.paths import load_tokenizer
-
-__all__ = ["built_sample"]
 
 AWKWARD = ["A plain sentence.", "", "   ", "Special <|end_of_text|> and <|endoftext|> tokens <|im_start|>inside.",
            f"The separator {DOCUMENT_BREAK} itself.", "decomposed e\u0301 next to <|endoftext|>\u0338",

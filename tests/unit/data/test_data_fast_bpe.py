@@ -11,11 +11,8 @@ import pytest
 from bench.llama3_tokenizer import write_llama3_tokenizer
 from data.encode_check import adversarial_texts, dataset_sample, first_difference, split_difference
 from data.fast_bpe import DOCUMENT_BREAK, FastBpe, NotExpressible, Wrapping, byte_level_alphabet, check_merges
-from tests.helpers.data import built_sample
 from tests.helpers.tokenizers import copy_tokenizer, edit_tokenizer_json, tiny_byte_level_bpe
 from utils.dataset.paths import load_tokenizer
-
-__all__ = ["built_sample"]
 
 
 @pytest.fixture(scope="module")

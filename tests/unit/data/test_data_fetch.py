@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 
 from data import fetch
-from tests.helpers.data import built_sample, use_data_env
+from tests.helpers.data import use_data_env
 from utils.config import load as configure
 from utils.dataset.paths import load_tokenizer
-
-__all__ = ["built_sample"]
 
 
 def _texts(path: Path) -> list[str]:

@@ -17,7 +17,6 @@ import pytest
 from data import long_documents
 from data.encode_paths import TokenizerEncoder, _documents_from_lists
 from data.long_documents import LongDocumentError, PieceEncoder, pieces
-from tests.helpers.data import built_sample  # noqa: F401 - the module-scoped sample build fixture
 from utils.dataset.paths import eod_id, load_tokenizer
 
 LIMIT = 20_000
@@ -42,7 +41,7 @@ def test_pieces_cut_only_before_a_word_and_keep_every_character() -> None:
 
 
 @pytest.mark.parametrize("model", ["llama", "qwen"])
-def test_long_documents_in_pieces_equal_tokenizer_text(built_sample: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+def test_long_documents_in_pieces_equal_tokenizer_text(built_sample: Path, monkeypatch: pytest.MonkeyPatch,
                                                        model: str) -> None:
     tokenizer = load_tokenizer(built_sample / "tokenizers" / f"sample-{model}")
     monkeypatch.setattr(long_documents, "LONG_DOCUMENT_CHARS", LIMIT)
@@ -58,7 +57,7 @@ def test_long_documents_in_pieces_equal_tokenizer_text(built_sample: Path, monke
     assert sizes.tolist() == expected_sizes.tolist() and np.array_equal(tokens, expected_tokens)
 
 
-def test_a_tokenizer_that_cannot_be_cut_refuses_long_documents_clearly(built_sample: Path) -> None:  # noqa: F811
+def test_a_tokenizer_that_cannot_be_cut_refuses_long_documents_clearly(built_sample: Path) -> None:
     """Mistral's sample tokenizer marks a text's first word differently (SentencePiece-style): pieces differ."""
     tokenizer = load_tokenizer(built_sample / "tokenizers" / "sample-mistral")
     encoder = PieceEncoder(tokenizer, tokenizer.backend_tokenizer, limit=LIMIT)

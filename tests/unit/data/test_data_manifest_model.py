@@ -12,10 +12,7 @@ from data import encode, verify
 from data.common import DataError
 from data.manifest import ManifestMalformed, load_manifest
 from data.ready import check_dataset
-from tests.helpers.data import built_sample, data_copy
 from utils.config.load import load_config
-
-__all__ = ["built_sample", "data_copy"]
 
 LINE = "manifest malformed: outputs must be a mapping"
 

@@ -13,11 +13,10 @@ import pytest
 
 from data.common import DataError
 from data.ready import check_dataset
-from tests.conftest import REPO, tiny_environ
-from tests.helpers.data import SMALL_SAMPLE, built_sample, data_copy
+from tests.helpers.data import SMALL_SAMPLE
+from tests.helpers.paths import REPO
+from tests.helpers.workload import tiny_environ
 from utils.config.load import load_config
-
-__all__ = ["built_sample", "data_copy"]
 
 
 def _prefix(data_dir: Path, model: str = "llama") -> Path:

@@ -16,12 +16,9 @@ import pytest
 from data import encode, verify
 from data.common import DataError
 from data.ready import check_dataset
-from tests.helpers.data import built_sample, data_copy
 from tests.helpers.preprocess import preprocess_data_in_process
 from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizers
 from utils.config.load import load_config
-
-__all__ = ["built_sample", "data_copy"]
 
 # Handled as preprocess_data handles them: "" gives no ids, so no EOD and a document without a
 # sequence; whitespace-only text has ids (the whitespace tokens) and gets its EOD.

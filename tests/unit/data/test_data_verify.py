@@ -10,9 +10,6 @@ import numpy as np
 import pytest
 
 from data import verify
-from tests.helpers.data import built_sample, data_copy
-
-__all__ = ["built_sample", "data_copy"]
 
 
 def _prefix(data_dir: Path, model: str = "llama") -> Path:

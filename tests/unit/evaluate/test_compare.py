@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_module
 
 from evaluate.analysis import cross_platform_parities, summarize_group
 from evaluate.compare import main as compare_main
@@ -22,6 +21,7 @@ from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
 from tests.helpers.hermetic import cache_environ
 from tests.helpers.paths import FIXTURES, REPO
+from tests.helpers.proc import run_module
 
 
 def run_compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -37,7 +37,7 @@ def per_run_tps(paths: list[Path]) -> list[float]:
 @pytest.fixture(scope="session")
 def tran_result(sample_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real tiny tran llama run on cpu, through the real launcher (shared by the slow tests here)."""
-    from conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
 
     out = tmp_path_factory.mktemp("tran-results")
     proc = run_module("train.launch.launcher", "--platform", "cpu", "--framework", "tran", "--model", "llama",

@@ -17,9 +17,9 @@ import pytest
 
 from evaluate import gpu_check as gc
 from evaluate.gpu_check_model import GpuCheck, Row
+from tests.helpers.devices import h100
 from tests.helpers.evaluate import fake_dataset, gpu_info, workload_config
 from tests.helpers.paths import FIXTURES
-from tests.unit.machine.test_prescreen import h100
 from train.logs.assemble import build_result
 from utils.config.models import get_shape
 from utils.dataset.fingerprint import fingerprint

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from conftest import run_module
+from tests.helpers.proc import run_module
 
 
 def test_probe_writes_a_snapshot_without_secrets(tmp_path: Path) -> None:

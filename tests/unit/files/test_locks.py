@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, tiny_environ
+from tests.helpers.paths import REPO
+from tests.helpers.workload import tiny_environ
 from utils.files.locks import Holder, LockError, LockHeld, data_lock_path, hold, result_lock_path
 
 HOLDER = """

@@ -10,38 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
 
 import pytest
 
+from tests.helpers.devices import H100, FakeDevice, h100
 from utils.machine import device_facts as df
 from utils.machine import prescreen as ps
 from utils.machine.hardware import memory_bandwidth_tbs, peak_tflops
-
-H100 = "NVIDIA H100 80GB HBM3"
-
-
-@dataclass
-class FakeDevice:
-    """A device whose GEMM runs at ``tflops[n]`` and whose copy moves ``tbs`` TB/s; records every call."""
-
-    name: str
-    tflops: dict[int, float]
-    tbs: float
-    calls: list[tuple[str, int, int]] = field(default_factory=list)
-
-    def gemm_seconds(self, n: int, iterations: int) -> float:
-        self.calls.append(("gemm", n, iterations))
-        return iterations * 2 * n**3 / (self.tflops[n] * 1e12)
-
-    def copy_seconds(self, nbytes: int, iterations: int) -> float:
-        self.calls.append(("copy", nbytes, iterations))
-        return iterations * 2 * nbytes / (self.tbs * 1e12)
-
-
-def h100(peak: float = 798.0, tbs: float = 2.9) -> FakeDevice:
-    rates = {2048: 0.55 * peak, 4096: 0.9 * peak, 8192: peak, 16384: 0.97 * peak}
-    return FakeDevice(H100, rates, tbs)
 
 
 def test_gemm_sweep_peak_is_the_best_size_against_the_datasheet():

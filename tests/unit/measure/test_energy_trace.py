@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
+from tests.helpers.devices import FakeAmdSmi, FakeNvml
 from tests.helpers.paths import FIXTURES
-from tests.helpers.power import FakeAmdSmi, FakeNvml
 from utils.measure.energy_trace import (
     CounterTrace,
     Reading,

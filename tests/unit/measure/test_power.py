@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.helpers.power import FakeAmdSmi, FakeNvml
+from tests.helpers.devices import FakeAmdSmi, FakeNvml
 from utils.measure.power import (
     JOULES_PER_KWH,
     CounterWindow,

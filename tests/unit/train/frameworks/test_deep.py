@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, REPO, run_module, tiny_environ
+from tests.helpers.paths import REPO
+from tests.helpers.proc import PYTHON, run_module
+from tests.helpers.workload import tiny_environ
 from train.deep import plugin as deep_plugin
 from train.launch.context import log_path_for
 from train.launch.contract import RunContext

@@ -171,7 +171,7 @@ def test_framework_reported_step_time_is_compared_with_ours(tmp_path):
 
 
 def test_energy_window_covers_the_measured_steps_only(tmp_path):
-    from tests.helpers.power import FakeNvml
+    from tests.helpers.devices import FakeNvml
     from utils.measure.power import MeasuredWindow, device_meter, open_reader
 
     measurement = _measurement(tmp_path)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers.nemo import REPO, make_tokenizer, write_config
+from tests.helpers.nemo import REPO, make_tokenizer, nemo_environ, write_config
 from train.launch.context import log_path_for
 from train.launch.contract import RunContext
 from train.nemo import entry as nemo_entry
@@ -36,11 +34,6 @@ def _ctx(cfg, model="llama", platform="nvd", run_index=None):
     return RunContext(cfg=cfg, platform=platform, framework="nemo", model=model, run_index=run_index,
                       result_path=result_path(cfg.output_dir, platform, "nemo", model, run_index),
                       log_path=log_path_for(cfg, platform, "nemo", model, run_index))
-
-
-def _env(config: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN",) and not k.startswith(("NVTE_", "CUDA_"))}
-    return {**keep, "TPRIMAT_CONFIG": str(config), "PLATFORM": "nvd"}
 
 
 def test_plan_runs_torchrun_with_the_nvidia_environment(workspace):
@@ -79,7 +72,7 @@ def test_nemo_on_amd_maps_to_primus_with_a_note():
 def test_launcher_dry_run_shows_the_generated_overrides_file(workspace):
     proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "nvd", "--framework", "nemo",
                            "--model", "qwen", "--dry-run"],
-                          cwd=REPO, env=_env(workspace.config), capture_output=True, text=True, timeout=120)
+                          cwd=REPO, env=nemo_environ(workspace.config), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "# generated file:" in proc.stdout and "train_nvd_nemo_qwen.nemo_overrides.json" in proc.stdout
     assert '"trainer.max_steps": 33' in proc.stdout
@@ -90,7 +83,7 @@ def test_launcher_dry_run_without_a_tokenizer_fails_clearly(tmp_path):
     config = write_config(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "nvd", "--framework", "nemo",
                            "--model", "qwen", "--dry-run"],
-                          cwd=REPO, env=_env(config), capture_output=True, text=True, timeout=120)
+                          cwd=REPO, env=nemo_environ(config), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "no tokenizer" in proc.stderr and "prepare the data first" in proc.stderr
 
@@ -100,7 +93,7 @@ def test_entry_help_and_missing_result_argument(workspace):
                           text=True, timeout=60)
     assert proc.returncode == 0 and "--result" in proc.stdout and "--overrides" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "train.nemo.entry", "--model", "llama"], cwd=REPO,
-                          env=_env(workspace.config), capture_output=True, text=True, timeout=60)
+                          env=nemo_environ(workspace.config), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--result" in proc.stderr
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import free_port
 from tests.helpers.megatron import FIXTURES, make_config, make_context
 from tests.helpers.preflight import FAKE_COMMIT, point_at_fakes
+from tests.helpers.proc import free_port
 from train.launch.launcher import launch
 from train.megatron import args as megatron_args
 from train.prim import plugin as prim_plugin

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, REPO, run_module
+from tests.helpers.paths import REPO
+from tests.helpers.proc import PYTHON, run_module
 from utils.result.file import read_result
 from utils.result.model import Result
 
@@ -138,7 +139,7 @@ def test_sigterm_mid_run_leaves_an_incomplete_result(tiny_env: Callable[..., dic
 
 
 def test_dry_run_prints_the_torchrun_command(tmp_path: Path) -> None:
-    from tests.conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
 
     env = tiny_environ(tmp_path / "data", tmp_path / "out", DP="2", GPUS_PER_NODE="2")
     proc = run_module(*LAUNCH, "--model", "qwen", "--dry-run", "--run-index", "3", env=env, timeout=120)
@@ -156,7 +157,7 @@ def test_dry_run_prints_the_torchrun_command(tmp_path: Path) -> None:
     ({"TP": "2", "DP": "1", "GPUS_PER_NODE": "2"}, "tran is data-parallel only"),
 ])
 def test_unsupported_settings_fail_clearly(tmp_path: Path, override: dict[str, str], message: str) -> None:
-    from tests.conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
 
     env = tiny_environ(tmp_path / "data", tmp_path / "out", **override)
     proc = run_module(*LAUNCH, "--model", "llama", env=env, timeout=120)
@@ -167,7 +168,7 @@ def test_unsupported_settings_fail_clearly(tmp_path: Path, override: dict[str, s
 
 
 def test_world_size_mismatch_is_refused(tmp_path: Path) -> None:
-    from tests.conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
 
     # DP=2 but started as a single process (no torchrun): the worker must refuse, naming both numbers.
     env = tiny_environ(tmp_path / "data", tmp_path / "out", DP="2", GPUS_PER_NODE="2")

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import PYTHON, REPO
 
+from tests.helpers.paths import REPO
+from tests.helpers.proc import PYTHON
 from train.tran.step import Dist
 from utils.config.load import Config
 from utils.result.file import read_result
@@ -55,7 +56,7 @@ def test_two_ranks_fsdp2_shards_and_matches_ddp(tiny_env: Callable[..., dict[str
 def sample_cfg(sample_data_dir: Path, tmp_path: Path) -> Callable[..., Config]:
     import shutil
 
-    from tests.conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
     from utils.config.load import load_config
 
     shutil.copytree(sample_data_dir, tmp_path / "data")  # tran writes its index cache under DATA_DIR

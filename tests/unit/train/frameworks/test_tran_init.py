@@ -74,7 +74,7 @@ def test_init_like_megatron_returns_the_stds() -> None:
 
 
 def test_tran_and_deep_record_the_scaled_std(tmp_path) -> None:
-    from tests.conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
     from train.launch.context import job_context
     from train.tran.plugin import reference_record
     from utils.config.load import REPO_ROOT, load_config

@@ -45,7 +45,7 @@ def test_lr_linear_and_constant_decay() -> None:
 
 @pytest.fixture
 def sample_cfg(sample_data_dir: Path, tmp_path: Path) -> Callable[..., Config]:
-    from tests.conftest import tiny_environ
+    from tests.helpers.workload import tiny_environ
 
     def make(**overrides: str) -> Config:
         return load_config(environ=tiny_environ(sample_data_dir, tmp_path / "out", **overrides))

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, REPO, tiny_environ
+from tests.helpers.paths import REPO
+from tests.helpers.proc import PYTHON
+from tests.helpers.workload import tiny_environ
 
 FINALIZED = "finalized: atexit ran"
 

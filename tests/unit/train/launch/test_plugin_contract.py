@@ -11,7 +11,7 @@ import inspect
 
 import pytest
 
-from tests.house.test_import_cycles import import_graph
+from tests.helpers.imports import import_graph
 from train.launch.context import load_plugin
 from train.launch.contract import Plugin
 from utils.config.registry import FRAMEWORKS

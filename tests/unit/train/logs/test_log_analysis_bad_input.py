@@ -111,7 +111,7 @@ def test_a_million_line_log_is_streamed(tmp_path: Path) -> None:
 
 
 def test_truncated_event_file_is_incomplete_with_the_reason(tmp_path: Path) -> None:
-    from tests.unit.train.logs.test_log_analysis_tensorboard import write_megatron_events
+    from tests.helpers.events import write_megatron_events
 
     events = write_megatron_events(tmp_path / "tb", steps=20)
     events.write_bytes(events.read_bytes()[:-30])  # cut inside the last record

@@ -13,8 +13,8 @@ import pytest
 from evaluate.fairness import check_fairness
 from evaluate.results import load_directory
 from tests.fixtures.logs.generate_foreign import LLAMA, megatron_args, megatron_line
+from tests.helpers.events import write_lightning_events, write_megatron_events
 from tests.helpers.megatron import FIXTURES
-from tests.unit.train.logs.test_log_analysis_tensorboard import write_lightning_events, write_megatron_events
 from train.logs.discover import discover, run_key
 from utils.config.load import REPO_ROOT
 

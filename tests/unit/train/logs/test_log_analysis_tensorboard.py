@@ -1,7 +1,7 @@
 """TensorBoard event files become results through the same assembly as logs.
 
-The files are written here with the tensorboard package's own ``EventFileWriter``, in the shapes the
-frameworks write (shared FORMATS.md): Megatron-LM's scalars (``simple_value``, the iteration as step)
+The files are written by tests/helpers/events.py with the tensorboard package's own ``EventFileWriter``,
+in the shapes the frameworks write (shared FORMATS.md): Megatron-LM's scalars (``simple_value``, the iteration as step)
 and its arguments as text summaries (``<arg>/text_summary``, plugin ``text``); Lightning's
 ``TensorBoardLogger`` scalars under NeMo 2 (the 0-based global step as step).
 """
@@ -12,71 +12,14 @@ import statistics
 from pathlib import Path
 
 import pytest
-from tensorboard.compat.proto.event_pb2 import Event
-from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-from tensorboard.compat.proto.tensor_pb2 import TensorProto
-from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from tests.fixtures.logs.generate_foreign import LLAMA, flops_per_token, loss, step_ms
+from tests.helpers.events import START, scalar_event, write_events, write_lightning_events, write_megatron_events
 from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
 from train.logs.tensorboard import scan_events
 from utils.result.file import read_result, write_result
 from utils.result.model import Result
-
-START = 1_750_000_000.0
-ARGS = {"seq_length": 4096, "micro_batch_size": 2, "global_batch_size": 128, "num_layers": 32, "hidden_size": 4096,
-        "ffn_hidden_size": 14336, "num_attention_heads": 32, "num_query_groups": 8, "group_query_attention": True,
-        "swiglu": True, "add_qkv_bias": False, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1,
-        "context_parallel_size": 1, "data_parallel_size": 4, "world_size": 8, "bf16": True, "fp16": False,
-        "fp8": None, "lr": 0.00015, "train_iters": 20, "seed": 1234}
-
-
-def _text(tag: str, text: str) -> Summary.Value:
-    metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="text"))
-    tensor = TensorProto(dtype="DT_STRING", string_val=[text.encode()],
-                         tensor_shape=TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)]))
-    return Summary.Value(tag=f"{tag}/text_summary", metadata=metadata, tensor=tensor)
-
-
-def _write(directory: Path, events: list[Event]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    writer = EventFileWriter(str(directory))
-    for event in events:
-        writer.add_event(event)
-    writer.close()
-    (path,) = [p for p in directory.iterdir() if p.name.startswith("events.out.tfevents")]
-    return path
-
-
-def _scalars(step: int, wall: float, values: dict[str, float]) -> Event:
-    return Event(wall_time=wall, step=step,
-                 summary=Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values.items()]))
-
-
-def write_megatron_events(directory: Path, steps: int = 20, timers: bool = True) -> Path:
-    """Megatron-LM's --tensorboard-dir: arguments as text at start, then per-iteration scalars."""
-    events = [Event(wall_time=START, step=0, summary=Summary(value=[_text(k, str(v)) for k, v in ARGS.items()]))]
-    wall = START
-    for i in range(1, steps + 1):
-        wall += step_ms(i) / 1000
-        scalars = {"learning-rate": 1e-4, "learning-rate vs samples": 1e-4, "batch-size": 128.0, "lm loss": loss(i)}
-        if timers:
-            scalars["iteration-time"] = step_ms(i) / 1000
-        events.append(_scalars(i, wall, scalars))
-    return _write(directory, events)
-
-
-def write_lightning_events(directory: Path, steps: int = 30, every: int = 1) -> Path:
-    """NeMo 2 through Lightning's TensorBoardLogger: global step 0..n-1, logged every ``every`` steps."""
-    events = []
-    for step in range(every - 1, steps, every):
-        events.append(_scalars(step, START + step, {
-            "reduced_train_loss": loss(step + 1), "lr": 3e-4, "global_batch_size": 256.0,
-            "consumed_samples": 256.0 * (step + 1), "global_step": float(step), "epoch": 0.0,
-            "train_step_timing in s": step_ms(step + 1) / 1000}))
-    return _write(directory, events)
 
 
 def analyse(tmp_path: Path, files: list[Path], **options: object) -> Result:
@@ -125,16 +68,16 @@ def test_lightning_events_are_one_based_and_every_kth_step_is_a_sample(tmp_path:
 
 
 def test_the_tags_a_file_holds_are_checked(tmp_path: Path) -> None:
-    other = _write(tmp_path / "other", [_scalars(1, START, {"accuracy": 0.5, "val/loss": 1.0})])
+    other = write_events(tmp_path / "other", [scalar_event(1, START, {"accuracy": 0.5, "val/loss": 1.0})])
     with pytest.raises(LogInputError, match=r"no Megatron-LM or Lightning/NeMo training scalars .*accuracy, val/loss"):
         scan_events([other])
 
 
 def test_a_restarted_writer_keeps_the_first_value_of_a_step(tmp_path: Path) -> None:
     first = write_megatron_events(tmp_path / "tb", steps=12)
-    again = [_scalars(i, START + 1000 + i, {"iteration-time": 99.0, "lm loss": 1.0, "batch-size": 128.0,
+    again = [scalar_event(i, START + 1000 + i, {"iteration-time": 99.0, "lm loss": 1.0, "batch-size": 128.0,
                                              "learning-rate": 1e-4}) for i in range(10, 21)]
-    second = _write(tmp_path / "restart", again)
+    second = write_events(tmp_path / "restart", again)
     moved = first.parent / (second.name + ".b")
     second.rename(moved)
     scan = scan_events([first, moved])

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.workload import tiny_environ
 from train.mega.plugin import megatron_args
 from train.megatron.args import megatron_settings, vocab_padding
 from train.rules.samples import MegatronSamples
@@ -30,8 +31,6 @@ from utils.dataset.paths import dataset_prefix, tokenizer_dir
 
 @pytest.fixture
 def sample_cfg(sample_data_dir: Path, tmp_path: Path) -> Callable[..., Config]:
-    from tests.conftest import tiny_environ
-
     def make(**overrides: str) -> Config:
         return load_config(environ=tiny_environ(sample_data_dir, tmp_path / "out", DATA_DIR=str(tmp_path / "data"),
                                                 **overrides))

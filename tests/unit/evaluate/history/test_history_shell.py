@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluate.history.store import open_database
-from tests.conftest import free_port
+from tests.helpers.proc import free_port
 from tests.helpers.shell import clean_env, copy_repo, run_script
 from utils.files.purge import main as purge_main
 

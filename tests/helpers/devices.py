@@ -1,8 +1,39 @@
-"""Stand-ins for the NVML and amdsmi Python modules: the calls utils/measure/power.py makes, in their units."""
+"""Stand-ins for the GPU side: the NVML and amdsmi Python modules (the calls utils/measure/power.py makes, in
+their units) and a device of chosen speed for the prescreen (utils/machine/prescreen.py).
+
+The fake device answers each timed operation with the time a device of a given speed would take
+(``work / rate``), so the expected TFLOP/s and TB/s are the rates the test chose; nothing is measured.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@dataclass
+class FakeDevice:
+    """A device whose GEMM runs at ``tflops[n]`` and whose copy moves ``tbs`` TB/s; records every call."""
+
+    name: str
+    tflops: dict[int, float]
+    tbs: float
+    calls: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def gemm_seconds(self, n: int, iterations: int) -> float:
+        self.calls.append(("gemm", n, iterations))
+        return iterations * 2 * n**3 / (self.tflops[n] * 1e12)
+
+    def copy_seconds(self, nbytes: int, iterations: int) -> float:
+        self.calls.append(("copy", nbytes, iterations))
+        return iterations * 2 * nbytes / (self.tbs * 1e12)
+
+
+def h100(peak: float = 798.0, tbs: float = 2.9) -> FakeDevice:
+    rates = {2048: 0.55 * peak, 4096: 0.9 * peak, 8192: peak, 16384: 0.97 * peak}
+    return FakeDevice(H100, rates, tbs)
 
 
 class FakeNvml:
