@@ -50,7 +50,7 @@ def point_at_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("TPRIMAT_FAKE_REAL_PYTHON", sys.executable)
     monkeypatch.setenv("TPRIMAT_FAKE_RECORD", str(record))
     for key in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN", "TPRIMAT_FAKE_REJECT",
-                "TPRIMAT_FAKE_INIT_MULTIPLIER", "TPRIMAT_FAKE_NO_CONFIG"):
+                "TPRIMAT_FAKE_INIT_MULTIPLIER", "TPRIMAT_FAKE_NO_CONFIG", "TPRIMAT_FAKE_NO_FUSED_ROPE"):
         monkeypatch.delenv(key, raising=False)
     return record
 

@@ -19,13 +19,12 @@ from typing import Any
 
 from train.settings.probe_common import (
     attention_check,
+    build_transformer_config,
     megatron_lr_by_step,
     namespace_values,
     run,
     set_environment,
     stand_in_device_arch,
-    stand_in_fused_rope,
-    transformer_config_values,
 )
 
 # What pretrain_gpt.py passes to pretrain() as args_defaults (docs/CONFORMANCE.md).
@@ -56,10 +55,11 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     problem = attention_check(LanguageModule, args.attention_backend)
     if problem:
         raise AssertionError(problem)
-    stand_ins = arch_stand_ins + stand_in_fused_rope()
+    config = build_transformer_config(args)
     return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
-            "transformer_config": transformer_config_values(args),
-            "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")), "stand_ins": stand_ins,
+            "transformer_config": config.values,
+            "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")),
+            "stand_ins": arch_stand_ins + config.stand_ins,
             "framework": {"megatron_core": megatron_version(), "tree": tree}}
 
 

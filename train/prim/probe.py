@@ -21,12 +21,12 @@ from typing import Any
 
 from train.settings.probe_common import (
     attention_check,
+    build_transformer_config,
     megatron_lr_by_step,
     namespace_values,
     run,
     set_environment,
     stand_in_device_arch,
-    transformer_config_values,
 )
 
 
@@ -89,8 +89,9 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     size = request.get("tokenizer_size")
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
+    config = build_transformer_config(args)  # with the fused-RoPE stand-in, exactly as the mega probe
     return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
-            "transformer_config": transformer_config_values(args), "stand_ins": arch_stand_ins,
+            "transformer_config": config.values, "stand_ins": arch_stand_ins + config.stand_ins,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 

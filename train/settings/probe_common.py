@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,21 +182,34 @@ def scaled_init_std(config: Any) -> float | str:
     return f"{type(method).__name__} (not Megatron's scaled_init_method_normal)"
 
 
-def transformer_config_values(args: Any) -> dict[str, Any]:
-    """The TransformerConfig Megatron's model provider builds from ``args``, or why it cannot be built here.
+@dataclass(frozen=True)
+class BuiltConfig:
+    """The ``TransformerConfig`` a Megatron model provider builds (its values, or ``_error``) and what was stood in."""
+
+    values: dict[str, Any]
+    stand_ins: list[str]
+
+
+def build_transformer_config(args: Any) -> BuiltConfig:
+    """The one way both Megatron probes (mega, prim) build the ``TransformerConfig`` and read it back.
 
     ``pretrain_gpt.py`` (mega) and Primus's trainer (which calls its Megatron backend's model
     provider) both build it with ``core_transformer_config_from_args``. Its
     ``output_layer_init_method_std`` is the std its ``output_layer_init_method`` draws with
-    (:func:`scaled_init_std`): the scaled initialisation every stack must share (issue 23).
+    (:func:`scaled_init_std`): the scaled initialisation every stack must share (issue 23). The
+    fused-RoPE stand-in goes in first, inside this function, so no probe can build the config
+    without it: Megatron refuses ``apply_rope_fusion`` on a host without the kernel
+    (issue 40: the prim probe once built it bare and read no std at all).
     """
+    stand_ins = stand_in_fused_rope()
     try:
         from megatron.training.arguments import core_transformer_config_from_args
 
         config = core_transformer_config_from_args(args)
-    except Exception as exc:  # e.g. a fusion that needs Transformer Engine, absent on a CPU host
-        return {"_error": f"{type(exc).__name__}: {exc}"}
-    return {**namespace_values(config), "output_layer_init_method_std": scaled_init_std(config)}
+    except Exception as exc:  # e.g. a layout Megatron refuses (heads not divisible by TP)
+        return BuiltConfig({"_error": f"{type(exc).__name__}: {exc}"}, stand_ins)
+    values = {**namespace_values(config), "output_layer_init_method_std": scaled_init_std(config)}
+    return BuiltConfig(values, stand_ins)
 
 
 def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:

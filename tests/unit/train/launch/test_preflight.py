@@ -170,6 +170,19 @@ def test_a_transformer_config_that_cannot_be_built_leaves_the_init_unread(tmp_pa
     assert "not read: TransformerConfig not built (ValueError: apply_rope_fusion is not available)" in str(caught.value)
 
 
+@pytest.mark.parametrize("framework", ["mega", "prim"])
+def test_both_megatron_probes_build_the_config_with_the_fused_rope_stand_in(tmp_path, monkeypatch, framework):
+    """Issue 40: on a host without the fused RoPE kernel the prim probe built the TransformerConfig bare, Megatron
+    refused apply_rope_fusion and no init std was read (24 of 25 Primus conformance jobs failed); both probes now
+    build it one way (train/settings/probe_common.py: build_transformer_config), the stand-in named."""
+    cfg, _ = use_fakes(monkeypatch, tmp_path)
+    monkeypatch.setenv("TPRIMAT_FAKE_NO_FUSED_ROPE", "1")
+    result = pf.preflight(*_plan(cfg, "amd", framework, "qwen"))
+    layers = result.settings["num_layers"]
+    assert result.settings["output_layer_init_method_std"] == pytest.approx(cfg.init_std / math.sqrt(2 * layers))
+    assert "fused RoPE kernel" in result.resolved_by
+
+
 def test_a_rejection_carries_the_frameworks_message(tmp_path, monkeypatch):
     cfg, _ = use_fakes(monkeypatch, tmp_path)
     monkeypatch.setenv("TPRIMAT_FAKE_REJECT", "--context-parallel-size 2 needs --sequence-parallel")

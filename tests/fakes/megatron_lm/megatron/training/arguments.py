@@ -97,11 +97,17 @@ def core_transformer_config_from_args(args, config_class=None):
     The scaled std is ``init_method_std / sqrt(multiplier * num_layers)`` as megatron-core's
     ``scaled_init_method_normal``; ``TPRIMAT_FAKE_INIT_MULTIPLIER`` changes the multiplier (1 is
     megatron-core's rule for hybrid models) and ``TPRIMAT_FAKE_NO_CONFIG=<message>`` makes the
-    build fail, so the tests see both caught.
+    build fail, so the tests see both caught. Like the real config, it refuses ``apply_rope_fusion`` when
+    the RoPE kernel is absent (``TPRIMAT_FAKE_NO_FUSED_ROPE=1``), unless a probe stood one in.
     """
     failure = os.environ.get("TPRIMAT_FAKE_NO_CONFIG")
     if failure:
         raise ValueError(failure)
+    from megatron.core.models.common.embeddings import rope_utils
+
+    if args.apply_rope_fusion and rope_utils.fused_apply_rotary_pos_emb is None:
+        # the real TransformerConfig.__post_init__ refuses the fusion without a kernel (issue 40)
+        raise ValueError("stand-in: apply_rope_fusion without a fused RoPE kernel")
     multiplier = float(os.environ.get("TPRIMAT_FAKE_INIT_MULTIPLIER", "2"))
     std = args.init_method_std
     return argparse.Namespace(
