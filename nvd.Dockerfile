@@ -23,11 +23,15 @@ WORKDIR /workspace/code
 # ./shell/build.sh as a build argument) is cloned to the same path in both images and its resolved commit
 # recorded beside it, where train/rules/versions.py reads it. Nothing is pip-installed from it: the
 # image's own megatron-core stays as the vendor shipped it, and pretrain_gpt.py imports the tree's copy.
+# Its dataset index helpers are compiled here with Megatron's own compile_helpers (what pretrain_gpt.py runs at
+# start-up), so the preflight's dataset probe, which runs before pretrain_gpt.py, finds them (issue 40).
 ARG MEGATRON_REF=847781764fe468c90caec16309deded245c1022c
 RUN git clone --filter=blob:none --no-checkout https://github.com/NVIDIA/Megatron-LM.git /opt/tprimat/megatron-lm \
     && git -C /opt/tprimat/megatron-lm checkout --quiet --detach "${MEGATRON_REF}" \
     && echo "${MEGATRON_REF} $(git -C /opt/tprimat/megatron-lm rev-parse HEAD)" \
-        > /opt/tprimat/megatron-lm/TPRIMAT_MEGATRON_COMMIT
+        > /opt/tprimat/megatron-lm/TPRIMAT_MEGATRON_COMMIT \
+    && python3 -c "import sys; sys.path.insert(0, '/opt/tprimat/megatron-lm'); \
+from megatron.core.datasets.utils import compile_helpers; compile_helpers()"
 
 # Requirements first, so code edits do not re-run the install layer.
 COPY nvd-requirements.txt shell/install_requirements.sh /tmp/tprimat-build/

@@ -16,7 +16,9 @@ pad token. Qwen 2.5: NFC, no BOS, ``<|endoftext|>`` as EOS and as pad. Mistral v
 SentencePiece-style, words marked with ``▁`` (Metaspace), byte fallback to
 ``<0x00>``..``<0xFF>`` pieces, ``<unk>``/``<s>``/``</s>`` and the control tokens at ids 0-9,
 ``<s>`` prepended as BOS, ``</s>`` as EOS and no pad token. ``AutoTokenizer.from_pretrained``
-loads them exactly like a downloaded tokenizer.
+loads them exactly like a downloaded tokenizer, fast or slow: like the releases, Qwen's directory
+also holds ``vocab.json`` + ``merges.txt`` and Mistral's a SentencePiece ``tokenizer.model``
+(``data/slow_tokenizer.py``), which the slow classes Megatron-LM's tokenizer asks for are built from.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 # Bump when the generator's output changes, so manifests see a new input.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3  # 3: the slow-tokenizer files (data/slow_tokenizer.py)
 
 _ONSETS = ("", "b", "br", "c", "ch", "d", "dr", "f", "fl", "g", "gr", "h", "j", "k", "kl", "l", "m", "n",
            "p", "pl", "qu", "r", "s", "sh", "sk", "st", "t", "th", "tr", "v", "w", "y", "z")
@@ -337,9 +339,12 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
     ``tokenizer.json`` comes from the ``tokenizers`` library; ``tokenizer_config.json`` and
     ``special_tokens_map.json`` are written with the release's keys (not by ``save_pretrained``,
     whose output depends on the transformers version: transformers 5 records its own class
-    name, which the 4.x releases in the NeMo and Primus images cannot load).
+    name, which the 4.x releases in the NeMo and Primus images cannot load). The slow class's files
+    come last, from the saved ``tokenizer.json`` (``data/slow_tokenizer.py``).
     """
     from tokenizers import Tokenizer, normalizers
+
+    from data.slow_tokenizer import write_slow_files
 
     style = TOKENIZER_STYLES[model]
     tokenizer = Tokenizer.from_str(base.to_str())
@@ -355,3 +360,4 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
     for name, content in (("tokenizer_config.json", tokenizer_config(style, ids)),
                           ("special_tokens_map.json", _special_tokens_map(style))):
         (out_dir / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_slow_files(out_dir, style.tokenizer_class, unk=style.unk, bos=style.bos, eos=style.eos)

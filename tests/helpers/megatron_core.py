@@ -12,11 +12,22 @@ Each wheel is installed once, without dependencies, into ``<checkout>/.side/mega
 a subprocess with that directory first on ``PYTHONPATH``, over the virtualenv's torch and
 transformers. Setting ``TPRIMAT_SIDE_ENVS=skip`` skips these tests on a machine without the
 package index; otherwise a failed install fails them (they must run in CI).
+
+The images' Hugging Face stacks (issue 40): the virtualenv's transformers 5 builds the slow
+tokenizer classes from ``tokenizer.json`` alone, which transformers 4 does not, so evidence about
+tokenizers gathered there did not hold in the images. :func:`transformers_env` installs the pins of
+``tests/conformance/constraints/side-<image>.txt`` (the amd image's transformers 4.57.1, the nvd
+image's 4.51.3, each with its tokenizers and huggingface_hub, plus sentencepiece and protobuf for
+slow SentencePiece tokenizers), without dependencies, into ``.side/transformers-<image>-<hash>``
+(the hash of that file: a changed pin installs afresh; about 130 MB, a few minutes once), and
+:func:`side_pythonpath` puts it after the megatron-core wheel and before the virtualenv's own
+site-packages, so the probe imports the image's transformers over the virtualenv's.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -67,6 +78,55 @@ def side_env(version: str) -> Path:
     return target
 
 
+SIDE_CONSTRAINTS = REPO_ROOT / "tests" / "conformance" / "constraints"
+# The image each transformers pin stands for (the constraint file's transformers line is checked against
+# <image>-requirements.txt by tests/conformance/test_runner.py).
+IMAGES = ("amd", "nvd")
+
+
+def transformers_pin(image: str) -> str:
+    """The transformers version ``side-<image>.txt`` pins (what the probe must report)."""
+    for line in (SIDE_CONSTRAINTS / f"side-{image}.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("transformers=="):
+            return line.split("==", 1)[1].strip()
+    raise AssertionError(f"side-{image}.txt pins no transformers")
+
+
+def transformers_env(image: str) -> Path:
+    """The directory holding ``image``'s Hugging Face stack (side-<image>.txt), installed on first use."""
+    constraints = SIDE_CONSTRAINTS / f"side-{image}.txt"
+    digest = hashlib.sha256(constraints.read_bytes()).hexdigest()[:12]
+    target = SIDE_ROOT / f"transformers-{image}-{digest}"
+    done = target / ".tprimat-complete"
+    if done.is_file():
+        return target
+    if os.environ.get("TPRIMAT_SIDE_ENVS") == "skip":
+        pytest.skip(f"TPRIMAT_SIDE_ENVS=skip and the {image} image's transformers is not in {target}")
+    SIDE_ROOT.mkdir(exist_ok=True)
+    with (SIDE_ROOT / f"transformers-{image}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.is_file():
+            return target
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "--target", str(partial), "-r", str(constraints)]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
+        if run.returncode != 0:
+            pytest.fail(f"cannot install the {image} image's transformers into {partial} ({' '.join(command)}): "
+                        f"{run.stderr.strip()[-400:]}; TPRIMAT_SIDE_ENVS=skip skips these tests")
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        done.write_text(constraints.read_text(encoding="utf-8"), encoding="utf-8")
+    return target
+
+
+def side_pythonpath(version: str, image: str | None) -> str:
+    """PYTHONPATH of a probe: megatron-core ``version``, ``image``'s transformers (None: the .venv's), the repo."""
+    parts = [side_env(version)] + ([transformers_env(image)] if image else []) + [REPO_ROOT]
+    return os.pathsep.join(str(part) for part in parts)
+
+
 @dataclass(frozen=True)
 class Samples:
     """``[count, SL]`` tokens, labels and loss mask, as a training step receives them."""
@@ -82,6 +142,7 @@ class ProbeResult:
     core_version: str
     core_file: str
     pad: int | None  # the pad id GPTDataset took from the tokenizer (None: no pad)
+    transformers_version: str  # what the probe imported (the image's pin, or the virtualenv's)
 
 
 @dataclass(frozen=True)
@@ -96,25 +157,28 @@ class ProbeRequest:
     num_samples: int
 
 
-def wheel_samples(version: str, requests: list[ProbeRequest], work: Path) -> list[ProbeResult]:
-    """Samples ``0..num_samples-1`` of megatron-core ``version``'s ``GPTDataset``, each request read by one reader."""
-    site = side_env(version)
+def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
+                  image: str | None = None) -> list[ProbeResult]:
+    """Samples ``0..num_samples-1`` of megatron-core ``version``'s ``GPTDataset``, each request read by one reader,
+    under ``image``'s transformers (:func:`transformers_env`; None: the virtualenv's)."""
+    path = side_pythonpath(version, image)
     work.mkdir(parents=True, exist_ok=True)
     jobs = [{**{key: str(value) if isinstance(value, Path) else value for key, value in vars(request).items()},
              "cache_dir": str(work / f"index_cache_{index}"), "out": str(work / f"samples_{index}.npz")}
             for index, request in enumerate(requests)]
     (work / "requests.json").write_text(json.dumps(jobs), encoding="utf-8")
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_ROOT)]),
-               "TOKENIZERS_PARALLELISM": "false"}
+    environ = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
     run = subprocess.run([sys.executable, "-m", PROBE_MODULE, str(work / "requests.json")], capture_output=True,
                          text=True, env=environ, cwd=REPO_ROOT, timeout=600, check=False)
-    assert run.returncode == 0, f"dataset probe on megatron-core {version} failed:\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, (f"dataset probe on megatron-core {version} (transformers: {image or 'the .venv'}) "
+                                 f"failed:\n{run.stderr[-3000:]}")
     results = []
     for job in jobs:
         data = np.load(job["out"])
         pad = int(data["pad"])
         results.append(ProbeResult(Samples(data["tokens"], data["labels"], data["loss_mask"]),
-                                   str(data["core_version"]), str(data["core_file"]), None if pad == -2 else pad))
+                                   str(data["core_version"]), str(data["core_file"]), None if pad == -2 else pad,
+                                   str(data["transformers_version"])))
     return results
 
 

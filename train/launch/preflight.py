@@ -40,7 +40,7 @@ from train.settings.expected import (
     implementation_settings,
 )
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
-from train.settings.samples import SamplesDiffer, samples_digest
+from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_digest
 from utils.config.load import Config, ConfigError, load_config
 from utils.config.models import workload_shape
 from utils.config.registry import FRAMEWORKS, framework_names, model_names, platform_names
@@ -103,7 +103,7 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
     try:
         digest, how = samples_digest(ctx.cfg, ctx.model, ctx.framework, resolution.dataset_python,
                                      resolution.dataset_code)
-    except SamplesDiffer as exc:
+    except (SamplesDiffer, SamplesUnavailable) as exc:  # a framework failure stops the job too (issue 40)
         raise PreflightError(str(exc), setting=DIGEST_KEY) from None
     record = {**record, DIGEST_KEY: digest}
     resolved_by += f"; {DIGEST_KEY}: {how}"

@@ -33,6 +33,7 @@ from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIEN
 from train.settings.platform_env import PLATFORM_ENV, attention_env
 from utils.config.load import Config, ConfigError
 from utils.config.models import workload_shape
+from utils.config.rules import tensor_split_problem
 from utils.result.model import ProfileSetting, ProfileSettings
 
 TABLES: dict[str, VendorTable] = {"nvd": nvd.TABLE, "amd": amd.TABLE}
@@ -193,9 +194,9 @@ def _fit(recipe: Recipe, cfg: Config, model: str, values: dict[str, Any], settin
                    f" (DP = world size {world} / (TP x PP x CP))")
     if cp > 1 and sl % (2 * cp):
         raise fail("context_parallel_size", f"CP={cp} needs seq_length divisible by 2 x CP = {2 * cp}, got {sl}")
-    if shape.num_attention_heads % tp or shape.num_query_groups % tp:
-        raise fail("tensor_model_parallel_size", f"TP={tp} does not divide {shape.display_name}'s "
-                   f"{shape.num_attention_heads} heads and {shape.num_query_groups} query groups")
+    split = tensor_split_problem(shape, tp)  # the config rule, again for the recipe's own TP
+    if split:
+        raise fail("tensor_model_parallel_size", split)
     if shape.num_layers % pp:
         raise fail("pipeline_model_parallel_size", f"PP={pp} does not divide {shape.num_layers} layers")
     if settings.get("sequence_parallel") and tp < 2:

@@ -7,6 +7,16 @@ NeMo's megatron-core (``train/settings/samples.py``), the tests over the megatro
 (``tests/helpers/megatron_core.py``). It imports only the standard library, numpy, transformers and
 the framework, so the dataset code judged is the framework's.
 
+Megatron's dataset indices come from its compiled ``helpers_cpp`` module. The wheels ship it; a
+Megatron-LM tree does not until ``pretrain_gpt.py`` compiles it at start-up
+(``megatron/training/initialize.py: _compile_dependencies``, after this probe runs in the
+preflight). So where it cannot be imported, the probe compiles it into the tree first with
+Megatron's own ``megatron.core.datasets.utils.compile_helpers`` (``make`` on the tree's
+``megatron/core/datasets/Makefile``), with this Python's directory and its base installation's
+first on ``PATH``, so the ``python3`` and ``python3-config`` the Makefile asks build a module this
+Python imports. The Dockerfiles compile it at image build the same way, so a container's first
+preflight finds it (issue 40).
+
 The tokenizer handed to the dataset is built the way each stack builds it:
 
 * ``megatron-core``: ``megatron.core.tokenizers.MegatronTokenizer.from_pretrained`` with the metadata
@@ -65,9 +75,43 @@ def dataset_tokenizer(kind: str, path: str):
     raise ValueError(f"unknown tokenizer kind {kind!r}")
 
 
+def ensure_dataset_helpers() -> str | None:
+    """Megatron's compiled dataset helpers, compiled by Megatron's own ``compile_helpers`` where absent.
+
+    Returns what was done (None: they were there). Raises ``ImportError`` when they still do not
+    import, naming the compiler's failure: the framework's dataset could not be built.
+    """
+    import importlib
+    import os
+    import sysconfig
+
+    try:
+        importlib.import_module("megatron.core.datasets.helpers_cpp")
+        return None
+    except ImportError:
+        pass
+    from megatron.core.datasets import utils
+
+    first = [os.path.dirname(sys.executable), sysconfig.get_config_var("BINDIR") or ""]
+    os.environ["PATH"] = os.pathsep.join([*(d for d in first if d), os.environ.get("PATH", "")])
+    try:
+        utils.compile_helpers()
+    except SystemExit as exc:  # compile_helpers exits 1 when make fails (its output went to stderr)
+        raise ImportError(f"megatron.core.datasets.helpers_cpp is not compiled and Megatron's compile_helpers "
+                          f"failed (make exit, status {exc.code}) in {os.path.dirname(utils.__file__)}") from None
+    importlib.invalidate_caches()
+    importlib.import_module("megatron.core.datasets.helpers_cpp")
+    return f"compiled megatron.core.datasets.helpers_cpp with Megatron's compile_helpers in {utils.__file__}"
+
+
 def samples(request: dict) -> None:
     """Build the dataset of one request and write its first ``num_samples`` samples to ``request["out"]``."""
     import megatron.core
+    import transformers
+
+    compiled = ensure_dataset_helpers()
+    if compiled:
+        print(f"sample_probe: {compiled}", file=sys.stderr)
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
 
@@ -89,7 +133,7 @@ def samples(request: dict) -> None:
              labels=np.stack([item["labels"].numpy() for item in items]),
              loss_mask=np.stack([item["loss_mask"].numpy() for item in items]),
              core_version=np.array(megatron.core.__version__), core_file=np.array(megatron.core.__file__),
-             pad=np.array(-2 if pad is None else pad))
+             pad=np.array(-2 if pad is None else pad), transformers_version=np.array(transformers.__version__))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,13 +7,18 @@ batches with each framework's own ``GPTDataset`` and tokenizer class, in the fra
 reference every framework must equal) and records their digest (``utils/dataset/sample_digest.py``) in
 ``effective_settings``. A difference stops the job before training, naming the first differing
 sample and position. Where the encoded data is not on this machine, there is no digest and the
-record says why.
+record says why. Where the framework's own dataset or tokenizer code fails (an exception in its
+probe, a time-out), the job stops before launch naming that exception (:class:`SamplesUnavailable`):
+the same code would fail in training, after model and optimizer setup, on the GPUs (issue 40).
+Data ``tran`` itself cannot read is ``data/ready.py``'s to report, which a launch checks before
+the preflight; a probe-less framework (``tran``, ``deep``) gets tran's digest.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -33,6 +38,20 @@ PROBE_TIMEOUT_S = 900
 
 class SamplesDiffer(RuntimeError):
     """The framework's dataset feeds other samples than tran's: the first difference, in words."""
+
+
+class SamplesUnavailable(RuntimeError):
+    """The framework's own dataset or tokenizer code failed in its Python: its exception, in one line."""
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+
+
+def framework_error(stderr: str) -> str:
+    """The framework's exception line from a probe's stderr (the last ``XxxError: ...``), else its last lines."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    found = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return found[-1] if found else " | ".join(lines[-2:]) or "no output"
 
 
 def data_missing(cfg: Config, model: str) -> str | None:
@@ -65,19 +84,34 @@ def framework_samples(cfg: Config, model: str, framework: str, python: str, code
     path = [str(code_path)] if code_path else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([python, "-m", SAMPLE_PROBE, str(work / "request.json")], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env=env, timeout=PROBE_TIMEOUT_S, check=False)
+    try:
+        proc = subprocess.run([python, "-m", SAMPLE_PROBE, str(work / "request.json")], capture_output=True,
+                              text=True, cwd=REPO_ROOT, env=env, timeout=PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise SamplesUnavailable(f"{framework}'s own dataset code did not build its first samples in "
+                                 f"{PROBE_TIMEOUT_S} s in {python}") from None
+    except OSError as exc:
+        raise SamplesUnavailable(f"{framework}'s Python {python} cannot be started: {exc}") from None
     if proc.returncode != 0:
-        tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-2:])
-        raise RuntimeError(f"{framework}'s dataset could not be built in {python}: {tail or 'no output'}")
+        raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
+                                 f"{framework_error(proc.stderr)} (train/settings/sample_probe.py, "
+                                 f"{tokenizer_kind_note(framework)})")
+    if not out.is_file():
+        raise SamplesUnavailable(f"{framework}'s dataset probe exited 0 in {python} but wrote no {out.name}")
     data = np.load(out)
     return [FedSample(t, labels, m) for t, labels, m in zip(data["tokens"], data["labels"], data["loss_mask"],
                                                              strict=True)]
 
 
+def tokenizer_kind_note(framework: str) -> str:
+    return f"tokenizer built as {framework} builds it: {TOKENIZER_KIND.get(framework, 'none')}"
+
+
 def samples_digest(cfg: Config, model: str, framework: str, python: str | None = None,
                    code_path: Path | None = None) -> tuple[str | None, str]:
-    """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ."""
+    """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ,
+    :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not
+    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight)."""
     missing = data_missing(cfg, model)
     if missing:
         return None, missing
@@ -88,10 +122,7 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
             return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
         if framework not in TOKENIZER_KIND or python is None:
             return digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py"
-        try:
-            theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch))
-        except (RuntimeError, OSError, subprocess.TimeoutExpired, KeyError) as exc:
-            return None, f"no samples digest: {exc}"
+        theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch))
     difference = first_difference(theirs, ours)
     if difference is not None:
         raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "

@@ -35,10 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from utils.config.envfile import EnvFileError, read_env_file
-from utils.config.models import check_layers
+from utils.config.models import check_layers, get_shape
 from utils.config.registry import FRAMEWORK_ALL, framework_names
 from utils.config.rules import FRAMEWORK_CHOICES as FRAMEWORK_CHOICES  # re-exported: part of this module's API
-from utils.config.rules import MODEL_NAMES, RULES, ConfigError, base_type, check_rules, is_list, launch_problem
+from utils.config.rules import (
+    MODEL_NAMES,
+    RULES,
+    ConfigError,
+    base_type,
+    check_rules,
+    is_list,
+    launch_problem,
+    tensor_split_problem,
+)
 from utils.config.rules import PLATFORMS as PLATFORMS
 from utils.config.secret import SECRET_KEYS, write_docker_env_file
 from utils.config.secret import read_secret as read_secret
@@ -313,6 +322,10 @@ def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
                 check_layers(model, cfg.model_size, cfg.model_layers)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
+    for model in cfg.models:  # a layout no stack can run is refused here, naming it (issue 40)
+        problem = tensor_split_problem(get_shape(model, cfg.model_size), cfg.tp)
+        if problem:
+            raise ConfigError(f"{problem}; MODELS has {model} at MODEL_SIZE={cfg.model_size}")
     if explicit_gbs is not None and explicit_gbs != cfg.gbs:
         raise ConfigError(
             f"GBS={explicit_gbs} but MBS*DP*GA = {cfg.mbs}*{cfg.dp}*{cfg.ga} = {cfg.gbs}: "

@@ -258,3 +258,20 @@ def launch_problem(platform: str, model_size: str) -> str | None:
         return ("MODEL_SIZE=full on PLATFORM=cpu: the cpu platform runs tiny shapes only (a full 7-8B model does "
                 "not train in a CPU's memory and time); set MODEL_SIZE=tiny")
     return None
+
+
+def tensor_split_problem(shape: Any, tp: int) -> str | None:
+    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can).
+
+    Every vendor stack splits the attention heads and the key/value (query) groups over the TP ranks, and
+    Megatron's ``TransformerConfig`` refuses a TP that divides either not (847781764f
+    ``megatron/core/transformer/transformer_config.py:726,741``; core_v0.12.0 ``:559,574``); NeMo's config is
+    that class. Issue 40: Qwen 2.5 7B at TP 8 (28 heads, 4 groups) passed the loader and the dry run and was
+    refused only in the preflight, by a message about the initialisation. ``tran`` and ``deep`` run TP 1.
+    """
+    heads, groups = shape.num_attention_heads, shape.num_query_groups
+    if tp <= 1 or (heads % tp == 0 and groups % tp == 0):
+        return None
+    fits = [str(size) for size in range(1, math.gcd(heads, groups) + 1) if heads % size == 0 and groups % size == 0]
+    return (f"TP={tp} does not divide {shape.display_name}'s {heads} heads and {groups} query groups, so no stack "
+            f"can split its attention over {tp} ranks (TP {', '.join(fits)} can)")

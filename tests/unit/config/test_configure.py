@@ -96,6 +96,21 @@ def test_world_size_mismatch_names_both_sides():
     assert "TP*PP*CP*DP = 1*1*1*4 = 4" in text and "NNODES*GPUS_PER_NODE = 1*8 = 8" in text
 
 
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"MODELS": "qwen", "TP": "8", "DP": "1", "GA": "64"},
+     "TP=8 does not divide Qwen 2.5 7B's 28 heads and 4 query groups, so no stack can split its attention over 8 "
+     "ranks (TP 1, 2, 4 can); MODELS has qwen at MODEL_SIZE=full"),
+    ({"MODELS": "llama qwen", "MODEL_SIZE": "tiny", "TP": "2", "DP": "4"}, "Qwen 2.5 7B (tiny)'s 7 heads"),
+])
+def test_a_layout_no_stack_can_split_is_refused_in_one_line(overrides, message):
+    """Issue 40, finding 6: Qwen 2.5 7B at TP 8 loaded, dry-ran, and was refused only by the preflight's
+    init-std read-back; the config rule names the layout (utils/config/rules.py: tensor_split_problem)."""
+    with pytest.raises(ConfigError) as excinfo:
+        load(**overrides)
+    assert message in str(excinfo.value) and "\n" not in str(excinfo.value)
+    assert load(MODELS="llama mistral", TP="8", DP="1", GA="64").tp == 8  # 32 heads, 8 groups: splits
+
+
 def test_explicit_gbs_is_checked_not_trusted():
     assert load(GBS="64").gbs == 64
     with pytest.raises(ConfigError, match=r"GBS=128 but MBS\*DP\*GA = 1\*8\*8 = 64"):

@@ -88,7 +88,7 @@ def test_gpu_plans_multi_node(tmp_path: Path, platform: str) -> None:
 
 @pytest.mark.parametrize(("override", "message"), [
     ({"FP8": "true"}, "FP8=true is not supported by tran"),
-    ({"TP": "2", "DP": "1", "GPUS_PER_NODE": "2"}, "tran is data-parallel only"),
+    ({"TP": "2", "DP": "1", "GPUS_PER_NODE": "2", "MODELS": "llama"}, "tran is data-parallel only"),
 ])
 def test_what_tran_cannot_run_deep_refuses_too(tmp_path: Path, override: dict[str, str], message: str) -> None:
     cfg = load_config(environ=tiny_environ(tmp_path, tmp_path / "out", **override))

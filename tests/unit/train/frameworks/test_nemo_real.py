@@ -41,8 +41,10 @@ pytestmark = [
 
 @pytest.mark.parametrize("model", ["llama", "qwen"])
 def test_real_recipe_takes_every_override(tmp_path, model):
-    cfg = load_config(write_config(tmp_path, MODEL_SIZE="tiny", TP="2", CP="2", DP="2", GA="8",
-                                   LR_DECAY="cosine"), environ={})
+    # tiny Qwen's 7 heads and 1 query group split over no TP > 1 (utils/config/rules.py): its layout is CP only
+    layout = {"TP": "2", "CP": "2", "DP": "2"} if model == "llama" else {"TP": "1", "CP": "2", "DP": "4"}
+    cfg = load_config(write_config(tmp_path, MODEL_SIZE="tiny", MODELS=model, GA="8", LR_DECAY="cosine", **layout),
+                      environ={})
     vocab = make_tokenizer(tokenizer_dir(cfg, model), 300)
     make_dataset_stub(dataset_prefix(cfg, model))
     overrides = overrides_for(cfg, model, "stem")
@@ -60,7 +62,7 @@ def test_real_recipe_takes_every_override(tmp_path, model):
                 assert got["_class_"] == wanted["_target_"].rsplit(".", 1)[1], path
         else:
             assert got == wanted, path
-    assert seen["fields"]["trainer.strategy.tensor_model_parallel_size"] == 2
+    assert seen["fields"]["trainer.strategy.tensor_model_parallel_size"] == cfg.tp
     assert seen["fields"]["trainer.strategy.context_parallel_size"] == 2
     assert seen["fields"]["data"]["tokenizer"]["pretrained_model_name"] == str(tokenizer_dir(cfg, model))
     assert seen["fields"]["trainer.plugins"]["_class_"] == "MegatronMixedPrecision"

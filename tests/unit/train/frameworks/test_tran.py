@@ -154,7 +154,7 @@ def test_dry_run_prints_the_torchrun_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("override", "message"), [
     ({"FP8": "true"}, "FP8=true is not supported by tran"),
-    ({"TP": "2", "DP": "1", "GPUS_PER_NODE": "2"}, "tran is data-parallel only"),
+    ({"TP": "2", "DP": "1", "GPUS_PER_NODE": "2", "MODELS": "llama"}, "tran is data-parallel only"),
 ])
 def test_unsupported_settings_fail_clearly(tmp_path: Path, override: dict[str, str], message: str) -> None:
     from tests.helpers.workload import tiny_environ

@@ -9,6 +9,14 @@ the NeMo recipe's ``data.tokenizer``), built as each framework builds its datase
 Hundreds of samples are read by one reader, as a persistent loader worker reads them, so a mask
 changed in place in a cache shows. The reference is ``tran``'s ``MegatronSamples`` (every position
 in the loss, no token rewritten: the fairness table, docs/SAMPLE_ORDER.md).
+
+Under the images' own transformers (issue 40): the probe runs with the amd image's Hugging Face stack
+(transformers 4.57.1) or the nvd image's (4.51.3) first on its path (``tests/helpers/megatron_core.py:
+transformers_env``), never the virtualenv's transformers 5, which builds the slow tokenizer classes
+from ``tokenizer.json`` alone and so hid that the sample tokenizers lacked the files Megatron's own
+tokenizer needs. ``mega`` runs MEGATRON_REF on both images, so it is judged under both pins; NeMo runs
+in the nvd image. Primus builds its dataset tokenizer with the legacy class of its own tree (not in
+the wheels): the Primus conformance suite judges it (tests/conformance/).
 """
 
 from __future__ import annotations
@@ -18,7 +26,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers.megatron_core import WHEELS, ProbeRequest, ProbeResult, Samples, first_difference, wheel_samples
+from tests.helpers.megatron_core import (
+    WHEELS,
+    ProbeRequest,
+    ProbeResult,
+    Samples,
+    first_difference,
+    transformers_env,
+    transformers_pin,
+    wheel_samples,
+)
 from tests.helpers.preflight import fake_megatron
 from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
 from utils.config.load import REPO_ROOT, Config, load_config
@@ -27,10 +44,12 @@ from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, tokenize
 SEQ_LEN = 64
 SAMPLES = 400  # one reader: enough for a cache aliased by the first samples to empty the mask
 SEED = 1234
-# (wheel, how the stack builds the dataset's tokenizer, the launcher whose configuration is used)
+# (wheel, how the stack builds the dataset's tokenizer, the launcher whose configuration is used, the image whose
+# transformers the probe imports)
 STACKS = {
-    "mega-prim@0.15.0": ("0.15.0", "megatron-core", "mega"),
-    "nemo@0.12.0": ("0.12.0", "nemo-roles", "nemo"),
+    "mega@0.15.0/amd": ("0.15.0", "megatron-core", "mega", "amd"),
+    "mega@0.15.0/nvd": ("0.15.0", "megatron-core", "mega", "nvd"),
+    "nemo@0.12.0/nvd": ("0.12.0", "nemo-roles", "nemo", "nvd"),
 }
 
 
@@ -83,11 +102,11 @@ def tran_samples(cfg: Config, model: str, work: Path) -> Samples:
 def stack_samples(prepared: Config, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], ProbeResult]:
     """Every stack's samples of every model: one probe process per wheel."""
     found = {}
-    for stack, (version, tokenizer_kind, launcher) in STACKS.items():
+    for stack, (version, tokenizer_kind, launcher, image) in STACKS.items():
         requests = [ProbeRequest(tokenizer_kind, launch_tokenizer_dir(prepared, model, launcher),
                                  dataset_prefix(prepared, model), SEQ_LEN, SEED, SAMPLES)
                     for model in REAL_FORMAT_MODELS]
-        results = wheel_samples(version, requests, tmp_path_factory.mktemp(f"wheel-{version}"))
+        results = wheel_samples(version, requests, tmp_path_factory.mktemp(f"wheel-{version}-{image}"), image)
         found.update({(stack, model): result for model, result in zip(REAL_FORMAT_MODELS, results, strict=True)})
     return found
 
@@ -97,9 +116,10 @@ def stack_samples(prepared: Config, tmp_path_factory: pytest.TempPathFactory) ->
 def test_stack_feeds_trans_samples_with_every_position_in_the_loss(
         prepared: Config, stack_samples: dict[tuple[str, str], ProbeResult], tmp_path: Path, stack: str,
         model: str) -> None:
-    version, _, launcher = STACKS[stack]
+    version, _, launcher, image = STACKS[stack]
     theirs = stack_samples[stack, model]
     assert theirs.core_version == version and "/.side/" in theirs.core_file, theirs.core_file  # the wheel's code
+    assert theirs.transformers_version == transformers_pin(image)  # the image's transformers, not the .venv's
     ours = tran_samples(prepared, model, tmp_path)
     eod = eod_id(load_tokenizer(tokenizer_dir(prepared, model)))
     assert (ours.labels == eod).sum() > SAMPLES // 10, "too few ends of documents for the check to mean anything"
@@ -118,6 +138,7 @@ def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(prepared: C
 
     cfg = replace(prepared, train_iters=SAMPLES // 8, mbs=8)  # GBS 8: the digest covers the first 16 samples
     site = side_env("0.15.0")
+    monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))  # after the wheel: the amd image's transformers
     digest, how = samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
     reference, _ = samples.samples_digest(cfg, "qwen", "tran")
     assert digest is not None and digest == reference and "equal to tran's" in how
@@ -134,3 +155,64 @@ def test_the_dry_run_states_trans_digest_where_the_data_is_here(prepared: Config
     digest, _ = samples_digest(prepared, "llama", "tran")
     assert dry_run_note(prepared, "llama").startswith(f"samples_digest {digest}: ")
     assert dry_run_note(replace(prepared, data_dir=tmp_path / "nothing"), "llama") is None
+
+
+def _without_slow_files(cfg: Config, model: str, root: Path) -> Config:
+    """``cfg`` with DATA_DIR a copy of its data whose ``model`` tokenizer has only ``tokenizer.json`` (as before)."""
+    import shutil
+    from dataclasses import replace
+
+    shutil.copytree(cfg.data_dir, root / "data")
+    changed = replace(cfg, data_dir=root / "data", output_dir=root / "output")
+    for name in ("vocab.json", "merges.txt", "tokenizer.model"):
+        (tokenizer_dir(changed, model) / name).unlink(missing_ok=True)
+    return changed
+
+
+@pytest.mark.parametrize("image", ["amd", "nvd"])
+@pytest.mark.parametrize("model", ["qwen", "mistral"])
+def test_the_preflight_stops_when_megatrons_own_tokenizer_cannot_be_built(
+        prepared: Config, tmp_path: Path, monkeypatch, model: str, image: str) -> None:
+    """Issue 40, findings 1 and 2: with only tokenizer.json (the sample tokenizers before), Megatron's tokenizer at
+    MEGATRON_REF cannot build Qwen2Tokenizer or LlamaTokenizer under the images' transformers, and that exception
+    stops the job (it once became "no samples digest"); with the files the releases carry it builds."""
+    import sys
+    from dataclasses import replace
+
+    from tests.helpers.megatron_core import side_env
+    from train.settings import samples
+
+    monkeypatch.setenv("PYTHONPATH", str(transformers_env(image)))
+    cfg = replace(prepared, train_iters=2, mbs=8)
+    digest, how = samples.samples_digest(cfg, model, "mega", sys.executable, side_env("0.15.0"))
+    assert digest is not None and "equal to tran's" in how  # the files the releases carry: it builds
+    bare = _without_slow_files(cfg, model, tmp_path)
+    with pytest.raises(samples.SamplesUnavailable, match=r"Unable to instantiate HuggingFace AutoTokenizer"):
+        samples.samples_digest(bare, model, "mega", sys.executable, side_env("0.15.0"))
+    digest, how = samples.samples_digest(replace(bare, data_dir=tmp_path / "nothing"), model, "mega",
+                                         sys.executable, side_env("0.15.0"))
+    assert digest is None and how.startswith("no samples digest:")  # only missing data skips the digest
+
+
+def test_a_tree_without_compiled_helpers_gets_them_from_megatrons_compile_helpers(
+        prepared: Config, tmp_path: Path, monkeypatch) -> None:
+    """Issue 40: a fresh Megatron-LM tree has no compiled dataset helpers until pretrain_gpt.py compiles them, after
+    the preflight; the sample probe compiles them with Megatron's own compile_helpers (here: the 0.15.0 wheel's code
+    without its compiled module, pybind11 from the amd side environment)."""
+    import shutil
+    import sys
+    from dataclasses import replace
+
+    from tests.helpers.megatron_core import side_env
+    from train.settings import samples
+
+    tree = tmp_path / "megatron-core"
+    shutil.copytree(side_env("0.15.0"), tree)
+    datasets = tree / "megatron" / "core" / "datasets"
+    for compiled in datasets.glob("helpers_cpp*.so"):
+        compiled.unlink()
+    monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))
+    cfg = replace(prepared, train_iters=2, mbs=8)
+    digest, how = samples.samples_digest(cfg, "llama", "mega", sys.executable, tree)
+    assert digest is not None and "equal to tran's" in how, how
+    assert list(datasets.glob("helpers_cpp*.so")), "compile_helpers wrote no module into the tree"
