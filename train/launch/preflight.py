@@ -32,6 +32,7 @@ from typing import Any
 from train.launch.context import job_context, load_plugin
 from train.launch.contract import LaunchPlan, PreflightError, RunContext
 from train.profiles import ProfileError
+from train.rules.cp_comm import cp_layout_problem
 from train.rules.versions import framework_versions
 from train.settings.expected import (
     MEGATRON_IMPL_FRAMEWORKS,
@@ -93,6 +94,9 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
     except FrameworkRejected as exc:
         raise PreflightError(str(exc), setting=exc.setting) from None
     record, resolved_by, notes = resolution.record, resolution.resolved_by, resolution.notes
+    layout = cp_layout_problem(record)  # a layout Transformer Engine cannot run, named as such (issue 40)
+    if layout:
+        raise PreflightError(f"{ctx.framework} on {ctx.platform}: {layout}", setting="cp_comm_type")
     if resolution.planned_vocab is not None:
         found = differences(required_for(ctx, resolution.planned_vocab), record, ctx.framework)
         if found:

@@ -219,6 +219,7 @@ def megatron_settings(
         "pipeline_model_parallel_size": cfg.pp,
         "context_parallel_size": cfg.cp,
         "sequence_parallel": cfg.tp > 1,
+        "cp_comm_type": FIXED["cp_comm_type"],  # stated outright, as nemo's (train/rules/cp_comm.py)
         "use_distributed_optimizer": FIXED["use_distributed_optimizer"],
         # The fairness table: no overlap of gradient reduction or parameter gathering on either vendor
         # (the same for nemo); gradients reduced in bf16 under bf16 (Megatron's validation would

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from train.rules.cp_comm import effective_cp_comm_type
 from train.settings.flatten import precision_of
 
 
@@ -59,6 +60,12 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
         record["padded_vocab_size"] = padded_vocab
     record.update(lr_by_step or {})
     record["output_layer_init_method_std"] = init_std_read_back(transformer_config)
+    # what the attention layers read: the built TransformerConfig's (args' where it could not be built)
+    built = transformer_config if transformer_config and "_error" not in transformer_config else None
+    if built is not None and "cp_comm_type" in built:
+        record["cp_comm_type"] = effective_cp_comm_type(built["cp_comm_type"])
+    elif "cp_comm_type" in raw:
+        record["cp_comm_type"] = effective_cp_comm_type(raw["cp_comm_type"])
     return record
 
 

@@ -100,6 +100,8 @@ MODEL_CONFIG_FIXED: dict[str, Any] = {
     "model.config.fp32_residual_connection": FIXED["fp32_residual_connection"],
     "model.config.recompute_granularity": FIXED["recompute_granularity"],
     "model.config.tp_comm_overlap": FIXED["tp_comm_overlap"],
+    # NeMo's MistralConfig7B says a2a (for the window removed above): p2p as mega and prim (train/rules/cp_comm.py)
+    "model.config.cp_comm_type": FIXED["cp_comm_type"],
     "model.config.calculate_per_token_loss": FIXED["calculate_per_token_loss"],
     "model.config.hidden_dropout": FIXED["hidden_dropout"],
     "model.config.attention_dropout": FIXED["attention_dropout"],

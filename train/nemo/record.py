@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from train.rules.cp_comm import effective_cp_comm_type
 from train.settings.flatten import precision_of
 
 NEMO_SCHEDULERS = {
@@ -85,6 +86,8 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
                 "attention_softmax_in_fp32", "fp32_residual_connection", "recompute_granularity", "tp_comm_overlap",
                 "calculate_per_token_loss"):
         record[key] = model.get(key)
+    if "cp_comm_type" in model:  # the connected GPTConfig's, as Megatron's TE layer reads it
+        record["cp_comm_type"] = effective_cp_comm_type(model["cp_comm_type"])
     record["manual_gc"] = "GarbageCollectionCallback" in (trainer.get("callbacks") or [])
     record["manual_gc_interval"] = trainer.get("gc_interval_train")
     record["cross_entropy_fusion_impl"] = model.get("cross_entropy_fusion_impl")

@@ -46,6 +46,8 @@ FIXED: dict[str, Any] = {
     # memory and communication tricks off: the same work on every stack
     "recompute_granularity": None,
     "tp_comm_overlap": False,
+    # context parallelism by point-to-point exchange on every stack (NeMo's Mistral says a2a: train/rules/cp_comm.py)
+    "cp_comm_type": "p2p",
     "manual_gc": False,
     "calculate_per_token_loss": False,
     # data loader: Megatron's sequential sampler, same worker count, no materialised attention mask

@@ -103,6 +103,9 @@ def test_mistral_recipe_and_no_sliding_window(tmp_path):
     assert overrides.fields["model.config.rotary_base"] == 1e6
     assert overrides.fields["model.config.vocab_size"] == get_shape("mistral").vocab_size == 32768
     assert "model.config.window_size" not in overrides_for(cfg, "llama", "stem").fields
+    # MistralConfig7B's cp_comm_type is a2a (for that window); every stack runs p2p (issue 40, finding 5)
+    assert overrides.fields["model.config.cp_comm_type"] == "p2p"
+    assert overrides_for(cfg, "llama", "stem").fields["model.config.cp_comm_type"] == "p2p"
 
 
 def test_no_validation_checkpoint_or_resume(tmp_path):

@@ -54,6 +54,7 @@ def test_every_vendor_job_passes_and_records_the_fairness_settings(tmp_path, mon
                    "cross_entropy_loss_fusion", "masked_softmax_fusion", "attention_softmax_in_fp32"):
         assert values[fusion] is True, fusion
     assert values["checkpoint_interval"] is None and values["checkpoint_at_end"] is False
+    assert values["cp_comm_type"] == "p2p"  # every stack's record says how CP communicates (issue 40)
     # the scaled init std read back from the framework's TransformerConfig (issue 23): 0.02 / sqrt(2 * layers)
     layers = values["num_layers"]
     assert values["output_layer_init_method_std"] == pytest.approx(cfg.init_std / math.sqrt(2 * layers), rel=1e-12)
@@ -181,6 +182,33 @@ def test_both_megatron_probes_build_the_config_with_the_fused_rope_stand_in(tmp_
     layers = result.settings["num_layers"]
     assert result.settings["output_layer_init_method_std"] == pytest.approx(cfg.init_std / math.sqrt(2 * layers))
     assert "fused RoPE kernel" in result.resolved_by
+
+
+def test_an_all_to_all_layout_transformer_engine_cannot_run_is_refused_before_launch(tmp_path, monkeypatch):
+    """Issue 40, finding 5: all-to-all CP needs each rank's query and key/value heads divisible by CP (TE's
+    assertion); Llama 3.1 8B's 8 groups at TP 8 leave one per rank, so TP 8 x CP 2 under a2a stops at the first
+    attention call. The preflight refuses it, naming the layout; the table's p2p runs."""
+    cfg, _ = use_fakes(monkeypatch, tmp_path, MODELS="llama", TP="8", CP="2", DP="1", NNODES="2", GA="8")
+    ctx, plan = _plan(cfg, "nvd", "mega", "llama")
+    assert pf.preflight(ctx, plan).settings["cp_comm_type"] == "p2p"
+    flag = plan.argv.index("--cp-comm-type")
+    a2a = replace(plan, argv=[*plan.argv[:flag + 1], "a2a", *plan.argv[flag + 2:]])
+    with pytest.raises(pf.PreflightError) as caught:
+        pf.preflight(ctx, a2a)
+    assert caught.value.setting == "cp_comm_type"
+    assert "TP 8 x CP 2" in str(caught.value) and "attention.py:3057-3059" in str(caught.value)
+
+
+def test_the_cp_layout_rule_reads_heads_per_rank() -> None:
+    from train.rules.cp_comm import cp_layout_problem, effective_cp_comm_type
+
+    layout = {"num_attention_heads": 32, "num_query_groups": 8, "tensor_model_parallel_size": 2,
+              "context_parallel_size": 2}
+    assert cp_layout_problem({**layout, "cp_comm_type": "a2a"}) is None  # 16 and 4 heads per rank split in 2
+    assert cp_layout_problem({**layout, "cp_comm_type": "p2p", "tensor_model_parallel_size": 8}) is None
+    assert "CP=2" in cp_layout_problem({**layout, "cp_comm_type": "a2a", "tensor_model_parallel_size": 8})
+    assert [effective_cp_comm_type(v) for v in (None, ["p2p"], ["a2a", "a2a"], ["p2p", "a2a"])] == [
+        "p2p", "p2p", "a2a", "p2p,a2a"]
 
 
 def test_a_rejection_carries_the_frameworks_message(tmp_path, monkeypatch):
