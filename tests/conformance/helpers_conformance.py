@@ -13,18 +13,25 @@ of the fairness table to the required value.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from data.clean import normalize
+from data.encode import encode_documents
+from data.sample_corpus import SampleSpec, generate_documents
 from tests.helpers.megatron import make_config, make_context
-from tests.helpers.nemo import make_dataset_stub, make_tokenizer
+from tests.helpers.nemo import make_dataset_stub
+from tests.helpers.tokenizers import real_format_tokenizer
 from train.launch.context import load_plugin
 from train.rules.versions import tree_commit
 from utils.config.load import Config
 from utils.config.registry import model_names
+from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir
 
 # bf16 and FP8, TP 1/2, CP 1/2 on 8 GPUs; GA keeps GBS at 64.
 VARIANTS = {
@@ -34,21 +41,37 @@ VARIANTS = {
 }
 
 
-def portable_tokenizer(path: Path) -> None:
-    """A tokenizer every framework's transformers (4.x in the images, 5.x here) loads."""
-    make_tokenizer(path, 300)
-    config_path = path / "tokenizer_config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    config_path.write_text(json.dumps(config), encoding="utf-8")
+@functools.lru_cache(maxsize=1)
+def _release_format_tokenizers() -> dict[str, Path]:
+    """Each model's tokenizer in its release's format, slow-class files included (built once per session).
+
+    Not a ``PreTrainedTokenizerFast`` for every model (issue 40): that shortcut hid that Megatron's own tokenizer
+    builds the class the release's config names, which the sample tokenizers could not give it.
+    """
+    root = Path(tempfile.mkdtemp(prefix="tprimat-conformance-tokenizers-"))
+    return {model: real_format_tokenizer(model, root / model) for model in model_names()}
 
 
 def conformance_config(tmp_path: Path, variant: str, **extra: str) -> Config:
     cfg = make_config(tmp_path, DATASET="sample", MODEL_SIZE="full", TRAIN_ITERS="30", WARMUP_STEPS="5",
                       **VARIANTS[variant], **extra)
-    for model in model_names():
-        portable_tokenizer(cfg.data_dir / "tokenizers" / f"sample-{model}")
+    for model, source in _release_format_tokenizers().items():
+        shutil.copytree(source, tokenizer_dir(cfg, model))
         make_dataset_stub(cfg.data_dir / f"sample-{model}_text_document")
+    return cfg
+
+
+def with_encoded_data(cfg: Config) -> Config:
+    """``cfg``'s stubs replaced by a small corpus encoded for every model, as data/clean.py and data/encode.py
+    leave it, so the preflight's samples digest runs the framework's own dataset and tokenizer code on it."""
+    texts = [text for text in (normalize(raw) for raw in generate_documents(SampleSpec(seed=11, target_bytes=60_000)))
+             if text]
+    for model in model_names():
+        prefix = dataset_prefix(cfg, model)
+        for suffix in (".bin", ".idx"):
+            Path(f"{prefix}{suffix}").unlink(missing_ok=True)
+        encode_documents(texts, load_tokenizer(tokenizer_dir(cfg, model)), prefix, workers=1, progress=False,
+                         fast_path=False)
     return cfg
 
 

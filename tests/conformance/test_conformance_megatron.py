@@ -8,7 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conformance.helpers_conformance import VARIANTS, conformance_config, megatron_ref_of, needs, planned
+from tests.conformance.helpers_conformance import (
+    VARIANTS,
+    conformance_config,
+    megatron_ref_of,
+    needs,
+    planned,
+    with_encoded_data,
+)
 from train.launch import preflight as pf
 from utils.config.registry import model_names
 
@@ -60,3 +67,16 @@ def test_local_implementation_is_accepted_and_resolves_to_the_local_table(tmp_pa
     result = pf.preflight(*planned(cfg, platform, "mega", "llama"))
     assert result.settings["transformer_impl"] == "local"
     assert {key: result.settings[key] for key in LOCAL_IMPL} == LOCAL_IMPL
+
+
+@pytest.mark.parametrize("model", model_names())
+@pytest.mark.parametrize("platform", ["nvd", "amd"])
+def test_megatrons_own_dataset_and_tokenizer_feed_trans_samples(tmp_path, platform, model):
+    """Issue 40: the preflight's samples digest with the tree's own GPTDataset and megatron.core.tokenizers (the
+    slow class the release's config names; helpers compiled by Megatron's compile_helpers where the tree has
+    none), in the framework Python with the image's transformers: equal to tran's, or the job stops."""
+    cfg = with_encoded_data(_config(tmp_path, "bf16-tp1-cp1"))
+    cfg = replace(cfg, sl=256)
+    result = pf.preflight(*planned(cfg, platform, "mega", model))
+    assert "samples of mega's own GPTDataset, equal to tran's" in result.resolved_by, result.resolved_by
+    assert result.settings["samples_digest"]

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned, with_encoded_data
 from train.launch import preflight as pf
 from utils.config.registry import model_names
 
@@ -22,6 +22,16 @@ def test_nemo_configuration_is_accepted_and_resolves_to_the_table(tmp_path, mode
     settings = pf.preflight(*planned(cfg, "nvd", "nemo", model)).settings
     assert settings["grad_reduce_in_fp32"] is False and settings["overlap_grad_reduce"] is False
     assert settings["bias_activation_fusion"] is True and settings["num_workers"] == 2
+
+
+@pytest.mark.parametrize("model", model_names())
+def test_nemos_own_dataset_and_tokenizer_feed_trans_samples(tmp_path, model):
+    """Issue 40: the samples digest with NeMo's megatron-core GPTDataset and its AutoTokenizer (transformers 4.51.3),
+    and the context-parallel exchange every stack runs (NeMo's Mistral recipe says a2a), read back."""
+    cfg = replace(with_encoded_data(conformance_config(tmp_path, "bf16-tp1-cp2")), sl=256)
+    result = pf.preflight(*planned(cfg, "nvd", "nemo", model))
+    assert "samples of nemo's own GPTDataset, equal to tran's" in result.resolved_by, result.resolved_by
+    assert result.settings["cp_comm_type"] == "p2p"
 
 
 def test_the_bf16_plugin_resets_the_reduction_dtype_unless_told(tmp_path):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned
+from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned, with_encoded_data
 from train.launch import preflight as pf
 from train.settings.platform_env import PLATFORM_ENV
 from utils.config.registry import model_names
@@ -23,6 +24,14 @@ def test_prim_configuration_is_accepted_and_resolves_to_the_table(tmp_path, mode
     settings = pf.preflight(*planned(cfg, "amd", "prim", model)).settings
     assert settings["num_workers"] == 2 and settings["dataloader_type"] == "single"
     assert settings["checkpoint_interval"] is None and settings["masked_softmax_fusion"] is True
+
+
+@pytest.mark.parametrize("model", model_names())
+def test_primus_own_dataset_and_tokenizer_feed_trans_samples(tmp_path, model):
+    """Issue 40: the samples digest with Primus's Megatron tree's GPTDataset and its legacy tokenizer class."""
+    cfg = replace(with_encoded_data(conformance_config(tmp_path, "bf16-tp1-cp1")), sl=256)
+    result = pf.preflight(*planned(cfg, "amd", "prim", model))
+    assert "samples of prim's own GPTDataset, equal to tran's" in result.resolved_by, result.resolved_by
 
 
 def test_amd_launcher_table_matches_what_run_pretrain_sh_exports():

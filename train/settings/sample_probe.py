@@ -22,7 +22,9 @@ The tokenizer handed to the dataset is built the way each stack builds it:
 * ``megatron-core``: ``megatron.core.tokenizers.MegatronTokenizer.from_pretrained`` with the metadata
   ``{"library": "huggingface"}``: what Megatron-LM's ``pretrain_gpt.py`` at ``MEGATRON_REF`` calls
   (``megatron/core/tokenizers/text/utils/build_tokenizer.py: build_tokenizer``) for
-  ``--tokenizer-type HuggingFaceTokenizer``; the class is the wheel's own.
+  ``--tokenizer-type HuggingFaceTokenizer``; the class is the wheel's own. A tree of the 0.12 line has no
+  ``megatron.core.tokenizers``; its ``pretrain_gpt.py`` hands the dataset ``get_tokenizer()``, the legacy
+  class below (core_v0.12.0 ``pretrain_gpt.py:262``), and so does the probe.
 * ``megatron-legacy``: Primus v0.5.0 builds Megatron-LM's legacy ``_HuggingFaceTokenizer``
   (``megatron/training/tokenizer/tokenizer.py``) from its tree.
 * ``nemo``: NeMo 2.3's own ``AutoTokenizer`` (``use_fast=True``, as the recipe configures it).
@@ -58,8 +60,13 @@ class NemoRoles:
 
 def dataset_tokenizer(kind: str, path: str):
     if kind == "megatron-core":
-        from megatron.core.tokenizers import MegatronTokenizer
-
+        try:
+            from megatron.core.tokenizers import MegatronTokenizer
+        except ModuleNotFoundError as exc:  # a Megatron-LM before megatron.core.tokenizers (the 0.12 line)
+            if exc.name != "megatron.core.tokenizers":
+                raise
+            # whose pretrain_gpt.py hands the dataset get_tokenizer(): the legacy class (core_v0.12.0 line 262)
+            return dataset_tokenizer("megatron-legacy", path)
         return MegatronTokenizer.from_pretrained(tokenizer_path=path, metadata_path={"library": "huggingface"},
                                                  vocab_file=None, merges_file=None)
     if kind == "megatron-legacy":

@@ -1,30 +1,40 @@
 """One sample order: the batches ``tran`` (and so ``deep``) trains on are Megatron's, token for token.
 
-The reference is built here the way Megatron-LM's ``pretrain_gpt.py`` builds it from the
+The reference is built the way Megatron-LM's ``pretrain_gpt.py`` at MEGATRON_REF builds it from the
 ``mega`` launcher's arguments: megatron-core's own tokenizer (``build_tokenizer`` of the
 ``HuggingFaceTokenizer`` type), ``GPTDatasetConfig`` from the arguments, sizes
 ``[TRAIN_ITERS*GBS, 0, 0]`` (``--eval-iters 0``), ``BlendedMegatronDatasetBuilder``, and the
 sampler of ``--dataloader-type single`` (each block of MBS*DP consecutive samples is one
 micro-batch of every DP rank, rank ``r`` taking the ``r``-th MBS of them; GA micro-batches
 make a step). Its index cache is a fresh directory, so nothing ``tran`` built is reused.
+
+It runs in a side environment (``tests/helpers/pretrain_gpt_samples.py``): the megatron-core 0.15.0
+wheel (whose ``megatron/core/datasets`` and ``megatron/core/tokenizers`` are 847781764f's) under each
+image's own transformers (4.57.1 amd, 4.51.3 nvd), with only the arguments 847781764f's
+``megatron/training/arguments.py`` defines (issue 40: ``tokenizer_hf_use_fast`` is the 0.16 wheel's, and
+transformers 5 built the slow tokenizer classes from ``tokenizer.json`` alone, which the images' do not).
 """
 
 from __future__ import annotations
 
-import argparse
-import warnings
-from collections.abc import Callable, Iterator
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from tests.helpers.megatron_core import side_pythonpath, transformers_pin
 from tests.helpers.workload import tiny_environ
 from train.mega.plugin import megatron_args
 from train.megatron.args import megatron_settings, vocab_padding
 from train.rules.samples import MegatronSamples
 from train.tran.step import model_inputs
-from utils.config.load import Config, load_config
+from utils.config.load import REPO_ROOT, Config, load_config
 from utils.config.models import get_shape
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 
@@ -41,8 +51,9 @@ def sample_cfg(sample_data_dir: Path, tmp_path: Path) -> Callable[..., Config]:
     return make
 
 
-def pretrain_gpt_args(cfg: Config, model: str, cache: Path) -> argparse.Namespace:
-    """The parsed arguments pretrain_gpt.py would see for the mega launcher's argv (the data-related ones)."""
+def pretrain_gpt_args(cfg: Config, model: str, cache: Path) -> dict:
+    """The parsed arguments pretrain_gpt.py would see for the mega launcher's argv (the data-related ones), by the
+    names 847781764f's megatron/training/arguments.py gives them (no argument of a later Megatron)."""
     argv = megatron_args(cfg, get_shape(model, cfg.model_size), "nvd", dataset_prefix(cfg, model),
                          tokenizer_dir(cfg, model))
 
@@ -52,72 +63,65 @@ def pretrain_gpt_args(cfg: Config, model: str, cache: Path) -> argparse.Namespac
     assert value("--split") == "100,0,0" and value("--eval-iters") == "0" and value("--dataloader-type") == "single"
     assert "--reset-position-ids" not in argv and "--reset-attention-mask" not in argv
     assert "--eod-mask-loss" not in argv
-    return argparse.Namespace(
+    return dict(
         seed=int(value("--seed")), seq_length=int(value("--seq-length")), data_path=[value("--data-path")],
         split=value("--split"), data_cache_path=str(cache), train_iters=int(value("--train-iters")),
         global_batch_size=int(value("--global-batch-size")), micro_batch_size=int(value("--micro-batch-size")),
         eval_iters=int(value("--eval-iters")), eval_interval=int(value("--eval-interval")),
         tokenizer_type=value("--tokenizer-type"), tokenizer_model=value("--tokenizer-model"),
-        vocab_file=None, merge_file=None, tokenizer_special_tokens=None, tokenizer_hf_use_fast=True,
-        trust_remote_code=False, tokenizer_hf_include_special_tokens=False, tokenizer_metadata=None,
+        vocab_file=None, merge_file=None, tokenizer_metadata=None,
         reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
         create_attention_mask_in_dataloader=True, mmap_bin_files=True, num_dataset_builder_threads=1,
     )
 
 
-def megatron_train_dataset(args: argparse.Namespace):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
-        from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
-        from megatron.core.datasets.utils import get_blend_from_list
-        from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
-
-        config = GPTDatasetConfig(
-            random_seed=args.seed, sequence_length=args.seq_length, blend=get_blend_from_list(args.data_path),
-            blend_per_split=None, split=args.split, num_dataset_builder_threads=args.num_dataset_builder_threads,
-            path_to_cache=args.data_cache_path, mmap_bin_files=args.mmap_bin_files, tokenizer=build_tokenizer(args),
-            reset_position_ids=args.reset_position_ids, reset_attention_mask=args.reset_attention_mask,
-            eod_mask_loss=args.eod_mask_loss, create_attention_mask=args.create_attention_mask_in_dataloader,
-        )
-        eval_samples = (args.train_iters // args.eval_interval + 1) * args.eval_iters * args.global_batch_size
-        sizes = [args.train_iters * args.global_batch_size, eval_samples, args.eval_iters * args.global_batch_size]
-        train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, sizes, lambda: True, config).build()
-    return train
+def megatron_samples(args: dict, indices: list[int], image: str, work: Path) -> dict[str, np.ndarray]:
+    """Samples ``indices`` of pretrain_gpt.py's training dataset, built in the side environment of ``image``."""
+    gbs = args["global_batch_size"]
+    eval_samples = (args["train_iters"] // args["eval_interval"] + 1) * args["eval_iters"] * gbs
+    sizes = [args["train_iters"] * gbs, eval_samples, args["eval_iters"] * gbs]
+    work.mkdir(parents=True, exist_ok=True)
+    request = work / "request.json"
+    request.write_text(json.dumps({"args": args, "sizes": sizes, "indices": indices, "out": str(work / "out.npz")}),
+                       encoding="utf-8")
+    environ = {**os.environ, "PYTHONPATH": side_pythonpath("0.15.0", image), "TOKENIZERS_PARALLELISM": "false"}
+    run = subprocess.run([sys.executable, "-m", "tests.helpers.pretrain_gpt_samples", str(request)], cwd=REPO_ROOT,
+                         capture_output=True, text=True, env=environ, timeout=900, check=False)
+    assert run.returncode == 0, f"pretrain_gpt's dataset under the {image} image's transformers:\n{run.stderr[-3000:]}"
+    return dict(np.load(work / "out.npz"))
 
 
-def megatron_micro_batches(dataset, rank: int, dp: int, mbs: int) -> Iterator[torch.Tensor]:
-    """What --dataloader-type single feeds DP rank ``rank``: SL+1 tokens per sample (tokens, then the last label)."""
-    block: list[int] = []
-    for index in range(len(dataset)):
-        block.append(index)
-        if len(block) == mbs * dp:
-            rows = []
-            for sample in block[rank * mbs:(rank + 1) * mbs]:
-                item = dataset[sample]
-                rows.append(torch.cat([item["tokens"], item["labels"][-1:]]))
-            yield torch.stack(rows)
-            block = []
+def feed_order(step: int, micro: int, rank: int, dp: int, mbs: int, ga: int) -> list[int]:
+    """The samples --dataloader-type single hands DP rank ``rank`` for micro-batch ``micro`` of step ``step``."""
+    first = (step * ga + micro) * mbs * dp + rank * mbs
+    return list(range(first, first + mbs))
 
 
+@pytest.mark.parametrize("image", ["amd", "nvd"])
 @pytest.mark.parametrize(("model", "sl", "iters"), [("llama", "64", "3"), ("mistral", "512", "40")])
 def test_first_global_batches_are_megatrons_token_for_token(sample_cfg: Callable[..., Config], tmp_path: Path,
-                                                            model: str, sl: str, iters: str) -> None:
+                                                            model: str, sl: str, iters: str, image: str) -> None:
     # DP=2, MBS=2, GA=2: GBS 8 split over two ranks and two micro-batches. The mistral case asks for
     # more samples than one epoch holds, so the shuffle over several epochs is compared too.
     cfg = sample_cfg(DP="2", GPUS_PER_NODE="2", MBS="2", GA="2", SL=sl, TRAIN_ITERS=iters, WARMUP_STEPS="1")
-    args = pretrain_gpt_args(cfg, model, tmp_path / "megatron_cache")
-    reference = megatron_train_dataset(args)
+    steps = min(cfg.train_iters, 3)
+    wanted = sorted({index for step in range(steps) for micro in range(cfg.ga) for rank in range(cfg.dp)
+                     for index in feed_order(step, micro, rank, cfg.dp, cfg.mbs, cfg.ga)})
+    reference = megatron_samples(pretrain_gpt_args(cfg, model, tmp_path / "megatron_cache"), wanted, image,
+                                 tmp_path / "reference")
+    assert str(reference["transformers_version"]) == transformers_pin(image)  # the image's, not the .venv's
+    assert "/.side/" in str(reference["core_file"])  # the wheel's megatron-core
+    window = dict(zip(wanted, reference["windows"], strict=True))
     _, _, _, samples = model_inputs(cfg, model)
     assert isinstance(samples, MegatronSamples)
-    assert len(samples.dataset) == len(reference)
+    assert len(samples.dataset) == int(reference["length"])
     if model == "mistral":  # a second epoch of documents is in play
-        assert reference.document_index.size > len(reference.indices)
+        assert int(reference["document_index_size"]) > int(reference["indices_size"])
     for rank in range(cfg.dp):
-        feed = megatron_micro_batches(reference, rank, cfg.dp, cfg.mbs)
-        for step in range(min(cfg.train_iters, 3)):
+        for step in range(steps):
             for micro in range(cfg.ga):
-                expected = next(feed)
+                expected = torch.from_numpy(np.stack([window[i] for i in feed_order(step, micro, rank, cfg.dp,
+                                                                                   cfg.mbs, cfg.ga)]))
                 got = samples.micro_batch(step, micro, rank=rank, dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga)
                 assert got.shape == (cfg.mbs, cfg.sl + 1) and got.dtype == torch.int64
                 assert torch.equal(got, expected), (rank, step, micro)
