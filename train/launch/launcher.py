@@ -136,10 +136,9 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
     A dry run (``ctx.dry_run``) has every check but the preflight, prints nothing and is refused only
     when it cannot be planned: what the checks found is its notes. A real run prints each finding in
     one line and is refused by the first that stops it: a plan that cannot be made, a job that cannot
-    fit its GPU (unless ``--force``: the cheapest check, and no file is read for a job that cannot run),
-    a taken port or an unusable dataset, settings the framework would not run as the fairness table
-    requires (the framework's own code is asked, so a GPU hour is never spent on a run that would crash
-    at model build or run other settings), a signal before the start.
+    fit its GPU (unless ``--force``), a taken port or an unusable dataset, settings the framework would
+    not run as the fairness table requires (the framework's own code is asked, so a GPU hour is never
+    spent on a run that would crash at model build or run other settings), a signal before the start.
     """
     try:
         plan = plugin.plan(ctx)
@@ -148,14 +147,14 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
     except Exception as exc:  # a planner bug must still leave a result
         return _refuse(f"planning the job failed: {type(exc).__name__}: {exc}")
     memory = check_memory(ctx, plugin, plan, ctx.force)
+    problems = start_problems(ctx, plan)
     if ctx.dry_run:
-        return Checked(plan, memory, start_problems(ctx, plan))
+        return Checked(plan, memory, problems)
     for warning in memory.verdict.warnings:
         print(f"tprimat: warning: {warning}", file=sys.stderr)
     if memory.verdict.refusal:
         print(f"tprimat: {memory.verdict.refusal} (--force runs it anyway)", file=sys.stderr)
         return Refusal(memory.verdict.refusal, memory=memory)
-    problems = start_problems(ctx, plan)
     if problems:
         for problem in problems:
             print(f"tprimat: {problem}", file=sys.stderr)
