@@ -344,14 +344,13 @@ def _bindings(function: FunctionNode) -> list[tuple[set[str], ast.expr]]:
 
 
 def _holder_attributes(place: Place, tracked: set[str], root: Path) -> set[str]:
-    """For ``__init__`` (or a class without one) given the context: the attributes that keep it."""
+    """For a class's ``__init__`` given the context (``tracked``): the attributes of ``self`` that keep it."""
     module = load(place.module, root)
     assert module is not None
     owner = place.name if place.name in module.classes else place.name.rsplit(".", 1)[0]
     init = module.functions.get(f"{owner}.__init__")
-    if init is None:  # a dataclass: fields in order
-        return {node.target.id for node in module.classes[owner].body
-                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)} & tracked
+    if init is None or not tracked:
+        return set()
     found = set()
     for node in _own_nodes(init):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in tracked:
@@ -403,9 +402,18 @@ def walk(module: str, function: str, parameter: str, root: Path = REPO, doors: b
                 continue
             target, skip_first = _definition(callee, root)
             bound = _bind(call, target, skip_first, scope)
-            load_callee = load(callee.module, root)
-            if target is None and load_callee is not None and callee.name in load_callee.classes:
-                continue  # a class without an __init__ of its own runs none of the repo's code
+            callee_module = load(callee.module, root)
+            if target is None and callee_module is not None and callee.name in callee_module.classes:
+                # a class without an __init__ of its own runs none of the repo's code: no place, but a
+                # dataclass given the context holds it in the fields it was given
+                fields = [node.target.id for node in callee_module.classes[callee.name].body
+                          if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)]
+                pairs = zip(fields, call.args, strict=False)  # fields with defaults may be left out
+                given = {*(name for name, argument in pairs if scope.carries(argument)),
+                         *(k.arg for k in call.keywords if k.arg in fields and scope.carries(k.value))}
+                if given:
+                    holders.setdefault(str(callee), set()).update(given)
+                continue
             closure = callee.module == place.module and callee.name.startswith(place.name + ".")
             if closure and not bound and target is not None:  # a function of this body reads its names
                 bound = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} & scope.tracked

@@ -70,3 +70,18 @@ def test_the_counting_rule(tmp_path: Path) -> None:
     assert len(places(trail)) == 5
     assert revisits(trail) == {a: 1, b: 0}
     assert Place(b, "helper") in walk("train.a", "entry", "ctx", root=tmp_path, doors=True)
+
+
+def test_a_dataclass_that_holds_the_context_is_followed(tmp_path: Path) -> None:
+    """Building a dataclass runs no code of the repo (no place), but its methods read the context it was given."""
+    package = tmp_path / "train"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "c.py").write_text(
+        "from dataclasses import dataclass\n\n"
+        "@dataclass\nclass Box:\n    ctx: object\n    size: int = 0\n\n"
+        "    def use(self):\n        return leaf(self.ctx)\n\n"
+        "def leaf(ctx):\n    return ctx\n\n"
+        "def entry(ctx):\n    box = Box(ctx)\n    return box.use()\n")
+    trail = walk("train.c", "entry", "ctx", root=tmp_path)
+    assert [place.name for place in trail] == ["entry", "Box.use", "leaf"]
