@@ -105,10 +105,14 @@ def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None
     return collect_own_result(ctx, returncode)
 
 
+# The contract's preflight: None, the standard one (train/launch/preflight.py checks what resolve() below answers).
+preflight = None
+
+
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """deep trains tran's model with tran's loop; DeepSpeed resolves its own config only inside
     ``deepspeed.initialize``, where train/deep/worker.py compares it with the config and stops on a
-    difference (train/launch/launcher.py merges the engine's values, its gradient reduction included, over
+    difference (train/launch/job_result.py merges the engine's values, its gradient reduction included, over
     this record in the result)."""
     record = reference_record(ctx)
     record["zero_stage"] = ctx.cfg.zero_stage

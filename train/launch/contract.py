@@ -2,24 +2,33 @@
 
 Every framework is one package under ``train/`` (``tran``, ``deep``, ``mega``, ``prim``,
 ``nemo``) whose ``plugin`` module, named in ``utils/config/registry.py``, provides :class:`Plugin`.
-The shared rooms (``train/launch/launcher.py``, ``train/launch/preflight.py``, ``train/launch/job_guard.py``, the
-fairness table ``train/settings/expected.py``, the LR schedule ``train/rules/schedule.py``) know
+The shared rooms (``train/launch/launcher.py``, ``train/launch/preflight.py``, ``train/launch/job_result.py``,
+the fairness table ``train/settings/expected.py``, the LR schedule ``train/rules/schedule.py``) know
 frameworks only through this module, so a sixth framework is one new package plus one
-registry row. This module imports no framework and nothing of the launcher.
+registry row. This module imports no framework and nothing of the launcher: what it needs of the
+launcher's objects is said here as a protocol (:class:`ResultSlot`).
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from train.launch.job_guard import ResultFile
 from train.profiles import IDENTICAL, AppliedProfile
 from utils.config.load import Config
 from utils.measure.memory import Recipe
-from utils.result.model import Result
+from utils.result.model import EffectiveSettings, FrameworkVersions, Result
+
+
+class ResultSlot(Protocol):
+    """The job's result file while it runs, as a plugin sees it (``train/launch/job_result.py``'s ``ResultFile``)."""
+
+    def is_placeholder(self) -> bool:
+        """True while the file still holds the launcher's placeholder: the job itself wrote no result."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -35,8 +44,8 @@ class RunContext:
     log_path: Path
     # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
     dry_run: bool = False
-    # The result file while the job runs (set by launch()): tells the job's own result from the placeholder.
-    result_file: ResultFile | None = field(default=None, compare=False)
+    # The result file while the job runs (set by the launcher): tells the job's own result from the placeholder.
+    result_file: ResultSlot | None = field(default=None, compare=False)
     # PROFILE as applied to this job (train/profiles/): ``cfg`` already carries a tuned recipe's workload.
     profile: AppliedProfile = IDENTICAL
     # --force: a job the memory check says cannot fit runs anyway, with the warning in its result.
@@ -118,8 +127,19 @@ class Resolution:
     dataset_code: Path | None = None
 
 
+# A job's settings checked before it starts: (the record stored as ``effective_settings``, the framework versions);
+# raises PreflightError with one line.
+Preflight = Callable[["RunContext", "LaunchPlan"], tuple[EffectiveSettings, FrameworkVersions]]
+
+
 class Plugin(Protocol):
-    """What a framework's ``plugin`` module provides (module-level functions)."""
+    """What a framework's ``plugin`` module provides (module-level functions, and ``preflight``)."""
+
+    # The check of the job's settings before it starts. None, as every registered framework declares: the
+    # standard preflight, train/launch/preflight.py's ``before_launch`` (this plugin's ``resolve`` against
+    # config.env and the fairness table, and ``framework_trees``' versions). A function replaces it where there is
+    # no framework to ask (the test suite's stand-ins).
+    preflight: Preflight | None
 
     def plan(self, ctx: RunContext) -> LaunchPlan:
         """The exact command, its environment and the files it needs; pure, so ``--dry-run`` can show it."""
@@ -139,5 +159,5 @@ class Plugin(Protocol):
         ...
 
     def memory(self, ctx: RunContext, plan: LaunchPlan) -> Recipe:
-        """How the job holds the model (sharding, precision, kernels), for train/launch/memory_check.py."""
+        """How the job holds the model (sharding, precision, kernels), for train/launch/checks.py."""
         ...

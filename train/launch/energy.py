@@ -25,9 +25,12 @@ from utils.measure.energy_trace import (
 )
 from utils.result.model import Result
 
+# The node's counter trace over a job's run, or (None, why there is none).
+Energy = tuple[CounterTrace | None, str | None]
+
 
 @contextlib.contextmanager
-def energy_trace(ctx: RunContext) -> Iterator[tuple[CounterTrace | None, str | None]]:
+def energy_trace(ctx: RunContext) -> Iterator[Energy]:
     """The node's counter trace running for the duration of the block (or ``(None, reason)``)."""
     trace, reason = open_trace(ctx.platform, ctx.cfg.gpus_per_node)
     if trace is None:

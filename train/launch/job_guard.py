@@ -1,21 +1,14 @@
-"""A job's ending is always on record: its signals, its log and its result file (for ``train/launch/launcher.py``).
+"""A job's process under guard: its signals and its log (for ``train/launch/launcher.py``).
 
-Each piece answers a way issue 12 lost a job's outcome:
+Each piece answers a way issue 12 lost a job's outcome (the result file's part is
+``train/launch/job_result.py``'s ``ResultFile``):
 
 * :class:`Signals`: SIGINT/SIGTERM to the launcher become a flag and are forwarded to
   the job's process group (the trainer and everything it started; a third signal kills
   the group), so stopping the launcher stops the job and the launcher lives to record
   it ``incomplete`` with the signal, then exits with 128 + its number;
-* :class:`ResultFile`: before the job starts, room for its final result is set aside (a
-  reserve file the size of the result it can produce) and an ``incomplete`` placeholder
-  replaces any older result, so even a launcher killed outright leaves a result that
-  says so; the reserve is released just before the final write. If that write still
-  fails (ENOSPC), a compact ``failed`` result is tried, and if even that fails the
-  placeholder stays: never a truncated file, never a crash after "ok";
 * :func:`run_logged`: when the log can no longer be written (a full disk), the job's
   output is still read (a full pipe would block the job) and shown, with one note;
-* :func:`port_problem` (``utils/machine/rendezvous.py``, re-exported): a rendezvous port already taken
-  fails in one line naming ``MASTER_PORT`` before launch, instead of deep in a torchrun traceback;
 * :func:`die_with_parent`: the job's first process (torchrun) gets SIGTERM from the kernel when the
   launcher dies, even by SIGKILL, so it stops its workers and frees ``MASTER_PORT`` (issue 26: after
   a SIGKILL of the launcher, torchrun and its worker lived on and held the port).
@@ -31,23 +24,11 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from utils.files.atomic import atomic_write_text
-from utils.files.disk import OutputDirError
-from utils.files.locks import LOCK_DIR
-from utils.machine.rendezvous import (
-    port_problem as port_problem,  # re-exported: train/launch/launcher.py imports it here
-)
-from utils.result.file import ResultError, write_result
-from utils.result.model import Result
 
-# Room kept for a result: a fixed part (environment, config, fingerprint, blocks) and per step
-# four numbers of up to ~25 characters each, with a margin of two.
-RESERVE_BASE_BYTES = 64 * 1024
-RESERVE_PER_STEP_BYTES = 256
 KILL_AFTER_SIGNALS = 3
 
 
@@ -161,75 +142,3 @@ def die_with_parent() -> None:
     _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != launcher:  # the launcher died before the request took effect
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-def reserve_bytes(train_iters: int) -> int:
-    return RESERVE_BASE_BYTES + RESERVE_PER_STEP_BYTES * train_iters
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns, stat.st_size
-
-
-class ResultFile:
-    """One job's result file from before the start to the end (only the node that writes it uses this)."""
-
-    def __init__(self, path: Path, train_iters: int) -> None:
-        self.path = Path(path)
-        self.size = reserve_bytes(train_iters)
-        self.reserve = self.path.parent / LOCK_DIR / f"{self.path.name}.reserve"
-        self._placeholder: tuple[int, int, int] | None = None
-
-    def start(self, placeholder: Result) -> None:
-        """Set room aside, then replace any older result with ``placeholder``. Raises OutputDirError (one line)."""
-        try:
-            self.reserve.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.posix_fallocate(fd, 0, self.size)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            self.release()
-            raise OutputDirError(f"OUTPUT_DIR={self.path.parent} has no room for the result of this job "
-                                 f"({self.size // 1024} KiB): {exc.strerror or exc}") from None
-        try:
-            write_result(self.path, placeholder)
-        except OSError as exc:
-            self.release()
-            with contextlib.suppress(OSError):
-                self.path.unlink()  # an older result must never pass for this run's
-            raise OutputDirError(f"cannot write the result {self.path}: {exc.strerror or exc}") from None
-        self._placeholder = _identity(self.path)
-
-    def is_placeholder(self) -> bool:
-        """True while the file is still the placeholder (the job itself wrote no result over it)."""
-        return self._placeholder is not None and _identity(self.path) == self._placeholder
-
-    def release(self) -> None:
-        with contextlib.suppress(OSError):
-            self.reserve.unlink()
-
-    def finish(self, result: Result, compact: Callable[[str], Result]) -> str | None:
-        """Write the final result; None, or a one-line problem when it could not be written as it is.
-
-        ``compact(problem)`` builds the small ``failed`` result tried when the full one cannot
-        be written; when neither can, the placeholder (``incomplete``) stays.
-        """
-        self.release()
-        try:
-            write_result(self.path, result)
-            return None
-        except (OSError, ResultError) as exc:
-            problem = f"cannot write the result {self.path}: {getattr(exc, 'strerror', None) or exc}"
-        try:
-            write_result(self.path, compact(problem))
-            return f"{problem}; wrote a failed result without the per-step arrays instead"
-        except (OSError, ResultError):
-            kept = "the placeholder (incomplete) stays" if self.is_placeholder() else "the file is as the job left it"
-            return f"{problem}; {kept}"
-

@@ -2,26 +2,28 @@
 
 The launcher keeps backends apart from launching (as optimum-benchmark does): each
 framework is a package with a plugin module that implements :class:`train.launch.contract.Plugin`
-(``plan``, ``collect``, ``resolve``, ``framework_trees``); this file knows frameworks only
-through that contract. Which module is a framework's plugin, and which node of a multi-node
-job writes its result, are entries of ``utils/config/registry.py``.
+(``plan``, ``collect``, ``resolve``, ``framework_trees``, ``memory``, ``preflight``); this file knows
+frameworks only through that contract. Which module is a framework's plugin, and which node of a
+multi-node job writes its result, are entries of ``utils/config/registry.py``.
 
-Before a job starts (every framework alike): ``OUTPUT_DIR`` must take results
-(``utils/files/disk.py``), the result file's lock must be free (``utils/files/locks.py``: one
-launcher per result file), room for the result is set aside and an ``incomplete``
-placeholder replaces any older result (``train/launch/job_guard.py``), the rendezvous port
-must be free, and the dataset must be the config's and verified (``data/ready.py``).
-A failure there is one line, plus a ``failed`` result when the result can be written.
+A job's life (docs/ARCHITECTURE.md, "A job's life"), the same for every framework:
 
-Then the launcher writes generated files, runs the command with its output tee'd to
-a log, forwards SIGINT/SIGTERM to the whole process group (and exits with 128 + the
-signal after recording the job ``incomplete``), and guarantees that a result file
-exists afterwards: a crash, a non-zero exit or a missing result all become ``status:
-failed|incomplete`` with the reason and the log's tail; a trainer killed before it
-wrote its result is recovered from its per-step record (``utils/result/step_log.py``).
-
-These steps are one ordered sequence every framework shares; each step's logic lives in the
-module named beside it; this file holds their order and the CLI.
+* entry, :func:`launch`: ``OUTPUT_DIR`` must take results (``utils/files/disk.py``) and the result
+  file's lock must be free (``utils/files/locks.py``: one launcher per result file); the node that
+  writes the result sets room aside and an ``incomplete`` placeholder over any older result
+  (``train/launch/job_result.py``);
+* checks, :func:`check_job`, written once for the dry run and both kinds of node: the plan, the memory
+  check (``train/launch/checks.py``), the rendezvous port and the dataset (``data/ready.py``), the
+  preflight (``train/launch/preflight.py``); a refusal is one line, plus a ``failed`` result where the
+  node writes one;
+* run: the generated files written, the command run with its output tee'd to a log, SIGINT/SIGTERM
+  forwarded to its process group (``train/launch/job_guard.py``), the node's GPU energy counters sampled
+  around it (``train/launch/energy.py``);
+* collect: the plugin's ``collect`` reads the framework's result (a trainer killed before it wrote one
+  is recovered from its per-step record, ``utils/result/step_log.py``);
+* one result: :class:`train.launch.job_result.JobResult` composes it from every piece and writes it;
+  a crash, a non-zero exit or a missing result become ``status: failed|incomplete`` with the reason and
+  the log's tail; the launcher exits 0 (ok), 1, or 128 + the signal that stopped it.
 """
 
 from __future__ import annotations
@@ -31,18 +33,15 @@ import contextlib
 import os
 import shlex
 import sys
-from collections import deque
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
+from train.launch.checks import Checked, MemoryCheck, Refusal, check_memory
 from train.launch.context import job_context, load_plugin
 from train.launch.contract import LaunchPlan, Plugin, PreflightError, RunContext
-from train.launch.energy import apply_energy, energy_trace
-from train.launch.job_guard import ResultFile, Signals, port_problem, run_logged
-from train.launch.job_result import failure_result
+from train.launch.energy import Energy, energy_trace
+from train.launch.job_guard import Signals, run_logged
+from train.launch.job_result import JobResult, Ran
 from train.launch.jobs import resolve_framework
-from train.launch.memory_check import check_memory
 from train.launch.preflight import before_launch
 from train.launch.preflight import main as preflight_main
 from train.logs.patterns import launch_header
@@ -54,12 +53,8 @@ from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
 from utils.files.locks import LockError, LockHeld, hold, result_lock_path
 from utils.machine.hardware import detect_platform
-from utils.result.failures import is_interrupted
-from utils.result.file import finalize_result, update_result
-from utils.result.model import EffectiveSettings, FrameworkVersions, Result
-from utils.result.step_log import step_log_path
-
-LOG_TAIL_LINES = 30
+from utils.machine.rendezvous import port_problem
+from utils.result.model import Result
 
 
 def writes_result(ctx: RunContext) -> bool:
@@ -72,14 +67,6 @@ def writes_result(ctx: RunContext) -> bool:
     """
     owner = FRAMEWORKS[ctx.framework].result_node
     return ctx.cfg.node_rank == (ctx.cfg.nnodes - 1 if owner == "last" else 0)
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(deque(handle, maxlen=lines)).rstrip()
-    except OSError:
-        return "(no log)"
 
 
 def dataset_problem(ctx: RunContext) -> str | None:
@@ -105,17 +92,17 @@ def start_problems(ctx: RunContext, plan: LaunchPlan) -> list[str]:
     return [problem for problem in problems if problem]
 
 
+# ---------------------------------------------------------------------------
+# a job's life
+
+
 def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
-    """Plan, check, run and collect one job; 0 when its result says ok, 128 + signal when stopped, else 1."""
+    """Check, run and collect one job into its one result; 0 when it says ok, 128 + signal when stopped, else 1.
+
+    A dry run prints the checked plan and runs nothing (2: it cannot be planned).
+    """
     if dry_run:
-        plan = plugin.plan(replace(ctx, dry_run=True))
-        plan.profile = ctx.profile.render()
-        plan.notes += [f"{problem} (a real run stops here)" for problem in start_problems(ctx, plan)]
-        plan.notes.append(check_memory(ctx, plugin, plan, ctx.force).dry_run_note())
-        digest = dry_run_note(ctx.cfg, ctx.model)
-        plan.notes += [digest] if digest else []
-        sys.stdout.write(plan.render())
-        return 0
+        return show_plan(replace(ctx, dry_run=True), plugin)
     with Signals() as signals:
         try:
             check_writable_dir(ctx.cfg.output_dir)
@@ -128,147 +115,109 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
             return signals.exit_code() or 1
 
 
-def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
-    """A node that does not write the job's result: plan, check and run only."""
+def show_plan(ctx: RunContext, plugin: Plugin) -> int:
+    """``--dry-run``: the command, environment and files, with what each check found as notes."""
+    checked = check_job(ctx, plugin)
+    if isinstance(checked, Refusal):
+        return 2
+    plan = checked.plan
+    plan.profile = ctx.profile.render()
+    plan.notes += [f"{problem} (a real run stops here)" for problem in checked.problems]
+    plan.notes.append(checked.memory.dry_run_note())
+    digest = dry_run_note(ctx.cfg, ctx.model)
+    plan.notes += [digest] if digest else []
+    sys.stdout.write(plan.render())
+    return 0
+
+
+def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -> Checked | Refusal:
+    """The checks before a job, in their one order: plan, memory, rendezvous port and dataset, preflight.
+
+    A dry run (``ctx.dry_run``) has every check but the preflight, prints nothing and is refused only
+    when it cannot be planned: what the checks found is its notes. A real run prints each finding in
+    one line and is refused by the first that stops it: a plan that cannot be made, a job that cannot
+    fit its GPU (unless ``--force``), a taken port or an unusable dataset, settings the framework would
+    not run as the fairness table requires (the framework's own code is asked, so a GPU hour is never
+    spent on a run that would crash at model build or run other settings), a signal before the start.
+    """
     try:
         plan = plugin.plan(ctx)
     except (ValueError, FileNotFoundError) as exc:
-        print(f"tprimat: {exc}", file=sys.stderr)
-        return 1
-    problems = start_problems(ctx, plan) or [p for p in (check_memory(ctx, plugin, plan, ctx.force).verdict.refusal,)
-                                             if p]
-    if not problems:
-        problems = [problem for problem in (_preflight(ctx, plugin, plan)[1],) if problem]
-    if problems or signals.signum:
-        print(f"tprimat: {'; '.join(problems) or f'interrupted by {signals.name}'}", file=sys.stderr)
+        return _refuse(str(exc))
+    except Exception as exc:  # a planner bug must still leave a result
+        return _refuse(f"planning the job failed: {type(exc).__name__}: {exc}")
+    memory = check_memory(ctx, plugin, plan, ctx.force)
+    problems = start_problems(ctx, plan)
+    if ctx.dry_run:
+        return Checked(plan, memory, problems)
+    for warning in memory.verdict.warnings:
+        print(f"tprimat: warning: {warning}", file=sys.stderr)
+    if memory.verdict.refusal:
+        print(f"tprimat: {memory.verdict.refusal} (--force runs it anyway)", file=sys.stderr)
+        return Refusal(memory.verdict.refusal, memory=memory)
+    if problems:
+        for problem in problems:
+            print(f"tprimat: {problem}", file=sys.stderr)
+        return Refusal("; ".join(problems), memory=memory)
+    print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
+    try:
+        settings = before_launch(ctx, plan) if plugin.preflight is None else plugin.preflight(ctx, plan)
+    except PreflightError as exc:
+        return _refuse(f"preflight: {exc}", memory=memory)
+    if signals is not None and signals.signum:
+        return _refuse(f"interrupted by {signals.name} before the job started", "incomplete", memory)
+    return Checked(plan, memory, [], settings)
+
+
+def _refuse(reason: str, status: str = "failed", memory: MemoryCheck | None = None) -> Refusal:
+    print(f"tprimat: {reason}", file=sys.stderr)
+    return Refusal(reason, status, memory)
+
+
+def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
+    """A node that does not write the job's result: checks and run only."""
+    checked = check_job(ctx, plugin, signals)
+    if isinstance(checked, Refusal):
         return signals.exit_code() or 1
-    print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
-    returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals, _header(ctx))
+    returncode, _ = _run(ctx, checked.plan, signals, contextlib.nullcontext((None, "not measured on this node")))
     print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
           f"the result {ctx.result_path.name} is written by the node that measures")
     return signals.exit_code() or (0 if returncode == 0 else 1)
 
 
-def _header(ctx: RunContext) -> str:
-    """The log's first line: marks it as a tprimat launch of this workload (``train/logs/patterns.py``)."""
-    return launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
-
-
-def _env(plan: LaunchPlan) -> dict[str, str]:
-    return {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
-
-
 def _run_recorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
-    """The node that writes the result: a placeholder first, then whatever ends the job ends in a result."""
-    result_file = ResultFile(ctx.result_path, ctx.cfg.train_iters)
-    result_file.start(failure_result(
-        ctx, "incomplete", "the launcher started this job and has not recorded its end (it was stopped or killed "
-        "before it could)"))
-    ctx = replace(ctx, result_file=result_file)
-    with contextlib.suppress(FileNotFoundError):
-        step_log_path(ctx.result_path).unlink()  # a previous run's steps must never pass for this run's
-    result = _result_of_run(ctx, plugin, signals)
-    if signals.signum and result.status != "ok" and not (result.error or "").startswith("interrupted"):
-        update_result(result, status="incomplete", error=f"interrupted by {signals.name}: {result.error}")
-    problem = result_file.finish(result, lambda why: failure_result(ctx, "failed", why, ctx.log_path))
-    if problem:
-        print(f"tprimat: {problem}", file=sys.stderr)
-        return signals.exit_code() or 1
-    print(f"tprimat: result {ctx.result_path} status={result.status}" + (f" ({result.error})" if result.error else ""))
-    return signals.exit_code() or (0 if result.status == "ok" else 1)
+    """The node that writes the result: on record before the checks, and however the job ends, one result."""
+    job = JobResult(ctx)
+    ctx = job.start()
+    checked = check_job(ctx, plugin, signals)
+    ran = None if isinstance(checked, Refusal) else _run_and_collect(ctx, plugin, checked.plan, signals)
+    return job.write(signals, checked, ran)
 
 
-def _result_of_run(ctx: RunContext, plugin: Plugin, signals: Signals) -> Result:
-    """Plan, check and run the job; the result it ends in, however it ends."""
+def _run_and_collect(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, signals: Signals) -> Ran:
+    """Run the checked job, measured, and collect what its plugin makes of it (its result's pieces, as facts)."""
     try:
-        plan = plugin.plan(ctx)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"tprimat: {exc}", file=sys.stderr)
-        return failure_result(ctx, "failed", str(exc))
-    except Exception as exc:  # a planner bug must still leave a result
-        print(f"tprimat: planning the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return failure_result(ctx, "failed", f"planning the job failed: {type(exc).__name__}: {exc}")
-    memory = check_memory(ctx, plugin, plan, ctx.force)
-    for warning in memory.verdict.warnings:
-        print(f"tprimat: warning: {warning}", file=sys.stderr)
-
-    def stopped(status: str, reason: str) -> Result:  # a job that never started, with the memory check's record
-        return update_result(failure_result(ctx, status, reason), memory_estimate=memory.record,
-                             warnings=list(memory.verdict.warnings))
-
-    if memory.verdict.refusal:
-        print(f"tprimat: {memory.verdict.refusal} (--force runs it anyway)", file=sys.stderr)
-        return stopped("failed", memory.verdict.refusal)
-    problems = start_problems(ctx, plan)
-    if problems:
-        for problem in problems:
-            print(f"tprimat: {problem}", file=sys.stderr)
-        return stopped("failed", "; ".join(problems))
-    checked, problem = _preflight(ctx, plugin, plan)
-    if problem:
-        print(f"tprimat: {problem}", file=sys.stderr)
-        return stopped("failed", problem)
-    if signals.signum:
-        return stopped("incomplete", f"interrupted by {signals.name} before the job started")
-    result = _run_and_collect(ctx, plugin, plan, signals)
-    assert checked is not None
-    effective, versions = checked
-    fields: dict[str, Any] = {"framework_versions": versions, "profile": ctx.profile.name,
-                              "profile_settings": ctx.profile.block(), "memory_estimate": memory.record,
-                              "warnings": [*result.warnings, *memory.verdict.warnings]}
-    own = result.effective_settings
-    if own is None or not own.settings:
-        fields["effective_settings"] = effective
-    else:  # deep: what its engine resolved, over the configuration it was given (the same names)
-        fields["effective_settings"] = own.model_copy(update={"settings": {**effective.settings, **own.settings},
-                                                             "env": own.env or effective.env})
-    update_result(result, **fields)
-    return result
-
-
-def _preflight(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> tuple[
-        tuple[EffectiveSettings, FrameworkVersions] | None, str | None]:
-    """(effective settings and framework versions, None), or (None, the one-line reason the job must not start).
-
-    The framework's own code resolves the settings and they are checked against config.env
-    and the fairness table (``train/launch/preflight.py``), so a GPU hour is never spent on a run
-    that would crash at model build or run other settings. A plugin may bring its own
-    ``preflight(ctx, plan)`` (test stand-ins do).
-    """
-    check = getattr(plugin, "preflight", None) or before_launch
-    print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
-    try:
-        return check(ctx, plan), None
-    except PreflightError as exc:
-        return None, f"preflight: {exc}"
-
-
-def _run_and_collect(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, signals: Signals) -> Result:
-    """Run the planned job and collect its result, however it ends."""
-    print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
-    try:
-        with energy_trace(ctx) as (trace, trace_reason):  # every GPU's energy counter, from outside the job
-            returncode = run_logged(plan.argv, _env(plan), plan.cwd, plan.files, ctx.log_path, signals,
-                                    _header(ctx))
+        returncode, energy = _run(ctx, plan, signals, energy_trace(ctx))  # every GPU's counter, from outside
     except OSError as exc:  # the generated files or the log cannot be written
-        return failure_result(ctx, "failed", f"cannot start the job: {exc.strerror or exc}: {exc.filename or ''}")
+        return Ran(None, error=f"cannot start the job: {exc.strerror or exc}: {exc.filename or ''}")
     try:
-        result = plugin.collect(ctx, plan, returncode)
-        if result is not None:
-            apply_energy(ctx, result, trace, trace_reason)
+        collected: Result | Exception | None = plugin.collect(ctx, plan, returncode)
     except Exception as exc:  # a collector bug must still leave a result
-        result = failure_result(ctx, "failed", f"collecting the result failed: {type(exc).__name__}: {exc}",
-                                ctx.log_path)
-    if result is None:
-        reason = f"exit code {returncode} and no result was produced; log tail:\n{log_tail(ctx.log_path)}"
-        if is_interrupted(returncode) or signals.signum:
-            by = f" by {signals.name}" if signals.signum else ""
-            result = failure_result(ctx, "incomplete", f"interrupted{by} ({reason})", ctx.log_path)
-        else:
-            result = failure_result(ctx, "failed", reason, ctx.log_path)
-    elif returncode != 0 and result.status == "ok":
-        finalize_result(result, "failed", f"process exited with code {returncode} after reporting success")
-    return result
+        collected = exc
+    return Ran(returncode, collected, energy, signals.name if signals.signum else None)
+
+
+def _run(ctx: RunContext, plan: LaunchPlan, signals: Signals,
+         measured: contextlib.AbstractContextManager[Energy]) -> tuple[int, Energy]:
+    """Run the planned command with its log, inside ``measured`` (the node's energy counters, or nothing).
+
+    The log's first line marks it as a tprimat launch of this workload (``train/logs/patterns.py``).
+    """
+    print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
+    header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
+    env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
+    with measured as energy:
+        return run_logged(plan.argv, env, plan.cwd, plan.files, ctx.log_path, signals, header), energy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin = load_plugin(framework)
     try:
         return launch(ctx, plugin, dry_run=args.dry_run)
-    except (ValueError, FileNotFoundError) as exc:  # planning a dry run: nothing ran, nothing to record
+    except (ValueError, FileNotFoundError) as exc:  # a dry run's checks: nothing ran, nothing to record
         print(f"tprimat: {exc}", file=sys.stderr)
         return 2
 

@@ -52,19 +52,15 @@ from utils.result.model import EffectiveSettings, FrameworkVersions
 # the check
 
 
-def expected_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
-    """config.env + the fairness table for this job (under tuned, with the recipe's settings over the table's),
-    with the vocabulary the launcher planned."""
-    cfg = ctx.cfg
-    shape = workload_shape(cfg, ctx.model)
-    return {**expected_settings(cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected()}
-
-
 def required_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
-    """:func:`expected_for`, with MEGATRON_IMPL's settings over it for mega and prim (whose layers are Megatron's)."""
+    """What the job must run: config.env + the fairness table (under tuned, the recipe's settings over the
+    table's), with the vocabulary the launcher planned, and MEGATRON_IMPL's settings over it for mega and prim
+    (whose layers are Megatron's)."""
+    shape = workload_shape(ctx.cfg, ctx.model)
     implementation = (implementation_settings(ctx.cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
                       else {})
-    return {**expected_for(ctx, planned_vocab), **implementation}
+    return {**expected_settings(ctx.cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected(),
+            **implementation}
 
 
 def required_by(ctx: RunContext) -> str:

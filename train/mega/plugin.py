@@ -91,6 +91,10 @@ def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:
     return collect_from_log(ctx, plan, returncode)
 
 
+# The contract's preflight: None, the standard one (train/launch/preflight.py checks what resolve() below answers).
+preflight = None
+
+
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """Megatron-LM's ``parse_args`` + ``validate_args`` on the plan's exact argv, in the ``MEGATRON_REF`` tree."""
     cfg = ctx.cfg

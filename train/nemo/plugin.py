@@ -129,6 +129,10 @@ def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result | None
     return collect_own_result(ctx, returncode)
 
 
+# The contract's preflight: None, the standard one (train/launch/preflight.py checks what resolve() below answers).
+preflight = None
+
+
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """The recipe with the plan's overrides, built and connected as ``llm.pretrain`` does, read back by NeMo."""
     _, text = plan.generated(".nemo_overrides.json")

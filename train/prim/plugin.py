@@ -182,6 +182,10 @@ def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:
     return collect_from_log(ctx, plan, returncode)
 
 
+# The contract's preflight: None, the standard one (train/launch/preflight.py checks what resolve() below answers).
+preflight = None
+
+
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """Primus's experiment loading, its trainer's argument updates and Megatron's validation, on the plan's YAML."""
     cfg = ctx.cfg

@@ -93,6 +93,10 @@ def reference_record(ctx: RunContext) -> dict[str, Any]:
     return record
 
 
+# The contract's preflight: None, the standard one (train/launch/preflight.py checks what resolve() below answers).
+preflight = None
+
+
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """tprimat is the framework: the record is the configuration, with what FSDP2 will do on top.
 

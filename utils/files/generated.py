@@ -16,7 +16,7 @@ The names, by writer (each the owner of its name; this table only recognises the
   logs, Primus's ``TRAIN_LOG``, NeMo's overrides), ``generated/train_*`` (Primus
   experiments), ``profiles/train_*`` (traces), ``nemo/train_*/`` and ``nemo/index_cache/``
   (NeMo's own log folders), ``primus/`` (Primus's workspace), ``.tprimat/`` (locks and
-  reserves, ``utils/files/locks.py``, ``train/launch/job_guard.py``; the output-folder marker
+  reserves, ``utils/files/locks.py``, ``train/launch/job_result.py``; the output-folder marker
   :data:`OUTPUT_MARKER` that ``shell/wrap.sh`` requires);
 * ``DATA_DIR`` (``utils/dataset/paths.py``'s layout): ``<dataset>/{raw,clean}.jsonl`` and their
   manifests, ``<dataset>-<model>_text_document.{bin,idx,manifest.json,verify.json}``,

@@ -18,15 +18,34 @@ from utils.config.registry import FRAMEWORKS
 
 FRAMEWORK_PACKAGES = ("train.tran", "train.deep", "train.mega", "train.prim", "train.nemo", "train.megatron")
 SHARED_ROOMS = ("train.launch.launcher", "train.launch.preflight", "train.launch.job_guard", "train.launch.job_result",
-                "train.launch.contract", "train.launch.context", "train.launch.jobs", "train.launch.memory_check",
-                "train.launch.torchrun", "train.rules.schedule",
+                "train.launch.contract", "train.launch.context", "train.launch.jobs", "train.launch.checks",
+                "train.launch.energy", "train.launch.torchrun", "train.rules.schedule",
                 "train.rules.init_std", "train.rules.versions",
                 "train.settings", "train.profiles", "train.logs")
 CONTRACT = [name for name, _ in inspect.getmembers(Plugin, inspect.isfunction) if not name.startswith("_")]
+# What a plugin declares besides its functions: its own preflight, or None for the standard one.
+DECLARED = sorted(Plugin.__annotations__)
 
 
 def test_the_contract_names_what_a_framework_provides() -> None:
     assert sorted(CONTRACT) == ["collect", "framework_trees", "memory", "plan", "resolve"]
+    assert DECLARED == ["preflight"]
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_each_registered_plugin_declares_its_preflight(framework: str) -> None:
+    """Every registered framework is checked by the standard preflight (train/launch/preflight.py), which asks
+    its resolve(); the declaration is read as an attribute, never looked up with a default."""
+    plugin = load_plugin(framework)
+    for name in DECLARED:
+        assert hasattr(plugin, name), f"{plugin.__name__} does not declare {name}"
+    assert plugin.preflight is None
+
+
+def test_the_contract_imports_nothing_of_the_launcher() -> None:
+    graph = import_graph()
+    launcher_modules = sorted(target for target in graph["train.launch.contract"] if target.startswith("train.launch"))
+    assert launcher_modules == []
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))

@@ -191,7 +191,7 @@ def test_the_result_records_the_profile_and_what_it_changed(tmp_path):
     cfg = make_config(tmp_path, PROFILE="tuned")
     ctx = job_context(cfg, "nvd", "mega", "qwen")
     plugin = SimpleNamespace(plan=lambda ctx: LaunchPlan(argv=[sys.executable, "-c", "raise SystemExit(3)"]),
-                             collect=lambda ctx, plan, rc: None,
+                             collect=lambda ctx, plan, rc: None, preflight=None,  # the standard preflight
                              memory=lambda ctx, plan: megatron_recipe("mega"))
     assert launch(ctx, plugin) == 1
     assert ctx.result_path.name == "train_nvd_mega_qwen_tuned.json" and ctx.log_path.name.endswith("_tuned.log")

@@ -1,4 +1,8 @@
-"""The memory check before every launch: will the job fit its GPU (``utils/measure/memory.py`` sizes it).
+"""What the checks before a launch find: the memory check, and the verdict a job starts or stops with.
+
+:func:`check_memory`: will the job fit its GPU (``utils/measure/memory.py`` sizes it). :class:`Checked` (the
+job may start) and :class:`Refusal` (it may not, in one line) are what ``train/launch/launcher.py``'s
+``check_job`` decides, in its one order of the checks, and what ``train/launch/job_result.py`` records.
 
 Every framework's plugin says how it holds the model (:meth:`train.launch.contract.Plugin.memory`: a
 :class:`utils.measure.memory.Recipe`: its sharding, precision, kernels); this room adds the workload's shape
@@ -10,13 +14,13 @@ and a ``null`` with a reason, never silence. The estimate is stored in the resul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from train.launch.contract import LaunchPlan, Plugin, RunContext
 from utils.config.models import workload_shape
 from utils.machine.hardware import device_memory
 from utils.measure.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
-from utils.result.model import MemoryEstimate
+from utils.result.model import EffectiveSettings, FrameworkVersions, MemoryEstimate
 
 
 @dataclass(frozen=True)
@@ -47,3 +51,24 @@ def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool 
     shape = workload_shape(ctx.cfg, ctx.model)
     result = estimate(shape, Layout.of(ctx.cfg), recipe, device_memory(ctx.platform))
     return MemoryCheck(result, verdict(result, force=force), force)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A job the checks let start: its plan and memory check; in a dry run, the port and dataset problems it
+    shows as notes; in a real run, the preflight's record and the framework versions."""
+
+    plan: LaunchPlan
+    memory: MemoryCheck
+    problems: list[str] = field(default_factory=list)
+    settings: tuple[EffectiveSettings, FrameworkVersions] | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a job must not start, in one line: ``failed``, or ``incomplete`` when a signal came first; the memory
+    check when it ran (its estimate and warnings are recorded all the same)."""
+
+    reason: str
+    status: str = "failed"
+    memory: MemoryCheck | None = None
