@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from utils.config.load import Config, ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import Config, load_config
 from utils.config.registry import model_names
 from utils.config.rules import DATASETS
 from utils.dataset.paths import TokenizerMissingError
 from utils.files.locks import LockError, LockHeld, data_lock_path, hold
 
 EXIT_FAILURE = 1
-EXIT_CONFIG = 2
 
 
 class DataError(RuntimeError):
@@ -121,15 +121,17 @@ def _interrupt(signum: int, _frame: object) -> None:
 def run_stage(prog: str, body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
               argv: Sequence[str] | None) -> int:
     """Parse, lock ``DATA_DIR``, run, and turn expected failures into one clear line and a non-zero exit."""
+    return exits_on_config_error(prog)(_run_stage)(prog, body, parser, argv)
+
+
+def _run_stage(prog: str, body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
+               argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         data_dir = config_from_args(args).data_dir
         with hold(data_lock_path(data_dir), f"DATA_DIR {data_dir}"):
             body(args)
-    except ConfigError as exc:
-        print(f"{prog}: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
     except (DataError, TokenizerMissingError, LockHeld, LockError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE

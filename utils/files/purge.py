@@ -20,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from utils.config.rules import ConfigError
+from utils.config.cli import exits_on_config_error
 from utils.files.generated import RootError, Target, check_root, data_targets, output_targets, repo_targets
 from utils.files.locks import LOCK_DIR, locked_by
 
@@ -99,6 +99,7 @@ def purge(planned: list[tuple[Path, Target]], repo: Path, dry_run: bool) -> int:
     return removed
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="shell/purge.sh (python -m utils.files.purge)",
@@ -120,9 +121,6 @@ def main(argv: list[str] | None = None) -> int:
             print("purge: nothing to remove")
             return 0
         removed = purge(planned, REPO_ROOT, args.dry_run)
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
     except (RootError, PurgeError) as exc:
         print(f"purge: {exc}", file=sys.stderr)
         return 1
