@@ -127,12 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
-        cfg = config_from_args(args)
-        if args.min_chars is not None:
-            cfg = cfg.replace(min_doc_chars=args.min_chars)
-        clean(cfg, force=args.force, progress=not args.no_progress)
+        clean(config_from_args(args, min_chars="min_doc_chars"), force=args.force, progress=not args.no_progress)
 
-    return run_stage("data.clean", body, build_parser(), argv)
+    return run_stage(body, build_parser(), argv)
 
 
 if __name__ == "__main__":

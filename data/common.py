@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from utils.config.load import Config, ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import Config, load_config
 from utils.config.registry import model_names
 from utils.config.rules import DATASETS
 from utils.dataset.paths import TokenizerMissingError
 from utils.files.locks import LockError, LockHeld, data_lock_path, hold
 
 EXIT_FAILURE = 1
-EXIT_CONFIG = 2
 
 
 class DataError(RuntimeError):
@@ -78,23 +78,26 @@ def tool_versions(*packages: str) -> dict[str, str | None]:
 # command line
 
 
-def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """Options every stage shares; defaults come from ``load_config()``."""
+def base_parser(prog: str, description: str, per_model: bool = False) -> argparse.ArgumentParser:
+    """Options every stage shares (``--model`` for a stage that works per model); defaults come from
+    ``load_config()``. ``prog`` is the stage's name in every line it prints (:func:`run_stage`)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--dataset", help=f"override DATASET ({' | '.join(DATASETS)} | local:<path>)")
     parser.add_argument("--data-dir", type=Path, help="override DATA_DIR")
     parser.add_argument("--force", action="store_true", help="redo the work even if the manifest says it is current")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
+    if per_model:
+        parser.add_argument("--model", action="append", choices=model_names(),
+                            help="model(s) to process (repeatable; default: MODELS from config.env)")
     return parser
 
 
-def add_model_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", action="append", choices=model_names(),
-                        help="model(s) to process (repeatable; default: MODELS from config.env)")
+def config_from_args(args: argparse.Namespace, **stage_options: str) -> Config:
+    """``load_config()`` with the command-line overrides applied and re-validated.
 
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    """``load_config()`` with the command-line overrides applied and re-validated."""
+    ``stage_options`` maps a stage's own option (its ``dest``) to the config field it overrides when given,
+    e.g. ``min_chars="min_doc_chars"``; they are applied after the shared ones.
+    """
     cfg = load_config()
     changes: dict[str, object] = {}
     if args.dataset:
@@ -103,7 +106,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
         changes["data_dir"] = args.data_dir.expanduser().resolve()
     if getattr(args, "model", None):
         changes["models"] = tuple(dict.fromkeys(args.model))
-    return cfg.replace(**changes) if changes else cfg
+    cfg = cfg.replace(**changes) if changes else cfg
+    for option, key in stage_options.items():
+        if getattr(args, option) is not None:
+            cfg = cfg.replace(**{key: getattr(args, option)})
+    return cfg
 
 
 class StageInterrupted(KeyboardInterrupt):
@@ -118,18 +125,21 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise StageInterrupted(signum)
 
 
-def run_stage(prog: str, body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
+def run_stage(body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
               argv: Sequence[str] | None) -> int:
-    """Parse, lock ``DATA_DIR``, run, and turn expected failures into one clear line and a non-zero exit."""
+    """Parse, lock ``DATA_DIR``, run, and turn expected failures into one clear line (named by the parser's
+    ``prog``) and a non-zero exit."""
+    return exits_on_config_error(parser.prog)(_run_stage)(parser.prog, body, parser, argv)
+
+
+def _run_stage(prog: str, body: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser,
+               argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         data_dir = config_from_args(args).data_dir
         with hold(data_lock_path(data_dir), f"DATA_DIR {data_dir}"):
             body(args)
-    except ConfigError as exc:
-        print(f"{prog}: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
     except (DataError, TokenizerMissingError, LockHeld, LockError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -64,15 +64,7 @@ from typing import Any
 from tqdm import tqdm
 
 from data import manifest as mf
-from data.common import (
-    DataError,
-    add_model_arg,
-    base_parser,
-    config_from_args,
-    iter_jsonl_texts,
-    run_stage,
-    tool_versions,
-)
+from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage, tool_versions
 from data.encode_check import dataset_sample
 from data.encode_paths import (
     PATH_TIKTOKEN,
@@ -353,8 +345,8 @@ def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = base_parser("data.encode", "Tokenize clean.jsonl into Megatron .bin/.idx datasets, one per model.")
-    add_model_arg(parser)
+    parser = base_parser("data.encode", "Tokenize clean.jsonl into Megatron .bin/.idx datasets, one per model.",
+                         per_model=True)
     parser.add_argument("--workers", type=int, help="override ENCODE_WORKERS (tokenizer threads; 0 = CPU count; "
                                                     "a small corpus gets fewer)")
     parser.add_argument("--bos-policy", choices=("megatron", "tokenizer"),
@@ -368,16 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
-        cfg = config_from_args(args)
-        if args.workers is not None:
-            cfg = cfg.replace(encode_workers=args.workers)
-        if args.bos_policy is not None:
-            cfg = cfg.replace(bos_policy=args.bos_policy)
+        cfg = config_from_args(args, workers="encode_workers", bos_policy="bos_policy")
         for model in cfg.models:
             encode_model(cfg, model, force=args.force, progress=not args.no_progress,
                          fast_path=args.tokenizer_path == "auto")
 
-    return run_stage("data.encode", body, build_parser(), argv)
+    return run_stage(body, build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ from data import manifest as mf
 from data import sample_corpus
 from data.common import (
     DataError,
-    add_model_arg,
     base_parser,
     config_from_args,
     iter_jsonl_texts,
@@ -310,17 +309,12 @@ def fetch(cfg: Config, force: bool = False, progress: bool = True) -> None:
             fetch_real_tokenizer(cfg, model, force=force)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = base_parser("data.fetch", "Fetch (or generate) the raw corpus and the tokenizers into DATA_DIR.")
-    add_model_arg(parser)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
         fetch(config_from_args(args), force=args.force, progress=not args.no_progress)
 
-    return run_stage("data.fetch", body, build_parser(), argv)
+    description = "Fetch (or generate) the raw corpus and the tokenizers into DATA_DIR."
+    return run_stage(body, base_parser("data.fetch", description, per_model=True), argv)
 
 
 if __name__ == "__main__":

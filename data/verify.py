@@ -41,14 +41,7 @@ from typing import Any
 import numpy as np
 
 from data import manifest as mf
-from data.common import (
-    DataError,
-    add_model_arg,
-    base_parser,
-    config_from_args,
-    iter_jsonl_texts,
-    run_stage,
-)
+from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
 from data.encode import bin_idx, encode_manifest_path
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
 from utils.config.load import Config
@@ -248,12 +241,6 @@ def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]
     return result
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = base_parser("data.verify", "Check each encoded dataset with megatron-core's IndexedDataset.")
-    add_model_arg(parser)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
         cfg = config_from_args(args)
@@ -267,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failures:
             raise DataError(f"{len(failures)} dataset(s) failed verification: {', '.join(failures)}")
 
-    return run_stage("data.verify", body, build_parser(), argv)
+    description = "Check each encoded dataset with megatron-core's IndexedDataset."
+    return run_stage(body, base_parser("data.verify", description, per_model=True), argv)
 
 
 if __name__ == "__main__":

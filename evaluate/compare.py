@@ -34,7 +34,8 @@ from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
 from evaluate.settings_diff import settings_differences
-from utils.config.load import ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import load_config
 from utils.config.registry import platform_names
 from utils.files.atomic import atomic_write_text
 from utils.files.generated import mark_output_dir
@@ -128,6 +129,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     return written
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluate.compare", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 written, 1 workloads differ (refused), "
@@ -150,11 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     results_dir = args.results_dir
     if results_dir is None:
-        try:
-            results_dir = load_config().output_dir
-        except ConfigError as exc:
-            print(f"config error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+        results_dir = load_config().output_dir
     if not results_dir.is_dir():
         print(f"error: results directory {results_dir} does not exist", file=sys.stderr)
         return EXIT_USAGE

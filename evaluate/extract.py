@@ -33,6 +33,7 @@ from evaluate.tables import console_table
 from train.logs.analyse import AnalysisOptions, analyse_files, analyse_run
 from train.logs.discover import discover
 from train.logs.scan import LOG_FRAMEWORKS, LogInputError
+from utils.config.cli import exits_on_config_error
 from utils.config.load import ConfigError, load_config
 from utils.config.registry import FRAMEWORKS, PLATFORMS, model_names
 from utils.result.file import ResultError, result_path, write_result
@@ -188,9 +189,6 @@ def _single(args: argparse.Namespace, options: AnalysisOptions) -> int:
     except LogInputError as exc:
         _say(str(exc))
         return 2
-    except ConfigError as exc:
-        _say(f"config error: {exc}")
-        return 2
     result = analysis.result
     assert result is not None  # analyse_files raises instead
     try:
@@ -207,18 +205,15 @@ def _single(args: argparse.Namespace, options: AnalysisOptions) -> int:
     return 0 if result.status == "ok" else 1
 
 
+@exits_on_config_error("evaluate.extract")
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.skip_steps is not None and args.skip_steps < 0:
         _say("--skip-steps must be 0 or more")
         return 2
     options = _options(args)
-    if args.from_config:
-        try:  # config.env is this run's workload: a bad value is the first thing to say, before any log is read
-            load_config()
-        except ConfigError as exc:
-            _say(f"config error: {exc}")
-            return 2
+    if args.from_config:  # config.env is this run's workload: a bad value is said first, before any log is read
+        load_config()
     if args.path.is_dir():
         return _folder(args, options)
     if not args.path.is_file():

@@ -293,6 +293,14 @@ def settings_tables(differences: list[SettingDifference], shared: bool = True
 
 
 def markdown(comparison: Comparison) -> str:
+    """``compare.md``: the verdicts, what differs, the hardware, one section per model, the method."""
+    sections = [_verdicts(comparison), _convergence(comparison), _settings(comparison), _skipped(comparison),
+                _hardware(comparison), *(_model(comparison, model) for model in sorted(comparison.by_model)),
+                _parity_figure(comparison), _method(comparison)]
+    return "\n".join(line for section in sections for line in section)
+
+
+def _verdicts(comparison: Comparison) -> list[str]:
     fairness = comparison.fairness
     lines: list[str] = []
     if not fairness.fair:
@@ -303,97 +311,137 @@ def markdown(comparison: Comparison) -> str:
               f"**Convergence check: {overall(comparison.convergence)}**", ""]
     if fairness.differences:
         lines += [f"- {d.describe()}" for d in fairness.differences] + [""]
-    if comparison.convergence:
-        lines += ["## Convergence of the loss curves", "",
-                  f"Not fair when the mean loss over the last {TAIL_FRACTION:.0%} of the measured steps differs by "
-                  f"more than {comparison.convergence_band:.0%} (`--convergence-band`) or the curves' correlation "
-                  f"is below {MIN_CORRELATION}: runs that do not learn alike are not a like-for-like throughput "
-                  "comparison.", "", markdown_table(CONVERGENCE_HEADERS, convergence_rows(comparison.convergence)),
-                  ""]
-    if comparison.settings:
-        lines += ["## Effective settings that differ", "",
-                  "What each framework resolved with its own code before the run: the settings every compared "
-                  "result has and that differ.", ""]
-        shared = settings_tables(comparison.settings)
-        for model, headers, rows in shared:
+    return lines
+
+
+def _convergence(comparison: Comparison) -> list[str]:
+    if not comparison.convergence:
+        return []
+    return ["## Convergence of the loss curves", "",
+            f"Not fair when the mean loss over the last {TAIL_FRACTION:.0%} of the measured steps differs by "
+            f"more than {comparison.convergence_band:.0%} (`--convergence-band`) or the curves' correlation "
+            f"is below {MIN_CORRELATION}: runs that do not learn alike are not a like-for-like throughput "
+            "comparison.", "", markdown_table(CONVERGENCE_HEADERS, convergence_rows(comparison.convergence)), ""]
+
+
+def _settings(comparison: Comparison) -> list[str]:
+    if not comparison.settings:
+        return []
+    lines = ["## Effective settings that differ", "",
+             "What each framework resolved with its own code before the run: the settings every compared "
+             "result has and that differ.", ""]
+    shared = settings_tables(comparison.settings)
+    for model, headers, rows in shared:
+        lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
+    if not shared:
+        lines += ["None: every setting the compared results all have is the same.", ""]
+    own = settings_tables(comparison.settings, shared=False)
+    if own:
+        count = sum(len(rows) for _, _, rows in own)
+        lines += ["<details>", f"<summary>{count} setting(s) only some of the compared frameworks have "
+                               "(`-`: not a setting of that framework)</summary>", ""]
+        for model, headers, rows in own:
             lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
-        if not shared:
-            lines += ["None: every setting the compared results all have is the same.", ""]
-        own = settings_tables(comparison.settings, shared=False)
-        if own:
-            count = sum(len(rows) for _, _, rows in own)
-            lines += ["<details>", f"<summary>{count} setting(s) only some of the compared frameworks have "
-                                   "(`-`: not a setting of that framework)</summary>", ""]
-            for model, headers, rows in own:
-                lines += [f"{display_name('model', model)}:", "", markdown_table(headers, rows), ""]
-            lines += ["</details>", ""]
-    if comparison.skipped:
-        lines += ["## Skipped files", ""]
-        lines += [f"- `{p.name}`: {reason}" for p, reason in comparison.skipped] + [""]
-    lines += ["## Hardware and software", "", markdown_table(HARDWARE_HEADERS, hardware_rows(comparison)), ""]
-    lines += [f"![comparison]({comparison.figure_name})", ""]
-    for model in sorted(comparison.by_model):
-        groups = comparison.by_model[model]
-        lines += [f"## {display_name('model', model)}", ""]
-        lines += [markdown_table(RESULT_HEADERS, result_rows(groups, comparison.prices)), ""]
-        failed = failed_rows(groups)
-        if failed:
-            lines += ["Runs not counted (failed or incomplete):", "",
-                      markdown_table(["file", "status", "reason"], failed), ""]
-        recipes = recipe_rows(groups)
-        if recipes:
-            lines += ["### Tuned runs: the vendor recipe each ran", "",
-                      markdown_table(["result", "recipe", "id", "settings changed"], recipes), ""]
-        refs = reference_rows(groups)
-        if refs:
-            lines += ["### Published references", "",
-                      markdown_table(["result", "reference", "reference config", "reference tokens/s/GPU",
-                                      "measured", "verdict", "FLOP convention", "source"], refs), ""]
-        ratios = all_ratio_rows(comparison, model)
-        if ratios:
-            lines += ["### AMD / NVIDIA throughput ratio", "",
-                      "The identical configuration and each vendor at its best (tuned), side by side; "
-                      "the two profiles never share a ratio.", "",
-                      markdown_table(["profile", "AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
-                                     ratios), ""]
-        best = comparison.best(model)
-        if best is not None and best.differences:
-            lines += [f"Settings that differ between the two tuned runs ({_framework(best.ratio.numerator)} vs "
-                      f"{_framework(best.ratio.denominator)}):", "",
-                      markdown_table(["setting", "AMD", "NVIDIA"], difference_rows(best)), ""]
-        parities = comparison.parities(model)
-        if parities:
-            lines += ["### Loss-curve parity between platforms", "",
-                      markdown_table(["first", "second", "steps", "correlation", "max relative gap", "note"],
-                                     parity_rows(parities)), ""]
-        if comparison.single_platform:
-            platform = display_name("platform", comparison.platforms[0])
-            lines += [f"### {platform} frameworks side by side", "",
-                      markdown_table(["framework", "status", "tokens/s/GPU", "avg step (s)", "final loss",
-                                      "total step time"], framework_rows(groups)), ""]
-            best = max((s for s in groups if s.tokens_per_gpu), key=lambda s: s.tokens_per_gpu.value, default=None)
-            if best is not None:
-                lines += [f"Highest throughput: **{_framework(best)}**, {_est(best.tokens_per_gpu)} tokens/s/GPU", ""]
+        lines += ["</details>", ""]
+    return lines
+
+
+def _skipped(comparison: Comparison) -> list[str]:
+    if not comparison.skipped:
+        return []
+    return ["## Skipped files", "", *(f"- `{p.name}`: {reason}" for p, reason in comparison.skipped), ""]
+
+
+def _hardware(comparison: Comparison) -> list[str]:
+    return ["## Hardware and software", "", markdown_table(HARDWARE_HEADERS, hardware_rows(comparison)), "",
+            f"![comparison]({comparison.figure_name})", ""]
+
+
+def _model(comparison: Comparison, model: str) -> list[str]:
+    """One model's section: its results, what they ran, the AMD/NVIDIA ratios, one platform's frameworks."""
+    groups = comparison.by_model[model]
+    return [f"## {display_name('model', model)}", "",
+            markdown_table(RESULT_HEADERS, result_rows(groups, comparison.prices)), "",
+            *_model_runs(groups), *_model_ratios(comparison, model), *_model_frameworks(comparison, groups)]
+
+
+def _model_runs(groups: list[GroupSummary]) -> list[str]:
+    lines: list[str] = []
+    failed = failed_rows(groups)
+    if failed:
+        lines += ["Runs not counted (failed or incomplete):", "",
+                  markdown_table(["file", "status", "reason"], failed), ""]
+    recipes = recipe_rows(groups)
+    if recipes:
+        lines += ["### Tuned runs: the vendor recipe each ran", "",
+                  markdown_table(["result", "recipe", "id", "settings changed"], recipes), ""]
+    refs = reference_rows(groups)
+    if refs:
+        lines += ["### Published references", "",
+                  markdown_table(["result", "reference", "reference config", "reference tokens/s/GPU",
+                                  "measured", "verdict", "FLOP convention", "source"], refs), ""]
+    return lines
+
+
+def _model_ratios(comparison: Comparison, model: str) -> list[str]:
+    lines: list[str] = []
+    ratios = all_ratio_rows(comparison, model)
+    if ratios:
+        lines += ["### AMD / NVIDIA throughput ratio", "",
+                  "The identical configuration and each vendor at its best (tuned), side by side; "
+                  "the two profiles never share a ratio.", "",
+                  markdown_table(["profile", "AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
+                                 ratios), ""]
+    best = comparison.best(model)
+    if best is not None and best.differences:
+        lines += [f"Settings that differ between the two tuned runs ({_framework(best.ratio.numerator)} vs "
+                  f"{_framework(best.ratio.denominator)}):", "",
+                  markdown_table(["setting", "AMD", "NVIDIA"], difference_rows(best)), ""]
+    parities = comparison.parities(model)
+    if parities:
+        lines += ["### Loss-curve parity between platforms", "",
+                  markdown_table(["first", "second", "steps", "correlation", "max relative gap", "note"],
+                                 parity_rows(parities)), ""]
+    return lines
+
+
+def _model_frameworks(comparison: Comparison, groups: list[GroupSummary]) -> list[str]:
+    if not comparison.single_platform:
+        return []
+    platform = display_name("platform", comparison.platforms[0])
+    lines = [f"### {platform} frameworks side by side", "",
+             markdown_table(["framework", "status", "tokens/s/GPU", "avg step (s)", "final loss",
+                             "total step time"], framework_rows(groups)), ""]
+    best = max((s for s in groups if s.tokens_per_gpu), key=lambda s: s.tokens_per_gpu.value, default=None)
+    if best is not None:
+        lines += [f"Highest throughput: **{_framework(best)}**, {_est(best.tokens_per_gpu)} tokens/s/GPU", ""]
+    return lines
+
+
+def _parity_figure(comparison: Comparison) -> list[str]:
     if comparison.parity_figure_name and any(p.reason is None for p in comparison.all_parities()):
-        lines += [f"![loss parity]({comparison.parity_figure_name})", ""]
-    lines += ["## Method", "",
-              f"- Repeated runs: {INTERVAL_METHOD}. Ratios: {RATIO_METHOD}. Failed and incomplete runs are listed, "
-              "never averaged in.",
-              "- Throughput: GBS x SL / median step time over measured (post-warm-up) steps, per GPU = / world size.",
-              "- MFU: achieved FLOP/s per GPU / peak dense FLOP/s of the device, with FLOPs per token from Megatron's "
-              "dense formula under full attention and causal-halved attention.",
-              "- Cost per 1T tokens: price per GPU-hour / (tokens/s/GPU x 3600) x 1e12"
-              + (" with " + ", ".join(f"{display_name('platform', k)} ${v:.2f}/GPU-h"
-                                      for k, v in sorted(comparison.prices.items())) if comparison.prices
-                 else " (no --price-per-gpu-hour given)") + ".",
-              "- Loss parity: Pearson correlation and max |a - b| / |b| of the per-step loss, computed only when both "
-              "runs have the same data and tokenizer fingerprints, seed, GBS and SL.",
-              "- Profiles: identical runs every vendor stack at config.env's settings (the fairness table); tuned runs "
-              "each at its vendor's published recipe (train/profiles/). Runs of the two profiles are never averaged "
-              "or divided together: the identical ratio pairs every framework, the tuned one each vendor's fastest "
-              "tuned run (best vs best).",
-              "- A tuned result below half of a matching published reference is flagged as likely misconfigured.", ""]
-    return "\n".join(lines)
+        return [f"![loss parity]({comparison.parity_figure_name})", ""]
+    return []
+
+
+def _method(comparison: Comparison) -> list[str]:
+    prices = (" with " + ", ".join(f"{display_name('platform', k)} ${v:.2f}/GPU-h"
+                                   for k, v in sorted(comparison.prices.items())) if comparison.prices
+              else " (no --price-per-gpu-hour given)")
+    return ["## Method", "",
+            f"- Repeated runs: {INTERVAL_METHOD}. Ratios: {RATIO_METHOD}. Failed and incomplete runs are listed, "
+            "never averaged in.",
+            "- Throughput: GBS x SL / median step time over measured (post-warm-up) steps, per GPU = / world size.",
+            "- MFU: achieved FLOP/s per GPU / peak dense FLOP/s of the device, with FLOPs per token from Megatron's "
+            "dense formula under full attention and causal-halved attention.",
+            f"- Cost per 1T tokens: price per GPU-hour / (tokens/s/GPU x 3600) x 1e12{prices}.",
+            "- Loss parity: Pearson correlation and max |a - b| / |b| of the per-step loss, computed only when both "
+            "runs have the same data and tokenizer fingerprints, seed, GBS and SL.",
+            "- Profiles: identical runs every vendor stack at config.env's settings (the fairness table); tuned runs "
+            "each at its vendor's published recipe (train/profiles/). Runs of the two profiles are never averaged "
+            "or divided together: the identical ratio pairs every framework, the tuned one each vendor's fastest "
+            "tuned run (best vs best).",
+            "- A tuned result below half of a matching published reference is flagged as likely misconfigured.", ""]
 
 
 def console(comparison: Comparison) -> str:

@@ -47,7 +47,8 @@ from evaluate.fairness import FairnessReport, check_fairness, recipe_problems
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
 from train.settings.expected import contradictions
-from utils.config.load import ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import load_config
 from utils.files.json_input import one_line
 from utils.result.model import PerformanceMetrics, Result
 
@@ -254,6 +255,7 @@ def _count(text: str) -> int:
     return value
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluate.validate", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 valid, 1 a check failed, 2 nothing to validate.")
@@ -264,11 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     inputs = args.paths
     if not inputs:
-        try:
-            inputs = [load_config().output_dir]
-        except ConfigError as exc:
-            print(f"config error: {exc}", file=sys.stderr)
-            return 2
+        inputs = [load_config().output_dir]
     missing = [p for p in inputs if not os.path.lexists(p)]  # a link (even a loop) is reported by the loader
     if missing:
         print(f"error: no such file or directory: {', '.join(map(str, missing))}", file=sys.stderr)

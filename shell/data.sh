@@ -21,21 +21,9 @@ SIGINT/SIGTERM stop the running stage (its partial output removed) and exit 128 
 USAGE
 }
 
-stage_args=()
-for arg in "$@"; do
-    case "$arg" in
-        -h|--help) usage; exit 0 ;;
-        --force|--no-progress) stage_args+=("$arg") ;;
-        *) echo "data.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-
-# shellcheck source=platform.sh disable=SC1091
-source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
-# shellcheck source=jobctl.sh
-source "$TPRIMAT_ROOT/shell/jobctl.sh"
-tprimat_trap_signals
-cd "$TPRIMAT_ROOT" || exit 2
+# shellcheck source=prologue.sh
+source "$(dirname "${BASH_SOURCE[0]}")/prologue.sh" data.sh --force --no-progress -- "$@"
+stage_args=("${TPRIMAT_FLAGS[@]}")
 
 # The config is checked once, before anything runs (a bad value is one line, not four).
 lock_file="$(tprimat_python_module utils.files.locks path data)" || exit $?

@@ -5,13 +5,8 @@
 # shellcheck shell=bash
 
 # A library: sourced by the scripts above, never run on its own.
-if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
-    case "${1:-}" in
-        -h|--help) sed -n '2,/^# shellcheck shell=bash/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "$(basename "$0"): a library sourced by tprimat's scripts; it is not run on its own (see --help)" >&2
-           exit 2 ;;
-    esac
-fi
+# shellcheck source=sourced_only.sh
+source "$(dirname "${BASH_SOURCE[0]}")/sourced_only.sh"
 
 # shellcheck source=jobctl.sh
 source "$TPRIMAT_ROOT/shell/jobctl.sh"

@@ -25,15 +25,8 @@ usage() {
         "Exit: 0 ready, 1 degraded or broken, 2 no GPU or bad input (platform cpu, unknown PLATFORM)."
 }
 
-native=0
-for arg in "$@"; do
-    case "$arg" in
-        -h|--help) usage; exit 0 ;;
-        --native) native=1 ;;
-        *) echo "gpu_check.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-
+# shellcheck source=flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/flags.sh" gpu_check.sh --native -- "$@"
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 cd "$TPRIMAT_ROOT" || exit 2
@@ -44,7 +37,7 @@ if [[ "$platform" == cpu ]]; then
 fi
 export PLATFORM="$platform"
 
-if [[ $native -eq 0 ]]; then
+if ! tprimat_flag --native; then
     # shellcheck source=docker.sh
     source "$TPRIMAT_ROOT/shell/docker.sh"
     tprimat_run_step gpu_check --native

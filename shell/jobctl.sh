@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Sourced by train.sh, data.sh and quickstart.sh: run each child as its own process group and pass
-# SIGINT/SIGTERM on to that whole group, so stopping the script stops the work it started. (A plain
-# foreground child keeps running when only the script is signalled: issue 12 found train.sh exiting
-# at once while its launcher and trainer trained on, and data.sh leaving data.encode running.)
+# Sourced by train.sh and data.sh (through prologue.sh) and quickstart.sh: run each child as its own
+# process group and pass SIGINT/SIGTERM on to that whole group, so stopping the script stops the work it
+# started. (A plain foreground child keeps running when only the script is signalled: issue 12 found
+# train.sh exiting at once while its launcher and trainer trained on, and data.sh leaving data.encode running.)
 #   tprimat_trap_signals       install the INT/TERM traps (call once, before the first tprimat_run)
 #   tprimat_run CMD...         run CMD (stdin from /dev/null) in its own process group; wait for it
 #                              through any signal; return its exit status
@@ -13,13 +13,8 @@
 # shellcheck shell=bash
 
 # A library: sourced by the scripts above, never run on its own.
-if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
-    case "${1:-}" in
-        -h|--help) sed -n '2,/^# shellcheck shell=bash/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "$(basename "$0"): a library sourced by tprimat's scripts; it is not run on its own (see --help)" >&2
-           exit 2 ;;
-    esac
-fi
+# shellcheck source=sourced_only.sh
+source "$(dirname "${BASH_SOURCE[0]}")/sourced_only.sh"
 
 TPRIMAT_SIGNAL=""
 TPRIMAT_CHILD_GROUP=""

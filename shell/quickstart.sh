@@ -20,12 +20,8 @@ USAGE
 }
 
 # Every argument is checked before anything runs: an unknown one is exit 2, never a whole pipeline (issue 26).
-for arg in "$@"; do
-    case "$arg" in
-        -h|--help) usage; exit 0 ;;
-        *) echo "quickstart.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+# shellcheck source=flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/flags.sh" quickstart.sh -- "$@"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=shell/jobctl.sh

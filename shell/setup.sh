@@ -13,14 +13,8 @@ cpu-requirements.txt, test-requirements.txt). Re-runs only when those files chan
 USAGE
 }
 
-force=0
-for arg in "$@"; do
-    case "$arg" in
-        -h|--help) usage; exit 0 ;;
-        --force) force=1 ;;
-        *) echo "setup.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+# shellcheck source=flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/flags.sh" setup.sh --force -- "$@"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -29,7 +23,7 @@ torch_spec="torch==2.13.0"
 stamp="$venv/.tprimat-requirements"
 wanted="$(cat "$root/cpu-requirements.txt" "$root/test-requirements.txt"; echo "$torch_spec")"
 
-if [[ $force -eq 0 && -f "$stamp" && "$(cat "$stamp")" == "$wanted" && -x "$venv/bin/python" ]]; then
+if ! tprimat_flag --force && [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" && -x "$venv/bin/python" ]]; then
     echo "setup: .venv is up to date"
     exit 0
 fi

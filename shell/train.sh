@@ -30,21 +30,9 @@ HISTORY_DB=off skips it).
 USAGE
 }
 
-launcher_args=()
-for arg in "$@"; do
-    case "$arg" in
-        -h|--help) usage; exit 0 ;;
-        --dry-run) launcher_args+=(--dry-run) ;;
-        *) echo "train.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-
-# shellcheck source=platform.sh
-source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
-# shellcheck source=jobctl.sh
-source "$TPRIMAT_ROOT/shell/jobctl.sh"
-tprimat_trap_signals
-cd "$TPRIMAT_ROOT" || exit 2
+# shellcheck source=prologue.sh
+source "$(dirname "${BASH_SOURCE[0]}")/prologue.sh" train.sh --dry-run -- "$@"
+launcher_args=("${TPRIMAT_FLAGS[@]}")
 platform="$(tprimat_resolve_platform)" || exit 2
 export PLATFORM="$platform"
 
@@ -60,7 +48,7 @@ if [[ ${#jobs[@]} -eq 0 || -z "${jobs[0]}" ]]; then
 fi
 
 dry_run=0
-[[ " ${launcher_args[*]} " == *" --dry-run "* ]] && dry_run=1
+tprimat_flag --dry-run && dry_run=1
 if [[ $dry_run -eq 0 ]]; then
     # One line and no job at all when results cannot be written (not a directory, read-only, full), when a
     # setting cannot run on this platform, or when the rendezvous address does not resolve.

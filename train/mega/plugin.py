@@ -31,16 +31,15 @@ from train.megatron.args import (
     vocab_padding,
 )
 from train.megatron.collect import collect_from_log
-from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
-from train.megatron.record import megatron_record
-from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON, MEGATRON_TREE, find_megatron, preflight_tree
+from train.megatron.inputs import index_cache_dir
+from train.megatron.stack import ask_probe, job_inputs
+from train.megatron.trees import MEGATRON_TREE, find_megatron, preflight_tree
 from train.profiles import IDENTICAL, AppliedProfile
 from train.rules.versions import MegatronRefError, check_megatron_tree
 from train.settings.platform_env import attention_env, launcher_env
-from train.settings.runner import FrameworkUnavailable, python_for, run_probe
+from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.load import Config
 from utils.config.models import ModelShape
-from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.measure.memory import Recipe
 from utils.result.model import Result
 
@@ -70,20 +69,13 @@ def megatron_args(
 def plan(ctx: RunContext) -> LaunchPlan:
     """``torchrun <rendezvous> <MEGATRON_PATH>/pretrain_gpt.py <flags>`` with the platform's environment."""
     cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = model_inputs(ctx)
     root, root_problem = find_megatron(cfg, ctx.platform)
-    notes = [padding.note()]
-    problems = [p for p in (root_problem, missing_data(prefix, tokenizer)) if p is not None]
-    if problems and not ctx.dry_run:
-        raise FileNotFoundError("; ".join(problems))
-    notes += [f"{problem} (a real run stops here)" for problem in problems]
-    given, pad_note = framework_tokenizer(tokenizer, cfg.output_dir, write=not ctx.dry_run)
-    notes += [pad_note] if pad_note else []
+    job = job_inputs(ctx, root_problem)
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
-            *megatron_args(cfg, shape, ctx.platform, prefix, given, padding, ctx.profile)]
+            *megatron_args(cfg, job.shape, ctx.platform, job.prefix, job.tokenizer, job.padding, ctx.profile)]
     backend = attention_backend(ctx.platform, ctx.profile, cfg.megatron_impl)
     env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(backend)}
-    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes)
+    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=job.notes)
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:
@@ -106,18 +98,14 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
         commit = check_megatron_tree(tree, cfg.megatron_ref)
     except MegatronRefError as exc:
         raise FrameworkUnavailable(str(exc)) from None
-    _, _, _, padding = model_inputs(ctx)
-    request = {"tree": str(tree), "argv": plan.args_after("pretrain_gpt.py"),
-               "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
-               "device_arch": GPU_ARCH[ctx.platform]}
-    answer = run_probe("train.megatron.probe", request, python_for(MEGATRON_PYTHON), "Megatron-LM")
-    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"),
-                             answer.payload.get("transformer_config"))
-    version = answer.payload["framework"].get("megatron_core")
-    by = (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
-          f"+ language-module attention check, in {answer.python}")
-    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded,
-                      dataset_python=answer.python, dataset_code=tree)
+
+    def resolved_by(answer: ProbeAnswer) -> str:
+        version = answer.payload["framework"].get("megatron_core")
+        return (f"Megatron-LM {commit[:12]} (megatron-core {version}) at {tree}: parse_args + validate_args "
+                f"+ language-module attention check, in {answer.python}")
+
+    request = {"tree": str(tree), "argv": plan.args_after("pretrain_gpt.py")}
+    return ask_probe(ctx, plan, "train.megatron.probe", "Megatron-LM", request, resolved_by, dataset_code=tree)
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:

@@ -33,15 +33,14 @@ import yaml
 from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.megatron.args import VocabPadding, attention_backend, megatron_settings, memory_recipe, profile_settings
 from train.megatron.collect import collect_from_log
-from train.megatron.inputs import index_cache_dir, missing_data, model_inputs
-from train.megatron.record import megatron_record
-from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON, PRIMUS_TREE, preflight_tree, primus_root
+from train.megatron.inputs import index_cache_dir
+from train.megatron.stack import ask_probe, job_inputs
+from train.megatron.trees import PRIMUS_TREE, preflight_tree, primus_root
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
-from train.settings.runner import FrameworkUnavailable, python_for, run_probe
+from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.load import Config
 from utils.config.models import ModelShape
-from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.measure.memory import Recipe
 from utils.result.model import Result
 
@@ -141,17 +140,12 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if ctx.platform != "amd":
         raise ValueError(f"prim runs on amd only (platform {ctx.platform}); on nvd the vendor stack is nemo")
     cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = model_inputs(ctx)
     root = primus_root(cfg)
-    notes = [padding.note()]
-    problems = [missing_data(prefix, tokenizer)]
+    missing = None
     if not (root / RUN_SCRIPT).is_file():
-        problems.insert(0, f"Primus not found: no {RUN_SCRIPT} in {root}; set PRIMUS_PATH in config.env or run "
-                        "inside the rocm/primus image (./shell/run_train.sh)")
-    problems = [p for p in problems if p is not None]
-    if problems and not ctx.dry_run:
-        raise FileNotFoundError("; ".join(problems))
-    notes += [f"{problem} (a real run stops here)" for problem in problems]
+        missing = (f"Primus not found: no {RUN_SCRIPT} in {root}; set PRIMUS_PATH in config.env or run "
+                   "inside the rocm/primus image (./shell/run_train.sh)")
+    job = job_inputs(ctx, missing)
     exp_file, train_log = experiment_path(ctx), train_log_path(ctx)
     # Variables run_pretrain.sh reads. They are set outright (not "caller wins"): a stale EXP
     # or NNODES in the shell would otherwise run a different experiment.
@@ -166,14 +160,12 @@ def plan(ctx: RunContext) -> LaunchPlan:
         "MASTER_PORT": str(cfg.master_port),
         "PRIMUS_HIPBLASLT_TUNING_STAGE": "0",
     }
-    given, pad_note = framework_tokenizer(tokenizer, cfg.output_dir, write=not ctx.dry_run)
-    notes += [pad_note] if pad_note else []
-    text = experiment_yaml(experiment(cfg, ctx.model, shape, prefix, given, padding, ctx.profile))
+    text = experiment_yaml(experiment(cfg, ctx.model, job.shape, job.prefix, job.tokenizer, job.padding, ctx.profile))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
         env={**launcher_env("amd", ctx.profile.env),
              **attention_env(attention_backend("amd", ctx.profile, ctx.cfg.megatron_impl)), **run_vars},
-        files={exp_file: text}, notes=notes, extra_logs=[train_log],
+        files={exp_file: text}, notes=job.notes, extra_logs=[train_log],
     )
 
 
@@ -196,24 +188,19 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
         raise FrameworkUnavailable(f"Primus's Megatron-LM not found: no pretrain_gpt.py in {backend} "
                                    "(a Primus checkout needs its third_party/Megatron-LM submodule)")
     _, text = plan.generated(".primus.yaml")
-    _, _, _, padding = model_inputs(ctx)
+
+    def resolved_by(answer: ProbeAnswer) -> str:
+        version = answer.payload["framework"].get("primus") or "(version not reported)"
+        return (f"Primus {version} at {root} with its Megatron-LM {backend}: load_primus_config "
+                f"+ update_primus_config + validate_args + validate_args_on_rocm + attention check, in {answer.python}")
+
     with tempfile.TemporaryDirectory(prefix="tprimat-preflight-") as scratch:
         document = yaml.safe_load(text)
         document["workspace"] = scratch  # Primus creates its experiment folders there, not in OUTPUT_DIR
         exp = Path(scratch) / "experiment.yaml"
         exp.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-        request = {"primus": str(root), "backend": str(backend), "exp": str(exp), "data_path": str(cfg.data_dir),
-                   "world_size": cfg.world_size, "env": plan.env, "tokenizer_size": padding.tokenizer_size,
-                   "device_arch": GPU_ARCH[ctx.platform]}
-        answer = run_probe("train.prim.probe", request, python_for(MEGATRON_PYTHON), "Primus")
-    record = megatron_record(answer.raw, answer.payload.get("padded_vocab_size"), answer.payload.get("lr_by_step"),
-                             answer.payload.get("transformer_config"))
-    info = answer.payload["framework"]
-    by = (f"Primus {info.get('primus') or '(version not reported)'} at {root} with its Megatron-LM {backend}: "
-          "load_primus_config + update_primus_config + validate_args + validate_args_on_rocm "
-          f"+ attention check, in {answer.python}")
-    return Resolution(record, by, list(answer.payload.get("stand_ins") or []), planned_vocab=padding.padded,
-                      dataset_python=answer.python, dataset_code=backend)
+        request = {"primus": str(root), "backend": str(backend), "exp": str(exp), "data_path": str(cfg.data_dir)}
+        return ask_probe(ctx, plan, "train.prim.probe", "Primus", request, resolved_by, dataset_code=backend)
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:

@@ -29,9 +29,9 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -44,6 +44,9 @@ from utils.config.load import Config, ConfigError, load_config
 from utils.config.registry import model_names, platform_names
 from utils.files.atomic import atomic_path
 from utils.result.model import ModelShapeBlock, Profiling, Result, Source
+
+if TYPE_CHECKING:
+    from utils.measure.monitor import StepRecord
 
 # ---------------------------------------------------------------------------
 # training pieces
@@ -152,6 +155,110 @@ def gather_objects(value: Any, info: Dist) -> list[Any]:
     return out
 
 
+class Ledger:
+    """The measured loop's bookkeeping: the step monitor, the energy window, the per-step record, the result.
+
+    :func:`train` runs the steps; this keeps what they are measured and recorded with, so the loop reads
+    alone. ``fill`` is what ``result_guard`` calls however the run ends (utils/result/file.py).
+    """
+
+    def __init__(self, cfg: Config, args: argparse.Namespace, info: Dist, framework: str) -> None:
+        from utils.config.models import workload_shape
+        from utils.machine.hardware import collect_gpu_info
+        from utils.measure.monitor import StepMonitor
+        from utils.measure.power import MeasuredWindow
+        from utils.result.file import new_result
+        from utils.result.step_log import StepLog
+
+        self.cfg, self.args, self.info = cfg, args, info
+        set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
+        self.result = new_result(
+            cfg, platform=args.platform, framework=framework, model=args.model,
+            shape=workload_shape(cfg, args.model), gpu_info=collect_gpu_info(args.platform),
+            run_index=args.run_index,
+            source=Source(kind="callback", log_path=str(args.log_path) if args.log_path else None),
+            launcher_env={k: os.environ[k] for k in set_by_launcher})
+        self.result.training_config.world_size_started = info.world_size
+        self.monitor = StepMonitor(info.device if info.device.type == "cuda" else None)
+        self.power = MeasuredWindow.open(args.platform, info.local_rank, gpus_total=info.world_size,
+                                         tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
+        self.shape = workload_shape(cfg, args.model)
+        self.step_log: StepLog | None = None
+
+    def fill(self, res: Result) -> None:
+        from utils.measure.metrics import record_steps
+
+        monitor = self.monitor
+        monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)
+        peak_allocated, peak_reserved = monitor.peak_memory()
+        on_gpu = self.info.device.type == "cuda"
+        record_steps(res, monitor.arrays(), skip_steps=self.cfg.skip_steps, shape=self.shape,
+                     world_size=self.info.world_size, peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
+                     memory_reason=None if on_gpu else "platform cpu: device memory not tracked")
+        res.power_metrics = self.power.metrics(len(monitor.records)).model_copy(update=dict(
+            zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
+
+    def close(self) -> None:
+        if self.step_log is not None:
+            self.step_log.close()
+
+    def describe(self, trainer: Any) -> None:
+        """What ran, as the trainer built it: shape, effective settings, precision, compilation, fingerprint."""
+        from utils.dataset.fingerprint import fingerprint
+        from utils.result.step_log import StepLog, step_log_path
+
+        result, cfg = self.result, self.cfg
+        self.shape = trainer.shape
+        if hasattr(trainer, "effective_settings"):
+            result.effective_settings = trainer.effective_settings()
+        result.model_shape = ModelShapeBlock(**trainer.shape.as_dict())
+        result.training_config.precision_detail = trainer.precision_detail
+        if hasattr(trainer, "compiled"):  # tran: TRAN_COMPILE as it ran, compiled before the measured steps
+            result.training_config.compiled = trainer.compiled
+            result.training_config.compile_time_seconds = trainer.compile_time_seconds
+        if self.info.rank == 0:
+            result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
+            # Every step also goes to the step record at once, so SIGKILL loses none (utils/result/step_log.py).
+            self.step_log = StepLog(step_log_path(self.args.result), result, skip_steps=cfg.skip_steps,
+                                    world_size=self.info.world_size)
+
+    def profiler(self) -> Any:
+        """``torch.profiler`` over PROFILE_STEP_START..END (or a null context), said in the result."""
+        profiler, profiling = profiler_for(self.cfg, self.info, self.args.result)
+        if profiling is not None:
+            self.result.profiling = profiling
+            if profiling.steps:
+                first, last = profiling.steps
+                self.result.warnings.append(f"steps {first}-{last} ran under torch.profiler; their step times "
+                                            "include the profiler's overhead")
+        return profiler
+
+    def start_window(self) -> None:
+        """The measured window opens: warm-up is over."""
+        self.monitor.start_window()
+        self.power.start()
+
+    def report(self, records: Iterable[StepRecord]) -> None:
+        """Steps whose time and loss were read (at once on cpu, a few steps late on a GPU)."""
+        cfg = self.cfg
+        for record in records:
+            if self.step_log is not None:
+                self.step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
+            if self.info.rank == 0:
+                print(f"step {record.step}/{cfg.train_iters} | loss {record.loss:.4f} | lr {record.lr:.3e} | "
+                      f"time {record.time_s * 1000:.1f} ms | tokens/s {cfg.tokens_per_step / record.time_s:.0f}",
+                      flush=True)
+            if record.loss is None or not math.isfinite(record.loss):
+                raise FloatingPointError(f"non-finite loss at step {record.step}")
+
+    def end_window(self) -> None:
+        """The measured window closes: the wall-clock check and the energy over the window (every rank's)."""
+        check = self.monitor.wall_check()
+        if check is not None and check.warning:
+            self.result.warnings.append(check.warning)
+        self.power.stop(len(self.monitor.records), lambda local: gather_objects(local, self.info))
+
+
 def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, framework: str = "tran",
           make_trainer: Callable[[Config, str, Dist], Any] = Trainer) -> None:
     """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends.
@@ -161,94 +268,32 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
     ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
     """
-    from utils.config.models import workload_shape
-    from utils.dataset.fingerprint import fingerprint
-    from utils.machine.hardware import collect_gpu_info
-    from utils.measure.metrics import record_steps
-    from utils.measure.monitor import StepMonitor, StepRecord
-    from utils.measure.power import MeasuredWindow
-    from utils.result.file import Interrupted, new_result, result_guard
-    from utils.result.step_log import StepLog, step_log_path
+    from utils.result.file import Interrupted, result_guard
 
-    set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
-    result = new_result(
-        cfg, platform=args.platform, framework=framework, model=args.model, shape=workload_shape(cfg, args.model),
-        gpu_info=collect_gpu_info(args.platform), run_index=args.run_index,
-        source=Source(kind="callback", log_path=str(args.log_path) if args.log_path else None),
-        launcher_env={k: os.environ[k] for k in set_by_launcher})
-    result.training_config.world_size_started = info.world_size
-    monitor = StepMonitor(info.device if info.device.type == "cuda" else None)
-    power = MeasuredWindow.open(args.platform, info.local_rank, gpus_total=info.world_size,
-                                tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
-    shape_now = [workload_shape(cfg, args.model)]
-
-    def fill(res: Result) -> None:
-        monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)
-        peak_allocated, peak_reserved = monitor.peak_memory()
-        record_steps(res, monitor.arrays(), skip_steps=cfg.skip_steps, shape=shape_now[0], world_size=info.world_size,
-                     peak_allocated_gb=peak_allocated, peak_reserved_gb=peak_reserved,
-                     memory_reason=None if info.device.type == "cuda" else "platform cpu: device memory not tracked")
-        res.power_metrics = power.metrics(len(monitor.records)).model_copy(update=dict(
-            zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
-
+    ledger = Ledger(cfg, args, info, framework)
+    monitor = ledger.monitor
     path = args.result if info.rank == 0 else None
-    step_log: StepLog | None = None
-    with contextlib.ExitStack() as closing, result_guard(path, result, fill, expected_steps=cfg.train_iters):
-        closing.callback(lambda: step_log and step_log.close())
+    with contextlib.ExitStack() as closing, result_guard(path, ledger.result, ledger.fill,
+                                                         expected_steps=cfg.train_iters):
+        closing.callback(ledger.close)
         stop.install()  # replaces result_guard's raise-anywhere handler: stop at a step boundary instead
         trainer = make_trainer(cfg, args.model, info)
-        shape_now[0] = trainer.shape
-        if hasattr(trainer, "effective_settings"):
-            result.effective_settings = trainer.effective_settings()
-        result.model_shape = ModelShapeBlock(**trainer.shape.as_dict())
-        result.training_config.precision_detail = trainer.precision_detail
-        if hasattr(trainer, "compiled"):  # tran: TRAN_COMPILE as it ran, compiled before the measured steps
-            result.training_config.compiled = trainer.compiled
-            result.training_config.compile_time_seconds = trainer.compile_time_seconds
-        if info.rank == 0:
-            result.fingerprint = fingerprint(cfg, trainer.shape, trainer.prefix, trainer.tokenizer_dir)
-            # Every step also goes to the step record at once, so SIGKILL loses none (utils/result/step_log.py).
-            step_log = StepLog(step_log_path(args.result), result, skip_steps=cfg.skip_steps,
-                               world_size=info.world_size)
-        profiler, profiling = profiler_for(cfg, info, args.result)
-        if profiling is not None:
-            result.profiling = profiling
-            if profiling.steps:
-                first, last = profiling.steps
-                result.warnings.append(f"steps {first}-{last} ran under torch.profiler; their step times "
-                                       "include the profiler's overhead")
-        def report(record: StepRecord) -> None:
-            """A step whose time and loss were read (at once on cpu, a few steps late on a GPU)."""
-            if step_log is not None:
-                step_log.append(record.step, record.time_s, record.loss, record.lr, record.memory_allocated_gb)
-            if info.rank == 0:
-                print(f"step {record.step}/{cfg.train_iters} | loss {record.loss:.4f} | lr {record.lr:.3e} | "
-                      f"time {record.time_s * 1000:.1f} ms | tokens/s {cfg.tokens_per_step / record.time_s:.0f}",
-                      flush=True)
-            if record.loss is None or not math.isfinite(record.loss):
-                raise FloatingPointError(f"non-finite loss at step {record.step}")
-
-        with profiler as prof:
+        ledger.describe(trainer)
+        with ledger.profiler() as prof:
             for index in range(cfg.train_iters):
                 if index == cfg.skip_steps:
-                    monitor.start_window()
-                    power.start()
+                    ledger.start_window()
                 monitor.start_step()
                 local_loss = trainer.step(index)
                 loss, flag = reduce_loss(local_loss, stop.signum is not None, info)
                 monitor.end_step(loss=loss, lr=lr_at(index, cfg))  # the rate this step applied
                 if prof is not None:
                     prof.step()
-                for record in monitor.drain():
-                    report(record)
+                ledger.report(monitor.drain())
                 if stop_agreed(flag, index):
                     break
-            for record in monitor.finish():
-                report(record)
-        check = monitor.wall_check()
-        if check is not None and check.warning:
-            result.warnings.append(check.warning)
-        power.stop(len(monitor.records), lambda local: gather_objects(local, info))
+            ledger.report(monitor.finish())
+        ledger.end_window()
         if stop.signum is not None and len(monitor.records) < cfg.train_iters:
             raise Interrupted(stop.signum)  # result_guard records incomplete with the steps done
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils.config.cli import exits_on_config_error
 from utils.config.envfile import EnvFileError, read_env_file
 from utils.config.models import check_layers, get_shape
 from utils.config.registry import FRAMEWORK_ALL, framework_names
@@ -445,6 +446,7 @@ never printed: --get refuses them. --docker-env-file writes every effective key 
 (derived), plus HF_TOKEN when one is set, as plain KEY=value lines (file mode 0600)."""
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utils.config.load",
@@ -486,9 +488,6 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in cfg.as_env().items():
                 print(f"{key}={value}")
             print(f"# derived: GBS={cfg.gbs} WORLD_SIZE={cfg.world_size}")
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
         print(f"configure: cannot write {exc.filename or args.docker_env_file}: {exc.strerror or exc}",
               file=sys.stderr)

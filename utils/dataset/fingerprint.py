@@ -17,7 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from utils.config.load import REPO_ROOT, Config, ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import REPO_ROOT, Config, load_config
 from utils.config.models import ModelShape, get_shape
 from utils.config.registry import model_names
 from utils.files.hash_cache import cached_sha256
@@ -91,17 +92,14 @@ def log_fingerprint(shape: ModelShape, reason: str) -> Fingerprint:
     )
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.dataset.fingerprint", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=model_names(), required=True)
     parser.add_argument("--data-prefix", type=Path, help="Megatron data prefix (default: from config)")
     parser.add_argument("--tokenizer-dir", type=Path, help="tokenizer directory (default: from config)")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    cfg = load_config()
     from utils.dataset.paths import dataset_prefix, tokenizer_dir
 
     prefix = args.data_prefix or dataset_prefix(cfg, args.model)

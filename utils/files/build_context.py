@@ -23,6 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from utils.config.cli import exits_on_config_error
+
 IGNORE_FILE = ".dockerignore"
 
 
@@ -135,20 +137,21 @@ def make_context(repo: Path, target: Path) -> tuple[int, int, list[str], dict[st
     return files, size, links, folders
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.files.build_context", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="an empty folder to fill (shell/build.sh makes a temporary one)")
     args = parser.parse_args(argv)
-    from utils.config.load import REPO_ROOT, ConfigError
+    from utils.config.load import REPO_ROOT
+    from utils.config.rules import ConfigError
 
     if not args.target.is_dir() or any(args.target.iterdir()):
         print(f"build_context: {args.target} must be an existing empty folder", file=sys.stderr)
         return 2
     try:
         files, size, links, folders = make_context(REPO_ROOT, args.target)
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    except ConfigError:
+        raise  # a ValueError too, but said by exits_on_config_error
     except (ValueError, OSError) as exc:
         print(f"build_context: {exc}", file=sys.stderr)
         return 1

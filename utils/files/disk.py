@@ -26,6 +26,8 @@ import os
 import sys
 from pathlib import Path
 
+from utils.config.cli import exits_on_config_error
+
 MIN_FREE_BYTES = 64 * 1024 * 1024
 _PROBE_BYTES = 4096
 
@@ -85,6 +87,7 @@ def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: in
     return path
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utils.files.disk",
@@ -94,13 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--min-free-mb", type=float, default=MIN_FREE_BYTES / 2**20,
                        help=f"room required, in MiB (default {MIN_FREE_BYTES // 2**20})")
     args = parser.parse_args(argv)
-    from utils.config.load import ConfigError, load_config
+    from utils.config.load import load_config
 
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    cfg = load_config()
     if not (args.min_free_mb >= 0 and args.min_free_mb < 2**40):
         print(f"utils.files.disk: --min-free-mb {args.min_free_mb}: must be a number of MiB from 0 up", file=sys.stderr)
         return 2

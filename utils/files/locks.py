@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from utils.config.rules import ConfigError
+from utils.config.cli import exits_on_config_error
 
 LOCK_DIR = ".tprimat"  # tprimat's bookkeeping folder in DATA_DIR and OUTPUT_DIR
 INHERITED_FDS_ENV = "TPRIMAT_LOCK_FDS"
@@ -259,6 +259,7 @@ def _data_lock() -> tuple[Path, str]:
     return data_lock_path(data_dir), f"DATA_DIR {data_dir}"
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utils.files.locks", description=__doc__.split("\n\n")[0],
@@ -294,9 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     except (LockHeld, LockError) as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return 1
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
         print(f"tprimat: lock{where}: {exc.strerror or exc}", file=sys.stderr)

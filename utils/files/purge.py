@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from utils.config.rules import ConfigError
+from utils.config.cli import exits_on_config_error
 from utils.files.generated import (
     HISTORY_APPLICATION,
     HISTORY_DEFAULT,
@@ -148,6 +148,7 @@ def purge(planned: list[tuple[Path, Target]], repo: Path, dry_run: bool) -> int:
     return removed
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="shell/purge.sh (python -m utils.files.purge)",
@@ -174,9 +175,6 @@ def main(argv: list[str] | None = None) -> int:
             print("purge: nothing to remove")
             return 0
         removed = purge(planned, REPO_ROOT, args.dry_run)
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
     except (RootError, PurgeError) as exc:
         print(f"purge: {exc}", file=sys.stderr)
         return 1

@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from utils.config.cli import exits_on_config_error
 from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim
 from utils.machine.rendezvous import seconds_argument as _seconds
 
@@ -118,6 +119,7 @@ def end(path: Path, run_id: str, stopped_by: str | None) -> list[str]:
     return lines
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.files.run_owner", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             lines = end(args.result, args.run_id, args.signal)
         for line in lines:
             print(f"train.sh: {line}", file=sys.stderr)
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    except ConfigError:
+        raise  # a ValueError too, but said by exits_on_config_error
     except (LockHeld, ResultError, ValueError, OSError) as exc:
         print(f"run_owner: {args.result}: {exc}", file=sys.stderr)
         return 1

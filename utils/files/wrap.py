@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils.config.rules import ConfigError
+from utils.config.cli import exits_on_config_error
 from utils.config.secret import SECRET_KEYS, read_secret_bytes
 from utils.files.atomic import atomic_path
 from utils.files.generated import OUTPUT_MARKER, TEMP_NAME, RootError, check_root, is_output_dir, output_targets
@@ -185,6 +185,7 @@ def write_archive(root: Path, contents: Contents, archive: Path, secrets: list[b
     return archive.stat().st_size
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="shell/wrap.sh (python -m utils.files.wrap)",
@@ -218,9 +219,6 @@ def main(argv: list[str] | None = None) -> int:
         check(root, contents, secrets)
         archive = REPO_ROOT / "output.zip"
         size = write_archive(root, contents, archive, secrets)
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
     except (RootError, WrapRefused) as exc:
         print(f"wrap: {exc}", file=sys.stderr)
         return 1

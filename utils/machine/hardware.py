@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.config.load import Config, ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import Config, load_config
 from utils.config.registry import PLATFORMS as PLATFORM_REGISTRY
 from utils.config.registry import platform_names
 from utils.result.model import GpuInfo, PeakTflops
@@ -326,6 +327,7 @@ def gpu_info_for_device(platform: str, device_name: str, device_count: int, prec
     )
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utils.machine.hardware",
@@ -337,11 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--platform", action="store_true", required=True,
                         help="print the platform to run on (amd, nvd or cpu)")
     parser.parse_args(argv)
+    cfg = load_config()  # before the try: a bad PLATFORM is a config error, not a platform error
     try:
-        print(resolve_platform())
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+        print(resolve_platform(cfg))
     except ValueError as exc:
         print(f"platform error: {exc}", file=sys.stderr)
         return 2

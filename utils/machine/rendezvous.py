@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from utils.config.cli import exits_on_config_error
+
 RESOLVE_SECONDS = 5.0
 PORT_WAIT_SECONDS = 30.0
 
@@ -94,19 +96,16 @@ def seconds_argument(text: str) -> float:
     return value
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.machine.rendezvous", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 usable, 2 one line saying why not (or a config error).")
     parser.add_argument("--wait", type=seconds_argument, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS for MASTER_PORT to be freed (default 0: check once)")
     args = parser.parse_args(argv)
-    from utils.config.load import ConfigError, load_config
+    from utils.config.load import load_config
 
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    cfg = load_config()
     problem = resolve_problem(cfg.master_addr)
     if problem is None and cfg.node_rank == 0:
         problem = wait_for_port(cfg.master_port, args.wait)

@@ -24,14 +24,13 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from utils.measure.power import JOULES_PER_KWH, open_counter
+from utils.measure.power import JOULES_PER_KWH, Periodic, open_counter
 from utils.result.model import PowerMetrics
 
 DEFAULT_INTERVAL_S = 0.5
@@ -66,7 +65,7 @@ class StepWindow:
 
 
 @dataclass
-class CounterTrace:
+class CounterTrace(Periodic):
     """Timed readings of every GPU's energy counter, sampled by a thread between :meth:`start` and :meth:`stop`."""
 
     counters: Sequence[EnergyCounter]
@@ -75,8 +74,7 @@ class CounterTrace:
     modulus_j: Sequence[float | None] | None = None  # per GPU: where the counter wraps, when known
     readings: list[Reading] = field(default_factory=list)
     read_errors: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    thread_name: ClassVar[str] = "tprimat-energy-trace"
 
     def __post_init__(self) -> None:
         if not 0 < self.interval_s <= 5.0:
@@ -102,27 +100,13 @@ class CounterTrace:
                 values.append(value)
         self.readings.append(Reading(self.clock(), tuple(values)))
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
     def start(self) -> None:
         """First reading now (before the child starts), then one every ``interval_s``."""
-        if self._thread is not None:
-            return
-        self.sample()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="tprimat-energy-trace", daemon=True)
-        self._thread.start()
+        self.begin()
 
     def stop(self) -> None:
         """Stop the thread and take the last reading (after the child ended)."""
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self.sample()
+        self.end()
 
     def __enter__(self) -> CounterTrace:
         self.start()

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from utils.result.model import PowerMetrics
 
@@ -213,8 +213,53 @@ def integrate(samples: list[tuple[float, float]]) -> float:
     return sum((p0 + p1) / 2.0 * (t1 - t0) for (t0, p0), (t1, p1) in itertools.pairwise(samples))
 
 
+@dataclass(kw_only=True)
+class Periodic:
+    """A daemon thread that calls :meth:`sample` at :meth:`begin`, every ``interval_s`` after, and at :meth:`end`.
+
+    The power sampler below and the launcher's energy-counter trace (``utils/measure/energy_trace.py``) share
+    it: each has its own ``interval_s`` field and says what one sample is, and when it starts and stops.
+    """
+
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    thread_name: ClassVar[str]  # and each subclass's own ``interval_s`` field (its default, its bounds)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def begin(self) -> bool:
+        """The first sample now, then the thread; False (nothing done) when it is already running."""
+        if self.running:
+            return False
+        self._stop.clear()
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def end(self) -> bool:
+        """Stop the thread, then the last sample; False (nothing done) when it was not running."""
+        if self._thread is None:
+            return False
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self.sample()
+        return True
+
+
 @dataclass
-class PowerSampler:
+class PowerSampler(Periodic):
     """Background sampler of one GPU's power between :meth:`start` and :meth:`stop` (the fallback meter)."""
 
     reader: PowerReader
@@ -222,14 +267,13 @@ class PowerSampler:
     clock: Callable[[], float] = time.monotonic
     samples: list[tuple[float, float]] = field(default_factory=list)
     read_errors: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    thread_name: ClassVar[str] = "tprimat-power"
 
     def __post_init__(self) -> None:
         if not 0 < self.interval_s <= 1.0:
             raise ValueError(f"interval_s={self.interval_s}: must be in (0, 1] to sample at >= 1 Hz")
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
         try:
             watts = self.reader.read_watts()
         except Exception:  # a transient driver error loses one sample, not the run
@@ -237,31 +281,15 @@ class PowerSampler:
             return
         self.samples.append((self.clock(), watts))
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample()
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None
-
     def start(self) -> None:
-        if self.running:
-            return
-        self.samples.clear()
-        self._stop.clear()
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="tprimat-power", daemon=True)
-        self._thread.start()
+        if not self.running:
+            self.samples.clear()
+            self.begin()
 
     def stop(self) -> DeviceEnergy | None:
         """Stop sampling and summarise; None if it never started or no sample could be read."""
-        if self._thread is None:
+        if not self.end():
             return None
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self._sample()
         if len(self.samples) < 2:
             return None
         duration = self.samples[-1][0] - self.samples[0][0]

@@ -31,10 +31,16 @@ is generated from ``Result`` alone), and a reader checks one block against its n
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import dataclasses
+import functools
+import operator
+import types
+import typing
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
+from utils.config.models import ModelShape
 from utils.config.registry import framework_names, model_names, platform_names
 from utils.files.json_input import one_line
 
@@ -211,28 +217,29 @@ class TrainingConfig(Block):
         return self
 
 
-class ModelShapeBlock(Block):
-    """The architecture that ran (``utils.config.models.ModelShape.as_dict()``)."""
+def _bounded(hint: Any) -> Any:
+    """A ``ModelShape`` field's type as a result stores it: counts positive, figures non-negative, both bounded.
 
-    key: str
-    size: str
-    display_name: str
-    hf_repo: str
-    hf_architecture: str
-    num_layers: Positive
-    hidden_size: Positive
-    ffn_hidden_size: Positive
-    num_attention_heads: Positive
-    num_query_groups: Positive
-    vocab_size: Positive
-    rope_theta: NonNegative
-    norm_eps: NonNegative
-    qkv_bias: bool
-    max_position_embeddings: Positive
-    rope_scaling: dict[str, Scalar] | None = None
-    swiglu: bool = True
-    tied_embeddings: bool = False
-    proxy_of_layers: Positive | None = None  # MODEL_LAYERS: the model's own depth when this shape is a proxy
+    A result is foreign input (the module docstring), so its shape gets the bounds every block has;
+    ``rope_scaling``'s values are scalars like every other free-form mapping of a result.
+    """
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        return functools.reduce(operator.or_, (_bounded(arg) for arg in typing.get_args(hint)))
+    return {int: Positive, float: NonNegative, dict[str, Any]: dict[str, Scalar]}.get(hint, hint)
+
+
+def _shape_fields() -> dict[str, Any]:
+    hints = typing.get_type_hints(ModelShape)
+    return {f.name: (_bounded(hints[f.name]), ... if f.default is dataclasses.MISSING else f.default)
+            for f in dataclasses.fields(ModelShape)}
+
+
+# The architecture that ran: ModelShape's fields, in its order, with a result's bounds (the block is
+# derived, so a field added to the table is a field of the result; regenerate utils/result/schema.json).
+ModelShapeBlock = create_model(
+    "ModelShapeBlock", __base__=Block, __module__=__name__,
+    __doc__="The architecture that ran (``utils.config.models.ModelShape.as_dict()``).", **_shape_fields(),
+)
 
 
 class EffectiveSettings(Block):
