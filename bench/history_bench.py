@@ -87,8 +87,8 @@ def bench_add(count: int, work: Path) -> Figure:
 
 def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
     """``count`` stored-form records over 12 series, made from real results by changing their keys only."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from helpers_evaluate import make_result
+    sys.path.insert(0, str(REPO))
+    from tests.helpers.evaluate import make_result
 
     from bench.load import JOBS, MODELS
     from evaluate.history.record import make_record
@@ -132,8 +132,8 @@ def bench_gate(steps: int, work: Path) -> Figure:
     from evaluate.history.ingest import add_records
     from evaluate.history.store import open_database
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from helpers_evaluate import make_result
+    sys.path.insert(0, str(REPO))
+    from tests.helpers.evaluate import make_result
 
     db_path = work / "gate.sqlite"
     records = [r for r in _records(12 * 11, steps) if r.run["platform"] == "nvd" and r.run["framework"] == "mega"

@@ -7,7 +7,7 @@ and its peak resident memory (``ru_maxrss`` of the child), with the machine's lo
 figure from a shared machine can be judged. The inputs are made here:
 
 * compare: one result per (platform, framework, model) built through the real result API
-  (``tests/helpers_evaluate.make_result``: the producers' own blocks over synthetic per-step arrays, 100 steps),
+  (``tests/helpers/evaluate.py: make_result``: the producers' own blocks over synthetic per-step arrays, 100 steps),
   copied as repeat runs ``_r<k>`` until there are ``--results`` files;
 * extract: a Megatron-LM log of ``--lines`` iteration lines in the format of ``tests/fixtures/logs``.
 
@@ -74,8 +74,8 @@ def _measure(bench: str, size: int, argv: list[str]) -> Figure:
 
 def make_results(folder: Path, count: int) -> None:
     """``count`` result files: one built per job through the real API, the rest its repeat runs."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from helpers_evaluate import make_result
+    sys.path.insert(0, str(REPO))
+    from tests.helpers.evaluate import make_result
 
     templates = []
     for index, (platform, framework) in enumerate(JOBS):

@@ -19,6 +19,7 @@ USAGE
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     "") usage >&2; exit 2 ;;
+    -*) echo "postgres_throwaway: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 esac
 
 bin=""

@@ -1,6 +1,6 @@
 """``python -m evaluate.gate``: exit 0 pass, 1 regression (a failing line names metric, values, threshold), 2 bad input.
 
-Candidates are real result files (``tests/helpers_evaluate.make_result``) changed the way a regression would
+Candidates are real result files (``tests/helpers/evaluate.py: make_result``) changed the way a regression would
 change them: slower steps, a diverging loss, another platform.
 """
 
