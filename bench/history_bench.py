@@ -88,10 +88,9 @@ def bench_add(count: int, work: Path) -> Figure:
 def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
     """``count`` stored-form records over 12 series, made from real results by changing their keys only."""
     sys.path.insert(0, str(REPO))
-    from tests.helpers.evaluate import make_result
-
     from bench.load import JOBS, MODELS
     from evaluate.history.record import make_record
+    from tests.helpers.evaluate import make_result
     from utils.result.file import read_result
 
     with tempfile.TemporaryDirectory() as tmp:
