@@ -27,9 +27,9 @@ from evaluate.history.store import (
     resolve_target,
     safe_output,
 )
+from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.config.registry import framework_names, model_names, platform_names
-from utils.config.rules import ConfigError
 from utils.files.json_input import one_line
 
 TREND_PNG = "history_trend.png"
@@ -187,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     safe_output()
@@ -197,9 +198,6 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except HistoryError as exc:
         print(f"history: {exc}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"history: {one_line(exc.filename or '')}: {exc.strerror or exc}", file=sys.stderr)

@@ -47,7 +47,8 @@ from train.launch.preflight import main as preflight_main
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
 from train.settings.samples import dry_run_note
-from utils.config.load import ConfigError, load_config
+from utils.config.cli import exits_on_config_error
+from utils.config.load import load_config
 from utils.config.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
@@ -220,6 +221,7 @@ def _run(ctx: RunContext, plan: LaunchPlan, signals: Signals,
         return run_logged(plan.argv, env, plan.cwd, plan.files, ctx.log_path, signals, header), energy
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m train.launch",
@@ -238,11 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="run a job the memory check estimates cannot fit its GPU (the warning is recorded)")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    cfg = load_config()
     try:
         framework, note = resolve_framework(args.platform, args.framework)
     except ValueError as exc:

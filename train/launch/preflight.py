@@ -42,6 +42,7 @@ from train.settings.expected import (
 )
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_digest
+from utils.config.cli import exits_on_config_error
 from utils.config.load import Config, ConfigError, load_config
 from utils.config.models import workload_shape
 from utils.config.registry import FRAMEWORKS, framework_names, model_names, platform_names
@@ -136,6 +137,7 @@ def context_for(cfg: Config, platform: str, framework: str, model: str) -> RunCo
     return job_context(cfg, platform, framework, model, dry_run=True)
 
 
+@exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m train.launch.preflight",
@@ -155,9 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         ctx = context_for(cfg, args.platform, args.framework, args.model)
         print(f"tprimat preflight: resolving {args.platform}/{args.framework}/{args.model} ...", file=sys.stderr)
         record = preflight(ctx, load_plugin(args.framework).plan(ctx))
-    except (ConfigError, ProfileError) as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
+    except ProfileError as exc:  # a profile is part of the configuration: said as a config error
+        raise ConfigError(str(exc)) from exc
     except FrameworkUnavailable as exc:
         print(f"tprimat preflight: {exc}", file=sys.stderr)
         return 2
