@@ -26,54 +26,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
+
+from bench.load import Figure, measure
 
 REPO = Path(__file__).resolve().parent.parent
 LIMITS = {"add": (30.0, 500.0), "trend": (5.0, None), "gate": (2.0, None)}  # seconds, MiB
 
 
-@dataclass
-class Figure:
-    bench: str
-    size: int
-    wall_s: float
-    cpu_s: float
-    peak_rss_mib: float
-    exit_code: int
-    load_before: tuple[float, float, float]
-    load_after: tuple[float, float, float]
-    limit_s: float
-    limit_mib: float | None
-    command: str
-
-    @property
-    def within(self) -> bool:
-        memory_ok = self.limit_mib is None or self.peak_rss_mib <= self.limit_mib
-        return self.exit_code in (0, 1) and self.wall_s <= self.limit_s and memory_ok
-
-
 def _measure(bench: str, size: int, argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> Figure:
-    load_before = os.getloadavg()
-    start = time.perf_counter()
-    with tempfile.TemporaryFile(mode="w+") as errors:
-        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code not in ok_codes:
-            errors.seek(0)
-            print(errors.read()[-2000:], file=sys.stderr)
-    limit_s, limit_mib = LIMITS[bench]
-    shown = " ".join(a if a != sys.executable else ".venv/bin/python" for a in argv)
-    return Figure(bench, size, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2),
-                  round(usage.ru_maxrss / 1024, 1), code, load_before, os.getloadavg(), limit_s, limit_mib, shown)
+    return measure(bench, size, argv, LIMITS[bench], ok_codes)
 
 
 def bench_add(count: int, work: Path) -> Figure:

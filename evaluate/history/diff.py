@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from evaluate.analysis import SettingDifference
 from evaluate.history.query import RunView
 from evaluate.stats import Estimate, estimate, ratio_estimate
 from utils.files.json_input import one_line
@@ -29,13 +30,6 @@ METRICS = (("tokens_per_second_per_gpu", "tokens/s/GPU", 1.0, 1, ""), ("tokens_p
            ("median_step_time", "median step time", 1.0, 4, " s"), ("mfu", "MFU (causal)", 100.0, 2, "%"),
            ("tokens_per_kwh", "tokens/kWh", 1.0, 0, ""), ("peak_memory_gb", "peak memory", 1.0, 2, " GiB"))
 MISSING = "-"
-
-
-@dataclass(frozen=True)
-class FactDifference:
-    key: str
-    a: str
-    b: str
 
 
 @dataclass(frozen=True)
@@ -73,7 +67,7 @@ def _text(value: object) -> str:
     return one_line(value, 120)
 
 
-def fact_differences(a: list[RunView], b: list[RunView]) -> list[FactDifference]:
+def fact_differences(a: list[RunView], b: list[RunView]) -> list[SettingDifference]:
     """Every recorded fact whose values differ between the sides, in :data:`SECTIONS` order."""
     keys = sorted({k for v in a + b for k in v.details})
     order = {prefix: i for i, (prefix, _) in enumerate(SECTIONS)}
@@ -83,7 +77,7 @@ def fact_differences(a: list[RunView], b: list[RunView]) -> list[FactDifference]
         values_a = sorted(_text(v.details.get(key, MISSING)) for v in a)
         values_b = sorted(_text(v.details.get(key, MISSING)) for v in b)
         if set(values_a) != set(values_b):
-            found.append(FactDifference(key, _side_value(a, key), _side_value(b, key)))
+            found.append(SettingDifference(key, _side_value(a, key), _side_value(b, key)))
     return found
 
 
@@ -123,7 +117,7 @@ def render(a: list[RunView], b: list[RunView], a_name: str, b_name: str) -> str:
         if section != current:
             lines.append(f"  [{titles.get(section, section)}]")
             current = section
-        lines.append(f"    {one_line(diff.key, 80)}: A {diff.a} | B {diff.b}")
+        lines.append(f"    {one_line(diff.key, 80)}: A {diff.first} | B {diff.second}")
     lines.append("")
     lines.append("Metrics (ok runs; median [95% interval over repeated runs]):")
     for delta, (_, _, scale, digits, unit) in zip(metric_deltas(a, b), METRICS, strict=True):
