@@ -42,6 +42,9 @@ CONSTRAINTS = REPO / "tests" / "conformance" / "constraints"
 CONFORMANCE = REPO / "tests" / "conformance"
 BUILD_MARK = ".tprimat-built-from"  # written last, atomically: a Python without it is rebuilt
 TORCH = "torch==2.13.0"  # the CPU wheel, first and alone (shell/setup.sh), so nothing pulls a CUDA build
+# Python 3.11.7's bundled pip 23.2.1 stops resolving nemo-requirements.txt with a TypeError (an installed
+# distribution's version read as None); the pip the hand-built Pythons used resolves it.
+PIP = "pip==26.3"
 # The Megatron-LM lines docs/CONFORMANCE.md documents, by the name a user gives them.
 DOCUMENTED_LINES = {
     "847781764f": "847781764fe468c90caec16309deded245c1022c",
@@ -110,6 +113,7 @@ def build_python(spec: PythonSpec, envs: Path, base_python: str, log_dir: Path) 
     constraints = str(CONSTRAINTS / spec.constraints)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     _run_logged([base_python, "-m", "venv", str(target)], log)
+    _run_logged([*pip, "--upgrade", PIP], log)
     _run_logged([*pip, TORCH, "-c", constraints], log)
     _run_logged([*pip, "-r", str(CONSTRAINTS / spec.requirements), "-c", constraints], log)
     if spec.remove:
