@@ -2,7 +2,7 @@
 
 Each part that may be absent is a value or a one-line reason, never an exception: a page without a results
 database, without a gate report or without evaluation still says everything else (issue 37). The history is read
-only through ``evaluate/history/``'s public query API (``query.last_ok``, ``trend.trend_series``,
+only through ``evaluate/history/``'s public query API (``query.list_runs``/``with_series``, ``trend.trend_series``,
 ``diff.fact_differences``/``metric_deltas``) on a read transaction; nothing here writes to it. No absolute path
 of this machine goes into the facts: files are named relative to the results folder, and a database problem is
 shown with its location replaced by ``HISTORY_DB``.
@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection
 
 from evaluate.analysis import GroupSummary, SettingDifference
 from evaluate.history.diff import MetricDelta, fact_differences, metric_deltas
-from evaluate.history.query import Filters, RunView, count_runs, last_ok
-from evaluate.history.record import make_record
+from evaluate.history.query import Filters, RunView, count_runs, list_runs, with_series
+from evaluate.history.record import make_record, normalized_time
 from evaluate.history.store import HistoryError, configured_db, open_database, resolve_target
 from evaluate.history.trend import Series, trend_series, write_png
 from evaluate.report import Comparison
@@ -151,13 +151,29 @@ def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
     return facts
 
 
+def _before(conn: Connection, candidate: RunView, since: str | None) -> RunView | None:
+    """The last ok baseline-worthy run of the candidate's job and device that ended before this group's first run.
+
+    Not ``query.last_ok``: that one finds the group's own repeat runs (``train.sh`` adds each run as it ends), and
+    "since the last run" means since the runs before these.
+    """
+    r = candidate.run
+    views = list_runs(conn, Filters(platform=r["platform"], framework=r["framework"], status="ok",
+                                    workload_key=r["workload_key"]))
+    earlier = [v for v in views if v.run.get("baseline_ok") and v.run.get("device_name") == r["device_name"]
+               and (since is None or (v.run.get("run_time") or "") < since)]
+    return with_series(conn, earlier[-1:])[0] if earlier else None
+
+
 def _change(conn: Connection, summary: GroupSummary) -> Change:
     label = summary.group.label + f" {summary.group.model}"
     run = summary.representative
     if run is None:
         return Change(label, None)
     candidate = RunView.of_record(make_record(run.result, run.path.name))
-    previous = last_ok(conn, candidate)
+    times = [t for t in (normalized_time(g.result.finished_at) or normalized_time(g.result.started_at)
+                         for g in summary.group.runs) if t]
+    previous = _before(conn, candidate, min(times, default=None))
     if previous is None:
         return Change(label, None)
     shown = f"#{previous.id} {str(previous.run.get('run_time') or '')[:16].replace('T', ' ')}".strip()

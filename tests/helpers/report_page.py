@@ -1,0 +1,37 @@
+"""The results the report page's tests open: two platforms, two frameworks each, repeats, a hostile failed run.
+
+Built through the real result API (``tests/helpers/evaluate.py: make_result``), never hand-typed JSON, so they
+cannot drift from the typed model. The failed run carries :data:`HOSTILE` in its ``device_name`` and its
+``error``: a forged result file must render as text, never run (issue 37).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers.evaluate import make_result
+from utils.result.model import Result
+
+HOSTILE = "<script>alert(1)</script>"
+JOBS = (("nvd", "mega", 2.0), ("nvd", "tran", 2.4), ("amd", "mega", 2.2), ("amd", "prim", 1.9))
+REPEATS = 2
+
+
+def _hostile(result: Result) -> None:
+    result.gpu_info.device_name = HOSTILE
+    result.error = f"{HOSTILE} <img src=x onerror=alert(2)> \"quoted\" & 'single'"
+
+
+def make_page_results(out: Path) -> Path:
+    """Write the results into ``out`` and return it."""
+    for index, (platform, framework, step_time) in enumerate(JOBS):
+        for run in range(1, REPEATS + 1):
+            make_result(out, platform, framework, seed=10 * index + run, step_time=step_time * (1 + 0.01 * run),
+                        run_index=run)
+    make_result(out, "nvd", "deep", seed=99, status="failed", mutate=_hostile)
+    return out
+
+
+def labels(out: Path) -> list[str]:
+    """Every run's label as the page shows it (the result file name without ``train_`` and ``.json``)."""
+    return sorted(p.stem[len("train_"):] for p in out.glob("train_*.json"))
