@@ -68,6 +68,7 @@ class Browser:
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", "--hide-scrollbars", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "HOME": str(profile)},  # its NSS database and caches stay out of the real home
             pass_fds=(3, 4), preexec_fn=descriptors)
         os.close(to_child)
         os.close(from_child)
