@@ -15,7 +15,7 @@ from evaluate.analysis import GroupSummary, fastest
 from evaluate.convergence import overall
 from evaluate.fairness import SHAPE_KEY, Difference
 from evaluate.history.diff import METRICS as DIFF_METRICS
-from evaluate.plots import PLATFORM_MARKERS, left_out_panels, model_figure
+from evaluate.plots import PLATFORM_MARKERS, eval_loss_figure, left_out_panels, model_figure
 from evaluate.report import (
     CONVERGENCE_HEADERS,
     RESULT_HEADERS,
@@ -31,7 +31,7 @@ from evaluate.report_html.facts import TREND_SHOWN, Change, HistoryFacts, PageFa
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, png, svg, table
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, ratio_estimate
 from utils.config.registry import display_name, framework_color
-from utils.result.model import Result
+from utils.result.model import Quality, Result
 
 GLYPHS = {"o": "\u25cf", "s": "\u25a0", "^": "\u25b2"}  # the platform's marker in compare.png, as a character
 MAX_EVIDENCE_ROWS = 1_000  # runs listed one by one; 10,000 results would make a page nobody reads
@@ -127,28 +127,34 @@ def verdict(facts: PageFacts) -> Markup:
 
 def quality_part(groups: list[GroupSummary]) -> Markup:
     """Eval loss against time with the target, when a run evaluated; else the one line that says evaluation was off."""
-    blocks = [(s, s.representative.result) for s in groups if s.representative is not None
-              and getattr(s.representative.result, "quality", None) is not None]
+    blocks = [(s, s.representative.result.quality) for s in groups
+              if s.representative is not None and s.representative.result.quality is not None]
     if not blocks:
         return note("Time to quality: evaluation off (EVAL_INTERVAL=0): no run of this model measured a held-out "
                     "loss.")
-    return quality_table(blocks)
+    figure = eval_loss_figure(blocks)  # type: ignore[arg-type]
+    return join([quality_table(blocks),  # type: ignore[arg-type]
+                 svg(figure) if figure is not None else note("No eval-loss figure: no evaluation had a finite loss.")])
 
 
-def quality_table(blocks: list[tuple[GroupSummary, Result]]) -> Markup:
+def _to_target(quality: Quality, name: str, pattern: str) -> str:
+    value = getattr(quality, name)
+    return pattern.format(value) if value is not None else f"n/a ({quality.null_reasons.get(name, 'not recorded')})"
+
+
+def quality_table(blocks: list[tuple[GroupSummary, Quality]]) -> Markup:
     rows = []
-    for summary, result in blocks:
-        q = result.quality  # type: ignore[attr-defined]
-        rows.append([group_label(summary), dumped(q.target_loss) if q.target_loss is not None else "none",
-                     "yes" if q.reached else "no", _num(q.time_to_target_s, "{:,.1f} s"),
-                     _num(q.tokens_to_target, "{:,.0f}"), _num(q.energy_to_target_kwh, "{:,.3f} kWh"),
-                     str(len(q.evaluations))])
+    for summary, q in blocks:
+        last = next((e for e in reversed(q.evaluations) if e.loss is not None), None)
+        rows.append([group_label(summary), f"{q.target_loss:g}" if q.target_loss is not None else "none set",
+                     "yes" + (" (stopped there)" if q.stopped_at_target else "") if q.reached else "no",
+                     _to_target(q, "time_to_target_s", "{:,.1f} s"), _to_target(q, "tokens_to_target", "{:,.0f}"),
+                     _to_target(q, "energy_to_target_kwh", "{:,.4f} kWh"),
+                     _to_target(q, "gpu_hours_to_target", "{:,.3f} GPU-h"),
+                     f"{len(q.evaluations)} ({q.eval_samples:,} samples each)",
+                     f"{last.loss:.4f}" if last is not None else "n/a"])
     return table(["run", "target loss", "reached", "time to target", "tokens to target", "energy to target",
-                  "evaluations"], rows)
-
-
-def _num(value: float | None, pattern: str) -> str:
-    return "n/a" if value is None else pattern.format(value)
+                  "GPU-hours to target", "evaluations", "last eval loss"], rows)
 
 
 def model_section(facts: PageFacts, model: str) -> Markup:

@@ -19,7 +19,7 @@ from evaluate.history.store import open_database
 from evaluate.report_html.cli import main
 from evaluate.report_html.markup import Markup, el, esc, link, table
 from tests.helpers.evaluate import make_result
-from tests.helpers.report_page import HOSTILE, labels, make_page_results
+from tests.helpers.report_page import HOSTILE, TARGET_LOSS, labels, make_page_results
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +68,23 @@ def test_every_run_is_shown_and_failed_runs_are_not_averaged_in(page: str, resul
     assert "train_nvd_deep_llama.json" in page
 
 
-def test_absent_parts_are_one_line_each_and_no_empty_figure(page: str) -> None:
-    assert "the results database is off (HISTORY_DB=off)" in page
-    assert "no regression-gate report" in page
-    assert "Time to quality: evaluation off (EVAL_INTERVAL=0)" in page
-    assert page.count("<svg") == 1  # one model, one figure; no panel without data
+def test_time_to_quality_is_shown_where_runs_evaluated(page: str) -> None:
+    quality = page[page.index(">Time to quality</h3>"):page.index("</section>", page.index(">Time to quality</h3>"))]
+    assert f">{TARGET_LOSS:g}</td>" in quality and "yes" in quality and "GPU-hours to target" in quality
+    assert "n/a (not measured in a test)" in quality  # a null figure to target says why
+    assert "Held-out loss against time, with the target" in quality and "target loss 3.5" in quality
+    assert page.count("<svg") == 2  # the model's figure and the eval-loss figure; no panel without data
+
+
+def test_absent_parts_are_one_line_each(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    make_result(out, "nvd", "mega")
+    assert main(["--results-dir", str(out), "--db", "off"]) == 0
+    text = (out / "report.html").read_text()
+    assert "the results database is off (HISTORY_DB=off)" in text
+    assert "no regression-gate report" in text
+    assert "Time to quality: evaluation off (EVAL_INTERVAL=0)" in text
+    assert "one completed group" in text and text.count("<svg") == 1
 
 
 def test_history_gate_and_what_changed(results: Path, tmp_path: Path) -> None:
