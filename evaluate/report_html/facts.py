@@ -14,19 +14,19 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any
 
 from evaluate.analysis import GroupSummary, SettingDifference
-from evaluate.history.diff import MetricDelta, fact_differences, metric_deltas
-from evaluate.history.query import Filters, RunView, count_runs, list_runs, with_series
-from evaluate.history.record import make_record, normalized_time
-from evaluate.history.store import HistoryError, configured_db, open_database, resolve_target
-from evaluate.history.trend import Series, trend_series, write_png
 from evaluate.report import Comparison
 from evaluate.results import LoadedResult
 from utils.files.json_input import JsonInputError, one_line, read_json
+
+if TYPE_CHECKING:  # the database's modules load SQLAlchemy (0.6 s of CPU): only when a database is read
+    from sqlalchemy.engine import Connection
+
+    from evaluate.history.diff import MetricDelta
+    from evaluate.history.query import RunView
+    from evaluate.history.trend import Series
 
 GATE_REPORT = "gate.json"  # python -m evaluate.gate --report OUTPUT_DIR/gate.json
 TREND_SHOWN = 8  # runs of each series in the page's trend table (the figure has them all)
@@ -128,6 +128,10 @@ def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
 
     ``db_value``: ``--db`` or ``HISTORY_DB`` (None: config.env's). Off, missing or unreadable: absent, one line.
     """
+    from evaluate.history.query import Filters, count_runs
+    from evaluate.history.store import HistoryError, configured_db, open_database, resolve_target
+    from evaluate.history.trend import trend_series, write_png
+
     try:
         target = resolve_target(db_value if db_value is not None else configured_db())
     except HistoryError as exc:
@@ -157,6 +161,8 @@ def _before(conn: Connection, candidate: RunView, since: str | None) -> RunView 
     Not ``query.last_ok``: that one finds the group's own repeat runs (``train.sh`` adds each run as it ends), and
     "since the last run" means since the runs before these.
     """
+    from evaluate.history.query import Filters, list_runs, with_series
+
     r = candidate.run
     views = list_runs(conn, Filters(platform=r["platform"], framework=r["framework"], status="ok",
                                     workload_key=r["workload_key"]))
@@ -166,6 +172,10 @@ def _before(conn: Connection, candidate: RunView, since: str | None) -> RunView 
 
 
 def _change(conn: Connection, summary: GroupSummary) -> Change:
+    from evaluate.history.diff import fact_differences, metric_deltas
+    from evaluate.history.query import RunView
+    from evaluate.history.record import make_record, normalized_time
+
     label = summary.group.label + f" {summary.group.model}"
     run = summary.representative
     if run is None:

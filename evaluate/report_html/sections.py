@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from evaluate.analysis import GroupSummary, fastest
 from evaluate.convergence import overall
 from evaluate.fairness import SHAPE_KEY, Difference
-from evaluate.history.diff import METRICS as DIFF_METRICS
 from evaluate.plots import PLATFORM_MARKERS, eval_loss_figure, left_out_panels, model_figure
 from evaluate.report import (
     CONVERGENCE_HEADERS,
@@ -257,6 +256,8 @@ def history_section(facts: PageFacts) -> Markup:
 
 
 def _change(change: Change) -> Markup:
+    from evaluate.history.diff import METRICS as DIFF_METRICS  # only with a database (it loads SQLAlchemy)
+
     if change.previous is None:
         return note(f"{change.label}: no earlier ok run of this job on this device in the database.")
     metrics = [d.format(scale, digits, unit)
