@@ -28,7 +28,7 @@ from evaluate.report import (
 )
 from evaluate.report_html.facts import TREND_SHOWN, Change, HistoryFacts, PageFacts, dumped
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, png, svg, table
-from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, ratio_estimate
+from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
 from utils.config.registry import display_name, framework_color
 from utils.result.model import Quality, Result
 
@@ -156,6 +156,25 @@ def quality_table(blocks: list[tuple[GroupSummary, Quality]]) -> Markup:
                   "GPU-hours to target", "evaluations", "last eval loss"], rows)
 
 
+def energy_part(groups: list[GroupSummary]) -> Markup:
+    """Board power and energy over the measured steps, per group (median over its ok runs), or why there is none."""
+    rows = []
+    for summary in groups:
+        blocks = [r.result.power_metrics for r in summary.group.ok_runs if r.result.power_metrics is not None]
+        power = estimate([b.avg_power_w_per_gpu for b in blocks if b.avg_power_w_per_gpu is not None])
+        energy = estimate([b.energy_kwh for b in blocks if b.energy_kwh is not None])
+        if power is None and energy is None:
+            continue
+        sources = ", ".join(sorted({b.energy_source for b in blocks}))
+        rows.append([group_label(summary), power.format(0, unit=" W") if power else "n/a",
+                     energy.format(4, unit=" kWh") if energy else "n/a",
+                     summary.tokens_per_kwh.format(0) if summary.tokens_per_kwh else "n/a", sources])
+    if not rows:
+        reasons = sorted({s.power_reason for s in groups if s.power_reason})
+        return note(f"Energy: not measured ({'; '.join(reasons[:3]) or 'no completed run'}).")
+    return table(["run", "board power per GPU", "energy, measured steps", "tokens/kWh", "source"], rows)
+
+
 def model_section(facts: PageFacts, model: str) -> Markup:
     c = facts.comparison
     groups = c.by_model[model]
@@ -168,6 +187,7 @@ def model_section(facts: PageFacts, model: str) -> Markup:
     figure = model_figure(groups, c.convergence_band)
     parts.append(svg(figure) if figure is not None else note("No figure: no run of this model completed."))
     parts += [note(line) for line in left_out_panels(groups)]
+    parts += [el("h3", "Energy"), energy_part(groups)]
     ratios = all_ratio_rows(c, model)
     if ratios:
         parts += [el("h3", "AMD / NVIDIA throughput ratio"),

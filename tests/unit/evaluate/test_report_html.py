@@ -74,17 +74,19 @@ def test_time_to_quality_is_shown_where_runs_evaluated(page: str) -> None:
     assert "n/a (not measured in a test)" in quality  # a null figure to target says why
     assert "Held-out loss against time, with the target" in quality and "target loss 3.5" in quality
     assert page.count("<svg") == 2  # the model's figure and the eval-loss figure; no panel without data
+    assert "board power per GPU" in page and "750 W [750, 750]" in page
 
 
 def test_absent_parts_are_one_line_each(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    make_result(out, "nvd", "mega")
+    make_result(out, "nvd", "mega", with_power=False)
     assert main(["--results-dir", str(out), "--db", "off"]) == 0
     text = (out / "report.html").read_text()
     assert "the results database is off (HISTORY_DB=off)" in text
     assert "no regression-gate report" in text
     assert "Time to quality: evaluation off (EVAL_INTERVAL=0)" in text
     assert "one completed group" in text and text.count("<svg") == 1
+    assert "Energy: not measured" in text and "Tokens per kWh (board energy, higher is better): left out" in text
 
 
 def test_history_gate_and_what_changed(results: Path, tmp_path: Path) -> None:
