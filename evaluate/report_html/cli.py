@@ -13,14 +13,12 @@ stopped by signal n (nothing half-written).
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
-from evaluate.compare import build_comparison, parse_prices
-from evaluate.convergence import DEFAULT_BAND
+from evaluate.compare import add_comparison_options, build_comparison, comparison_options
 from evaluate.report_html.facts import gather
 from evaluate.report_html.page import render
 from utils.config.cli import exits_on_config_error
@@ -53,10 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", help="the results database: a path, a URL or off (default: HISTORY_DB)")
     parser.add_argument("--gate-report", type=Path, metavar="FILE",
                         help="evaluate.gate's --report JSON (default: RESULTS_DIR/gate.json when present)")
-    parser.add_argument("--price-per-gpu-hour", nargs="+", metavar="PLATFORM=DOLLARS",
-                        help="GPU-hour price per platform for the cost per 1T tokens, e.g. amd=2.5 nvd=3.0")
-    parser.add_argument("--convergence-band", type=float, default=DEFAULT_BAND, metavar="FRACTION",
-                        help=f"largest relative gap of the final mean losses still fair (default {DEFAULT_BAND})")
+    add_comparison_options(parser)
     return parser
 
 
@@ -79,12 +74,7 @@ def write_page(results_dir: Path, output: Path | None, db: str | None, gate_repo
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not (math.isfinite(args.convergence_band) and 0 < args.convergence_band < 1):
-        parser.error(f"--convergence-band {args.convergence_band}: a fraction between 0 and 1, e.g. 0.05")
-    try:
-        prices = parse_prices(args.price_per_gpu_hour)
-    except ValueError as exc:
-        parser.error(str(exc))
+    prices = comparison_options(parser, args)
     previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         results_dir = args.results_dir if args.results_dir is not None else load_config().output_dir

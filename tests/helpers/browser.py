@@ -38,10 +38,10 @@ class Visit:
     """What opening a page showed: its text, console errors and warnings, requests beyond the page, a screenshot."""
 
     text: str
-    scripts: int
     console: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    scripts: int = 0
     screenshot: bytes = b""
 
     @property
@@ -133,7 +133,7 @@ class Browser:
         scripts = self.send("Runtime.evaluate", session, expression="document.scripts.length",
                             returnByValue=True)["result"]["value"]
         shot = self.send("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)["data"]
-        visit = Visit(text, scripts, screenshot=base64.b64decode(shot))
+        visit = Visit(text, scripts=scripts, screenshot=base64.b64decode(shot))
         for event in self._events:
             if event.get("sessionId") != session:
                 continue
