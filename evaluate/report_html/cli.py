@@ -61,10 +61,10 @@ def write_page(results_dir: Path, output: Path | None, db: str | None, gate_repo
     comparison = build_comparison(results_dir, True, prices, band)
     if comparison is None:
         return None
-    text = render(gather(comparison, results_dir, db, gate_report))
     if output is None:
         output = output_file(results_dir, PAGE)
         mark_output_dir(results_dir)
+    text = render(gather(comparison, results_dir, db, gate_report, output))
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output, text)
     return output

@@ -11,6 +11,7 @@ shown with its location replaced by ``HISTORY_DB``.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,11 @@ class PageFacts:
     history: HistoryFacts
     gate: GateFacts
     logs: dict[Path, str] = field(default_factory=dict)  # result path -> its log, relative to the results folder
+    results_href: str = ""  # the results folder relative to the page ("" when the page is in it)
+
+    def beside(self, name: str) -> str:
+        """A file of the results folder as the page links it."""
+        return f"{self.results_href}/{name}" if self.results_href else name
 
     def local(self, text: str) -> str:
         """``text`` with the results folder's absolute path cut: files are named relative to the page."""
@@ -190,9 +196,13 @@ def _change(conn: Connection, summary: GroupSummary) -> Change:
     return Change(label, shown, fact_differences([previous], [candidate]), metric_deltas([previous], [candidate]))
 
 
-def gather(comparison: Comparison, results_dir: Path, db_value: str | None, gate_path: Path | None) -> PageFacts:
+def gather(comparison: Comparison, results_dir: Path, db_value: str | None, gate_path: Path | None,
+           page: Path) -> PageFacts:
+    """Every fact of the page written at ``page`` (the results' links are made relative to it)."""
     facts = PageFacts(comparison, results_dir, read_history(db_value, comparison), read_gate(gate_path, results_dir))
     facts.logs = log_links(results_dir, facts.runs)
+    href = os.path.relpath(results_dir.resolve(), page.parent.resolve())
+    facts.results_href = "" if href == "." else Path(href).as_posix()
     return facts
 
 

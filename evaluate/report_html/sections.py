@@ -9,6 +9,7 @@ why (:func:`markup.note`), never an empty box.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from evaluate.analysis import GroupSummary, fastest
@@ -47,6 +48,11 @@ WHY = (
      "the training maths differ: loss curves and throughput are not like for like"),
 )
 WORKLOAD_WHY = "a different workload: each side measured different work"
+
+
+def anchor(model: str) -> str:
+    """A section id from a model key or a proxy's label (``Llama 3.1 8B [8 of 32 layers]``): letters, digits, dashes."""
+    return "model-" + re.sub(r"[^A-Za-z0-9]+", "-", model).strip("-")
 
 
 def why(key: str) -> str:
@@ -200,7 +206,7 @@ def model_section(facts: PageFacts, model: str) -> Markup:
         parts += [el("h3", "Loss-curve parity between platforms"),
                   table(["first", "second", "steps", "correlation", "max relative gap", "note"], parities)]
     parts += [el("h3", "Time to quality"), quality_part(groups)]
-    return el("section", *parts, id=f"model-{model}")
+    return el("section", *parts, id=anchor(model))
 
 
 def _difference_row(d: Difference) -> list[str]:
@@ -318,7 +324,8 @@ def evidence_section(facts: PageFacts) -> Markup:
         r = run.result
         gpu, env = r.gpu_info, r.environment
         log = facts.logs.get(run.path)
-        rows.append([link(run.path.name, run.label), r.status, link(log) if log else "no log in output/",
+        rows.append([link(facts.beside(run.path.name), run.label), r.status,
+                     link(facts.beside(log)) if log else "no log in output/",
                      gpu.device_name or gpu.cpu_name or "n/a", str(gpu.device_count),
                      f"{gpu.software_stack} {gpu.software_version or ''}".strip(), gpu.driver_version or "n/a",
                      gpu.pytorch_version or "n/a", _versions(r),
@@ -346,6 +353,6 @@ def method_section(comparison: Comparison) -> Markup:
 
 
 def contents(models: Iterable[str]) -> Markup:
-    items = [("verdict", "Verdict"), *((f"model-{m}", display_name("model", m)) for m in sorted(models)),
+    items = [("verdict", "Verdict"), *((anchor(m), display_name("model", m)) for m in sorted(models)),
              ("fairness", "Fairness"), ("history", "History and gate"), ("evidence", "Evidence"), ("method", "Method")]
     return el("nav", *(join([link(f"#{anchor}", text), " "]) for anchor, text in items))

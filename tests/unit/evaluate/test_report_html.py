@@ -113,6 +113,7 @@ def test_history_gate_and_what_changed(results: Path, tmp_path: Path) -> None:
     assert "nvd/mega llama against run #1" in text and "driver.driver_version" in text and "older-driver" in text
     assert "<strong>regression</strong>" in text and "&lt;script&gt;alert(1)" in text
     assert str(results) not in text and str(tmp_path) not in text
+    assert 'href="../' in text and '/results/train_nvd_mega_llama_r1.json"' in text  # relative to the page
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
