@@ -121,6 +121,8 @@ def verdict(facts: PageFacts) -> Markup:
     c = facts.comparison
     fair = c.fairness.fair and c.converged
     word = el("span", "FAIR" if fair else "NOT FAIR", class_="fair" if fair else "unfair")
+    if fair and not c.fairness.compared:  # nothing completed: nothing was shown alike, nor unlike
+        word = el("span", "NO VERDICT (no completed run to compare)", class_="unfair")
     reasons = [] if fair else [el("li", d.describe()) for d in c.fairness.differences[:5]]
     if not c.converged:
         reasons.append(el("li", overall(c.convergence)))
@@ -191,8 +193,10 @@ def model_section(facts: PageFacts, model: str) -> Markup:
     if not c.prices:
         parts.append(note("Cost per 1T tokens: no --price-per-gpu-hour given."))
     figure = model_figure(groups, c.convergence_band)
-    parts.append(svg(figure) if figure is not None else note("No figure: no run of this model completed."))
-    parts += [note(line) for line in left_out_panels(groups)]
+    if figure is None:
+        parts.append(note("No figure: no run of this model completed."))
+    else:
+        parts += [svg(figure), *(note(line) for line in left_out_panels(groups))]
     parts += [el("h3", "Energy"), energy_part(groups)]
     ratios = all_ratio_rows(c, model)
     if ratios:

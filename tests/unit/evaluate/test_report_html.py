@@ -116,6 +116,15 @@ def test_history_gate_and_what_changed(results: Path, tmp_path: Path) -> None:
     assert 'href="../' in text and '/results/train_nvd_mega_llama_r1.json"' in text  # relative to the page
 
 
+def test_only_failed_runs_give_no_verdict_and_no_figure(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    make_result(out, "nvd", "mega", status="failed")
+    assert main(["--results-dir", str(out), "--db", "off"]) == 0
+    text = (out / "report.html").read_text()
+    assert "NO VERDICT (no completed run to compare)" in text and ">FAIR<" not in text
+    assert "No figure: no run of this model completed." in text and "<svg" not in text and "left out" not in text
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--results-dir", str(tmp_path), "--db", "off"]) == 2
     assert "nothing to show" in capsys.readouterr().err
