@@ -73,6 +73,26 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
     return prices
 
 
+def add_comparison_options(parser: argparse.ArgumentParser) -> None:
+    """``--price-per-gpu-hour`` and ``--convergence-band``: the comparison's options, also the page's
+    (evaluate/report_html/cli.py)."""
+    parser.add_argument("--price-per-gpu-hour", nargs="+", metavar="PLATFORM=DOLLARS",
+                        help="GPU-hour price per platform for the cost per 1T tokens, e.g. amd=2.5 nvd=3.0")
+    parser.add_argument("--convergence-band", type=float, default=DEFAULT_BAND, metavar="FRACTION",
+                        help=f"largest relative gap of the final mean losses still fair (default {DEFAULT_BAND}, "
+                             "i.e. 5%%; evaluate/convergence.py)")
+
+
+def comparison_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, float]:
+    """The parsed prices; a bad price or band is the parser's one-line error (exit 2)."""
+    if not (math.isfinite(args.convergence_band) and 0 < args.convergence_band < 1):
+        parser.error(f"--convergence-band {args.convergence_band}: a fraction between 0 and 1, e.g. 0.05")
+    try:
+        return parse_prices(args.price_per_gpu_hour)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
 def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, float],
                      band: float = DEFAULT_BAND) -> Comparison | None:
     """Load and summarize; None when there is no valid result at all (the caller explains)."""
@@ -138,18 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", type=Path, help="where compare.png/compare.md go (default: results dir)")
     parser.add_argument("--allow-mismatch", action="store_true",
                         help="compare even if workloads differ; the report's first line says so")
-    parser.add_argument("--price-per-gpu-hour", nargs="+", metavar="PLATFORM=DOLLARS",
-                        help="GPU-hour price per platform for the cost per 1T tokens, e.g. amd=2.5 nvd=3.0")
-    parser.add_argument("--convergence-band", type=float, default=DEFAULT_BAND, metavar="FRACTION",
-                        help=f"largest relative gap of the final mean losses still fair (default {DEFAULT_BAND}, "
-                             "i.e. 5%%; evaluate/convergence.py)")
+    add_comparison_options(parser)
     args = parser.parse_args(argv)
-    if not (math.isfinite(args.convergence_band) and 0 < args.convergence_band < 1):
-        parser.error(f"--convergence-band {args.convergence_band}: a fraction between 0 and 1, e.g. 0.05")
-    try:
-        prices = parse_prices(args.price_per_gpu_hour)
-    except ValueError as exc:
-        parser.error(str(exc))
+    prices = comparison_options(parser, args)
     results_dir = args.results_dir
     if results_dir is None:
         results_dir = load_config().output_dir

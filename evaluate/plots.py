@@ -1,9 +1,11 @@
 """The comparison figures, built as matplotlib ``Figure`` objects (Agg, no display needed).
 
-``comparison_figure`` has six panels: throughput per GPU (with 95% intervals over
+``comparison_figure`` has up to seven panels: throughput per GPU (with 95% intervals over
 repeated runs and the matching published reference), training loss, step time per
-step, average step time, peak memory and MFU under both FLOP conventions; a seventh,
-tokens per kWh, where any result measured energy.
+step, average step time, and, each only where some result measured it, tokens per kWh,
+peak memory and MFU under both FLOP conventions (issue 37: no empty panel; on cpu the
+figure has four). ``model_figure`` is one model's throughput and loss for the HTML page
+(evaluate/report_html/).
 
 Read at a glance (issue 23): one colour per framework (the registry's fixed palette,
 ``utils/config/registry.py``), one line style, marker and hatch per platform, legends that read
@@ -35,7 +37,7 @@ from evaluate.convergence import DEFAULT_BAND, TAIL_FRACTION
 from evaluate.stats import Estimate
 from utils.config.registry import display_name, framework_color
 from utils.files.atomic import atomic_path
-from utils.result.model import Result
+from utils.result.model import Quality, Result
 
 PLATFORM_LINES = {"nvd": "-", "amd": "--", "cpu": ":"}
 PLATFORM_MARKERS = {"nvd": "o", "amd": "s", "cpu": "^"}
@@ -51,6 +53,7 @@ TITLE_AVG_STEP = "Average step time (s, lower is better)"
 TITLE_MEMORY = "Peak memory per GPU (GiB)"
 TITLE_MFU = "MFU (%), full vs causal FLOP convention"
 TITLE_ENERGY = "Tokens per kWh (board energy, higher is better)"
+TITLE_EVAL = "Held-out loss against time, with the target"
 PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP, TITLE_MEMORY, TITLE_MFU)
 ENERGY_PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_ENERGY, TITLE_AVG_STEP, TITLE_MEMORY,
                        TITLE_MFU)
@@ -238,13 +241,7 @@ def convergence_band(ax, drawn: list[tuple[GroupSummary, list[int], list[float]]
 
 
 def _mfu_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> None:
-    if all(s.mfu_full is None for s in summaries):
-        reasons = sorted({s.mfu_reason for s in summaries if s.mfu_reason})
-        ax.text(0.5, 0.5, "MFU not available:\n" + "\n".join(reasons[:3]), ha="center", va="center",
-                transform=ax.transAxes, fontsize=8, wrap=True)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        return
+    """Both FLOP conventions side by side; drawn only where a group has an MFU (:func:`panel_titles`)."""
     xs = list(range(len(summaries)))
     width = 0.38
     for offset, attr, alpha, name in ((-width / 2, "mfu_full", 1.0, "full attention"),
@@ -262,45 +259,117 @@ def _mfu_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> None:
     ax.legend(fontsize=8)
 
 
+def panel_titles(summaries: list[GroupSummary]) -> tuple[str, ...]:
+    """The panels the comparison draws, in order: no panel for a figure that no run measured (issue 37).
+
+    Throughput, loss, step time and average step time always (a group without a completed run says so in
+    its bar); tokens per kWh, peak memory and MFU only where at least one group has the figure, so a cpu
+    comparison has no empty boxes that only say "not measured" (the tables say why instead).
+    """
+    optional = {TITLE_ENERGY: any(s.tokens_per_kwh is not None for s in summaries),
+                TITLE_MEMORY: any(s.peak_memory_gb is not None for s in summaries),
+                TITLE_MFU: any(s.mfu_full is not None for s in summaries)}
+    return tuple(t for t in ENERGY_PANEL_TITLES if optional.get(t, True))
+
+
+def left_out_panels(summaries: list[GroupSummary]) -> list[str]:
+    """One line per panel :func:`panel_titles` leaves out, saying why (the page prints them)."""
+    shown = panel_titles(summaries)
+    reasons = {TITLE_ENERGY: sorted({s.power_reason for s in summaries if s.power_reason}),
+               TITLE_MEMORY: sorted({s.memory_reason for s in summaries if s.memory_reason}),
+               TITLE_MFU: sorted({s.mfu_reason for s in summaries if s.mfu_reason})}
+    return [f"{title}: left out, no run measured it ({'; '.join(why[:3]) or 'no data'})"
+            for title, why in reasons.items() if title not in shown]
+
+
 def comparison_figure(by_model: dict[str, list[GroupSummary]], band: float = DEFAULT_BAND) -> Figure:
-    """The comparison of every group of every model: six panels, seven where energy was measured."""
+    """The comparison of every group of every model: one panel per measured figure (:func:`panel_titles`)."""
     summaries = [s for model in sorted(by_model) for s in by_model[model]]
     with_model = len(by_model) > 1
     labels = [_label(s, with_model) for s in summaries]
-    energy = any(s.tokens_per_kwh is not None for s in summaries)
-    columns = 4 if energy else 3
-    width = max(16.0 if columns == 3 else 21.0, 1.3 * len(summaries) * columns)
+    titles = panel_titles(summaries)
+    columns = math.ceil(len(titles) / 2)
+    width = max(5.4 * columns, 1.3 * len(summaries) * columns)
     figure = Figure(figsize=(min(width, 34.0), 10.5), layout="constrained")
-    grid = figure.subplots(2, columns)
-    ax_tps, ax_loss, ax_trace = grid[0][:3]
-    ax_avg, ax_mem, ax_mfu = grid[1][:3]
-    if energy:
-        figure.delaxes(grid[1][3])
-    _throughput_panel(ax_tps, summaries, labels)
-    ax_tps.set_ylabel("tokens/s/GPU")
-    drawn = _curves(ax_loss, summaries, lambda r: r.loss_values, "loss", with_model)
-    convergence_band(ax_loss, drawn, band)
+    grid = figure.subplots(2, columns, squeeze=False)
+    flat = [ax for row in grid for ax in row]
+    for spare in flat[len(titles):]:
+        figure.delaxes(spare)
+    axes = dict(zip(titles, flat, strict=False))
+    _throughput_panel(axes[TITLE_THROUGHPUT], summaries, labels)
+    axes[TITLE_THROUGHPUT].set_ylabel("tokens/s/GPU")
+    drawn = _curves(axes[TITLE_LOSS], summaries, lambda r: r.loss_values, "loss", with_model)
+    convergence_band(axes[TITLE_LOSS], drawn, band)
     if drawn:
-        ax_loss.legend(fontsize=7)
-    _curves(ax_trace, summaries, lambda r: r.step_times, "seconds", with_model)
-    if energy:
-        reasons = sorted({s.power_reason for s in summaries if s.power_reason})
-        _bars(grid[0][3], summaries, [s.tokens_per_kwh for s in summaries], labels, "{:.3g}",
-              "energy not measured:\n" + "\n".join(reasons[:3]))
-        grid[0][3].set_ylabel("tokens/kWh")
-    _bars(ax_avg, summaries, [s.avg_step_time for s in summaries], labels, "{:.3g}", "no completed runs")
-    ax_avg.set_ylabel("seconds")
-    reasons = sorted({s.memory_reason for s in summaries if s.memory_reason})
-    _bars(ax_mem, summaries, [s.peak_memory_gb for s in summaries], labels, "{:.1f}",
-          "memory not measured:\n" + "\n".join(reasons[:3]))
-    ax_mem.set_ylabel("GiB")
-    _mfu_panel(ax_mfu, summaries, labels)
-    for ax, title in zip(figure.axes, ENERGY_PANEL_TITLES if energy else PANEL_TITLES, strict=True):
+        axes[TITLE_LOSS].legend(fontsize=7)
+    _curves(axes[TITLE_STEP_TRACE], summaries, lambda r: r.step_times, "seconds", with_model)
+    if TITLE_ENERGY in axes:
+        _bars(axes[TITLE_ENERGY], summaries, [s.tokens_per_kwh for s in summaries], labels, "{:.3g}", "")
+        axes[TITLE_ENERGY].set_ylabel("tokens/kWh")
+    _bars(axes[TITLE_AVG_STEP], summaries, [s.avg_step_time for s in summaries], labels, "{:.3g}",
+          "no completed runs")
+    axes[TITLE_AVG_STEP].set_ylabel("seconds")
+    if TITLE_MEMORY in axes:
+        _bars(axes[TITLE_MEMORY], summaries, [s.peak_memory_gb for s in summaries], labels, "{:.1f}", "")
+        axes[TITLE_MEMORY].set_ylabel("GiB")
+    if TITLE_MFU in axes:
+        _mfu_panel(axes[TITLE_MFU], summaries, labels)
+    for title, ax in axes.items():
         ax.set_title(title, fontsize=11)
     models = ", ".join(display_name("model", m) for m in sorted(by_model))
     runs = sum(len(s.group.runs) for s in summaries)
     figure.suptitle(f"tprimat comparison: {models} ({runs} result files; bars = median, whiskers = 95% interval "
                     "over repeated runs)", fontsize=13)
+    return figure
+
+
+def model_figure(summaries: list[GroupSummary], band: float = DEFAULT_BAND) -> Figure | None:
+    """One model's throughput per GPU and loss curves (with the convergence band), side by side, for the page.
+
+    None when no group of the model completed a run: the page says so in one line instead of drawing boxes.
+    """
+    if not any(s.representative is not None for s in summaries):
+        return None
+    labels = [_label(s, False) for s in summaries]
+    # fixed margins, not the constrained layout: that measures every label again (a third of the page's time)
+    figure = Figure(figsize=(max(10.0, 2.4 * len(summaries)), 3.9))
+    figure.subplots_adjust(left=0.07, right=0.985, bottom=0.13, top=0.92, wspace=0.18)
+    ax_tps, ax_loss = figure.subplots(1, 2)
+    _throughput_panel(ax_tps, summaries, labels)
+    ax_tps.set_ylabel("tokens/s/GPU")
+    ax_tps.set_title(TITLE_THROUGHPUT, fontsize=10)
+    drawn = _curves(ax_loss, summaries, lambda r: r.loss_values, "loss", False)
+    convergence_band(ax_loss, drawn, band)
+    if drawn:
+        ax_loss.legend(fontsize=7)
+    ax_loss.set_title(TITLE_LOSS, fontsize=10)
+    return figure
+
+
+def eval_loss_figure(curves: list[tuple[GroupSummary, Quality]]) -> Figure | None:
+    """Each evaluated run's held-out loss against the seconds since its first training step, the target dashed.
+
+    None when no evaluation recorded a finite loss (the page says so instead). Colours and markers as in
+    :func:`comparison_figure`; the seconds include evaluation time (utils/measure/quality.py).
+    """
+    drawn = [(s, [(e.seconds, e.loss) for e in q.evaluations if e.loss is not None]) for s, q in curves]
+    drawn = [(s, points) for s, points in drawn if points]
+    if not drawn:
+        return None
+    figure = Figure(figsize=(9.0, 3.6))
+    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9)  # fixed: one draw (see model_figure)
+    ax = figure.subplots()
+    for summary, points in drawn:
+        ax.plot([x for x, _ in points], [y for _, y in points], color=_color(summary),
+                linestyle=PLATFORM_LINES.get(summary.group.platform, "-"),
+                marker=PLATFORM_MARKERS.get(summary.group.platform, "o"), markersize=4, label=legend_label(summary))
+    for target in sorted({q.target_loss for _, q in curves if q.target_loss is not None}):
+        ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target loss {target:g}")
+    ax.set_xlabel("seconds since the first training step (evaluation included)")
+    ax.set_ylabel("held-out loss")
+    ax.set_title(TITLE_EVAL, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     return figure
 
 

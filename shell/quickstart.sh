@@ -15,7 +15,8 @@ Runs the whole tprimat pipeline locally on CPU with tiny model shapes and a gene
 set-up (.venv), data (shell/data.sh), training (shell/train.sh, FRAMEWORK=tran), comparison.
 FRAMEWORK="tran deep" MODELS="llama qwen mistral" adds DeepSpeed and Mistral 7B (about 3 times as long).
 Results: output/train_cpu_<framework>_<model>.json, output/compare.png, output/compare.md,
-output/compare_cpu_frameworks.png. It takes no arguments (settings come from the environment).
+output/compare_cpu_frameworks.png, and output/report.html (the page to open).
+It takes no arguments (settings come from the environment).
 USAGE
 }
 
@@ -61,3 +62,4 @@ echo "quickstart: done. Results are in $output_dir:"
 echo "  results:    $output_dir/train_cpu_*.json"
 echo "  comparison: $output_dir/compare.png, $output_dir/compare.md, $output_dir/compare_cpu_frameworks.png"
 echo "  logs:       $output_dir/logs/"
+echo "  report:     $output_dir/report.html (open it in a browser: verdict, figures, fairness, history, evidence)"

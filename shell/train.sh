@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every selected training job (FRAMEWORK x MODELS x RUNS, chosen by train/launch/jobs.py), keep going
-# past a failed job, compare the results, then print a table of each job's exit code and status.
+# past a failed job, compare the results (compare.md, compare.png, report.html), then print a table of each
+# job's exit code and status.
 # OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
 # SIGINT/SIGTERM reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
 # incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
@@ -124,6 +125,9 @@ elif [[ "$node_rank" != "0" ]]; then
 elif [[ -f "$TPRIMAT_ROOT/evaluate/compare.py" ]]; then
     tprimat_run "$TPRIMAT_PYTHON" -m evaluate.compare --results-dir "$output_dir" \
         || echo "train.sh: evaluate.compare failed (exit $?); the results are still in $output_dir" >&2
+    # The page a person opens (evaluate/report_html/): written even when compare refuses, saying NOT FAIR and why.
+    [[ -n "$TPRIMAT_SIGNAL" ]] || tprimat_run "$TPRIMAT_PYTHON" -m evaluate.report_html --results-dir "$output_dir" \
+        || echo "train.sh: evaluate.report_html failed (exit $?); compare.md and the results are in $output_dir" >&2
 else
     echo "train.sh: evaluate/compare.py is not present; skipping the comparison" >&2
 fi

@@ -20,7 +20,8 @@ from utils.files.locks import hold, result_lock_path
 
 GENERATED_OUTPUT = [
     "train_cpu_tran_llama.json", "train_amd_prim_qwen_r2.json", "train_cpu_tran_llama.steps.jsonl", "compare.png",
-    "compare.md", "loss_parity.png", ".train_cpu_tran_llama.json.tmp-123", "logs/train_cpu_tran_llama.log",
+    "compare.md", "loss_parity.png", "report.html", "gate.json", ".train_cpu_tran_llama.json.tmp-123",
+    "logs/train_cpu_tran_llama.log",
     "logs/train_amd_prim_llama.primus_train.log", "generated/train_amd_prim_llama.primus.yaml",
     "profiles/train_cpu_tran_llama_rank0.json", "nemo/train_nvd_nemo_llama/lightning_logs/x",
     "nemo/index_cache/a.npy", "primus/anything", ".tprimat/train_cpu_tran_llama.json.lock",
@@ -230,6 +231,7 @@ def test_wrap_zips_output(repo: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     names = _names(repo / "output.zip")
     assert "output/train_cpu_tran_llama.json" in names and "output/logs/train_cpu_tran_llama.log" in names
+    assert "output/report.html" in names  # the page, self-contained: it opens from inside the archive
     assert not any(".tprimat" in n or ".tmp-" in n for n in names), "bookkeeping and temp files stay out"
     assert not list(repo.glob(".output.zip.tmp-*")), "no partial archive left behind"
 

@@ -10,8 +10,9 @@ The names, by writer (each the owner of its name; this table only recognises the
 
 * ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_r<k>].json`` and their
   per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``); the
-  comparison ``compare.png``, ``compare.md``, ``loss_parity.png`` (``evaluate/``), the history's
-  ``history_trend.png`` (``evaluate/history/``) and the
+  comparison ``compare.png``, ``compare.md``, ``loss_parity.png`` (``evaluate/``), the page
+  ``report.html`` (``evaluate/report_html/``), the gate's ``gate.json`` (``evaluate/gate.py --report``), the
+  history's ``history_trend.png`` (``evaluate/history/``) and the
   README's ``system.json`` (``evaluate/probe.py``); ``logs/train_*`` (``train/launch/launcher.py``
   logs, Primus's ``TRAIN_LOG``, NeMo's overrides), ``generated/train_*`` (Primus
   experiments), ``profiles/train_*`` (traces), ``nemo/train_*/`` and ``nemo/index_cache/``
@@ -51,7 +52,7 @@ RESULT_NAME = re.compile(
     rf"(?:\.json|{re.escape(STEPS_SUFFIX)})")
 TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+")
 OUTPUT_FILES = frozenset({"compare.png", "compare.md", "loss_parity.png", "system.json", CACHE_NAME,
-                          "gpu_check.md", "gpu_check.json", "history_trend.png"})
+                          "gpu_check.md", "gpu_check.json", "history_trend.png", "report.html", "gate.json"})
 # The results database (evaluate/history/store.py): HISTORY_DB's default file, outside OUTPUT_DIR, and the
 # application name its tprimat_meta table records (utils/files/purge.py deletes only a file that records it).
 HISTORY_DEFAULT = "history/tprimat-history.sqlite"

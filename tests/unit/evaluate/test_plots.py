@@ -13,7 +13,19 @@ from matplotlib.colors import to_hex
 
 from evaluate.analysis import summarize_group
 from evaluate.frameworks import framework_figure, on_platform
-from evaluate.plots import ENERGY_PANEL_TITLES, PANEL_TITLES, TITLE_ENERGY, comparison_figure, save_figure
+from evaluate.plots import (
+    ENERGY_PANEL_TITLES,
+    PANEL_TITLES,
+    TITLE_AVG_STEP,
+    TITLE_ENERGY,
+    TITLE_LOSS,
+    TITLE_STEP_TRACE,
+    TITLE_THROUGHPUT,
+    comparison_figure,
+    left_out_panels,
+    model_figure,
+    save_figure,
+)
 from evaluate.results import load_directory
 from tests.helpers.evaluate import make_result
 from utils.config.registry import FRAMEWORK_COLORS, framework_color
@@ -100,3 +112,24 @@ def test_the_platform_figure_uses_the_same_palette_and_fit(results: Path) -> Non
     top = trace.get_ylim()[1]
     first_steps = [s.representative.result.step_times[0] for s in summaries]
     assert all(first > top for first in first_steps)
+
+
+def _cpu_like(result) -> None:  # type: ignore[no-untyped-def]
+    """What a cpu run records: no MFU (no peak FLOP/s), no device memory, no energy."""
+    result.performance_metrics.mfu_reason = "no peak FLOP/s for this cpu"
+    result.performance_metrics.mfu = None
+    result.memory_metrics = None
+
+
+def test_a_comparison_without_memory_and_mfu_draws_no_empty_panel(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    make_result(out, "nvd", "tran", with_power=False, mutate=_cpu_like)
+    make_result(out, "nvd", "mega", with_power=False, mutate=_cpu_like, seed=1)
+    models = by_model(out)
+    figure = comparison_figure(models)
+    assert [ax.get_title() for ax in figure.axes] == [TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP]
+    assert not any("not measured" in t.get_text() for ax in figure.axes for t in ax.texts)
+    left_out = left_out_panels(models["llama"])
+    assert len(left_out) == 3 and "no peak FLOP/s for this cpu" in left_out[-1]
+    page = model_figure(models["llama"])
+    assert page is not None and [ax.get_title() for ax in page.axes] == [TITLE_THROUGHPUT, TITLE_LOSS]
