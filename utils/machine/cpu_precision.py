@@ -153,8 +153,8 @@ def choose(requested: str, setting: str, fp8: bool, flags: frozenset[str] | None
         return PrecisionChoice(requested, setting, requested, native,
                                f"PRECISION={requested}, CPU_PRECISION=auto: {evidence}")
     return PrecisionChoice(requested, setting, "fp32", native,
-                           f"PRECISION={requested}, CPU_PRECISION=auto: {evidence}, so fp32 "
-                           f"(faster here, and it rounds less; CPU_PRECISION={requested} runs emulated {requested})")
+                           f"PRECISION={requested}, CPU_PRECISION=auto: {evidence}, so fp32, which is faster here and "
+                           f"rounds less; CPU_PRECISION={requested} runs emulated {requested}")
 
 
 def cpu_precision(cfg: Config, platform: str, flags: frozenset[str] | None = None,
