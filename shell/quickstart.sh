@@ -14,6 +14,8 @@ Usage: shell/quickstart.sh [--help]
 Runs the whole tprimat pipeline locally on CPU with tiny model shapes and a generated dataset:
 set-up (.venv), data (shell/data.sh), training (shell/train.sh, FRAMEWORK=tran), comparison.
 FRAMEWORK="tran deep" MODELS="llama qwen mistral" adds DeepSpeed and Mistral 7B (about 3 times as long).
+On a CPU without native bf16 the jobs compute in fp32 (CPU_PRECISION=auto, said at each launch);
+CPU_PRECISION=bf16 runs emulated bf16 instead, slower there (docs/PERFORMANCE.md).
 Results: output/train_cpu_<framework>_<model>.json, output/compare.png, output/compare.md,
 output/compare_cpu_frameworks.png, and output/report.html (the page to open).
 It takes no arguments (settings come from the environment).

@@ -13,17 +13,23 @@ from train.launch.contract import Plugin, RunContext
 from train.profiles import apply_profile
 from utils.config.load import Config
 from utils.config.registry import FRAMEWORKS
+from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.file import result_path
 
 
 def job_context(cfg: Config, platform: str, framework: str, model: str, run_index: int | None = None,
                 dry_run: bool = False) -> RunContext:
-    """One job's context with PROFILE applied (:class:`train.profiles.ProfileError` when it cannot be)."""
+    """One job's context with PROFILE applied (:class:`train.profiles.ProfileError` when it cannot be).
+
+    On the cpu platform ``cfg`` then carries the precision the CPU computes in (CPU_PRECISION); the trainers
+    apply the same rule to the config they load (train/tran/worker.py ``run_worker``).
+    """
     cfg, profile = apply_profile(cfg, platform, framework, model)
+    cfg, precision = apply_cpu_precision(cfg, platform)
     return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
                       result_path=result_path(cfg.output_dir, platform, framework, model, run_index, cfg.profile),
                       log_path=log_path_for(cfg, platform, framework, model, run_index), dry_run=dry_run,
-                      profile=profile)
+                      profile=profile, precision=precision)
 
 
 def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:

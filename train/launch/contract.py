@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from train.profiles import IDENTICAL, AppliedProfile
 from utils.config.load import Config
+from utils.machine.cpu_precision import PrecisionChoice
 from utils.measure.memory import Recipe
 from utils.result.model import EffectiveSettings, FrameworkVersions, Result
 
@@ -50,6 +51,8 @@ class RunContext:
     profile: AppliedProfile = IDENTICAL
     # --force: a job the memory check says cannot fit runs anyway, with the warning in its result.
     force: bool = False
+    # cpu only: the precision the job computes in and why (utils/machine/cpu_precision.py); ``cfg`` already has it.
+    precision: PrecisionChoice | None = None
 
 
 class PreflightError(RuntimeError):

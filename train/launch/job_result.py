@@ -135,6 +135,12 @@ class JobResult:
             else:  # deep: what its engine resolved, over the configuration it was given (the same names)
                 fields["effective_settings"] = own.model_copy(update={
                     "settings": {**effective.settings, **own.settings}, "env": own.env or effective.env})
+        if ctx.precision is not None:  # cpu: the precision that ran and why (utils/machine/cpu_precision.py)
+            fields["training_config"] = result.training_config.model_copy(update=ctx.precision.training_fields())
+            settings = fields.get("effective_settings", result.effective_settings)
+            if settings is not None:
+                fields["effective_settings"] = settings.model_copy(
+                    update={"settings": {**settings.settings, **ctx.precision.settings()}})
         update_result(result, **fields)
         if signal and result.status != "ok" and not (result.error or "").startswith("interrupted"):
             update_result(result, status="incomplete", error=f"interrupted by {signal}: {result.error}")

@@ -263,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return 2
+    if ctx.precision is not None:  # cpu: which precision runs and why (utils/machine/cpu_precision.py)
+        print(f"tprimat: {ctx.precision.line()}", file=sys.stderr)
     plugin = load_plugin(framework)
     try:
         return launch(ctx, plugin, dry_run=args.dry_run)

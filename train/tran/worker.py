@@ -43,6 +43,7 @@ from train.tran.step import Dist, Trainer
 from utils.config.load import Config, ConfigError, load_config
 from utils.config.registry import model_names, platform_names
 from utils.files.atomic import atomic_path
+from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.model import ModelShapeBlock, Profiling, Result, Source
 
 if TYPE_CHECKING:
@@ -326,6 +327,7 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
 
             args.platform = cfg.platform or detect_platform()
         cfg, _ = apply_profile(cfg, args.platform, framework, args.model)  # no recipe: identical, or the error
+        cfg, _ = apply_cpu_precision(cfg, args.platform)  # cpu: the launcher's choice (train/launch/context.py)
         info = setup_distributed(cfg, args.platform)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"train_{framework}: error: {exc}", file=sys.stderr)

@@ -109,6 +109,9 @@ class Config:
     ga: int = 8
     precision: str = "bf16"
     fp8: bool = False
+    # CPU_PRECISION: the precision cpu jobs compute in; auto: PRECISION where the CPU has it natively, else fp32
+    # (utils/machine/cpu_precision.py); GPU platforms ignore it
+    cpu_precision: str = "auto"
     zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
     # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/config/models.py); empty: the whole model
     model_layers: int | None = None

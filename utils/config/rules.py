@@ -38,6 +38,8 @@ MODEL_NAMES = model_names()
 MODEL_SIZES = ("full", "tiny")
 DATASETS = ("bc", "c4", "sample")
 PRECISIONS = ("bf16", "fp16", "fp32")
+# CPU_PRECISION: what cpu jobs compute in (utils/machine/cpu_precision.py); auto follows the CPU's native support.
+CPU_PRECISIONS = ("auto", *PRECISIONS)
 LR_DECAYS = ("cosine", "linear", "constant")
 # PROFILE: the fairness table on every stack, or each vendor's published recipe (train/profiles/).
 PROFILES = ("identical", "tuned")
@@ -114,6 +116,7 @@ RULES: dict[str, Rule] = {
     "dp": _COUNT,
     "ga": _COUNT,
     "precision": Rule(choices=PRECISIONS),
+    "cpu_precision": Rule(choices=CPU_PRECISIONS, fold_case=True),
     # DeepSpeed's ZeRO stages: 0 off, 1 optimizer state, 2 + gradients, 3 + parameters partitioned.
     "zero_stage": Rule(minimum=0, maximum=3, describe="0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
     # A proxy's depth: at least one layer; the model's own depth is the upper bound (utils/config/load.py checks it

@@ -182,7 +182,10 @@ class TrainingConfig(Block):
 
     ``precision_effective`` is the configuration's precision label (``bf16``, ``bf16+fp8``: the
     same for every framework, so fairness can compare it); ``precision_detail`` says how the
-    framework realises it (autocast, master weights, ZeRO ...), in its own words.
+    framework realises it (autocast, master weights, ZeRO ...), in its own words. On the cpu platform
+    the precision that ran may differ from PRECISION (CPU_PRECISION, utils/machine/cpu_precision.py):
+    ``precision_requested`` is PRECISION and ``precision_reason`` says why; the workload's PRECISION and
+    ``precision_effective`` are what ran, so results of different precisions never compare as fair.
 
     ``workload`` is the one record of the fairness keys. The five top-level names are
     the older tools' spelling of five of them, kept so their readers work; they are
@@ -199,6 +202,9 @@ class TrainingConfig(Block):
     gpus_per_node: Positive | None = None
     precision_effective: str | None = None
     precision_detail: str | None = None
+    # cpu only (utils/machine/cpu_precision.py): PRECISION as configured, and why precision_effective is what ran
+    precision_requested: str | None = None
+    precision_reason: str | None = None
     world_size_started: Positive | None = None
     # MODEL_LAYERS: the depth of a labelled proxy (model_shape.proxy_of_layers is the model's own); None: every layer
     model_layers: Positive | None = None

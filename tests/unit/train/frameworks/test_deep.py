@@ -140,7 +140,8 @@ def _run(env: dict[str, str], framework: str, model: str):
 
 @pytest.mark.slow
 def test_two_rank_zero2_run_trains_like_tran(tiny_env: Callable[..., dict[str, str]]) -> None:
-    env = tiny_env(DP="2", GPUS_PER_NODE="2", GA="1", TRAIN_ITERS="8", ZERO_STAGE="2")
+    # bf16 on any CPU (CPU_PRECISION): what this test compares is DeepSpeed's bf16 against tran's
+    env = tiny_env(DP="2", GPUS_PER_NODE="2", GA="1", TRAIN_ITERS="8", ZERO_STAGE="2", CPU_PRECISION="bf16")
     deep, tran = _run(env, "deep", "llama"), _run(env, "tran", "llama")
     assert deep.status == "ok" and (deep.framework, deep.platform) == ("deep", "cpu")
     assert deep.training_config.world_size_started == 2 and deep.training_config.global_batch_size == 4

@@ -40,9 +40,12 @@ def assert_learned(result: Result) -> None:
 
 @pytest.mark.slow
 def test_llama_tiny_run_is_ok_and_learns(tiny_env: Callable[..., dict[str, str]]) -> None:
-    env = tiny_env()
+    # oneDNN capped below its bf16 instructions: a CPU without native bf16 on any machine, so the job runs fp32
+    # (CPU_PRECISION=auto, utils/machine/cpu_precision.py), says so at launch and records why.
+    env = tiny_env(ONEDNN_MAX_CPU_ISA="AVX2", CPU_PRECISION="auto", PRECISION="bf16")
     proc, path = launch(env, "llama")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "tprimat: cpu precision: fp32 (PRECISION=bf16, CPU_PRECISION=auto: no native bf16" in proc.stderr
     result = read_result(path)  # validates against the schema
     assert result.status == "ok" and result.error is None
     assert (result.framework, result.model, result.platform) == ("tran", "llama", "cpu")
@@ -61,8 +64,13 @@ def test_llama_tiny_run_is_ok_and_learns(tiny_env: Callable[..., dict[str, str]]
     assert lrs[:3] == pytest.approx([0.0, 1.5e-3, 3e-3])
     assert lrs[-1] == pytest.approx(3e-4 + 2.7e-3 * 0.5 * (1 + math.cos(math.pi * 9 / 10)))
     config = result.training_config
-    assert config.precision_effective == "bf16"
-    assert config.precision_detail.startswith("bf16 compute weights (FSDP2 MixedPrecisionPolicy, no autocast)")
+    assert (config.precision_effective, config.workload.PRECISION, config.precision_requested) == ("fp32", "fp32",
+                                                                                                   "bf16")
+    assert "ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below AVX512_CORE_BF16" in config.precision_reason
+    assert config.precision_detail.startswith("fp32 compute weights (FSDP2 MixedPrecisionPolicy, no autocast)")
+    assert result.effective_settings.settings["precision"] == "fp32"
+    assert result.effective_settings.settings["cpu_precision"] == "auto"
+    assert result.effective_settings.settings["precision_reason"] == config.precision_reason
     assert config.world_size_started == 1
     shape = result.model_shape
     assert shape.size == "tiny" and shape.vocab_size > 2000  # the sample tokenizer's vocabulary
