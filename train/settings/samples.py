@@ -26,9 +26,19 @@ from pathlib import Path
 import numpy as np
 
 from utils.config.load import REPO_ROOT, Config
+from utils.dataset.digest_cache import (
+    DigestStore,
+    Entry,
+    entry_key,
+    python_identity,
+    reference_fields,
+    store_folder,
+    tree_digest,
+)
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
 from utils.dataset.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
+from utils.files.hashing import sha256_dir
 
 SAMPLE_PROBE = "train.settings.sample_probe"
 # How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).
@@ -72,9 +82,11 @@ def reference_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSampl
 
 
 def framework_samples(cfg: Config, model: str, framework: str, python: str, code_path: Path | None,
-                      work: Path) -> list[FedSample]:
-    """The same samples from ``framework``'s own dataset code, in its Python (``code_path`` first on the path)."""
-    given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+                      work: Path, given: Path | None = None) -> list[FedSample]:
+    """The same samples from ``framework``'s own dataset code, in its Python (``code_path`` first on the path);
+    ``given`` is the tokenizer directory the framework is handed (``framework_tokenizer``'s, made here if None)."""
+    if given is None:
+        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
     out = work / "samples.npz"
     request = [{"tokenizer": TOKENIZER_KIND[framework], "tokenizer_dir": str(given),
                 "prefix": str(dataset_prefix(cfg, model)), "seq_len": cfg.sl, "seed": cfg.seed,
@@ -107,27 +119,83 @@ def tokenizer_kind_note(framework: str) -> str:
     return f"tokenizer built as {framework} builds it: {TOKENIZER_KIND.get(framework, 'none')}"
 
 
+# The folders of a Megatron tree (or megatron-core wheel) whose code builds a framework's samples and its tokenizer.
+FRAMEWORK_DATASET_CODE = ("megatron/core/datasets", "megatron/core/tokenizers", "megatron/training/tokenizer")
+
+
 def samples_digest(cfg: Config, model: str, framework: str, python: str | None = None,
                    code_path: Path | None = None) -> tuple[str | None, str]:
     """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ,
     :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not
-    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight)."""
+    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight).
+
+    A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``):
+    tran's once per dataset and workload, a framework's own once per dataset, workload, dataset code, tokenizer
+    and Python; the answer is the one the computation gives, word for word.
+    """
     missing = data_missing(cfg, model)
     if missing:
         return None, missing
+    store = DigestStore(store_folder(cfg.data_dir, cfg.output_dir))
+    reference = {"kind": "reference", **reference_fields(
+        dataset_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed, cfg.gbs, cfg.train_iters * cfg.gbs,
+        global_sample_count(cfg.gbs), REPO_ROOT)}
+    reference_key = entry_key(reference)
+    known = store.get(reference_key)
+    if framework not in TOKENIZER_KIND or python is None:
+        if known is not None:
+            return known.digest, known.how
+        with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
+            ours, failed = _reference(cfg, model, Path(scratch))
+        if ours is None:
+            return None, failed
+        entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py")
+        store.put(reference_key, entry, reference)
+        return entry.digest, entry.how
+    try:
+        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+    except Exception:  # a tokenizer tran cannot read either is said as tran's failure, as before
+        if known is None:
+            with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
+                ours, failed = _reference(cfg, model, Path(scratch))
+            if ours is None:
+                return None, failed
+        raise
+    fields = {"kind": framework, "reference": reference_key, "tokenizer_kind": TOKENIZER_KIND[framework],
+              "given_tokenizer_sha256": sha256_dir(Path(given)), "python": python_identity(python, os.environ),
+              "code_path": str(code_path) if code_path else None,
+              "code": tree_digest(code_path, FRAMEWORK_DATASET_CODE) if code_path else None}
+    key = entry_key(fields)
+    theirs_known = store.get(key)
+    if theirs_known is not None:
+        return theirs_known.digest, theirs_known.how
     with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
-        try:
-            ours = reference_samples(cfg, model, Path(scratch) / "tran_cache")
-        except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
-            return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
-        if framework not in TOKENIZER_KIND or python is None:
-            return digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py"
-        theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch))
-    difference = first_difference(theirs, ours)
-    if difference is not None:
-        raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
-                            f"({framework} against tran); docs/SAMPLE_ORDER.md")
-    return digest_samples(theirs), f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's"
+        ours = None
+        if known is None:  # tran's samples first: data tran cannot read is said as before
+            ours, failed = _reference(cfg, model, Path(scratch))
+            if ours is None:
+                return None, failed
+            known = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py")
+            store.put(reference_key, known, reference)
+        theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch), given)
+        digest = digest_samples(theirs)
+        if digest != known.digest:  # name the first difference (tran's samples rebuilt where they came from the store)
+            ours = ours if ours is not None else _reference(cfg, model, Path(scratch))[0]
+            difference = first_difference(theirs, ours) if ours is not None else "their digest differs from tran's"
+            if difference is not None:
+                raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
+                                    f"({framework} against tran); docs/SAMPLE_ORDER.md")
+    entry = Entry(digest, f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's")
+    store.put(key, entry, fields)
+    return entry.digest, entry.how
+
+
+def _reference(cfg: Config, model: str, work: Path) -> tuple[list[FedSample] | None, str]:
+    """tran's samples, or (None, why not) where they cannot be built."""
+    try:
+        return reference_samples(cfg, model, work / "tran_cache"), ""
+    except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
+        return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
 
 
 def dry_run_note(cfg: Config, model: str) -> str | None:
