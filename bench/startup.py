@@ -11,7 +11,8 @@ command beside each figure, every part of that gap that a cpu machine can run:
   store (``<DATA_DIR>/.tprimat/samples``, ``utils/dataset/digest_cache.py``) emptied, as on a fresh node, then
   again, as a later job of the same check finds it;
 * ``launch``: each framework's real launcher, ``python -m train.launch``, in the check's order with the check's
-  workload (``--workload gpu_check``: the exports of ``shell/gpu_check.sh``), into a fresh ``OUTPUT_DIR``; the
+  workload (``--workload gpu_check``: the exports of ``shell/gpu_check.sh``), into a fresh ``OUTPUT_DIR``, the
+  digest store emptied first as on a fresh node (``--keep-store``: as it is); the
   launcher's own lines are time-stamped as they come, so its time up to the preflight line and up to the line
   that starts the framework (``tprimat: <platform>/<framework>/<model>: <argv>``) is tprimat's own time before
   the framework. On a machine without the platform's GPU the framework then stops at its first CUDA call (its
@@ -120,14 +121,19 @@ def import_parts(python: str, repo: Path, env: dict[str, str], tokenizer: Path |
     return [run_child("imports", what, argv, repo, env) for what, argv in parts]
 
 
+def empty_store(data_dir: Path | None) -> None:
+    """Remove the samples-digest store of ``data_dir`` (a cache: utils/dataset/digest_cache.py), as on a fresh node."""
+    store = data_dir / ".tprimat" / "samples" if data_dir is not None else None
+    if store is not None and store.is_dir():
+        shutil.rmtree(store)
+
+
 def preflight_parts(python: str, repo: Path, env: dict[str, str], platform: str, frameworks: list[str], model: str,
                     data_dir: Path | None) -> list[Figure]:
     """Each framework's preflight with the digest store emptied first (a fresh node), then once more."""
     figures = []
     for framework in frameworks:
-        store = data_dir / ".tprimat" / "samples" if data_dir is not None else None
-        if store is not None and store.is_dir():
-            shutil.rmtree(store)
+        empty_store(data_dir)
         argv = [python, "-m", "train.launch.preflight", "--platform", platform, "--framework", framework,
                 "--model", model]
         for state in ("store empty", "again"):
@@ -136,8 +142,11 @@ def preflight_parts(python: str, repo: Path, env: dict[str, str], platform: str,
 
 
 def launch_parts(python: str, repo: Path, env: dict[str, str], platform: str, frameworks: list[str],
-                 model: str) -> list[Figure]:
-    """The check's launchers in its order, one fresh OUTPUT_DIR for all (as the check has), the store as it is."""
+                 model: str, data_dir: Path | None, keep_store: bool = False) -> list[Figure]:
+    """The check's launchers in its order, one fresh OUTPUT_DIR for all (as the check has), the digest store
+    emptied first (a fresh node, as the lent machines are) unless ``keep_store``."""
+    if not keep_store:
+        empty_store(data_dir)
     figures = []
     with tempfile.TemporaryDirectory(prefix="tprimat-startup-") as output:
         job_env = {**env, "OUTPUT_DIR": output}
@@ -189,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose commands run (default this one)")
     parser.add_argument("--python", default=sys.executable, help="the Python that runs them (default this one)")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here (atomically)")
+    parser.add_argument("--keep-store", action="store_true",
+                        help="launch with the samples-digest store as it is (default: emptied first, a fresh node)")
     parser.add_argument("--quick", action="store_true", help="imports only the interpreter and a config Python")
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
@@ -220,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     if "preflight" in args.parts:
         figures += preflight_parts(args.python, repo, env, args.platform, args.frameworks, args.model, cfg.data_dir)
     if "launch" in args.parts:
-        figures += launch_parts(args.python, repo, env, args.platform, args.frameworks, args.model)
+        figures += launch_parts(args.python, repo, env, args.platform, args.frameworks, args.model, cfg.data_dir,
+                                args.keep_store)
     head = {"cpu": _cpu_model(), "cores": os.cpu_count(), "repo": str(repo),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "platform": args.platform,
             "workload": args.workload}
