@@ -141,3 +141,50 @@ def test_a_frameworks_own_digest_is_kept_per_python_and_a_difference_still_stops
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     with pytest.raises(samples_module.SamplesDiffer, match=r"sample 1, position 3: tokens \d+ against \d+"):
         samples_module.samples_digest(prepared, "llama", "mega", sys.executable)
+
+
+def test_the_settings_probe_builds_the_pending_samples_in_the_same_python(prepared: Config, samples_module,
+                                                                           monkeypatch, tmp_path: Path) -> None:
+    """mega's settings probe gets the sample request where the store lacks the digest (one fresh Python, issue 38);
+    the preflight reads its .npz as it read the sample probe's, and the framework's failure is said in the same
+    words; a stored digest sends no request."""
+    import numpy as np
+
+    _clear(prepared)
+    pending = samples_module.pending_samples(prepared, "llama", "mega", sys.executable, None)
+    assert pending is not None and pending.request["tokenizer"] == "megatron-core" and pending.work.is_dir()
+    ours = samples_module.reference_samples(prepared, "llama", tmp_path / "tran")
+    np.savez(pending.out, tokens=np.stack([s.tokens for s in ours]), labels=np.stack([s.labels for s in ours]),
+             loss_mask=np.stack([s.loss_mask for s in ours]))
+    monkeypatch.setattr(samples_module, "framework_samples", lambda *a, **k: pytest.fail("no second Python"))
+    digest, how = samples_module.samples_digest(prepared, "llama", "mega", sys.executable, None, pending.out)
+    assert how == f"{len(ours)} samples of mega's own GPTDataset, equal to tran's"
+    assert digest == samples_module.samples_digest(prepared, "llama", "tran")[0]
+    samples_module.done_with(pending)
+    assert not pending.work.exists()
+    assert samples_module.pending_samples(prepared, "llama", "mega", sys.executable, None) is None  # stored now
+    assert samples_module.pending_samples(prepared, "llama", "tran", sys.executable, None) is None
+    monkeypatch.setenv("PYTHONPATH", "/another")
+    failed = "Traceback (most recent call last):\n  ...\nValueError: Unable to instantiate HuggingFace AutoTokenizer"
+    with pytest.raises(samples_module.SamplesUnavailable, match=r"^mega's own dataset or tokenizer code failed in "
+                       r".*: ValueError: Unable to instantiate HuggingFace AutoTokenizer \(train/settings/"):
+        samples_module.samples_digest(prepared, "llama", "mega", sys.executable, None, None, failed)
+
+
+def test_the_probe_answers_its_settings_and_the_samples_outcome(monkeypatch, capsys) -> None:
+    from train.settings import probe_common, sample_probe
+
+    def fail(request):
+        raise ValueError("Unable to instantiate HuggingFace AutoTokenizer")
+
+    monkeypatch.setattr(sample_probe, "samples", fail)
+    monkeypatch.setattr(probe_common, "parse_command_line", lambda: None)
+    monkeypatch.setattr(probe_common, "read_request", lambda: {"samples": [{"out": "/x/samples.npz"}]})
+    assert probe_common.run(lambda request: {"raw": {"a": 1}}) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1][len(probe_common.ANSWER_PREFIX):])
+    assert answer["ok"] is True and answer["raw"] == {"a": 1}
+    assert answer["samples_error"] == "ValueError: Unable to instantiate HuggingFace AutoTokenizer"
+    monkeypatch.setattr(sample_probe, "samples", lambda request: None)
+    assert probe_common.run(lambda request: {"raw": {}}) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1][len(probe_common.ANSWER_PREFIX):])
+    assert answer["samples_built"] == ["/x/samples.npz"] and "samples_error" not in answer
