@@ -173,16 +173,6 @@ def table(figures: list[Figure]) -> str:
     return "\n".join(rows)
 
 
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.startup", description=__doc__.split("\n\n")[0],
@@ -213,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(repo))
     from utils.config.load import ConfigError, load_config
     from utils.dataset.paths import tokenizer_dir
+    from utils.machine.hardware import cpu_name
 
     try:
         cfg = load_config(environ=env)
@@ -233,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if "launch" in args.parts:
         figures += launch_parts(args.python, repo, env, args.platform, args.frameworks, args.model, cfg.data_dir,
                                 args.keep_store)
-    head = {"cpu": _cpu_model(), "cores": os.cpu_count(), "repo": str(repo),
+    head = {"cpu": cpu_name(), "cores": os.cpu_count(), "repo": str(repo),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "platform": args.platform,
             "workload": args.workload}
     for figure in figures:

@@ -169,18 +169,24 @@ class ClockReader(Protocol):
 
 
 @dataclass
-class NvmlClocks:
+class _OnHandle:
+    """A device library's module and one device's handle in it."""
+
+    lib: Any
+    handle: Any
+
+
+class NvmlClocks(_OnHandle):
     """SM clock and clock-event reasons through NVML (the handle of ``utils/measure/power.py``'s opener)."""
 
-    nvml: Any
-    handle: Any
-    library: str = "nvidia-ml-py"
+    library = "nvidia-ml-py"
 
     def read(self) -> ClockSample:
-        sm = read_fact(lambda: self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM), self.library)
+        nvml = self.lib
+        sm = read_fact(lambda: nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM), self.library)
         # nvidia-ml-py 12.535 renamed the call; the older name stays in older releases.
-        call = (getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                or getattr(self.nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        call = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
         if call is None:
             return ClockSample(sm.value, None, f"{self.library} has no nvmlDeviceGetCurrentClocksEventReasons")
         mask = read_fact(lambda: call(self.handle), self.library)
@@ -189,17 +195,14 @@ class NvmlClocks:
         return ClockSample(sm.value, decode_reasons(int(mask.value)))
 
 
-@dataclass
-class AmdsmiClocks:
+class AmdsmiClocks(_OnHandle):
     """GFX clock through amdsmi; the reasons are not read (amdsmi's throttle-status bits are ASIC-specific)."""
 
-    amdsmi: Any
-    handle: Any
-    library: str = "amdsmi"
+    library = "amdsmi"
 
     def read(self) -> ClockSample:
-        sm = read_fact(lambda: self.amdsmi.amdsmi_get_clock_info(self.handle, self.amdsmi.AmdSmiClkType.GFX)["clk"],
-                       self.library)
+        amdsmi = self.lib
+        sm = read_fact(lambda: amdsmi.amdsmi_get_clock_info(self.handle, amdsmi.AmdSmiClkType.GFX)["clk"], self.library)
         return ClockSample(sm.value, None, "amdsmi: clock-event reasons are not decoded by tprimat (its "
                                            "throttle-status bits differ by ASIC)")
 
