@@ -19,7 +19,8 @@ command beside each figure, every part of that gap that a cpu machine can run:
   exit code is shown): the bench measures the launcher, not the training.
 
 Each figure is the child's wall time and its CPU time (user + system, ``wait4``), with the load average before
-and after: on a shared machine the CPU seconds move much less than the wall time. ``--repo`` runs the commands
+and after: on a shared machine the CPU seconds move much less than the wall time. A launcher's marks also carry
+its CPU seconds at that moment (``/proc/<pid>/stat``: its own and its finished probes'). ``--repo`` runs the commands
 of another checkout (the tree before a change) with this bench, so both trees are timed by one procedure.
 
 Run (the check's dataset prepared: ``./shell/data.sh`` with the check's DATASET and DATA_DIR)::
@@ -69,6 +70,9 @@ class Figure:
     load_after: tuple[float, float, float]
     to_preflight_s: float | None = None
     to_framework_s: float | None = None
+    # The launcher's own CPU seconds (its own and its finished children's: the probes) when those lines came.
+    cpu_to_preflight_s: float | None = None
+    cpu_to_framework_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -78,6 +82,7 @@ def run_child(part: str, what: str, argv: list[str], cwd: Path, env: dict[str, s
     line of its output) first came, in seconds from its start."""
     load_before = os.getloadavg()
     seen: dict[str, float] = {}
+    cpu: dict[str, float | None] = {}
     tail: list[str] = []
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -91,6 +96,7 @@ def run_child(part: str, what: str, argv: list[str], cwd: Path, env: dict[str, s
             for name, prefix in (marks or {}).items():
                 if name not in seen and line.startswith(prefix):
                     seen[name] = round(now, 2)
+                    cpu[name] = process_cpu_s(proc.pid)
             tail = [*tail[-9:], line.rstrip()]
         _, status, usage = os.wait4(proc.pid, 0)
     finally:
@@ -99,10 +105,23 @@ def run_child(part: str, what: str, argv: list[str], cwd: Path, env: dict[str, s
     code = os.waitstatus_to_exitcode(status)
     shown = shlex.join("python" if a == sys.executable else a for a in argv)
     figure = Figure(part, what, shown, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2), code, load_before,
-                    os.getloadavg(), seen.get("preflight"), seen.get("framework"))
+                    os.getloadavg(), seen.get("preflight"), seen.get("framework"), cpu.get("preflight"),
+                    cpu.get("framework"))
     if code != 0:
         figure.notes.append(f"exit {code}: {tail[-1] if tail else 'no output'}")
     return figure
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds of a running process so far: its own user + system time and that of its children it has waited
+    for (``/proc/<pid>/stat`` fields 14-17); None where ``/proc`` cannot tell."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    ticks = sum(int(value) for value in fields[11:15])
+    return round(ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def import_parts(python: str, repo: Path, env: dict[str, str], tokenizer: Path | None) -> list[Figure]:
@@ -162,13 +181,16 @@ def launch_parts(python: str, repo: Path, env: dict[str, str], platform: str, fr
 
 def table(figures: list[Figure]) -> str:
     """The figures as a Markdown table, the command beside each."""
-    rows = ["| part | what | wall s | CPU s | to preflight s | to framework s | exit | load 1 min | command |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| part | what | wall s | CPU s | to preflight s [CPU] | to framework s [CPU] | exit | load 1 min "
+            "| command |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def mark(wall: float | None, cpu: float | None) -> str:
+        return "" if wall is None else f"{wall:.2f}" + ("" if cpu is None else f" [{cpu:.2f}]")
+
     for f in figures:
-        cells = [f.part, f.what, f"{f.wall_s:.2f}", f"{f.cpu_s:.2f}",
-                 "" if f.to_preflight_s is None else f"{f.to_preflight_s:.2f}",
-                 "" if f.to_framework_s is None else f"{f.to_framework_s:.2f}", str(f.exit_code),
-                 f"{f.load_before[0]:.1f}", f"`{f.command}`"]
+        cells = [f.part, f.what, f"{f.wall_s:.2f}", f"{f.cpu_s:.2f}", mark(f.to_preflight_s, f.cpu_to_preflight_s),
+                 mark(f.to_framework_s, f.cpu_to_framework_s), str(f.exit_code), f"{f.load_before[0]:.1f}",
+                 f"`{f.command}`"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
