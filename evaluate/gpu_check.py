@@ -186,11 +186,15 @@ def judge(rows: list[Row], prescreen: Prescreen | None, prescreen_reason: str | 
     return degraded, broken
 
 
-def verdict_of(degraded: list[str], broken: list[str]) -> tuple[Verdict, str]:
+def verdict_of(degraded: list[str], broken: list[str], capped_w: float | None = None) -> tuple[Verdict, str]:
+    """The verdict and its line; ``capped_w``: the prescreen found the GEMM peak held down by the power cap."""
     if broken:
         return "broken", "broken: " + "; ".join(broken)
     if degraded:
         return "degraded", "degraded: " + "; ".join(degraded)
+    if capped_w is not None:
+        return "ready", (f"ready, power-capped at {capped_w:,.0f} W: every framework trained, the first losses agree "
+                         "and the device is near its datasheet at its maximum clock (the prescreen's clock line)")
     return "ready", "ready: every framework trained, the first losses agree and the device is near its datasheet"
 
 
@@ -214,7 +218,7 @@ def build_check(results_dir: Path, platform: str, model: str, prescreen_path: Pa
     reference = loss_gaps(rows)
     unlike = [d.describe() for d in check_fairness(by_framework.values()).differences]
     degraded, broken = judge(rows, prescreen, prescreen_reason, reference, unlike)
-    verdict, line = verdict_of(degraded, broken)
+    verdict, line = verdict_of(degraded, broken, prescreen.power_capped_w if prescreen else None)
     labels = {workload_label(item.result) for item in by_framework.values()}
     return GpuCheck(platform=platform, model=model, workload=", ".join(sorted(labels)) or display_name("model", model),
                     prescreen=prescreen, prescreen_reason=prescreen_reason, loss_reference=reference, rows=rows,

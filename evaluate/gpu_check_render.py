@@ -9,6 +9,7 @@ from __future__ import annotations
 from evaluate.gpu_check_model import GpuCheck, Row
 from evaluate.tables import console_table, markdown_table
 from utils.config.registry import display_name
+from utils.machine.prescreen import WARN_FRACTION, clock_words
 
 HEADERS = ("framework", "status", "tokens/s", "MFU datasheet", "MFU measured peak", "peak mem GB", "estimate GB",
            "energy kWh", "tokens/kWh", "losses 1, 2", "loss gap", "step s tprimat", "framework's own", "gap to ours")
@@ -59,6 +60,10 @@ def prescreen_lines(check: GpuCheck) -> list[str]:
              f"facts: {facts or 'none read'}"]
     if unread:
         lines.append(f"not read: {unread}")
+    low = gemm.fraction_of_datasheet is not None and gemm.fraction_of_datasheet < WARN_FRACTION
+    if record.clocks is not None and low:
+        lines.append(f"clocks during the sweep: {clock_words(record.clocks)}")
+    lines += record.notes
     return lines
 
 

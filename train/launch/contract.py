@@ -128,6 +128,10 @@ class Resolution:
     # fed-sample digest (train/settings/samples.py); None: tran's reference samples are the job's.
     dataset_python: str | None = None
     dataset_code: Path | None = None
+    # Those samples where the settings probe built them in the same Python (train/settings/samples.py:
+    # pending_samples; the preflight removes their folder), or that build's exception in the framework's words.
+    dataset_samples: Path | None = None
+    dataset_samples_error: str | None = None
 
 
 # A job's settings checked before it starts: (the record stored as ``effective_settings``, the framework versions);

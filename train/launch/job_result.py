@@ -35,10 +35,10 @@ from train.launch.job_guard import Signals
 from utils.config.models import workload_shape
 from utils.files.disk import OutputDirError
 from utils.files.locks import LOCK_DIR
-from utils.machine.hardware import collect_gpu_info
+from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
 from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
-from utils.result.model import Result, Source
+from utils.result.model import GpuInfo, Result, Source
 from utils.result.step_log import recover_result, step_log_path
 
 LOG_TAIL_LINES = 30
@@ -63,11 +63,14 @@ class Ran:
     error: str | None = None
 
 
-def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None) -> Result:
-    """A valid result that records why a job produced no measurement (its profile and what it changed named)."""
+def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None,
+                   gpu_info: GpuInfo | None = None) -> Result:
+    """A valid result that records why a job produced no measurement (its profile and what it changed named);
+    ``gpu_info`` defaults to :func:`collect_gpu_info` (the placeholder passes one read without a GPU runtime)."""
     result = new_result(
         ctx.cfg, platform=ctx.platform, framework=ctx.framework, model=ctx.model,
-        shape=workload_shape(ctx.cfg, ctx.model), gpu_info=collect_gpu_info(ctx.platform), run_index=ctx.run_index,
+        shape=workload_shape(ctx.cfg, ctx.model), gpu_info=gpu_info or collect_gpu_info(ctx.platform),
+        run_index=ctx.run_index,
         source=Source(kind="log", log_path=str(log_path) if log_path else None),
     )
     update_result(result, profile=ctx.profile.name, profile_settings=ctx.profile.block())
@@ -94,7 +97,8 @@ class JobResult:
 
         Returns the context the job runs with: its plugin can tell the job's own result from the placeholder.
         """
-        self.file.start(failure_result(self.ctx, "incomplete", PLACEHOLDER_REASON))
+        self.file.start(failure_result(self.ctx, "incomplete", PLACEHOLDER_REASON,
+                                       gpu_info=gpu_info_without_runtime(self.ctx.platform)))
         with contextlib.suppress(FileNotFoundError):
             step_log_path(self.ctx.result_path).unlink()  # a previous run's steps must never pass for this run's
         self.ctx = replace(self.ctx, result_file=self.file)

@@ -26,11 +26,12 @@ one job. ``preflight(ctx, plan)`` is the function the launcher calls before a re
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from typing import Any
 
 from train.launch.context import job_context, load_plugin
-from train.launch.contract import LaunchPlan, PreflightError, RunContext
+from train.launch.contract import LaunchPlan, PreflightError, Resolution, RunContext
 from train.profiles import ProfileError
 from train.rules.cp_comm import cp_layout_problem
 from train.rules.versions import framework_versions
@@ -90,6 +91,15 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
         resolution = load_plugin(ctx.framework).resolve(ctx, plan)
     except FrameworkRejected as exc:
         raise PreflightError(str(exc), setting=exc.setting) from None
+    try:
+        return checked_record(ctx, plan, resolution)
+    finally:
+        if resolution.dataset_samples is not None:  # built by the settings probe (train/megatron/stack.py)
+            shutil.rmtree(resolution.dataset_samples.parent, ignore_errors=True)
+
+
+def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) -> EffectiveSettings:
+    """The resolution checked against what the job must run, with the samples digest: the record to store."""
     record, resolved_by, notes = resolution.record, resolution.resolved_by, resolution.notes
     layout = cp_layout_problem(record)  # a layout Transformer Engine cannot run, named as such (issue 40)
     if layout:
@@ -103,7 +113,8 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
                                  f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
     try:
         digest, how = samples_digest(ctx.cfg, ctx.model, ctx.framework, resolution.dataset_python,
-                                     resolution.dataset_code)
+                                     resolution.dataset_code, resolution.dataset_samples,
+                                     resolution.dataset_samples_error)
     except (SamplesDiffer, SamplesUnavailable) as exc:  # a framework failure stops the job too (issue 40)
         raise PreflightError(str(exc), setting=DIGEST_KEY) from None
     record = {**record, DIGEST_KEY: digest}

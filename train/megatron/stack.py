@@ -19,6 +19,7 @@ from train.megatron.inputs import missing_data, model_inputs
 from train.megatron.record import megatron_record
 from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON
 from train.settings.runner import ProbeAnswer, python_for, run_probe
+from train.settings.samples import done_with, pending_samples
 from utils.config.models import ModelShape
 from utils.dataset.framework_tokenizer import framework_tokenizer
 
@@ -54,11 +55,22 @@ def ask_probe(ctx: RunContext, plan: LaunchPlan, probe: str, stack: str, request
     read its answer as the flat record; ``resolved_by`` words who answered, ``dataset_code`` is the Megatron
     tree whose dataset code the sample digest runs."""
     _, _, _, padding = model_inputs(ctx)
+    python = python_for(MEGATRON_PYTHON)
     request = {**request, "world_size": ctx.cfg.world_size, "env": plan.env,
                "tokenizer_size": padding.tokenizer_size, "device_arch": GPU_ARCH[ctx.platform]}
-    answer = run_probe(probe, request, python_for(MEGATRON_PYTHON), stack)
+    # The framework's own first samples in the same Python, where their digest is not stored yet (issue 38).
+    pending = pending_samples(ctx.cfg, ctx.model, ctx.framework, python, dataset_code)
+    if pending is not None:
+        request["samples"] = [pending.request]
+    try:
+        answer = run_probe(probe, request, python, stack)
+    except BaseException:
+        done_with(pending)
+        raise
     payload = answer.payload
     record = megatron_record(answer.raw, payload.get("padded_vocab_size"), payload.get("lr_by_step"),
                              payload.get("transformer_config"))
     return Resolution(record, resolved_by(answer), list(payload.get("stand_ins") or []),
-                      planned_vocab=padding.padded, dataset_python=answer.python, dataset_code=dataset_code)
+                      planned_vocab=padding.padded, dataset_python=answer.python, dataset_code=dataset_code,
+                      dataset_samples=pending.out if pending is not None else None,
+                      dataset_samples_error=payload.get("samples_error") if pending is not None else None)

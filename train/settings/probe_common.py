@@ -282,6 +282,8 @@ def run(probe: Any) -> int:
     try:
         with contextlib.redirect_stdout(tee), contextlib.redirect_stderr(tee):
             raw = probe(request)
+            if request.get("samples"):
+                raw = {**raw, **build_samples(request["samples"])}
     except SystemExit as exc:  # argparse printed "prog: error: unrecognized arguments: ..." and exited
         sys.stdout, sys.stderr = real_stdout, real_stderr
         said = [line for line in tee.lines() if "error:" in line]
@@ -302,5 +304,23 @@ def run(probe: Any) -> int:
     sys.stdout, sys.stderr = real_stdout, real_stderr
     answer({"ok": True, **raw})
     return 0
+
+
+def build_samples(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The framework's own first samples (``train/settings/sample_probe.py``), in this Python after its settings:
+    one fresh Python for both (issue 38). A failure is the answer's ``samples_error`` (the exception's own
+    lines; the traceback on stderr), never a rejection of the settings."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from train.settings.sample_probe import samples
+
+        for one in requests:
+            if one.get("code_path") and one["code_path"] not in sys.path:
+                sys.path.insert(0, one["code_path"])
+            samples(one)
+    except BaseException as exc:  # the framework's dataset or tokenizer code failed: said by the preflight
+        traceback.print_exc()
+        return {"samples_error": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
+    return {"samples_built": [one["out"] for one in requests]}
 
 

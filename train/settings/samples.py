@@ -19,16 +19,29 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from utils.config.load import REPO_ROOT, Config
+from utils.dataset.digest_cache import (
+    DigestStore,
+    Entry,
+    entry_key,
+    python_identity,
+    reference_fields,
+    store_folder,
+    tree_digest,
+)
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
 from utils.dataset.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
+from utils.files.hashing import sha256_dir
 
 SAMPLE_PROBE = "train.settings.sample_probe"
 # How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).
@@ -72,14 +85,13 @@ def reference_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSampl
 
 
 def framework_samples(cfg: Config, model: str, framework: str, python: str, code_path: Path | None,
-                      work: Path) -> list[FedSample]:
-    """The same samples from ``framework``'s own dataset code, in its Python (``code_path`` first on the path)."""
-    given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
-    out = work / "samples.npz"
-    request = [{"tokenizer": TOKENIZER_KIND[framework], "tokenizer_dir": str(given),
-                "prefix": str(dataset_prefix(cfg, model)), "seq_len": cfg.sl, "seed": cfg.seed,
-                "num_samples": global_sample_count(cfg.gbs), "dataset_samples": cfg.train_iters * cfg.gbs,
-                "cache_dir": str(work / "index_cache"), "out": str(out)}]
+                      work: Path, given: Path | None = None) -> list[FedSample]:
+    """The same samples from ``framework``'s own dataset code, in its Python (``code_path`` first on the path);
+    ``given`` is the tokenizer directory the framework is handed (``framework_tokenizer``'s, made here if None)."""
+    if given is None:
+        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+    request = [sample_request(cfg, model, framework, given, work)]
+    out = Path(request[0]["out"])
     (work / "request.json").write_text(json.dumps(request), encoding="utf-8")
     path = [str(code_path)] if code_path else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -98,36 +110,166 @@ def framework_samples(cfg: Config, model: str, framework: str, python: str, code
                                  f"{tokenizer_kind_note(framework)})")
     if not out.is_file():
         raise SamplesUnavailable(f"{framework}'s dataset probe exited 0 in {python} but wrote no {out.name}")
+    return read_samples(out)
+
+
+def sample_request(cfg: Config, model: str, framework: str, given: Path, work: Path) -> dict[str, Any]:
+    """One request of ``train/settings/sample_probe.py`` (its ``.npz`` in ``work``)."""
+    return {"tokenizer": TOKENIZER_KIND[framework], "tokenizer_dir": str(given),
+            "prefix": str(dataset_prefix(cfg, model)), "seq_len": cfg.sl, "seed": cfg.seed,
+            "num_samples": global_sample_count(cfg.gbs), "dataset_samples": cfg.train_iters * cfg.gbs,
+            "cache_dir": str(work / "index_cache"), "out": str(work / "samples.npz")}
+
+
+def read_samples(out: Path) -> list[FedSample]:
     data = np.load(out)
     return [FedSample(t, labels, m) for t, labels, m in zip(data["tokens"], data["labels"], data["loss_mask"],
                                                              strict=True)]
+
+
+@dataclass(frozen=True)
+class PendingSamples:
+    """A framework's own samples to build in its settings probe, so one fresh Python does both (issue 38): the
+    request (``train/settings/probe_common.py`` runs it after the settings), its scratch folder (removed with
+    :func:`done_with`)."""
+
+    request: dict[str, Any]
+    work: Path
+
+    @property
+    def out(self) -> Path:
+        return Path(self.request["out"])
+
+
+def pending_samples(cfg: Config, model: str, framework: str, python: str, code_path: Path | None
+                    ) -> PendingSamples | None:
+    """The samples ``framework``'s probe should build alongside its settings; None where none are needed (a
+    framework without its own dataset code, the data not here, or its digest already stored)."""
+    if framework not in TOKENIZER_KIND or data_missing(cfg, model):
+        return None
+    try:
+        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+        reference = _reference_fields(cfg, model)
+        key = entry_key(_framework_fields(framework, entry_key(reference), given, python, code_path))
+    except Exception:  # whatever fails here fails again in samples_digest, which says it as before
+        return None
+    if _store(cfg).get(key) is not None:
+        return None
+    work = Path(tempfile.mkdtemp(prefix="tprimat-samples-"))
+    return PendingSamples({**sample_request(cfg, model, framework, given, work),
+                           "code_path": str(code_path) if code_path else None}, work)
+
+
+def done_with(pending: PendingSamples | None) -> None:
+    """Remove a pending request's scratch folder (its index cache and ``.npz``)."""
+    if pending is not None:
+        shutil.rmtree(pending.work, ignore_errors=True)
+
+
+def _store(cfg: Config) -> DigestStore:
+    return DigestStore(store_folder(cfg.data_dir, cfg.output_dir))
+
+
+def _reference_fields(cfg: Config, model: str) -> dict[str, Any]:
+    return {"kind": "reference", **reference_fields(
+        dataset_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed, cfg.gbs, cfg.train_iters * cfg.gbs,
+        global_sample_count(cfg.gbs), REPO_ROOT)}
+
+
+def _framework_fields(framework: str, reference_key: str, given: Path, python: str, code_path: Path | None
+                      ) -> dict[str, Any]:
+    return {"kind": framework, "reference": reference_key, "tokenizer_kind": TOKENIZER_KIND[framework],
+            "given_tokenizer_sha256": sha256_dir(Path(given)), "python": python_identity(python, os.environ),
+            "code_path": str(code_path) if code_path else None,
+            "code": tree_digest(code_path, FRAMEWORK_DATASET_CODE) if code_path else None}
 
 
 def tokenizer_kind_note(framework: str) -> str:
     return f"tokenizer built as {framework} builds it: {TOKENIZER_KIND.get(framework, 'none')}"
 
 
+# The folders of a Megatron tree (or megatron-core wheel) whose code builds a framework's samples and its tokenizer.
+FRAMEWORK_DATASET_CODE = ("megatron/core/datasets", "megatron/core/tokenizers", "megatron/training/tokenizer")
+
+
 def samples_digest(cfg: Config, model: str, framework: str, python: str | None = None,
-                   code_path: Path | None = None) -> tuple[str | None, str]:
+                   code_path: Path | None = None, built: Path | None = None,
+                   built_error: str | None = None) -> tuple[str | None, str]:
     """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ,
     :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not
-    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight)."""
+    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight).
+
+    A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``):
+    tran's once per dataset and workload, a framework's own once per dataset, workload, dataset code, tokenizer
+    and Python; the answer is the one the computation gives, word for word. ``built`` / ``built_error``: the
+    framework's samples as its settings probe already built them (:func:`pending_samples`), or that build's
+    exception; without either its sample probe runs here.
+    """
     missing = data_missing(cfg, model)
     if missing:
         return None, missing
+    store = _store(cfg)
+    reference = _reference_fields(cfg, model)
+    reference_key = entry_key(reference)
+    known = store.get(reference_key)
+    if framework not in TOKENIZER_KIND or python is None:
+        if known is not None:
+            return known.digest, known.how
+        with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
+            ours, failed = _reference(cfg, model, Path(scratch))
+        if ours is None:
+            return None, failed
+        entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py")
+        store.put(reference_key, entry, reference)
+        return entry.digest, entry.how
+    try:
+        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+    except Exception:  # a tokenizer tran cannot read either is said as tran's failure, as before
+        if known is None:
+            with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
+                ours, failed = _reference(cfg, model, Path(scratch))
+            if ours is None:
+                return None, failed
+        raise
+    fields = _framework_fields(framework, reference_key, given, python, code_path)
+    key = entry_key(fields)
+    theirs_known = store.get(key)
+    if theirs_known is not None:
+        return theirs_known.digest, theirs_known.how
     with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
-        try:
-            ours = reference_samples(cfg, model, Path(scratch) / "tran_cache")
-        except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
-            return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
-        if framework not in TOKENIZER_KIND or python is None:
-            return digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py"
-        theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch))
-    difference = first_difference(theirs, ours)
-    if difference is not None:
-        raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
-                            f"({framework} against tran); docs/SAMPLE_ORDER.md")
-    return digest_samples(theirs), f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's"
+        ours = None
+        if known is None:  # tran's samples first: data tran cannot read is said as before
+            ours, failed = _reference(cfg, model, Path(scratch))
+            if ours is None:
+                return None, failed
+            known = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py")
+            store.put(reference_key, known, reference)
+        if built_error is not None:
+            raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
+                                     f"{framework_error(built_error)} (train/settings/sample_probe.py, "
+                                     f"{tokenizer_kind_note(framework)})")
+        if built is not None and built.is_file():
+            theirs = read_samples(built)
+        else:
+            theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch), given)
+        digest = digest_samples(theirs)
+        if digest != known.digest:  # name the first difference (tran's samples rebuilt where they came from the store)
+            ours = ours if ours is not None else _reference(cfg, model, Path(scratch))[0]
+            difference = first_difference(theirs, ours) if ours is not None else "their digest differs from tran's"
+            if difference is not None:
+                raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
+                                    f"({framework} against tran); docs/SAMPLE_ORDER.md")
+    entry = Entry(digest, f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's")
+    store.put(key, entry, fields)
+    return entry.digest, entry.how
+
+
+def _reference(cfg: Config, model: str, work: Path) -> tuple[list[FedSample] | None, str]:
+    """tran's samples, or (None, why not) where they cannot be built."""
+    try:
+        return reference_samples(cfg, model, work / "tran_cache"), ""
+    except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
+        return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
 
 
 def dry_run_note(cfg: Config, model: str) -> str | None:

@@ -71,20 +71,45 @@ def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[
     return missing
 
 
+# Tokenizers this process loaded, by directory and the state of its files: a mega launcher asked for the same
+# tokenizer 8 times (plan, preflight, samples, collect; /work/notes/startup.md), ~1 s each once transformers is in.
+_LOADED: dict[tuple[str, tuple[tuple[str, int, int], ...]], Any] = {}
+_LOADED_MAX = 8
+
+
+def _files_state(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime_ns) of every file in the tokenizer directory: a rewritten tokenizer is loaded again."""
+    state = []
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        stat = file.stat()
+        state.append((file.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(state)
+
+
 def load_tokenizer(path: Path) -> Any:
-    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones."""
+    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones.
+
+    Loaded once per process while its files are unchanged (callers only read it: never change the object).
+    """
     path = Path(path)
     if not (path / "tokenizer_config.json").is_file() and not (path / "tokenizer.json").is_file():
         raise TokenizerMissingError(
             f"no tokenizer in {path} (directory {'is empty' if path.is_dir() else 'does not exist'}); "
             "prepare the data first: ./shell/run_data.sh (or ./shell/data.sh natively)"
         )
+    key = (str(path.resolve()), _files_state(path))
+    if key in _LOADED:
+        return _LOADED[key]
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(path))
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as exc:
         raise TokenizerMissingError(f"cannot load the tokenizer in {path}: {exc}") from exc
+    if len(_LOADED) >= _LOADED_MAX:
+        _LOADED.pop(next(iter(_LOADED)))
+    _LOADED[key] = tokenizer
+    return tokenizer
 
 
 def vocab_size(tokenizer: Any) -> int:

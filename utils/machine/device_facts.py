@@ -10,7 +10,8 @@ NVML/amdsmi handle.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -123,3 +124,98 @@ def _runtime() -> Fact:
     if cuda:
         return Fact(value=f"CUDA {cuda} (torch {torch.__version__})")
     return Fact(reason=f"torch {torch.__version__} is a cpu build")
+
+
+# ---------------------------------------------------------------------------
+# clocks during a measurement (the prescreen's GEMM sweep)
+
+# NVML's clock-event reason bits (nvml.h ``nvmlClocksEventReason*``, formerly ``nvmlClocksThrottleReason*``; the
+# same values in nvidia-ml-py), named as nvidia-smi's ``clocks_event_reasons.*`` fields name them.
+NVML_CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"), (0x100, "display_clock_setting"),
+)
+IDLE_REASON = "gpu_idle"
+
+
+def decode_reasons(mask: int) -> tuple[str, ...]:
+    """The names of the reason bits set in ``mask`` (an unknown bit is named by its value)."""
+    names = [name for bit, name in NVML_CLOCK_EVENT_REASONS if mask & bit]
+    known = 0
+    for bit, _ in NVML_CLOCK_EVENT_REASONS:
+        known |= bit
+    if mask & ~known:
+        names.append(f"unknown_0x{mask & ~known:x}")
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    """One reading while the device works: its SM (GFX) clock and the reasons its clocks are held down now
+    (``reasons`` None: the library gives none, ``why`` says so)."""
+
+    sm_mhz: float | None
+    reasons: tuple[str, ...] | None
+    why: str | None = None
+
+
+class ClockReader(Protocol):
+    """What the prescreen samples during its sweep (tests: a fake one)."""
+
+    library: str
+
+    def read(self) -> ClockSample: ...
+
+
+@dataclass
+class _OnHandle:
+    """A device library's module and one device's handle in it."""
+
+    lib: Any
+    handle: Any
+
+
+class NvmlClocks(_OnHandle):
+    """SM clock and clock-event reasons through NVML (the handle of ``utils/measure/power.py``'s opener)."""
+
+    library = "nvidia-ml-py"
+
+    def read(self) -> ClockSample:
+        nvml = self.lib
+        sm = read_fact(lambda: nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM), self.library)
+        # nvidia-ml-py 12.535 renamed the call; the older name stays in older releases.
+        call = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        if call is None:
+            return ClockSample(sm.value, None, f"{self.library} has no nvmlDeviceGetCurrentClocksEventReasons")
+        mask = read_fact(lambda: call(self.handle), self.library)
+        if mask.value is None:
+            return ClockSample(sm.value, None, mask.reason)
+        return ClockSample(sm.value, decode_reasons(int(mask.value)))
+
+
+class AmdsmiClocks(_OnHandle):
+    """GFX clock through amdsmi; the reasons are not read (amdsmi's throttle-status bits are ASIC-specific)."""
+
+    library = "amdsmi"
+
+    def read(self) -> ClockSample:
+        amdsmi = self.lib
+        sm = read_fact(lambda: amdsmi.amdsmi_get_clock_info(self.handle, amdsmi.AmdSmiClkType.GFX)["clk"], self.library)
+        return ClockSample(sm.value, None, "amdsmi: clock-event reasons are not decoded by tprimat (its "
+                                           "throttle-status bits differ by ASIC)")
+
+
+def clock_reader(platform: str, device_index: int = 0, library: Any | None = None) -> tuple[ClockReader | None, str]:
+    """(reader, its library) or (None, why not) for the device the prescreen measures."""
+    from utils.measure.power import _amdsmi_reader, _nvml_reader
+
+    try:
+        if platform == "nvd":
+            reader = _nvml_reader(device_index, library)
+            return NvmlClocks(reader.nvml, reader.handle), "nvidia-ml-py"
+        reader = _amdsmi_reader(device_index, library)
+        return AmdsmiClocks(reader.amdsmi, reader.handle), "amdsmi"
+    except Exception as exc:  # ImportError, NVMLError_LibraryNotFound ...
+        return None, f"cannot read the clocks of device {device_index}: {type(exc).__name__}: {exc}"

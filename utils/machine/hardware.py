@@ -313,6 +313,57 @@ def collect_gpu_info(platform: str, precision: str = "bf16") -> GpuInfo:
     )
 
 
+def _nvidia_smi_gpus() -> tuple[str, int, float, str | None] | None:
+    """(name of GPU 0, GPU count, GiB of GPU 0, driver) from nvidia-smi, which opens no CUDA context."""
+    if not _which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                              "--format=csv,noheader,nounits"], check=True, capture_output=True, text=True,
+                             timeout=20).stdout
+        rows = [line.rsplit(",", 2) for line in out.strip().splitlines() if line.strip()]
+        name, mib, driver = rows[0]
+        return name.strip(), len(rows), round(float(mib) / 1024, 2), driver.strip() or None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def _torch_version() -> str | None:
+    """The installed torch's version from its metadata (what ``torch.__version__`` says), without importing it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
+    """:func:`collect_gpu_info` without importing torch or opening a GPU context: for the launcher's placeholder
+    result, written before the job (a context there would sit on GPU 0 beside the job, and importing torch costs
+    the launcher 3-10 s; /work/notes/startup.md). cpu gives the same fields as :func:`collect_gpu_info`; nvd asks
+    nvidia-smi; otherwise the GPU fields are null, said so (the final result records the GPU)."""
+    version = _torch_version()
+    if platform == "nvd":
+        seen = _nvidia_smi_gpus()
+        if seen is not None:
+            name, count, gib, driver = seen
+            bf16, _ = peak_tflops(name, "bf16")
+            fp8, _ = peak_tflops(name, "fp8")
+            _, reason = peak_tflops(name, "fp8" if precision == "fp8" else "bf16")
+            return GpuInfo(device_name=name, device_count=count, total_memory_gb=gib, software_stack="cuda",
+                           software_version=None, pytorch_version=version, driver_version=driver,
+                           peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
+                           peak_tflops_source=peak_source(name), cpu_name=cpu_name())
+    reason = "no accelerator on platform cpu: peak FLOP/s unknown, MFU not computed"
+    if platform != "cpu":
+        reason = (f"platform {platform}: the GPU is not queried before the job starts (no GPU runtime in the "
+                  "launcher); the job's result records it")
+    return GpuInfo(device_name=None, device_count=0, total_memory_gb=None, software_stack="cpu",
+                   software_version=None, pytorch_version=version, driver_version=None, peak_tflops=PeakTflops(),
+                   peak_tflops_reason=reason, cpu_name=cpu_name())
+
+
 def gpu_info_for_device(platform: str, device_name: str, device_count: int, precision: str = "bf16") -> GpuInfo:
     """GpuInfo for a device named by the user (log analysis: the run's GPUs are not on this machine)."""
     bf16, _ = peak_tflops(device_name, "bf16")

@@ -13,7 +13,12 @@ benchmark kits begin with one. Three measurements of logical device 0:
 * the device's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML
   (nvidia-ml-py) or amdsmi (``utils/machine/device_facts.py``). A fact that cannot be read is ``null`` with the reason.
 
-A device under :data:`WARN_FRACTION` of its datasheet GEMM peak gets a warning line. The
+During the sweep the SM clock and the device's clock-event reasons (NVML's power cap, thermal slowdown, ...;
+``utils/machine/device_facts.py``) are sampled every :data:`CLOCK_INTERVAL_S`: beside a GEMM peak under
+:data:`WARN_FRACTION` the record says the sustained SM clock, the reasons and the peak the maximum clock would
+give (measured x max clock / sustained clock). A device under :data:`WARN_FRACTION` of its datasheet GEMM peak
+gets a warning line, unless its own power cap explains it (:func:`power_capped`): then it is "ready,
+power-capped at N W", a note, not a warning (issue 38). The
 arithmetic only sees a :class:`Device` (two timed operations), so the tests drive it with a fake
 device on cpu; the real one is :class:`TorchDevice` (CUDA/HIP events around the timed loop).
 
@@ -24,8 +29,11 @@ device on cpu; the real one is :class:`TorchDevice` (CUDA/HIP events around the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -35,7 +43,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from utils.files.atomic import atomic_write_text
-from utils.machine.device_facts import Fact, device_facts
+from utils.machine.device_facts import IDLE_REASON, ClockReader, ClockSample, Fact, clock_reader, device_facts
 from utils.machine.hardware import PLATFORMS, memory_bandwidth_tbs, peak_source, peak_tflops
 
 GEMM_SIZES = (2048, 4096, 8192, 16384)
@@ -49,6 +57,13 @@ MAX_ITERATIONS = 100_000  # a tiny size on a fast device stops here rather than 
 WARMUP_RUNS = 3
 WARN_FRACTION = 0.80
 GPU_PLATFORMS = ("nvd", "amd")
+CLOCK_INTERVAL_S = 0.1  # the SM clock and its clock-event reasons, read this often during the GEMM sweep
+# A device held at its power limit by its own power management (not a fault): NVML's software power cap. A GEMM peak
+# under WARN_FRACTION is "power-capped", not a warning, when this reason was active in at least CAPPED_SHARE of the
+# best size's samples and the peak scaled to the maximum SM clock reaches WARN_FRACTION of the datasheet (issue 38:
+# an H200 at its 700 W cap ran its SM clock at ~1,500 of 1,980 MHz and measured 68% of the datasheet).
+POWER_CAP_REASONS = ("sw_power_cap",)
+CAPPED_SHARE = 0.5
 
 
 class Device(Protocol):
@@ -100,6 +115,25 @@ class CopyBandwidth(Model):
     reason: str | None = None
 
 
+class ClockRecord(Model):
+    """The device's SM clock and clock-event reasons while the best GEMM size ran, and what that clock allows.
+
+    ``at_max_clock_tflops`` is the measured peak scaled to the maximum SM clock (measured x max / sustained): the
+    figure the device would give if its clock were not held down. Samples where the device reported itself idle
+    are left out (not the sweep's clock)."""
+
+    library: str | None
+    samples: int = Field(ge=0)
+    during_n: int | None
+    sm_clock_sustained_mhz: float | None
+    sm_clock_max_mhz: float | None
+    reasons: dict[str, float] = Field(default_factory=dict)  # reason -> share of the samples it was active in
+    power_limit_w: float | None
+    at_max_clock_tflops: float | None
+    at_max_clock_fraction: float | None
+    reason: str | None = None
+
+
 class Prescreen(Model):
     """What ``python -m utils.machine.prescreen`` measured on one device (``<check dir>/prescreen.json``)."""
 
@@ -112,6 +146,9 @@ class Prescreen(Model):
     copy_bandwidth: CopyBandwidth
     facts: dict[str, Fact]
     warnings: list[str] = Field(default_factory=list)
+    clocks: ClockRecord | None = None
+    power_capped_w: float | None = None  # a GEMM peak under WARN_FRACTION explained by the power cap (not a warning)
+    notes: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -140,13 +177,18 @@ def fraction(measured: float | None, datasheet: float | None) -> float | None:
 
 
 def gemm_sweep(device: Device, sizes: tuple[int, ...] = GEMM_SIZES, target_s: float = GEMM_TARGET_S,
-               progress: Callable[[str], None] | None = None) -> GemmSweep:
-    """Time each size (one untimed run warms up and sizes the loop), keep the best TFLOP/s as the peak."""
+               progress: Callable[[str], None] | None = None, watch: ClockWatch | None = None) -> GemmSweep:
+    """Time each size (one untimed run warms up and sizes the loop), keep the best TFLOP/s as the peak;
+    ``watch`` samples the clocks during each timed run, tagged with its size."""
     datasheet, reason = peak_tflops(device.name, "bf16")
     points = []
     for n in sizes:
         iterations = iterations_for(device.gemm_seconds(n, 1), target_s)
+        if watch is not None:
+            watch.mark(n)
         seconds = device.gemm_seconds(n, iterations)
+        if watch is not None:
+            watch.mark(None)
         point = GemmPoint(n=n, iterations=iterations, seconds=seconds, tflops=gemm_tflops(n, iterations, seconds))
         points.append(point)
         if progress:
@@ -169,17 +211,131 @@ def copy_bandwidth(device: Device, nbytes: int = COPY_BYTES, target_s: float = C
                          fraction_of_datasheet=fraction(measured, datasheet), reason=reason)
 
 
-def warnings_for(gemm: GemmSweep, copy: CopyBandwidth, threshold: float = WARN_FRACTION) -> list[str]:
-    """The warning lines: a GEMM peak under ``threshold`` of the datasheet (and the copy, likewise)."""
+def warnings_for(gemm: GemmSweep, copy: CopyBandwidth, threshold: float = WARN_FRACTION,
+                 clocks: ClockRecord | None = None) -> list[str]:
+    """The warning lines: a GEMM peak under ``threshold`` of the datasheet (with why, where the clocks say it;
+    none when :func:`power_capped` explains it), and the copy likewise."""
     out = []
-    if gemm.fraction_of_datasheet is not None and gemm.fraction_of_datasheet < threshold:
+    if gemm.fraction_of_datasheet is not None and gemm.fraction_of_datasheet < threshold \
+            and power_capped(gemm, clocks, threshold) is None:
         out.append(f"GEMM peak {gemm.measured_peak_tflops:,.0f} TFLOP/s is {gemm.fraction_of_datasheet:.0%} of the "
-                   f"datasheet's {gemm.datasheet_tflops:,.0f} (under {threshold:.0%}): check clocks, power limit "
-                   "and thermals before benchmarking")
+                   f"datasheet's {gemm.datasheet_tflops:,.0f} (under {threshold:.0%}): "
+                   + (f"{clock_words(clocks)}; " if clocks is not None else "")
+                   + "check clocks, power limit and thermals before benchmarking")
     if copy.fraction_of_datasheet is not None and copy.fraction_of_datasheet < threshold:
         out.append(f"copy bandwidth {copy.measured_tbs:.2f} TB/s is {copy.fraction_of_datasheet:.0%} of the "
                    f"datasheet's {copy.datasheet_tbs:.2f} TB/s (under {threshold:.0%})")
     return out
+
+
+# ---------------------------------------------------------------------------
+# the clocks during the sweep
+
+
+class ClockWatch:
+    """Samples a :class:`ClockReader` during the sweep's timed runs, each sample tagged with the size running.
+
+    With ``interval_s`` a thread reads every ``interval_s`` (the timed loop waits on the device, so the thread
+    runs); with None (tests: a fake reader) one sample is taken each time a size starts.
+    """
+
+    def __init__(self, reader: ClockReader, interval_s: float | None = CLOCK_INTERVAL_S) -> None:
+        self.reader = reader
+        self.interval_s = interval_s
+        self.current: int | None = None
+        self.samples: list[tuple[int, ClockSample]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ClockWatch:
+        if self.interval_s is not None:
+            self._thread = threading.Thread(target=self._run, name="prescreen-clocks", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def mark(self, n: int | None) -> None:
+        self.current = n
+        if n is not None and self.interval_s is None:
+            self._take()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._take()
+
+    def _take(self) -> None:
+        size = self.current
+        if size is None:
+            return
+        try:
+            sample = self.reader.read()
+        except Exception:  # a failed read is one sample fewer; the record counts what was read
+            return
+        self.samples.append((size, sample))
+
+
+def clock_record(samples: list[tuple[int, ClockSample]], library: str | None, gemm: GemmSweep,
+                 facts: dict[str, Fact], why: str | None = None) -> ClockRecord:
+    """The best size's clocks (all sizes' where it has none), the reasons' shares, and the peak at the max clock."""
+    busy = [(n, sample) for n, sample in samples if IDLE_REASON not in (sample.reasons or ())]
+    chosen = [sample for n, sample in busy if n == gemm.best_n] or [sample for _, sample in busy]
+    during = gemm.best_n if any(n == gemm.best_n for n, _ in busy) else None
+    clocks = [float(s.sm_mhz) for s in chosen if isinstance(s.sm_mhz, (int, float))]
+    sustained = statistics.median(clocks) if clocks else None
+    top = facts.get("sm_clock_max_mhz")
+    maximum = float(top.value) if top is not None and isinstance(top.value, (int, float)) else None
+    limit = facts.get("power_limit_w")
+    power = float(limit.value) if limit is not None and isinstance(limit.value, (int, float)) else None
+    read = [s for s in chosen if s.reasons is not None]
+    shares = {name: sum(name in s.reasons for s in read) / len(read)
+              for name in sorted({name for s in read for name in s.reasons})} if read else {}
+    measured = gemm.measured_peak_tflops
+    at_max = None
+    reason = why
+    if measured is not None and sustained and maximum:
+        at_max = measured * maximum / sustained if sustained < maximum else measured
+    elif reason is None:
+        reason = ("no clock samples during the sweep" if not clocks else
+                  "no maximum SM clock among the device's facts") + ": the peak at the max clock is unknown"
+    if not read and reason is None:
+        reason = next((s.why for s in chosen if s.why), "no clock-event reasons read")
+    return ClockRecord(library=library, samples=len(chosen), during_n=during, sm_clock_sustained_mhz=sustained,
+                       sm_clock_max_mhz=maximum, reasons=shares, power_limit_w=power, at_max_clock_tflops=at_max,
+                       at_max_clock_fraction=fraction(at_max, gemm.datasheet_tflops), reason=reason)
+
+
+def power_capped(gemm: GemmSweep, clocks: ClockRecord | None, threshold: float = WARN_FRACTION) -> float | None:
+    """The power limit (W) that explains a GEMM peak under ``threshold``, or None: the device held its clock down
+    for its power cap in most samples, and at the maximum clock the peak would reach ``threshold``."""
+    if clocks is None or gemm.fraction_of_datasheet is None or gemm.fraction_of_datasheet >= threshold:
+        return None
+    capped = max((clocks.reasons.get(name, 0.0) for name in POWER_CAP_REASONS), default=0.0) >= CAPPED_SHARE
+    if not capped or clocks.at_max_clock_fraction is None or clocks.at_max_clock_fraction < threshold:
+        return None
+    return clocks.power_limit_w if clocks.power_limit_w is not None else 0.0
+
+
+def clock_words(clocks: ClockRecord) -> str:
+    """The clocks during the sweep in words: sustained and max SM clock, the reasons, the peak at the max clock."""
+    sustained = f"{clocks.sm_clock_sustained_mhz:,.0f}" if clocks.sm_clock_sustained_mhz is not None else "unknown"
+    maximum = f"{clocks.sm_clock_max_mhz:,.0f}" if clocks.sm_clock_max_mhz is not None else "unknown"
+    active = [f"{name} {share:.0%}" for name, share in clocks.reasons.items()]
+    reasons = ", ".join(active) if active else ("none active" if clocks.reasons == {} and clocks.reason is None
+                                                  else "not read")
+    words = f"SM clock {sustained} MHz sustained of {maximum} max; clock-event reasons: {reasons}"
+    if clocks.power_limit_w is not None:
+        words += f"; power limit {clocks.power_limit_w:,.0f} W"
+    if clocks.at_max_clock_tflops is not None:
+        words += f"; at the max clock the peak would be {clocks.at_max_clock_tflops:,.0f} TFLOP/s"
+        if clocks.at_max_clock_fraction is not None:
+            words += f" = {clocks.at_max_clock_fraction:.0%} of the datasheet"
+    if clocks.reason:
+        words += f" ({clocks.reason})"
+    return words
 
 
 # ---------------------------------------------------------------------------
@@ -254,17 +410,34 @@ def open_device(platform: str, index: int = 0) -> TorchDevice:
 
 
 def prescreen(platform: str, device: Device, facts: dict[str, Fact],
-              progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> Prescreen:
-    """Measure ``device`` (GEMM sweep, copy bandwidth) and put it beside ``facts``."""
+              progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic,
+              clocks: tuple[ClockReader | None, str] | None = None,
+              interval_s: float | None = CLOCK_INTERVAL_S) -> Prescreen:
+    """Measure ``device`` (GEMM sweep, copy bandwidth) and put it beside ``facts``; ``clocks`` (a reader and its
+    library, or None and why not) is sampled during the sweep, and a peak under the threshold says why."""
     started = clock()
-    gemm = gemm_sweep(device, progress=progress)
+    reader, library = clocks if clocks is not None else (None, "no clock reader given")
+    watch = ClockWatch(reader, interval_s) if reader is not None else None
+    with watch if watch is not None else contextlib.nullcontext():
+        gemm = gemm_sweep(device, progress=progress, watch=watch)
+    record = None
+    if clocks is not None:
+        record = clock_record(watch.samples if watch else [], library if reader else None, gemm, facts,
+                              None if reader else library)
     copy = copy_bandwidth(device)
     if progress:
         progress(f"copy {copy.bytes / 1024**3:.0f} GiB: {copy.measured_tbs:.2f} TB/s ({copy.iterations} copies)")
+    capped = power_capped(gemm, record)
+    notes = []
+    if capped is not None and record is not None:
+        notes.append(f"ready, power-capped at {capped:,.0f} W: GEMM peak {gemm.measured_peak_tflops:,.0f} TFLOP/s "
+                     f"is {gemm.fraction_of_datasheet:.0%} of the datasheet's {gemm.datasheet_tflops:,.0f}; "
+                     f"{clock_words(record)}")
     return Prescreen(platform=platform, device_name=device.name,
                      measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                      duration_s=max(0.0, clock() - started), gemm=gemm, copy_bandwidth=copy, facts=facts,
-                     warnings=warnings_for(gemm, copy))
+                     warnings=warnings_for(gemm, copy, clocks=record), clocks=record, power_capped_w=capped,
+                     notes=notes)
 
 
 def summary_lines(record: Prescreen) -> list[str]:
@@ -281,6 +454,10 @@ def summary_lines(record: Prescreen) -> list[str]:
                      f"datasheet's {copy.datasheet_tbs:.2f} TB/s")
     else:
         lines.append(f"copy bandwidth {copy.measured_tbs:.2f} TB/s; {copy.reason}")
+    gemm_low = gemm.fraction_of_datasheet is not None and gemm.fraction_of_datasheet < WARN_FRACTION
+    if record.clocks is not None and gemm_low:
+        lines.append(f"clocks during the sweep: {clock_words(record.clocks)}")
+    lines += record.notes
     lines += [f"WARNING: {w}" for w in record.warnings]
     return lines
 
@@ -304,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"prescreen: {device.name}: GEMM sweep {', '.join(map(str, GEMM_SIZES))}, then a "
           f"{COPY_BYTES / 1024**3:.0f} GiB copy (~{GEMM_TARGET_S * len(GEMM_SIZES) + COPY_TARGET_S:.0f} s)", flush=True)
     record = prescreen(args.platform, device, device_facts(args.platform),
-                       progress=lambda line: print(f"prescreen: {line}", flush=True))
+                       progress=lambda line: print(f"prescreen: {line}", flush=True),
+                       clocks=clock_reader(args.platform))
     try:
         atomic_write_text(args.out, record.model_dump_json(indent=2) + "\n")
     except OSError as exc:

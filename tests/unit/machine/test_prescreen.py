@@ -243,3 +243,106 @@ def test_torch_device_warms_each_size_before_its_sizing_run(monkeypatch):
     device.copy_seconds(1024, 2)
     assert fake.log == ["copy"] * ps.WARMUP_RUNS + ["sync", "event", "copy", "event", "sync", "event", "copy", "copy",
                                                     "event"]
+
+
+# ---------------------------------------------------------------------------
+# issue 38: the clocks during the sweep say why a peak is low
+
+
+class FakeClocks:
+    """A clock reader whose SM clock and clock-event reasons are the test's (nothing measured)."""
+
+    library = "nvidia-ml-py"
+
+    def __init__(self, mhz: float, reasons: tuple[str, ...] | None, why: str | None = None) -> None:
+        self.sample = df.ClockSample(mhz, reasons, why)
+
+    def read(self) -> df.ClockSample:
+        return self.sample
+
+
+def _facts(power_w: float = 700.0, max_mhz: int = 1980) -> dict[str, df.Fact]:
+    return {"power_limit_w": df.Fact(value=power_w), "sm_clock_max_mhz": df.Fact(value=max_mhz)}
+
+
+def test_a_power_capped_device_is_ready_power_capped_not_a_warning():
+    """The H200 of 2026-11-26 in numbers: the SM clock held at 1,500 of 1,980 MHz by the 700 W cap."""
+    reader = FakeClocks(1500, ("sw_power_cap",))
+    record = ps.prescreen("nvd", h100(peak=672.0), _facts(), clocks=(reader, "nvidia-ml-py"), interval_s=None)
+    clocks = record.clocks
+    assert clocks.samples == 1 and clocks.during_n == 8192  # one sample per size here, the best size's
+    assert clocks.sm_clock_sustained_mhz == 1500 and clocks.sm_clock_max_mhz == 1980
+    assert clocks.reasons == {"sw_power_cap": 1.0} and clocks.power_limit_w == 700.0
+    assert clocks.at_max_clock_tflops == pytest.approx(672.0 * 1980 / 1500)
+    assert clocks.at_max_clock_fraction == pytest.approx(672.0 * 1980 / 1500 / 989.4)
+    assert record.warnings == [] and record.power_capped_w == 700.0
+    lines = ps.summary_lines(record)
+    assert any(line.startswith("ready, power-capped at 700 W: GEMM peak 672 TFLOP/s is 68%") for line in lines)
+    assert any("SM clock 1,500 MHz sustained of 1,980 max; clock-event reasons: sw_power_cap 100%" in line
+               and "would be 887 TFLOP/s = 90% of the datasheet" in line for line in lines)
+    assert ps.Prescreen.model_validate_json(record.model_dump_json()) == record
+
+
+def test_a_thermal_slowdown_or_a_low_peak_at_full_clock_stays_a_warning_with_the_reason():
+    hot = ps.prescreen("nvd", h100(peak=672.0), _facts(), clocks=(FakeClocks(1500, ("hw_thermal_slowdown",)),
+                                                                   "nvidia-ml-py"), interval_s=None)
+    assert hot.power_capped_w is None and len(hot.warnings) == 1
+    assert "clock-event reasons: hw_thermal_slowdown 100%" in hot.warnings[0]
+    slow = ps.prescreen("nvd", h100(peak=600.0), _facts(), clocks=(FakeClocks(1900, ("sw_power_cap",)),
+                                                                    "nvidia-ml-py"), interval_s=None)
+    assert slow.power_capped_w is None and "would be 625 TFLOP/s = 63% of the datasheet" in slow.warnings[0]
+
+
+def test_idle_samples_are_left_out_and_an_unreadable_reader_says_why():
+    idle = ps.prescreen("nvd", h100(peak=672.0), _facts(), clocks=(FakeClocks(345, ("gpu_idle",)), "nvidia-ml-py"),
+                        interval_s=None)
+    assert idle.clocks.samples == 0 and idle.clocks.sm_clock_sustained_mhz is None
+    assert "no clock samples" in idle.clocks.reason and idle.power_capped_w is None and len(idle.warnings) == 1
+    none = ps.prescreen("nvd", h100(peak=672.0), _facts(), clocks=(None, "cannot read the clocks of device 0: x"))
+    assert none.clocks.library is None and none.clocks.reason == "cannot read the clocks of device 0: x"
+    fine = ps.prescreen("nvd", h100(peak=900.0), _facts(), clocks=(FakeClocks(1980, ()), "nvidia-ml-py"),
+                        interval_s=None)
+    assert fine.warnings == [] and fine.power_capped_w is None and fine.clocks.reasons == {}
+    assert not any(line.startswith("clocks during") for line in ps.summary_lines(fine))  # said only beside a low peak
+
+
+def test_the_thread_samples_while_a_size_runs():
+    import time
+
+    class Slow(type(h100())):
+        def gemm_seconds(self, n, iterations):
+            time.sleep(0.03)
+            return super().gemm_seconds(n, iterations)
+
+    device = h100(peak=672.0)
+    slow = Slow(device.name, device.tflops, device.tbs)
+    record = ps.prescreen("nvd", slow, _facts(), clocks=(FakeClocks(1500, ("sw_power_cap",)), "nvidia-ml-py"),
+                          interval_s=0.005)
+    assert record.clocks.samples >= 1 and record.power_capped_w == 700.0
+
+
+class FakeNvmlClocks(FakeNvml):
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        return {1: 1500, 2: 2619}[kind]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return 0x4 | 0x1000
+
+
+def test_nvml_clock_reasons_are_decoded_by_name():
+    reader, library = df.clock_reader("nvd", 0, FakeNvmlClocks())
+    assert library == "nvidia-ml-py"
+    assert reader.read() == df.ClockSample(1500, ("sw_power_cap", "unknown_0x1000"))
+    older = FakeNvml()  # no reasons call at all: the clock still reads, the reasons say why not
+    sample = df.clock_reader("nvd", 0, older)[0].read()
+    assert sample.sm_mhz == 1980 and sample.reasons is None
+    assert "no nvmlDeviceGetCurrentClocksEventReasons" in sample.why
+    assert df.decode_reasons(0x1 | 0x40 | 0x80) == ("gpu_idle", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+
+def test_the_checks_verdict_says_power_capped():
+    from evaluate.gpu_check import verdict_of
+
+    assert verdict_of([], [], 700.0) == ("ready", verdict_of([], [], 700.0)[1])
+    assert verdict_of([], [], 700.0)[1].startswith("ready, power-capped at 700 W: ")
+    assert verdict_of([], [])[1].startswith("ready: ") and verdict_of(["x"], [], 700.0)[0] == "degraded"

@@ -1,0 +1,175 @@
+"""The fed-sample digests already computed on this machine, kept across jobs and Pythons, keyed by what decides them.
+
+Why: the preflight's samples digest (``train/settings/samples.py``) costs a tokenizer load and the
+megatron-core import in the launcher (25-37 s of wall time on the loaded 2-core cpu host, 10 CPU seconds:
+/work/notes/startup.md), and ``mega`` adds a fresh Python with torch and the Megatron tree for its own
+samples. The GPU check computed the same digest three times, one per framework (issue 38). The samples
+depend only on the encoded bytes, the tokenizer, the workload's SL, SEED, GBS and dataset size, the code
+that builds them and, for a framework's own samples, that framework's dataset code, tokenizer and Python.
+The key (:func:`entry_key`) is a sha256 over exactly these; any change of one gives a new key, so an entry
+is never stale, only unused.
+
+Identity rather than content for the large files: the ``.bin``/``.idx`` enter the key by path, size, inode,
+modification and change time (as ``utils/files/hash_cache.py`` identifies them; the kernel sets the change
+time on every write), so a dataset is not hashed again for the key; ``data/ready.py`` has checked their
+sha256 against the encode manifest before a real launch. Small things (the tokenizer directory, code files)
+enter by content.
+
+Store: one JSON file per key in ``<DATA_DIR>/.tprimat/samples/`` (beside the data lock), else
+``<OUTPUT_DIR>/.tprimat/samples/`` when the data folder cannot be written; with neither, nothing is kept.
+Each entry is written atomically (``utils/files/atomic.py``), so a concurrent job reads a whole entry or
+none; two jobs computing one key write the same content. A malformed entry is a miss. Only a
+successfully computed digest is stored: a failure is computed (and reported) again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from utils.files.atomic import atomic_write_text
+from utils.files.hashing import sha256_dir
+
+STORE_PARTS = (".tprimat", "samples")
+ENTRY_VERSION = 1
+# Installed distributions whose code builds the reference samples (read from metadata: nothing is imported).
+REFERENCE_DISTRIBUTIONS = ("megatron-core", "transformers", "tokenizers", "numpy")
+# This repository's files that decide the samples or their digest.
+REFERENCE_CODE = ("train/rules/samples.py", "utils/dataset/sample_digest.py", "utils/dataset/paths.py",
+                  "train/settings/samples.py", "train/settings/sample_probe.py", "utils/dataset/framework_tokenizer.py")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A stored digest: the value and the words the preflight records with it (kept verbatim)."""
+
+    digest: str
+    how: str
+
+
+def file_identity(path: Path) -> dict[str, Any]:
+    """A large file's identity for a key: resolved path, size, inode, modification and change time (ns)."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    return {"path": str(resolved), "size": stat.st_size, "inode": stat.st_ino, "device": stat.st_dev,
+            "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns}
+
+
+def distribution_versions(names: Iterable[str]) -> dict[str, str | None]:
+    """Installed versions of ``names`` in this Python (None when absent), from metadata alone."""
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def files_digest(root: Path, relative: Iterable[str]) -> dict[str, str | None]:
+    """sha256 of each file under ``root`` (None when absent)."""
+    out: dict[str, str | None] = {}
+    for name in relative:
+        path = Path(root) / name
+        out[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return out
+
+
+def tree_digest(root: Path, folders: Iterable[str], suffix: str = ".py") -> str:
+    """One sha256 over every ``suffix`` file below ``folders`` of ``root`` (names and bytes, sorted)."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        base = Path(root) / folder
+        for path in sorted(base.rglob(f"*{suffix}")) if base.is_dir() else []:
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def reference_fields(prefix: Path, tokenizer: Path, seq_len: int, seed: int, gbs: int, dataset_samples: int,
+                     samples: int, repo: Path) -> dict[str, Any]:
+    """What decides tran's samples of one dataset: the encoded pair, the tokenizer, the workload, code, versions."""
+    return {"bin": file_identity(Path(f"{prefix}.bin")), "idx": file_identity(Path(f"{prefix}.idx")),
+            "tokenizer_sha256": sha256_dir(Path(tokenizer)), "seq_len": seq_len, "seed": seed, "gbs": gbs,
+            "dataset_samples": dataset_samples, "samples": samples,
+            "versions": distribution_versions(REFERENCE_DISTRIBUTIONS), "code": files_digest(repo, REFERENCE_CODE)}
+
+
+def python_identity(python: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """A framework Python for a key: its path, the file it resolves to, and the state of its package folders.
+
+    Installing or removing a package changes its ``site-packages`` folder's modification time, so a
+    different transformers in the framework's Python gives a new key without starting that Python.
+    ``PYTHONPATH`` decides what the probe imports first, so it is part of the identity too.
+    """
+    given = Path(python)
+    resolved = given.resolve()
+    folders = {}
+    for root in {given.parent.parent, resolved.parent.parent}:
+        for site in sorted(root.glob("lib/python3*/site-packages")) + sorted(root.glob("lib/python3/dist-packages")):
+            folders[str(site)] = site.stat().st_mtime_ns
+    stat = resolved.stat()
+    return {"python": str(given), "resolved": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "site_packages": folders, "pythonpath": environ.get("PYTHONPATH", "")}
+
+
+def entry_key(fields: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``fields``."""
+    text = json.dumps({"version": ENTRY_VERSION, **fields}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def store_folder(data_dir: Path, output_dir: Path) -> Path | None:
+    """Where entries go: the data folder's ``.tprimat/samples``, else the output folder's, else None."""
+    for base in (data_dir, output_dir):
+        folder = Path(base).joinpath(*STORE_PARTS)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            return folder
+    return None
+
+
+class DigestStore:
+    """The entries of one folder (None: a store that keeps nothing)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+
+    def path(self, key: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{key}.json"
+
+    def get(self, key: str) -> Entry | None:
+        """The stored entry of ``key``, or None (absent, unreadable or malformed: computed again)."""
+        path = self.path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("key") != key:
+            return None
+        digest, how = data.get("digest"), data.get("how")
+        if not (isinstance(digest, str) and digest.startswith("sha256:") and isinstance(how, str)):
+            return None
+        return Entry(digest, how)
+
+    def put(self, key: str, entry: Entry, fields: Mapping[str, Any]) -> None:
+        """Store ``entry`` atomically with the fields of its key (for a reader); a failed write only costs a
+        recomputation next time."""
+        path = self.path(key)
+        if path is None:
+            return
+        record = {"key": key, "digest": entry.digest, "how": entry.how, "fields": dict(fields)}
+        with contextlib.suppress(OSError):
+            atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
