@@ -145,7 +145,7 @@ def choose(requested: str, setting: str, fp8: bool, flags: frozenset[str] | None
     if setting != AUTO:
         how = "natively" if native_support(setting, flags, env)[0] else "emulated: this CPU has no native " + setting
         return PrecisionChoice(requested, setting, setting, native,
-                               f"CPU_PRECISION={setting} ({how}); PRECISION={requested}")
+                               f"CPU_PRECISION={setting}, {how}; PRECISION={requested}")
     if fp8:
         return PrecisionChoice(requested, setting, requested, native,
                                f"PRECISION={requested} with FP8=true, left as configured")

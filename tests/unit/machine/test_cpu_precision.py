@@ -81,7 +81,7 @@ def test_auto_keeps_native_bf16_and_an_explicit_setting_wins() -> None:
     assert choose("fp32", "auto", False, AVX2_CPU, {}).ran == "fp32"
     forced = choose("bf16", "bf16", False, AVX2_CPU, {})
     assert forced.ran == "bf16" and "emulated: this CPU has no native bf16" in forced.reason
-    assert choose("bf16", "bf16", False, BF16_CPU, {}).reason.startswith("CPU_PRECISION=bf16 (natively)")
+    assert choose("bf16", "bf16", False, BF16_CPU, {}).reason.startswith("CPU_PRECISION=bf16, natively; PRECISION=bf16")
     assert choose("bf16", "fp32", False, BF16_CPU, {}).ran == "fp32"
     assert choose("bf16", "auto", True, AVX2_CPU, {}).ran == "bf16"  # FP8 runs on top of bf16: left as configured
 
