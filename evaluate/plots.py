@@ -289,7 +289,7 @@ def comparison_figure(by_model: dict[str, list[GroupSummary]], band: float = DEF
     labels = [_label(s, with_model) for s in summaries]
     titles = panel_titles(summaries)
     columns = math.ceil(len(titles) / 2)
-    width = max(5.4 * columns, 1.3 * len(summaries) * columns)
+    width = max(16.0 if columns <= 3 else 21.0, 1.3 * len(summaries) * columns)  # the title fits on one line
     figure = Figure(figsize=(min(width, 34.0), 10.5), layout="constrained")
     grid = figure.subplots(2, columns, squeeze=False)
     flat = [ax for row in grid for ax in row]
