@@ -100,11 +100,14 @@ def _slug(key: str) -> str:
 
 def output_name(output_dir: Path, result: Result, key: str, taken: set[Path]) -> Path:
     """``train_<platform>_<framework>_<model>_from-<run>.json``: one file per run, never two runs in one."""
-    base = result_path(output_dir, result.platform, result.framework, result.model, result.run_index)
-    path = base.with_name(f"{base.stem}_from-{_slug(key)}.json")
+    def named(origin: str) -> Path:
+        return result_path(output_dir, result.platform, result.framework, result.model, result.run_index,
+                           origin=origin)
+
+    path = named(_slug(key))
     number = 2
     while path in taken:
-        path = base.with_name(f"{base.stem}_from-{_slug(key)}-{number}.json")
+        path = named(f"{_slug(key)}-{number}")
         number += 1
     taken.add(path)
     return path
