@@ -2,7 +2,7 @@
 # Run every selected training job (FRAMEWORK x MODELS x RUNS, chosen by train/launch/jobs.py), keep going
 # past a failed job, compare the results, then print a table of each job's exit code and status.
 # OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
-# SIGINT/SIGTERM reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
+# SIGINT/SIGTERM/SIGHUP reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
 # incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
 # Each job is a run with an id (utils/files/run_owner.py): before its launcher starts, train.sh writes the job's
 # incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
@@ -24,7 +24,7 @@ python -m train.launch.jobs (see its --help); the platform from python -m utils.
 Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.files.disk check-output),
 the settings must run on the platform (python -m utils.config.load --before-launch), MASTER_ADDR must
 resolve and MASTER_PORT be free (python -m utils.machine.rendezvous, waiting up to 30 s between jobs).
-SIGINT/SIGTERM stop the running job (recorded incomplete) and start no other; exit 128 + signal.
+SIGINT/SIGTERM/SIGHUP stop the running job (recorded incomplete) and start no other; exit 128 + signal.
 After each job its result is added to the results database HISTORY_DB (python -m evaluate.history;
 HISTORY_DB=off skips it).
 USAGE

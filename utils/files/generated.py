@@ -53,7 +53,7 @@ from utils.files.names import (  # noqa: F401  (RESULT_NAME, STEPS_SUFFIX: re-ex
 
 _ALT = "|".join
 _MODELS = _ALT(map(re.escape, model_names()))
-TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+")
+TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+(?:-renamed)?")
 OUTPUT_FILES = FIXED_OUTPUT_FILES | {CACHE_NAME}
 # The results database (evaluate/history/store.py): HISTORY_DB's default file, outside OUTPUT_DIR, and the
 # application name its tprimat_meta table records (utils/files/purge.py deletes only a file that records it).
