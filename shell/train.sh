@@ -54,6 +54,8 @@ if [[ $dry_run -eq 0 ]]; then
     # setting cannot run on this platform, or when the rendezvous address does not resolve.
     tprimat_python_module utils.files.disk check-output || exit $?
     tprimat_python_module utils.config.load --before-launch "$platform" || exit $?
+    # A GPU platform on a host without its GPU: every job would fail after its start-up (issue 33).
+    tprimat_python_module utils.machine.hardware --check-devices "$platform" || exit $?
     tprimat_python_module utils.machine.rendezvous || exit $?
 fi
 # Each job's "<result><TAB><exit code>", kept in memory: no temporary file (a missing or full TMPDIR made an ok
