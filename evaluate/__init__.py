@@ -6,4 +6,4 @@ Run as ``python -m evaluate.<module>``, every entry point answers SIGINT/SIGTERM
 
 from utils.machine.signals import answer_signals_when_run
 
-answer_signals_when_run()
+answer_signals_when_run(__name__)

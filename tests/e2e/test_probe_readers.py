@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -108,3 +109,21 @@ def test_a_hostile_jsonl_line_is_one_line(tmp_path: Path, line: str, problem: st
     path.write_text('{"text": "fine"}\n' + line + "\n")
     with pytest.raises(DataError, match=problem):
         list(iter_jsonl_texts(path))
+
+
+def test_a_tokenizer_whose_merges_name_unknown_tokens_is_one_line(tmp_path: Path) -> None:
+    """The tokenizers library raises a bare Exception here; the loader says it in one line."""
+    from utils.dataset.paths import TokenizerMissingError, load_tokenizer
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                 "pre_tokenizer": None, "post_processor": None, "decoder": None,
+                 "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                           "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                           "vocab": {"a": 0, "b": 1}, "merges": ["x y"]}}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    with pytest.raises(TokenizerMissingError, match="cannot load the tokenizer") as caught:
+        load_tokenizer(folder)
+    assert "\n" not in str(caught.value)

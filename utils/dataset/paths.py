@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.config.load import Config
+from utils.files.json_input import one_line
 
 
 class TokenizerMissingError(FileNotFoundError):
@@ -73,8 +74,8 @@ def load_tokenizer(path: Path) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as exc:
-        raise TokenizerMissingError(f"cannot load the tokenizer in {path}: {exc}") from exc
+    except Exception as exc:  # the tokenizers library raises a bare Exception on a bad tokenizer.json (issue 33)
+        raise TokenizerMissingError(f"cannot load the tokenizer in {path}: {one_line(exc, 300)}") from exc
 
 
 def vocab_size(tokenizer: Any) -> int:

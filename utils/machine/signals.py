@@ -2,9 +2,11 @@
 
 Why (issue 33): Ctrl-C in ``evaluate.compare`` and ``evaluate.validate`` printed a KeyboardInterrupt traceback,
 also during the start-up imports (matplotlib, pydantic), and SIGHUP ended them without a word. A package whose
-modules are entry points calls :func:`answer_signals_when_run` in its ``__init__.py``: when Python runs one of its
-modules with ``-m`` (``sys.argv[0]`` is ``"-m"`` while the package is imported), SIGINT, SIGTERM and SIGHUP are
-answered from then on, imports included; imported as a library (tests, another module), nothing changes.
+modules are entry points calls :func:`answer_signals_when_run` in its ``__init__.py`` (``evaluate``, ``data``,
+``utils``): when Python runs one of its own modules with ``-m`` (``sys.argv[0]`` is ``"-m"`` while the package is
+imported), SIGINT, SIGTERM and SIGHUP are answered from then on, imports included; imported as a library (tests,
+another package's entry point), nothing changes. ``train`` is left out: the launcher and the trainers inside a job
+answer signals themselves (``train/launch/job_guard.py``).
 
 The handler raises ``SystemExit`` (after one line on stderr), so ``finally`` blocks and context managers run:
 an atomic write's temporary file is removed, a lock released; nothing is left behind.
@@ -42,7 +44,14 @@ def answer_signals(program: str | None = None) -> None:
             signal.signal(signum, handle)
 
 
-def answer_signals_when_run() -> None:
-    """:func:`answer_signals` when a module of the calling package runs as ``python -m``; nothing otherwise."""
-    if sys.argv[:1] == ["-m"]:
+def _run_module() -> str | None:
+    argv = getattr(sys, "orig_argv", [])
+    return argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+
+
+def answer_signals_when_run(package: str) -> None:
+    """:func:`answer_signals` when a module of ``package`` runs as ``python -m`` (and is being imported: a later
+    import of the package by another program's code changes nothing); nothing otherwise."""
+    module = _run_module()
+    if sys.argv[:1] == ["-m"] and module is not None and (module == package or module.startswith(package + ".")):
         answer_signals()
