@@ -93,13 +93,20 @@ def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: in
     # What a result write does, in the folder and in its bookkeeping folder (locks, reserves, the marker): a file
     # created, written, synced and renamed into place. Any failure, whatever the file system says, refuses the
     # folder before a job runs (issue 33: the check passed folders a result could not be written into).
-    for folder in (path, path / LOCK_DIR):
-        try:
-            folder.mkdir(exist_ok=True)
-            _probe_write(folder)
-        except (OSError, ValueError) as exc:
-            shown = where if folder == path else f"{where}: its bookkeeping folder {LOCK_DIR}"
-            raise OutputDirError(f"{shown} is not writable: {_reason(exc)}") from None
+    bookkeeping = path / LOCK_DIR
+    created = not os.path.lexists(bookkeeping)
+    try:
+        for folder in (path, bookkeeping):
+            try:
+                folder.mkdir(exist_ok=True)
+                _probe_write(folder)
+            except (OSError, ValueError) as exc:
+                shown = where if folder == path else f"{where}: its bookkeeping folder {LOCK_DIR}"
+                raise OutputDirError(f"{shown} is not writable: {_reason(exc)}") from None
+    finally:
+        if created:  # the check leaves nothing behind
+            with contextlib.suppress(OSError):
+                bookkeeping.rmdir()
     try:
         free = free_bytes(path)
     except OSError as exc:
