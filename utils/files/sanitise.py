@@ -73,11 +73,29 @@ def _clean(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
+# What an unsafe character looks like in pydantic's JSON: C0 controls escaped (``\\n``, ``\\u001b``), lone
+# surrogates escaped, the others (DEL, C1, separators, bidi) raw. A clean record (nearly every one) is told by two
+# searches of its JSON, written by pydantic-core: a pure-ASCII text holds none of the raw ones but DEL.
+_ESCAPED_IN_JSON = re.compile(r"\\(?:[nrtbf]|u00[01]|u007|ud[89a-fA-F])")
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _may_hold_unsafe(text: str) -> bool:
+    raw = "\x7f" in text if text.isascii() else _RAW_IN_JSON.search(text) is not None
+    return raw or _ESCAPED_IN_JSON.search(text) is not None
+
+
 def sanitised(record: Model) -> Model:
     """``record`` with every string (keys too) made one line and inert; the same object when none needed it.
 
     Nothing is cut: the record stays whole (a fingerprint or an environment value is compared, not shown);
     bounding the length is the renderer's :func:`one_line`.
     """
+    try:
+        text = record.model_dump_json()
+    except Exception:  # a lone surrogate cannot be written as JSON: take the slow path
+        text = "\\ud800"
+    if not _may_hold_unsafe(text):
+        return record
     data, changed = _clean(record.model_dump(mode="python"))
     return type(record).model_validate(data) if changed else record

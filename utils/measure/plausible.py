@@ -22,10 +22,8 @@ Readers use it: ``evaluate/results.py`` (compare, validate, gpu_check leave such
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
-from typing import Any
 
 from utils.config.models import ModelShape, flops_per_token
 from utils.machine.hardware import PEAK_TFLOPS, peak_tflops
@@ -123,8 +121,7 @@ def implausible(result: Result) -> list[str]:
 
 def identity(result: Result) -> str:
     """The same run however its file was copied or named: its start, its arrays and every figure but its index."""
-    data: dict[str, Any] = result.model_dump(mode="json", exclude={"run_index"})
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(result.model_dump_json(exclude={"run_index"}).encode()).hexdigest()
 
 
 def prescreen_problems(measured_peak: float | None, points: list[float], datasheet: float | None,
