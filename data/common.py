@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from utils.config.load import Config, load_config
 from utils.config.registry import model_names
 from utils.config.rules import DATASETS
 from utils.dataset.paths import TokenizerMissingError
+from utils.files.json_input import JsonInputError, one_line, parse_json
 from utils.files.locks import LockError, LockHeld, data_lock_path, hold
 
 EXIT_FAILURE = 1
@@ -32,6 +34,9 @@ EXIT_FAILURE = 1
 
 class DataError(RuntimeError):
     """A data stage cannot produce a trustworthy output. The message names the file and the problem."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def iter_jsonl_texts(path: Path) -> Iterator[str]:
@@ -48,12 +53,18 @@ def iter_jsonl_texts(path: Path) -> Iterator[str]:
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = json.loads(line) if "[" not in line and line.count("{") <= 1 else parse_json(
+                        line, f"{one_line(path, 400)}:{number}")  # a nested line: depth-checked (issue 33)
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                except JsonInputError as exc:
+                    raise DataError(str(exc)) from None
                 text = record.get("text") if isinstance(record, dict) else None
                 if not isinstance(text, str):
                     raise DataError(f"{path}:{number}: expected an object with a string 'text' field")
+                if _SURROGATE.search(text):  # "\\ud800" in JSON: a str no UTF-8 writer takes (issue 33)
+                    raise DataError(f"{path}:{number}: the text holds a lone surrogate (an escaped half of a UTF-16 "
+                                    "pair): not encodable as UTF-8")
                 yield text
         except UnicodeDecodeError as exc:
             raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None

@@ -130,6 +130,8 @@ def local_files(spec: str) -> list[Path]:
         if not files:
             raise DataError(f"DATASET=local:{path}: no {', '.join(LOCAL_SUFFIXES)} files in the directory")
         return files
+    if not path.is_file():  # a FIFO would block, /dev/zero never end (issue 33)
+        raise DataError(f"DATASET=local:{path}: not a regular file or a directory")
     return [path]
 
 

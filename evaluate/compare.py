@@ -41,6 +41,7 @@ from utils.files.atomic import atomic_write_text
 from utils.files.generated import mark_output_dir
 from utils.files.json_input import one_line
 from utils.files.output_path import OutputPathError, output_file
+from utils.files.sanitise import safe_text
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
 EXIT_WRITE = EXIT_USAGE  # the outputs cannot be written: never the "unfair" code
@@ -103,6 +104,9 @@ def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, 
         total = len(loaded.skipped) + len(loaded.results)
         print(f"compare: skipped {len(loaded.skipped)} of {total} result file(s); comparing the other "
               f"{len(loaded.results)}", file=sys.stderr)
+    for copy, original in loaded.duplicates:
+        print(f"compare: {one_line(copy.name, 200)} is the same run as {one_line(original.name, 200)} (same start, "
+              "arrays and figures): counted once", file=sys.stderr)
     if not loaded.results:
         return None
     by_model = {model: [summarize_group(g) for g in groups] for model, groups in loaded.groups().items()}
@@ -141,7 +145,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
         parity = loss_parity_figure(parities)
         written.append(_written(output_dir, comparison.parity_figure_name, lambda path: save_figure(parity, path)))
-    text = markdown(comparison)
+    text = safe_text(markdown(comparison))  # utils/files/sanitise.py: nothing a reader's viewer acts on
     written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
     # The per-platform framework view (evaluate/frameworks.py): compare_<platform>_frameworks.png.
     for name, platform_figure in platform_figures(comparison.by_model):
@@ -184,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     except OutputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_WRITE
-    print(console(comparison))
-    print("\n" + console_all(comparison.by_model))
+    print(safe_text(console(comparison)))
+    print(safe_text("\n" + console_all(comparison.by_model)))
     print("\nwrote: " + ", ".join(str(p) for p in written))
     return EXIT_OK
 

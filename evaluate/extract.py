@@ -36,11 +36,13 @@ from train.logs.scan import LOG_FRAMEWORKS, LogInputError
 from utils.config.cli import exits_on_config_error
 from utils.config.load import ConfigError, load_config
 from utils.config.registry import FRAMEWORKS, PLATFORMS, model_names
+from utils.files.sanitise import one_line
 from utils.result.file import ResultError, result_path, write_result
 from utils.result.model import Result
 
 LOG_PLATFORMS = tuple(p for p in PLATFORMS if any(p in FRAMEWORKS[key].platforms for key in LOG_FRAMEWORKS))
 BIG_FILE_BYTES = 64 * 1024 * 1024
+MESSAGE_CHARS = 2000
 HEADERS = ("found", "files", "format", "job", "steps", "status", "result or reason")
 
 
@@ -85,7 +87,8 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
 
 
 def _say(text: str) -> None:
-    print(f"evaluate.extract: {text}", file=sys.stderr, flush=True)
+    """One line a message (it may quote a file name or a log line: utils/files/sanitise.py)."""
+    print(one_line(f"evaluate.extract: {text}", MESSAGE_CHARS), file=sys.stderr, flush=True)
 
 
 GENERIC_PARTS = re.compile(r"logs?|output|outputs|pre_trainer|rank-x|x|attempt_\d+|events\.x|tb_logs|version_\d+")
@@ -100,11 +103,14 @@ def _slug(key: str) -> str:
 
 def output_name(output_dir: Path, result: Result, key: str, taken: set[Path]) -> Path:
     """``train_<platform>_<framework>_<model>_from-<run>.json``: one file per run, never two runs in one."""
-    base = result_path(output_dir, result.platform, result.framework, result.model, result.run_index)
-    path = base.with_name(f"{base.stem}_from-{_slug(key)}.json")
+    def named(origin: str) -> Path:
+        return result_path(output_dir, result.platform, result.framework, result.model, result.run_index,
+                           origin=origin)
+
+    path = named(_slug(key))
     number = 2
     while path in taken:
-        path = base.with_name(f"{base.stem}_from-{_slug(key)}-{number}.json")
+        path = named(f"{_slug(key)}-{number}")
         number += 1
     taken.add(path)
     return path

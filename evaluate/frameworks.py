@@ -26,6 +26,7 @@ from evaluate.analysis import GroupSummary
 from evaluate.plots import draw_curves, legend_label
 from evaluate.tables import console_table
 from utils.config.registry import FRAMEWORKS, MODELS, display_name, framework_color
+from utils.files.names import frameworks_figure_name
 from utils.result.model import Result
 
 MODEL_LINES = {"llama": "-", "qwen": "--", "mistral": ":"}
@@ -40,7 +41,7 @@ HEADERS = ("Framework", "Status", "Tokens/s/GPU", "Avg Step Time", "Final Loss",
 
 
 def figure_name(platform: str) -> str:
-    return f"compare_{platform}_frameworks.png"
+    return frameworks_figure_name(platform)  # utils/files/names.py: purge and wrap know the name
 
 
 def _order(summary: GroupSummary) -> tuple[int, int]:

@@ -41,7 +41,11 @@ from utils.config.models import get_shape, mfu
 from utils.config.registry import display_name, frameworks_on, model_names, platform_names
 from utils.files.atomic import atomic_write_text
 from utils.files.generated import GPU_CHECK_DIR
+from utils.files.json_input import JsonInputError, one_line, read_json
+from utils.files.sanitise import safe_text, sanitised
+from utils.machine.hardware import peak_tflops
 from utils.machine.prescreen import Prescreen
+from utils.measure.plausible import prescreen_problems
 from utils.result.model import Result
 
 LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of the reference's
@@ -207,6 +211,7 @@ def build_check(results_dir: Path, platform: str, model: str, prescreen_path: Pa
     """
     prescreen, prescreen_reason = read_prescreen(prescreen_path)
     loaded = load_results(find_result_files(results_dir))
+    prescreen, prescreen_reason = _plausible_prescreen(prescreen, prescreen_reason, loaded.results)
     ours = [r for r in loaded.results if r.platform == platform and r.result.model == model]  # the key, not a label
     by_framework: dict[str, LoadedResult] = {}
     for item in sorted(ours, key=lambda r: (r.run_index or 0, r.path.name)):
@@ -226,18 +231,42 @@ def build_check(results_dir: Path, platform: str, model: str, prescreen_path: Pa
                     verdict=verdict, verdict_line=line)
 
 
+PRESCREEN_MAX_BYTES = 1 << 20  # a prescreen record is a few kB: a bigger file is no prescreen
+
+
 def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
+    """The prescreen record, read as foreign input: a regular file, bounded (``utils/files/json_input.py``;
+    issue 33: a FIFO hung the check and ``/dev/zero`` read until MemoryError), strictly typed."""
     if path is None:
         return None, "not run"
+    shown = one_line(path, 400)
+    if not Path(path).exists():
+        return None, f"{shown} does not exist (the prescreen did not finish)"
     try:
-        return Prescreen.model_validate_json(path.read_bytes()), None
-    except FileNotFoundError:
-        return None, f"{path} does not exist (the prescreen did not finish)"
-    except OSError as exc:
-        return None, f"{path}: unreadable: {exc.strerror or exc}"
+        return sanitised(Prescreen.model_validate(read_json(path, max_bytes=PRESCREEN_MAX_BYTES))), None
+    except JsonInputError as exc:
+        return None, one_line(exc, 600)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        return None, f"{path}: {'/'.join(map(str, first['loc'])) or '(top level)'}: {first['msg']}"
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = "/".join(one_line(part, 60) for part in first["loc"]) or "(top level)"
+        return None, f"{shown}: {where}: {one_line(first['msg'], 300)}"
+
+
+def _plausible_prescreen(prescreen: Prescreen | None, reason: str | None,
+                         results: list[LoadedResult]) -> tuple[Prescreen | None, str | None]:
+    """The prescreen when its figures and its device can stand beside these results; else None and why
+    (``utils/measure/plausible.py``; issue 33: a peak of 1e-300 TFLOP/s gave "ready", an H100 prescreen
+    beside cpu results too)."""
+    if prescreen is None:
+        return None, reason
+    datasheet, _ = peak_tflops(prescreen.device_name, "bf16")
+    problems = prescreen_problems(prescreen.gemm.measured_peak_tflops, [p.tflops for p in prescreen.gemm.points],
+                                  datasheet, prescreen.platform, prescreen.device_name,
+                                  {r.platform for r in results},
+                                  {r.result.gpu_info.device_name for r in results if r.result.gpu_info.device_name})
+    if problems:
+        return None, "not plausible, left out: " + one_line("; ".join(problems), 600)
+    return prescreen, None
 
 
 # ---------------------------------------------------------------------------
@@ -247,7 +276,7 @@ def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
 def write_check(check: GpuCheck, out_dir: Path) -> tuple[Path, Path]:
     md, js = out_dir / f"{OUTPUT_STEM}.md", out_dir / f"{OUTPUT_STEM}.json"
     atomic_write_text(js, check.model_dump_json(indent=2) + "\n")
-    atomic_write_text(md, render_markdown(check))
+    atomic_write_text(md, safe_text(render_markdown(check)))
     return md, js
 
 
@@ -283,7 +312,7 @@ def main(argv: list[str] | None = None, say: Callable[[str], None] = print) -> i
     except OSError as exc:
         print(f"gpu_check: cannot write into {args.out_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    say(render_console(check))
+    say(safe_text(render_console(check)))
     say(f"written {md} and {js}")
     return 0 if check.verdict == "ready" else 1
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from utils.config.registry import PLATFORMS
 from utils.files.json_input import one_line
+from utils.files.sanitise import sanitised
+from utils.measure.plausible import identity, implausible
 from utils.result.file import STATUSES, ResultError, read_result
 from utils.result.model import Result
 
@@ -135,6 +137,7 @@ class LoadedDirectory:
     results: list[LoadedResult]
     skipped: list[tuple[Path, str]]
     unreadable: set[Path] = field(default_factory=set)
+    duplicates: list[tuple[Path, Path]] = field(default_factory=list)  # (a copy, the file of the run it repeats)
 
     def groups(self) -> dict[str, list[RunGroup]]:
         """Model -> run groups, in a stable order (profile identical first, registry platform order, frameworks)."""
@@ -175,17 +178,45 @@ def unusable_reason(path: Path) -> str | None:
     return None
 
 
+def _read(path: Path) -> Result:
+    """:func:`read_result`, with a file too big for memory one file's problem too (issue 33: a 510 MB result ended
+    compare with a MemoryError traceback and the good results beside it were never compared)."""
+    try:
+        return sanitised(read_result(path))  # every string one line and inert before any renderer sees it
+    except MemoryError:
+        raise ResultError(f"{one_line(path, 400)}: too large to read into memory") from None
+    except RecursionError:
+        raise ResultError(f"{one_line(path, 400)}: nested too deep to read") from None
+
+
 def load_results(paths: list[Path]) -> LoadedDirectory:
-    """Read and validate each file; unusable ones are returned in ``skipped`` with the reason."""
+    """Read and validate each file; unusable ones are returned in ``skipped`` with the reason.
+
+    A schema-valid result whose figures cannot be true (``utils/measure/plausible.py``) is skipped too, with
+    the reason; a copy of a run already read (same start, arrays and figures; only the name or index differs)
+    is counted once and listed in ``duplicates`` (issue 33: one run copied to ``_r1``..``_r3`` made three
+    repeats with a zero-width interval).
+    """
     loaded = LoadedDirectory([], [])
+    seen: dict[str, Path] = {}
     for path in sorted(paths):
         reason = unusable_reason(path)
         if reason is None:
             try:
-                loaded.results.append(LoadedResult(path, read_result(path)))
-                continue
+                result = _read(path)
             except ResultError as exc:
                 reason = str(exc)
+            else:
+                problems = implausible(result)
+                if not problems:
+                    key = identity(result)
+                    if key in seen:
+                        loaded.duplicates.append((path, seen[key]))
+                        continue
+                    seen[key] = path
+                    loaded.results.append(LoadedResult(path, result))
+                    continue
+                reason = f"{one_line(path, 400)}: implausible figures, left out: {'; '.join(problems)}"
         else:
             loaded.unreadable.add(path)
         loaded.skipped.append((path, one_line(reason, 600)))

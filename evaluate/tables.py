@@ -17,17 +17,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from utils.files.sanitise import one_line
+
 # Header underlined with ASCII dashes, no other rules: readable in any log and locale.
 PLAIN_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 RENDER_WIDTH = 10_000  # wide enough that no cell is ever wrapped or cut; trailing padding is stripped
 
 
+CELL_CHARS = 400  # a cell is one line of at most this many characters (utils/files/sanitise.py)
+
+
 def _cell(value: Any) -> str:
+    """The cell's text, one inert line whatever the value holds: every table, console or Markdown, is safe."""
     if value is None:
         return "n/a"
     if isinstance(value, float):
         return f"{value:,.2f}"
-    return str(value)
+    return one_line(value, CELL_CHARS)
 
 
 def _numeric(text: str) -> bool:
@@ -43,7 +49,7 @@ def console_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Plain-text table with a dashed rule under the header; numeric cells right-aligned."""
     table = Table(box=PLAIN_HEAD, show_edge=False, pad_edge=False, header_style="", highlight=False)
     for header in headers:
-        table.add_column(header, no_wrap=True)
+        table.add_column(one_line(header, CELL_CHARS), no_wrap=True)
     for row in rows:
         cells = [_cell(c) for c in row]
         table.add_row(*(Text(c, justify="right" if _numeric(c) else "left") for c in cells))
@@ -58,7 +64,7 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     def esc(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = ["| " + " | ".join(esc(h) for h in headers) + " |",
+    lines = ["| " + " | ".join(esc(one_line(h, CELL_CHARS)) for h in headers) + " |",
              "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(esc(_cell(c)) for c in row) + " |" for row in rows]
     return "\n".join(lines)

@@ -13,7 +13,9 @@ Checks, per result (errors fail the validation, warnings are shown):
 * throughput consistent with the step times: ``tokens_per_second`` equals
   ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
   per-step array, and the per-GPU figure times the GPU count gives it back;
-* MFU at most 100% under both FLOP conventions;
+* MFU at most 100% under both FLOP conventions, and recomputed from the device's datasheet peak (cpu: a
+  stated ceiling) and the shape's FLOPs, with no step below the physical floor (``utils/measure/plausible.py``;
+  the loader already leaves such a file out as INVALID);
 * the effective settings the framework resolved before the run (``effective_settings``)
   agree with the result's own workload (``train/settings/expected.contradictions``);
 * every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
@@ -50,6 +52,8 @@ from train.settings.expected import contradictions
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.files.json_input import one_line
+from utils.files.sanitise import safe_text
+from utils.measure.plausible import implausible
 from utils.result.model import PerformanceMetrics, Result
 
 THROUGHPUT_TOLERANCE = 0.01
@@ -139,6 +143,12 @@ def _check_profile(result: Result, errors: list[str], warnings: list[str]) -> No
         warnings.append(f"PROFILE=tuned was requested but the identical profile ran: {block.fallback}")
 
 
+def _check_plausible(result: Result, errors: list[str]) -> None:
+    """Figures the hardware cannot produce (``utils/measure/plausible.py``): recomputed MFU over 100% of the
+    device's peak (cpu: a stated ceiling), a step time below the physical floor (issue 33)."""
+    errors.extend(f"implausible: {problem}" for problem in implausible(result))
+
+
 def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
     """Sanity checks of one schema-valid result (the schema already refused non-finite and negative figures)."""
     check = ResultCheck(path, result.status)
@@ -164,6 +174,7 @@ def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS)
             if disagreement.flagged:
                 warnings.append(f"framework's own {disagreement.metric} differs from ours by "
                                 f"{disagreement.relative_gap:.1%} (over the {disagreement.tolerance:.0%} tolerance)")
+    _check_plausible(result, errors)
     _check_losses(result, errors, warnings)
     _check_profile(result, errors, warnings)
     if result.effective_settings is not None:
@@ -276,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no train_*.json result files in {', '.join(map(str, inputs))}", file=sys.stderr)
         return 2
     report = validate_loaded(load_results(paths), args.min_steps)
-    print(json.dumps(report.as_dict(), indent=2) if args.json else render_text(report))
+    print(json.dumps(report.as_dict(), indent=2) if args.json else safe_text(render_text(report)))
     return 0 if report.ok else 1
 
 

@@ -3,10 +3,12 @@
 # process group and pass SIGINT/SIGTERM on to that whole group, so stopping the script stops the work it
 # started. (A plain foreground child keeps running when only the script is signalled: issue 12 found
 # train.sh exiting at once while its launcher and trainer trained on, and data.sh leaving data.encode running.)
-#   tprimat_trap_signals       install the INT/TERM traps (call once, before the first tprimat_run)
+# SIGHUP (a closed terminal or ssh session) is handled like SIGTERM: issue 33 found train.sh gone with 129 and
+# its launcher, torchrun and worker training on unattended.
+#   tprimat_trap_signals       install the INT/TERM/HUP traps (call once, before the first tprimat_run)
 #   tprimat_run CMD...         run CMD (stdin from /dev/null) in its own process group; wait for it
 #                              through any signal; return its exit status
-#   TPRIMAT_SIGNAL             INT or TERM once one arrived (the script then starts nothing new)
+#   TPRIMAT_SIGNAL             INT, TERM or HUP once one arrived (the script then starts nothing new)
 #   tprimat_signal_status      128 + the signal's number, the status a script stopped by it exits with
 # A script started with SIGINT ignored (as `script &` from a non-interactive shell) cannot trap it: bash
 # keeps a signal ignored on entry ignored. SIGINT then does nothing to it; stop it with SIGTERM.
@@ -29,6 +31,7 @@ _tprimat_on_signal() {
 tprimat_trap_signals() {
     trap '_tprimat_on_signal INT' INT
     trap '_tprimat_on_signal TERM' TERM
+    trap '_tprimat_on_signal HUP' HUP
 }
 
 tprimat_run() {
@@ -55,6 +58,7 @@ tprimat_signal_status() {
     case "$TPRIMAT_SIGNAL" in
         INT) echo 130 ;;
         TERM) echo 143 ;;
+        HUP) echo 129 ;;
         *) echo 0 ;;
     esac
 }

@@ -3,7 +3,7 @@
 # past a failed job, compare the results (compare.md, compare.png, report.html), then print a table of each
 # job's exit code and status.
 # OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
-# SIGINT/SIGTERM reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
+# SIGINT/SIGTERM/SIGHUP reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
 # incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
 # Each job is a run with an id (utils/files/run_owner.py): before its launcher starts, train.sh writes the job's
 # incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
@@ -25,7 +25,7 @@ python -m train.launch.jobs (see its --help); the platform from python -m utils.
 Before any job: OUTPUT_DIR must be a writable directory with room (python -m utils.files.disk check-output),
 the settings must run on the platform (python -m utils.config.load --before-launch), MASTER_ADDR must
 resolve and MASTER_PORT be free (python -m utils.machine.rendezvous, waiting up to 30 s between jobs).
-SIGINT/SIGTERM stop the running job (recorded incomplete) and start no other; exit 128 + signal.
+SIGINT/SIGTERM/SIGHUP stop the running job (recorded incomplete) and start no other; exit 128 + signal.
 After each job its result is added to the results database HISTORY_DB (python -m evaluate.history;
 HISTORY_DB=off skips it).
 USAGE
@@ -55,10 +55,13 @@ if [[ $dry_run -eq 0 ]]; then
     # setting cannot run on this platform, or when the rendezvous address does not resolve.
     tprimat_python_module utils.files.disk check-output || exit $?
     tprimat_python_module utils.config.load --before-launch "$platform" || exit $?
+    # A GPU platform on a host without its GPU: every job would fail after its start-up (issue 33).
+    tprimat_python_module utils.machine.hardware --check-devices "$platform" || exit $?
     tprimat_python_module utils.machine.rendezvous || exit $?
 fi
-codes_file="$(mktemp "${TMPDIR:-/tmp}/tprimat-train-codes.XXXXXX")"
-trap 'rm -f "$codes_file"' EXIT
+# Each job's "<result><TAB><exit code>", kept in memory: no temporary file (a missing or full TMPDIR made an ok
+# job read as "not run", issue 33), and nothing left behind outside OUTPUT_DIR.
+codes=()
 echo "train.sh: platform $platform, ${#jobs[@]} job(s), results in $output_dir"
 
 number=0
@@ -84,7 +87,14 @@ for line in "${jobs[@]}"; do
         [[ "$run_index" == "-" ]] || owner_args+=(--run-index "$run_index")
         # The previous job's processes are gone (run_owner end); give its port a bounded time to be freed.
         [[ $number -eq 1 ]] || owner_args+=(--wait-port 30)
-        tprimat_python_module utils.files.run_owner start --result "$result" --run-id "$run_id" "${owner_args[@]}"
+        if ! tprimat_python_module utils.files.run_owner start --result "$result" --run-id "$run_id" \
+            "${owner_args[@]}"; then
+            # Refused (another run holds the result, or it cannot be written): this job does not run, and this
+            # run closes nothing, so the holder's result stays its own (issue 33).
+            echo "train.sh: $label: not started, the result is not this run's to write; continuing" >&2
+            codes+=("$result"$'\t'"1")
+            continue
+        fi
     fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then
         # Stopped before the first job started: its result says so (the others are listed as not started).
@@ -107,15 +117,15 @@ for line in "${jobs[@]}"; do
     elif [[ $code -ne 0 ]]; then
         echo "train.sh: $label exited with $code; continuing with the next job" >&2
     fi
-    printf '%s\t%s\n' "$result" "$code" >>"$codes_file"
+    codes+=("$result"$'\t'"$code")
 done
 
 if [[ $dry_run -eq 1 ]]; then
     # Nothing was trained: a result file found now is an older run's and says nothing about this one.
     failed=0
-    while IFS=$'\t' read -r _ code; do
-        [[ "$code" == "0" ]] || failed=1
-    done <"$codes_file"
+    for line in "${codes[@]}"; do
+        [[ "${line##*$'\t'}" == "0" ]] || failed=1
+    done
     echo "train.sh: dry run, skipping the comparison; ${#jobs[@]} launch plan(s) shown, nothing trained"
     exit "$failed"
 elif [[ -n "$TPRIMAT_SIGNAL" ]]; then
@@ -136,14 +146,16 @@ echo
 if [[ "$node_rank" != "0" ]]; then
     # Results live on node 0; here only the exit codes mean anything.
     failed=0
-    while IFS=$'\t' read -r result code; do
+    for line in "${codes[@]}"; do
+        result="${line%$'\t'*}"
+        code="${line##*$'\t'}"
         echo "exit $code  ${result#"$output_dir"/}"
         [[ "$code" == "0" ]] || failed=1
-    done <"$codes_file"
+    done
     [[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"
     exit "$failed"
 fi
-"$TPRIMAT_PYTHON" -m train.launch.jobs --platform "$platform" --summary "$codes_file"
+"$TPRIMAT_PYTHON" -m train.launch.jobs --platform "$platform" --summary <(printf '%s\n' "${codes[@]}")
 summary_rc=$?
 [[ $summary_rc -le 1 ]] || echo "train.sh: could not print the summary (exit $summary_rc)" >&2
 [[ -z "$TPRIMAT_SIGNAL" ]] || exit "$(tprimat_signal_status)"

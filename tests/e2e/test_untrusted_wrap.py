@@ -141,3 +141,17 @@ def test_help(shared_repo: Path) -> None:
     proc = subprocess.run(["bash", str(REPO / "shell" / "wrap.sh"), "--help"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0 and OUTPUT_MARKER in proc.stdout, sys.executable
+
+
+def test_every_secret_from_every_source_is_checked(shared_repo: Path, tmp_path: Path) -> None:
+    """Issue 33: HF_TOKEN exported, another token in secrets.env: a file holding the second is refused too."""
+    other = "hf_SECONDtokenFROMthefile0123"
+    out = _output(tmp_path)
+    (out / "logs" / "train_cpu_tran_llama.log").write_text(f"downloading with {other}\n")
+    (shared_repo / "secrets.env").write_text(f"HF_TOKEN={other}\n")
+    try:
+        proc = _wrap(shared_repo, tmp_path, OUTPUT_DIR=str(out), HF_TOKEN=TOKEN)
+    finally:
+        (shared_repo / "secrets.env").unlink()
+    assert proc.returncode == 1 and "train_cpu_tran_llama.log" in proc.stderr, proc.stderr
+    assert other not in proc.stdout + proc.stderr and not (shared_repo / "output.zip").exists()

@@ -20,7 +20,7 @@ from typing import Any
 
 from train.profiles import apply_profile
 from utils.config.load import REPO_ROOT, Config, load_config
-from utils.config.models import workload_shape
+from utils.config.models import flops_per_token, workload_shape
 from utils.dataset.fingerprint import fingerprint
 from utils.machine.hardware import peak_tflops
 from utils.measure.metrics import record_steps
@@ -29,7 +29,8 @@ from utils.result.file import finalize_result, new_result, result_path, write_re
 from utils.result.model import GpuInfo, Result, Source
 
 DEVICES = {"amd": ("AMD Instinct MI300X", "rocm", "6.4.1", 192.0),
-           "nvd": ("NVIDIA H100 80GB HBM3", "cuda", "12.8", 79.6)}
+           "nvd": ("NVIDIA H100 80GB HBM3", "cuda", "12.8", 79.6),
+           "cpu": (None, "cpu", None, None)}
 
 # A full-size 8-GPU workload (GBS = 1*8*8 = 64), the default of config.env.
 BASE_WORKLOAD = {"DATASET": "bc", "MODEL_SIZE": "full", "TRAIN_ITERS": "30", "WARMUP_STEPS": "5",
@@ -83,7 +84,7 @@ def make_result(
     framework: str,
     model: str = "llama",
     *,
-    step_time: float = 1.5,
+    step_time: float | None = None,
     run_index: int | None = None,
     seed: int = 0,
     data_root: Path | None = None,
@@ -108,6 +109,10 @@ def make_result(
     result = new_result(cfg, platform=platform, framework=framework, model=model, shape=shape,
                         gpu_info=gpu_info(platform, cfg.world_size), source=Source(kind="callback"),
                         run_index=run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer))
+    if step_time is None:  # 1.5 s for the base workload, scaled by the work per GPU: a plausible MFU for any workload
+        work = cfg.tokens_per_step / cfg.world_size * flops_per_token(shape, cfg.sl).full
+        base = 64 * 2048 / 8 * flops_per_token(shape, 2048).full
+        step_time = 1.5 * max(work / base, 1e-3)
     arrays = synthetic_arrays(cfg.train_iters, step_time, seed, loss_offset)
     if status != "ok":
         arrays = {k: v[: cfg.train_iters // 2] for k, v in arrays.items()}

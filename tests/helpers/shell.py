@@ -70,6 +70,8 @@ def clean_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
         FAKE_DOCKER_DIR=str(tmp_path / "docker-calls"),
         TMPDIR=str(tmp_path),
         HISTORY_DB="off",  # the results database: a test that wants one names it (tests/unit/evaluate/history/)
+        # Stand-in jobs of PLATFORM=amd|nvd run on this GPU-less host; a test of the refusal removes it.
+        TPRIMAT_FORCE_PLATFORM="1",
     )
     env.update(overrides)
     return env

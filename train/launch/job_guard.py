@@ -30,10 +30,12 @@ from typing import Any
 from utils.files.atomic import atomic_write_text
 
 KILL_AFTER_SIGNALS = 3
+# SIGHUP too (a closed terminal or ssh session, forwarded by shell/jobctl.sh): issue 33 found the job training on.
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Signals:
-    """SIGINT/SIGTERM while a job runs: remember the first, forward each to the job's process group."""
+    """SIGINT/SIGTERM/SIGHUP while a job runs: remember the first, forward each to the job's process group."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -43,7 +45,7 @@ class Signals:
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+            self._previous = {s: signal.signal(s, self._handle) for s in HANDLED}
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -20,6 +20,7 @@ kept once. :func:`merge_scans` joins the per-rank logs of one run.
 
 from __future__ import annotations
 
+import io
 import math
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -45,6 +46,7 @@ from train.logs.patterns import (
     parse_memory,
     world_line,
 )
+from utils.measure.plausible import MAX_STEP_TIME_S, STEP_TIME_FLOOR_S, step_time_problem
 from utils.result.failures import classify_line
 from utils.result.model import Problem
 
@@ -165,7 +167,7 @@ def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
     where = f"{source.name}:" if source else "line "
     arguments = ArgumentsReader()
     seen: dict[int, IterationRecord] = {}
-    duplicates = conflicting = 0
+    duplicates = conflicting = out_of_range = 0
     ends_with_newline = True
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     for line_no, raw in enumerate(lines, start=1):
@@ -186,6 +188,8 @@ def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
             if record.step_time_s is None:
                 place = "the last line (truncated)" if not ends_with_newline else f"line {line_no}"
                 scan.warn(f"iteration {record.iteration} on {place} has no elapsed time: ignored")
+            elif step_time_problem(record.step_time_s) is not None:
+                out_of_range += 1  # utils/measure/plausible.py: negative, NaN, 1e308 ... (issue 33)
             elif record.iteration in seen:
                 duplicates += 1
                 conflicting += not _same_measurement(seen[record.iteration], record)
@@ -208,6 +212,9 @@ def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
     for text in arguments.warnings:
         scan.warn(text)
     scan.last_lines = list(tail)
+    if out_of_range:
+        scan.warn(f"{out_of_range} iteration(s) with a step time no step can take (negative, not finite, under "
+                  f"{STEP_TIME_FLOOR_S:g} s or over {MAX_STEP_TIME_S:g} s): dropped")
     if conflicting:
         scan.warn(f"{conflicting} iteration(s) logged twice with different values: the first kept")
     elif duplicates:
@@ -226,22 +233,27 @@ class LineStats:
 
 
 def read_lines(path: Path, stats: LineStats | None = None, max_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
-    """The lines of ``path``, one at a time; only ``\\n`` breaks a line; none longer than ``max_bytes``."""
+    """The lines of ``path``, one at a time, none longer than ``max_bytes`` characters.
+
+    ``\\r\\n``, ``\\r`` and ``\\n`` each end a line (Python's universal newlines; issue 33: a log with CR-only line
+    ends was read as one line, "1 of 10 steps"); each line is given back ending in ``\\n``.
+    """
     stats = stats if stats is not None else LineStats()
-    with open(path, "rb") as handle:
+    with open(path, "rb") as binary, io.TextIOWrapper(binary, encoding="utf-8", errors="replace",
+                                                       newline=None) as handle:
         line_no = 0
         while raw := handle.readline(max_bytes):
             line_no += 1
-            if len(raw) == max_bytes and not raw.endswith(b"\n"):
-                dropped, rest = 0, b""
-                while (rest := handle.readline(max_bytes)) and not rest.endswith(b"\n"):
+            if len(raw) == max_bytes and not raw.endswith("\n"):
+                dropped, rest = 0, ""
+                while (rest := handle.readline(max_bytes)) and not rest.endswith("\n"):
                     dropped += len(rest)
                 dropped += len(rest)
                 if dropped:
                     stats.cut_lines += 1
                     stats.first_cut = stats.first_cut or line_no
-                    raw += b"\n" if rest.endswith(b"\n") else b""
-            yield raw.decode("utf-8", errors="replace")
+                    raw += "\n" if rest.endswith("\n") else ""
+            yield raw
 
 
 def not_a_text_log(path: Path) -> str | None:

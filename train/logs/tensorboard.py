@@ -44,6 +44,7 @@ from tensorboard.util import tensor_util
 from train.logs.arguments import MAX_ARGUMENTS
 from train.logs.patterns import NEMO_PREFIX, IterationRecord, MemoryReport
 from train.logs.scan import LogInputError, LogScan
+from utils.measure.plausible import MAX_STEP_TIME_S, STEP_TIME_FLOOR_S, step_time_problem
 
 TEXT_SUFFIX = "/text_summary"
 MEGATRON_SCALARS = {
@@ -225,7 +226,11 @@ def scan_events(paths: list[Path]) -> LogScan:
                   + (" (Megatron writes it only with --log-timers-to-tensorboard)" if flavour == "megatron" else "")
                   + f": {set_count} step time(s) are differences between consecutive logged steps' event "
                   "wall-clock times, the first logged step has none")
-    scan.iterations = [records[i] for i in sorted(records) if records[i].step_time_s is not None]
+    timed = [records[i] for i in sorted(records) if records[i].step_time_s is not None]
+    scan.iterations = [r for r in timed if step_time_problem(r.step_time_s) is None]  # utils/measure/plausible.py
+    if len(scan.iterations) < len(timed):
+        scan.warn(f"{len(timed) - len(scan.iterations)} step(s) with a step time no step can take (negative, not "
+                  f"finite, under {STEP_TIME_FLOOR_S:g} s or over {MAX_STEP_TIME_S:g} s): dropped")
     scan.line_count = collector.events
     scan.memory = _memory(collector) if flavour == "megatron" else []
     scalars = sorted(t for t in collector.tags if not t.endswith(TEXT_SUFFIX))

@@ -47,6 +47,7 @@ from utils.config.rules import (
     check_rules,
     is_list,
     launch_problem,
+    sequence_problem,
     tensor_split_problem,
 )
 from utils.config.rules import PLATFORMS as PLATFORMS
@@ -520,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.docker_env_file:
             write_docker_env_file(args.docker_env_file, docker_env_values(cfg))
         elif args.before_launch:
-            problem = launch_problem(args.before_launch, cfg.model_size)
+            problem = launch_problem(args.before_launch, cfg.model_size) or _sequence_problem(cfg)
             if problem:
                 raise ConfigError(problem)
             for note in duplicate_notes(args.config):
@@ -534,6 +535,17 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _sequence_problem(cfg: Config) -> str | None:
+    """The first model of MODELS whose shape cannot take SL (``utils/config/rules.py``'s ``sequence_problem``)."""
+    from utils.config.models import workload_shape  # the shapes table imports this module
+
+    for model in cfg.models:
+        problem = sequence_problem(cfg.sl, workload_shape(cfg, model))
+        if problem:
+            return problem
+    return None
 
 
 if __name__ == "__main__":

@@ -268,6 +268,18 @@ def launch_problem(platform: str, model_size: str) -> str | None:
     return None
 
 
+def sequence_problem(seq_len: int, shape: Any) -> str | None:
+    """Why ``shape`` cannot take ``seq_len`` tokens a sequence (None: it can), refused before launch.
+
+    Issue 33: ``SL=2147483647`` on cpu was accepted, ran 3 minutes at 11.9 GB without a step and left a 1.95 GB
+    index cache in DATA_DIR. A shape's context is its ``max_position_embeddings`` (``utils/config/models.py``).
+    """
+    if seq_len <= shape.max_position_embeddings:
+        return None
+    return (f"SL={seq_len} is longer than {shape.display_name} can take ({shape.max_position_embeddings} positions); "
+            f"set SL to at most {shape.max_position_embeddings}")
+
+
 def tensor_split_problem(shape: Any, tp: int) -> str | None:
     """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can).
 

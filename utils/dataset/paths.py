@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.config.load import Config
+from utils.files.json_input import one_line
 
 
 class TokenizerMissingError(FileNotFoundError):
@@ -104,8 +105,8 @@ def load_tokenizer(path: Path) -> Any:
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as exc:
-        raise TokenizerMissingError(f"cannot load the tokenizer in {path}: {exc}") from exc
+    except Exception as exc:  # the tokenizers library raises a bare Exception on a bad tokenizer.json (issue 33)
+        raise TokenizerMissingError(f"cannot load the tokenizer in {path}: {one_line(exc, 300)}") from exc
     if len(_LOADED) >= _LOADED_MAX:
         _LOADED.pop(next(iter(_LOADED)))
     _LOADED[key] = tokenizer

@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
+from utils.files.json_input import one_line
+from utils.files.locks import LOCK_DIR
 
 MIN_FREE_BYTES = 64 * 1024 * 1024
 _PROBE_BYTES = 4096
@@ -50,21 +52,14 @@ def free_bytes(path: Path) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
-def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int | None = None) -> Path:
-    """Make sure ``path`` is a writable directory with ``min_free_bytes`` (default :data:`MIN_FREE_BYTES`) of room.
+def _reason(exc: BaseException) -> str:
+    return one_line(getattr(exc, "strerror", None) or exc, 300)
 
-    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line.
-    """
-    path = Path(path)
-    min_free_bytes = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
-    where = f"{label}={path}"
-    if path.exists() and not path.is_dir():
-        raise OutputDirError(f"{where} is not a directory; point {label} at a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputDirError(f"{where} cannot be created: {exc.strerror or exc}") from None
-    probe = path / f".tprimat-write-probe-{os.getpid()}"
+
+def _probe_write(folder: Path) -> None:
+    """Create, write, sync and rename a probe file in ``folder`` as an atomic result write does; remove it."""
+    probe = folder / f".tprimat-write-probe-{os.getpid()}"
+    final = folder / f".tprimat-write-probe-{os.getpid()}-renamed"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -72,11 +67,46 @@ def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: in
             os.fsync(fd)
         finally:
             os.close(fd)
-    except OSError as exc:
-        raise OutputDirError(f"{where} is not writable: {exc.strerror or exc}") from None
+        os.replace(probe, final)
     finally:
-        with contextlib.suppress(OSError):
-            probe.unlink()
+        for left in (probe, final):
+            with contextlib.suppress(OSError):
+                left.unlink()
+
+
+def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int | None = None) -> Path:
+    """Make sure ``path`` is a writable directory with ``min_free_bytes`` (default :data:`MIN_FREE_BYTES`) of room.
+
+    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line.
+    """
+    path = Path(path)
+    min_free_bytes = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
+    where = f"{label}={one_line(path, 400)}"
+    try:
+        if path.exists() and not path.is_dir():
+            raise OutputDirError(f"{where} is not a directory; point {label} at a directory")
+        path.mkdir(parents=True, exist_ok=True)
+    except OutputDirError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise OutputDirError(f"{where} cannot be created: {_reason(exc)}") from None
+    # What a result write does, in the folder and in its bookkeeping folder (locks, reserves, the marker): a file
+    # created, written, synced and renamed into place. Any failure, whatever the file system says, refuses the
+    # folder before a job runs (issue 33: the check passed folders a result could not be written into).
+    bookkeeping = path / LOCK_DIR
+    created = not os.path.lexists(bookkeeping)
+    try:
+        for folder in (path, bookkeeping):
+            try:
+                folder.mkdir(exist_ok=True)
+                _probe_write(folder)
+            except (OSError, ValueError) as exc:
+                shown = where if folder == path else f"{where}: its bookkeeping folder {LOCK_DIR}"
+                raise OutputDirError(f"{shown} is not writable: {_reason(exc)}") from None
+    finally:
+        if created:  # the check leaves nothing behind
+            with contextlib.suppress(OSError):
+                bookkeeping.rmdir()
     try:
         free = free_bytes(path)
     except OSError as exc:

@@ -6,13 +6,15 @@ folder held. Purge now deletes only files and folders matching the names tprimat
 writers give them (this table), and both refuse a root that cannot be an output or data
 folder at all (:func:`check_root`).
 
-The names, by writer (each the owner of its name; this table only recognises them):
+The names, by writer (each the owner of its name; this table only recognises them; the top-level
+names of ``OUTPUT_DIR`` come from ``utils/files/names.py``, where each writer's name function and its
+pattern sit side by side):
 
-* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_r<k>].json`` and their
+* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_tuned][_r<k>][_from-<run>].json`` and their
   per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``); the
-  comparison ``compare.png``, ``compare.md``, ``loss_parity.png`` (``evaluate/``), the page
-  ``report.html`` (``evaluate/report_html/``), the gate's ``gate.json`` (``evaluate/gate.py --report``), the
-  history's ``history_trend.png`` (``evaluate/history/``) and the
+  comparison ``compare.png``, ``compare.md``, ``loss_parity.png``, ``compare_<platform>_frameworks.png``
+  (``evaluate/``), the page ``report.html`` (``evaluate/report_html/``), the gate's ``gate.json``
+  (``evaluate/gate.py --report``), the history's ``history_trend.png`` (``evaluate/history/``) and the
   README's ``system.json`` (``evaluate/probe.py``); ``logs/train_*`` (``train/launch/launcher.py``
   logs, Primus's ``TRAIN_LOG``, NeMo's overrides), ``generated/train_*`` (Primus
   experiments), ``profiles/train_*`` (traces), ``nemo/train_*/`` and ``nemo/index_cache/``
@@ -37,29 +39,29 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.config.registry import framework_names, model_names, platform_names
+from utils.config.registry import model_names
 from utils.config.rules import DATASETS
 from utils.files.hash_cache import CACHE_NAME
 from utils.files.locks import LOCK_DIR
-
-# The per-step record beside each result (utils/result/step_log.py writes it under this suffix).
-STEPS_SUFFIX = ".steps.jsonl"
+from utils.files.names import (  # noqa: F401  (RESULT_NAME, STEPS_SUFFIX: re-exported for their readers)
+    FIXED_OUTPUT_FILES,
+    GPU_CHECK_STEM,
+    RESULT_NAME,
+    STEPS_SUFFIX,
+    is_output_file_name,
+)
 
 _ALT = "|".join
 _MODELS = _ALT(map(re.escape, model_names()))
-RESULT_NAME = re.compile(
-    rf"train_(?:{_ALT(platform_names())})_(?:{_ALT(framework_names())})_(?:{_MODELS})(?:_r\d+)?"
-    rf"(?:\.json|{re.escape(STEPS_SUFFIX)})")
-TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+")
-OUTPUT_FILES = frozenset({"compare.png", "compare.md", "loss_parity.png", "system.json", CACHE_NAME,
-                          "gpu_check.md", "gpu_check.json", "history_trend.png", "report.html", "gate.json"})
+TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+(?:-renamed)?")
+OUTPUT_FILES = FIXED_OUTPUT_FILES | {CACHE_NAME}
 # The results database (evaluate/history/store.py): HISTORY_DB's default file, outside OUTPUT_DIR, and the
 # application name its tprimat_meta table records (utils/files/purge.py deletes only a file that records it).
 HISTORY_DEFAULT = "history/tprimat-history.sqlite"
 HISTORY_APPLICATION = "tprimat-history"
 HISTORY_SIDE_FILES = ("-journal", "-wal", "-shm")
 # shell/gpu_check.sh's folder: one OUTPUT_DIR per check (prescreen, results, logs), all of it generated.
-GPU_CHECK_DIR = "gpu_check"
+GPU_CHECK_DIR = GPU_CHECK_STEM
 # Folders whose files tprimat names ``train_*`` (logs, generated configs, traces).
 OUTPUT_JOB_DIRS = ("logs", "generated", "profiles")
 _DATASET = rf"(?:{_ALT(DATASETS)}|local-[A-Za-z0-9_.-]+)"
@@ -190,7 +192,7 @@ def output_targets(root: Path) -> list[Target]:
     found: list[Target] = []
     for entry in _entries(root):
         path = Path(entry.path)
-        if _real_file(entry) and (RESULT_NAME.fullmatch(entry.name) or entry.name in OUTPUT_FILES
+        if _real_file(entry) and (is_output_file_name(entry.name) or entry.name in OUTPUT_FILES
                                   or TEMP_NAME.fullmatch(entry.name)):
             found.append(Target(path))
         elif _real_dir(entry) and entry.name in OUTPUT_JOB_DIRS:

@@ -30,15 +30,16 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from utils.files.sanitise import SHOWN_CHARS as _SHOWN_CHARS
+from utils.files.sanitise import one_line as _one_line
+
 # A result of a 1,000,000-step run is about 256 MB (tests/e2e/test_output_guard.py); a larger file is not a result.
 DEFAULT_MAX_BYTES = 512 * 2**20
 # The result model nests at most about ten containers deep; 64 leaves room for free-form blocks.
 DEFAULT_MAX_DEPTH = 64
-_SHOWN_CHARS = 120
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class JsonInputError(ValueError):
@@ -46,9 +47,8 @@ class JsonInputError(ValueError):
 
 
 def one_line(text: object, limit: int = _SHOWN_CHARS) -> str:
-    """``text`` made safe for a one-line message: control characters escaped, at most ``limit`` characters."""
-    shown = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+    """``text`` made safe for a one-line message (``utils/files/sanitise.py``, the one owner of sanitising)."""
+    return _one_line(text, limit)
 
 
 def nesting_depth(text: str) -> int:
@@ -73,15 +73,15 @@ def _read_bounded(path: Path, max_bytes: int) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise JsonInputError(f"{path}: not a regular file")
+            raise JsonInputError(f"{one_line(path, 400)}: not a regular file")
         if info.st_size > max_bytes:
-            raise JsonInputError(f"{path}: {info.st_size:,} bytes, over the {max_bytes:,}-byte limit")
+            raise JsonInputError(f"{one_line(path, 400)}: {info.st_size:,} bytes, over the {max_bytes:,}-byte limit")
         chunks, size = [], 0
         while block := os.read(fd, 1 << 20):
             chunks.append(block)
             size += len(block)
             if size > max_bytes:  # grew while being read
-                raise JsonInputError(f"{path}: over the {max_bytes:,}-byte limit")
+                raise JsonInputError(f"{one_line(path, 400)}: over the {max_bytes:,}-byte limit")
         return b"".join(chunks)
     finally:
         os.close(fd)

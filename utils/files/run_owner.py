@@ -10,8 +10,9 @@ So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and ev
 * ``write_problem`` (``utils/files/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
   id is not the file's current owner does not write (its write is dropped with a line);
 * ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
-  the run's id), words the reason when a signal stopped the job before its launcher wrote anything, and
-  closes the run, so no late write of it lands.
+  the run's id) and, only where the run's ``start`` claimed the file (issue 33: a refused start claims
+  nothing, and closing the holder's claim lost its finished result), words the reason when a signal stopped
+  the job before its launcher wrote anything, and closes the run, so no late write of it lands.
 
 The owner is a small file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
 CLI: ``python -m utils.files.run_owner start|end ...`` (see ``--help``); train.sh is its caller.
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
-from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim
+from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, current_owner
 from utils.machine.rendezvous import seconds_argument as _seconds
 
 STARTED_REASON = "shell/train.sh started this job; its launcher has recorded nothing yet"
@@ -109,6 +110,12 @@ def end(path: Path, run_id: str, stopped_by: str | None) -> list[str]:
     left = reap(run_id)
     if left:
         lines.append(f"stopped {left} process(es) the job left behind")
+    owner = current_owner(path)
+    if owner != run_id:
+        # A run closes only what its own start claimed (issue 33): a refused start claimed nothing, and the file
+        # belongs to whichever run holds it; closing that one would drop its finished result as "replaced".
+        holder = f"run {owner[:8]}" if owner else "no run"
+        return [*lines, f"run {run_id[:8]} never owned {path.name} ({holder} does); left as it is"]
     if stopped_by:
         with contextlib.suppress(ResultError):
             result = read_result(path)
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                          help="first wait up to SECONDS for MASTER_PORT to be freed")
     p_end = sub.add_parser("end", help="stop what is left of the run and close it")
     p_end.add_argument("--result", type=Path, required=True)
-    p_end.add_argument("--signal", choices=["INT", "TERM"], help="the signal that stopped the job, if any")
+    p_end.add_argument("--signal", choices=["INT", "TERM", "HUP"], help="the signal that stopped the job, if any")
     for each in (p_start, p_end):
         each.add_argument("--run-id", required=True)
     args = parser.parse_args(argv)

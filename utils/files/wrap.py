@@ -4,8 +4,8 @@ Why Python: issue 12 found ``wrap.sh`` following a link in the output folder to
 ``secrets.env`` into the archive, and searching for the wrong token when ``secrets.env``
 had a trailing comment or CRLF line ends. Here:
 
-* the secret values are exactly what ``utils/secrets_loader.read_secret`` yields (the
-  environment, else ``secrets.env`` read as a shell reads it), for every key tprimat uses;
+* the secret values are every value ``utils/config/secret.py`` reads, from the environment and from
+  ``secrets.env`` (read as a shell reads it) both, for every key tprimat uses;
 * no link is followed: a link anywhere in the folder is skipped with a line naming it, and
   every file is opened with ``O_NOFOLLOW`` (a file swapped for a link meanwhile fails);
   what is not a regular file (a FIFO, a socket) is skipped with a line too;
@@ -20,7 +20,8 @@ had a trailing comment or CRLF line ends. Here:
   records, logs, generated configs, traces, comparisons); every other file is left out with one
   line counting them;
 * a file other users may not read (its mode bits) is never packed, whatever it holds: someone
-  made it private;
+  made it private (unless the umask withholds other-read from every new file, as 077 does: then the
+  bit marks nothing, and tprimat's own files are packed);
 * the secret values are compared as bytes: the exact bytes of the value in the environment, or
   in ``secrets.env``; a value with a control character or surrounding whitespace is refused by
   the loader (``utils/config/secret.py``), so what is compared is what a log would hold.
@@ -65,9 +66,24 @@ class Contents:
 
 
 def secret_values() -> list[bytes]:
-    """Every secret tprimat uses, as the bytes ``read_secret_bytes`` yields (values too short to be tokens left out)."""
-    values = [read_secret_bytes(key) for key in SECRET_KEYS]
-    return [v for v in values if v and len(v) >= MIN_SECRET_CHARS]
+    """Every value of every secret tprimat uses, from every source (values too short to be tokens left out).
+
+    Both sources, not the one ``read_secret_bytes`` would use: with ``HF_TOKEN`` exported and another token in
+    ``secrets.env``, only the exported one was checked and the file's was packed (issue 33).
+    """
+    values: list[bytes] = []
+    for key in SECRET_KEYS:
+        for value in (read_secret_bytes(key), read_secret_bytes(key, environ={})):  # environment, secrets.env
+            if value and len(value) >= MIN_SECRET_CHARS and value not in values:
+                values.append(value)
+    return values
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it back at once; the CLI is single-threaded)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _is_env_file(name: str) -> bool:
@@ -84,6 +100,9 @@ def collect(root: Path) -> Contents:
     """The files under ``root`` to pack: regular, written by tprimat, readable by others; links never followed."""
     found = Contents()
     files_ours, trees_ours = _ours(root)
+    # Under a umask that withholds other-read (077), every file tprimat wrote lacks the bit: then the bit says
+    # nothing about a file made private on purpose, and the user's own results are packed (issue 33: none was).
+    private_by_default = bool(_umask() & stat.S_IROTH)
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         for name in sorted(dirs):
@@ -105,7 +124,7 @@ def collect(root: Path) -> Contents:
                 found.env_files.append(str(path.relative_to(root)))
             elif path not in files_ours and not any(tree in path.parents for tree in trees_ours):
                 found.not_ours.append(str(path.relative_to(root)))
-            elif not mode & stat.S_IROTH:
+            elif not mode & stat.S_IROTH and not private_by_default:
                 found.skipped.append(f"{path.relative_to(root)} (not readable by other users: mode "
                                      f"{stat.S_IMODE(mode):04o}; a private file is never packed)")
             else:

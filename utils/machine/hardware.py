@@ -378,6 +378,29 @@ def gpu_info_for_device(platform: str, device_name: str, device_count: int, prec
     )
 
 
+FORCE_PLATFORM_ENV = "TPRIMAT_FORCE_PLATFORM"
+
+
+def device_problem(platform: str, environ: Mapping[str, str] | None = None, dev_dir: str | None = None) -> str | None:
+    """Why jobs of ``platform`` cannot run on this host (None: they can), asked before any job starts.
+
+    Issue 33: ``PLATFORM=nvd`` on a host without a GPU only warned; each job then wrote a failed result after its
+    start-up. The test is loose on purpose (a container may hold the vendor tools the host lacks): nvd needs
+    ``nvidia-smi`` or ``/dev/nvidia0``, amd needs ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway.
+    """
+    env = os.environ if environ is None else environ
+    if platform == "cpu" or env.get(FORCE_PLATFORM_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return None
+    dev = Path(dev_dir or env.get("TPRIMAT_DEV_DIR") or "/dev")
+    if platform == "nvd" and (_which("nvidia-smi") or (dev / "nvidia0").exists()):
+        return None
+    if platform == "amd" and (dev / "kfd").exists():
+        return None
+    vendor = {"nvd": "NVIDIA GPU (no nvidia-smi, no /dev/nvidia0)", "amd": "AMD GPU (no /dev/kfd)"}.get(platform, "GPU")
+    return (f"PLATFORM={platform} but this host has no {vendor}: every job would fail; run on a {platform} host, "
+            f"or set {FORCE_PLATFORM_ENV}=1 to launch anyway")
+
+
 @exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -387,9 +410,18 @@ def main(argv: list[str] | None = None) -> int:
         "then detection (amd: /dev/kfd plus amd-smi or rocm-smi, or a ROCm torch; nvd: a working nvidia-smi, "
         f"or a CUDA torch that sees a GPU; else cpu). Valid values: {', '.join(PLATFORMS)}.",
     )
-    parser.add_argument("--platform", action="store_true", required=True,
-                        help="print the platform to run on (amd, nvd or cpu)")
-    parser.parse_args(argv)
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--platform", action="store_true", help="print the platform to run on (amd, nvd or cpu)")
+    what.add_argument("--check-devices", metavar="PLATFORM", choices=PLATFORMS,
+                      help=f"exit 2 with one line when this host has no GPU of PLATFORM ({FORCE_PLATFORM_ENV}=1: "
+                           "launch anyway)")
+    args = parser.parse_args(argv)
+    if args.check_devices:
+        problem = device_problem(args.check_devices)
+        if problem:
+            print(f"tprimat: {problem}", file=sys.stderr)
+            return 2
+        return 0
     cfg = load_config()  # before the try: a bad PLATFORM is a config error, not a platform error
     try:
         print(resolve_platform(cfg))

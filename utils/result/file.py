@@ -41,6 +41,7 @@ from utils.config.models import ModelShape
 from utils.files.atomic import atomic_write_text
 from utils.files.generated import mark_output_dir
 from utils.files.json_input import JsonInputError, one_line, read_json
+from utils.files.names import result_name
 from utils.files.output_path import output_file
 from utils.files.run_claim import write_problem
 from utils.machine.environment import capture_environment
@@ -79,8 +80,9 @@ def now_iso() -> str:
 
 
 def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
-                profile: str = "identical") -> Path:
-    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, repeated runs ``_r<k>``.
+                profile: str = "identical", origin: str | None = None) -> Path:
+    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, repeated runs ``_r<k>``,
+    a log-analysis result ``_from-<origin>`` (``utils/files/names.py`` builds the name, purge and wrap know it).
 
     The profile is in the name so that identical and tuned results of one job live side by side
     in one OUTPUT_DIR and one comparison shows both.
@@ -91,9 +93,7 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
         problem = unknown_name(kind, name)
         if problem:
             raise ValueError(problem)
-    tuned = "_tuned" if profile == "tuned" else ""
-    suffix = f"_r{int(run_index)}" if run_index is not None else ""
-    return output_file(Path(output_dir), f"train_{platform}_{framework}_{model}{tuned}{suffix}.json")
+    return output_file(Path(output_dir), result_name(platform, framework, model, run_index, profile, origin))
 
 
 def _first_problem(exc: ValidationError, where: str) -> ResultError:

@@ -201,12 +201,13 @@ def test_cli_log_analysis_mode(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no such log file or folder" in missing.stderr
 
 
-def test_the_scan_streams_a_file_and_only_newline_ends_a_line(tmp_path: Path) -> None:
-    """A progress bar's carriage return does not split an iteration line; invalid UTF-8 is not an error."""
+def test_the_scan_streams_a_file_and_a_progress_bar_leaves_the_iteration_line_whole(tmp_path: Path) -> None:
+    """A progress bar's carriage returns end its own lines (``\\r``, ``\\r\\n`` and ``\\n`` all end one, issue 33),
+    the iteration line after them is read whole; invalid UTF-8 is not an error."""
     log = tmp_path / "progress.log"
     line = (" iteration        1/      10 | consumed samples:           64 | elapsed time per iteration (ms): 5210.4 |"
             " learning rate: 1.500000E-04 | global batch size:    64 | lm loss: 1.193000E+01 |")
     log.write_bytes(b"loading 10%\rloading 100%\r" + line.encode() + b"\n\xff\xfe garbage\n")
     scan = scan_file(log)
-    assert [r.iteration for r in scan.iterations] == [1] and scan.line_count == 2
+    assert [r.iteration for r in scan.iterations] == [1] and scan.line_count == 4
     assert scan.iterations[0].step_time_s == pytest.approx(5.2104)

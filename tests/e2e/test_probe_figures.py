@@ -1,0 +1,146 @@
+"""Issue 33, family 3: implausible figures are refused, not ranked (``utils/measure/plausible.py``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evaluate.compare import main as compare_main
+from evaluate.gpu_check import build_check
+from evaluate.results import load_directory
+from evaluate.validate import validate_paths
+from tests.helpers.devices import h100
+from tests.helpers.evaluate import make_result
+from utils.machine import prescreen as ps
+from utils.machine.device_facts import Fact
+from utils.measure.plausible import implausible
+from utils.result.file import read_result
+
+
+def _forged(out: Path, platform: str, mfu_null: bool = False) -> Path:
+    """Every step time x1e-9: internally consistent, trillions of tokens/s/GPU."""
+    def no_mfu(result):
+        result.performance_metrics = result.performance_metrics.model_copy(
+            update={"mfu": None, "mfu_reason": "forged: left out", "peak_tflops": None})
+
+    return make_result(out, platform, "tran", step_time=1.5e-9, mutate=no_mfu if mfu_null else None)
+
+
+@pytest.mark.parametrize(("platform", "mfu_null"), [("cpu", False), ("nvd", True)], ids=["cpu", "h100-mfu-null"])
+def test_a_forged_fast_result_is_invalid_and_left_out_of_compare(tmp_path: Path, platform: str, mfu_null: bool,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    forged = _forged(out, platform, mfu_null)
+    make_result(out, "amd", "tran")
+    assert implausible(read_result(forged)), "the bound refuses it"
+    report = validate_paths([forged])
+    assert not report.ok and "implausible" in report.invalid[0][1]
+    code = compare_main(["--results-dir", str(out), "--allow-mismatch"])
+    err = capsys.readouterr().err
+    assert code == 0 and "implausible figures, left out" in err and forged.name in err, err
+    report_text = (out / "compare.md").read_text()
+    assert "implausible figures, left out" in report_text, "the report says so among the skipped files"
+    assert "957" not in report_text and "e+13" not in report_text.split("implausible")[0]
+
+
+def test_a_plausible_result_passes_the_bounds(tmp_path: Path) -> None:
+    for platform in ("cpu", "nvd", "amd"):
+        assert implausible(read_result(make_result(tmp_path / platform, platform, "tran"))) == []
+
+
+def test_one_run_copied_to_repeats_counts_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    one = make_result(out, "nvd", "tran")
+    for k in (1, 2, 3):
+        shutil.copy(one, out / f"train_nvd_tran_llama_r{k}.json")
+    loaded = load_directory(out)
+    assert len(loaded.results) == 1 and len(loaded.duplicates) == 3
+    assert compare_main(["--results-dir", str(out)]) == 0
+    assert capsys.readouterr().err.count("is the same run as") == 3
+
+
+def _prescreen(path: Path, **changes: object) -> Path:
+    record = ps.prescreen("nvd", h100(), {"model": Fact(value="NVIDIA H100 80GB HBM3"),
+                                          "ecc_enabled": Fact(reason="fixture: not read")})
+    data = json.loads(record.model_dump_json())
+    for key, value in changes.items():
+        target = data
+        *parents, last = key.split(".")
+        for part in parents:
+            target = target[part]
+        target[last] = value
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_prescreen_peak_of_1e_300_is_not_ready(tmp_path: Path) -> None:
+    out = tmp_path / "check"
+    make_result(out, "nvd", "tran", GPUS_PER_NODE="1", DP="1")
+    path = _prescreen(tmp_path / "prescreen.json", **{"gemm.measured_peak_tflops": 1e-300, "warnings": []})
+    check = build_check(out, "nvd", "llama", path, ("tran",))
+    assert check.prescreen is None and "not plausible" in check.prescreen_reason, check.prescreen_reason
+    assert check.verdict != "ready"
+    assert all(row.mfu_measured is None or row.mfu_measured <= 1 for row in check.rows if hasattr(row, "mfu_measured"))
+
+
+def test_an_h100_prescreen_beside_cpu_results_is_not_ready(tmp_path: Path) -> None:
+    out = tmp_path / "check"
+    make_result(out, "cpu", "tran", GPUS_PER_NODE="1", DP="1")
+    check = build_check(out, "cpu", "llama", _prescreen(tmp_path / "prescreen.json"), ("tran",))
+    assert check.prescreen is None and "platform nvd" in check.prescreen_reason, check.prescreen_reason
+    assert check.verdict != "ready"
+
+
+# ---------------------------------------------------------------------------
+# step times bound where a foreign log or event file is read
+
+BAD_STEP_MS = {5: "-5210.4", 6: "1e308", 7: "1e38", 8: "nan"}
+
+
+def _bad_megatron_log(tmp_path: Path) -> Path:
+    from tests.helpers.paths import FIXTURES
+
+    lines = (FIXTURES / "logs" / "megatron_core012_llama.log").read_text().splitlines(keepends=True)
+    out = []
+    for line in lines:
+        for iteration, value in BAD_STEP_MS.items():
+            if f"iteration        {iteration}/" in line:
+                before, _, after = line.partition("elapsed time per iteration (ms): ")
+                line = before + "elapsed time per iteration (ms): " + value + " |" + after.partition(" |")[2]
+        out.append(line)
+    path = tmp_path / "foreign.log"
+    path.write_text("".join(out))
+    return path
+
+
+def _bad_events(tmp_path: Path) -> Path:
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    from tests.helpers.events import ARGS, START, scalar_event, text_value, write_events
+
+    events = [Event(wall_time=START, step=0, summary=Summary(value=[text_value(k, str(v)) for k, v in ARGS.items()]))]
+    bad = {5: -5.2, 6: float("inf"), 7: 1e38, 8: float("nan")}
+    for i in range(1, 21):
+        events.append(scalar_event(i, START + 2 * i, {"learning-rate": 1e-4, "batch-size": 128.0,
+                                                      "lm loss": 11.0 - 0.1 * i, "iteration-time": bad.get(i, 2.0)}))
+    return write_events(tmp_path / "tb", events)
+
+
+@pytest.mark.parametrize("kind", ["megatron-log", "tensorboard"])
+def test_out_of_range_step_times_are_dropped_with_a_counted_warning(tmp_path: Path, kind: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from evaluate.extract import main as extract_main
+
+    source = _bad_megatron_log(tmp_path) if kind == "megatron-log" else _bad_events(tmp_path)
+    target = tmp_path / "out" / "result.json"
+    code = extract_main([str(source), "--platform", "nvd", "--framework", "mega", "--model", "llama",
+                         "--output", str(target)])
+    text = capsys.readouterr()
+    assert code in (0, 1), text
+    result = read_result(target)
+    assert all(t is None or 1e-4 <= t <= 86400 for t in result.step_times), result.step_times
+    assert any("dropped" in w for w in result.warnings), result.warnings

@@ -1,0 +1,77 @@
+"""The names tprimat's writers give their files in ``OUTPUT_DIR``: each name function and its pattern side by side.
+
+Why one module (issue 33): ``utils/files/generated.py`` kept its own regular expressions of the writers' names,
+and three fell out of it (tuned results ``train_..._tuned.json``, log-analysis results
+``train_..._from-<run>.json`` of ``evaluate/extract.py``, ``compare_<platform>_frameworks.png`` of
+``evaluate/frameworks.py``): ``output.zip`` of log-analysis results held no result, and purge left them. Here
+each writer's name is built by a function and recognised by a pattern made from the same pieces, so a
+writer cannot name a file the table does not know; ``tests/e2e/test_probe_results_kept.py`` calls every
+writer's name function and checks the table recognises what it returns.
+
+Imports only the registry (utils is the bottom room: evaluate's writers import this, never the reverse).
+"""
+
+from __future__ import annotations
+
+import re
+
+from utils.config.registry import framework_names, model_names, platform_names
+
+STEPS_SUFFIX = ".steps.jsonl"  # the per-step record beside each result (utils/result/step_log.py)
+TUNED = "_tuned"
+ORIGIN_PREFIX = "_from-"  # a log-analysis result names the run it was read from (evaluate/extract.py)
+# What a run's name may hold once evaluate/extract.py made it file-name safe (letters, digits, '.', '-').
+ORIGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,70}[A-Za-z0-9])?")
+
+# Fixed names: the comparison (evaluate/compare.py, evaluate/report.py), the README's snapshot
+# (evaluate/probe.py), the GPU check (evaluate/gpu_check.py), the history's trend (evaluate/history/cli.py),
+# the page (evaluate/report_html/), the gate's report (evaluate/gate.py --report).
+COMPARE_FIGURE = "compare.png"
+COMPARE_REPORT = "compare.md"
+PARITY_FIGURE = "loss_parity.png"
+SYSTEM_SNAPSHOT = "system.json"
+GPU_CHECK_STEM = "gpu_check"
+HISTORY_TREND = "history_trend.png"
+REPORT_PAGE = "report.html"
+GATE_REPORT = "gate.json"
+FIXED_OUTPUT_FILES = frozenset({COMPARE_FIGURE, COMPARE_REPORT, PARITY_FIGURE, SYSTEM_SNAPSHOT,
+                                f"{GPU_CHECK_STEM}.md", f"{GPU_CHECK_STEM}.json", HISTORY_TREND, REPORT_PAGE,
+                                GATE_REPORT})
+
+
+def _one_of(names: list[str]) -> str:
+    return "(?:" + "|".join(map(re.escape, names)) + ")"
+
+
+def result_stem(platform: str, framework: str, model: str, run_index: int | None = None,
+                profile: str = "identical", origin: str | None = None) -> str:
+    """``train_<platform>_<framework>_<model>[_tuned][_r<k>][_from-<origin>]`` (the caller checks the names)."""
+    tuned = TUNED if profile == "tuned" else ""
+    suffix = f"_r{int(run_index)}" if run_index is not None else ""
+    if origin is not None and not ORIGIN.fullmatch(origin):
+        raise ValueError(f"a run's name in a file name must match {ORIGIN.pattern}")
+    from_run = f"{ORIGIN_PREFIX}{origin}" if origin is not None else ""
+    return f"train_{platform}_{framework}_{model}{tuned}{suffix}{from_run}"
+
+
+def result_name(platform: str, framework: str, model: str, run_index: int | None = None,
+                profile: str = "identical", origin: str | None = None) -> str:
+    """The result file's name: :func:`result_stem` + ``.json``."""
+    return result_stem(platform, framework, model, run_index, profile, origin) + ".json"
+
+
+def frameworks_figure_name(platform: str) -> str:
+    """``compare_<platform>_frameworks.png`` (evaluate/frameworks.py)."""
+    return f"compare_{platform}_frameworks.png"
+
+
+RESULT_STEM = re.compile(
+    rf"train_{_one_of(platform_names())}_{_one_of(framework_names())}_{_one_of(model_names())}"
+    rf"(?:{TUNED})?(?:_r\d+)?(?:{re.escape(ORIGIN_PREFIX)}{ORIGIN.pattern})?")
+RESULT_NAME = re.compile(rf"{RESULT_STEM.pattern}(?:\.json|{re.escape(STEPS_SUFFIX)})")
+FRAMEWORKS_FIGURE = re.compile(rf"compare_{_one_of(platform_names())}_frameworks\.png")
+
+
+def is_output_file_name(name: str) -> bool:
+    """Whether ``name`` is one a writer gives a file at the top of ``OUTPUT_DIR``."""
+    return bool(RESULT_NAME.fullmatch(name) or FRAMEWORKS_FIGURE.fullmatch(name) or name in FIXED_OUTPUT_FILES)
