@@ -8,8 +8,9 @@ folder at all (:func:`check_root`).
 
 The names, by writer (each the owner of its name; this table only recognises them):
 
-* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_r<k>].json`` and their
-  per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``); the
+* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>].json``, their
+  per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``) and a
+  ``PROFILE=mlperf`` result's MLLOG ``.mllog`` (``utils/result/mllog.py``); the
   comparison ``compare.png``, ``compare.md``, ``loss_parity.png`` (``evaluate/``), the history's
   ``history_trend.png`` (``evaluate/history/``) and the
   README's ``system.json`` (``evaluate/probe.py``); ``logs/train_*`` (``train/launch/launcher.py``
@@ -43,12 +44,14 @@ from utils.files.locks import LOCK_DIR
 
 # The per-step record beside each result (utils/result/step_log.py writes it under this suffix).
 STEPS_SUFFIX = ".steps.jsonl"
+# The MLLOG beside a PROFILE=mlperf result (utils/result/mllog.py writes it under this suffix).
+MLLOG_SUFFIX = ".mllog"
 
 _ALT = "|".join
 _MODELS = _ALT(map(re.escape, model_names()))
 RESULT_NAME = re.compile(
-    rf"train_(?:{_ALT(platform_names())})_(?:{_ALT(framework_names())})_(?:{_MODELS})(?:_r\d+)?"
-    rf"(?:\.json|{re.escape(STEPS_SUFFIX)})")
+    rf"train_(?:{_ALT(platform_names())})_(?:{_ALT(framework_names())})_(?:{_MODELS})(?:_tuned|_mlperf)?(?:_r\d+)?"
+    rf"(?:\.json|{re.escape(STEPS_SUFFIX)}|{re.escape(MLLOG_SUFFIX)})")
 TEMP_NAME = re.compile(r"\..+\.tmp-\d+.*|\.tprimat-write-probe-\d+")
 OUTPUT_FILES = frozenset({"compare.png", "compare.md", "loss_parity.png", "system.json", CACHE_NAME,
                           "gpu_check.md", "gpu_check.json", "history_trend.png"})

@@ -80,7 +80,7 @@ def now_iso() -> str:
 
 def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
                 profile: str = "identical") -> Path:
-    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, repeated runs ``_r<k>``.
+    """``train_<platform>_<framework>_<model>.json``; tuned runs get ``_tuned``, mlperf ``_mlperf``, repeats ``_r<k>``.
 
     The profile is in the name so that identical and tuned results of one job live side by side
     in one OUTPUT_DIR and one comparison shows both.
@@ -91,7 +91,7 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
         problem = unknown_name(kind, name)
         if problem:
             raise ValueError(problem)
-    tuned = "_tuned" if profile == "tuned" else ""
+    tuned = "" if profile == "identical" else f"_{profile}"  # _tuned, _mlperf
     suffix = f"_r{int(run_index)}" if run_index is not None else ""
     return output_file(Path(output_dir), f"train_{platform}_{framework}_{model}{tuned}{suffix}.json")
 
