@@ -10,45 +10,22 @@ every other rule is met; a run at SL 8192 that reaches 3.3 must pass.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
 import pytest
 
-from tests.helpers.evaluate import make_result, workload_config
-from train.profiles import apply_profile
-from utils.measure.quality import build_quality, make_evaluation
+from tests.helpers.evaluate import make_result
+from tests.helpers.mlperf import FULL, TINY, mlperf_result
 from utils.result.file import read_result
 from utils.result.mllog import RULESET_OF_RECORD, mllog_path, mlperf_record
-from utils.result.model import EffectiveSettings
 
-TINY = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "8", "GA": "1",
-        "TRAIN_ITERS": "4", "WARMUP_STEPS": "2", "EVAL_INTERVAL": "16", "EVAL_SAMPLES": "8"}
-FULL = {"PROFILE": "mlperf", "TRAIN_ITERS": "8"}
 SEQUENCE_LENGTH = "CHECK for 'max_sequence_length' failed"
 NOT_REACHED = "Failed checks for eval_accuracy : (v['value'] <= 3.3) and v['value'] > 0.0"
 
 
-def mlperf_result(out_dir, losses: list[float], **workload: str):
-    """A finished result as a PROFILE=mlperf launch leaves it: evaluations every 2 steps, the preflight's record."""
-    cfg, _ = apply_profile(workload_config(**workload), "nvd", "mega", "llama")
-
-    def add_quality(result):
-        evaluations = [make_evaluation(cfg, step=2 * (i + 1), loss=loss, seconds=3.0 * (i + 1), eval_seconds=0.5)
-                       for i, loss in enumerate(losses)]
-        start = datetime.fromisoformat(result.started_at).timestamp() + 60.0  # init took a minute
-        result.quality = build_quality(cfg, evaluations, reduction="per-token mean over all evaluated tokens",
-                                       platform="nvd", gpus=cfg.world_size, run_start_unix=start)
-        result.effective_settings = EffectiveSettings(
-            settings={"adam_eps": cfg.adam_eps, "lr_decay_iters": cfg.decay_iters}, resolved_by="the preflight")
-
-    path = make_result(out_dir, "nvd", "mega", mutate=add_quality, **workload)
-    return read_result(path), path
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    result, path = mlperf_result(tmp_path_factory.mktemp("tiny"), [10.4, 9.87], **TINY)
-    return mlperf_record(result, mllog_path(path)), path
+    path = mlperf_result(tmp_path_factory.mktemp("tiny"), [10.4, 9.87], **TINY)
+    return mlperf_record(read_result(path), mllog_path(path)), path
 
 
 def test_a_tiny_run_breaks_exactly_the_two_rules_a_tiny_run_must_break(tiny):
@@ -86,8 +63,8 @@ def test_the_mllog_is_mllog_lines_of_the_run(tiny):
 
 
 def test_a_run_at_the_rules_that_reaches_the_target_passes(tmp_path):
-    result, path = mlperf_result(tmp_path, [4.1, 3.29], **FULL)
-    block = mlperf_record(result, mllog_path(path))
+    path = mlperf_result(tmp_path, [4.1, 3.29], **FULL)
+    block = mlperf_record(read_result(path), mllog_path(path))
     assert block.verdict == "SUCCESS", [c.messages for c in block.checks]
     assert [(c.ruleset, c.verdict, c.messages) for c in block.checks] == [("6.0.0", "SUCCESS", []),
                                                                           ("6.1.0", "SUCCESS", [])]
