@@ -119,7 +119,8 @@ JOBS = [pytest.param("nvd", "mega", marks=needs("TPRIMAT_MEGATRON_LM")),
 def test_mlperf_dry_run_is_accepted_by_the_framework(tmp_path, platform, framework):
     """The framework's own code accepts the profile and resolves the schedule, epsilon and batch to its values."""
     ref = os.environ.get("TPRIMAT_MEGATRON_LM")
-    cfg = conformance_config(tmp_path, "bf16-tp1-cp1", PROFILE="mlperf",
+    budget = {"TRAIN_ITERS": str(mlperf.MAX_STEPS)} if framework == "nemo" else {}  # mlperf.NEMO_HORIZON
+    cfg = conformance_config(tmp_path, "bf16-tp1-cp1", PROFILE="mlperf", **budget,
                              **({"MEGATRON_REF": megatron_ref_of(ref)} if ref else {}))
     ctx = job_context(cfg, platform, framework, "llama", dry_run=True)
     settings = pf.preflight(ctx, load_plugin(framework).plan(ctx)).settings

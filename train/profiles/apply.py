@@ -232,7 +232,7 @@ def identical_env(platform: str) -> dict[str, str]:
 def apply_profile(cfg: Config, platform: str, framework: str, model: str) -> tuple[Config, AppliedProfile]:
     """The job's configuration and profile; :class:`ProfileError` when tuned cannot run and there is no fallback."""
     if cfg.profile == "mlperf":
-        return apply_mlperf(cfg, model)
+        return apply_mlperf(cfg, framework, model)
     if cfg.profile != "tuned":
         return cfg, IDENTICAL
     precision = "fp8" if cfg.fp8 else cfg.precision
@@ -279,7 +279,7 @@ def apply_profile(cfg: Config, platform: str, framework: str, model: str) -> tup
     return tuned_cfg, applied
 
 
-def apply_mlperf(cfg: Config, model: str) -> tuple[Config, AppliedProfile]:
+def apply_mlperf(cfg: Config, framework: str, model: str) -> tuple[Config, AppliedProfile]:
     """MLPerf's rules as config values (the same for every framework and platform), or :class:`ProfileError`."""
     recipe = mlperf.RECIPE
     if model != mlperf.MODEL:
@@ -310,6 +310,8 @@ def apply_mlperf(cfg: Config, model: str) -> tuple[Config, AppliedProfile]:
     rows.append(Row("PRECISION", cfg.precision_label, new.precision_label, "config.env (declared)", "declared",
                     mlperf.PRECISION_NOTE))
     notes = list(recipe.notes)
+    if framework == "nemo" and new.train_iters != new.decay_iters:
+        notes.insert(0, mlperf.NEMO_HORIZON)
     if tiny:
         kept = ", ".join(f"{v.key.upper()}={getattr(new, v.key) if v.key != 'gbs' else new.gbs}"
                          for v in mlperf.VALUES if v.workload)

@@ -167,6 +167,14 @@ class MlperfRecipe:
 
 RECIPE = MlperfRecipe()
 
+# NeMo v2.3.0 ends every LR schedule at the trainer's max_steps (MegatronStrategy.setup copies it over the recipe's,
+# nemo/lightning/pytorch/strategies/megatron_strategy.py line 437): its cosine reaches 1,200,000 only when TRAIN_ITERS
+# is 1,200,000, as the reference's trainer.max_steps is (the run then ends at the target, as the reference's does).
+NEMO_HORIZON = ("nemo: NeMo v2.3.0 ends the LR schedule at the trainer's max_steps (MegatronStrategy.setup, "
+                "nemo/lightning/pytorch/strategies/megatron_strategy.py line 437), so a nemo job needs "
+                f"TRAIN_ITERS={MAX_STEPS} (ended by the target, as the reference's run is); with a shorter budget its "
+                "preflight refuses it (lr_decay_iters resolves to TRAIN_ITERS)")
+
 
 def value_of(key: str) -> Any:
     """The rules' value of one config key (``sl``, ``gbs``, ``lr``...)."""

@@ -95,6 +95,13 @@ def test_the_cosine_runs_over_1_2_million_steps_whatever_the_budget(tmp_path):
     assert lr_at(1_200_000, cfg) == pytest.approx(8e-5)
 
 
+def test_nemo_says_its_schedule_ends_at_the_trainers_max_steps(tmp_path):
+    _, profile = apply_profile(mlperf_config(tmp_path), "nvd", "nemo", "llama")
+    assert profile.notes[0] == mlperf.NEMO_HORIZON
+    _, profile = apply_profile(mlperf_config(tmp_path, TRAIN_ITERS="1200000"), "nvd", "nemo", "llama")
+    assert mlperf.NEMO_HORIZON not in profile.notes
+
+
 def test_other_models_and_layouts_that_miss_gbs_32_are_refused(tmp_path):
     with pytest.raises(ProfileError, match=r"rules are for Llama 3.1 8B \(MODELS=llama\); qwen has none"):
         apply_profile(mlperf_config(tmp_path), "nvd", "mega", "qwen")
