@@ -23,7 +23,7 @@ VENDORS = ("amd", "nvd")
 
 
 def _first_line(message: str) -> str:
-    return message.strip().splitlines()[0] if message.strip() else message
+    return message.strip().splitlines()[0].rstrip(":") if message.strip() else message
 
 
 def verdict_rows(results: Iterable[LoadedResult]) -> list[list[str]]:
