@@ -113,13 +113,13 @@ class FairnessReport:
         if not self.fair:
             return f"NOT FAIR: {len(self.differences)} difference(s) ({counts})"
         kinds = {profile for by_profile in self.profiles.values() for profile in by_profile}
-        parts = []
-        if kinds != {"tuned"}:
-            parts.append("identical workload, data, tokenizer, model shape and FLOP convention")
-        if "tuned" in kinds:
-            parts.append(self._tuned_text())
+        same = "identical workload, data, tokenizer, model shape and FLOP convention"
+        order = [kind for kind in ("identical", "tuned", "mlperf") if kind in kinds] + sorted(
+            kinds - {"identical", "tuned", "mlperf"})
+        parts = [self._tuned_text() if kind == "tuned" else f"{kind} profile: {same}" if len(kinds) > 1 else same
+                 for kind in order]
         if len(kinds) > 1:
-            parts = [f"identical profile: {parts[0]}; {parts[1]} (profiles compared apart, never mixed)"]
+            parts[-1] += " (profiles compared apart, never mixed)"
         return f"FAIR: {'; '.join(parts)} ({counts})"
 
     def as_dict(self) -> dict[str, Any]:

@@ -27,6 +27,9 @@ from evaluate.analysis import (
 )
 from evaluate.convergence import DEFAULT_BAND, MIN_CORRELATION, TAIL_FRACTION, Convergence, overall
 from evaluate.fairness import FairnessReport
+from evaluate.mlperf import console_lines as mlperf_console
+from evaluate.mlperf import markdown_lines as mlperf_markdown
+from evaluate.results import LoadedResult
 from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
 from evaluate.tables import console_table, markdown_table
@@ -127,7 +130,7 @@ def _core(summary: GroupSummary) -> str:
 
 def _framework(summary: GroupSummary) -> str:
     g = summary.group
-    tuned = " (tuned)" if g.profile == "tuned" else ""
+    tuned = "" if g.profile == "identical" else f" ({g.profile})"
     return f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}{_core(summary)}{tuned}"
 
 
@@ -242,7 +245,7 @@ def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
     for s in groups:
         final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
         total = f"{s.step_time_total_s:,.1f}s" if s.step_time_total_s is not None else "n/a"
-        tuned = " (tuned)" if s.group.profile == "tuned" else ""
+        tuned = "" if s.group.profile == "identical" else f" ({s.group.profile})"
         rows.append([display_name("framework", s.group.framework) + _core(s) + tuned, s.group.status_text(),
                      _est(s.tokens_per_gpu, 1), _est(s.avg_step_time, 3), final, total])
     return rows
@@ -294,10 +297,15 @@ def settings_tables(differences: list[SettingDifference], shared: bool = True
 
 def markdown(comparison: Comparison) -> str:
     """``compare.md``: the verdicts, what differs, the hardware, one section per model, the method."""
-    sections = [_verdicts(comparison), _convergence(comparison), _settings(comparison), _skipped(comparison),
+    sections = [_verdicts(comparison), _convergence(comparison), _settings(comparison),
+                mlperf_markdown(_all_runs(comparison)), _skipped(comparison),
                 _hardware(comparison), *(_model(comparison, model) for model in sorted(comparison.by_model)),
                 _parity_figure(comparison), _method(comparison)]
     return "\n".join(line for section in sections for line in section)
+
+
+def _all_runs(comparison: Comparison) -> list[LoadedResult]:
+    return [run for groups in comparison.by_model.values() for summary in groups for run in summary.group.runs]
 
 
 def _verdicts(comparison: Comparison) -> list[str]:
@@ -454,6 +462,7 @@ def console(comparison: Comparison) -> str:
     lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
     lines.append(f"convergence: {overall(comparison.convergence)}")
     lines += [f"  - {row[1]} vs {row[2]} ({row[0]}): {row[7]}" for row in convergence_rows(comparison.convergence)]
+    lines += mlperf_console(_all_runs(comparison))
     for model, headers, rows in settings_tables(comparison.settings):
         lines += ["", f"effective settings that differ ({display_name('model', model)}):",
                   console_table(headers, rows)]

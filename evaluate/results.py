@@ -105,7 +105,7 @@ class RunGroup:
 
     @property
     def label(self) -> str:
-        return f"{self.platform}/{self.framework}" + (" (tuned)" if self.profile == "tuned" else "")
+        return f"{self.platform}/{self.framework}" + ("" if self.profile == "identical" else f" ({self.profile})")
 
     @property
     def ok_runs(self) -> list[LoadedResult]:

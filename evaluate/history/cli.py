@@ -80,7 +80,8 @@ def cmd_list(args: argparse.Namespace) -> int:
           f"{'MFU %':>6}  versions")
     for view in views:
         r = view.run
-        job = f"{r['platform']}/{r['framework']}/{r['model_label']}" + (" (tuned)" if r["profile"] == "tuned" else "")
+        profile = "" if r["profile"] == "identical" else f" ({r['profile']})"
+        job = f"{r['platform']}/{r['framework']}/{r['model_label']}{profile}"
         tps = "-" if r["tokens_per_second_per_gpu"] is None else f"{r['tokens_per_second_per_gpu']:,.1f}"
         mfu = "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}"
         versions = view.versions
@@ -141,7 +142,7 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", choices=platform_names())
     parser.add_argument("--framework", choices=framework_names())
     parser.add_argument("--model", choices=model_names())
-    parser.add_argument("--profile", choices=("identical", "tuned"))
+    parser.add_argument("--profile", choices=("identical", "tuned", "mlperf"))
     parser.add_argument("--status", choices=("ok", "incomplete", "failed"))
     parser.add_argument("--since", metavar="DATE", help="runs at or after this ISO date/time (UTC)")
     parser.add_argument("--until", metavar="DATE", help="runs at or before this ISO date/time (UTC)")

@@ -50,7 +50,7 @@ class Series:
     @property
     def label(self) -> str:
         platform, framework, model, profile, device = self.key
-        tuned = " (tuned)" if profile == "tuned" else ""
+        tuned = "" if profile == "identical" else f" ({profile})"
         return f"{platform}/{framework}/{model}{tuned} on {device}"
 
 

@@ -38,7 +38,8 @@ from utils.files.locks import LOCK_DIR
 from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
 from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
-from utils.result.model import GpuInfo, Result, Source
+from utils.result.mllog import mllog_path, mlperf_record
+from utils.result.model import GpuInfo, Mlperf, Result, Source
 from utils.result.step_log import recover_result, step_log_path
 
 LOG_TAIL_LINES = 30
@@ -148,6 +149,8 @@ class JobResult:
         update_result(result, **fields)
         if signal and result.status != "ok" and not (result.error or "").startswith("interrupted"):
             update_result(result, status="incomplete", error=f"interrupted by {signal}: {result.error}")
+        if ctx.profile.mlperf:  # MLLOG from what the run recorded, and MLPerf's checker on it (utils/result/mllog.py)
+            update_result(result, mlperf=mlperf_block(result, ctx.result_path))
         return result
 
     def _collected(self, ran: Ran | None) -> Result | tuple[str, str, bool]:
@@ -173,6 +176,15 @@ class JobResult:
             by = f" by {ran.signal}" if ran.signal else ""
             return "incomplete", f"interrupted{by} ({reason})", True
         return "failed", reason, True
+
+
+def mlperf_block(result: Result, result_path: Path) -> Mlperf:
+    """The ``mlperf`` block of a PROFILE=mlperf result; a failure to write the MLLOG is its reason, never a crash."""
+    try:
+        return mlperf_record(result, mllog_path(result_path))
+    except Exception as exc:  # the result must still be written
+        return Mlperf(benchmark="llama31_8b", derived_from="tprimat", not_a_submission="not an MLPerf submission",
+                      reason=f"writing or checking the MLLOG failed: {type(exc).__name__}: {exc}")
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:

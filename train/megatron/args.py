@@ -252,10 +252,10 @@ def megatron_settings(
         "min_lr": cfg.min_lr,
         "lr_decay_style": cfg.lr_decay,
         "lr_warmup_iters": cfg.warmup_steps,
-        "lr_decay_iters": cfg.train_iters,
+        "lr_decay_iters": cfg.decay_iters,
         "adam_beta1": cfg.beta1,
         "adam_beta2": cfg.beta2,
-        "adam_eps": FIXED["adam_eps"],
+        "adam_eps": cfg.adam_eps,
         "weight_decay": cfg.weight_decay,
         "clip_grad": cfg.grad_clip,
         # ---- precision ----

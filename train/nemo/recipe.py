@@ -59,9 +59,6 @@ MODEL_EXTRA_FIELDS: dict[str, dict[str, Any]] = {
     "mistral": {"model.config.window_size": None},
 }
 
-# Same epsilon as Megatron-LM's --adam-eps default and torch.optim.AdamW, which the
-# mega and tran launchers use; the NeMo recipe's 1e-5 would be a silent difference.
-ADAM_EPS = FIXED["adam_eps"]
 
 PRECISION_PLUGINS: dict[tuple[str, bool], dict[str, Any]] = {
     ("bf16", False): {"_target_": "nemo.collections.llm.recipes.precision.mixed_precision.bf16_mixed",
@@ -172,14 +169,14 @@ def ddp_config() -> dict[str, Any]:
 
 
 def lr_scheduler(cfg: Config) -> dict[str, Any]:
-    """Warm-up for WARMUP_STEPS, then LR_DECAY to MIN_LR at TRAIN_ITERS.
+    """Warm-up for WARMUP_STEPS, then LR_DECAY to MIN_LR at LR_DECAY_ITERS (else TRAIN_ITERS).
 
     ``max_steps`` must be given: the NeMo scheduler modules default it to 10, not
     to the trainer's step count.
     """
     spec: dict[str, Any] = {
         "_target_": SCHEDULERS[cfg.lr_decay], "_call_": "config",
-        "warmup_steps": cfg.warmup_steps, "max_steps": cfg.train_iters, "min_lr": cfg.min_lr,
+        "warmup_steps": cfg.warmup_steps, "max_steps": cfg.decay_iters, "min_lr": cfg.min_lr,
     }
     if cfg.lr_decay == "cosine":
         spec["constant_steps"] = 0
@@ -305,7 +302,8 @@ def build_overrides(
         "optim.config.weight_decay": cfg.weight_decay,
         "optim.config.adam_beta1": cfg.beta1,
         "optim.config.adam_beta2": cfg.beta2,
-        "optim.config.adam_eps": ADAM_EPS,
+        # ADAM_EPS, as mega and tran use it (the NeMo recipe's own 1e-5 would be a silent difference)
+        "optim.config.adam_eps": cfg.adam_eps,
         "optim.config.clip_grad": cfg.grad_clip,
         "optim.config.bf16": cfg.precision == "bf16",
         "optim.config.fp16": cfg.precision == "fp16",
@@ -349,7 +347,7 @@ def build_overrides(
         f"{cfg.ga} micro-batches per step",
         f"SEED={cfg.seed} seeds the data order here and the model init in the training process "
         "(NeMo 2.3's strategy seeds with a fixed 1234, so tprimat re-seeds before the model is built)",
-        f"Adam epsilon {ADAM_EPS} (Megatron-LM/PyTorch default) instead of the recipe's 1e-5",
+        f"Adam epsilon {cfg.adam_eps} (ADAM_EPS; the recipe's own is 1e-5)",
     ]
     return NemoOverrides(
         model=model,

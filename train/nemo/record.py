@@ -31,7 +31,9 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
         "min_lr": sched.get("min_lr"),
         "lr_decay_style": NEMO_SCHEDULERS.get(raw.get("scheduler_class") or "", raw.get("scheduler_class")),
         "lr_warmup_iters": sched.get("warmup_steps"),
-        "lr_decay_iters": sched.get("max_steps"),
+        # NeMo v2.3.0's MegatronStrategy.setup copies the trainer's max_steps into the scheduler whatever the recipe
+        # set (nemo/lightning/pytorch/strategies/megatron_strategy.py:437): the decay ends at the trainer's max_steps
+        "lr_decay_iters": trainer.get("max_steps") if trainer.get("max_steps") is not None else sched.get("max_steps"),
         "weight_decay": optim.get("weight_decay"),
         "adam_beta1": optim.get("adam_beta1"),
         "adam_beta2": optim.get("adam_beta2"),

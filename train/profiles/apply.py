@@ -1,4 +1,4 @@
-"""PROFILE for one job: the configuration it runs (tuned or identical), checked against the node, with its sources.
+"""PROFILE for one job: the configuration it runs (identical, tuned or mlperf), checked against the node, with sources.
 
 Why one function for every process of a job: the launcher, the preflight and the training
 process each load ``config.env`` themselves; each calls :func:`apply_profile` with the job's
@@ -20,6 +20,10 @@ Rules, in order:
   needs a sequence length divisible by 2 x CP, tensor parallelism must divide the heads,
   pipeline parallelism the layers, sequence parallelism needs TP > 1, and the sequence
   length must not exceed the model's positions. Each error names the recipe and the key.
+* ``PROFILE=mlperf``: MLPerf Training's Llama 3.1 8B rules (``train/profiles/mlperf.py``) as
+  config.env values on every framework (no framework setting changes); GA follows from the
+  rules' GBS over config.env's MBS and DP. Another model is an error; ``MODEL_SIZE=tiny`` keeps
+  config.env's sequence length, batch and evaluation cadence (a pipeline check, said so).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from train.profiles import amd, nvd
+from train.profiles import amd, mlperf, nvd
 from train.profiles.recipe import WORKLOAD_FIELDS, WORKLOAD_NAMES, Borrowed, Recipe, VendorTable
 from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.settings.platform_env import PLATFORM_ENV, attention_env
@@ -78,7 +82,7 @@ class AppliedProfile:
 
     requested: str
     name: str
-    recipe: Recipe | None = None
+    recipe: Recipe | mlperf.MlperfRecipe | None = None
     borrowed: Borrowed | None = None
     fallback: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
@@ -98,15 +102,18 @@ class AppliedProfile:
         """What the preflight must find resolved, over the fairness table's values."""
         return dict(self.settings)
 
+    @property
+    def mlperf(self) -> bool:
+        return self.name == "mlperf"
+
     def render(self) -> list[str]:
-        """Lines for ``--dry-run``: the profile, and under tuned every setting with its source."""
-        if not self.tuned:
+        """Lines for ``--dry-run``: the profile, and under tuned or mlperf every setting with its source."""
+        if self.recipe is None:
             if self.fallback:
                 return [f"PROFILE=tuned requested; the identical profile runs (PROFILE_FALLBACK=identical): "
                         f"{self.fallback}"]
             return ["identical (config.env and the fairness table on every vendor stack)"]
-        assert self.recipe is not None
-        lines = [f"tuned: {self.recipe.title} [{self.recipe.id}]"]
+        lines = [f"{self.name}: {self.recipe.title} [{self.recipe.id}]"]
         if self.borrowed:
             lines.append(f"borrowed from {self.borrowed.from_model}: {self.borrowed.reason}")
         for row in self.rows:
@@ -114,7 +121,7 @@ class AppliedProfile:
             note = f"; {row.note}" if row.note else ""
             lines.append(f"{row.kind} {row.key} = {_text(row.tuned)}  [identical: {_text(row.identical)}]{same}"
                          f"  # {row.source}{note}")
-        for item in self.recipe.not_taken:
+        for item in getattr(self.recipe, "not_taken", ()):
             lines.append(f"not taken {item.key} = {_text(item.value)}  # {item.source.cite()}: {item.reason}")
         lines += [f"note: {note}" for note in self.notes]
         return lines
@@ -123,11 +130,13 @@ class AppliedProfile:
         """What the result records: None for a plain identical run."""
         if self.requested == "identical":
             return None
-        if not self.tuned:
+        if self.recipe is None:
             return ProfileSettings(requested="tuned", fallback=self.fallback, notes=list(self.notes))
-        assert self.recipe is not None
         differing = [ProfileSetting(key=row.key, identical=_scalar(row.identical), tuned=_scalar(row.tuned),
                                     source=row.source) for row in self.rows if row.differs and row.kind != "env"]
+        if self.mlperf:
+            return ProfileSettings(requested="mlperf", recipe=self.recipe.id, title=self.recipe.title,
+                                   settings=differing, notes=list(self.notes))
         return ProfileSettings(
             requested="tuned", recipe=self.recipe.id, title=self.recipe.title,
             borrowed_from=self.borrowed.from_model if self.borrowed else None,
@@ -222,6 +231,8 @@ def identical_env(platform: str) -> dict[str, str]:
 
 def apply_profile(cfg: Config, platform: str, framework: str, model: str) -> tuple[Config, AppliedProfile]:
     """The job's configuration and profile; :class:`ProfileError` when tuned cannot run and there is no fallback."""
+    if cfg.profile == "mlperf":
+        return apply_mlperf(cfg, framework, model)
     if cfg.profile != "tuned":
         return cfg, IDENTICAL
     precision = "fp8" if cfg.fp8 else cfg.precision
@@ -266,3 +277,51 @@ def apply_profile(cfg: Config, platform: str, framework: str, model: str) -> tup
     applied = AppliedProfile(requested="tuned", name="tuned", recipe=recipe, borrowed=borrowed, settings=settings,
                              env=env, rows=tuple(rows), notes=tuple(notes))
     return tuned_cfg, applied
+
+
+def apply_mlperf(cfg: Config, framework: str, model: str) -> tuple[Config, AppliedProfile]:
+    """MLPerf's rules as config values (the same for every framework and platform), or :class:`ProfileError`."""
+    recipe = mlperf.RECIPE
+    if model != mlperf.MODEL:
+        raise ProfileError(f"PROFILE=mlperf: MLPerf Training's rules are for Llama 3.1 8B (MODELS={mlperf.MODEL}); "
+                           f"{model} has none")
+    tiny = cfg.model_size == "tiny"
+    chosen = mlperf.applied_values(tiny)
+    changes = {v.key: v.value for v in chosen if v.key != "gbs"}
+    if not tiny:
+        gbs, per_step = mlperf.value_of("gbs"), cfg.mbs * cfg.dp
+        if gbs % per_step:
+            raise ProfileError(f"PROFILE=mlperf: GBS {gbs} (the RCP point) is not divisible by MBS x DP = {cfg.mbs} x "
+                               f"{cfg.dp} = {per_step}; choose MBS, TP, PP and CP so that it is")
+        changes["ga"] = gbs // per_step
+    elif not cfg.eval_interval:  # a tiny run without a cadence of its own: CEIL(12288 / GBS) x GBS (rules line 450)
+        changes["eval_interval"] = -(-mlperf.value_of("eval_interval") // cfg.gbs) * cfg.gbs
+    try:
+        new = cfg.replace(**changes)
+    except ConfigError as exc:
+        raise ProfileError(f"PROFILE=mlperf does not fit this config: {exc}") from None
+    rows = [Row(v.key.upper(), getattr(cfg, v.key) if v.key != "gbs" else cfg.gbs, v.value, v.cite(),
+                "workload" if v.workload else "config", v.note) for v in chosen]
+    if not tiny:
+        rows.append(Row("GA", cfg.ga, new.ga, DERIVED, "workload"))
+    elif "eval_interval" in changes:
+        rows.append(Row("EVAL_INTERVAL", cfg.eval_interval, new.eval_interval, "CEIL(12288 / GBS) x GBS: "
+                        + mlperf.rules("line 450").cite(), "workload"))
+    rows.append(Row("PRECISION", cfg.precision_label, new.precision_label, "config.env (declared)", "declared",
+                    mlperf.PRECISION_NOTE))
+    notes = list(recipe.notes)
+    if framework == "nemo" and new.train_iters != new.decay_iters:
+        notes.insert(0, mlperf.NEMO_HORIZON)
+    if tiny:
+        kept = ", ".join(f"{v.key.upper()}={getattr(new, v.key) if v.key != 'gbs' else new.gbs}"
+                         for v in mlperf.VALUES if v.workload)
+        notes.insert(0, f"MODEL_SIZE=tiny is not MLPerf's model: a pipeline check that keeps config.env's {kept}")
+    elif cfg.model_layers is not None:
+        notes.insert(0, f"MODEL_LAYERS={cfg.model_layers}: a proxy of Llama 3.1 8B, not MLPerf's model")
+    samples = new.train_iters * new.gbs
+    if not tiny and samples < mlperf.RCP_MIN_SAMPLES_GBS32:
+        need = -(-mlperf.RCP_MIN_SAMPLES_GBS32 // new.gbs)
+        notes.append(f"TRAIN_ITERS={new.train_iters} x GBS {new.gbs} = {samples} samples, below the "
+                     f"{mlperf.RCP_MIN_SAMPLES_GBS32} MLPerf's reference runs needed at GBS 32 "
+                     f"({mlperf.RCP_FILE}): the run ends before the target unless TRAIN_ITERS >= {need}")
+    return new, AppliedProfile(requested="mlperf", name="mlperf", recipe=recipe, rows=tuple(rows), notes=tuple(notes))

@@ -13,7 +13,9 @@ from utils.config.load import Config
 
 
 def lr_at(step: int, cfg: Config) -> float:
-    """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at TRAIN_ITERS.
+    """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at ``cfg.decay_iters``.
+
+    ``cfg.decay_iters`` is LR_DECAY_ITERS, else TRAIN_ITERS (Megatron's ``--lr-decay-iters``).
 
     Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS`` (warm-up
     ``LR*k/W``, cosine ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2``, ``r`` the decay
@@ -23,8 +25,8 @@ def lr_at(step: int, cfg: Config) -> float:
     """
     if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
         return cfg.lr * step / cfg.warmup_steps
-    if cfg.lr_decay == "constant" or cfg.train_iters <= cfg.warmup_steps:
+    if cfg.lr_decay == "constant" or cfg.decay_iters <= cfg.warmup_steps:
         return cfg.lr
-    ratio = min(1.0, (step - cfg.warmup_steps) / (cfg.train_iters - cfg.warmup_steps))
+    ratio = min(1.0, (step - cfg.warmup_steps) / (cfg.decay_iters - cfg.warmup_steps))
     coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.lr_decay == "cosine" else 1.0 - ratio
     return cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)

@@ -26,8 +26,6 @@ FIXED: dict[str, Any] = {
     "hidden_dropout": 0.0,
     "attention_dropout": 0.0,
     "normalization": "RMSNorm",
-    # optimizer: Megatron-LM/PyTorch epsilon (NeMo's recipes use 1e-5)
-    "adam_eps": 1e-8,
     # gradients: distributed optimizer, no overlap, reduced in the training dtype, NaN check on
     "use_distributed_optimizer": True,
     "overlap_grad_reduce": False,
@@ -140,11 +138,13 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "min_lr": cfg.min_lr,
         "lr_decay_style": cfg.lr_decay,
         "lr_warmup_iters": cfg.warmup_steps,
-        "lr_decay_iters": cfg.train_iters,
+        "lr_decay_iters": cfg.decay_iters,
         "weight_decay": cfg.weight_decay,
         "adam_beta1": cfg.beta1,
         "adam_beta2": cfg.beta2,
         "clip_grad": cfg.grad_clip,
+        # ADAM_EPS: Megatron-LM's and PyTorch's 1e-8 by default (NeMo's recipes use 1e-5, MLPerf's rules too)
+        "adam_eps": cfg.adam_eps,
         "init_method_std": cfg.init_std,
         # held-out evaluation (issue 34): global batches per evaluation, 0 when off (config.env's default)
         "eval_iters": cfg.eval_iters,

@@ -10,7 +10,7 @@ Choices that affect comparability, all deliberate:
   initialised as Megatron does (train/tran/init.py: normal, std ``INIT_STD``, the attention output and MLP
   down projections ``INIT_STD / sqrt(2 * layers)``) directly on the device, SDPA attention,
   untied embeddings, RoPE (with llama3 scaling for Llama);
-* AdamW (eps 1e-8) with weight decay on matrices only (not on norms and biases), as
+* AdamW (eps ADAM_EPS, 1e-8 by default) with weight decay on matrices only (not on norms and biases), as
   Megatron does; gradient clipping on the global norm;
 * the loss is token-mean cross entropy in fp32 over SL next-token targets;
 * FSDP2 (``train/tran/shard.py``): one ``fully_shard`` per decoder layer plus the root, compute in
@@ -127,12 +127,12 @@ def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
 
 
 def build_optimizer(model: torch.nn.Module, cfg: Config, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW (eps 1e-8) with weight decay on matrices only, as Megatron; shared by ``tran`` and ``deep``."""
+    """AdamW (eps ADAM_EPS) with weight decay on matrices only, as Megatron; shared by ``tran`` and ``deep``."""
     decay = [p for p in model.parameters() if p.ndim >= 2]  # no weight decay on norms and biases
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr_at(0, cfg), betas=(cfg.beta1, cfg.beta2), eps=1e-8, fused=device.type == "cuda")
+        lr=lr_at(0, cfg), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps, fused=device.type == "cuda")
 
 
 def precision_setup(cfg: Config, device: torch.device) -> tuple[torch.dtype | None, Any, str]:

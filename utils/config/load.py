@@ -103,6 +103,9 @@ class Config:
     beta2: float = 0.95
     grad_clip: float = 1.0
     init_std: float = 0.02
+    # ---- MLPerf schedule horizon and Adam epsilon (issue 35) ----
+    lr_decay_iters: int | None = None  # the step the decay ends at (empty: TRAIN_ITERS); MLPerf's is 1,200,000
+    adam_eps: float = 1e-8  # Megatron-LM's and torch.optim.AdamW's default; MLPerf's Llama 3.1 8B rules say 1e-5
     tp: int = 1
     pp: int = 1
     cp: int = 1
@@ -118,7 +121,8 @@ class Config:
     model_layers: int | None = None
     # TRAN_COMPILE: torch.compile per decoder layer in tran; empty: on for GPU platforms, off on cpu
     tran_compile: bool | None = None
-    # identical: the fairness table everywhere; tuned: each vendor's published recipe (train/profiles/)
+    # identical: the fairness table everywhere; tuned: each vendor's published recipe; mlperf: MLPerf Training's
+    # Llama 3.1 8B rules on every stack (train/profiles/)
     profile: str = "identical"
     profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned
     data_samples: int = 50000
@@ -172,6 +176,11 @@ class Config:
     def tran_compile_on(self, platform: str) -> bool:
         """Whether tran compiles its decoder layers on ``platform``: TRAN_COMPILE, else on for GPUs, off on cpu."""
         return self.tran_compile if self.tran_compile is not None else platform != "cpu"
+
+    @property
+    def decay_iters(self) -> int:
+        """The step at which the LR decay reaches MIN_LR: LR_DECAY_ITERS, else TRAIN_ITERS."""
+        return self.lr_decay_iters if self.lr_decay_iters is not None else self.train_iters
 
     @property
     def gbs(self) -> int:
@@ -329,8 +338,9 @@ def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
                           "(it means every framework of the platform)")
     if cfg.min_lr > cfg.lr:
         raise ConfigError(f"MIN_LR={cfg.min_lr}: must not exceed LR={cfg.lr}")
-    if cfg.warmup_steps > cfg.train_iters:
-        raise ConfigError(f"WARMUP_STEPS={cfg.warmup_steps}: must not exceed TRAIN_ITERS={cfg.train_iters}")
+    if cfg.warmup_steps > cfg.decay_iters:
+        horizon = "LR_DECAY_ITERS" if cfg.lr_decay_iters is not None else "TRAIN_ITERS"
+        raise ConfigError(f"WARMUP_STEPS={cfg.warmup_steps}: must not exceed {horizon}={cfg.decay_iters}")
     if cfg.node_rank >= cfg.nnodes:
         raise ConfigError(f"NODE_RANK={cfg.node_rank}: must be below NNODES={cfg.nnodes}")
     if cfg.measure_skip_steps is not None and not cfg.measure_skip_steps < cfg.train_iters:

@@ -41,8 +41,9 @@ PRECISIONS = ("bf16", "fp16", "fp32")
 # CPU_PRECISION: what cpu jobs compute in (utils/machine/cpu_precision.py); auto follows the CPU's native support.
 CPU_PRECISIONS = ("auto", *PRECISIONS)
 LR_DECAYS = ("cosine", "linear", "constant")
-# PROFILE: the fairness table on every stack, or each vendor's published recipe (train/profiles/).
-PROFILES = ("identical", "tuned")
+# PROFILE: the fairness table on every stack, each vendor's published recipe, or MLPerf Training's Llama 3.1 8B
+# rules on every stack (train/profiles/).
+PROFILES = ("identical", "tuned", "mlperf")
 # PROFILE_FALLBACK: what a job with no vendor recipe runs under PROFILE=tuned (empty: it is an error).
 PROFILE_FALLBACKS = ("identical",)
 # BOS_POLICY: which ids data/encode.py writes around a document (data/token_policy.py).
@@ -123,6 +124,12 @@ RULES: dict[str, Rule] = {
     # per model, since it depends on MODELS and MODEL_SIZE).
     "model_layers": _COUNT,
     "profile": Rule(choices=PROFILES, fold_case=True),
+    # ---- MLPerf schedule horizon and Adam epsilon (issue 35: PROFILE=mlperf sets them) ----
+    # LR_DECAY_ITERS: the step at which the decay reaches MIN_LR (empty: TRAIN_ITERS). MLPerf's cosine ends at
+    # 1,200,000 steps whatever the run's length, so a run stopped at its target never reaches the end.
+    "lr_decay_iters": _COUNT,
+    # ADAM_EPS: Adam's epsilon; above 1 it would dominate every second-moment estimate (recipes use 1e-8 to 1e-5).
+    "adam_eps": Rule(minimum=0.0, above_minimum=True, maximum=1.0),
     "profile_fallback": Rule(choices=PROFILE_FALLBACKS, fold_case=True),
     "data_samples": _COUNT,
     # The generated corpus is written to DATA_DIR in full: a terabyte is beyond any offline test or demo.

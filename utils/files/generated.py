@@ -10,8 +10,9 @@ The names, by writer (each the owner of its name; this table only recognises the
 names of ``OUTPUT_DIR`` come from ``utils/files/names.py``, where each writer's name function and its
 pattern sit side by side):
 
-* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_tuned][_r<k>][_from-<run>].json`` and their
-  per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``); the
+* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<run>].json``, their
+  per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``) and a
+  ``PROFILE=mlperf`` result's MLLOG ``.mllog`` (``utils/result/mllog.py``); the
   comparison ``compare.png``, ``compare.md``, ``loss_parity.png``, ``compare_<platform>_frameworks.png``
   (``evaluate/``), the page ``report.html`` (``evaluate/report_html/``), the gate's ``gate.json``
   (``evaluate/gate.py --report``), the history's ``history_trend.png`` (``evaluate/history/``) and the

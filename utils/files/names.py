@@ -18,7 +18,9 @@ import re
 from utils.config.registry import framework_names, model_names, platform_names
 
 STEPS_SUFFIX = ".steps.jsonl"  # the per-step record beside each result (utils/result/step_log.py)
+MLLOG_SUFFIX = ".mllog"  # the MLLOG beside a PROFILE=mlperf result (utils/result/mllog.py)
 TUNED = "_tuned"
+MLPERF = "_mlperf"
 ORIGIN_PREFIX = "_from-"  # a log-analysis result names the run it was read from (evaluate/extract.py)
 # What a run's name may hold once evaluate/extract.py made it file-name safe (letters, digits, '.', '-').
 ORIGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,70}[A-Za-z0-9])?")
@@ -45,8 +47,8 @@ def _one_of(names: list[str]) -> str:
 
 def result_stem(platform: str, framework: str, model: str, run_index: int | None = None,
                 profile: str = "identical", origin: str | None = None) -> str:
-    """``train_<platform>_<framework>_<model>[_tuned][_r<k>][_from-<origin>]`` (the caller checks the names)."""
-    tuned = TUNED if profile == "tuned" else ""
+    """``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<origin>]`` (the caller checks names)."""
+    tuned = {"tuned": TUNED, "mlperf": MLPERF}.get(profile, "")
     suffix = f"_r{int(run_index)}" if run_index is not None else ""
     if origin is not None and not ORIGIN.fullmatch(origin):
         raise ValueError(f"a run's name in a file name must match {ORIGIN.pattern}")
@@ -67,8 +69,8 @@ def frameworks_figure_name(platform: str) -> str:
 
 RESULT_STEM = re.compile(
     rf"train_{_one_of(platform_names())}_{_one_of(framework_names())}_{_one_of(model_names())}"
-    rf"(?:{TUNED})?(?:_r\d+)?(?:{re.escape(ORIGIN_PREFIX)}{ORIGIN.pattern})?")
-RESULT_NAME = re.compile(rf"{RESULT_STEM.pattern}(?:\.json|{re.escape(STEPS_SUFFIX)})")
+    rf"(?:{TUNED}|{MLPERF})?(?:_r\d+)?(?:{re.escape(ORIGIN_PREFIX)}{ORIGIN.pattern})?")
+RESULT_NAME = re.compile(rf"{RESULT_STEM.pattern}(?:\.json|{re.escape(STEPS_SUFFIX)}|{re.escape(MLLOG_SUFFIX)})")
 FRAMEWORKS_FIGURE = re.compile(rf"compare_{_one_of(platform_names())}_frameworks\.png")
 
 

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from utils.machine.host_tunables import read_host_tunables
+
 # Set by amd.Dockerfile and nvd.Dockerfile.
 CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
 
@@ -93,6 +95,7 @@ def capture_environment(
         "os": platform.platform(),
         "hostname": platform.node(),
         "image": container_image(environ),
+        "host_tunables": read_host_tunables(),  # record only (issue 35): governor, NUMA balancing, THP, ASLR ...
     }
 
 

@@ -81,8 +81,9 @@ def now_iso() -> str:
 
 def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
                 profile: str = "identical", origin: str | None = None) -> Path:
-    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, repeated runs ``_r<k>``,
-    a log-analysis result ``_from-<origin>`` (``utils/files/names.py`` builds the name, purge and wrap know it).
+    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, an mlperf one ``_mlperf``,
+    repeated runs ``_r<k>``, a log-analysis result ``_from-<origin>`` (``utils/files/names.py`` builds the name,
+    purge and wrap know it).
 
     The profile is in the name so that identical and tuned results of one job live side by side
     in one OUTPUT_DIR and one comparison shows both.

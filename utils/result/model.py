@@ -100,6 +100,25 @@ class ImageInfo(Block):
     in_container: bool = False
 
 
+class HostTunables(Block):
+    """The host settings MLPerf submitters change, as read at the start (``utils/machine/host_tunables.py``).
+
+    Record only. ``cstates`` is CPU 0's idle states (``C6:off`` = disabled), ``cpu_governor`` every
+    CPU's (with counts when they differ). None with the reason in ``unreadable``.
+    """
+
+    cpu_governor: str | None = None
+    cstates: str | None = None
+    cpuidle_driver: str | None = None
+    numa_balancing: str | None = None
+    thp_enabled: str | None = None
+    thp_defrag: str | None = None
+    aslr: str | None = None
+    nmi_watchdog: str | None = None
+    cpu_boost: str | None = None
+    unreadable: dict[str, str] = Field(default_factory=dict)
+
+
 class Environment(Block):
     """Performance-relevant variables and library versions (``utils/machine/environment.py``); never secrets."""
 
@@ -111,6 +130,7 @@ class Environment(Block):
     hostname: str | None = None
     image: ImageInfo = Field(default_factory=ImageInfo)
     captured_by: str | None = None
+    host_tunables: HostTunables | None = None
 
 
 class FrameworkVersions(Block):
@@ -284,7 +304,7 @@ class ProfileSettings(Block):
     why the identical profile ran although tuned was requested (``PROFILE_FALLBACK=identical``).
     """
 
-    requested: Literal["identical", "tuned"]
+    requested: Literal["identical", "tuned", "mlperf"]
     recipe: str | None = None
     title: str | None = None
     borrowed_from: str | None = None
@@ -633,6 +653,51 @@ def first_at_target(quality: Quality) -> Evaluation | None:
     if quality.target_loss is None:
         return None
     return next((e for e in quality.evaluations if e.loss is not None and e.loss <= quality.target_loss), None)
+# MLPerf (issue 35: PROFILE=mlperf; utils/result/mllog.py produces it)
+
+
+class MlperfCheck(Block):
+    """MLPerf's compliance checker on the run's MLLOG for one ruleset: its verdict and its own messages.
+
+    ``verdict`` is the checker's last line (SUCCESS or FAILED); None with ``reason`` when it did not finish.
+    """
+
+    ruleset: str
+    verdict: Literal["SUCCESS", "FAILED"] | None
+    messages: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class MlperfRcp(Block):
+    """What mlperf-logging's reference convergence points say about the run's GBS (``kind``: point, interpolated
+    between points, or none), with the point's learning rate and warm-up samples where there is one."""
+
+    gbs: Positive | None
+    kind: Literal["point", "interpolated", "none"]
+    source: str
+    base_lr: NonNegative | None = None
+    warmup_samples: Count | None = None
+    note: str = ""
+
+
+class Mlperf(Block):
+    """A ``PROFILE=mlperf`` run's MLLOG (a file beside the result) and the checker's verdict on it.
+
+    ``verdict`` is the ruleset of record's (``ruleset_of_record``, 6.0.0); ``checks`` holds every
+    ruleset run. None with ``reason`` when no MLLOG could be written (no quality block, no
+    mlperf-logging). ``derived_from`` says who wrote the MLLOG and from what.
+    """
+
+    benchmark: str
+    derived_from: str
+    not_a_submission: str
+    checker: str | None = None
+    ruleset_of_record: str | None = None
+    mllog: str | None = None
+    verdict: Literal["SUCCESS", "FAILED"] | None = None
+    checks: list[MlperfCheck] = Field(default_factory=list)
+    rcp: MlperfRcp | None = None
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -650,7 +715,7 @@ class Result(Block):
     framework: str
     model: str
     run_index: Positive | None = None
-    profile: Literal["identical", "tuned"] = "identical"
+    profile: Literal["identical", "tuned", "mlperf"] = "identical"
     profile_settings: ProfileSettings | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -678,6 +743,7 @@ class Result(Block):
     profiling: Profiling | None = None
     # held-out evaluations and the figures to TARGET_LOSS (issue 34); None: evaluation was off
     quality: Quality | None = None
+    mlperf: Mlperf | None = None  # PROFILE=mlperf only: MLLOG and MLPerf's compliance verdict
 
     @field_validator("platform", "framework", "model")
     @classmethod

@@ -1,0 +1,43 @@
+"""PROFILE=mlperf results as a launch leaves them, for the MLLOG and compare tests (issue 35).
+
+Built through ``tests/helpers/evaluate.py``'s ``make_result`` (the real result API) with a
+``quality`` block from ``utils/measure/quality.py`` and the effective settings the preflight
+records, so the MLLOG tprimat derives from them is the one a real run would get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.evaluate import make_result, workload_config
+from train.profiles import apply_profile
+from utils.measure.quality import build_quality, make_evaluation
+from utils.result.model import EffectiveSettings, Result
+
+# A tiny model at SL 128 and GBS 8, evaluated every 2 steps: the run a cpu pipeline check makes.
+TINY = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "8", "GA": "1",
+        "TRAIN_ITERS": "4", "WARMUP_STEPS": "2", "EVAL_INTERVAL": "16", "EVAL_SAMPLES": "8"}
+# The full model at the rules (SL 8192, GBS 32).
+FULL = {"PROFILE": "mlperf", "TRAIN_ITERS": "8"}
+
+
+def mlperf_result(out_dir: Path, losses: list[float], platform: str = "nvd", framework: str = "mega",
+                  mutate: Callable[[Result], Any] | None = None, **workload: str) -> Path:
+    """Write a finished result of a PROFILE=mlperf job: an evaluation every 2 steps with ``losses``, 3 s apart."""
+    cfg, _ = apply_profile(workload_config(**workload), platform, framework, "llama")
+
+    def add_quality(result: Result) -> None:
+        evaluations = [make_evaluation(cfg, step=2 * (i + 1), loss=loss, seconds=3.0 * (i + 1), eval_seconds=0.5)
+                       for i, loss in enumerate(losses)]
+        start = datetime.fromisoformat(result.started_at or "").timestamp() + 60.0  # init took a minute
+        result.quality = build_quality(cfg, evaluations, reduction="per-token mean over all evaluated tokens",
+                                       platform=platform, gpus=cfg.world_size, run_start_unix=start)
+        result.effective_settings = EffectiveSettings(
+            settings={"adam_eps": cfg.adam_eps, "lr_decay_iters": cfg.decay_iters}, resolved_by="the preflight")
+        if mutate is not None:
+            mutate(result)
+
+    return make_result(out_dir, platform, framework, mutate=add_quality, **workload)
