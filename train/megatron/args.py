@@ -275,7 +275,7 @@ def megatron_settings(
         "eod_mask_loss": FIXED["eod_mask_loss"],
         "reset_position_ids": FIXED["reset_position_ids"],
         "reset_attention_mask": FIXED["reset_attention_mask"],
-        "eval_iters": FIXED["eval_iters"],
+        "eval_iters": cfg.eval_iters,
         "eval_interval": cfg.train_iters,
         "log_interval": FIXED["log_interval"],
         "log_throughput": True,

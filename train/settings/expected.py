@@ -60,10 +60,9 @@ FIXED: dict[str, Any] = {
     "reset_position_ids": False,
     "reset_attention_mask": False,
     "data_split": "100,0,0",
-    # no checkpoints, no evaluation, one log line per step, no re-runs of suspicious steps
+    # no checkpoints, one log line per step, no re-runs of suspicious steps (evaluation: EVAL_SAMPLES, below)
     "checkpoint_interval": None,
     "checkpoint_at_end": False,
-    "eval_iters": 0,
     "log_interval": 1,
     "rerun_mode": "disabled",
 }
@@ -147,6 +146,8 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         "adam_beta2": cfg.beta2,
         "clip_grad": cfg.grad_clip,
         "init_method_std": cfg.init_std,
+        # held-out evaluation (issue 34): global batches per evaluation, 0 when off (config.env's default)
+        "eval_iters": cfg.eval_iters,
         # Megatron's scaled std of the attention output and MLP down projections (train/rules/init_std.py), read back
         # from each stack's own TransformerConfig by its probe, and used by tran and deep (train/tran/init.py)
         "output_layer_init_method_std": megatron_init_stds(cfg.init_std, shape.num_layers).scaled_std,

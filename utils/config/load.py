@@ -145,6 +145,14 @@ class Config:
     # HISTORY_DB: the results database (evaluate/history/store.py): a path, a sqlite:/// or postgresql:// URL, or
     # off; empty: history/tprimat-history.sqlite in the repository. Never a password (every key is printable).
     history_db: str | None = None
+    # ---- time to quality (issue 34; evaluation is off by default, so throughput runs are unchanged) ----
+    # EVAL_INTERVAL: training samples between held-out evaluations (0: off); EVAL_SAMPLES: held-out sequences per
+    # evaluation. With evaluation on, both are positive multiples of GBS (every stack evaluates in whole batches).
+    eval_interval: int = 0
+    eval_samples: int = 0
+    # TARGET_LOSS: the eval loss a run aims at (empty: none); STOP_AT_TARGET: end after the first evaluation at or below
+    target_loss: float | None = None
+    stop_at_target: bool = True
 
     # ---- derived values -------------------------------------------------
     @property
@@ -174,6 +182,21 @@ class Config:
     @property
     def tokens_per_step(self) -> int:
         return self.gbs * self.sl
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the run evaluates on the held-out set (EVAL_INTERVAL and EVAL_SAMPLES both set)."""
+        return self.eval_interval > 0 and self.eval_samples > 0
+
+    @property
+    def eval_interval_steps(self) -> int:
+        """Optimizer steps between evaluations (Megatron's ``--eval-interval``); 0 when evaluation is off."""
+        return self.eval_interval // self.gbs
+
+    @property
+    def eval_iters(self) -> int:
+        """Global batches per evaluation (Megatron's ``--eval-iters``); 0 when evaluation is off."""
+        return self.eval_samples // self.gbs
 
     @property
     def skip_steps(self) -> int:
@@ -327,6 +350,7 @@ def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
         problem = tensor_split_problem(get_shape(model, cfg.model_size), cfg.tp)
         if problem:
             raise ConfigError(f"{problem}; MODELS has {model} at MODEL_SIZE={cfg.model_size}")
+    _check_evaluation(cfg)
     if explicit_gbs is not None and explicit_gbs != cfg.gbs:
         raise ConfigError(
             f"GBS={explicit_gbs} but MBS*DP*GA = {cfg.mbs}*{cfg.dp}*{cfg.ga} = {cfg.gbs}: "
@@ -338,6 +362,20 @@ def _check_consistency(cfg: Config, explicit_gbs: int | None) -> None:
             f"NNODES*GPUS_PER_NODE = {cfg.nnodes}*{cfg.gpus_per_node} = {cfg.nnodes * cfg.gpus_per_node}: "
             "they must be equal"
         )
+
+
+def _check_evaluation(cfg: Config) -> None:
+    """The time-to-quality keys together (issue 34): both counts on or both off, whole global batches, a target
+    only with evaluation on."""
+    if (cfg.eval_interval > 0) != (cfg.eval_samples > 0):
+        raise ConfigError(f"EVAL_INTERVAL={cfg.eval_interval}, EVAL_SAMPLES={cfg.eval_samples}: set both (evaluation "
+                          "on) or neither (off)")
+    for key, value in (("EVAL_INTERVAL", cfg.eval_interval), ("EVAL_SAMPLES", cfg.eval_samples)):
+        if value % cfg.gbs:
+            raise ConfigError(f"{key}={value}: must be a multiple of GBS={cfg.gbs} (every stack evaluates in whole "
+                              "global batches)")
+    if cfg.target_loss is not None and not cfg.evaluates:
+        raise ConfigError(f"TARGET_LOSS={cfg.target_loss}: needs evaluation on (EVAL_INTERVAL and EVAL_SAMPLES)")
 
 
 def _validate(cfg: Config, explicit_gbs: int | None) -> None:

@@ -144,6 +144,11 @@ RULES: dict[str, Rule] = {
     # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters
     # git allows in a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
     "megatron_impl": Rule(choices=MEGATRON_IMPLS),
+    # ---- time to quality (issue 34): sample counts (0 = evaluation off) and a loss in nats per token;
+    # a cross-entropy of 1000 nats is beyond any vocabulary (ln of the vocabulary size is ~12), so larger is a typo
+    "eval_interval": _INDEX,
+    "eval_samples": _INDEX,
+    "target_loss": Rule(minimum=0.0, above_minimum=True, maximum=1000.0),
     "megatron_ref": Rule(pattern=r"(?!.*\.\.)(?:[0-9a-f]{7,40}|[A-Za-z0-9][A-Za-z0-9._/-]{0,99})",
                          describe="a Megatron-LM tag or commit, e.g. core_v0.12.0 or 847781764f"),
 }

@@ -8,6 +8,7 @@ Layout under ``DATA_DIR``::
 
     <dataset_name>/raw.jsonl, clean.jsonl, *.manifest.json     fetch/clean outputs
     <dataset_name>-<model>_text_document.{bin,idx}             Megatron indexed dataset
+    <dataset_name>-<model>-valid_text_document.{bin,idx}       its held-out validation set (issue 34)
     tokenizers/<model>          downloaded (bc, c4, local:...)
     tokenizers/sample-<model>   generated for DATASET=sample
 """
@@ -46,6 +47,15 @@ def tokenizer_dir(cfg: Config, model: str) -> Path:
 def dataset_prefix(cfg: Config, model: str) -> Path:
     """Megatron data prefix (no ``.bin``/``.idx``): what ``--data-path`` is given."""
     return cfg.data_dir / f"{cfg.dataset_name}-{model}_text_document"
+
+
+def valid_prefix(cfg: Config, model: str) -> Path:
+    """The held-out validation set's Megatron prefix, beside the training one (``--valid-data-path``).
+
+    Megatron's ``tools/preprocess_data.py`` names an output prefix ``P`` as ``P_text_document``; the validation set's
+    output prefix is ``<dataset_name>-<model>-valid``. Its documents never reach the training prefix (data/clean.py).
+    """
+    return cfg.data_dir / f"{cfg.dataset_name}-{model}-valid_text_document"
 
 
 def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:

@@ -21,6 +21,10 @@ holds files they wrote):
   recorded step times, the same rule :mod:`utils.measure.metrics` applies;
 * ``source.primus_experiment`` becomes an entry of ``source.generated_files``.
 
+Version 2 gained the optional ``quality`` block later (issue 34: held-out evaluations, time to target): a file
+without it, version 1 or 2, reads with ``quality`` null, which is what it means (evaluation was off), so that
+addition needs no migration step and no new version number.
+
 Keys version 2 has no place for are listed in a warning on the migrated result,
 never dropped silently.
 """
