@@ -32,31 +32,12 @@ from typing import Any
 
 from train.launch.contract import LaunchPlan
 from train.logs.patterns import EvaluationLine, clean_line, message_of, parse_iteration
+from train.logs.quality import record_path
 from train.logs.scan import EvaluationReader
 from utils.config.load import Config
 
-RECORD_SUFFIX = ".evaluations.jsonl"
 # The process that is the elastic agent, never the one to signal (its SIGTERM kills the workers, exit non-zero).
 AGENTS = ("torchrun", "torch.distributed.run", "torch/distributed/run.py")
-
-
-def record_path(log_path: Path) -> Path:
-    """Where the watcher records arrivals: beside the job's log (``<log>.evaluations.jsonl``)."""
-    return log_path.with_name(log_path.name + RECORD_SUFFIX)
-
-
-def read_record(log_path: Path) -> list[dict[str, Any]]:
-    """The watcher's entries for a log, in arrival order ([] when none was written); broken lines skipped."""
-    path = record_path(log_path)
-    if not path.is_file():
-        return []
-    entries = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict):
-                entries.append(entry)
-    return entries
 
 
 def _children() -> dict[int, list[int]]:

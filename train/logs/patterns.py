@@ -258,9 +258,12 @@ def eval_timer_seconds(message: str) -> float | None:
     return float(slowest) / 1000.0
 
 
-def nemo_validation_step(message: str) -> bool:
-    """Whether ``message`` is one of NeMo's ``Validation: iteration i/n`` lines (not the sanity check's)."""
-    return "Validation: iteration" in message and NEMO_VALIDATION.search(message) is not None
+def nemo_validation_step(message: str) -> int | None:
+    """``n`` of NeMo's ``Validation: iteration i/n`` (global batches per validation; not the sanity check's)."""
+    if "Validation: iteration" not in message:
+        return None
+    match = NEMO_VALIDATION.search(message)
+    return int(match.group(2)) if match else None
 
 
 def parse_memory(line: str) -> MemoryReport | None:

@@ -75,6 +75,7 @@ class LogScan:
 
     iterations: list[IterationRecord] = field(default_factory=list)
     evaluations: list[EvaluationLine] = field(default_factory=list)
+    validation_steps: int | None = None  # global batches per evaluation, where only NeMo's printer states them
     memory: list[MemoryReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # OOM, NCCL/RCCL, NaN
     exceptions: list[Problem] = field(default_factory=list)  # any other exception line
@@ -176,6 +177,7 @@ class EvaluationReader:
 
     def __init__(self) -> None:
         self.evaluations: list[EvaluationLine] = []
+        self.validation_steps: int | None = None  # NeMo's ``Validation: iteration i/n``: n global batches
         self._seconds: float | None = None
         self._nemo_block = False
 
@@ -190,8 +192,9 @@ class EvaluationReader:
             found.eval_seconds, self._seconds = self._seconds, None
             self.evaluations.append(found)
             return True
-        if nemo_validation_step(message):
-            self._nemo_block = True
+        steps = nemo_validation_step(message)
+        if steps is not None:
+            self._nemo_block, self.validation_steps = True, steps
             return True
         return False
 
@@ -250,7 +253,7 @@ def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
         if problem is not None:
             (scan.exceptions if problem.kind == "exception" else scan.problems).append(problem)
     arguments.finish()
-    scan.evaluations = evaluations.evaluations
+    scan.evaluations, scan.validation_steps = evaluations.evaluations, evaluations.validation_steps
     if arguments.found:
         scan.arguments, scan.arguments_at = arguments.values, f"{where}{arguments.line_no}"
     for text in arguments.warnings:
@@ -329,6 +332,7 @@ def merge_scans(scans: list[LogScan]) -> LogScan:
     primary = max(scans, key=lambda s: len(s.iterations))
     evaluated = max(scans, key=lambda s: (len(s.evaluations), s is primary))  # the last rank prints them
     merged = LogScan(iterations=primary.iterations, evaluations=evaluated.evaluations,
+                     validation_steps=evaluated.validation_steps,
                      log_format=primary.log_format, last_lines=primary.last_lines,
                      line_count=primary.line_count, kind=primary.kind,
                      interval_is_average=primary.interval_is_average)

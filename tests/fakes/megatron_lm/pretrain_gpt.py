@@ -8,7 +8,10 @@ with the format strings of Megatron-LM at MEGATRON_REF (847781764f), cited per l
 printing Megatron's exit line (its ``checkpoint_and_decide_exit``); without it SIGTERM ends the process.
 
 Knobs (environment): ``TPRIMAT_FAKE_EVAL_LOSSES`` the k-th evaluation's loss (comma list, ``nan`` allowed;
-default 8 x 0.8^k), ``TPRIMAT_FAKE_STEP_S`` seconds per step (default 0.02). Nothing here is upstream code.
+default 8 x 0.8^k), ``TPRIMAT_FAKE_STEP_S`` seconds per step (default 0.02), ``TPRIMAT_FAKE_SIGNAL_WAIT_S`` how long
+an evaluation waits for a SIGTERM before its step ends (default 0; a test sets it so that a loaded host's launcher
+still stops the run at the step of the evaluation it reads, as it does when a real step takes seconds). Nothing
+here is upstream code.
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ def main(argv: list[str]) -> int:
             evaluations += 1
             time.sleep(step_s)
             _evaluation(f"iteration {iteration}", _eval_loss(evaluations), step_s)
+            deadline = time.monotonic() + float(os.environ.get("TPRIMAT_FAKE_SIGNAL_WAIT_S", "0"))
+            while flags.get("exit_signal_handler") and not received and time.monotonic() < deadline:
+                time.sleep(0.005)
         if received:  # training.py:1830-1845 (checkpoint_and_decide_exit), then sys.exit(0) (l.2441-2449)
             _print(f"[exiting program after receiving SIGTERM.] datetime: "
                    f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} ")

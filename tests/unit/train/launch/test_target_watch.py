@@ -18,19 +18,21 @@ import pytest
 
 from tests.helpers.paths import FAKES
 from train.launch.job_guard import Signals, run_logged
-from train.launch.target_watch import TargetWatch, find_worker, read_record, record_path
+from train.launch.target_watch import TargetWatch, find_worker
+from train.logs.quality import read_record, record_path
 from train.logs.scan import scan_file
 
 SCRIPT = "pretrain_gpt.py"
 
 
 def run_stand_in(tmp_path: Path, *flags: str, target: float | None, stop: bool = True,
-                 losses: str = "7,6,5,4,3") -> tuple[int, TargetWatch, Path]:
+                 losses: str = "7,6,5,4,3", wait: str = "5") -> tuple[int, TargetWatch, Path]:
     log = tmp_path / "job.log"
     watch = TargetWatch(record_path(log), SCRIPT, target, stop)
     argv = [sys.executable, str(FAKES / "megatron_lm" / SCRIPT), "--train-iters", "40", "--eval-iters", "1",
             "--eval-interval", "4", "--global-batch-size", "8", "--valid-data-path", "/v", *flags]
-    env = {**os.environ, "TPRIMAT_FAKE_STEP_S": "0.02", "TPRIMAT_FAKE_EVAL_LOSSES": losses}
+    env = {**os.environ, "TPRIMAT_FAKE_STEP_S": "0.02", "TPRIMAT_FAKE_EVAL_LOSSES": losses,
+           "TPRIMAT_FAKE_SIGNAL_WAIT_S": wait}
     with Signals() as signals:
         code = run_logged(argv, env, None, {}, log, signals, watch=watch)
     return code, watch, log
@@ -41,7 +43,7 @@ def test_stops_gracefully_after_the_first_evaluation_at_the_target(tmp_path: Pat
     assert code == 0 and watch.stopped is not None and "stopped at target" in watch.stopped
     scan = scan_file(log)
     assert [e.loss for e in scan.evaluations] == [7.0, 6.0, 5.0]  # at or below: 5.0 stops
-    assert scan.last_iteration <= 13  # the evaluation after step 12, then at most one more step
+    assert scan.last_iteration == 12  # the step of the evaluation at the target is the last
     assert "[exiting program after receiving SIGTERM.]" in log.read_text(encoding="utf-8")
     record = read_record(log)
     kinds = [entry["kind"] for entry in record]
@@ -53,7 +55,8 @@ def test_stops_gracefully_after_the_first_evaluation_at_the_target(tmp_path: Pat
 
 
 def test_no_stop_without_stop_at_target_and_a_record_all_the_same(tmp_path: Path) -> None:
-    code, watch, log = run_stand_in(tmp_path, "--exit-signal-handler", target=5.0, stop=False, losses="7,6")
+    code, watch, log = run_stand_in(tmp_path, "--exit-signal-handler", target=5.0, stop=False, losses="7,6",
+                                    wait="0")
     assert code == 0 and watch.stopped is None
     scan = scan_file(log)
     assert scan.last_iteration == 40 and [e.kind for e in scan.evaluations][-1] == "after training"

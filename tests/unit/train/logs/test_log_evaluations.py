@@ -19,8 +19,9 @@ from train.logs.scan import merge_scans, scan_lines
 
 ITERATION = (" [2026-11-27 08:00:0{s}] iteration {i:8d}/      40 | consumed samples: {c:12d} | elapsed time per "
              "iteration (ms): 512.0 | learning rate: 1.000000E-04 | global batch size:     8 | lm loss: 6.5E+00 |"
-             " loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |")
-TIMER = ["(min, max) time across ranks (ms):", "    evaluate ........................................: (1180.25, 1234.50)"]
+             " loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:"
+             "   0 |")
+TIMER = ["(min, max) time across ranks (ms):", "    evaluate " + "." * 39 + ": (1180.25, 1234.50)"]
 
 
 def validation(prefix: str, value: str, ppl: str = "1.234568E+02") -> list[str]:
