@@ -81,8 +81,22 @@ def plan(ctx: RunContext) -> LaunchPlan:
             *megatron_args(cfg, job.shape, ctx.platform, job.prefix, job.tokenizer, job.padding, ctx.profile)]
     backend = attention_backend(ctx.platform, ctx.profile, cfg.megatron_impl)
     env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(backend)}
-    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=job.notes,
+    notes = [*job.notes, *evaluation_notes(cfg)]
+    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes,
                       stop_script=STOP_SCRIPT if cfg.evaluates else None)
+
+
+def evaluation_notes(cfg: Config) -> list[str]:
+    """The dry run's words for held-out evaluation under Megatron (nothing when it is off)."""
+    if not cfg.evaluates:
+        return []
+    target = (f"at the first evaluation at or below TARGET_LOSS={cfg.target_loss:g} (or a NaN one) the launcher "
+              f"sends SIGTERM to one {STOP_SCRIPT} worker and --exit-signal-handler ends the run after that step"
+              if cfg.target_loss is not None and cfg.stop_at_target else
+              "a NaN evaluation stops the run (SIGTERM to one worker, --exit-signal-handler); no target stop")
+    return [f"evaluation: {cfg.eval_iters} global batches ({cfg.eval_samples} samples) after every "
+            f"{cfg.eval_interval_steps} steps, the next block of the validation set each time (Megatron's iterator "
+            f"continues); {target}"]
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

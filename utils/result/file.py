@@ -195,15 +195,13 @@ def finalize_result(result: Result, status: str, error: str | None) -> Result:
 
     The rules are :func:`utils.result.failures.final_status`'s: ``ok`` needs no error and
     every expected step (fewer makes it ``incomplete``); ``incomplete``/``failed``
-    need a reason, to which "(k of n steps done)" is appended. A run stopped at its target loss
-    (``quality.stopped_at_target``) expects the steps it ran. The steps expected are
+    need a reason, to which "(k of n steps done)" is appended. The steps expected are
     the array entries from ``first_step`` to ``TRAIN_ITERS`` at ``step_interval`` (every
     step of a run from step 1; what is left of the run for a log that starts later).
     """
     done = len(result.step_times)
     last = result.training_config.max_steps
-    if last is None or (result.quality is not None and result.quality.stopped_at_target):
-        # a run stopped at its target loss (issue 34, STOP_AT_TARGET) ran every step it needed: an ok ending
+    if last is None:
         return _finish(result, status, error, done)
     expected = (last - result.first_step) // result.step_interval + 1 if last >= result.first_step else done
     return _finish(result, status, error, expected)
@@ -212,6 +210,10 @@ def finalize_result(result: Result, status: str, error: str | None) -> Result:
 def _finish(result: Result, status: str, error: str | None, expected_steps: int) -> Result:
     if status not in STATUSES:
         raise ValueError(f"status {status!r}: allowed values are {', '.join(STATUSES)}")
+    quality = result.quality
+    if quality is not None and quality.stopped_at_target and quality.evaluations:
+        # STOP_AT_TARGET ended the run after the evaluation at the target (issue 34): an ok ending, not a short run
+        expected_steps = min(expected_steps, quality.evaluations[-1].step)
     status, error = final_status(status, error, len(result.step_times), expected_steps)
     return update_result(result, status=status, error=error, finished_at=now_iso())
 
