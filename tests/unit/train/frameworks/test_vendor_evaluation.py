@@ -181,3 +181,39 @@ def test_a_foreign_log_without_the_evaluation_sizes_says_so(tmp_path: Path) -> N
     result = analyse_files([log], AnalysisOptions(platform="nvd")).result
     assert result.quality is None
     assert any("2 evaluation line(s) found, but the log states no eval iterations" in w for w in result.warnings)
+
+
+@pytest.mark.slow
+def test_the_launcher_stops_a_torchrun_megatron_job_at_its_target(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """launch -> preflight -> torchrun -> the stand-in Megatron (tests/fakes/megatron_lm) -> the target watch
+    signals its worker (not torchrun) -> exit 0 -> collect: a result stopped at target, ok, with its quality block."""
+    from dataclasses import replace
+
+    from tests.helpers.preflight import FAKE_COMMIT, fake_megatron, point_at_fakes
+    from tests.helpers.proc import free_port
+    from train.launch.launcher import launch
+    from utils.result.file import read_result
+
+    point_at_fakes(monkeypatch, tmp_path / "preflight")
+    tree = fake_megatron(tmp_path / "run")  # the stand-in is the tree the plan runs
+    cfg = make_config(tmp_path, MEGATRON_PATH=str(tree), MEGATRON_REF=FAKE_COMMIT, GPUS_PER_NODE="1", DP="1",
+                      GA="8", TRAIN_ITERS="40", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                      EVAL_INTERVAL="32", EVAL_SAMPLES="8", TARGET_LOSS="5")
+    tokenizer_dir(cfg, "llama").mkdir(parents=True)
+    (tokenizer_dir(cfg, "llama") / "tokenizer.json").write_text("{}", encoding="utf-8")
+    for suffix in (".bin", ".idx"):  # stand-in data: the stand-in reads none (data checks: tests/unit/data/)
+        Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").write_bytes(b"")
+    monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
+    monkeypatch.setattr("train.launch.launcher.dataset_problem", lambda ctx: None)
+    for key, value in {"TPRIMAT_FAKE_STEP_S": "0.01", "TPRIMAT_FAKE_EVAL_LOSSES": "7,6,5,4",
+                       "TPRIMAT_FAKE_SIGNAL_WAIT_S": "10"}.items():
+        monkeypatch.setenv(key, value)
+    ctx = replace(make_context(cfg, "nvd", "mega", "llama"), force=True)  # the 8B on one GPU: past the memory check
+    assert launch(ctx, mega_plugin) == 0
+    result = read_result(ctx.result_path)
+    assert result.status == "ok", result.error
+    quality = result.quality
+    assert quality.stopped_at_target and [e.step for e in quality.evaluations] == [4, 8, 12]
+    assert len(result.step_times) == 12 and quality.time_to_target_s > 0
+    assert "[exiting program after receiving SIGTERM.]" in ctx.log_path.read_text(encoding="utf-8")
