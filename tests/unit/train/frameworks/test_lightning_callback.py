@@ -257,3 +257,16 @@ def test_a_nan_evaluation_stops_the_nemo_run_as_failed_with_its_reason(tmp_path)
     result = read_result(tmp_path / "result.json")
     assert result.status == "failed" and "not finite" in result.error and len(result.step_times) == 6
     assert result.quality.evaluations[-1].loss is None and result.quality.evaluations[-1].loss_reason
+
+
+def test_the_validation_sampler_reads_on_like_megatrons_iterator():
+    """NeMo 2.3's validation sampler restarts at 0 every validation (its consumed_samples is 0 for non-train
+    loaders); after evaluation k the callback sets it to k x EVAL_SAMPLES, so the next reads Megatron's next block."""
+    from types import SimpleNamespace
+
+    from train.nemo.callback import advance_validation_sampler
+
+    sampler = SimpleNamespace(consumed_samples=0)
+    trainer = SimpleNamespace(val_dataloaders=SimpleNamespace(batch_sampler=sampler))
+    assert advance_validation_sampler(trainer, 2 * 64) and sampler.consumed_samples == 128
+    assert not advance_validation_sampler(SimpleNamespace(val_dataloaders=None), 64)  # no such sampler: nothing
