@@ -217,3 +217,25 @@ def test_the_launcher_stops_a_torchrun_megatron_job_at_its_target(tmp_path: Path
     assert quality.stopped_at_target and [e.step for e in quality.evaluations] == [4, 8, 12]
     assert len(result.step_times) == 12 and quality.time_to_target_s > 0
     assert "[exiting program after receiving SIGTERM.]" in ctx.log_path.read_text(encoding="utf-8")
+
+
+def test_a_foreign_nemo_log_names_its_evaluations_even_without_a_sequence_length(tmp_path: Path) -> None:
+    """NeMo's console states no SL: the evaluations are found (val_loss after a validation block) and the result
+    says why it has no quality block."""
+    from tests.helpers.paths import FIXTURES
+    from train.logs.analyse import AnalysisOptions, analyse_files
+    from train.logs.scan import scan_file
+
+    lines = (FIXTURES / "logs" / "foreign" / "nemo_console_llama.log").read_text(encoding="utf-8").splitlines()
+    out = []
+    for line in lines:
+        if "Training epoch 0, iteration 10/" in line:
+            out += ["Validation: iteration 1/2", "Validation: iteration 2/2"]
+        out.append(line + (" | val_loss: 6.25" if "iteration 10/" in line or "iteration 11/" in line else ""))
+    log = tmp_path / "nemo_evaluated.log"
+    log.write_text("\n".join(out) + "\n", encoding="utf-8")
+    scan = scan_file(log)
+    assert [(e.iteration, e.loss) for e in scan.evaluations] == [(10, 6.25)] and scan.validation_steps == 2
+    result = analyse_files([log], AnalysisOptions(model="llama")).result
+    assert result.quality is None
+    assert any("1 evaluation line(s) found, but the log states no SL" in w for w in result.warnings)
