@@ -80,3 +80,20 @@ def test_megatrons_own_dataset_and_tokenizer_feed_trans_samples(tmp_path, platfo
     result = pf.preflight(*planned(cfg, platform, "mega", model))
     assert "samples of mega's own GPTDataset, equal to tran's" in result.resolved_by, result.resolved_by
     assert result.settings["samples_digest"]
+
+
+@pytest.mark.parametrize("platform", ["nvd", "amd"])
+def test_evaluation_arguments_are_accepted_and_read_back(tmp_path, platform):
+    """Issue 34: --train-data-path/--valid-data-path (one data source), --eval-iters, --eval-interval and
+    --exit-signal-handler, through Megatron's own parse_args + validate_args at MEGATRON_REF, read back."""
+    from tests.helpers.nemo import make_dataset_stub
+    from utils.dataset.paths import valid_prefix
+
+    cfg = _config(tmp_path, "bf16-tp1-cp1")
+    cfg = replace(cfg, eval_interval=5 * cfg.gbs, eval_samples=2 * cfg.gbs, target_loss=3.3)
+    make_dataset_stub(valid_prefix(cfg, "llama"))
+    ctx, plan = planned(cfg, platform, "mega", "llama")
+    assert "--valid-data-path" in plan.argv and "--data-path" not in plan.argv
+    settings = pf.preflight(ctx, plan).settings
+    assert (settings["eval_iters"], settings["eval_interval"], settings["exit_signal_handler"]) == (2, 5, True)
+    assert settings["data_split"] == "100,0,0"  # the training prefix is all training

@@ -43,3 +43,16 @@ def test_the_bf16_plugin_resets_the_reduction_dtype_unless_told(tmp_path):
     with pytest.raises(pf.PreflightError) as caught:
         pf.preflight(ctx, replace(plan, files={path: json.dumps(data)}))
     assert (caught.value.setting, caught.value.effective) == ("grad_reduce_in_fp32", True)
+
+
+def test_evaluation_fields_are_accepted_and_read_back(tmp_path):
+    """Issue 34: the data module with the validation prefix as its own split (all three path keys), and Lightning's
+    limit_val_batches / val_check_interval, built and connected by NeMo's own recipe code, read back."""
+    from tests.helpers.nemo import make_dataset_stub
+    from utils.dataset.paths import valid_prefix
+
+    cfg = conformance_config(tmp_path, "bf16-tp1-cp1")
+    cfg = replace(cfg, eval_interval=5 * cfg.gbs, eval_samples=2 * cfg.gbs)
+    make_dataset_stub(valid_prefix(cfg, "llama"))
+    settings = pf.preflight(*planned(cfg, "nvd", "nemo", "llama")).settings
+    assert (settings["eval_iters"], settings["eval_interval"]) == (2, 5)

@@ -50,3 +50,25 @@ def test_amd_launcher_table_matches_what_run_pretrain_sh_exports():
     assert differing == {}
     for key in ("NCCL_IB_GID_INDEX", "NCCL_PXN_DISABLE", "NVTE_USE_CAST_TRANSPOSE_TRITON", "RCCL_MSCCL_ENABLE"):
         assert key in exported and key in ours, key
+
+
+def test_primus_v050_reports_the_eval_loss_in_a_form_megatrons_evaluate_cannot_reduce():
+    """Issue 34: why prim refuses evaluation (train/prim/plugin.py CANNOT_EVALUATE), read in the fetched trees:
+    Primus's loss_func returns its reporting entry as a tuple literal, Megatron's evaluate() calls .view(-1) on each
+    entry, and no Primus module replaces evaluate at this version."""
+    import ast
+
+    root = Path(os.environ["TPRIMAT_PRIMUS"])
+    source = (root / "primus" / "modules" / "trainer" / "megatron" / "pre_trainer.py").read_text(encoding="utf-8")
+    loss_func = next(node for node in ast.walk(ast.parse(source))
+                     if isinstance(node, ast.FunctionDef) and node.name == "loss_func")
+    entries = [value for node in ast.walk(loss_func) if isinstance(node, ast.Dict)
+               for key, value in zip(node.keys, node.values, strict=True)
+               if isinstance(key, ast.Constant) and key.value == "lm loss"]
+    assert entries and all(isinstance(entry, ast.Tuple) for entry in entries)
+    training = (root / "third_party" / "Megatron-LM" / "megatron" / "training" / "training.py").read_text(
+        encoding="utf-8")
+    assert "val = [x[key].view(-1) for x in loss_dicts]" in training
+    patched = [path for path in (root / "primus").rglob("*.py")
+               if re.search(r"^\s*def evaluate\(|training\.evaluate\s*=", path.read_text(encoding="utf-8"), re.M)]
+    assert patched == [], f"a Primus module replaces Megatron's evaluate: {patched}"

@@ -155,6 +155,8 @@ class ProbeRequest:
     seq_len: int
     seed: int
     num_samples: int
+    split: str = "train"  # "valid": the prefix built as --valid-data-path (train/settings/sample_probe.py)
+    dataset_samples: int | None = None  # the dataset's size (default: num_samples)
 
 
 def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
@@ -163,7 +165,8 @@ def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
     under ``image``'s transformers (:func:`transformers_env`; None: the virtualenv's)."""
     path = side_pythonpath(version, image)
     work.mkdir(parents=True, exist_ok=True)
-    jobs = [{**{key: str(value) if isinstance(value, Path) else value for key, value in vars(request).items()},
+    jobs = [{**{key: str(value) if isinstance(value, Path) else value for key, value in vars(request).items()
+                if value is not None},
              "cache_dir": str(work / f"index_cache_{index}"), "out": str(work / f"samples_{index}.npz")}
             for index, request in enumerate(requests)]
     (work / "requests.json").write_text(json.dumps(jobs), encoding="utf-8")

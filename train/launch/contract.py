@@ -79,6 +79,9 @@ class LaunchPlan:
     reads_dataset: bool = True
     # The profile's settings with their sources (train/profiles/), shown by --dry-run.
     profile: list[str] = field(default_factory=list)
+    # The worker script that takes Megatron's graceful-stop SIGTERM (--exit-signal-handler) when an evaluation
+    # reaches TARGET_LOSS (train/launch/target_watch.py); None: the launcher never watches the job's evaluations.
+    stop_script: str | None = None
 
     def render(self) -> str:
         """Human-readable dry-run text: command, environment, generated files."""

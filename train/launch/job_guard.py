@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from utils.files.atomic import atomic_write_text
 
@@ -77,13 +77,21 @@ class Signals:
         return None if self.signum is None else 128 + self.signum
 
 
+class LineWatch(Protocol):
+    """What sees a job's output as it arrives (``train/launch/target_watch.py``)."""
+
+    def started(self, pid: int) -> None: ...
+
+    def line(self, raw: str) -> None: ...
+
+
 def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: dict[Path, str], log_path: Path,
-               signals: Signals, header: str | None = None) -> int:
+               signals: Signals, header: str | None = None, watch: LineWatch | None = None) -> int:
     """Write the generated files, run ``argv`` in its own process group with its output tee'd to ``log_path``.
 
     ``header`` is written as the log's first line: it marks the log as a tprimat launch for
-    log analysis (``train/logs/analyse.py``). Returns the exit code (negative: killed by that
-    signal; 127: could not start).
+    log analysis (``train/logs/analyse.py``). ``watch`` sees each line on arrival. Returns the exit code
+    (negative: killed by that signal; 127: could not start).
     """
     for path, text in files.items():
         atomic_write_text(path, text)
@@ -104,9 +112,13 @@ def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: di
             return 127
         signals.group = proc.pid
         signals.forward()  # a signal that arrived while the job was being started
+        if watch is not None:
+            watch.started(proc.pid)
         logging = showing = True
         assert proc.stdout is not None
         for line in proc.stdout:
+            if watch is not None:
+                watch.line(line)
             if showing:
                 try:
                     sys.stdout.write(line)

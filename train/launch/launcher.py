@@ -44,6 +44,7 @@ from train.launch.job_result import JobResult, Ran
 from train.launch.jobs import resolve_framework
 from train.launch.preflight import before_launch
 from train.launch.preflight import main as preflight_main
+from train.launch.target_watch import watcher_for
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
 from train.settings.samples import dry_run_note
@@ -217,8 +218,9 @@ def _run(ctx: RunContext, plan: LaunchPlan, signals: Signals,
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
     header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
     env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
+    watch = watcher_for(ctx.cfg, plan, ctx.log_path)  # Megatron-style jobs: evaluations stamped, the stop at the target
     with measured as energy:
-        return run_logged(plan.argv, env, plan.cwd, plan.files, ctx.log_path, signals, header), energy
+        return run_logged(plan.argv, env, plan.cwd, plan.files, ctx.log_path, signals, header, watch), energy
 
 
 @exits_on_config_error()

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from train.logs.quality import foreign_settings, log_quality, read_record
 from train.logs.scan import LogInputError, LogScan, scan_file
 from train.logs.workload import LogRun, workload_mismatches
 from utils.config.load import Config, default_skip_steps
@@ -340,7 +341,12 @@ def build_result(
     )
     measured = measure(result, scan, shape=shape, skip_iterations=cfg.skip_steps, world_size=cfg.world_size)
     status, reason, status_warnings = assess(scan, cfg, returncode)
-    result.warnings.extend([*notes, *scan.warnings, *measured, *status_warnings])
+    quality, quality_notes = log_quality(cfg, scan.evaluations, scan.iterations, framework=framework,
+                                         platform=platform, gpus=cfg.world_size, record=read_record(Path(log_path)))
+    result.quality = quality
+    if status == "ok" and quality is not None and quality.stop_reason and quality.evaluations[-1].loss is None:
+        status, reason = "failed", quality.stop_reason  # a NaN evaluation stopped the run, as a NaN step fails it
+    result.warnings.extend([*notes, *scan.warnings, *measured, *status_warnings, *quality_notes])
     return finalize_result(result, status, reason)
 
 
@@ -368,6 +374,14 @@ def build_log_result(
     measured = measure(result, scan, shape=run.shape, skip_iterations=skip_iterations,
                        world_size=run.training.num_gpus)
     status, reason, status_warnings = assess(scan, None, returncode)
+    training = run.training
+    settings, quality_notes = foreign_settings(scan.arguments, scan.evaluations, scan.validation_steps,
+                                               training.global_batch_size, training.sequence_length)
+    if settings is not None:
+        result.quality, more = log_quality(settings, scan.evaluations, scan.iterations, framework=framework,
+                                           platform=platform, gpus=training.num_gpus or 1)
+        quality_notes += more
+    notes = [*notes, *quality_notes]
     total = run.training.max_steps
     if status == "ok" and scan.truncated:
         status, reason = "incomplete", scan.truncated

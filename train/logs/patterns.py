@@ -20,6 +20,21 @@ NeMo's ``ProgressPrinter`` line (``Training epoch E, iteration i/n | key: value 
 which marks a log of a tprimat launch. Platform markers (RCCL, HIP, ``hip mem usage``,
 an MI300-class name; ``NCCL version x+cuda``, ``CUDA out of memory``, an H100-class
 name) are evidence of where a foreign log ran, reported with the line they came from.
+
+Evaluation lines (issue 34), as :func:`parse_evaluation` reads them:
+
+* Megatron-LM at ``MEGATRON_REF`` (847781764f) prints, on the last rank, `` validation{suffix} loss at
+  {prefix} | {key} value: {v:.6E} | {key} PPL: {exp(min(20, v)):.6E} | `` between two lines of dashes
+  (``megatron/training/training.py:2672-2700``); ``prefix`` is ``iteration N`` in the training loop
+  (l.2366), ``iteration N on validation set`` after training (l.774), ``iteration N on test set``
+  (l.790); ``suffix`` is ``-i`` only with several validation sets. A non-finite value prints as
+  ``NAN``/``INF``. Just before it, ``timers.log(['evaluate'])`` (l.2602) prints the evaluation's duration as
+  ``    evaluate ....: (min, max)`` in milliseconds (``megatron/core/timers.py:318-335``). Primus runs the
+  same Megatron code; its lines carry its loguru prefix (stripped by :func:`message_of`);
+* NeMo 2.3's ``ProgressPrinter`` prints ``Validation: iteration i/n`` per validation step and carries the
+  value as ``val_loss: {v:.4}`` on the following training lines
+  (``nemo/lightning/pytorch/callbacks/progress_printer.py:55-63, 170-183``): the evaluation after step N is
+  read from the first training line after the validation block (printed 0-based as ``iteration N``).
 """
 
 from __future__ import annotations
@@ -64,6 +79,13 @@ MEMORY_GB = re.compile(
     rf"memory \(GB\)\s*\|\s*current_allocated_mem:\s*({NUM})\s*\|\s*peak_allocated_mem:\s*({NUM})"
     rf"\s*\|\s*peak_reserved_mem:\s*({NUM})"
 )
+# Evaluation lines (see the module docstring).
+VALIDATION = re.compile(r"\bvalidation(?:-(\d+))? loss at iteration (\d+)( on (?:validation|test) set)?\s*\|(.*)$")
+VALIDATION_VALUE = re.compile(rf"([\w ]+?) value:\s*({NUM_OR_NAN})\s*\|", re.IGNORECASE)
+VALIDATION_PPL = re.compile(rf"PPL:\s*({NUM_OR_NAN})\s*\|", re.IGNORECASE)
+EVAL_TIMER = re.compile(rf"^\s*evaluate \.*:\s*(?:\(({NUM}),\s*({NUM})\)|({NUM}))\s*$")
+NEMO_VALIDATION = re.compile(r"(?<!checking )\bValidation: iteration (\d+)/(\d+)")
+NEMO_VAL_LOSS = "val_loss"
 PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\)")
 
 # What ran, besides the iteration lines.
@@ -117,6 +139,30 @@ class IterationRecord:
     device_total_gb: float | None = None
     energy_j_per_gpu: float | None = None
     power_w_per_gpu: float | None = None
+    val_loss: float | None = None  # NeMo's printer repeats the last evaluation's value on training lines
+
+
+@dataclass(slots=True)
+class EvaluationLine:
+    """One evaluation a log printed: after which training step, its loss, and how long it took.
+
+    ``kind``: ``in-loop`` (the evaluations a time-to-target counts), ``after training`` (Megatron's extra
+    evaluation once the loop ends), ``test`` (the test split). ``loss`` keeps NaN/Inf as printed.
+    """
+
+    iteration: int
+    loss: float
+    line_no: int
+    kind: str = "in-loop"
+    key: str = "lm loss"
+    perplexity: float | None = None
+    eval_seconds: float | None = None  # Megatron's evaluate timer (the slowest rank), when printed
+    validation_set: int | None = None  # Megatron's ``validation-i`` with several validation sets
+    log_format: str = "megatron-lm"
+
+    @property
+    def in_loop(self) -> bool:
+        return self.kind == "in-loop"
 
 
 @dataclass
@@ -183,6 +229,43 @@ def parse_iteration(line: str, line_no: int) -> IterationRecord | None:
     return record
 
 
+def parse_evaluation(message: str, line_no: int) -> EvaluationLine | None:
+    """Megatron's (and Primus's) validation line, ``message`` without any prefix; None for any other line."""
+    if "loss at iteration" not in message:
+        return None
+    head = VALIDATION.search(message)
+    if head is None:
+        return None
+    value = VALIDATION_VALUE.search(head.group(4))
+    if value is None:
+        return None
+    tail = head.group(3) or ""
+    kind = "test" if "test set" in tail else "after training" if tail else "in-loop"
+    ppl = VALIDATION_PPL.search(head.group(4))
+    return EvaluationLine(iteration=int(head.group(2)), loss=float(value.group(2)), line_no=line_no, kind=kind,
+                          key=value.group(1).strip(), perplexity=_float(ppl),
+                          validation_set=int(head.group(1)) if head.group(1) is not None else None)
+
+
+def eval_timer_seconds(message: str) -> float | None:
+    """Megatron's ``evaluate ....: (min, max)`` timer entry (ms) as the slowest rank's seconds; None otherwise."""
+    if "evaluate " not in message:
+        return None
+    match = EVAL_TIMER.match(message)
+    if match is None:
+        return None
+    slowest = match.group(2) if match.group(2) is not None else match.group(3)
+    return float(slowest) / 1000.0
+
+
+def nemo_validation_step(message: str) -> int | None:
+    """``n`` of NeMo's ``Validation: iteration i/n`` (global batches per validation; not the sanity check's)."""
+    if "Validation: iteration" not in message:
+        return None
+    match = NEMO_VALIDATION.search(message)
+    return int(match.group(2)) if match else None
+
+
 def parse_memory(line: str) -> MemoryReport | None:
     """A ``memory (MB)`` (MiB values) or ``memory (GB)`` report; None otherwise."""
     if "memory (" not in line:
@@ -221,6 +304,7 @@ def parse_nemo(line: str, line_no: int) -> IterationRecord | None:
     record.global_batch_size = int(gbs) if gbs is not None and gbs.is_integer() else None
     record.tflops_per_gpu = fields.get("TFLOPS_per_GPU")
     record.tokens_per_gpu = fields.get("tokens_per_sec_per_gpu")
+    record.val_loss = fields.get(NEMO_VAL_LOSS)
     return record
 
 

@@ -11,7 +11,9 @@ producer uses.
 Besides the measurements, the scan keeps what a log tells about its run, for logs
 tprimat did not launch: Megatron's arguments block (:mod:`train.logs.arguments`), the
 world size from each line that states it, tprimat's launch header, and platform
-evidence (patterns in :mod:`train.logs.patterns`).
+evidence (patterns in :mod:`train.logs.patterns`); and the evaluations it printed (Megatron's and
+Primus's validation lines with the ``evaluate`` timer just before them, NeMo's ``val_loss`` after a
+validation block), as :class:`train.logs.patterns.EvaluationLine` in ``evaluations``.
 
 A truncated final line or an iteration line without a step time is reported in
 ``warnings``, never used; an iteration logged twice (lines forwarded to rank 0) is
@@ -31,16 +33,21 @@ from train.logs.arguments import ArgumentsReader
 from train.logs.patterns import (
     LIGHTNING_WORLD,
     LOGURU_RANK,
+    NEMO_FORMAT,
     NEMO_PREFIX,
     PLATFORM_MARKERS,
     PLATFORM_WORDS,
     PRIMUS_WORLD,
+    EvaluationLine,
     IterationRecord,
     MemoryReport,
     clean_line,
+    eval_timer_seconds,
     log_format,
     message_of,
+    nemo_validation_step,
     padded_vocab,
+    parse_evaluation,
     parse_iteration,
     parse_launch_header,
     parse_memory,
@@ -69,6 +76,8 @@ class LogScan:
     """Everything parsed from one log (or, with ``kind="tensorboard"``, from one run's event files)."""
 
     iterations: list[IterationRecord] = field(default_factory=list)
+    evaluations: list[EvaluationLine] = field(default_factory=list)
+    validation_steps: int | None = None  # global batches per evaluation, where only NeMo's printer states them
     memory: list[MemoryReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # OOM, NCCL/RCCL, NaN
     exceptions: list[Problem] = field(default_factory=list)  # any other exception line
@@ -161,11 +170,51 @@ def _context_line(scan: LogScan, message: str, line: str, line_no: int, where: s
         scan.padded_vocab = vocab
 
 
+class EvaluationReader:
+    """The evaluations of one log, fed line by line: Megatron/Primus validation lines, NeMo's ``val_loss``.
+
+    The evaluate timer's line comes just before its validation line (Megatron) and NeMo's value on the
+    first training line after a validation block; each is kept until the line it belongs to.
+    """
+
+    def __init__(self) -> None:
+        self.evaluations: list[EvaluationLine] = []
+        self.validation_steps: int | None = None  # NeMo's ``Validation: iteration i/n``: n global batches
+        self._seconds: float | None = None
+        self._nemo_block = False
+
+    def feed(self, message: str, line_no: int) -> bool:
+        """Whether ``message`` was an evaluation's line (a timer entry, a validation line or NeMo's step)."""
+        seconds = eval_timer_seconds(message)
+        if seconds is not None:
+            self._seconds = seconds
+            return True
+        found = parse_evaluation(message, line_no)
+        if found is not None:
+            found.eval_seconds, self._seconds = self._seconds, None
+            self.evaluations.append(found)
+            return True
+        steps = nemo_validation_step(message)
+        if steps is not None:
+            self._nemo_block, self.validation_steps = True, steps
+            return True
+        return False
+
+    def nemo_iteration(self, record: IterationRecord) -> None:
+        """A NeMo training line: after a validation block, its ``val_loss`` is that evaluation's (after the
+        step before it)."""
+        if self._nemo_block and record.val_loss is not None:
+            self.evaluations.append(EvaluationLine(iteration=record.iteration - 1, loss=record.val_loss,
+                                                   line_no=record.line_no, key="val_loss", log_format=NEMO_FORMAT))
+        self._nemo_block = False
+
+
 def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
     """Parse a log given as lines (each with its ``\\n``, except a cut-off last one)."""
     scan = LogScan(files=[source] if source else [])
     where = f"{source.name}:" if source else "line "
     arguments = ArgumentsReader()
+    evaluations = EvaluationReader()
     seen: dict[int, IterationRecord] = {}
     duplicates = conflicting = out_of_range = 0
     ends_with_newline = True
@@ -181,10 +230,11 @@ def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
             scan.primus_prefix = True
             _note_world(scan, "Primus's [rank-r/N] prefix", int(rank.group(2)))
         message = message_of(line) if line.startswith(("[", "(", " [")) else line
-        if arguments.feed(message, line_no):
+        if arguments.feed(message, line_no) or evaluations.feed(message, line_no):
             continue
         record = parse_iteration(line, line_no)
         if record is not None:
+            evaluations.nemo_iteration(record)
             if record.step_time_s is None:
                 place = "the last line (truncated)" if not ends_with_newline else f"line {line_no}"
                 scan.warn(f"iteration {record.iteration} on {place} has no elapsed time: ignored")
@@ -207,6 +257,7 @@ def scan_lines(lines: Iterable[str], source: Path | None = None) -> LogScan:
         if problem is not None:
             (scan.exceptions if problem.kind == "exception" else scan.problems).append(problem)
     arguments.finish()
+    scan.evaluations, scan.validation_steps = evaluations.evaluations, evaluations.validation_steps
     if arguments.found:
         scan.arguments, scan.arguments_at = arguments.values, f"{where}{arguments.line_no}"
     for text in arguments.warnings:
@@ -291,7 +342,10 @@ def merge_scans(scans: list[LogScan]) -> LogScan:
     if not scans:
         return LogScan()
     primary = max(scans, key=lambda s: len(s.iterations))
-    merged = LogScan(iterations=primary.iterations, log_format=primary.log_format, last_lines=primary.last_lines,
+    evaluated = max(scans, key=lambda s: (len(s.evaluations), s is primary))  # the last rank prints them
+    merged = LogScan(iterations=primary.iterations, evaluations=evaluated.evaluations,
+                     validation_steps=evaluated.validation_steps,
+                     log_format=primary.log_format, last_lines=primary.last_lines,
                      line_count=primary.line_count, kind=primary.kind,
                      interval_is_average=primary.interval_is_average)
     by_iteration = {r.iteration: r for r in primary.iterations}

@@ -25,6 +25,7 @@ from train.launch.torchrun import torchrun_argv
 from train.megatron.args import (
     VocabPadding,
     attention_backend,
+    evaluation_data,
     megatron_settings,
     memory_recipe,
     render_cli,
@@ -43,7 +44,8 @@ from utils.config.models import ModelShape
 from utils.measure.memory import Recipe
 from utils.result.model import Result
 
-SPLIT_ALL_TRAIN = "100,0,0"
+# The worker script the launcher's stop at a target signals (train/launch/target_watch.py).
+STOP_SCRIPT = "pretrain_gpt.py"
 
 
 def megatron_args(
@@ -54,15 +56,19 @@ def megatron_args(
     tokenizer_dir: Path,
     padding: VocabPadding | None = None,
     profile: AppliedProfile = IDENTICAL,
+    valid: Path | None = None,
 ) -> list[str]:
-    """The exact ``pretrain_gpt.py`` argument list for this workload (pure: no process is started)."""
+    """The exact ``pretrain_gpt.py`` argument list for this workload (pure: no process is started).
+
+    ``valid``: the validation prefix, read when evaluation is on (default: ``utils/dataset/paths.py``'s).
+    """
     padding = padding or vocab_padding(cfg, shape.key, shape, tokenizer_dir)
     settings = megatron_settings(cfg, shape, platform, tokenizer_dir, padding, profile)
-    settings.update(
-        data_path=[str(data_prefix)],
-        split=SPLIT_ALL_TRAIN,
-        data_cache_path=str(index_cache_dir(cfg)),
-    )
+    if cfg.evaluates and valid is None:
+        from utils.dataset.paths import valid_prefix
+
+        valid = valid_prefix(cfg, shape.key)
+    settings.update(evaluation_data(cfg, data_prefix, valid), data_cache_path=str(index_cache_dir(cfg)))
     return render_cli(settings)
 
 
@@ -75,7 +81,22 @@ def plan(ctx: RunContext) -> LaunchPlan:
             *megatron_args(cfg, job.shape, ctx.platform, job.prefix, job.tokenizer, job.padding, ctx.profile)]
     backend = attention_backend(ctx.platform, ctx.profile, cfg.megatron_impl)
     env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(backend)}
-    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=job.notes)
+    notes = [*job.notes, *evaluation_notes(cfg)]
+    return LaunchPlan(argv=argv, env=env, cwd=root if root_problem is None else None, notes=notes,
+                      stop_script=STOP_SCRIPT if cfg.evaluates else None)
+
+
+def evaluation_notes(cfg: Config) -> list[str]:
+    """The dry run's words for held-out evaluation under Megatron (nothing when it is off)."""
+    if not cfg.evaluates:
+        return []
+    target = (f"at the first evaluation at or below TARGET_LOSS={cfg.target_loss:g} (or a NaN one) the launcher "
+              f"sends SIGTERM to one {STOP_SCRIPT} worker and --exit-signal-handler ends the run after that step"
+              if cfg.target_loss is not None and cfg.stop_at_target else
+              "a NaN evaluation stops the run (SIGTERM to one worker, --exit-signal-handler); no target stop")
+    return [f"evaluation: {cfg.eval_iters} global batches ({cfg.eval_samples} samples) after every "
+            f"{cfg.eval_interval_steps} steps, the next block of the validation set each time (Megatron's iterator "
+            f"continues); {target}"]
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

@@ -34,6 +34,7 @@ Choices that are not config keys, and why:
 * ``transformer_impl`` from ``MEGATRON_IMPL``: Transformer Engine (the images'), or Megatron's local
   layers with the fusions that need Transformer Engine or apex off and attention backend ``auto``
   (:data:`train.settings.expected.LOCAL_IMPL`, with the Megatron checks that require each).
+* held-out evaluation (issue 34), off by default: see :func:`evaluation_settings`.
 """
 
 from __future__ import annotations
@@ -291,7 +292,42 @@ def megatron_settings(
         settings.update(FP8_SETTINGS)
     settings.update(profile_settings(profile))
     settings.update(implementation_args(cfg.megatron_impl))  # what local cannot run goes, whatever asked for it
+    settings.update(evaluation_settings(cfg))
     return settings
+
+
+def evaluation_settings(cfg: Config) -> dict[str, Any]:
+    """Megatron's own evaluation arguments (dest names) when EVAL_INTERVAL/EVAL_SAMPLES turn it on; {} when off.
+
+    At MEGATRON_REF (847781764f, ``megatron/training/arguments.py:2104-2111, 2702-2713``):
+
+    * ``eval_iters`` global batches per evaluation (EVAL_SAMPLES / GBS) and ``eval_interval`` in steps
+      (EVAL_INTERVAL / GBS): ``training.py:2356`` evaluates after steps N, 2N, ... and once more after the loop
+      (l.773-787), never at step 0; each evaluation reads the next block of the validation set (its iterator
+      continues, l.2871);
+    * never ``full_validation``: at this commit it exhausts a one-epoch iterator during the first evaluation
+      for any GBS > 1 (``training.py:2719-2720, 2856``; fixed upstream only in 241a5ca3f9);
+    * ``exit_signal_handler``: the launcher's graceful stop at the target or at a NaN evaluation
+      (``train/launch/target_watch.py``) is a SIGTERM to one worker, which this handler turns into an exit after
+      the step on every rank (``training.py:1830-1845``; SIGTERM only: there is no ``--exit-signal`` at this
+      commit). It costs one small all-gather per step (``dist_signal_handler.py:29-59``), so only with evaluation.
+
+    The data arguments (``--train-data-path``/``--valid-data-path``, one source only, ``arguments.py:1041-1044``)
+    are each launcher's (:func:`evaluation_data`).
+    """
+    if not cfg.evaluates:
+        return {}
+    return {"eval_iters": cfg.eval_iters, "eval_interval": cfg.eval_interval_steps, "exit_signal_handler": True}
+
+
+def evaluation_data(cfg: Config, train_prefix: Path, valid: Path | None) -> dict[str, Any]:
+    """The data arguments (dest names) of a Megatron run: with evaluation, the training and the validation prefix
+    as separate splits (``pretrain_gpt.py`` builds ``blend_per_split = [train, valid, None]``, the validation set
+    a ``GPTDataset`` over all of its file's documents); without, all of the training prefix to training."""
+    if cfg.evaluates and valid is not None:
+        return {"data_path": None, "split": None, "train_data_path": [str(train_prefix)],
+                "valid_data_path": [str(valid)], "test_data_path": None}
+    return {"data_path": [str(train_prefix)], "split": FIXED["data_split"]}
 
 
 def flag_name(dest: str) -> str:

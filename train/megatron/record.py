@@ -28,7 +28,8 @@ def megatron_record(raw: dict[str, Any], padded_vocab: int | None,
         "cross_entropy_loss_fusion", "gradient_accumulation_fusion", "attention_softmax_in_fp32",
         "fp32_residual_connection", "recompute_granularity", "tp_comm_overlap", "manual_gc",
         "calculate_per_token_loss", "dataloader_type", "num_workers", "eod_mask_loss", "reset_position_ids",
-        "reset_attention_mask", "eval_iters", "log_interval", "rerun_mode", "fp8_recipe", "fp8_amax_history_len",
+        "reset_attention_mask", "eval_iters", "eval_interval", "exit_signal_handler", "log_interval", "rerun_mode",
+        "fp8_recipe", "fp8_amax_history_len",
         "fp8_amax_compute_algo", "fp8_param_gather",
         # what a tuned recipe (train/profiles/) may set besides the above; the last three are Primus's own
         "manual_gc_interval", "cross_entropy_fusion_impl", "ddp_bucket_size", "enable_primus_turbo",
@@ -79,7 +80,8 @@ def init_std_read_back(transformer_config: dict[str, Any] | None) -> float | str
 
 
 def _split(raw: dict[str, Any]) -> str | None:
-    """Megatron's split, or Primus's separate train path (everything to training) as the same "100,0,0"."""
-    if raw.get("train_data_path") and not raw.get("valid_data_path") and not raw.get("test_data_path"):
+    """Megatron's split, or a separate train path (everything to training) as the same "100,0,0": Primus's, and
+    mega's with evaluation, whose validation set is a file of its own (``--valid-data-path``)."""
+    if raw.get("train_data_path") and not raw.get("test_data_path"):
         return "100,0,0"
     return raw.get("split")

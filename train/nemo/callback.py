@@ -7,16 +7,28 @@ lightning is not installed. Steps are timed by ``utils/measure/monitor.py``'s ev
 timer, summarised by ``utils/measure/metrics.py``, energy measured by ``utils/measure/power.py``,
 and the ending finalised by ``utils/result/file.py``: the same producers as every
 other framework.
+
+Held-out evaluation (issue 34): :class:`EvaluationRecorder` reads NeMo's ``val_loss`` after each
+validation (``trainer.callback_metrics``, full precision; the printer shows 4 digits), stamps it with the
+host's wall clock from the first training step's start, stops the run through Lightning's
+``trainer.should_stop`` at the first evaluation at or below TARGET_LOSS (or a non-finite one; agreed on all
+ranks, as Lightning's own EarlyStopping does, whose strict ``<`` and patience are not the rule here), and
+moves the validation sampler on so that evaluation k reads the k-th block of the validation set, as Megatron's
+continuing iterator does (NeMo 2.3's sampler restarts at 0 every validation:
+``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``). The block is ``utils/measure/quality.py``'s.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from train.logs.quality import NEMO_REDUCTION
+from utils.config.load import Config
 from utils.config.models import ModelShape
 from utils.measure.metrics import framework_reported, record_steps
 from utils.measure.monitor import StepMonitor, StepRecord
@@ -26,6 +38,58 @@ from utils.result.model import Result
 from utils.result.step_log import StepLog
 
 LOSS_KEYS = ("reduced_train_loss", "train_loss", "loss")
+VAL_LOSS_KEY = "val_loss"  # what NeMo's strategy logs (nemo/lightning/pytorch/strategies/megatron_strategy.py:773-798)
+
+
+@dataclass
+class EvaluationRecorder:
+    """The run's held-out evaluations as the result records them, and the stop they call for.
+
+    Plain (no Lightning): the callback below feeds it. Times are the host's wall clock; the validation's end is
+    taken after the value was read (a device value read is a synchronization).
+    """
+
+    cfg: Config
+    reduction: str = NEMO_REDUCTION
+    run_start_unix: float | None = None
+    evaluations: list[Any] = field(default_factory=list)  # utils.result.model.Evaluation
+    stop: str | None = None
+    _started: float | None = None
+
+    def train_step_start(self) -> None:
+        if self.run_start_unix is None:
+            self.run_start_unix = time.time()
+
+    def validation_start(self) -> None:
+        self._started = time.time()
+
+    def validation_end(self, step: int, loss: float) -> str | None:
+        """Record the evaluation after training step ``step``; why the run must stop now, or None."""
+        from utils.measure.quality import make_evaluation, stop_reason
+
+        now = time.time()
+        start = self.run_start_unix if self.run_start_unix is not None else now
+        evaluation = make_evaluation(self.cfg, step=step, loss=loss, seconds=now - start,
+                                     eval_seconds=None if self._started is None else now - self._started, unix_s=now)
+        self.evaluations.append(evaluation)
+        reason = stop_reason(self.cfg, evaluation)
+        if reason is not None and self.stop is None:
+            self.stop = reason
+        return reason
+
+    def block(self, platform: str, gpus: int) -> Any:
+        """The result's ``quality`` block (the launcher adds the energy to target from its trace)."""
+        from utils.measure.quality import build_quality
+
+        return build_quality(self.cfg, self.evaluations, reduction=self.reduction, platform=platform, gpus=gpus,
+                             run_start_unix=self.run_start_unix, stop=self.stop,
+                             energy_reason="energy to target is the launcher's (its counter trace)")
+
+    @property
+    def failed(self) -> str | None:
+        """A non-finite evaluation's stop: the run fails with it (a target reached is an ok ending)."""
+        last = self.evaluations[-1] if self.evaluations else None
+        return self.stop if last is not None and last.loss is None else None
 # Exceptions that mean "stopped from outside", not "failed": Ctrl+C, tprimat's signal handler, Lightning's SIGTERM.
 INTERRUPT_EXCEPTIONS = ("KeyboardInterrupt", "Interrupted", "SIGTERMException")
 
@@ -54,6 +118,8 @@ class LightningMeasurement:
     finished: bool = False
     # Rank 0's per-step record, written as steps end so a killed run keeps them (utils/result/step_log.py).
     step_log: StepLog | None = None
+    # The held-out evaluations (issue 34), when EVAL_INTERVAL/EVAL_SAMPLES turn evaluation on.
+    evaluation: EvaluationRecorder | None = None
 
     # -- per step ------------------------------------------------------------
     def begin_step(self) -> None:
@@ -99,6 +165,9 @@ class LightningMeasurement:
                    else null_power_metrics(self.power_reason, self.result.training_config.num_gpus))
         start, end = self.monitor.window_unix  # the window the launcher's energy is taken over (train/launch/energy.py)
         self.result.power_metrics = metrics.model_copy(update={"window_start_unix": start, "window_end_unix": end})
+        if self.evaluation is not None:
+            config = self.result.training_config
+            self.result.quality = self.evaluation.block(self.result.platform, config.num_gpus or 1)
 
     def finish(self, status: str, error: str | None) -> None:
         """Fill, finalize (``ok`` only with every expected step) and, on rank 0, write the result."""
@@ -111,6 +180,9 @@ class LightningMeasurement:
         self.fill()
         if self.stop_reason is not None and status == "ok":
             status, error = "failed", self.stop_reason
+        failed_evaluation = self.evaluation.failed if self.evaluation is not None else None
+        if failed_evaluation is not None and status == "ok":
+            status, error = "failed", failed_evaluation
         finalize_result(self.result, status, error)
         if self.path is not None:
             write_result(self.path, self.result)
@@ -136,6 +208,18 @@ def _lightning_scalar(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def advance_validation_sampler(trainer: Any, consumed: int) -> bool:
+    """Point the validation sampler at sample ``consumed`` for the next validation (Megatron reads on; NeMo's
+    sampler would restart at 0). Read when the next validation's iterator starts
+    (``lightning/pytorch/loops/evaluation_loop.py:119-124, 228-259``); False where there is no such sampler."""
+    loaders = getattr(trainer, "val_dataloaders", None)
+    sampler = getattr(loaders, "batch_sampler", None)
+    if sampler is None or not hasattr(sampler, "consumed_samples"):
+        return False
+    sampler.consumed_samples = consumed
+    return True
 
 
 def _device_scalar(value: Any) -> Any:
@@ -179,7 +263,24 @@ def _build_benchmark_callback_class() -> type:
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             self._lr = self._current_lr(trainer)
+            if self.measurement.evaluation is not None:
+                self.measurement.evaluation.train_step_start()
             self.measurement.begin_step()
+
+        def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+            if self.measurement.evaluation is not None and not trainer.sanity_checking:
+                self.measurement.evaluation.validation_start()
+
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+            recorder = self.measurement.evaluation
+            if recorder is None or trainer.sanity_checking:
+                return
+            value = _lightning_scalar(trainer.callback_metrics.get(VAL_LOSS_KEY))
+            reason = recorder.validation_end(trainer.global_step, math.nan if value is None else value)
+            advance_validation_sampler(trainer, len(recorder.evaluations) * recorder.cfg.eval_samples)
+            stop = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
+            if stop:
+                trainer.should_stop = True
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             metrics = trainer.callback_metrics

@@ -115,7 +115,7 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 def train(args: argparse.Namespace) -> int:
     """Build the recipe with the overrides, attach the callback, train; 0 when the result says ok."""
-    from train.nemo.callback import LightningMeasurement, benchmark_callback_class
+    from train.nemo.callback import EvaluationRecorder, LightningMeasurement, benchmark_callback_class
     from utils.dataset.fingerprint import fingerprint
     from utils.dataset.paths import dataset_prefix, tokenizer_dir
     from utils.machine.hardware import collect_gpu_info
@@ -146,6 +146,7 @@ def train(args: argparse.Namespace) -> int:
         framework_time_key=NEMO_STEP_TIME_KEY, framework_time_label=NEMO_STEP_TIME_LABEL,
         step_log=StepLog(step_log_path(args.result), result, skip_steps=cfg.skip_steps, world_size=cfg.world_size)
         if rank == 0 else None,
+        evaluation=EvaluationRecorder(cfg) if cfg.evaluates else None,
     )
     for signum in (signal.SIGINT, signal.SIGTERM):  # before Lightning installs its own handlers
         signal.signal(signum, _raise_interrupted)

@@ -78,13 +78,14 @@ def overrides_for(cfg: Config, model: str, stem: str, profile: AppliedProfile = 
                   write: bool = True) -> NemoOverrides:
     """The recipe overrides; the data module's tokenizer names no pad that is a real token
     (``utils/dataset/framework_tokenizer.py``; ``write=False``, a dry run, names that copy without writing it)."""
-    from utils.dataset.paths import dataset_prefix, tokenizer_dir
+    from utils.dataset.paths import dataset_prefix, tokenizer_dir, valid_prefix
 
     tok = tokenizer_dir(cfg, model)
     log_dir, index_dir = nemo_dirs(cfg, stem)
     given, pad_note = framework_tokenizer(tok, cfg.output_dir, write=write)
     overrides = build_overrides(cfg, model, resolve_shape(cfg, model, tok), data_prefix=dataset_prefix(cfg, model),
-                                tokenizer_dir=given, log_dir=log_dir, index_cache_dir=index_dir, profile=profile)
+                                tokenizer_dir=given, log_dir=log_dir, index_cache_dir=index_dir, profile=profile,
+                                valid_prefix=valid_prefix(cfg, model) if cfg.evaluates else None)
     if pad_note:
         overrides.notes.append(pad_note)
     return overrides

@@ -241,6 +241,29 @@ def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
             fields["trainer.callbacks"] = [{"_target_": TIMING_CALLBACK, "_call_": "config"}, *gc]
 
 
+def evaluation_fields(cfg: Config, data_prefix: Path, valid_prefix: Path | None,
+                      data: dict[str, Any]) -> dict[str, Any]:
+    """The recipe fields of held-out evaluation (issue 34); {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off.
+
+    NeMo 2.3 validates through Lightning: ``limit_val_batches`` global batches (an int: NeMo's
+    ``PreTrainingDataModule.build`` sizes the validation set as ``(max_steps // val_check_interval + 1) x
+    limit_val_batches x GBS``, Megatron's formula, ``nemo/collections/llm/gpt/data/pre_training.py:254-261``)
+    every ``val_check_interval`` steps, no sanity check. The data module takes the validation prefix as a split of
+    its own: ``paths`` with all three keys (a missing one is a ``KeyError``, a ``None`` one fails its asset check,
+    l.66-82, 189-197), so the test split names the validation prefix too and is never read
+    (``limit_test_batches`` 0). ``split`` is then ignored with NeMo's warning (l.190-193): the training prefix is
+    all training, the ``data_split`` the fairness table states.
+    """
+    if not cfg.evaluates or valid_prefix is None:
+        return {}
+    return {
+        "trainer.limit_val_batches": cfg.eval_iters,
+        "trainer.val_check_interval": cfg.eval_interval_steps,
+        "data": {**data, "paths": {"train": [str(data_prefix)], "validation": [str(valid_prefix)],
+                                   "test": [str(valid_prefix)]}},
+    }
+
+
 def build_overrides(
     cfg: Config,
     model: str,
@@ -251,6 +274,7 @@ def build_overrides(
     log_dir: Path,
     index_cache_dir: Path,
     profile: AppliedProfile = IDENTICAL,
+    valid_prefix: Path | None = None,
 ) -> NemoOverrides:
     """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data.
 
@@ -337,6 +361,7 @@ def build_overrides(
         # A benchmark never resumes from an earlier run's checkpoint.
         "resume": None,
     }
+    fields.update(evaluation_fields(cfg, data_prefix, valid_prefix, fields["data"]))
     profile_fields(fields, profile)
     defaults = RECIPE_PARALLEL_DEFAULTS[model]
     notes = [

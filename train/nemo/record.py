@@ -80,6 +80,7 @@ def nemo_record(raw: dict[str, Any], lr_by_step: dict[str, float] | None = None)
         "checkpoint_interval": None if not trainer.get("checkpoint_callbacks") else "every checkpoint callback",
         "checkpoint_at_end": bool(trainer.get("checkpoint_callbacks")) or raw["log"].get("ckpt") is not None,
         "eval_iters": 0 if trainer.get("limit_val_batches") in (0, 0.0) else trainer.get("limit_val_batches"),
+        "eval_interval": trainer.get("val_check_interval"),  # Megatron's eval_interval: steps between evaluations
         "log_interval": trainer.get("log_every_n_steps"),
         "rerun_mode": None,
     }

@@ -14,6 +14,10 @@ downloads BookCorpus whenever ``train_data_path`` is empty; ``mock_data: false``
 the local tokenizer directory. Nothing is saved (``save: null``,
 ``disable_last_saving: true``).
 
+Held-out evaluation (issue 34): the experiment carries Megatron's evaluation keys and ``valid_data_path``
+like ``mega``'s arguments, but Primus v0.5.0 cannot evaluate (:data:`CANNOT_EVALUATE`), so a real run with
+evaluation on is refused before launch in one line; the dry run shows the settings with that note.
+
 The run is ``bash examples/run_pretrain.sh`` from ``PRIMUS_PATH`` with ``EXP`` set
 to the generated file (under ``<OUTPUT_DIR>/generated/``) and ``TRAIN_LOG`` beside
 tprimat's own log; :func:`collect` extracts the result from the captured output,
@@ -41,6 +45,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.load import Config
 from utils.config.models import ModelShape
+from utils.dataset.paths import valid_prefix
 from utils.measure.memory import Recipe
 from utils.result.model import Result
 
@@ -49,17 +54,27 @@ from utils.result.model import Result
 # Llama 3's base) and the overrides set every architecture key from the shape table (docs/MODELS.md).
 PRIMUS_MODEL_FILES = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml", "mistral": "llama2_7B.yaml"}
 RUN_SCRIPT = Path("examples") / "run_pretrain.sh"
+# Why prim refuses EVAL_INTERVAL/EVAL_SAMPLES at the pinned Primus (read in v0.5.0 = bfeac70c and its
+# third_party/Megatron-LM = 847781764f; docs/CONFORMANCE.md).
+CANNOT_EVALUATE = (
+    "prim cannot evaluate at Primus v0.5.0: its loss_func reports the eval loss as a Python tuple "
+    "(primus/modules/trainer/megatron/pre_trainer.py:193-205) and its loop calls Megatron 847781764f's "
+    "evaluate_and_print_results (primus/modules/trainer/megatron/trainer.py:116, 1905), whose evaluate() calls "
+    ".view(-1) on each entry (megatron/training/training.py:2532): AttributeError at the first evaluation; "
+    "Primus fixed it in v0.7.0 (b108accf) and its accumulation in v26.2 (8c5bc42d). Set EVAL_INTERVAL=0 and "
+    "EVAL_SAMPLES=0 for prim, or run mega on amd")
 
 
 def primus_overrides(
     cfg: Config, shape: ModelShape, data_prefix: Path, tokenizer_dir: Path, padding: VocabPadding,
-    profile: AppliedProfile = IDENTICAL,
+    profile: AppliedProfile = IDENTICAL, valid: Path | None = None,
 ) -> dict[str, Any]:
     """Every key the experiment sets: the shared Megatron settings plus Primus's data, saving and logging keys.
 
-    Under PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here.
+    Under PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here. ``valid``: the
+    validation prefix when evaluation is on (Megatron's evaluation keys come with the shared settings).
     """
-    if any(ch.isspace() for ch in str(data_prefix)):
+    if any(ch.isspace() for ch in f"{data_prefix}{valid or ''}"):
         # Primus splits train_data_path on spaces (a blend list), so such a path cannot be expressed.
         raise ValueError(f"data prefix {data_prefix} contains whitespace, which Primus cannot read; "
                          "use a DATA_DIR without spaces")
@@ -69,7 +84,7 @@ def primus_overrides(
         mock_data=False,
         data_path=None,
         train_data_path=str(data_prefix),
-        valid_data_path=None,
+        valid_data_path=str(valid) if cfg.evaluates and valid is not None else None,
         test_data_path=None,
         split=None,
         data_cache_path=str(index_cache_dir(cfg)),
@@ -99,7 +114,7 @@ def primus_overrides(
 
 def experiment(
     cfg: Config, model: str, shape: ModelShape, data_prefix: Path, tokenizer_dir: Path, padding: VocabPadding,
-    profile: AppliedProfile = IDENTICAL,
+    profile: AppliedProfile = IDENTICAL, valid: Path | None = None,
 ) -> dict[str, Any]:
     """The Primus experiment document (``modules.pre_trainer`` layout)."""
     return {
@@ -112,7 +127,7 @@ def experiment(
                 "framework": "megatron",
                 "config": "pre_trainer.yaml",
                 "model": PRIMUS_MODEL_FILES[model],
-                "overrides": primus_overrides(cfg, shape, data_prefix, tokenizer_dir, padding, profile),
+                "overrides": primus_overrides(cfg, shape, data_prefix, tokenizer_dir, padding, profile, valid),
             }
         },
     }
@@ -145,6 +160,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if not (root / RUN_SCRIPT).is_file():
         missing = (f"Primus not found: no {RUN_SCRIPT} in {root}; set PRIMUS_PATH in config.env or run "
                    "inside the rocm/primus image (./shell/run_train.sh)")
+    if cfg.evaluates:  # refused before launch; the dry run shows the evaluation settings with this note
+        missing = f"{missing}; {CANNOT_EVALUATE}" if missing else CANNOT_EVALUATE
     job = job_inputs(ctx, missing)
     exp_file, train_log = experiment_path(ctx), train_log_path(ctx)
     # Variables run_pretrain.sh reads. They are set outright (not "caller wins"): a stale EXP
@@ -160,7 +177,9 @@ def plan(ctx: RunContext) -> LaunchPlan:
         "MASTER_PORT": str(cfg.master_port),
         "PRIMUS_HIPBLASLT_TUNING_STAGE": "0",
     }
-    text = experiment_yaml(experiment(cfg, ctx.model, job.shape, job.prefix, job.tokenizer, job.padding, ctx.profile))
+    valid = valid_prefix(cfg, ctx.model) if cfg.evaluates else None
+    text = experiment_yaml(experiment(cfg, ctx.model, job.shape, job.prefix, job.tokenizer, job.padding, ctx.profile,
+                                      valid))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
         env={**launcher_env("amd", ctx.profile.env),

@@ -1,7 +1,8 @@
 """Samples of a framework's own megatron-core ``GPTDataset``: run in the framework's Python.
 
 ``python -m train.settings.sample_probe REQUESTS.json`` (a list of requests, each naming its ``.npz``
-output; one process, so torch is imported once), with the framework's code first on ``PYTHONPATH``:
+output and, with ``"split": "valid"``, a held-out validation set built as Megatron builds ``--valid-data-path``;
+one process, so torch is imported once), with the framework's code first on ``PYTHONPATH``:
 the preflight runs it in the image's Python over the ``MEGATRON_REF`` tree, Primus's submodule or
 NeMo's megatron-core (``train/settings/samples.py``), the tests over the megatron-core wheels
 (``tests/helpers/megatron_core.py``). It imports only the standard library, numpy, transformers and
@@ -111,6 +112,18 @@ def ensure_dataset_helpers() -> str | None:
     return f"compiled megatron.core.datasets.helpers_cpp with Megatron's compile_helpers in {utils.__file__}"
 
 
+def split_arguments(prefix: str, valid: bool) -> dict:
+    """The dataset config's data arguments: the training prefix as ``--data-path P --split 100,0,0`` builds it, or
+    a validation prefix as ``--valid-data-path V`` does (issue 34): a split of its own, ``blend_per_split``'s second
+    entry, over all of its documents. megatron-core builds each split of ``blend_per_split`` from its own blend
+    alone (``blended_megatron_dataset_builder.py``, "each split comes from a separate distribution": l.225-250 at
+    847781764f, l.272-287 at 3cdfd613), so the other entries are left out here (``pretrain_gpt.py`` passes the
+    training prefix as the first; NeMo's data module the validation prefix as the third, read 0 times)."""
+    if valid:
+        return {"blend": None, "blend_per_split": [None, ([prefix], None), None], "split": None}
+    return {"blend": ([prefix], None), "blend_per_split": None, "split": "100,0,0"}
+
+
 def samples(request: dict) -> None:
     """Build the dataset of one request and write its first ``num_samples`` samples to ``request["out"]``."""
     import megatron.core
@@ -123,15 +136,17 @@ def samples(request: dict) -> None:
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
 
     tokenizer = dataset_tokenizer(request["tokenizer"], request["tokenizer_dir"])
+    count = request["num_samples"]  # read; the dataset is sized as the job asks for (it decides the shuffle)
+    size = request.get("dataset_samples", count)
+    valid = request.get("split", "train") == "valid"
     config = GPTDatasetConfig(
-        random_seed=request["seed"], sequence_length=request["seq_len"], blend=([request["prefix"]], None),
-        blend_per_split=None, split="100,0,0", path_to_cache=request["cache_dir"], mmap_bin_files=True,
+        random_seed=request["seed"], sequence_length=request["seq_len"], **split_arguments(request["prefix"], valid),
+        path_to_cache=request["cache_dir"], mmap_bin_files=True,
         tokenizer=tokenizer, reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
         create_attention_mask=False,
     )
-    count = request["num_samples"]  # read; the dataset is sized as the job asks for (it decides the shuffle)
-    size = request.get("dataset_samples", count)
-    dataset, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [size, 0, 0], lambda: True, config).build()
+    sizes = [0, size, 0] if valid else [size, 0, 0]
+    dataset = BlendedMegatronDatasetBuilder(GPTDataset, sizes, lambda: True, config).build()[1 if valid else 0]
     # One persistent reader (a loader worker) takes every sample in turn, so a mask cached and
     # changed in place by one sample would show in the later ones.
     items = [dataset[index] for index in range(count)]

@@ -12,6 +12,12 @@ probe, a time-out), the job stops before launch naming that exception (:class:`S
 the same code would fail in training, after model and optimizer setup, on the GPUs (issue 40).
 Data ``tran`` itself cannot read is ``data/ready.py``'s to report, which a launch checks before
 the preflight; a probe-less framework (``tran``, ``deep``) gets tran's digest.
+
+With held-out evaluation on (issue 34) the digest covers the validation samples too: the first samples of the
+first evaluation (at most two global batches), built by the framework's own ``GPTDataset`` as it builds
+``--valid-data-path`` (:func:`train.settings.sample_probe.split_arguments`) with Megatron's validation size
+(:func:`valid_dataset_samples`), after the training samples, checked against the same split built by the
+virtualenv's megatron-core (:func:`reference_valid_samples`).
 """
 
 from __future__ import annotations
@@ -39,7 +45,15 @@ from utils.dataset.digest_cache import (
     tree_digest,
 )
 from utils.dataset.framework_tokenizer import framework_tokenizer
-from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, missing_files, tokenizer_dir, vocab_size
+from utils.dataset.paths import (
+    dataset_prefix,
+    eod_id,
+    load_tokenizer,
+    missing_files,
+    tokenizer_dir,
+    valid_prefix,
+    vocab_size,
+)
 from utils.dataset.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
 from utils.files.hashing import sha256_dir
 
@@ -69,7 +83,49 @@ def framework_error(stderr: str) -> str:
 
 def data_missing(cfg: Config, model: str) -> str | None:
     missing = missing_files(dataset_prefix(cfg, model), tokenizer_dir(cfg, model))
+    if cfg.evaluates:
+        missing += missing_files(valid_prefix(cfg, model))
     return f"no samples digest: {', '.join(map(str, missing))} not here" if missing else None
+
+
+def valid_dataset_samples(cfg: Config) -> int:
+    """Megatron's validation size (``get_train_valid_test_num_samples``, ``megatron/training/training.py:2709-2726``
+    at 847781764f; NeMo's ``PreTrainingDataModule.build`` the same): an evaluation every EVAL_INTERVAL_STEPS steps
+    plus the one after training. It decides the epochs the validation shuffle covers."""
+    return (cfg.train_iters // cfg.eval_interval_steps + 1) * cfg.eval_samples
+
+
+def valid_digest_count(cfg: Config) -> int:
+    """How many validation samples the digest covers: the first evaluation's first (at most two global batches)."""
+    return min(cfg.eval_samples, global_sample_count(cfg.gbs))
+
+
+def reference_valid_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
+    """The validation samples as Megatron builds ``--valid-data-path`` (the virtualenv's megatron-core, tran's
+    tokenizer facts: no token rewritten), every position in the loss."""
+    import warnings
+
+    from train.rules.samples import TokenizerFacts
+    from train.settings.sample_probe import split_arguments
+
+    with warnings.catch_warnings():  # megatron.core's package import warns about optional TE/Apex
+        warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
+        from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+        from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+
+    tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
+    prefix = valid_prefix(cfg, model)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    config = GPTDatasetConfig(
+        random_seed=cfg.seed, sequence_length=cfg.sl, **split_arguments(str(prefix), valid=True),
+        num_dataset_builder_threads=1, path_to_cache=str(cache_dir), mmap_bin_files=True,
+        tokenizer=TokenizerFacts(prefix, vocab_size(tokenizer), eod_id(tokenizer)), reset_position_ids=False,
+        reset_attention_mask=False, eod_mask_loss=False, create_attention_mask=False)
+    dataset = BlendedMegatronDatasetBuilder(GPTDataset, [0, valid_dataset_samples(cfg), 0], lambda: True,
+                                           config).build()[1]
+    items = [dataset[index] for index in range(min(valid_digest_count(cfg), len(dataset)))]
+    return [FedSample(item["tokens"].numpy(), item["labels"].numpy(), np.ones(cfg.sl, dtype=np.float32))
+            for item in items]
 
 
 def reference_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
@@ -91,7 +147,10 @@ def framework_samples(cfg: Config, model: str, framework: str, python: str, code
     if given is None:
         given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
     request = [sample_request(cfg, model, framework, given, work)]
-    out = Path(request[0]["out"])
+    if cfg.evaluates:  # the validation samples in the same process, after the training ones
+        request.append({**request[0], "prefix": str(valid_prefix(cfg, model)), "split": "valid",
+                        "num_samples": valid_digest_count(cfg), "dataset_samples": valid_dataset_samples(cfg),
+                        "out": str(work / "valid_samples.npz")})
     (work / "request.json").write_text(json.dumps(request), encoding="utf-8")
     path = [str(code_path)] if code_path else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -108,9 +167,13 @@ def framework_samples(cfg: Config, model: str, framework: str, python: str, code
         raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
                                  f"{framework_error(proc.stderr)} (train/settings/sample_probe.py, "
                                  f"{tokenizer_kind_note(framework)})")
-    if not out.is_file():
-        raise SamplesUnavailable(f"{framework}'s dataset probe exited 0 in {python} but wrote no {out.name}")
-    return read_samples(out)
+    found: list[FedSample] = []
+    for one in request:
+        written = Path(one["out"])
+        if not written.is_file():
+            raise SamplesUnavailable(f"{framework}'s dataset probe exited 0 in {python} but wrote no {written.name}")
+        found += read_samples(written)
+    return found
 
 
 def sample_request(cfg: Config, model: str, framework: str, given: Path, work: Path) -> dict[str, Any]:
@@ -145,8 +208,8 @@ def pending_samples(cfg: Config, model: str, framework: str, python: str, code_p
                     ) -> PendingSamples | None:
     """The samples ``framework``'s probe should build alongside its settings; None where none are needed (a
     framework without its own dataset code, the data not here, or its digest already stored)."""
-    if framework not in TOKENIZER_KIND or data_missing(cfg, model):
-        return None
+    if framework not in TOKENIZER_KIND or data_missing(cfg, model) or cfg.evaluates:
+        return None  # with evaluation on, framework_samples builds both splits in the sample probe
     try:
         given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
         reference = _reference_fields(cfg, model)
@@ -171,9 +234,13 @@ def _store(cfg: Config) -> DigestStore:
 
 
 def _reference_fields(cfg: Config, model: str) -> dict[str, Any]:
-    return {"kind": "reference", **reference_fields(
+    fields = {"kind": "reference", **reference_fields(
         dataset_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed, cfg.gbs, cfg.train_iters * cfg.gbs,
         global_sample_count(cfg.gbs), REPO_ROOT)}
+    if cfg.evaluates:  # the digest covers the first validation samples too
+        fields["valid"] = reference_fields(valid_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed,
+                                           cfg.gbs, valid_dataset_samples(cfg), valid_digest_count(cfg), REPO_ROOT)
+    return fields
 
 
 def _framework_fields(framework: str, reference_key: str, given: Path, python: str, code_path: Path | None
@@ -219,7 +286,8 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
             ours, failed = _reference(cfg, model, Path(scratch))
         if ours is None:
             return None, failed
-        entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py")
+        held_out = " and its validation split" if cfg.evaluates else ""
+        entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py{held_out}")
         store.put(reference_key, entry, reference)
         return entry.digest, entry.how
     try:
@@ -242,7 +310,8 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
             ours, failed = _reference(cfg, model, Path(scratch))
             if ours is None:
                 return None, failed
-            known = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py")
+            held_out = " and its validation split" if cfg.evaluates else ""
+            known = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py{held_out}")
             store.put(reference_key, known, reference)
         if built_error is not None:
             raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
@@ -257,9 +326,13 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
             ours = ours if ours is not None else _reference(cfg, model, Path(scratch))[0]
             difference = first_difference(theirs, ours) if ours is not None else "their digest differs from tran's"
             if difference is not None:
+                training = global_sample_count(cfg.gbs)
+                where = f" (samples from {training} on are validation samples)" if cfg.evaluates else ""
                 raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
-                                    f"({framework} against tran); docs/SAMPLE_ORDER.md")
-    entry = Entry(digest, f"{len(theirs)} samples of {framework}'s own GPTDataset, equal to tran's")
+                                    f"({framework} against tran{where}); docs/SAMPLE_ORDER.md")
+    valid = len(theirs) - global_sample_count(cfg.gbs)
+    held_out = f" ({valid} of them validation samples)" if cfg.evaluates else ""
+    entry = Entry(digest, f"{len(theirs)} samples{held_out} of {framework}'s own GPTDataset, equal to tran's")
     store.put(key, entry, fields)
     return entry.digest, entry.how
 
@@ -267,7 +340,10 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
 def _reference(cfg: Config, model: str, work: Path) -> tuple[list[FedSample] | None, str]:
     """tran's samples, or (None, why not) where they cannot be built."""
     try:
-        return reference_samples(cfg, model, work / "tran_cache"), ""
+        ours = reference_samples(cfg, model, work / "tran_cache")
+        if cfg.evaluates:
+            ours += reference_valid_samples(cfg, model, work / "tran_valid_cache")
+        return ours, ""
     except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
         return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
 
@@ -281,5 +357,6 @@ def dry_run_note(cfg: Config, model: str) -> str | None:
         digest, _ = samples_digest(cfg, model, "tran")
     except Exception:  # data that cannot be read yet is data/ready.py's to report before a real launch
         return None
-    return f"{DIGEST_KEY} {digest}: the first two global batches as tran feeds them; the preflight checks the " \
-           "framework's own against it" if digest else None
+    held_out = " and the first validation samples" if cfg.evaluates else ""
+    return f"{DIGEST_KEY} {digest}: the first two global batches{held_out} as tran feeds them; the preflight " \
+           "checks the framework's own against it" if digest else None

@@ -200,3 +200,73 @@ def test_callback_module_imports_without_lightning():
             "try:\n    m.BenchmarkCallback\nexcept ImportError:\n    sys.exit(0)\nsys.exit(1)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+class ValidatedRegression(TinyRegression):
+    """TinyRegression with NeMo's ``val_loss`` logged each validation: the k-th validation's value is given."""
+
+    def __init__(self, val_losses: list[float]):
+        super().__init__(slow_steps=0)
+        self.val_losses, self.validations = val_losses, 0
+
+    def val_dataloader(self):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(2))
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x @ self.target), batch_size=4)
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", torch.tensor(self.val_losses[self.validations]), on_epoch=True)
+
+    def on_validation_epoch_end(self):
+        self.validations += 1
+
+
+def _evaluated(tmp_path, target: str) -> tuple[LightningMeasurement, Trainer]:
+    from train.nemo.callback import EvaluationRecorder
+
+    measurement = _measurement(tmp_path)
+    # GBS 64 (MBS 4 x GA 16): evaluate 64 samples every 192 (3 steps)
+    cfg = load_config(write_config(tmp_path, MODEL_SIZE="tiny", TRAIN_ITERS=str(STEPS), MBS="4", DP="1", GA="16",
+                                   SL="64", GPUS_PER_NODE="1", WARMUP_STEPS="2", PLATFORM="cpu", EVAL_INTERVAL="192",
+                                   EVAL_SAMPLES="64", TARGET_LOSS=target), environ={})
+    measurement.evaluation = EvaluationRecorder(cfg)
+    trainer = Trainer(accelerator="cpu", devices=1, max_steps=STEPS, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, val_check_interval=3,
+                      num_sanity_val_steps=0, limit_val_batches=1, callbacks=[BenchmarkCallback(measurement)])
+    return measurement, trainer
+
+
+@pytest.mark.slow
+def test_nemo_evaluations_stop_the_run_at_the_target_as_ok(tmp_path):
+    """Issue 34: val_loss read after each validation; at or below TARGET_LOSS the run stops (should_stop), ok."""
+    _, trainer = _evaluated(tmp_path, "5")
+    trainer.fit(ValidatedRegression([7.0, 6.0, 5.0, 4.0]))
+    result = read_result(tmp_path / "result.json")
+    quality = result.quality
+    assert result.status == "ok" and len(result.step_times) == 9  # stopped after the evaluation at step 9
+    assert [(e.step, e.loss) for e in quality.evaluations] == [(3, 7.0), (6, 6.0), (9, 5.0)]
+    assert quality.reached and quality.stopped_at_target and quality.samples_to_target == 9 * 64
+    assert "MaskedTokenLossReduction" in quality.reduction and quality.run_start_unix is not None
+    times = [e.seconds for e in quality.evaluations]
+    assert times == sorted(times) and all(e.eval_seconds is not None for e in quality.evaluations)
+
+
+@pytest.mark.slow
+def test_a_nan_evaluation_stops_the_nemo_run_as_failed_with_its_reason(tmp_path):
+    _, trainer = _evaluated(tmp_path, "")
+    trainer.fit(ValidatedRegression([7.0, float("nan"), 5.0, 4.0]))
+    result = read_result(tmp_path / "result.json")
+    assert result.status == "failed" and "not finite" in result.error and len(result.step_times) == 6
+    assert result.quality.evaluations[-1].loss is None and result.quality.evaluations[-1].loss_reason
+
+
+def test_the_validation_sampler_reads_on_like_megatrons_iterator():
+    """NeMo 2.3's validation sampler restarts at 0 every validation (its consumed_samples is 0 for non-train
+    loaders); after evaluation k the callback sets it to k x EVAL_SAMPLES, so the next reads Megatron's next block."""
+    from types import SimpleNamespace
+
+    from train.nemo.callback import advance_validation_sampler
+
+    sampler = SimpleNamespace(consumed_samples=0)
+    trainer = SimpleNamespace(val_dataloaders=SimpleNamespace(batch_sampler=sampler))
+    assert advance_validation_sampler(trainer, 2 * 64) and sampler.consumed_samples == 128
+    assert not advance_validation_sampler(SimpleNamespace(val_dataloaders=None), 64)  # no such sampler: nothing

@@ -99,15 +99,42 @@ def tran_samples(cfg: Config, model: str, work: Path) -> Samples:
 
 
 @pytest.fixture(scope="module")
-def stack_samples(prepared: Config, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], ProbeResult]:
-    """Every stack's samples of every model: one probe process per wheel."""
-    found = {}
+def with_validation(prepared: Config) -> Config:
+    """``prepared`` with a held-out validation prefix per model (other documents), evaluation on: GBS 8, two global
+    batches every 16 steps, TRAIN_ITERS 50."""
+    from dataclasses import replace
+
+    from data.encode import encode_documents
+    from data.sample_corpus import SampleSpec, generate_documents
+    from utils.dataset.paths import valid_prefix
+
+    texts = [text for text in generate_documents(SampleSpec(seed=12, target_bytes=20_000)) if text.strip()]
+    for model in REAL_FORMAT_MODELS:
+        encode_documents(texts, load_tokenizer(tokenizer_dir(prepared, model)), valid_prefix(prepared, model),
+                         workers=1, progress=False, fast_path=False)
+    return replace(prepared, train_iters=50, mbs=8, eval_interval=16 * 8, eval_samples=16)
+
+
+@pytest.fixture(scope="module")
+def stack_samples(prepared: Config, with_validation: Config, tmp_path_factory: pytest.TempPathFactory
+                  ) -> dict[tuple[str, ...], ProbeResult]:
+    """Every stack's samples of every model, and its validation samples (issue 34): one probe process per wheel."""
+    from train.settings.samples import valid_dataset_samples, valid_digest_count
+    from utils.dataset.paths import valid_prefix
+
+    found: dict[tuple[str, ...], ProbeResult] = {}
     for stack, (version, tokenizer_kind, launcher, image) in STACKS.items():
         requests = [ProbeRequest(tokenizer_kind, launch_tokenizer_dir(prepared, model, launcher),
                                  dataset_prefix(prepared, model), SEQ_LEN, SEED, SAMPLES)
                     for model in REAL_FORMAT_MODELS]
+        requests += [ProbeRequest(tokenizer_kind, launch_tokenizer_dir(prepared, model, launcher),
+                                  valid_prefix(prepared, model), SEQ_LEN, SEED, valid_digest_count(with_validation),
+                                  split="valid", dataset_samples=valid_dataset_samples(with_validation))
+                     for model in REAL_FORMAT_MODELS]
         results = wheel_samples(version, requests, tmp_path_factory.mktemp(f"wheel-{version}-{image}"), image)
-        found.update({(stack, model): result for model, result in zip(REAL_FORMAT_MODELS, results, strict=True)})
+        keys = [(stack, model) for model in REAL_FORMAT_MODELS] + [(stack, model, "valid")
+                                                                    for model in REAL_FORMAT_MODELS]
+        found.update(dict(zip(keys, results, strict=True)))
     return found
 
 
@@ -216,3 +243,35 @@ def test_a_tree_without_compiled_helpers_gets_them_from_megatrons_compile_helper
     digest, how = samples.samples_digest(cfg, "llama", "mega", sys.executable, tree)
     assert digest is not None and "equal to tran's" in how, how
     assert list(datasets.glob("helpers_cpp*.so")), "compile_helpers wrote no module into the tree"
+
+
+@pytest.mark.parametrize("model", REAL_FORMAT_MODELS)
+@pytest.mark.parametrize("stack", STACKS)
+def test_validation_samples_are_trans_on_each_stacks_own_dataset_code(
+        with_validation: Config, stack_samples: dict[tuple[str, ...], ProbeResult], tmp_path: Path, stack: str,
+        model: str) -> None:
+    """Issue 34: the validation split as each stack's own megatron-core builds --valid-data-path (NeMo: its data
+    module's "validation" path) at Megatron's size, equal to tran's, so equal across stacks."""
+    from train.settings.samples import reference_valid_samples
+
+    reference = reference_valid_samples(with_validation, model, tmp_path / "tran")
+    ours = Samples(*(np.stack([getattr(s, name) for s in reference]) for name in ("tokens", "labels", "loss_mask")))
+    assert len(reference) == 16
+    difference = first_difference(stack_samples[stack, model, "valid"].samples, ours)
+    assert difference is None, f"{stack}, {model}: validation samples: {difference}"
+
+
+def test_the_preflight_digest_covers_the_validation_samples(with_validation: Config, monkeypatch) -> None:
+    import sys
+    from dataclasses import replace
+
+    from tests.helpers.megatron_core import side_env
+    from train.settings import samples
+
+    monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))
+    digest, how = samples.samples_digest(with_validation, "llama", "mega", sys.executable, side_env("0.15.0"))
+    reference, _ = samples.samples_digest(with_validation, "llama", "tran")
+    assert digest == reference and "(16 of them validation samples)" in how, how
+    off = replace(with_validation, eval_interval=0, eval_samples=0)
+    training_only, _ = samples.samples_digest(off, "llama", "tran")
+    assert training_only != digest
