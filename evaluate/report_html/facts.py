@@ -134,9 +134,12 @@ def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
 
     ``db_value``: ``--db`` or ``HISTORY_DB`` (None: config.env's). Off, missing or unreadable: absent, one line.
     """
-    from evaluate.history.query import Filters, count_runs
-    from evaluate.history.store import HistoryError, configured_db, open_database, resolve_target
-    from evaluate.history.trend import trend_series, write_png
+    try:
+        from evaluate.history.query import Filters, count_runs
+        from evaluate.history.store import HistoryError, configured_db, open_database, resolve_target
+        from evaluate.history.trend import trend_series, write_png
+    except ImportError as exc:  # a native run without the images' SQLAlchemy (the lent GPU, docs/PERFORMANCE.md)
+        return HistoryFacts(absent=f"the results database cannot be read here: {one_line(exc, 200)}")
 
     try:
         target = resolve_target(db_value if db_value is not None else configured_db())

@@ -89,6 +89,28 @@ def test_absent_parts_are_one_line_each(tmp_path: Path) -> None:
     assert "Energy: not measured" in text and "Tokens per kWh (board energy, higher is better): left out" in text
 
 
+def test_a_python_without_sqlalchemy_still_gets_its_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lent GPU's native Python had no SQLAlchemy and the page crashed after a good check (2026-11-27)."""
+    import builtins
+    import sys
+
+    real_import = builtins.__import__
+
+    def no_sqlalchemy(name: str, *args: object, **kwargs: object) -> object:
+        if name == "sqlalchemy" or name.startswith("sqlalchemy."):
+            raise ModuleNotFoundError("No module named 'sqlalchemy'")
+        return real_import(name, *args, **kwargs)
+
+    for name in [n for n in sys.modules if n.startswith(("sqlalchemy", "evaluate.history"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", no_sqlalchemy)
+    out = tmp_path / "results"
+    make_result(out, "nvd", "mega", with_power=False)
+    assert main(["--results-dir", str(out), "--db", str(tmp_path / "history.sqlite")]) == 0
+    text = (out / "report.html").read_text()
+    assert "the results database cannot be read here: No module named" in text and "sqlalchemy" in text
+
+
 def test_history_gate_and_what_changed(results: Path, tmp_path: Path) -> None:
     older = tmp_path / "older"
 
