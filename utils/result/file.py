@@ -210,6 +210,10 @@ def finalize_result(result: Result, status: str, error: str | None) -> Result:
 def _finish(result: Result, status: str, error: str | None, expected_steps: int) -> Result:
     if status not in STATUSES:
         raise ValueError(f"status {status!r}: allowed values are {', '.join(STATUSES)}")
+    quality = result.quality
+    if quality is not None and quality.stopped_at_target and quality.evaluations:
+        # STOP_AT_TARGET ended the run after the evaluation at the target (issue 34): an ok ending, not a short run
+        expected_steps = min(expected_steps, quality.evaluations[-1].step)
     status, error = final_status(status, error, len(result.step_times), expected_steps)
     return update_result(result, status=status, error=error, finished_at=now_iso())
 
