@@ -58,13 +58,14 @@ def test_the_run_stops_at_the_target_and_ends_ok(runs: dict[str, tuple[Path, Res
     assert quality.reduction.startswith("per-token mean")
 
 
-def test_validate_and_compare_show_the_time_to_quality(runs: dict[str, tuple[Path, Result]],
+def test_validate_and_compare_show_the_time_to_quality(runs: dict[str, tuple[Path, Result]], sample_data_dir: Path,
                                                        tmp_path: Path) -> None:
     folder = runs["tran"][0].parent
-    validated = run_module("evaluate.validate", str(folder), timeout=300)
+    env = tiny_environ(sample_data_dir, folder, **EVAL)
+    validated = run_module("evaluate.validate", str(folder), env=env, timeout=300)
     assert validated.returncode == 0, validated.stdout[-3000:] + validated.stderr[-3000:]
     compared = run_module("evaluate.compare", "--results-dir", str(folder), "--output-dir", str(tmp_path),
-                          timeout=300)
+                          env=env, timeout=300)
     assert compared.returncode == 0, compared.stdout[-3000:] + compared.stderr[-3000:]
     text = (tmp_path / "compare.md").read_text()
     assert "### Time to quality" in text and (tmp_path / "quality.png").is_file()
