@@ -63,7 +63,7 @@ def apply_energy(ctx: RunContext, result: Result, trace: CounterTrace | None, re
     ours = window_power_metrics(trace, window, tokens_per_step=ctx.cfg.tokens_per_step, gpus_total=gpus_total,
                                 reason=why)
     own = result.power_metrics
-    if result.quality is not None:
+    if getattr(result, "quality", None) is not None:  # a result with evaluations (a Result always has the field)
         from utils.measure.quality import with_energy
 
         def between(start: float, end: float) -> tuple[float | None, str | None]:
