@@ -61,3 +61,26 @@ def test_tran_and_deep_give_the_same_eval_loss_on_the_same_weights(eval_cfg: Cal
             dist.destroy_process_group()
     assert 0 < tran_loss < 12 and deep_loss == pytest.approx(tran_loss, rel=1e-4)
     assert second != tran_loss  # Megatron's validation iterator goes on: the second evaluation reads new samples
+
+
+@pytest.mark.slow
+def test_a_nan_eval_loss_is_recorded_and_stops_the_run(eval_cfg: Callable[..., Config], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+    import math
+
+    from train.tran.evaluation import Evaluator
+    from train.tran.worker import StopRequest, train
+    from utils.result.file import read_result
+
+    monkeypatch.setattr(Evaluator, "run", lambda self: math.nan)
+    path = tmp_path / "train_cpu_tran_llama.json"
+    args = argparse.Namespace(model="llama", platform="cpu", result=path, run_index=None, log_path=None)
+    with pytest.raises(FloatingPointError, match="not finite"):
+        train(eval_cfg(TRAIN_ITERS="6", EVAL_INTERVAL="8", EVAL_SAMPLES="4"), args, Dist(0, 0, 1, torch.device("cpu")),
+              StopRequest())
+    result = read_result(path)
+    quality = result.quality
+    assert result.status == "failed" and "eval loss at step 2 is not finite" in result.error
+    assert len(result.step_times) == 2 and quality is not None and not quality.reached
+    assert quality.evaluations[0].loss is None and "nan" in quality.evaluations[0].loss_reason
