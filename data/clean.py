@@ -9,6 +9,12 @@ Rules, applied in this order to every document (streamed, one at a time):
 3. Drop the document if it is now empty, or shorter than ``MIN_DOC_CHARS`` characters.
 4. Drop exact duplicates of an earlier kept document (16-byte digests in memory,
    so memory grows with the document count, never with the corpus size).
+5. Hold documents out for the validation set (``valid.jsonl``, issue 34), never to reach ``clean.jsonl``:
+   for ``c4``, C4's own validation split (``valid_raw.jsonl``, fetched beside the training split, cleaned
+   first by these rules; a training document equal to one of them is dropped as a duplicate); for every
+   other corpus, the documents whose digest falls in one of :data:`HOLDOUT_BUCKETS` buckets (a 2% share),
+   decided by the text alone, so the choice is deterministic, independent of order and corpus size, and an
+   exact duplicate can never land on both sides.
 
 How many documents each rule dropped is printed and recorded in the manifest.
 """
@@ -36,12 +42,14 @@ from data.common import (
     write_jsonl_line,
 )
 from utils.config.load import Config
-from utils.dataset.paths import clean_path, dataset_dir, raw_path
+from utils.dataset.paths import clean_path, dataset_dir, raw_path, valid_clean_path, valid_raw_path
 from utils.files.atomic import atomic_path
 from utils.files.hashing import sha256_file
 
-# Bump when a rule changes, so existing clean.jsonl files are redone.
-RULES_VERSION = 1
+# Bump when a rule changes, so existing clean.jsonl files are redone (2: the held-out validation set).
+RULES_VERSION = 2
+# Rule 5: a document is held out when the first 8 bytes of its digest, modulo HOLDOUT_BUCKETS, are 0 (1 in 50).
+HOLDOUT_BUCKETS = 50
 
 _INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
 _HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
@@ -66,6 +74,18 @@ class CleanCounts:
     dropped_too_short: int = 0
     dropped_duplicate: int = 0
     kept_characters: int = 0
+    held_out: int = 0  # documents written to valid.jsonl (rule 5)
+    held_out_characters: int = 0
+
+
+def held_out(digest: bytes) -> bool:
+    """Rule 5 for the corpora without their own validation split: this document is a validation document."""
+    return int.from_bytes(digest[:8], "big") % HOLDOUT_BUCKETS == 0
+
+
+def has_own_validation(cfg: Config) -> bool:
+    """c4 brings its own validation split (data/fetch.py fetches it); the other corpora hold documents out."""
+    return cfg.dataset == "c4"
 
 
 def clean_manifest_path(cfg: Config) -> Path:
@@ -73,11 +93,17 @@ def clean_manifest_path(cfg: Config) -> Path:
 
 
 def clean(cfg: Config, force: bool = False, progress: bool = True) -> CleanCounts | None:
-    """Write ``clean.jsonl``; returns the counts, or ``None`` when it was already current."""
-    source, out = raw_path(cfg), clean_path(cfg)
+    """Write ``clean.jsonl`` and ``valid.jsonl``; returns the counts, or ``None`` when they were already current."""
+    source, out, valid_out = raw_path(cfg), clean_path(cfg), valid_clean_path(cfg)
     if not source.is_file():
         raise DataError(f"{source}: input not found; run `python -m data.fetch` first")
-    key = {"input_sha256": sha256_file(source), "min_doc_chars": cfg.min_doc_chars, "rules": RULES_VERSION}
+    own_valid = has_own_validation(cfg)
+    if own_valid and not valid_raw_path(cfg).is_file():
+        raise DataError(f"{valid_raw_path(cfg)}: the validation split was not fetched; run `python -m data.fetch`")
+    key = {"input_sha256": sha256_file(source), "min_doc_chars": cfg.min_doc_chars, "rules": RULES_VERSION,
+           "holdout": "validation split" if own_valid else f"1 in {HOLDOUT_BUCKETS} by digest"}
+    if own_valid:
+        key["valid_input_sha256"] = sha256_file(valid_raw_path(cfg))
     manifest_path = clean_manifest_path(cfg)
     if not force and mf.is_current(manifest_path, key):
         print(f"clean: {out} is current (manifest {manifest_path.name}); --force to redo")
@@ -85,36 +111,63 @@ def clean(cfg: Config, force: bool = False, progress: bool = True) -> CleanCount
 
     counts = CleanCounts()
     seen: set[bytes] = set()
-    with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as stream:
+
+    def keep(raw: str) -> tuple[str, bytes] | None:
+        """Rules 1-4: the normalised text and its digest, or None (dropped, counted)."""
+        text = normalize(raw)
+        if not text:
+            counts.dropped_empty += 1
+            return None
+        if len(text) < cfg.min_doc_chars:
+            counts.dropped_too_short += 1
+            return None
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        if digest in seen:
+            counts.dropped_duplicate += 1
+            return None
+        seen.add(digest)
+        return text, digest
+
+    with atomic_path(valid_out) as valid_tmp, valid_tmp.open("w", encoding="utf-8") as valid_stream, \
+            atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as stream:
+        if own_valid:  # first, so a training document equal to a validation one is dropped as a duplicate
+            for raw in tqdm(iter_jsonl_texts(valid_raw_path(cfg)), desc="clean valid", unit="doc",
+                            disable=not progress):
+                kept = keep(raw)
+                if kept is not None:
+                    write_jsonl_line(valid_stream, kept[0])
+                    counts.held_out += 1
+                    counts.held_out_characters += len(kept[0])
         for raw in tqdm(iter_jsonl_texts(source), desc="clean", unit="doc", disable=not progress):
             counts.input_documents += 1
-            text = normalize(raw)
-            if not text:
-                counts.dropped_empty += 1
+            kept = keep(raw)
+            if kept is None:
                 continue
-            if len(text) < cfg.min_doc_chars:
-                counts.dropped_too_short += 1
+            text, digest = kept
+            if not own_valid and held_out(digest):
+                write_jsonl_line(valid_stream, text)
+                counts.held_out += 1
+                counts.held_out_characters += len(text)
                 continue
-            digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-            if digest in seen:
-                counts.dropped_duplicate += 1
-                continue
-            seen.add(digest)
             write_jsonl_line(stream, text)
             counts.kept += 1
             counts.kept_characters += len(text)
         stream.flush()
+        valid_stream.flush()
         if counts.kept == 0:
             raise DataError(
                 f"{source}: the corpus is empty after cleaning ({counts.input_documents} documents in, "
                 f"{counts.dropped_empty} empty, {counts.dropped_too_short} shorter than "
-                f"MIN_DOC_CHARS={cfg.min_doc_chars}, {counts.dropped_duplicate} duplicates); {out} not written"
+                f"MIN_DOC_CHARS={cfg.min_doc_chars}, {counts.dropped_duplicate} duplicates, {counts.held_out} "
+                f"held out for validation); {out} not written"
             )
-    mf.write_manifest(manifest_path, "clean", key, [out], asdict(counts))
+    mf.write_manifest(manifest_path, "clean", key, [out, valid_out], asdict(counts))
     print(
         f"clean: kept {counts.kept} of {counts.input_documents} documents -> {out}\n"
         f"clean: dropped {counts.dropped_empty} empty, {counts.dropped_too_short} too short "
-        f"(< {cfg.min_doc_chars} chars), {counts.dropped_duplicate} exact duplicates"
+        f"(< {cfg.min_doc_chars} chars), {counts.dropped_duplicate} exact duplicates\n"
+        f"clean: held out {counts.held_out} documents for validation "
+        f"({'the validation split' if own_valid else f'1 in {HOLDOUT_BUCKETS} by digest'}) -> {valid_out}"
     )
     return counts
 

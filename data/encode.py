@@ -80,7 +80,15 @@ from data.file_tokenizer import load_policy_tokenizer
 from data.idx_writer import IndexWriter, optimal_dtype
 from data.token_policy import TokenPolicy, record
 from utils.config.load import Config
-from utils.dataset.paths import clean_path, dataset_prefix, eod_id, tokenizer_dir, vocab_size
+from utils.dataset.paths import (
+    clean_path,
+    dataset_prefix,
+    eod_id,
+    tokenizer_dir,
+    valid_clean_path,
+    valid_prefix,
+    vocab_size,
+)
 from utils.files.atomic import temp_sibling
 from utils.files.hash_cache import cached_sha256
 from utils.files.hashing import sha256_dir
@@ -309,22 +317,44 @@ def encode_key(cfg: Config, model: str, source: Path, tok_dir: Path) -> dict[str
     }
 
 
+def splits(cfg: Config, model: str) -> list[tuple[str, Path, Path]]:
+    """(label, clean JSONL, Megatron prefix) of the training set and, where data.clean wrote one, the held-out
+    validation set (issue 34): both encoded alike, each with its own manifest and verify report."""
+    return [("train", clean_path(cfg), dataset_prefix(cfg, model)),
+            ("valid", valid_clean_path(cfg), valid_prefix(cfg, model))]
+
+
 def encode_model(cfg: Config, model: str, force: bool = False, progress: bool = True,
                  fast_path: bool = True) -> EncodeStats | None:
-    """Encode the clean corpus for one model; ``None`` when the manifest says it is current."""
+    """Encode the clean corpus (and its validation set) for one model; the training set's stats, ``None`` when its
+    manifest says it is current."""
     source = clean_path(cfg)
     if not source.is_file():
         raise DataError(f"{source}: input not found; run `python -m data.clean` first")
+    clean_manifest = mf.read_manifest(source.parent / "clean.manifest.json") or {}
+    counts = clean_manifest.get("counts", {})
+    stats = None
+    for label, jsonl, prefix in splits(cfg, model):
+        if label == "valid" and (not jsonl.is_file() or not counts.get("held_out")):
+            _remove_outputs(prefix)
+            print(f"encode: {model}: no held-out documents in {jsonl}: no validation set (evaluation refused)")
+            continue
+        done = _encode_split(cfg, model, jsonl, prefix, counts.get("kept" if label == "train" else "held_out"),
+                             force=force, progress=progress, fast_path=fast_path)
+        if label == "train":
+            stats = done
+    return stats
+
+
+def _encode_split(cfg: Config, model: str, source: Path, prefix: Path, total: int | None, *, force: bool,
+                  progress: bool, fast_path: bool) -> EncodeStats | None:
     tok_dir = tokenizer_dir(cfg, model)
-    prefix = dataset_prefix(cfg, model)
     key = encode_key(cfg, model, source, tok_dir)
     manifest_path = encode_manifest_path(prefix)
     if not force and mf.is_current(manifest_path, key):
         print(f"encode: {prefix}.bin/.idx are current (manifest {manifest_path.name}); --force to redo")
         return None
     _remove_outputs(prefix)
-    clean_manifest = mf.read_manifest(source.parent / "clean.manifest.json") or {}
-    total = clean_manifest.get("counts", {}).get("kept")
     workers = plan_workers(cfg.encode_workers, source.stat().st_size)
     os.environ.setdefault("RAYON_NUM_THREADS", str(workers))  # tokenizers' thread pool, read once per process
     bin_path, idx_path = bin_idx(prefix)

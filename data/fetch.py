@@ -42,7 +42,7 @@ from data.common import (
 from utils.config.load import Config, read_secret
 from utils.config.models import get_shape
 from utils.config.registry import model_names
-from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer_dir
+from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer_dir, valid_raw_path
 from utils.files.atomic import atomic_path, temp_sibling
 from utils.files.hashing import sha256_dir, sha256_file
 
@@ -63,6 +63,16 @@ HUB_DATASETS: dict[str, HubDataset] = {
     "bc": HubDataset("rojagtap/bookcorpus", None, "train"),
     "c4": HubDataset("allenai/c4", "en", "train"),
 }
+# Corpora with their own held-out split (issue 34): its first documents are the validation set, one for every
+# VALID_SHARE training documents (the share data/clean.py holds out of the other corpora). MLPerf's Llama 3.1 8B
+# evaluates on C4's validation split too.
+VALIDATION_SPLITS: dict[str, HubDataset] = {"c4": HubDataset("allenai/c4", "en", "validation")}
+VALID_SHARE = 50
+
+
+def valid_documents(cfg: Config) -> int:
+    """How many validation-split documents a corpus with its own split fetches."""
+    return max(1, cfg.data_samples // VALID_SHARE)
 # The tokenizer repositories come from the shape table; Llama's and Mistral's are gated (a licence to
 # accept on the Hub, then HF_TOKEN), Qwen's is open.
 TOKENIZER_REPOS: dict[str, str] = {model: get_shape(model).hf_repo for model in model_names()}
@@ -103,11 +113,12 @@ def download_tokenizer_files(repo: str, destination: Path, token: str | None) ->
 # corpus
 
 
-def _hub_documents(cfg: Config, source: HubDataset, progress: bool) -> Iterator[str]:
+def _hub_documents(cfg: Config, source: HubDataset, progress: bool, count: int | None = None) -> Iterator[str]:
+    count = cfg.data_samples if count is None else count
     try:
         stream = iter(open_hub_stream(source))
-        with tqdm(total=cfg.data_samples, desc=f"fetch {cfg.dataset}", unit="doc", disable=not progress) as bar:
-            for record in itertools.islice(stream, cfg.data_samples):
+        with tqdm(total=count, desc=f"fetch {cfg.dataset} {source.split}", unit="doc", disable=not progress) as bar:
+            for record in itertools.islice(stream, count):
                 text = record.get(source.text_field) if isinstance(record, dict) else None
                 if not isinstance(text, str):
                     raise DataError(f"{source.repo}: record without a string '{source.text_field}' field")
@@ -175,7 +186,10 @@ def _corpus_key(cfg: Config) -> dict[str, Any]:
                 raise DataError(f"{file}: cannot read (permission denied)")
         return {"source": "local", "files": {str(f.resolve()): sha256_file(f) for f in files}}
     source = HUB_DATASETS[cfg.dataset]
-    return {"source": source.repo, "config": source.config, "split": source.split, "samples": cfg.data_samples}
+    key = {"source": source.repo, "config": source.config, "split": source.split, "samples": cfg.data_samples}
+    if cfg.dataset in VALIDATION_SPLITS:
+        key["valid_split"] = VALIDATION_SPLITS[cfg.dataset].split
+    return key
 
 
 def fetch_corpus(cfg: Config, force: bool = False, progress: bool = True) -> Path:
@@ -205,7 +219,17 @@ def fetch_corpus(cfg: Config, force: bool = False, progress: bool = True) -> Pat
     if not cfg.dataset.startswith(("sample", "local:")) and count < cfg.data_samples:
         print(f"fetch: warning: {cfg.dataset} ended after {count} of DATA_SAMPLES={cfg.data_samples} documents",
               file=sys.stderr)
-    mf.write_manifest(manifest_path, "fetch", key, [out], {"documents": count})
+    outputs, counts = [out], {"documents": count}
+    if cfg.dataset in VALIDATION_SPLITS:
+        valid_out = valid_raw_path(cfg)
+        with atomic_path(valid_out) as tmp, tmp.open("w", encoding="utf-8") as stream:
+            counts["valid_documents"] = 0
+            for text in _hub_documents(cfg, VALIDATION_SPLITS[cfg.dataset], progress, valid_documents(cfg)):
+                write_jsonl_line(stream, text)
+                counts["valid_documents"] += 1
+        outputs.append(valid_out)
+        print(f"fetch: wrote {counts['valid_documents']} validation documents to {valid_out}")
+    mf.write_manifest(manifest_path, "fetch", key, outputs, counts)
     print(f"fetch: wrote {count} documents to {out}")
     return out
 

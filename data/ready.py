@@ -18,7 +18,10 @@ What is checked, each failure naming the file:
   the one it encoded with;
 * ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes);
 * the dataset's token policy (``BOS_POLICY``, recorded by ``data.encode``: data/token_policy.py) is
-  the one the config asks for.
+  the one the config asks for;
+* with evaluation on (issue 34), the held-out validation pair passes the same checks: encoded from the
+  ``valid.jsonl`` data.clean wrote with the same tokenizer, unchanged since, verified. A run that evaluates
+  without one is refused here, before launch, in one line.
 
 Every manifest is read through its typed model (``data/manifest.py``): a malformed one is one line,
 ``<file>: manifest malformed: outputs must be a mapping``, which the launcher gives as its reason.
@@ -35,7 +38,7 @@ from data.common import DataError
 from data.encode import bin_idx, encode_manifest_path
 from data.token_policy import mismatch
 from utils.config.load import Config
-from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
+from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix
 from utils.files.hash_cache import cached_sha256
 from utils.files.hashing import sha256_dir
 
@@ -154,6 +157,31 @@ def check_dataset(cfg: Config, model: str) -> Path:
     """
     clean_hash, tok_hash = settings_problems(cfg, model)
     prefix = dataset_prefix(cfg, model)
+    _check_verified(prefix, clean_hash, tok_hash)
+    if cfg.evaluates:
+        _check_validation_set(cfg, model, tok_hash)
+    return prefix
+
+
+def _check_validation_set(cfg: Config, model: str, tok_hash: str) -> None:
+    """The held-out pair an evaluating run reads: encoded from data.clean's valid.jsonl, unchanged, verified."""
+    from data.clean import clean_manifest_path
+
+    valid = valid_prefix(cfg, model)
+    if not all(p.is_file() for p in bin_idx(valid)):
+        raise DataError(f"evaluation (EVAL_INTERVAL={cfg.eval_interval}, EVAL_SAMPLES={cfg.eval_samples}) needs the "
+                        f"validation set {valid}.bin/.idx, which is missing; {REDO}")
+    cleaned_path = clean_manifest_path(cfg)
+    valid_hash = _output_hash(_manifest(cleaned_path, "clean"), valid_clean_path(cfg), cleaned_path)
+    encoded_path = encode_manifest_path(valid)
+    key = _manifest(encoded_path, "encode").key
+    if key.get("clean_sha256") != valid_hash or key.get("tokenizer_sha256") != tok_hash:
+        raise DataError(f"{encoded_path}: encoded from another valid.jsonl or tokenizer than the current ones; {REDO}")
+    _check_verified(valid, valid_hash, tok_hash)
+
+
+def _check_verified(prefix: Path, clean_hash: str, tok_hash: str) -> None:
+    """The pair is byte for byte what data.encode wrote, and data.verify passed on these bytes."""
     hashes = check_encoded_bytes(prefix)
     report_path = verify_report_path(prefix)
     report = mf.load_manifest(report_path)
@@ -167,4 +195,3 @@ def check_dataset(cfg: Config, model: str) -> Path:
     if key.get("tokenizer_sha256") != tok_hash or key.get("clean_sha256") != clean_hash:
         raise DataError(f"{report_path}: data.verify checked another tokenizer or clean.jsonl "
                         "(run python -m data.verify)")
-    return prefix

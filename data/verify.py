@@ -42,10 +42,10 @@ import numpy as np
 
 from data import manifest as mf
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
-from data.encode import bin_idx, encode_manifest_path
+from data.encode import bin_idx, encode_manifest_path, splits
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
 from utils.config.load import Config
-from utils.dataset.paths import clean_path, dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from utils.dataset.paths import eod_id, load_tokenizer, tokenizer_dir, vocab_size
 from utils.files.hash_cache import cached_sha256
 from utils.files.hashing import sha256_dir, sha256_file
 
@@ -80,10 +80,10 @@ def read_index_header(idx_path: Path) -> dict[str, int]:
     return {"version": version, "dtype_code": code, "sequences": sequences, "documents": documents}
 
 
-def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dict[str, Any]:
+def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str, source: Path,
+                prefix: Path) -> dict[str, Any]:
     from megatron.core.datasets.indexed_dataset import DType, IndexedDataset
 
-    prefix = dataset_prefix(cfg, model)
     bin_path, idx_path = bin_idx(prefix)
     for path in (idx_path, bin_path):
         if not path.is_file():
@@ -134,9 +134,9 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
         raise DataError(f"{idx_path}: {n} documents, but data.encode wrote {expected_docs}")
     # Counted from clean.jsonl itself: the encode manifest only repeats what encode wrote, so a
     # document lost on the way would otherwise go unnoticed (round trips sample only a few).
-    clean_docs = count_documents(clean_path(cfg))
+    clean_docs = count_documents(source)
     if n != clean_docs:
-        raise DataError(f"{idx_path}: {n} documents, but {clean_path(cfg)} holds {clean_docs}")
+        raise DataError(f"{idx_path}: {n} documents, but {source} holds {clean_docs}")
     if n and lengths.min() < 1:
         raise DataError(f"{idx_path}: document {int(np.argmin(lengths))} is empty (no EOD)")
     itemsize = np.dtype(dtype).itemsize
@@ -162,7 +162,7 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str) -> dic
         raise DataError(f"{bin_path}: {not_eod.size} document(s) do not end in EOD {eod}, "
                         f"first: document {int(not_eod[0])}")
     policy = encode_manifest.token_policy
-    samples = _round_trip(cfg, prefix, dataset, tokenizer, eod, policy.policy if policy else cfg.bos_policy)
+    samples = _round_trip(cfg, source, prefix, dataset, tokenizer, eod, policy.policy if policy else cfg.bos_policy)
     del data, dataset
     return {"documents": n, "tokens": tokens, "dtype": dtype.__name__, "vocab_size": vocab, "eod_id": eod,
             "round_trip_documents": samples}
@@ -179,13 +179,14 @@ def reference_ids(tokenizer: Any, text: str, policy: str) -> list[int]:
     return list(tokenizer(text)["input_ids"])
 
 
-def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: int, policy: str) -> list[int]:
+def _round_trip(cfg: Config, source: Path, prefix: Path, dataset: Any, tokenizer: Any, eod: int,
+                policy: str) -> list[int]:
     """Decode sampled documents back to their clean text and re-encode them to the stored tokens."""
     count = len(dataset)
     picks = sorted(random.Random(cfg.seed).sample(range(count), min(ROUND_TRIP_SAMPLES, count)))
     wanted = set(picks)
     texts: dict[int, str] = {}
-    for number, text in enumerate(iter_jsonl_texts(clean_path(cfg))):
+    for number, text in enumerate(iter_jsonl_texts(source)):
         if number in wanted:
             texts[number] = text
             if len(texts) == len(wanted):
@@ -193,7 +194,7 @@ def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: in
     for number in picks:
         stored = [int(t) for t in dataset[number]]
         if number not in texts:
-            raise DataError(f"{prefix}: document {number} has no counterpart in {clean_path(cfg)}")
+            raise DataError(f"{prefix}: document {number} has no counterpart in {source}")
         decoded = tokenizer.decode(stored, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         if decoded != texts[number]:
             raise DataError(f"{prefix}.bin: document {number} decodes to {decoded[:60]!r}..., "
@@ -205,12 +206,24 @@ def _round_trip(cfg: Config, prefix: Path, dataset: Any, tokenizer: Any, eod: in
 
 
 def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]:
-    source = clean_path(cfg)
+    """Verify the training pair and, where data.encode wrote one, the validation pair (issue 34); the training
+    pair's report."""
+    result: dict[str, Any] = {}
+    for label, source, prefix in splits(cfg, model):
+        if label == "valid" and not any(p.is_file() for p in (*bin_idx(prefix), encode_manifest_path(prefix))):
+            verify_report_path(prefix).unlink(missing_ok=True)
+            continue  # no held-out documents: no validation set (a run that evaluates is refused, data/ready.py)
+        report = _verify_split(cfg, model, source, prefix, force=force)
+        if label == "train":
+            result = report
+    return result
+
+
+def _verify_split(cfg: Config, model: str, source: Path, prefix: Path, force: bool) -> dict[str, Any]:
     if not source.is_file():
         raise DataError(f"{source}: missing; verify compares the dataset with it (run data.clean)")
     tok_dir = tokenizer_dir(cfg, model)
     tokenizer = load_tokenizer(tok_dir)
-    prefix = dataset_prefix(cfg, model)
     bin_path, idx_path = bin_idx(prefix)
     report_path = verify_report_path(prefix)
     clean_hash = sha256_file(source)
@@ -226,7 +239,7 @@ def verify_model(cfg: Config, model: str, force: bool = False) -> dict[str, Any]
                 print(f"verify: {prefix} unchanged since it passed ({report_path.name}); --force to re-check")
                 report = mf.load_manifest(report_path)
                 return report.counts if report is not None else {}
-        result = _check_pair(cfg, model, tokenizer, clean_hash)
+        result = _check_pair(cfg, model, tokenizer, clean_hash, source, prefix)
         settings_problems(cfg, model)
     except DataError:
         # A report of an earlier pass must not outlive a failure: training reads it (data/ready.py).

@@ -257,3 +257,98 @@ def cross_platform_parities(summaries: list[GroupSummary]) -> list[LossParity]:
             if a.group.platform != b.group.platform and a.group.profile == b.group.profile:
                 out.append(loss_parity(a, b))
     return out
+
+
+# ---------------------------------------------------------------------------
+# time to quality (issue 34)
+
+
+@dataclass
+class QualitySummary:
+    """What one (platform, framework, model) needed to reach its target eval loss, over the runs that reached it.
+
+    Only ``ok`` runs that reached the target enter the estimates; every other run with a quality block (target not
+    reached, a non-finite eval loss, failed) is listed in ``not_reached`` with its reason, never averaged in.
+    """
+
+    group: RunGroup
+    target_loss: float | None
+    time_s: Estimate | None
+    tokens: Estimate | None
+    energy_kwh: Estimate | None
+    energy_reason: str | None
+    gpu_hours: Estimate | None
+    gpu_hours_reason: str | None
+    per_run_time_s: list[float] = field(default_factory=list)
+    not_reached: list[tuple[str, str]] = field(default_factory=list)  # (file name, why)
+
+    def cost(self, price_per_gpu_hour: float | None) -> Estimate | None:
+        """Dollars to the target: GPU-hours to the target x ``price_per_gpu_hour``."""
+        hours = self.gpu_hours
+        if price_per_gpu_hour is None or hours is None:
+            return None
+        scale = price_per_gpu_hour
+        return Estimate(hours.value * scale, None if hours.low is None else hours.low * scale,
+                        None if hours.high is None else hours.high * scale, hours.n)
+
+
+def _why_not_reached(run: LoadedResult) -> str:
+    quality = run.result.quality
+    assert quality is not None
+    nulls = [e for e in quality.evaluations if e.loss is None]
+    if nulls:
+        return f"eval loss at step {nulls[0].step} not finite ({nulls[0].loss_reason})"
+    if run.result.status != "ok":
+        return f"status {run.result.status}: {run.result.error}"
+    if quality.target_loss is None:
+        return "no TARGET_LOSS set"
+    best = min((e.loss for e in quality.evaluations if e.loss is not None), default=None)
+    shown = f"; lowest eval loss {best:.4f}" if best is not None else ""
+    return f"target {quality.target_loss:g} not reached in {len(quality.evaluations)} evaluation(s){shown}"
+
+
+def summarize_quality(group: RunGroup) -> QualitySummary | None:
+    """The group's time to quality (None: no run of the group evaluated)."""
+    evaluated = [run for run in group.runs if run.result.quality is not None]
+    if not evaluated:
+        return None
+    reached = [run.result.quality for run in evaluated if run.ok and run.result.quality.reached]  # type: ignore[union-attr]
+    times = _known(q.time_to_target_s for q in reached)
+    energy = _known(q.energy_to_target_kwh for q in reached)
+    hours = _known(q.gpu_hours_to_target for q in reached)
+    targets = {run.result.quality.target_loss for run in evaluated}  # type: ignore[union-attr]
+    return QualitySummary(
+        group=group, target_loss=targets.pop() if len(targets) == 1 else None,
+        time_s=estimate(times), tokens=estimate(_known(q.tokens_to_target for q in reached)),
+        energy_kwh=estimate(energy),
+        energy_reason=None if energy else _first((q.null_reasons.get("energy_to_target_kwh") for q in reached),
+                                                 "no run reached the target"),
+        gpu_hours=estimate(hours),
+        gpu_hours_reason=None if hours else _first((q.null_reasons.get("gpu_hours_to_target") for q in reached),
+                                                   "no run reached the target"),
+        per_run_time_s=times,
+        not_reached=[(run.path.name, _why_not_reached(run)) for run in evaluated
+                     if not (run.ok and run.result.quality.reached)],  # type: ignore[union-attr]
+    )
+
+
+@dataclass(frozen=True)
+class QualityRatio:
+    """AMD / NVIDIA time to the same target for one pair of frameworks of one model (below 1: AMD is faster)."""
+
+    numerator: QualitySummary
+    denominator: QualitySummary
+    value: Estimate
+
+
+def quality_ratios(summaries: list[QualitySummary], top: str = "amd", bottom: str = "nvd") -> list[QualityRatio]:
+    """Every ``top`` group against every ``bottom`` group with the same target and profile, from per-run times."""
+    out = []
+    for a in (s for s in summaries if s.group.platform == top):
+        for b in (s for s in summaries if s.group.platform == bottom and s.group.profile == a.group.profile):
+            if a.target_loss is None or a.target_loss != b.target_loss:
+                continue
+            value = ratio_estimate(a.per_run_time_s, b.per_run_time_s)
+            if value is not None:
+                out.append(QualityRatio(a, b, value))
+    return out

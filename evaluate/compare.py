@@ -31,6 +31,7 @@ from evaluate.convergence import DEFAULT_BAND, convergence_checks
 from evaluate.fairness import check_fairness
 from evaluate.frameworks import console_all, platform_figures
 from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
+from evaluate.quality_plot import evaluated, quality_figure
 from evaluate.report import Comparison, console, markdown
 from evaluate.results import find_result_files, load_results
 from evaluate.settings_diff import settings_differences
@@ -133,7 +134,8 @@ def _written(output_dir: Path, name: str, write: Callable[[Path], Path]) -> Path
 
 
 def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
-    """compare.png, loss_parity.png (only when a platform pair is comparable), compare.md; each atomically."""
+    """compare.png, loss_parity.png (only when a platform pair is comparable), quality.png (only when a result
+    evaluated: evaluate/quality_plot.py), compare.md; each atomically."""
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -145,6 +147,9 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
         parity = loss_parity_figure(parities)
         written.append(_written(output_dir, comparison.parity_figure_name, lambda path: save_figure(parity, path)))
+    if comparison.quality_figure_name and evaluated(comparison.by_model):  # time to quality (issue 34)
+        quality = quality_figure(comparison.by_model)
+        written.append(_written(output_dir, comparison.quality_figure_name, lambda path: save_figure(quality, path)))
     text = safe_text(markdown(comparison))  # utils/files/sanitise.py: nothing a reader's viewer acts on
     written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
     # The per-platform framework view (evaluate/frameworks.py): compare_<platform>_frameworks.png.

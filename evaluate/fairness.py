@@ -163,6 +163,18 @@ def comparison_values(result: Result) -> dict[str, Value]:
     convention = fingerprint.flop_convention if fingerprint else None
     values["flop_convention"] = Value(convention) if convention else Value(
         None, "fingerprint has no flop_convention" if fingerprint else "result has no fingerprint")
+    # time to quality (issue 34): the evaluation settings and the held-out set, equal where both runs evaluated
+    quality = result.quality
+    values["evaluation"] = Value("off") if quality is None else Value(
+        f"{quality.eval_samples} held-out samples every {quality.eval_interval_samples}, target "
+        f"{'none' if quality.target_loss is None else f'{quality.target_loss:g}'}")
+    if quality is None:
+        values["validation data hash"] = Value("evaluation off")
+    elif fingerprint is not None and fingerprint.valid_data is None:
+        values["validation data hash"] = Value(None, "no validation data hash recorded")
+    else:
+        values["validation data hash"] = _hash_value(fingerprint.valid_data if fingerprint else None,
+                                                     "validation data")
     digest = result.effective_settings.settings.get(DIGEST_KEY) if result.effective_settings else None
     values[DIGEST_KEY] = Value(digest) if digest else Value(None, f"no {DIGEST_KEY} recorded")
     return values

@@ -20,10 +20,14 @@ from evaluate.analysis import (
     BestVsBest,
     GroupSummary,
     LossParity,
+    QualityRatio,
+    QualitySummary,
     Ratio,
     best_vs_best,
     cross_platform_parities,
     platform_ratios,
+    quality_ratios,
+    summarize_quality,
 )
 from evaluate.convergence import DEFAULT_BAND, MIN_CORRELATION, TAIL_FRACTION, Convergence, overall
 from evaluate.fairness import FairnessReport
@@ -60,6 +64,7 @@ class Comparison:
     settings: list[SettingDifference] = field(default_factory=list)
     convergence: list[Convergence] = field(default_factory=list)
     convergence_band: float = DEFAULT_BAND
+    quality_figure_name: str | None = "quality.png"  # evaluate/quality_plot.py, beside compare.png
 
     @property
     def converged(self) -> bool:
@@ -84,6 +89,14 @@ class Comparison:
 
     def parities(self, model: str) -> list[LossParity]:
         return cross_platform_parities(self.by_model[model])
+
+    def quality(self, model: str) -> list[QualitySummary]:
+        """Time to quality per group of ``model`` (issue 34): only the groups that evaluated."""
+        return [q for q in (summarize_quality(s.group) for s in self.by_model[model]) if q is not None]
+
+    @property
+    def evaluated(self) -> bool:
+        return any(self.quality(model) for model in self.by_model)
 
     def all_parities(self) -> list[LossParity]:
         return [p for model in sorted(self.by_model) for p in self.parities(model)]
@@ -184,6 +197,43 @@ def recipe_rows(groups: list[GroupSummary]) -> list[list[str]]:
         rows.append([_framework(s), f"{block.title or block.recipe}{borrowed}", block.recipe or "none recorded",
                      str(len(block.settings))])
     return rows
+
+
+QUALITY_HEADERS = ["platform / framework", "target loss", "reached", "time to target (s)", "tokens to target",
+                   "energy to target (kWh)", "GPU-hours", "cost to target"]
+
+
+def _quality_name(summary: QualitySummary) -> str:
+    g = summary.group
+    return (f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
+            + (" (tuned)" if g.profile == "tuned" else ""))
+
+
+def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], short: bool = False) -> list[list[str]]:
+    """One row per group that evaluated: the medians over the runs that reached the target [95% interval]."""
+    rows = []
+    for q in summaries:
+        runs = len(q.group.runs)
+        reached = q.time_s.n if q.time_s is not None else 0
+        price = prices.get(q.group.platform)
+        cost = q.cost(price)
+        rows.append([
+            _quality_name(q), "n/a" if q.target_loss is None else f"{q.target_loss:g}", f"{reached} of {runs}",
+            _est(q.time_s, 1), _est(q.tokens, 0), _not_measured(q.energy_kwh, q.energy_reason, 4, short),
+            _not_measured(q.gpu_hours, q.gpu_hours_reason, 4, short),
+            "no price given" if price is None else ("$" + _est(cost, 2) if cost is not None else "n/a"),
+        ])
+    return rows
+
+
+def quality_ratio_rows(ratios: list[QualityRatio]) -> list[list[str]]:
+    return [[_quality_name(r.numerator), _quality_name(r.denominator), r.value.format(3),
+             "AMD faster" if r.value.value < 1 else "NVIDIA faster" if r.value.value > 1 else "equal"]
+            for r in ratios]
+
+
+def not_reached_rows(summaries: list[QualitySummary]) -> list[list[str]]:
+    return [[name, _quality_name(q), why] for q in summaries for name, why in q.not_reached]
 
 
 def _verdict(value: float) -> str:
@@ -370,7 +420,32 @@ def _model(comparison: Comparison, model: str) -> list[str]:
     groups = comparison.by_model[model]
     return [f"## {display_name('model', model)}", "",
             markdown_table(RESULT_HEADERS, result_rows(groups, comparison.prices)), "",
-            *_model_runs(groups), *_model_ratios(comparison, model), *_model_frameworks(comparison, groups)]
+            *_model_runs(groups), *_model_ratios(comparison, model), *_model_quality(comparison, model),
+            *_model_frameworks(comparison, groups)]
+
+
+def _model_quality(comparison: Comparison, model: str) -> list[str]:
+    """Time to quality (issue 34): time, tokens, energy and cost to the target eval loss, the platforms' ratio."""
+    summaries = comparison.quality(model)
+    if not summaries:
+        return []
+    lines = ["### Time to quality", "",
+             "Wall time from the first training step to the end of the first held-out evaluation at or below the "
+             "target (evaluation time included), and the tokens, energy and GPU-hours to it; medians over the runs "
+             "that reached the target [95% interval].", "",
+             markdown_table(QUALITY_HEADERS, quality_rows(summaries, comparison.prices)), ""]
+    ratios = quality_ratios(summaries)
+    if ratios:
+        lines += ["AMD / NVIDIA time to target (below 1: AMD reaches it sooner):", "",
+                  markdown_table(["AMD", "NVIDIA", "ratio [95% interval]", "verdict"], quality_ratio_rows(ratios)),
+                  ""]
+    missed = not_reached_rows(summaries)
+    if missed:
+        lines += ["Runs that did not reach the target (not averaged in):", "",
+                  markdown_table(["file", "platform / framework", "why"], missed), ""]
+    if comparison.quality_figure_name:
+        lines += [f"![eval loss against time and tokens]({comparison.quality_figure_name})", ""]
+    return lines
 
 
 def _model_runs(groups: list[GroupSummary]) -> list[str]:
@@ -443,6 +518,9 @@ def _method(comparison: Comparison) -> list[str]:
             "- MFU: achieved FLOP/s per GPU / peak dense FLOP/s of the device, with FLOPs per token from Megatron's "
             "dense formula under full attention and causal-halved attention.",
             f"- Cost per 1T tokens: price per GPU-hour / (tokens/s/GPU x 3600) x 1e12{prices}.",
+            "- Time to quality: seconds from the first training step to the end of the first evaluation whose "
+            "held-out loss (per-token mean cross-entropy) is at or below TARGET_LOSS, evaluations included; cost "
+            "to target = GPU-hours to target x price per GPU-hour. Runs that did not reach it are listed apart.",
             "- Loss parity: Pearson correlation and max |a - b| / |b| of the per-step loss, computed only when both "
             "runs have the same data and tokenizer fingerprints, seed, GBS and SL.",
             "- Profiles: identical runs every vendor stack at config.env's settings (the fairness table); tuned runs "
@@ -474,6 +552,11 @@ def console(comparison: Comparison) -> str:
         title = display_name("model", model)
         rows = result_rows(groups, comparison.prices, short=True)
         lines += ["", f"== {title} ==", console_table(RESULT_HEADERS, rows)]
+        summaries = comparison.quality(model)
+        if summaries:
+            lines += ["time to quality:", console_table(QUALITY_HEADERS, quality_rows(summaries, comparison.prices,
+                                                                                      short=True))]
+            lines += [f"  not reached: {name} ({label}): {why}" for name, label, why in not_reached_rows(summaries)]
         notes = sorted({f"{what}: {reason}" for s in groups if s.group.ok_runs
                         for what, reason in (("MFU", s.mfu_reason), ("memory", s.memory_reason),
                                              ("power", s.power_reason)) if reason})

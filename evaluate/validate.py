@@ -20,6 +20,10 @@ Checks, per result (errors fail the validation, warnings are shown):
   agree with the result's own workload (``train/settings/expected.contradictions``);
 * every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
   average (mean of the last third below the mean of the first third);
+* the time-to-quality block (issue 34), where the run evaluated: evaluations at steps that are multiples of the
+  evaluation interval and within the steps run, with times and samples increasing, samples = step x GBS and
+  tokens = samples x SL, the target (when reached) one of the evaluations and the first at or below it, a stop at
+  the target the run's last evaluation; a null eval loss is a warning with its reason;
 * the profile: a tuned run must record the vendor recipe it ran and match it
   (:func:`evaluate.fairness.recipe_problems`); a run that fell back to the identical
   profile (``PROFILE_FALLBACK=identical``) is valid and says so in a warning;
@@ -54,7 +58,7 @@ from utils.config.load import load_config
 from utils.files.json_input import one_line
 from utils.files.sanitise import safe_text
 from utils.measure.plausible import implausible
-from utils.result.model import PerformanceMetrics, Result
+from utils.result.model import PerformanceMetrics, Result, first_at_target
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5
@@ -134,6 +138,42 @@ def _check_losses(result: Result, errors: list[str], warnings: list[str]) -> Non
         errors.append(f"loss not decreasing on average: first third mean {first:.4f}, last third mean {last:.4f}")
 
 
+def _check_quality(result: Result, errors: list[str], warnings: list[str]) -> None:
+    """The ``quality`` block against itself and the run (the schema already holds its nulls to reasons)."""
+    quality = result.quality
+    if quality is None:
+        return
+    gbs, sl = result.training_config.global_batch_size, result.training_config.sequence_length
+    steps_run = result.first_step - 1 + len(result.step_times) * result.step_interval
+    if gbs and quality.eval_interval_samples != quality.eval_interval_steps * gbs:
+        errors.append(f"quality: eval_interval_samples {quality.eval_interval_samples} is not eval_interval_steps "
+                      f"{quality.eval_interval_steps} x GBS {gbs}")
+    previous = None
+    for evaluation in quality.evaluations:
+        where = f"quality: evaluation at step {evaluation.step}"
+        if evaluation.step % quality.eval_interval_steps:
+            errors.append(f"{where} is not a multiple of the interval of {quality.eval_interval_steps} steps")
+        if steps_run and evaluation.step > steps_run:
+            errors.append(f"{where} is after the {steps_run} steps the run recorded")
+        if gbs and evaluation.samples != evaluation.step * gbs:
+            errors.append(f"{where}: {evaluation.samples} samples, but step x GBS = {evaluation.step * gbs}")
+        if sl and evaluation.tokens != evaluation.samples * sl:
+            errors.append(f"{where}: {evaluation.tokens} tokens, but samples x SL = {evaluation.samples * sl}")
+        if previous is not None and (evaluation.seconds < previous.seconds or evaluation.samples <= previous.samples):
+            errors.append(f"{where}: time or samples do not increase after step {previous.step}")
+        if evaluation.loss is None:
+            warnings.append(f"{where}: eval loss null ({evaluation.loss_reason})")
+        previous = evaluation
+    first = first_at_target(quality)
+    if quality.reached and (first is None or quality.samples_to_target not in (None, first.samples)):
+        errors.append("quality: the target reached is not the first evaluation at or below the target")
+    if quality.stopped_at_target and (not quality.evaluations or quality.evaluations[-1] is not first):
+        errors.append("quality: stopped at the target, but the last evaluation is not the one at the target")
+    if quality.target_loss is not None and not quality.reached:
+        warnings.append(f"quality: the target loss {quality.target_loss:g} was not reached in "
+                        f"{len(quality.evaluations)} evaluation(s)")
+
+
 def _check_profile(result: Result, errors: list[str], warnings: list[str]) -> None:
     block = result.profile_settings
     if result.profile == "tuned":
@@ -176,6 +216,7 @@ def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS)
                                 f"{disagreement.relative_gap:.1%} (over the {disagreement.tolerance:.0%} tolerance)")
     _check_plausible(result, errors)
     _check_losses(result, errors, warnings)
+    _check_quality(result, errors, warnings)
     _check_profile(result, errors, warnings)
     if result.effective_settings is not None:
         workload = result.training_config.workload.model_dump(exclude={"unknown"})

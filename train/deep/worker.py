@@ -107,6 +107,15 @@ class DeepSpeedTrainer:
     def effective_settings(self) -> EffectiveSettings:
         return EffectiveSettings(settings=self.settings, resolved_by=f"deepspeed.initialize (DeepSpeed {self.version})")
 
+    def evaluator(self) -> Any:
+        """This rank's held-out evaluation (train/tran/evaluation.py) through the engine's forward."""
+        from train.tran.evaluation import Evaluator, valid_samples
+
+        info = self.dist_info
+        return Evaluator(self.cfg, info.rank, info.world_size, info.device,
+                         valid_samples(self.cfg, self.model_name, self.data),
+                         lambda input_ids: self.engine(input_ids=input_ids).logits, self.engine.train)
+
     def step(self, index: int) -> torch.Tensor:
         """Optimizer step ``index`` (0-based) at ``lr_at(index)``: GA micro-batches through the engine."""
         cfg, info = self.cfg, self.dist_info

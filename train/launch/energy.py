@@ -18,6 +18,7 @@ from train.launch.context import RunContext
 from utils.measure.energy_trace import (
     CounterTrace,
     StepWindow,
+    energy_between,
     megatron_window,
     monitor_window,
     open_trace,
@@ -62,6 +63,15 @@ def apply_energy(ctx: RunContext, result: Result, trace: CounterTrace | None, re
     ours = window_power_metrics(trace, window, tokens_per_step=ctx.cfg.tokens_per_step, gpus_total=gpus_total,
                                 reason=why)
     own = result.power_metrics
+    if getattr(result, "quality", None) is not None:  # a result with evaluations (a Result always has the field)
+        from utils.measure.quality import with_energy
+
+        def between(start: float, end: float) -> tuple[float | None, str | None]:
+            return energy_between(trace, start, end, gpus_total)  # type: ignore[arg-type]
+
+        result.quality = with_energy(result.quality, platform=ctx.platform, gpus=gpus_total,
+                                     energy=between if trace is not None else None,
+                                     energy_reason=reason or "no energy trace")
     if ours.energy_j is None and own is not None and own.energy_j is not None:
         return
     if own is not None:

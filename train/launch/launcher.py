@@ -56,6 +56,7 @@ from utils.files.disk import OutputDirError, check_writable_dir
 from utils.files.locks import LockError, LockHeld, hold, result_lock_path
 from utils.machine.hardware import detect_platform
 from utils.machine.rendezvous import port_problem
+from utils.measure.quality import evaluation_note, interval_warning
 from utils.result.model import Result
 
 
@@ -128,6 +129,7 @@ def show_plan(ctx: RunContext, plugin: Plugin) -> int:
     plan.notes.append(checked.memory.dry_run_note())
     digest = dry_run_note(ctx.cfg, ctx.model)
     plan.notes += [digest] if digest else []
+    plan.notes += [evaluation_note(ctx.cfg), *filter(None, [interval_warning(ctx.cfg)])]  # issue 34
     sys.stdout.write(plan.render())
     return 0
 
@@ -152,7 +154,7 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
     problems = start_problems(ctx, plan)
     if ctx.dry_run:
         return Checked(plan, memory, problems)
-    for warning in memory.verdict.warnings:
+    for warning in [*memory.verdict.warnings, *filter(None, [interval_warning(ctx.cfg)])]:
         print(f"tprimat: warning: {warning}", file=sys.stderr)
     if memory.verdict.refusal:
         print(f"tprimat: {memory.verdict.refusal} (--force runs it anyway)", file=sys.stderr)

@@ -25,6 +25,13 @@ The dataset is configured as Megatron-LM's ``pretrain_gpt.py`` configures it for
 * ``create_attention_mask`` off: the mask is a tensor the data loader may hand to the
   model, not part of a sample; building an SL x SL mask per sample would only cost time.
 
+The held-out validation samples (issue 34) are built as Megatron builds them for ``--valid-data-path V``
+(``BlendedMegatronDatasetBuilder``'s per-split branch: a ``GPTDataset`` over every document of ``V``, index split
+``valid``) with ``(TRAIN_ITERS // EVAL_INTERVAL_STEPS + 1) x EVAL_SAMPLES`` samples: the size decides the epochs the
+shuffle covers, so it must be Megatron's (``get_train_valid_test_num_samples``). Megatron's validation iterator
+continues across evaluations, so evaluation ``k`` (1-based) reads samples ``[(k-1)E, kE)``, ``E = EVAL_SAMPLES``:
+:meth:`MegatronSamples.micro_batch` with ``step = (k-1) x EVAL_ITERS + i`` for eval iteration ``i``.
+
 Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples
 ``(s*GA + m) * MBS*DP + r*MBS + b`` (``b < MBS``) for micro-batch ``m`` of step ``s``: the
 global order does not depend on how many ranks read it. :meth:`MegatronSamples.micro_batch`
@@ -76,15 +83,17 @@ class TokenizerFacts:
                               "tokenizer_path": self.path})
 
 
-def gpt_dataset_config(prefix: Path, seq_len: int, seed: int, cache_dir: Path, tokenizer: Any) -> Any:
-    """``GPTDatasetConfig`` as ``pretrain_gpt.py`` builds it for ``--data-path prefix --split 100,0,0``."""
+def gpt_dataset_config(prefix: Path, seq_len: int, seed: int, cache_dir: Path, tokenizer: Any,
+                       valid: bool = False) -> Any:
+    """``GPTDatasetConfig`` as ``pretrain_gpt.py`` builds it for ``--data-path prefix --split 100,0,0``, or with
+    ``valid`` for ``--valid-data-path prefix`` (``blend_per_split``, no ``split``; the same switches)."""
     _, _, config_class = _megatron_datasets()
     return config_class(
         random_seed=seed,
         sequence_length=seq_len,
-        blend=([str(prefix)], None),
-        blend_per_split=None,
-        split=SPLIT_ALL_TRAIN,
+        blend=None if valid else ([str(prefix)], None),
+        blend_per_split=[None, ([str(prefix)], None), None] if valid else None,
+        split=None if valid else SPLIT_ALL_TRAIN,
         num_dataset_builder_threads=1,
         path_to_cache=str(cache_dir),
         mmap_bin_files=True,
@@ -94,6 +103,18 @@ def gpt_dataset_config(prefix: Path, seq_len: int, seed: int, cache_dir: Path, t
         eod_mask_loss=False,
         create_attention_mask=False,
     )
+
+
+def build_valid_dataset(config: Any, num_samples: int) -> Any:
+    """The validation split of ``gpt_dataset_config(..., valid=True)``, ``num_samples`` long (Megatron's size)."""
+    builder_class, dataset_class, _ = _megatron_datasets()
+    _train, valid, _test = builder_class(dataset_class, [0, num_samples, 0], lambda: True, config).build()
+    return valid
+
+
+def valid_num_samples(train_iters: int, eval_interval_steps: int, eval_samples: int) -> int:
+    """Megatron's validation size: an evaluation every EVAL_INTERVAL_STEPS steps plus the one after training."""
+    return (train_iters // eval_interval_steps + 1) * eval_samples
 
 
 def build_train_dataset(config: Any, num_samples: int) -> Any:
@@ -110,10 +131,11 @@ class MegatronSamples:
     prefix: Path
     seq_len: int
     seed: int
-    num_samples: int  # TRAIN_ITERS * GBS
+    num_samples: int  # TRAIN_ITERS * GBS (train), valid_num_samples() (valid)
     cache_dir: Path
     vocab_size: int
     eod: int
+    split: str = "train"  # or "valid": the held-out validation split (issue 34)
     dataset: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -125,8 +147,10 @@ class MegatronSamples:
             )
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tokenizer = TokenizerFacts(self.prefix, self.vocab_size, self.eod)
-        config = gpt_dataset_config(self.prefix, self.seq_len, self.seed, self.cache_dir, tokenizer)
-        self.dataset = build_train_dataset(config, self.num_samples)
+        valid = self.split == "valid"
+        config = gpt_dataset_config(self.prefix, self.seq_len, self.seed, self.cache_dir, tokenizer, valid=valid)
+        build = build_valid_dataset if valid else build_train_dataset
+        self.dataset = build(config, self.num_samples)
         if self.dataset is None or len(self.dataset) < 1:
             raise ValueError(
                 f"{self.prefix}: too few tokens for one sample of SL+1={self.seq_len + 1} tokens; use a larger "

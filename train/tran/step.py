@@ -228,6 +228,20 @@ class Trainer:
             "tprimat itself (tran is the reference trainer); its sharding, parameter and reduce dtypes and compile "
             "read back from the built model (train/tran/shard.py read_back)"))
 
+    def evaluator(self) -> Any:
+        """This rank's held-out evaluation (train/tran/evaluation.py) through this model and precision."""
+        from train.tran.evaluation import Evaluator, valid_samples
+
+        info = self.dist_info
+
+        def forward(input_ids: torch.Tensor) -> torch.Tensor:
+            with torch.autocast(info.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                return self.model(input_ids=input_ids).logits
+
+        return Evaluator(self.cfg, info.rank, info.world_size, info.device, valid_samples(self.cfg, self.model_name,
+                                                                                           self.data),
+                         forward, self.model.train)
+
     def warm_up(self) -> float:
         """One forward and backward pass of the first micro-batch, which compiles the layers; its gradients are
         dropped. Returns its seconds: the compile time, kept out of the measured steps (it includes one pass)."""

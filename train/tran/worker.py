@@ -12,6 +12,12 @@ This module is the training entry run by ``torchrun``: ``python -m train.tran.wo
 (:func:`train`) with its DeepSpeed trainer. Both processes end through :func:`exit_worker`, without the
 interpreter's finalization (why: its docstring).
 
+Evaluation (issue 34, EVAL_INTERVAL/EVAL_SAMPLES): after every EVAL_INTERVAL_STEPS-th step the trainer's
+``evaluator()`` (train/tran/evaluation.py) evaluates the next held-out block; the time from the first step's start
+to each evaluation's end is recorded (``utils/measure/quality.py`` turns the evaluations into the result's
+``quality`` block); the loop stops after an evaluation at or below TARGET_LOSS (STOP_AT_TARGET: an ``ok`` ending)
+or with a non-finite eval loss (``failed``, the reason stated). Step times exclude evaluations.
+
 Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
 ``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
 DP ranks; rank 0 writes the result through ``result_guard``, so SIGTERM or an error
@@ -24,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -185,6 +193,10 @@ class Ledger:
                                          tokens_per_step=cfg.tokens_per_step, warmup_steps=cfg.skip_steps)
         self.shape = workload_shape(cfg, args.model)
         self.step_log: StepLog | None = None
+        # held-out evaluation (issue 34): the first step's start (host clocks) and the evaluations so far
+        self.run_start: tuple[float, float] | None = None  # (perf_counter, Unix time)
+        self.evaluations: list[Any] = []
+        self.stop_reason: str | None = None
 
     def fill(self, res: Result) -> None:
         from utils.measure.metrics import record_steps
@@ -198,6 +210,37 @@ class Ledger:
                      memory_reason=None if on_gpu else "platform cpu: device memory not tracked")
         res.power_metrics = self.power.metrics(len(monitor.records)).model_copy(update=dict(
             zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
+        if self.cfg.evaluates:
+            from utils.measure.quality import PER_TOKEN_MEAN, build_quality
+
+            res.quality = build_quality(
+                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, platform=self.args.platform,
+                gpus=self.info.world_size, run_start_unix=self.run_start[1] if self.run_start else None,
+                stop=self.stop_reason, energy_reason="measured by the launcher from its energy counter trace "
+                                                     "(train/launch/energy.py); this trainer reads no counter")
+
+    def start_run(self) -> None:
+        """The first training step starts: the origin of the evaluations' times (MLPerf's run_start)."""
+        self.run_start = (time.perf_counter(), time.time())
+
+    def evaluate(self, evaluator: Any, step: int) -> str | None:
+        """Evaluate after ``step`` (1-based) steps; returns why the run stops here (None: it goes on)."""
+        from utils.measure.quality import make_evaluation, stop_reason
+
+        if self.run_start is None:
+            raise RuntimeError("evaluate() before start_run()")
+        began = time.perf_counter()
+        loss = evaluator.run()
+        ended = time.perf_counter()
+        since = ended - self.run_start[0]
+        evaluation = make_evaluation(self.cfg, step=step, loss=loss, seconds=since, eval_seconds=ended - began,
+                                     unix_s=self.run_start[1] + since)
+        self.evaluations.append(evaluation)
+        if self.info.rank == 0:
+            print(f"evaluation at step {step}/{self.cfg.train_iters} | eval loss {loss:.6f} | "
+                  f"{evaluation.eval_seconds:.3f} s | {since:.3f} s since the first step", flush=True)
+        self.stop_reason = stop_reason(self.cfg, evaluation)
+        return self.stop_reason
 
     def close(self) -> None:
         if self.step_log is not None:
@@ -255,6 +298,12 @@ class Ledger:
     def end_window(self) -> None:
         """The measured window closes: the wall-clock check and the energy over the window (every rank's)."""
         check = self.monitor.wall_check()
+        inside = math.fsum(e.eval_seconds or 0.0 for e in self.evaluations if e.step > self.cfg.skip_steps)
+        if check is not None and inside:  # evaluations run between measured steps, inside the window
+            check = dataclasses.replace(check, window_s=check.window_s - inside)
+            self.result.warnings.append(
+                f"{len(self.evaluations)} evaluation(s) ran inside the measured window ({inside:.3f} s): step times "
+                "exclude them, the window's energy (power_metrics) includes them")
         if check is not None and check.warning:
             self.result.warnings.append(check.warning)
         self.power.stop(len(self.monitor.records), lambda local: gather_objects(local, self.info))
@@ -280,10 +329,16 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
         stop.install()  # replaces result_guard's raise-anywhere handler: stop at a step boundary instead
         trainer = make_trainer(cfg, args.model, info)
         ledger.describe(trainer)
+        evaluator = trainer.evaluator() if cfg.evaluates else None
+        if evaluator is not None and getattr(trainer, "compiled", False):
+            ledger.result.warnings.append("TRAN_COMPILE: the first evaluation recompiles the layers in eval mode; "
+                                          "that compile time is in its eval_seconds (quality.evaluations)")
         with ledger.profiler() as prof:
             for index in range(cfg.train_iters):
                 if index == cfg.skip_steps:
                     ledger.start_window()
+                if index == 0:
+                    ledger.start_run()
                 monitor.start_step()
                 local_loss = trainer.step(index)
                 loss, flag = reduce_loss(local_loss, stop.signum is not None, info)
@@ -291,10 +346,15 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
                 if prof is not None:
                     prof.step()
                 ledger.report(monitor.drain())
+                if evaluator is not None and (index + 1) % cfg.eval_interval_steps == 0 \
+                        and ledger.evaluate(evaluator, index + 1):
+                    break  # every rank has the same all-reduced eval loss, so all stop here
                 if stop_agreed(flag, index):
                     break
             ledger.report(monitor.finish())
         ledger.end_window()
+        if ledger.stop_reason is not None and ledger.evaluations[-1].loss is None:
+            raise FloatingPointError(ledger.stop_reason)  # a non-finite eval loss: failed, its quality block kept
         if stop.signum is not None and len(monitor.records) < cfg.train_iters:
             raise Interrupted(stop.signum)  # result_guard records incomplete with the steps done
 

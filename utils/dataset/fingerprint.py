@@ -21,6 +21,7 @@ from utils.config.cli import exits_on_config_error
 from utils.config.load import REPO_ROOT, Config, load_config
 from utils.config.models import ModelShape, get_shape
 from utils.config.registry import model_names
+from utils.dataset.paths import valid_prefix_of
 from utils.files.hash_cache import cached_sha256
 from utils.files.hashing import hash_files, hash_json
 from utils.result.model import CodeRevision, Fingerprint, HashedFiles
@@ -76,6 +77,8 @@ def fingerprint(cfg: Config, shape: ModelShape, data_prefix: Path | None, tokeni
     return Fingerprint(
         config=config_hash(cfg), model_shape=hash_json(shape.as_dict()),
         data=data_fingerprint(data_prefix), tokenizer=tokenizer_fingerprint(tokenizer_dir),
+        # the validation set a run that evaluates reads (issue 34), hashed like the training pair
+        valid_data=data_fingerprint(valid_prefix_of(data_prefix)) if cfg.evaluates and data_prefix else None,
         flop_convention=FLOP_CONVENTION, code=code_revision(),
     )
 

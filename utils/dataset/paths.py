@@ -7,6 +7,7 @@ trainer, fingerprints, tests) resolves paths here so a dataset written by
 Layout under ``DATA_DIR``::
 
     <dataset_name>/raw.jsonl, clean.jsonl, *.manifest.json     fetch/clean outputs
+    <dataset_name>/valid_raw.jsonl (c4), valid.jsonl            the held-out documents (issue 34)
     <dataset_name>-<model>_text_document.{bin,idx}             Megatron indexed dataset
     <dataset_name>-<model>-valid_text_document.{bin,idx}       its held-out validation set (issue 34)
     tokenizers/<model>          downloaded (bc, c4, local:...)
@@ -39,15 +40,29 @@ def clean_path(cfg: Config) -> Path:
     return dataset_dir(cfg) / "clean.jsonl"
 
 
+def valid_raw_path(cfg: Config) -> Path:
+    """The fetched validation split of a corpus that has its own (c4); the others hold documents out in clean."""
+    return dataset_dir(cfg) / "valid_raw.jsonl"
+
+
+def valid_clean_path(cfg: Config) -> Path:
+    """The held-out documents, cleaned like ``clean.jsonl`` and never in it (data/clean.py)."""
+    return dataset_dir(cfg) / "valid.jsonl"
+
+
 def tokenizer_dir(cfg: Config, model: str) -> Path:
     """Tokenizer of ``model`` for ``cfg.dataset``: generated for ``sample``, downloaded otherwise."""
     name = f"sample-{model}" if cfg.dataset == "sample" else model
     return cfg.data_dir / "tokenizers" / name
 
 
+# Megatron's tools/preprocess_data.py appends this to an output prefix.
+TEXT_DOCUMENT = "_text_document"
+
+
 def dataset_prefix(cfg: Config, model: str) -> Path:
     """Megatron data prefix (no ``.bin``/``.idx``): what ``--data-path`` is given."""
-    return cfg.data_dir / f"{cfg.dataset_name}-{model}_text_document"
+    return cfg.data_dir / f"{cfg.dataset_name}-{model}{TEXT_DOCUMENT}"
 
 
 def valid_prefix(cfg: Config, model: str) -> Path:
@@ -56,7 +71,14 @@ def valid_prefix(cfg: Config, model: str) -> Path:
     Megatron's ``tools/preprocess_data.py`` names an output prefix ``P`` as ``P_text_document``; the validation set's
     output prefix is ``<dataset_name>-<model>-valid``. Its documents never reach the training prefix (data/clean.py).
     """
-    return cfg.data_dir / f"{cfg.dataset_name}-{model}-valid_text_document"
+    return valid_prefix_of(dataset_prefix(cfg, model))
+
+
+def valid_prefix_of(train_prefix: Path) -> Path:
+    """The validation prefix beside a training prefix ``<name>_text_document``: ``<name>-valid_text_document``."""
+    name = Path(train_prefix).name
+    stem = name.removesuffix(TEXT_DOCUMENT)
+    return Path(train_prefix).with_name(f"{stem}-valid{TEXT_DOCUMENT}")
 
 
 def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:

@@ -295,3 +295,16 @@ def window_power_metrics(trace: CounterTrace | None, window: StepWindow | None, 
         why_not = f"{'token count unknown' if tokens is None else 'no energy (zero)'}: tokens per kWh not computed"
     return PowerMetrics(**common, energy_j=energy, energy_kwh=kwh, tokens=tokens, tokens_per_kwh=per_kwh,
                         reason=why_not)
+
+
+def energy_between(trace: CounterTrace, start_unix: float, end_unix: float, gpus_total: int) -> tuple[float | None,
+                                                                                                        str | None]:
+    """(kWh of the node's GPUs between two wall-clock times, or None with why): energy to a target (issue 34)."""
+    if end_unix <= start_unix:
+        return None, "the span to the target has no length: energy not computed"
+    window = StepWindow(start_unix, end_unix, 1, "from the first training step's start to the evaluation at the "
+                                                 "target")
+    metrics = window_power_metrics(trace, window, tokens_per_step=None, gpus_total=gpus_total)
+    if metrics.energy_kwh is None:
+        return None, metrics.reason or "energy not measured"
+    return metrics.energy_kwh, None

@@ -114,3 +114,22 @@ def _to_target(block: Quality, *, platform: str, gpus: int, energy: EnergyBetwee
     # one validated construction: the invariants between the fields hold together
     return Quality.model_validate({**base, **values, "reached": True, "stopped_at_target": stopped,
                                    "null_reasons": reasons})
+
+
+def evaluation_note(cfg: Config) -> str:
+    """The dry run's line on evaluation: off, or its cadence, size, target and stop (issue 34)."""
+    if not cfg.evaluates:
+        return "evaluation: off (EVAL_INTERVAL=0, EVAL_SAMPLES=0): a throughput run"
+    target = "no TARGET_LOSS" if cfg.target_loss is None else (
+        f"TARGET_LOSS={cfg.target_loss:g}, " + ("stop at the first evaluation at or below it" if cfg.stop_at_target
+                                                 else "no stop (STOP_AT_TARGET=false)"))
+    return (f"evaluation: every {cfg.eval_interval} samples ({cfg.eval_interval_steps} steps) on {cfg.eval_samples} "
+            f"held-out sequences ({cfg.eval_iters} global batches of the validation set), {target}")
+
+
+def interval_warning(cfg: Config) -> str | None:
+    """One line when EVAL_INTERVAL is beyond the run: no evaluation would ever run (None: it fits)."""
+    if cfg.evaluates and cfg.eval_interval_steps > cfg.train_iters:
+        return (f"EVAL_INTERVAL={cfg.eval_interval} samples ({cfg.eval_interval_steps} steps) is larger than the run "
+                f"(TRAIN_ITERS={cfg.train_iters} steps): no evaluation will run")
+    return None

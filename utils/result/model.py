@@ -340,6 +340,8 @@ class Fingerprint(Block):
     config: str | None = None
     model_shape: str | None = None
     data: HashedFiles = Field(default_factory=HashedFiles)
+    # the held-out validation pair (issue 34), when the run evaluated; None: evaluation off
+    valid_data: HashedFiles | None = None
     tokenizer: HashedFiles = Field(default_factory=HashedFiles)
     flop_convention: str | None = None
     code: CodeRevision = Field(default_factory=CodeRevision)

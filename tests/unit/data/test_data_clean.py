@@ -86,3 +86,20 @@ def test_idempotent_force_and_changed_setting(tmp_path: Path, monkeypatch: pytes
     assert "kept 2 of 2" in capsys.readouterr().out
     assert clean.main(["--no-progress", "--min-chars", "30"]) == 0  # a changed rule redoes the work
     assert len(out.read_text().splitlines()) == 1
+
+
+def test_held_out_documents_never_reach_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 5 (issue 34): 1 in 50 documents by digest go to valid.jsonl only, the same ones on every run."""
+    texts = [f"Document number {i} with enough characters to be kept." for i in range(400)]
+    use_data_env(monkeypatch, tmp_path / "data", DATASET=f"local:{_write_local(tmp_path, texts)}")
+    cfg = load_config()
+    fetch.fetch_corpus(cfg, progress=False)
+    counts = clean.clean(cfg, progress=False)
+    folder = tmp_path / "data" / "local-docs"
+    train, valid = ([json.loads(line)["text"] for line in (folder / name).open()] for name in ("clean.jsonl",
+                                                                                              "valid.jsonl"))
+    assert counts is not None and counts.held_out == len(valid) and counts.kept == len(train)
+    assert 0 < len(valid) < 20 and not set(valid) & set(train) and len(valid) + len(train) == 400
+    first = valid
+    counts = clean.clean(cfg, force=True, progress=False)
+    assert [json.loads(line)["text"] for line in (folder / "valid.jsonl").open()] == first

@@ -113,14 +113,17 @@ def test_hub_dataset_streaming_and_tokenizer_download(built_sample: Path, tmp_pa
     monkeypatch.setattr(fetch, "download_tokenizer_files", download)
     use_data_env(monkeypatch, tmp_path, DATASET="c4", DATA_SAMPLES="5", MODELS="qwen")
     assert fetch.main(["--no-progress"]) == 0
-    assert opened == [fetch.HUB_DATASETS["c4"]] and opened[0].repo == "allenai/c4" and opened[0].config == "en"
+    # the training split, then C4's own validation split (issue 34), one document per 50 (at least one)
+    assert opened == [fetch.HUB_DATASETS["c4"], fetch.VALIDATION_SPLITS["c4"]] and opened[1].split == "validation"
+    assert opened[0].repo == "allenai/c4" and opened[0].config == "en"
     assert _texts(tmp_path / "c4" / "raw.jsonl") == [f"document number {i}" for i in range(5)]
+    assert _texts(tmp_path / "c4" / "valid_raw.jsonl") == ["document number 5"]  # the fake's one stream goes on
     assert calls == [("Qwen/Qwen2.5-7B", None)]
     tok_dir = tmp_path / "tokenizers" / "qwen"
     assert not (tok_dir / ".cache").exists()
     assert load_tokenizer(tok_dir).eos_token == "<|endoftext|>"
     assert fetch.main(["--no-progress"]) == 0  # current: neither streamed nor downloaded again
-    assert len(opened) == 1 and len(calls) == 1
+    assert len(opened) == 2 and len(calls) == 1
 
 
 def test_empty_hub_stream_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -102,3 +102,24 @@ def test_a_taken_rendezvous_port_is_one_line_naming_master_port(data_copy: Path,
                                                 "free port"]
     result = json.loads((tmp_path / "out" / "train_cpu_tran_llama.json").read_text())
     assert result["status"] == "failed" and f"MASTER_PORT={port}" in result["error"]
+
+
+def test_evaluation_needs_the_verified_validation_set(data_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: with evaluation on, the held-out pair is checked too, and its absence is one line."""
+    monkeypatch.setenv("EVAL_INTERVAL", "8")
+    monkeypatch.setenv("EVAL_SAMPLES", "8")
+    monkeypatch.setenv("MBS", "1")
+    monkeypatch.setenv("DP", "1")
+    monkeypatch.setenv("GA", "8")
+    monkeypatch.setenv("GPUS_PER_NODE", "1")
+    monkeypatch.setenv("MODEL_SIZE", "tiny")
+    cfg = load_config()
+    assert check_dataset(cfg, "llama") == _prefix(data_copy)
+    valid_bin = data_copy / "sample-llama-valid_text_document.bin"
+    valid_bin.unlink()
+    with pytest.raises(DataError, match="needs the validation set") as info:
+        check_dataset(cfg, "llama")
+    assert "\n" not in str(info.value) and str(valid_bin.with_suffix("")) in str(info.value)
+    monkeypatch.setenv("EVAL_INTERVAL", "0")
+    monkeypatch.setenv("EVAL_SAMPLES", "0")
+    assert check_dataset(load_config(), "llama") == _prefix(data_copy)  # evaluation off: not needed
