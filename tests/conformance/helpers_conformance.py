@@ -55,6 +55,11 @@ def _release_format_tokenizers() -> dict[str, Path]:
 def conformance_config(tmp_path: Path, variant: str, **extra: str) -> Config:
     cfg = make_config(tmp_path, DATASET="sample", MODEL_SIZE="full", TRAIN_ITERS="30", WARMUP_STEPS="5",
                       **VARIANTS[variant], **extra)
+    return with_release_tokenizers(cfg)
+
+
+def with_release_tokenizers(cfg: Config) -> Config:
+    """``cfg``'s data folder given each model's release-format tokenizer and a dataset stub."""
     for model, source in _release_format_tokenizers().items():
         shutil.copytree(source, tokenizer_dir(cfg, model))
         make_dataset_stub(cfg.data_dir / f"sample-{model}_text_document")

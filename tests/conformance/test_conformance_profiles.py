@@ -12,9 +12,8 @@ import os
 
 import pytest
 
-from tests.conformance.helpers_conformance import megatron_ref_of, needs, portable_tokenizer
+from tests.conformance.helpers_conformance import megatron_ref_of, needs, with_release_tokenizers
 from tests.helpers.megatron import make_config
-from tests.helpers.nemo import make_dataset_stub
 from train.launch import preflight as pf
 from train.launch.context import job_context, load_plugin
 
@@ -29,10 +28,7 @@ def tuned_config(tmp_path, fp8: bool):
     ref = os.environ.get("TPRIMAT_MEGATRON_LM")
     cfg = make_config(tmp_path, DATASET="sample", MODEL_SIZE="full", TRAIN_ITERS="30", WARMUP_STEPS="5",
                       PROFILE="tuned", FP8=str(fp8).lower(), **({"MEGATRON_REF": megatron_ref_of(ref)} if ref else {}))
-    for model in ("llama", "qwen"):
-        portable_tokenizer(cfg.data_dir / "tokenizers" / f"sample-{model}")
-        make_dataset_stub(cfg.data_dir / f"sample-{model}_text_document")
-    return cfg
+    return with_release_tokenizers(cfg)
 
 
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
