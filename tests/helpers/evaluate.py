@@ -51,6 +51,9 @@ def fake_dataset(root: Path, model: str, content: bytes = b"tokens", vocab: str 
     prefix = data / f"bc-{model}_text_document"
     Path(f"{prefix}.bin").write_bytes(content * 100)
     Path(f"{prefix}.idx").write_bytes(b"MMIDIDX" + content)
+    valid = data / f"bc-{model}-valid_text_document"  # the held-out set a run that evaluates reads (issue 34)
+    Path(f"{valid}.bin").write_bytes(content * 10)
+    Path(f"{valid}.idx").write_bytes(b"MMIDIDX" + content)
     tokenizer = root / "tokenizers" / model
     tokenizer.mkdir(parents=True, exist_ok=True)
     (tokenizer / "tokenizer.json").write_text(json.dumps({"model": model, "vocab": vocab}), encoding="utf-8")

@@ -25,8 +25,7 @@ def evaluated(step_time: float, losses: tuple[float, ...] = (4.2, 3.4, 3.1)):  #
 
     Built by utils/measure/quality.py's own ``build_quality``; the losses and times are made up for the page.
     """
-    cfg = workload_config(EVAL_INTERVAL="640", EVAL_SAMPLES="64", TARGET_LOSS=str(TARGET_LOSS),
-                          STOP_AT_TARGET="false")
+    cfg = workload_config(**EVALUATION)
 
     def mutate(result: Result) -> None:
         evaluations = [make_evaluation(cfg, step=10 * (i + 1), loss=loss, seconds=10 * (i + 1) * step_time + i,
@@ -42,14 +41,23 @@ def _hostile(result: Result) -> None:
     result.error = f"{HOSTILE} <img src=x onerror=alert(2)> \"quoted\" & 'single'"
 
 
+# Every run evaluates on the same held-out set (compare refuses to mix evaluation settings, evaluate/fairness.py).
+EVALUATION = {"EVAL_INTERVAL": "640", "EVAL_SAMPLES": "64", "TARGET_LOSS": str(TARGET_LOSS), "STOP_AT_TARGET": "false"}
+
+
 def make_page_results(out: Path) -> Path:
     """Write the results into ``out`` and return it."""
     for index, (platform, framework, step_time) in enumerate(JOBS):
         for run in range(1, REPEATS + 1):
-            mutate = evaluated(step_time) if run == 1 and (platform, framework) in EVALUATED else None
+            losses = (4.2, 3.4, 3.1) if run == 1 and (platform, framework) in EVALUATED else (4.3, 3.9, 3.7)
             make_result(out, platform, framework, seed=10 * index + run, step_time=step_time * (1 + 0.01 * run),
-                        run_index=run, mutate=mutate)
-    make_result(out, "nvd", "deep", seed=99, status="failed", mutate=_hostile)
+                        run_index=run, mutate=evaluated(step_time, losses), **EVALUATION)
+
+    def hostile(result: Result) -> None:
+        evaluated(1.0)(result)
+        _hostile(result)
+
+    make_result(out, "nvd", "deep", seed=99, status="failed", mutate=hostile, **EVALUATION)
     return out
 
 

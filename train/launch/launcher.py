@@ -217,6 +217,8 @@ def _run(ctx: RunContext, plan: LaunchPlan, signals: Signals,
 
     The log's first line marks it as a tprimat launch of this workload (``train/logs/patterns.py``).
     """
+    if ctx.precision is not None:  # cpu: which precision runs and why (utils/machine/cpu_precision.py), once checked
+        print(f"tprimat: {ctx.precision.line()}", file=sys.stderr)
     print(f"tprimat: {ctx.platform}/{ctx.framework}/{ctx.model}: {shlex.join(plan.argv)}", flush=True)
     header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
     env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
@@ -267,8 +269,6 @@ def main(argv: list[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"tprimat: {exc}", file=sys.stderr)
         return 2
-    if ctx.precision is not None:  # cpu: which precision runs and why (utils/machine/cpu_precision.py)
-        print(f"tprimat: {ctx.precision.line()}", file=sys.stderr)
     plugin = load_plugin(framework)
     try:
         return launch(ctx, plugin, dry_run=args.dry_run)

@@ -23,7 +23,7 @@ pattern sit side by side):
   reserves, ``utils/files/locks.py``, ``train/launch/job_result.py``; the output-folder marker
   :data:`OUTPUT_MARKER` that ``shell/wrap.sh`` requires);
 * ``DATA_DIR`` (``utils/dataset/paths.py``'s layout): ``<dataset>/{raw,clean}.jsonl`` and their
-  manifests, ``<dataset>-<model>_text_document.{bin,idx,manifest.json,verify.json}``,
+  manifests, ``<dataset>-<model>[-valid]_text_document.{bin,idx,manifest.json,verify.json}``,
   ``tokenizers/<model>``, ``tokenizers/sample-<model>`` and their manifests,
   ``megatron_index_cache/``, hash caches (``utils/files/hash_cache.py``), ``.tprimat/``;
 * anywhere: temporary files of ``utils/files/atomic.py`` (``.<name>.tmp-<pid>...``) and of
@@ -67,8 +67,11 @@ GPU_CHECK_DIR = GPU_CHECK_STEM
 OUTPUT_JOB_DIRS = ("logs", "generated", "profiles")
 _DATASET = rf"(?:{_ALT(DATASETS)}|local-[A-Za-z0-9_.-]+)"
 DATASET_DIR_NAME = re.compile(_DATASET)
-DATASET_FILES = frozenset({"raw.jsonl", "clean.jsonl", "fetch.manifest.json", "clean.manifest.json", CACHE_NAME})
-ENCODED_NAME = re.compile(rf"{_DATASET}-(?:{_MODELS})_text_document\.(?:bin|idx|manifest\.json|verify\.json)")
+# valid.jsonl and ``-valid_text_document``: the held-out validation set (data/clean.py, data/encode.py; issue 34).
+DATASET_FILES = frozenset({"raw.jsonl", "clean.jsonl", "valid.jsonl", "valid_raw.jsonl", "fetch.manifest.json",
+                           "clean.manifest.json", CACHE_NAME})
+ENCODED_NAME = re.compile(
+    rf"{_DATASET}-(?:{_MODELS})(?:-valid)?_text_document\.(?:bin|idx|manifest\.json|verify\.json)")
 TOKENIZER_NAME = re.compile(rf"(?:sample-)?(?:{_MODELS})(?:\.manifest\.json)?")
 REPO_CACHES = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
 

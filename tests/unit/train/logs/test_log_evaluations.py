@@ -92,10 +92,11 @@ def test_the_stand_in_megatron_prints_what_the_scan_reads() -> None:
     proc = subprocess.run(
         [sys.executable, str(FAKES / "megatron_lm" / "pretrain_gpt.py"), "--train-iters", "4", "--eval-iters", "2",
          "--eval-interval", "2", "--global-batch-size", "8", "--valid-data-path", "/v"],
-        capture_output=True, text=True, timeout=60, env={"TPRIMAT_FAKE_STEP_S": "0", "PATH": "/usr/bin:/bin"})
+        # 1 ms steps: a step under 100 us is dropped as implausible (utils/measure/plausible.py).
+        capture_output=True, text=True, timeout=60, env={"TPRIMAT_FAKE_STEP_S": "0.001", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     scan = scan_lines(proc.stdout.splitlines(keepends=True))
     assert [(e.iteration, e.kind) for e in scan.evaluations] == [(2, "in-loop"), (4, "in-loop"),
                                                                  (4, "after training")]
     assert [r.iteration for r in scan.iterations] == [1, 2, 3, 4]
-    assert scan.evaluations[0].loss == pytest.approx(6.4) and scan.evaluations[0].eval_seconds == 0.0
+    assert scan.evaluations[0].loss == pytest.approx(6.4) and scan.evaluations[0].eval_seconds == pytest.approx(0.001)
