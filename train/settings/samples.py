@@ -286,9 +286,7 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
             ours, failed = _reference(cfg, model, Path(scratch))
         if ours is None:
             return None, failed
-        held_out = " and its validation split" if cfg.evaluates else ""
-        entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py{held_out}")
-        store.put(reference_key, entry, reference)
+        entry = _store_reference(cfg, store, reference_key, reference, ours)
         return entry.digest, entry.how
     try:
         given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
@@ -310,9 +308,7 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
             ours, failed = _reference(cfg, model, Path(scratch))
             if ours is None:
                 return None, failed
-            held_out = " and its validation split" if cfg.evaluates else ""
-            known = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py{held_out}")
-            store.put(reference_key, known, reference)
+            known = _store_reference(cfg, store, reference_key, reference, ours)
         if built_error is not None:
             raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
                                      f"{framework_error(built_error)} (train/settings/sample_probe.py, "
@@ -335,6 +331,15 @@ def samples_digest(cfg: Config, model: str, framework: str, python: str | None =
     entry = Entry(digest, f"{len(theirs)} samples{held_out} of {framework}'s own GPTDataset, equal to tran's")
     store.put(key, entry, fields)
     return entry.digest, entry.how
+
+
+def _store_reference(cfg: Config, store: DigestStore, key: str, fields: dict[str, Any],
+                     ours: list[FedSample]) -> Entry:
+    """tran's samples as a stored digest entry, in the words the preflight record gives them."""
+    held_out = " and its validation split" if cfg.evaluates else ""
+    entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py{held_out}")
+    store.put(key, entry, fields)
+    return entry
 
 
 def _reference(cfg: Config, model: str, work: Path) -> tuple[list[FedSample] | None, str]:
