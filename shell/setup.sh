@@ -2,13 +2,18 @@
 # Create or refresh the local virtualenv (.venv) for the `cpu` platform and the tests.
 # Idempotent: skips the install when the requirement files have not changed.
 # torch is installed first and alone as the CPU wheel, so no later requirement can pull a CUDA build.
+# The installer is uv (pinned below) where it can be had: it installs the same pinned files in parallel, about 4
+# times faster than pip on a 2-core VM (docs/PERFORMANCE.md, "The quick benchmark"); pip is the fallback
+# wherever uv cannot be installed or fails. uv takes torch only from pip's own find-links (the local CPU wheel),
+# never from an index, so it cannot fetch a CUDA build either.
 set -euo pipefail
 
 usage() {
     cat <<'USAGE'
 Usage: shell/setup.sh [--force]
 Creates .venv in the repository root with the pinned CPU stack (torch==2.13.0 CPU,
-cpu-requirements.txt, test-requirements.txt). Re-runs only when those files change.
+cpu-requirements.txt, test-requirements.txt), installed by uv (uv==0.13.9) where it can be had, else pip.
+Re-runs only when those files change.
   --force   reinstall even if nothing changed
 USAGE
 }
@@ -20,8 +25,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 python="${PYTHON:-python3}"
 torch_spec="torch==2.13.0"
+uv_spec="uv==0.13.9"
 stamp="$venv/.tprimat-requirements"
-wanted="$(cat "$root/cpu-requirements.txt" "$root/test-requirements.txt"; echo "$torch_spec")"
+wanted="$(cat "$root/cpu-requirements.txt" "$root/test-requirements.txt"; echo "$torch_spec"; echo "$uv_spec")"
 
 if ! tprimat_flag --force && [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" && -x "$venv/bin/python" ]]; then
     echo "setup: .venv is up to date"
@@ -30,12 +36,26 @@ fi
 
 echo "setup: creating $venv with $("$python" --version 2>&1)"
 "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" --upgrade pip
+uv=()
+if "${pip[@]}" "$uv_spec"; then
+    uv=("$venv/bin/uv" pip install --quiet --python "$venv/bin/python")
+fi
+links=()
+for link in $("$venv/bin/python" -m pip config get global.find-links 2>/dev/null || true) ${PIP_FIND_LINKS:-}; do
+    [[ -d "$link" ]] && links+=(--find-links "$link")
+done
 echo "setup: installing $torch_spec (CPU build)"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$torch_spec"
+if [[ ${#uv[@]} -eq 0 || ${#links[@]} -eq 0 ]] || ! "${uv[@]}" --no-index "${links[@]}" "$torch_spec"; then
+    "${pip[@]}" "$torch_spec"
+fi
 echo "setup: installing cpu-requirements.txt and test-requirements.txt"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -r "$root/cpu-requirements.txt" -r "$root/test-requirements.txt" "$torch_spec"
+requirements=(-r "$root/cpu-requirements.txt" -r "$root/test-requirements.txt" "$torch_spec")
+if [[ ${#uv[@]} -eq 0 ]] || ! "${uv[@]}" "${links[@]}" "${requirements[@]}"; then
+    echo "setup: uv could not install them; pip does"
+    "${pip[@]}" "${requirements[@]}"
+fi
 if ! "$venv/bin/python" -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
     echo "setup: a CUDA build of torch was installed; expected the CPU wheel" >&2
     exit 1
