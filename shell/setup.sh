@@ -4,8 +4,8 @@
 # torch is installed first and alone as the CPU wheel, so no later requirement can pull a CUDA build.
 # The installer is uv (pinned below) where it can be had: it installs the same pinned files in parallel, about 4
 # times faster than pip on a 2-core VM (docs/PERFORMANCE.md, "The quick benchmark"); pip is the fallback
-# wherever uv cannot be installed or fails. uv takes torch only from pip's own find-links (the local CPU wheel),
-# never from an index, so it cannot fetch a CUDA build either.
+# wherever uv cannot be installed or fails. uv asks for torch's `+cpu` build, which no index but pip's own
+# find-links (the local CPU wheel) holds, so it cannot fetch a CUDA build either.
 set -euo pipefail
 
 usage() {
@@ -47,7 +47,7 @@ for link in $("$venv/bin/python" -m pip config get global.find-links 2>/dev/null
     [[ -d "$link" ]] && links+=(--find-links "$link")
 done
 echo "setup: installing $torch_spec (CPU build)"
-if [[ ${#uv[@]} -eq 0 || ${#links[@]} -eq 0 ]] || ! "${uv[@]}" --no-index "${links[@]}" "$torch_spec"; then
+if [[ ${#uv[@]} -eq 0 ]] || ! "${uv[@]}" "${links[@]}" "$torch_spec+cpu"; then
     "${pip[@]}" "$torch_spec"
 fi
 echo "setup: installing cpu-requirements.txt and test-requirements.txt"
