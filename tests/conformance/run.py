@@ -220,10 +220,12 @@ def suites(megatron: list[Tree], primus: Tree | None, python: dict[str, str]) ->
     ref = lines.get(MEGATRON_REF_LINE) or (megatron[0] if megatron else None)
     legacy = lines.get(LEGACY_LINE)
     amd, nemo = python["megatron-amd"], python["nemo"]
+    # The dataset row's compile_helpers test needs a tree's megatron/core/datasets/Makefile (the wheels carry none).
     found = [Suite("dataset (images' transformers)", "megatron-core 0.12.0 and 0.15.0 wheels, side environments "
                    "of side-amd.txt and side-nvd.txt", (), ("tests/unit/train/rules/test_dataset_conformance.py",
                                                              "tests/unit/train/rules/test_sample_order.py",
-                                                             "tests/unit/data/test_sample_tokenizers_slow.py"))]
+                                                             "tests/unit/data/test_sample_tokenizers_slow.py"),
+                   {"TPRIMAT_MEGATRON_LM": str(ref.path)} if ref else {})]
     for tree in megatron:
         found.append(Suite(f"mega @ {tree.name}", f"Megatron-LM {_short(tree.commit)}", ("megatron-amd",),
                            (conf + "test_conformance_megatron.py",),

@@ -101,6 +101,9 @@ def test_every_suite_is_named_and_a_missing_tree_says_so(tmp_path: Path) -> None
     assert nvd.missing is None and nvd.env == {
         "TPRIMAT_MEGATRON_PYTHON": "/py/megatron-nvd", "TPRIMAT_MEGATRON_LM": str(tmp_path / "847781764f"),
         "TPRIMAT_MEGATRON_LM_LEGACY": str(tmp_path / "core_v0.12.0")}
+    # the dataset row's compile_helpers test needs the reference tree's Makefile; without a tree it skips
+    assert full["dataset (images' transformers)"].env == {"TPRIMAT_MEGATRON_LM": str(tmp_path / "847781764f")}
+    assert bare["dataset (images' transformers)"].env == {}
     for suite in full.values():  # every test file a suite names exists
         assert all((REPO_ROOT / path).is_file() for path in suite.files), suite
 
