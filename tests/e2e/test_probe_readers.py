@@ -35,12 +35,13 @@ def test_gpu_check_refuses_a_prescreen_that_is_no_regular_file(tmp_path: Path, k
     assert "not a regular file" in proc.stdout + (tmp_path / "gpu_check.md").read_text()
 
 
-def test_a_megatron_log_with_cr_only_line_ends_reads_every_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize("end", ["\r", "\r\n"], ids=["cr", "crlf"])
+def test_a_megatron_log_with_cr_only_line_ends_reads_every_step(tmp_path: Path, end: str) -> None:
     from evaluate.extract import main as extract_main
 
     text = (FIXTURES / "logs" / "megatron_core012_llama.log").read_text()
     log = tmp_path / "cr.log"
-    log.write_bytes(text.replace("\n", "\r").encode())
+    log.write_bytes(text.replace("\n", end).encode())
     target = tmp_path / "result.json"
     extract_main([str(log), "--platform", "nvd", "--model", "llama", "--output", str(target)])
     result = read_result(target)

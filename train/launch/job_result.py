@@ -39,16 +39,15 @@ from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
 from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
 from utils.result.mllog import mllog_path, mlperf_record
-from utils.result.model import GpuInfo, Mlperf, Result, Source
+from utils.result.model import GpuInfo, Mlperf, Result, Source, result_bytes
 from utils.result.step_log import recover_result, step_log_path
 
 LOG_TAIL_LINES = 30
 PLACEHOLDER_REASON = ("the launcher started this job and has not recorded its end (it was stopped or killed "
                       "before it could)")
-# Room kept for a result: a fixed part (environment, config, fingerprint, blocks) and per step
-# four numbers of up to ~25 characters each, with a margin of two.
-RESERVE_BASE_BYTES = 64 * 1024
-RESERVE_PER_STEP_BYTES = 256
+# Room kept for a result: twice the most it can take as written (utils/result/model.py ``result_bytes``: a fixed
+# part, each step's array entries, each evaluation).
+RESERVE_MARGIN = 2
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,9 @@ class JobResult:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.file = ResultFile(ctx.result_path, ctx.cfg.train_iters)
+        cfg = ctx.cfg
+        evaluations = cfg.train_iters // max(cfg.eval_interval_steps, 1) if cfg.evaluates else 0
+        self.file = ResultFile(ctx.result_path, RESERVE_MARGIN * result_bytes(cfg.train_iters, evaluations))
 
     def start(self) -> RunContext:
         """Room and an ``incomplete`` placeholder (``OutputDirError``: one line); a previous run's steps removed.
@@ -198,9 +199,9 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
 class ResultFile:
     """One job's result file from before the start to the end (only the node that writes it uses this)."""
 
-    def __init__(self, path: Path, train_iters: int) -> None:
+    def __init__(self, path: Path, reserve_bytes: int) -> None:
         self.path = Path(path)
-        self.size = RESERVE_BASE_BYTES + RESERVE_PER_STEP_BYTES * train_iters
+        self.size = reserve_bytes
         self.reserve = self.path.parent / LOCK_DIR / f"{self.path.name}.reserve"
         self._placeholder: tuple[int, int, int] | None = None
 

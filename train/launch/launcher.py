@@ -54,7 +54,7 @@ from utils.config.registry import FRAMEWORKS, framework_names, model_names, plat
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
 from utils.files.locks import LockError, LockHeld, hold, result_lock_path
-from utils.machine.hardware import detect_platform
+from utils.machine.hardware import detect_platform, device_problem
 from utils.machine.rendezvous import port_problem
 from utils.measure.quality import evaluation_note, interval_warning
 from utils.result.model import Result
@@ -260,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.preflight:
         return preflight_main(["--platform", args.platform, "--framework", framework, "--model", args.model])
     if not args.dry_run:
+        # A GPU job on a host without that GPU (a train_<platform>_*.sh run directly, not through shell/train.sh's
+        # own check): refused before anything is written, as train.sh refuses it; the dry run plans any platform.
+        problem = device_problem(args.platform)
+        if problem:
+            print(f"tprimat: {problem}", file=sys.stderr)
+            return 2
         detected = detect_platform()
         if detected != args.platform:
             print(f"tprimat: warning: running the {args.platform} job on a machine detected as {detected}",

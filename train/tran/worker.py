@@ -52,6 +52,7 @@ from utils.config.load import Config, ConfigError, load_config
 from utils.config.registry import model_names, platform_names
 from utils.files.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
+from utils.result.failures import trainer_error
 from utils.result.model import ModelShapeBlock, Profiling, Result, Source
 
 if TYPE_CHECKING:
@@ -390,7 +391,7 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
         cfg, _ = apply_cpu_precision(cfg, args.platform)  # cpu: the launcher's choice (train/launch/context.py)
         info = setup_distributed(cfg, args.platform)
     except (ConfigError, ValueError, RuntimeError) as exc:
-        print(f"train_{framework}: error: {exc}", file=sys.stderr)
+        print(trainer_error(framework, str(exc)), file=sys.stderr)  # the launcher's reason (utils/result/failures.py)
         return 2
     from utils.result.file import Interrupted
 

@@ -55,6 +55,11 @@ MEGATRON_IMPLS = ("transformer_engine", "local")
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
 # and 2**31 - 1 is the largest every one of them holds exactly.
 MAX_COUNT = 2**31 - 1
+# The most steps a run may have (TRAIN_ITERS): the longest schedule tprimat runs, MLPerf's reference
+# (train/profiles/mlperf.py MAX_STEPS; a run of more is no benchmark). A result holds one entry per step in
+# each per-step array, so this bounds what reading a result may cost in memory (utils/result/model.py MAX_STEPS,
+# issue 33: a forged 510 MB result took more than 5.5 GB).
+MAX_TRAIN_ITERS = 1_200_000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -99,7 +104,7 @@ RULES: dict[str, Rule] = {
     "min_lr": _STEP_SIZE,
     "lr_decay": Rule(choices=LR_DECAYS),
     "warmup_steps": _INDEX,
-    "train_iters": _COUNT,
+    "train_iters": Rule(minimum=1, maximum=MAX_TRAIN_ITERS),
     # Decoupled weight decay multiplies every weight by 1 - LR*WEIGHT_DECAY each step: with LR up to 1,
     # a decay up to 1 keeps that factor from going negative (published recipes use 0.01-0.1).
     "weight_decay": Rule(minimum=0.0, maximum=1.0),

@@ -11,6 +11,11 @@ so that the good results beside it were never compared. Here every such file is:
 * UTF-8 text;
 * nested at most ``max_depth`` containers deep, counted on the text before the parser
   recurses;
+* at most ``max_values`` values and ``max_containers`` arrays and objects where the reader gives them (a result:
+  ``utils/result/file.py``), counted on the bytes before anything is decoded or parsed, because what a parsed
+  file costs in memory follows its values, not its bytes (issue 33: a 510 MB result of short numbers took more than
+  5.5 GB): every value but the first of an array or object follows a comma, so commas plus containers plus one
+  bound the values from above (a comma inside a string counts too: the bound is loose, never short);
 * JSON as the standard defines it: ``NaN`` and ``Infinity`` literals are refused (``allow_nan``
   lets a reader whose typed model refuses non-finite figures field by field, and so names the
   field, take them), and a number the interpreter refuses to convert (too many digits) is a
@@ -87,6 +92,19 @@ def _read_bounded(path: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def _count_problem(raw: bytes, where: str, max_values: int | None, max_containers: int | None) -> str | None:
+    """Why ``raw`` holds more values or containers than allowed (an upper bound, counted without decoding)."""
+    if max_values is None and max_containers is None:
+        return None
+    containers = raw.count(b"[") + raw.count(b"{")
+    if max_containers is not None and containers > max_containers:
+        return f"{where}: {containers:,} arrays and objects, over the limit of {max_containers:,}"
+    values = raw.count(b",") + containers + 1
+    if max_values is not None and values > max_values:
+        return f"{where}: up to {values:,} values, over the limit of {max_values:,}"
+    return None
+
+
 def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH, allow_nan: bool = False) -> Any:
     """``text`` parsed under the depth and number rules above; errors name ``where``."""
     # No deeper than it has opening brackets: a result (about 40 containers) skips the scan (bench/load.py).
@@ -103,7 +121,7 @@ def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH, allow_
 
 
 def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
-              allow_nan: bool = False) -> Any:
+              allow_nan: bool = False, max_values: int | None = None, max_containers: int | None = None) -> Any:
     """The JSON value in ``path``, read under the limits above. Raises :class:`JsonInputError`."""
     path = Path(path)
     shown = one_line(path, 400)
@@ -113,8 +131,12 @@ def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = D
         raise JsonInputError(f"{shown}: no such file") from None
     except OSError as exc:
         raise JsonInputError(f"{shown}: unreadable: {exc.strerror or exc}") from None
+    too_many = _count_problem(raw, shown, max_values, max_containers)
+    if too_many:
+        raise JsonInputError(too_many)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonInputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    del raw  # the text alone while it is parsed
     return parse_json(text, shown, max_depth, allow_nan)

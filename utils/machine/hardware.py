@@ -29,6 +29,7 @@ from utils.config.cli import exits_on_config_error
 from utils.config.load import Config, load_config
 from utils.config.registry import PLATFORMS as PLATFORM_REGISTRY
 from utils.config.registry import platform_names
+from utils.files.sanitise import one_line
 from utils.result.model import GpuInfo, PeakTflops
 
 PLATFORMS = platform_names()
@@ -379,6 +380,19 @@ def gpu_info_for_device(platform: str, device_name: str, device_count: int, prec
 
 
 FORCE_PLATFORM_ENV = "TPRIMAT_FORCE_PLATFORM"
+_FORCE_VALUES = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}
+
+
+def force_platform_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why ``TPRIMAT_FORCE_PLATFORM`` is no switch (None: unset, or one of 1/true/yes/0/false/no, any case).
+
+    A typo (``TPRIMAT_FORCE_PLATFORM=ture``) must not silently mean "not forced", nor anything else.
+    """
+    value = (os.environ if environ is None else environ).get(FORCE_PLATFORM_ENV, "")
+    if value.strip().lower() in _FORCE_VALUES:
+        return None
+    return (f"{FORCE_PLATFORM_ENV}={one_line(value, 40)}: must be 1, true or yes (launch anyway), "
+            "or 0, false, no or empty")
 
 
 def device_problem(platform: str, environ: Mapping[str, str] | None = None, dev_dir: str | None = None) -> str | None:
@@ -386,10 +400,15 @@ def device_problem(platform: str, environ: Mapping[str, str] | None = None, dev_
 
     Issue 33: ``PLATFORM=nvd`` on a host without a GPU only warned; each job then wrote a failed result after its
     start-up. The test is loose on purpose (a container may hold the vendor tools the host lacks): nvd needs
-    ``nvidia-smi`` or ``/dev/nvidia0``, amd needs ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway.
+    ``nvidia-smi`` or ``/dev/nvidia0``, amd needs ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway; a
+    value that is no switch is the problem itself. Asked by ``shell/train.sh`` (``--check-devices``) and by the
+    launcher (``train/launch/launcher.py``), so a ``train/train_<platform>_*.sh`` run directly is refused too.
     """
     env = os.environ if environ is None else environ
-    if platform == "cpu" or env.get(FORCE_PLATFORM_ENV, "").strip().lower() in ("1", "true", "yes"):
+    invalid = force_platform_problem(env)
+    if invalid:
+        return invalid
+    if platform == "cpu" or _FORCE_VALUES[env.get(FORCE_PLATFORM_ENV, "").strip().lower()]:
         return None
     dev = Path(dev_dir or env.get("TPRIMAT_DEV_DIR") or "/dev")
     if platform == "nvd" and (_which("nvidia-smi") or (dev / "nvidia0").exists()):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Collection
 from typing import Any
 
 ANSWERED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -49,9 +50,17 @@ def _run_module() -> str | None:
     return argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
 
 
-def answer_signals_when_run(package: str) -> None:
+def answer_signals_when_run(package: str, only: Collection[str] | None = None) -> None:
     """:func:`answer_signals` when a module of ``package`` runs as ``python -m`` (and is being imported: a later
-    import of the package by another program's code changes nothing); nothing otherwise."""
+    import of the package by another program's code changes nothing); nothing otherwise.
+
+    ``only``: the modules of ``package`` that answer (``python -m`` names); the others keep Python's defaults.
+    """
     module = _run_module()
-    if sys.argv[:1] == ["-m"] and module is not None and (module == package or module.startswith(package + ".")):
+    if sys.argv[:1] != ["-m"] or module is None:
+        return
+    if only is not None:
+        if module in only:
+            answer_signals()
+    elif module == package or module.startswith(package + "."):
         answer_signals()

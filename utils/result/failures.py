@@ -22,6 +22,17 @@ INTERRUPTED_CODES = tuple(128 + int(s) for s in INTERRUPT_SIGNALS)
 MAX_REASON_CHARS = 400
 TAIL_LINES = 400
 
+# A trainer's own one-line refusal before its first step (``trainer_error``, printed by train/tran/worker.py's
+# ``run_worker`` for tran and deep): the cause itself, preferred to the traceback torchrun prints after it (issue 33:
+# tran on nvd without a GPU kept torchrun's 69-line ChildFailedError traceback as its reason).
+TRAINER_ERROR_KIND = "trainer error"
+
+
+def trainer_error(framework: str, text: str) -> str:
+    """The line a trainer prints when it refuses to start; :func:`classify_line` knows it as the cause."""
+    return f"train_{framework}: error: {text}"
+
+
 # Problems that make a run failed even when its exit code is 0, most specific first.
 PROBLEM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("out of memory", re.compile(r"out of memory|OutOfMemoryError|HIP_ERROR_OutOfMemory", re.IGNORECASE)),
@@ -34,6 +45,7 @@ PROBLEM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"found NaN|NaN (?:detected|in (?:local )?grad|loss)|is NaN|Unexpected result nan|loss is nan",
         re.IGNORECASE,
     )),
+    (TRAINER_ERROR_KIND, re.compile(r"\btrain_[a-z]+: error: ")),
 )
 EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:?.*")
 # Every pattern above needs one of these words (case-insensitive): a line without any is no problem line,

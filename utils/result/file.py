@@ -47,6 +47,7 @@ from utils.files.run_claim import write_problem
 from utils.machine.environment import capture_environment
 from utils.result.failures import final_status
 from utils.result.model import (
+    RESULT_LIMITS,
     SCHEMA_VERSION,
     Environment,
     Fingerprint,
@@ -240,13 +241,16 @@ def write_result(path: Path, result: Result) -> Path:
 def read_result(path: Path) -> Result:
     """Load and validate one result as foreign input; a version-1 file is migrated.
 
-    The file is read under the size and depth limits of ``utils/files/json_input.py`` and validated in
+    The file is read under the depth limit of ``utils/files/json_input.py`` and a result's own limits
+    (``RESULT_LIMITS``, utils/result/model.py: the bytes, values and containers of the largest result a run
+    can write, checked before parsing, so that no file costs more memory than that one), and validated in
     pydantic's strict mode (a number written as a string is refused, never converted). Every problem,
     whatever the file holds, is a :class:`ResultError` naming the file and the first problem.
     """
     path = Path(path)
     try:
-        data = read_json(path, allow_nan=True)  # the model refuses non-finite figures, naming the field
+        data = read_json(path, max_bytes=RESULT_LIMITS.max_bytes, allow_nan=True,  # non-finite: the model names it
+                         max_values=RESULT_LIMITS.max_values, max_containers=RESULT_LIMITS.max_containers)
     except JsonInputError as exc:
         raise ResultError(str(exc)) from None
     where = one_line(path, 400)

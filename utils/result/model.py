@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model,
 
 from utils.config.models import ModelShape
 from utils.config.registry import framework_names, model_names, platform_names
+from utils.config.rules import MAX_TRAIN_ITERS
 from utils.files.json_input import one_line
 
 SCHEMA_VERSION = 2
@@ -59,6 +60,9 @@ NonNegative = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
 Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+# The most entries a per-step array (and the list of evaluations) may hold: the most steps a run may have
+# (TRAIN_ITERS's bound, utils/config/rules.py). What reading a result may cost follows from it (RESULT_LIMITS below).
+MAX_STEPS = MAX_TRAIN_ITERS
 
 
 class Block(BaseModel):
@@ -608,7 +612,7 @@ class Quality(Block):
     target_loss: Annotated[float, Field(gt=0, le=MAX_FIGURE)] | None = None
     stop_at_target: bool = True
     run_start_unix: NonNegative | None = None
-    evaluations: list[Evaluation] = Field(default_factory=list)
+    evaluations: list[Evaluation] = Field(default_factory=list, max_length=MAX_STEPS)  # at most one per step
     reached: bool = False
     stopped_at_target: bool = False
     stop_reason: str | None = None
@@ -737,10 +741,10 @@ class Result(Block):
     # step_interval k, and each entry is then what it printed for that interval.
     first_step: Positive = 1
     step_interval: Positive = 1
-    step_times: list[NonNegative | None] = Field(default_factory=list)
-    loss_values: list[Figure | None] = Field(default_factory=list)
-    learning_rates: list[NonNegative | None] = Field(default_factory=list)
-    memory_allocated_gb: list[NonNegative | None] = Field(default_factory=list)
+    step_times: list[NonNegative | None] = Field(default_factory=list, max_length=MAX_STEPS)
+    loss_values: list[Figure | None] = Field(default_factory=list, max_length=MAX_STEPS)
+    learning_rates: list[NonNegative | None] = Field(default_factory=list, max_length=MAX_STEPS)
+    memory_allocated_gb: list[NonNegative | None] = Field(default_factory=list, max_length=MAX_STEPS)
     source: Source
     profiling: Profiling | None = None
     # held-out evaluations and the figures to TARGET_LOSS (issue 34); None: evaluation was off
@@ -770,6 +774,51 @@ class Result(Block):
         if len(lengths) > 1:
             raise ValueError("step_times, loss_values and learning_rates must have the same length")
         return self
+
+
+# ---------------------------------------------------------------------------
+# how large a result can be
+
+
+# The per-step arrays of a result: one entry per step (or per logged interval).
+PER_STEP_ARRAYS = ("step_times", "loss_values", "learning_rates", "memory_allocated_gb")
+# What a result holds besides its steps (environment, settings, versions, blocks, at most 20 log problems):
+# a real one has a few hundred values and containers and a few KiB; these leave ample room.
+RESULT_BASE_BYTES = 64 * 1024
+RESULT_BASE_VALUES = 100_000
+RESULT_BASE_CONTAINERS = 20_000
+# One step as write_result writes it (indent 2): an entry in each per-step array, at most 29 bytes each (the
+# longest repr of a finite float, 23 characters with its sign, after a 4-space indent, with its comma and line
+# end)...
+STEP_BYTES = 29 * len(PER_STEP_ARRAYS)
+# ... and, where evaluation runs every step, one evaluation: its eight members at an 8-space indent with the
+# longest value each takes (counts at MAX_INT, floats at 23 characters, the reason of a non-finite loss) and its
+# braces, about 350 bytes (tests/unit/result/test_result_limits.py writes the largest ones and checks they fit).
+EVALUATION_BYTES = 360
+
+
+def result_bytes(steps: int, evaluations: int = 0) -> int:
+    """The most bytes a result of ``steps`` steps and ``evaluations`` evaluations takes as written."""
+    return RESULT_BASE_BYTES + STEP_BYTES * steps + EVALUATION_BYTES * evaluations
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultLimits:
+    """What a result file may hold at most, for the most steps a run may have (``MAX_STEPS``) with an evaluation
+    after each: its bytes, its JSON values (each array entry, each member, each container) and its arrays and
+    objects. The reader (utils/result/file.py ``read_result``) refuses a file past any of them before parsing it,
+    so a forged file costs no more memory than the largest result a run can write (issue 33)."""
+
+    max_bytes: int
+    max_values: int
+    max_containers: int
+
+
+RESULT_LIMITS = ResultLimits(
+    max_bytes=result_bytes(MAX_STEPS, MAX_STEPS),
+    max_values=RESULT_BASE_VALUES + (len(PER_STEP_ARRAYS) + 1 + len(Evaluation.model_fields)) * MAX_STEPS,
+    max_containers=RESULT_BASE_CONTAINERS + MAX_STEPS,
+)
 
 
 _REGISTRY_NAMES = {"platform": platform_names, "framework": framework_names, "model": model_names}
