@@ -37,7 +37,7 @@ from evaluate.convergence import DEFAULT_BAND, TAIL_FRACTION
 from evaluate.stats import Estimate
 from utils.config.registry import display_name, framework_color
 from utils.files.atomic import atomic_path
-from utils.result.model import Quality, Result
+from utils.result.model import Result
 
 PLATFORM_LINES = {"nvd": "-", "amd": "--", "cpu": ":"}
 PLATFORM_MARKERS = {"nvd": "o", "amd": "s", "cpu": "^"}
@@ -53,7 +53,6 @@ TITLE_AVG_STEP = "Average step time (s, lower is better)"
 TITLE_MEMORY = "Peak memory per GPU (GiB)"
 TITLE_MFU = "MFU (%), full vs causal FLOP convention"
 TITLE_ENERGY = "Tokens per kWh (board energy, higher is better)"
-TITLE_EVAL = "Held-out loss against time, with the target"
 PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP, TITLE_MEMORY, TITLE_MFU)
 ENERGY_PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_ENERGY, TITLE_AVG_STEP, TITLE_MEMORY,
                        TITLE_MFU)
@@ -343,33 +342,6 @@ def model_figure(summaries: list[GroupSummary], band: float = DEFAULT_BAND) -> F
     if drawn:
         ax_loss.legend(fontsize=7)
     ax_loss.set_title(TITLE_LOSS, fontsize=10)
-    return figure
-
-
-def eval_loss_figure(curves: list[tuple[GroupSummary, Quality]]) -> Figure | None:
-    """Each evaluated run's held-out loss against the seconds since its first training step, the target dashed.
-
-    None when no evaluation recorded a finite loss (the page says so instead). Colours and markers as in
-    :func:`comparison_figure`; the seconds include evaluation time (utils/measure/quality.py).
-    """
-    drawn = [(s, [(e.seconds, e.loss) for e in q.evaluations if e.loss is not None]) for s, q in curves]
-    drawn = [(s, points) for s, points in drawn if points]
-    if not drawn:
-        return None
-    figure = Figure(figsize=(9.0, 3.6))
-    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9)  # fixed: one draw (see model_figure)
-    ax = figure.subplots()
-    for summary, points in drawn:
-        ax.plot([x for x, _ in points], [y for _, y in points], color=_color(summary),
-                linestyle=PLATFORM_LINES.get(summary.group.platform, "-"),
-                marker=PLATFORM_MARKERS.get(summary.group.platform, "o"), markersize=4, label=legend_label(summary))
-    for target in sorted({q.target_loss for _, q in curves if q.target_loss is not None}):
-        ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target loss {target:g}")
-    ax.set_xlabel("seconds since the first training step (evaluation included)")
-    ax.set_ylabel("held-out loss")
-    ax.set_title(TITLE_EVAL, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
     return figure
 
 

@@ -15,8 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-from evaluate.history import diff as diff_view
-from evaluate.history import trend as trend_view
 from evaluate.history.query import Filters, count_runs, list_runs, resolve
 from evaluate.history.store import (
     SCHEMA_VERSION,
@@ -94,6 +92,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
+    from evaluate.history import trend as trend_view  # numpy: only here
+
     with _open(args) as db, db.read() as conn:
         series = trend_view.trend_series(conn, _filters(args))
     print(trend_view.render_table(series, args.last))
@@ -105,6 +105,8 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from evaluate.history import diff as diff_view  # the comparison's statistics and the result model: only here
+
     with _open(args) as db, db.read() as conn:
         a, b = resolve(conn, args.a), resolve(conn, args.b)
     print(diff_view.render(a, b, args.a, args.b))

@@ -59,7 +59,7 @@ from utils.files.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
 from utils.files.json_input import one_line
 
 APPLICATION = HISTORY_APPLICATION
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_PATH = REPO_ROOT / HISTORY_DEFAULT
 OFF_WORDS = ("off", "none", "false", "0")
 PASSWORD_SECRET = "HISTORY_DB_PASSWORD"
@@ -149,6 +149,17 @@ tags = Table(
 WORKLOAD_DEVICE_INDEX = Index("ix_runs_workload_device_time", runs.c.workload_key, runs.c.device_name,
                               runs.c.run_time)
 runs.indexes.discard(WORKLOAD_DEVICE_INDEX)  # created by the migration to version 2, never by version 1
+# Version 3: the index ``history trend`` reads instead of the table (evaluate/history/trend.py): in series and time
+# order, holding every column the trend shows, so 100,000 runs are read from a compact B-tree with no sort
+# (docs/PERFORMANCE.md). SQLite's holds the versions text too (a covering index); PostgreSQL's leaves it out, since
+# a B-tree entry there is limited to about 2.7 kB and a result's versions are foreign text of any length.
+TREND_KEY = (runs.c.platform, runs.c.framework, runs.c.model_label, runs.c.profile, runs.c.device_name)
+_TREND_COLUMNS = (*TREND_KEY, runs.c.run_time, runs.c.id, runs.c.status, runs.c.tokens_per_second_per_gpu, runs.c.mfu,
+                  runs.c.tokens_per_kwh)
+TREND_INDEXES = {"sqlite": Index("ix_runs_trend", *_TREND_COLUMNS, runs.c.versions),
+                 "other": Index("ix_runs_trend", *_TREND_COLUMNS)}
+for _index in TREND_INDEXES.values():
+    runs.indexes.discard(_index)  # created by the migration to version 3 only
 TABLES = ("tprimat_meta", "runs", "series", "tags")
 
 
@@ -168,7 +179,11 @@ def _migrate_1_to_2(conn: Connection) -> None:
     WORKLOAD_DEVICE_INDEX.create(conn)
 
 
-MIGRATIONS = {1: _migrate_1_to_2}  # from version k to k + 1
+def _migrate_2_to_3(conn: Connection) -> None:
+    TREND_INDEXES["sqlite" if conn.dialect.name == "sqlite" else "other"].create(conn)
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3}  # from version k to k + 1
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 

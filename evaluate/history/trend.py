@@ -6,8 +6,9 @@ a point that moves is the software, the driver or the node, not the comparison. 
 series, the run is marked with what changed, in the table and as a dotted line in the PNG. Failed and
 incomplete runs are listed with their status and never plotted; a figure not measured is ``-``.
 
-The PNG (matplotlib, Agg) has one panel per metric; all stored runs are plotted, the table shows the last
-``--last`` runs of each series.
+The PNG (matplotlib, Agg) has one panel per metric; every ok run is plotted (a series of more than
+:data:`MAX_POINTS` runs as the medians of consecutive runs, which its legend line and the title say), the
+table shows the last ``--last`` runs of each series.
 """
 
 from __future__ import annotations
@@ -18,34 +19,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from evaluate.history.query import Filters, library_matches
-from evaluate.history.store import runs
+from evaluate.history.store import TREND_KEY, HistoryError, runs
 from utils.files.atomic import atomic_path
 from utils.files.json_input import one_line
 
 METRICS = (("tokens_per_second_per_gpu", "tokens/s/GPU", 1.0, "{:,.0f}"), ("mfu", "MFU %", 100.0, "{:.1f}"),
            ("tokens_per_kwh", "tokens/kWh", 1.0, "{:,.0f}"))
-_NAN = float("nan")
-MAX_POINTS = 2_000  # per series in the PNG
+MAX_POINTS = 1_000  # per series in the PNG: about one point per pixel of the 11-inch axis at 110 dpi
 MAX_MARKS = 200  # version-change lines in the PNG
-_COLUMNS = [runs.c[name] for name in ("id", "run_time", "status", "platform", "framework", "model_label", "profile",
-                                      "device_name", "tokens_per_second_per_gpu", "mfu", "tokens_per_kwh", "versions")]
+UNKNOWN_DEVICE = "unknown device"
+_FIGURES = [runs.c[name] for name, *_ in METRICS]
+_TRIES = 3
 
 
 @dataclass
 class Series:
-    """One job on one kind of device over time, column by column (100,000 runs are 100,000 entries, no objects)."""
+    """One job on one kind of device over time, column by column (arrays: 100,000 runs are no 100,000 objects)."""
 
     key: tuple[str, str, str, str, str]
-    ids: list[int] = field(default_factory=list)
-    times: list[str] = field(default_factory=list)  # normalised UTC, sortable
-    statuses: list[str] = field(default_factory=list)
-    values: list[tuple[float, float, float]] = field(default_factory=list)  # METRICS order; NaN: not measured
-    ok: list[bool] = field(default_factory=list)
+    ids: np.ndarray  # int64, run ids in time order
+    times: np.ndarray  # str (normalised UTC ``YYYY-MM-DDTHH:MM:SS``, sortable)
+    statuses: np.ndarray  # str
+    values: np.ndarray  # float, one row per run in METRICS order; NaN: not measured
     changes: dict[int, list[str]] = field(default_factory=dict)  # entry index -> what changed before it
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.statuses == "ok"
 
     @property
     def label(self) -> str:
@@ -61,33 +65,61 @@ def _changes(before: str, after: str) -> list[str]:
     return [f"{key} {old.get(key, '-')} -> {new.get(key, '-')}" for key in keys if old.get(key) != new.get(key)]
 
 
+def _read(conn: Connection, filters: Filters) -> tuple[list, list]:  # type: ignore[type-arg]
+    """The series (key and size) and their runs, in series then time order: two queries on the trend index.
+
+    Both walk ``ix_runs_trend`` (evaluate/history/store.py, schema version 3) in its own order, so neither sorts,
+    and the runs come back without their five key texts (100,000 rows are 100,000 small tuples): each series is the
+    next ``size`` rows. A writer adding runs between the two (PostgreSQL's read committed; SQLite's read
+    transaction holds its snapshot) shows as sizes that do not add up, and the read is done again.
+    """
+    for _ in range(_TRIES):
+        sizes = conn.execute(filters.apply(select(*TREND_KEY, func.count())).group_by(*TREND_KEY)
+                             .order_by(*TREND_KEY)).all()
+        rows = conn.execute(filters.apply(select(runs.c.id, func.substr(runs.c.run_time, 1, 19), runs.c.status,
+                                                 *_FIGURES, runs.c.versions))
+                            .order_by(*TREND_KEY, runs.c.run_time, runs.c.id)).all()
+        if sum(size[-1] for size in sizes) == len(rows):
+            return sizes, rows
+    raise HistoryError("the history database kept changing while the trend was read; run it again")
+
+
 def trend_series(conn: Connection, filters: Filters) -> list[Series]:
     """Every series of the runs matching ``filters``, each in time order, changes marked.
 
-    Rows are read as plain tuples and versions compared as text (parsed only where they differ): a trend
-    over 100,000 runs takes seconds (docs/PERFORMANCE.md).
+    Rows become arrays column by column, each series a slice of them; a version change is found by comparing
+    each run's versions text with the one before it in its series (one array comparison), and parsed only
+    where it changed: a trend over 100,000 runs reads in well under a second (docs/PERFORMANCE.md).
     """
-    grouped: dict[tuple, Series] = {}
-    previous: dict[tuple, str] = {}
-    statement = filters.apply(select(*_COLUMNS)).order_by(runs.c.run_time, runs.c.id)
-    for run_id, time, status, platform, framework, model, profile, device, tps, mfu, kwh, versions in \
-            conn.execute(statement).tuples().all():
-        if filters.library is not None and not library_matches(json.loads(versions), filters.library):
-            continue
-        key = (platform, framework, model, profile, device or "unknown device")
-        series = grouped.get(key)
-        if series is None:
-            series = grouped[key] = Series(key)
-        before = previous.get(key)
-        if before is not None and before != versions:
-            series.changes[len(series.ids)] = _changes(before, versions)
-        previous[key] = versions
-        series.ids.append(run_id)
-        series.times.append(time)
-        series.statuses.append(status)
-        series.values.append((_NAN if tps is None else tps, _NAN if mfu is None else mfu, _NAN if kwh is None else kwh))
-        series.ok.append(status == "ok")
-    return [grouped[k] for k in sorted(grouped)]
+    sizes, rows = _read(conn, filters)
+    if not rows:
+        return []
+    ids, times, statuses, tps, mfu, kwh, versions = zip(*rows, strict=True)
+    all_ids = np.array(ids, dtype=np.int64)
+    all_times = np.array(times, dtype=str)
+    all_statuses = np.array(statuses, dtype=str)
+    all_values = np.array((tps, mfu, kwh), dtype=float).T  # None (not measured) becomes NaN
+    all_versions = np.array(versions, dtype=object)
+    found = []
+    start = 0
+    for *key, size in sizes:
+        part = slice(start, start + size)
+        start += size
+        chosen = all_versions[part]
+        keep = np.ones(size, dtype=bool)
+        if filters.library is not None:  # JSON, so not in SQL: parsed once per distinct text
+            matches = {text: library_matches(json.loads(text), filters.library) for text in set(chosen)}
+            keep = np.fromiter((matches[text] for text in chosen), dtype=bool, count=size)
+            if not keep.any():
+                continue
+            chosen = chosen[keep]
+        platform, framework, model, profile, device = key
+        item = Series((platform, framework, model, profile, device or UNKNOWN_DEVICE), all_ids[part][keep],
+                      all_times[part][keep], all_statuses[part][keep], all_values[part][keep])
+        changed = np.flatnonzero(chosen[1:] != chosen[:-1]) + 1
+        item.changes = {int(i): _changes(chosen[i - 1], chosen[i]) for i in changed}
+        found.append(item)
+    return sorted(found, key=lambda s: s.key)
 
 
 def _shown(value: float, scale: float, pattern: str) -> str:
@@ -129,41 +161,51 @@ def _binned(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return x, y, per_bin
 
 
+def _days(times: np.ndarray) -> np.ndarray:
+    """Normalised UTC times as matplotlib's date numbers (days since its epoch, 1970-01-01 by default)."""
+    import matplotlib.dates as mdates
+
+    return mdates.date2num(times.astype("datetime64[s]"))
+
+
 def write_png(all_series: list[Series], path: Path) -> Path | None:
     """The trend figure (one panel per metric); None when no ok run has any of the figures.
 
     A series of more than :data:`MAX_POINTS` runs is drawn as the medians of consecutive runs (the legend says
-    how many per point); version changes are one set of dotted lines per panel (at most :data:`MAX_MARKS`).
+    how many per point); each series is one line per panel, version changes one set of dotted lines per panel
+    (at most :data:`MAX_MARKS`). matplotlib is imported here, only when a figure is asked for (about a second).
     """
+    columns = []
+    for item in all_series:
+        ok = item.ok
+        columns.append((item, item.times[ok], item.values[ok]))
+    panels = [(i, m) for i, m in enumerate(METRICS) if any((~np.isnan(v[:, i])).any() for _, _, v in columns)]
+    if not panels:
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    columns = []
-    for item in all_series:
-        ok = np.fromiter(item.ok, dtype=bool, count=len(item.ok))
-        values = np.array(item.values, dtype=float)[ok] if ok.any() else np.empty((0, len(METRICS)))
-        times = [t[:19] for t, good in zip(item.times, item.ok, strict=True) if good]
-        days = mdates.date2num(np.array(times, dtype="datetime64[s]"))
-        columns.append((item, days, values))
-    panels = [(i, m) for i, m in enumerate(METRICS) if any((~np.isnan(v[:, i])).any() for _, _, v in columns)]
-    if not panels:
-        return None
-    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.2 * len(panels)), sharex=True, squeeze=False)
+    height = 3.2 * len(panels)
+    fig = Figure(figsize=(11, height))
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)
     marks: set[str] = set()
-    for item, days, values in columns:
+    binned = False
+    for item, times, values in columns:
+        days = _days(times) if len(times) else np.empty(0)
         for ax, (index, (_, _title, scale, _)) in zip(axes[:, 0], panels, strict=True):
             column = values[:, index] * scale
             keep = ~np.isnan(column)
             if keep.any():
                 x, y, per = _binned(days[keep], column[keep])
                 label = one_line(item.label, 80) + (f" (median of {per} runs per point)" if per > 1 else "")
+                binned = binned or per > 1
                 ax.plot(x, y, marker="o" if len(x) < 200 else None, markersize=3, linewidth=1, label=label)
-        marks.update(item.times[i][:19] for i in item.changes)
+        marks.update(str(item.times[i]) for i in item.changes)
     shown_marks = sorted(marks)[-MAX_MARKS:]
-    mark_days = mdates.date2num(np.array(shown_marks, dtype="datetime64[s]")) if shown_marks else []
+    mark_days = _days(np.array(shown_marks)) if shown_marks else []
     for ax, (_, (_, title, _, _)) in zip(axes[:, 0], panels, strict=True):
         ax.set_ylabel(title)
         ax.grid(alpha=0.3)
@@ -173,13 +215,16 @@ def write_png(all_series: list[Series], path: Path) -> Path | None:
     title = "tprimat history: dotted lines mark runs whose versions changed"
     if len(marks) > MAX_MARKS:
         title += f" (the last {MAX_MARKS} of {len(marks)})"
+    if binned:
+        title += f"\nseries of over {MAX_POINTS:,} ok runs drawn as medians of consecutive runs"
     axes[0, 0].set_title(title)
     if len(all_series) <= 12:  # a fixed place: "best" tests every plotted point against every place (seconds)
         axes[0, 0].legend(fontsize=6, loc="upper left", framealpha=0.7)
     axes[-1, 0].xaxis_date()
     axes[-1, 0].xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d\n%H:%M"))
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.95, bottom=0.08, hspace=0.1)  # one draw, not tight_layout's two
+    # margins in inches (title lines above, two-line dates below), fixed: one draw, not tight_layout's two
+    fig.subplots_adjust(left=0.09, right=0.98, top=1 - (0.65 if binned else 0.45) / height, bottom=0.75 / height,
+                        hspace=0.1)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
     return path

@@ -1,9 +1,13 @@
 """Building the page's HTML so that every foreign text is escaped: :class:`Markup` is the only trusted string.
 
-Strings from a result file (a device name, an error, a file name, a setting's value) are foreign input: a forged
-``device_name`` holding ``<script>`` must render as text (issue 37). So nothing here pastes raw text into markup:
-:func:`el` escapes every child that is not :class:`Markup` and every attribute value, a link points only at a file
-name inside the output folder (percent-encoded, so never a ``javascript:`` URL), and a figure is matplotlib's own
+Strings from a result file (a device name, an error, a file name, a setting's value), the results database and the
+gate's report are foreign input: a forged ``device_name`` holding ``<script>`` must render as text (issue 37), and
+an escape sequence or a bidirectional override must show as its escape, as in every other renderer. So nothing here
+pastes raw text into markup: :func:`esc` first makes the text inert with ``utils/files/sanitise.py`` (the one owner
+of sanitising, issue 33: controls, bidi overrides, lone surrogates shown as their escapes, line breaks kept), then
+escapes it for HTML (a table cell is also one line, :func:`utils.files.sanitise.one_line`); :func:`el` escapes
+every child that is not :class:`Markup` and every attribute value, a link points only at a file name inside the
+output folder (percent-encoded, so never a ``javascript:`` URL), and a figure is matplotlib's own
 SVG (its texts XML-escaped by matplotlib) with the XML prologue cut. The page also forbids every script and every
 network request with its Content-Security-Policy (:data:`CSP`): an escaping slip would still run nothing.
 """
@@ -24,6 +28,9 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure
 
+from evaluate.tables import CELL_CHARS
+from utils.files.sanitise import one_line, safe_text
+
 # No script, no fetch, no font or frame: inline styles and data: images only (the page needs nothing else).
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 _NUMBER = re.compile(r"^[-+$]?[\d,]+(\.\d+)?(%|x| ?GiB| s)?( \[.*\]| \(1 run\))?$")
@@ -34,10 +41,11 @@ class Markup(str):
 
 
 def esc(value: Any) -> Markup:
-    """``value`` as HTML text (``& < > " '`` escaped); Markup passes through, None is empty."""
+    """``value`` made inert (utils/files/sanitise.py) and as HTML text (``& < > " '`` escaped); Markup passes
+    through, None is empty."""
     if isinstance(value, Markup):
         return value
-    return Markup(html.escape("" if value is None else str(value), quote=True))
+    return Markup(html.escape(safe_text("" if value is None else str(value)), quote=True))
 
 
 def join(parts: Iterable[Any], separator: str = "") -> Markup:
@@ -70,7 +78,7 @@ def numeric(text: str) -> bool:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], class_: str | None = None) -> Markup:
-    """A table of text cells (each escaped); numeric cells right-aligned so figures line up."""
+    """A table of text cells (each one line, escaped); numeric cells right-aligned so figures line up."""
     head = el("tr", *(el("th", h) for h in headers))
     body = []
     for row in rows:
@@ -79,7 +87,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], class_: str | N
             if isinstance(cell, Markup):
                 cells.append(el("td", cell))
             else:
-                text = "n/a" if cell is None else f"{cell:,.2f}" if isinstance(cell, float) else str(cell)
+                # one inert line per cell, as every table of evaluate/tables.py (the same bound)
+                text = "n/a" if cell is None else f"{cell:,.2f}" if isinstance(cell, float) \
+                    else one_line(cell, CELL_CHARS)
                 cells.append(el("td", text, class_="num" if numeric(text) else None))
         body.append(el("tr", *cells))
     return el("table", el("thead", head), el("tbody", *body), class_=class_)
@@ -101,7 +111,8 @@ def svg(figure: Figure) -> Markup:
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     start = text.find("<svg")
-    return Markup(el("div", Markup(text[start:]), class_="figure"))
+    # matplotlib XML-escapes its texts; sanitising them too keeps a control character out of the page's XML
+    return Markup(el("div", Markup(safe_text(text[start:])), class_="figure"))
 
 
 def png(data: bytes, alt: str) -> Markup:

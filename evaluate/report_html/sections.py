@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from evaluate.analysis import GroupSummary, fastest
 from evaluate.convergence import overall
 from evaluate.fairness import SHAPE_KEY, Difference
-from evaluate.plots import PLATFORM_MARKERS, eval_loss_figure, left_out_panels, model_figure
+from evaluate.plots import PLATFORM_MARKERS, left_out_panels, model_figure
+from evaluate.quality_plot import model_quality_figure
 from evaluate.report import (
     CONVERGENCE_HEADERS,
     RESULT_HEADERS,
@@ -30,7 +31,9 @@ from evaluate.report import (
 from evaluate.report_html.facts import TREND_SHOWN, Change, HistoryFacts, PageFacts, dumped
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, png, svg, table
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
+from evaluate.tables import CELL_CHARS
 from utils.config.registry import display_name, framework_color
+from utils.files.sanitise import one_line
 from utils.result.model import Quality, Result
 
 GLYPHS = {"o": "\u25cf", "s": "\u25a0", "^": "\u25b2"}  # the platform's marker in compare.png, as a character
@@ -132,14 +135,15 @@ def verdict(facts: PageFacts) -> Markup:
               el("ul", *headline(c), class_="headline"), class_="verdict")
 
 
-def quality_part(groups: list[GroupSummary]) -> Markup:
-    """Eval loss against time with the target, when a run evaluated; else the one line that says evaluation was off."""
+def quality_part(model: str, groups: list[GroupSummary]) -> Markup:
+    """Eval loss against time and tokens with the target (evaluate/quality_plot.py's drawing, as quality.png), when a
+    run evaluated; else the one line that says evaluation was off."""
     blocks = [(s, s.representative.result.quality) for s in groups
               if s.representative is not None and s.representative.result.quality is not None]
     if not blocks:
         return note("Time to quality: evaluation off (EVAL_INTERVAL=0): no run of this model measured a held-out "
                     "loss.")
-    figure = eval_loss_figure(blocks)  # type: ignore[arg-type]
+    figure = model_quality_figure(model, groups)
     return join([quality_table(blocks),  # type: ignore[arg-type]
                  svg(figure) if figure is not None else note("No eval-loss figure: no evaluation had a finite loss.")])
 
@@ -209,7 +213,7 @@ def model_section(facts: PageFacts, model: str) -> Markup:
     if parities:
         parts += [el("h3", "Loss-curve parity between platforms"),
                   table(["first", "second", "steps", "correlation", "max relative gap", "note"], parities)]
-    parts += [el("h3", "Time to quality"), quality_part(groups)]
+    parts += [el("h3", "Time to quality"), quality_part(model, groups)]
     return el("section", *parts, id=anchor(model))
 
 
@@ -310,9 +314,9 @@ def gate_part(facts: PageFacts) -> Markup:
              facts.local(dumped(check.get("line")))]
             for c in report.get("candidates", []) if isinstance(c, dict)
             for check in c.get("checks", []) if isinstance(check, dict)]
-    head = para(f"{gate.source}: ", el("strong", dumped(report.get("verdict", "unknown"))),
-                f" (exit {dumped(report.get('exit_code'))})",
-                f": {facts.local(dumped(report['error']))}" if report.get("error") else "")
+    head = para(f"{one_line(gate.source, 200)}: ", el("strong", one_line(dumped(report.get("verdict", "unknown")), 80)),
+                f" (exit {one_line(dumped(report.get('exit_code')), 40)})",
+                f": {one_line(facts.local(dumped(report['error'])), CELL_CHARS)}" if report.get("error") else "")
     return join([head, table(["candidate", "check", "result", "line"], rows) if rows else note("No check recorded.")])
 
 

@@ -2,8 +2,9 @@
 
 A fixture of hostile strings goes into every field the probe named (a result's ``model_shape.display_name``,
 ``gpu_info.device_name`` and ``error``, a prescreen's ``device_name`` and ``warnings``, a log file's name in
-folder mode) and through every renderer: compare (console and ``compare.md``), validate, gpu_check (console
-and ``gpu_check.md``), extract's folder table. Nothing a terminal or a Markdown viewer acts on may come out.
+folder mode, the regression gate's report) and through every renderer: compare (console and ``compare.md``),
+validate, gpu_check (console and ``gpu_check.md``), extract's folder table, the HTML page (``report.html``).
+Nothing a terminal or a Markdown viewer acts on may come out.
 """
 
 from __future__ import annotations
@@ -78,6 +79,23 @@ def test_compare_console_and_report(hostile_dir: Path, capsys: pytest.CaptureFix
     _clean(captured.out)
     _clean(captured.err)
     _clean((hostile_dir / "compare.md").read_text())
+
+
+def test_report_page(hostile_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evaluate.report_html.cli import main as page_main
+
+    gate = tmp_path / "gate.json"  # foreign text that reaches the page outside the result loader
+    gate.write_text(json.dumps({"verdict": "fail" + ALL, "exit_code": 1, "error": "e" + ALL, "candidates": [
+        {"candidate": "c" + ALL, "checks": [{"metric": "throughput" + ALL, "result": "fail", "line": ALL}]}]}))
+    page = tmp_path / "report.html"
+    assert page_main(["--results-dir", str(hostile_dir), "--db", "off", "--gate-report", str(gate),
+                      "--output", str(page)]) == 0
+    captured = capsys.readouterr()
+    _clean(captured.out)
+    _clean(captured.err)
+    text = page.read_text()
+    _clean(text)
+    assert "\\x1b[2J" in text and "\\u202eevil" in text  # shown as their escapes, never dropped
 
 
 def test_validate(hostile_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

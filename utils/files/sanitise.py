@@ -21,9 +21,10 @@ holds stays visible.
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # only the bound: a command that never reads a result (history trend) need not load pydantic
+    from pydantic import BaseModel
 
 SHOWN_CHARS = 120
 # C0 and C1 controls, DEL, the line and paragraph separators, bidirectional embeddings, overrides and isolates
@@ -31,7 +32,7 @@ SHOWN_CHARS = 120
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _UNSAFE_IN_DOCUMENT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
-Model = TypeVar("Model", bound=BaseModel)
+Model = TypeVar("Model", bound="BaseModel")
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -83,6 +83,8 @@ def test_trend_marks_version_changes_and_draws_the_png(tmp_path: Path, capsys: C
     assert len(changed) == 1 and "#3" in changed[0] and "torch 2.6.0 -> 2.7.0" in changed[0]
     assert "framework.torch 2.6.0 -> 2.7.0" in changed[0]
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+    library = cli(capsys, "trend", "--db", db, "--png", "none", "--library", "torch=2.7.*")  # filtered in Python
+    assert "nvd/mega/llama on NVIDIA H100 80GB HBM3: 2 run(s)" in library.stdout and "->" not in library.stdout
     none = cli(capsys, "trend", "--db", db, "--png", "none", "--framework", "deep")
     assert none.returncode == 0 and none.stdout.strip() == "no runs match"
 

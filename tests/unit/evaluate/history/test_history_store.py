@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, insert, select, text
+from sqlalchemy import create_engine, insert, inspect, select, text
 
 from evaluate.history import store
 from evaluate.history.ingest import add_paths, collect
@@ -70,6 +70,7 @@ def test_a_version_1_database_is_migrated_and_keeps_its_runs(db: str, tmp_path: 
     with open_database(db) as opened, opened.read() as conn:
         assert conn.execute(select(store.tags.c.tag)).scalars().all() == ["accepted"]
         assert conn.execute(select(store.runs.c.content_hash)).scalars().all() == [record.content_hash]
+        assert "ix_runs_trend" in {index["name"] for index in inspect(conn).get_indexes("runs")}  # version 3
 
 
 def test_a_newer_schema_is_refused_and_left_alone(db: str, tmp_path: Path, capsys: Capture) -> None:
@@ -78,7 +79,7 @@ def test_a_newer_schema_is_refused_and_left_alone(db: str, tmp_path: Path, capsy
         conn.execute(store.meta.update().where(store.meta.c.key == "schema_version").values(value="99"))
     proc = cli(capsys, "add", "--db", db, *map(str, results(tmp_path / "out", 1)))
     line = _one_line_exit_2(proc)
-    assert "schema version 99 is newer than this tprimat knows (2)" in line
+    assert f"schema version 99 is newer than this tprimat knows ({store.SCHEMA_VERSION})" in line
     with pytest.raises(HistoryError, match="newer"):
         open_database(db)
 
