@@ -30,14 +30,7 @@ from tqdm import tqdm
 
 from data import manifest as mf
 from data import sample_corpus
-from data.common import (
-    DataError,
-    base_parser,
-    config_from_args,
-    iter_jsonl_texts,
-    run_stage,
-    write_jsonl_line,
-)
+from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage, write_jsonl_line
 from utils.config.load import Config, read_secret
 from utils.config.models import get_shape
 from utils.config.registry import model_names
