@@ -18,7 +18,6 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
@@ -72,17 +71,6 @@ def iter_jsonl_texts(path: Path) -> Iterator[str]:
 
 def write_jsonl_line(stream, text: str) -> None:
     stream.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-
-
-def tool_versions(*packages: str) -> dict[str, str | None]:
-    """Installed versions of the packages whose behaviour shapes an output."""
-    versions: dict[str, str | None] = {}
-    for name in packages:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 # ---------------------------------------------------------------------------

@@ -64,7 +64,7 @@ from typing import Any
 from tqdm import tqdm
 
 from data import manifest as mf
-from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage, tool_versions
+from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
 from data.encode_check import dataset_sample
 from data.encode_paths import (
     PATH_TIKTOKEN,
@@ -92,6 +92,7 @@ from utils.dataset.paths import (
 from utils.files.atomic import temp_sibling
 from utils.files.hash_cache import cached_sha256
 from utils.files.hashing import sha256_dir
+from utils.machine.environment import installed_versions
 
 BATCH_DOCUMENTS = 1024
 # A worker thread is worth starting only for this much corpus: below it, starting and feeding
@@ -313,7 +314,7 @@ def encode_key(cfg: Config, model: str, source: Path, tok_dir: Path) -> dict[str
         "clean_sha256": cached_sha256(source, source.parent),
         "tokenizer_sha256": sha256_dir(tok_dir),
         "bos_policy": cfg.bos_policy,
-        "versions": tool_versions("tokenizers", "tiktoken", "numpy"),
+        "versions": installed_versions(("tokenizers", "tiktoken", "numpy")),
     }
 
 

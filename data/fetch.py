@@ -30,21 +30,14 @@ from tqdm import tqdm
 
 from data import manifest as mf
 from data import sample_corpus
-from data.common import (
-    DataError,
-    base_parser,
-    config_from_args,
-    iter_jsonl_texts,
-    run_stage,
-    tool_versions,
-    write_jsonl_line,
-)
+from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage, write_jsonl_line
 from utils.config.load import Config, read_secret
 from utils.config.models import get_shape
 from utils.config.registry import model_names
 from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer_dir, valid_raw_path
 from utils.files.atomic import atomic_path, temp_sibling
 from utils.files.hashing import sha256_dir, sha256_file
+from utils.machine.environment import installed_versions
 
 
 @dataclass(frozen=True)
@@ -301,7 +294,7 @@ def fetch_real_tokenizer(cfg: Config, model: str, force: bool = False) -> Path:
 def fetch_sample_tokenizers(cfg: Config, corpus: Path, force: bool = False) -> list[Path]:
     """Train the sample BPE once and save one tokenizer per model (skipped when current)."""
     corpus_hash = sha256_file(corpus)
-    versions = tool_versions("tokenizers", "transformers")
+    versions = installed_versions(("tokenizers", "transformers"))
     bases: dict[str, Any] = {}  # one trained BPE per tokenizer kind (byte-level, SentencePiece-style)
     done = []
     for model in cfg.models:

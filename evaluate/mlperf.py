@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evaluate.results import LoadedResult
-from evaluate.tables import markdown_table
+from evaluate.tables import table_block
 from utils.machine.host_tunables import COMPARED
 
 VERDICT_HEADERS = ["run", "verdict (ruleset of record)", "other rulesets", "complaints", "RCP at its GBS", "MLLOG"]
@@ -104,18 +104,12 @@ def console_lines(results: list[LoadedResult]) -> list[str]:
 
 def markdown_lines(results: list[LoadedResult]) -> list[str]:
     """compare.md's sections: the verdict table, and the host settings that differ between vendor pairs."""
-    lines: list[str] = []
-    rows = verdict_rows(results)
-    if rows:
-        lines += ["## MLPerf compliance (PROFILE=mlperf)", "",
-                  "MLPerf's own compliance checker (mlperf-logging) on each run's MLLOG, written by tprimat from the "
-                  "run's result (README \"MLPerf rules\"). Not a submission: a verdict says whether this run's log "
-                  "meets the closed-division rules of the Llama 3.1 8B benchmark.", "",
-                  markdown_table(VERDICT_HEADERS, rows), ""]
-    differences = host_differences(results)
-    if differences:
-        lines += ["## Host settings that differ between AMD and NVIDIA runs", "",
-                  "Record only (tprimat changes nothing on a host): the settings MLPerf submitters tune (governor, "
-                  "C-states, NUMA balancing, THP, ASLR ...). A pair listed here ran on hosts set differently.", "",
-                  markdown_table(HOST_HEADERS, host_rows(differences)), ""]
-    return lines
+    return [*table_block(VERDICT_HEADERS, verdict_rows(results), "## MLPerf compliance (PROFILE=mlperf)",
+                         "MLPerf's own compliance checker (mlperf-logging) on each run's MLLOG, written by tprimat "
+                         "from the run's result (README \"MLPerf rules\"). Not a submission: a verdict says whether "
+                         "this run's log meets the closed-division rules of the Llama 3.1 8B benchmark."),
+            *table_block(HOST_HEADERS, host_rows(host_differences(results)),
+                         "## Host settings that differ between AMD and NVIDIA runs",
+                         "Record only (tprimat changes nothing on a host): the settings MLPerf submitters tune "
+                         "(governor, C-states, NUMA balancing, THP, ASLR ...). A pair listed here ran on hosts set "
+                         "differently.")]

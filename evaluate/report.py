@@ -36,7 +36,7 @@ from evaluate.mlperf import markdown_lines as mlperf_markdown
 from evaluate.results import LoadedResult
 from evaluate.settings_diff import ABSENT, SettingDifference
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate
-from evaluate.tables import console_table, markdown_table
+from evaluate.tables import console_table, markdown_table, table_block
 from utils.config.registry import FRAMEWORKS, display_name
 
 # Frameworks whose identifying code is a Megatron (registry version_fields): their megatron-core is shown.
@@ -434,57 +434,36 @@ def _model_quality(comparison: Comparison, model: str) -> list[str]:
              "target (evaluation time included), and the tokens, energy and GPU-hours to it; medians over the runs "
              "that reached the target [95% interval].", "",
              markdown_table(QUALITY_HEADERS, quality_rows(summaries, comparison.prices)), ""]
-    ratios = quality_ratios(summaries)
-    if ratios:
-        lines += ["AMD / NVIDIA time to target (below 1: AMD reaches it sooner):", "",
-                  markdown_table(["AMD", "NVIDIA", "ratio [95% interval]", "verdict"], quality_ratio_rows(ratios)),
-                  ""]
-    missed = not_reached_rows(summaries)
-    if missed:
-        lines += ["Runs that did not reach the target (not averaged in):", "",
-                  markdown_table(["file", "platform / framework", "why"], missed), ""]
+    lines += table_block(["AMD", "NVIDIA", "ratio [95% interval]", "verdict"],
+                         quality_ratio_rows(quality_ratios(summaries)),
+                         "AMD / NVIDIA time to target (below 1: AMD reaches it sooner):")
+    lines += table_block(["file", "platform / framework", "why"], not_reached_rows(summaries),
+                         "Runs that did not reach the target (not averaged in):")
     if comparison.quality_figure_name:
         lines += [f"![eval loss against time and tokens]({comparison.quality_figure_name})", ""]
     return lines
 
 
 def _model_runs(groups: list[GroupSummary]) -> list[str]:
-    lines: list[str] = []
-    failed = failed_rows(groups)
-    if failed:
-        lines += ["Runs not counted (failed or incomplete):", "",
-                  markdown_table(["file", "status", "reason"], failed), ""]
-    recipes = recipe_rows(groups)
-    if recipes:
-        lines += ["### Tuned runs: the vendor recipe each ran", "",
-                  markdown_table(["result", "recipe", "id", "settings changed"], recipes), ""]
-    refs = reference_rows(groups)
-    if refs:
-        lines += ["### Published references", "",
-                  markdown_table(["result", "reference", "reference config", "reference tokens/s/GPU",
-                                  "measured", "verdict", "FLOP convention", "source"], refs), ""]
-    return lines
+    return [*table_block(["file", "status", "reason"], failed_rows(groups), "Runs not counted (failed or incomplete):"),
+            *table_block(["result", "recipe", "id", "settings changed"], recipe_rows(groups),
+                         "### Tuned runs: the vendor recipe each ran"),
+            *table_block(["result", "reference", "reference config", "reference tokens/s/GPU", "measured", "verdict",
+                          "FLOP convention", "source"], reference_rows(groups), "### Published references")]
 
 
 def _model_ratios(comparison: Comparison, model: str) -> list[str]:
-    lines: list[str] = []
-    ratios = all_ratio_rows(comparison, model)
-    if ratios:
-        lines += ["### AMD / NVIDIA throughput ratio", "",
-                  "The identical configuration and each vendor at its best (tuned), side by side; "
-                  "the two profiles never share a ratio.", "",
-                  markdown_table(["profile", "AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
-                                 ratios), ""]
+    lines = table_block(["profile", "AMD", "NVIDIA", "ratio tokens/s/GPU [95% interval]", "verdict"],
+                        all_ratio_rows(comparison, model), "### AMD / NVIDIA throughput ratio",
+                        "The identical configuration and each vendor at its best (tuned), side by side; "
+                        "the two profiles never share a ratio.")
     best = comparison.best(model)
     if best is not None and best.differences:
         lines += [f"Settings that differ between the two tuned runs ({_framework(best.ratio.numerator)} vs "
                   f"{_framework(best.ratio.denominator)}):", "",
                   markdown_table(["setting", "AMD", "NVIDIA"], difference_rows(best)), ""]
-    parities = comparison.parities(model)
-    if parities:
-        lines += ["### Loss-curve parity between platforms", "",
-                  markdown_table(["first", "second", "steps", "correlation", "max relative gap", "note"],
-                                 parity_rows(parities)), ""]
+    lines += table_block(["first", "second", "steps", "correlation", "max relative gap", "note"],
+                         parity_rows(comparison.parities(model)), "### Loss-curve parity between platforms")
     return lines
 
 

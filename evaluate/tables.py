@@ -59,6 +59,14 @@ def console_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
 
 
+def table_block(headers: Sequence[str], rows: Sequence[Sequence[Any]], *lead: str) -> list[str]:
+    """A report's table with the lines that lead into it (a heading, a sentence), each and the table followed by a
+    blank line; nothing at all without rows (a report shows no empty table)."""
+    if not rows:
+        return []
+    return [*(line for text in lead for line in (text, "")), markdown_table(headers, rows), ""]
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """GitHub-flavoured Markdown table; ``|`` inside cells is escaped."""
     def esc(text: str) -> str:

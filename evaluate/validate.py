@@ -53,7 +53,7 @@ from evaluate.fairness import FairnessReport, check_fairness, recipe_problems
 from evaluate.results import LoadedDirectory, find_result_files, load_results
 from evaluate.tables import console_table
 from train.settings.expected import contradictions
-from utils.config.cli import exits_on_config_error
+from utils.config.cli import exits_on_config_error, number_argument
 from utils.config.load import load_config
 from utils.files.json_input import one_line
 from utils.files.sanitise import safe_text
@@ -296,15 +296,7 @@ def render_text(report: ValidationReport) -> str:
     return "\n".join(lines)
 
 
-def _count(text: str) -> int:
-    """argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
+_count = number_argument(int, "a whole number", lambda value: value >= 0, "{value} is negative")  # argparse type
 
 
 @exits_on_config_error()

@@ -27,6 +27,7 @@ from typing import Any
 
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
+from utils.config.load import EvaluationCadence
 from utils.result.model import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
@@ -69,7 +70,7 @@ def read_record(log_path: Path) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class LogEvaluationSettings:
+class LogEvaluationSettings(EvaluationCadence):
     """What ``utils/measure/quality.py`` reads of a ``Config``, as a log tprimat did not launch states it."""
 
     gbs: int
@@ -78,14 +79,6 @@ class LogEvaluationSettings:
     eval_interval: int  # samples
     target_loss: float | None = None
     stop_at_target: bool = False
-
-    @property
-    def evaluates(self) -> bool:
-        return self.eval_samples > 0 and self.eval_interval > 0
-
-    @property
-    def eval_interval_steps(self) -> int:
-        return self.eval_interval // self.gbs
 
 
 def counted(evaluations: Sequence[EvaluationLine]) -> list[EvaluationLine]:

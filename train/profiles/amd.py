@@ -17,7 +17,7 @@ as not taken.
 
 from __future__ import annotations
 
-from train.profiles.recipe import NotTaken, Recipe, Setting, Source, VendorTable
+from train.profiles.recipe import NotTaken, Recipe, Setting, Source, VendorTable, delayed_fp8
 
 PRIMUS = "AMD-AGI/Primus"
 PRIMUS_VERSION = "v0.5.0"
@@ -38,13 +38,7 @@ def _exp(path: str, where: str) -> Source:
     return Source(PRIMUS, path, PRIMUS_VERSION, f"modules.pre_trainer.overrides: {where}")
 
 
-FP8_SETTINGS = (
-    Setting("fp8", "hybrid", FP8_OPTION, fp8=True),
-    Setting("fp8_recipe", "delayed", TRAINER_BASE, fp8=True),
-    Setting("fp8_amax_history_len", 1024, TRAINER_BASE, fp8=True),
-    Setting("fp8_amax_compute_algo", "max", TRAINER_BASE, fp8=True),
-    Setting("fp8_param_gather", False, TRAINER_BASE, fp8=True),
-)
+FP8_SETTINGS = delayed_fp8(FP8_OPTION, TRAINER_BASE, param_gather=False)
 
 ENV = (
     Setting("HSA_NO_SCRATCH_RECLAIM", "0", SCRATCH,
@@ -93,23 +87,22 @@ def _example(recipe_id: str, path: str, stated: dict[str, object], not_taken: di
                   not_taken=(*_not_taken(path, not_taken), HIPBLASLT_OFFLINE))
 
 
+# What both examples state alike, between their batch (SL, MBS, GBS) and their Primus-Turbo kernels (in file order).
+STATED_ALIKE = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "overlap_grad_reduce": True,
+                "overlap_param_gather": True, "gradient_accumulation_fusion": False, "enable_primus_turbo": True}
 NOT_TAKEN = {"init_method_std": 0.008, "norm_epsilon": 1e-6, "lr": 1e-5, "lr_warmup_iters": 2, "train_iters": 50,
              "eod_mask_loss": True, "mock_data": True}
 
 LLAMA31_8B_MI300X = _example(
     "amd-llama3.1-8b-mi300x-primus-0.5.0", LLAMA_EXP,
-    {"seq_length": 8192, "micro_batch_size": 2, "global_batch_size": 128, "tensor_model_parallel_size": 1,
-     "pipeline_model_parallel_size": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
-     "gradient_accumulation_fusion": False, "enable_primus_turbo": True, "use_turbo_attention": False,
-     "use_turbo_grouped_mlp": False},
+    {"seq_length": 8192, "micro_batch_size": 2, "global_batch_size": 128, **STATED_ALIKE,
+     "use_turbo_attention": False, "use_turbo_grouped_mlp": False},
     {**NOT_TAKEN, "max_position_embeddings": 8192})
 
 QWEN25_7B_MI300X = _example(
     "amd-qwen2.5-7b-mi300x-primus-0.5.0", QWEN_EXP,
-    {"seq_length": 2048, "micro_batch_size": 10, "global_batch_size": 640, "tensor_model_parallel_size": 1,
-     "pipeline_model_parallel_size": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
-     "gradient_accumulation_fusion": False, "enable_primus_turbo": True, "use_turbo_attention": True,
-     "use_turbo_grouped_mlp": True},
+    {"seq_length": 2048, "micro_batch_size": 10, "global_batch_size": 640, **STATED_ALIKE,
+     "use_turbo_attention": True, "use_turbo_grouped_mlp": True},
     {**NOT_TAKEN, "max_position_embeddings": 131072, "lr_decay_iters": 320000},
     where={"seq_length": "seq_length: ${PRIMUS_SEQ_LENGTH:2048}"})
 

@@ -17,7 +17,7 @@ Llama recipe's parallel and performance settings, and its result says so.
 
 from __future__ import annotations
 
-from train.profiles.recipe import Borrowed, NotTaken, Recipe, Setting, Source, VendorTable
+from train.profiles.recipe import Borrowed, NotTaken, Recipe, Setting, Source, VendorTable, delayed_fp8
 
 NEMO = "NVIDIA/NeMo"
 NEMO_VERSION = "v2.3.0"
@@ -65,11 +65,7 @@ LLAMA3_8B_H100 = Recipe(
                 note="model.config.cross_entropy_fusion_impl = 'te' (Transformer Engine's cross entropy)"),
         Setting("attention_backend", "auto", MODEL_DEFAULT,
                 note="with NVTE_FLASH_ATTN=1 and NVTE_FUSED_ATTN=1 from slurm_executor: Transformer Engine picks"),
-        Setting("fp8", "hybrid", FP8_PLUGIN, fp8=True),
-        Setting("fp8_recipe", "delayed", FP8_PLUGIN, fp8=True),
-        Setting("fp8_amax_history_len", 1024, FP8_PLUGIN, fp8=True),
-        Setting("fp8_amax_compute_algo", "max", FP8_PLUGIN, fp8=True),
-        Setting("fp8_param_gather", True, FP8_PLUGIN, fp8=True),
+        *delayed_fp8(FP8_PLUGIN, FP8_PLUGIN, param_gather=True),
     ),
     env=(
         Setting("NVTE_FWD_LAYERNORM_SM_MARGIN", "16", PERF_ENV, note="enable_layernorm_sm_margin, margin 16"),

@@ -68,6 +68,19 @@ class Setting:
         return (not self.frameworks or framework in self.frameworks) and (self.fp8 is None or self.fp8 == fp8)
 
 
+def delayed_fp8(option: Source, scaling: Source, param_gather: bool) -> tuple[Setting, ...]:
+    """FP8 as both vendors' recipes set it for Megatron: the ``hybrid`` format with Transformer Engine's delayed
+    scaling over a 1024-step amax history (its max), for FP8 runs only. ``option`` is where the vendor names the
+    format, ``scaling`` where it sets the rest; the FP8 parameter all-gather is the one value they differ in."""
+    return (
+        Setting("fp8", "hybrid", option, fp8=True),
+        Setting("fp8_recipe", "delayed", scaling, fp8=True),
+        Setting("fp8_amax_history_len", 1024, scaling, fp8=True),
+        Setting("fp8_amax_compute_algo", "max", scaling, fp8=True),
+        Setting("fp8_param_gather", param_gather, scaling, fp8=True),
+    )
+
+
 @dataclass(frozen=True)
 class NotTaken:
     """A value the vendor's file sets that tuned does not run, and why (architecture, algorithm, logging...)."""

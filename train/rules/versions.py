@@ -14,13 +14,13 @@ value) and :func:`check_megatron_tree` (the tree ``mega`` would run is that comm
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from utils.config.rules import RULES
+from utils.machine.environment import installed_version
 from utils.result.model import FrameworkVersions
 
 # The Dockerfiles clone MEGATRON_REF to /opt/tprimat/megatron-lm and write "<ref> <commit>" here.
@@ -95,13 +95,6 @@ def check_megatron_tree(tree: Path, ref: str) -> str:
     return commit
 
 
-def _distribution(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _accelerator_stack() -> tuple[str | None, str | None, str | None]:
     """(CUDA version, ROCm/HIP version, why neither) of the installed torch."""
     try:
@@ -144,7 +137,7 @@ def framework_versions(framework: str, megatron_tree: Path | None = None,
     values: dict[str, Any] = {}
     unknown: dict[str, str] = {}
     for field, dist in DISTRIBUTIONS.items():
-        values[field] = _distribution(dist)
+        values[field] = installed_version(dist)
         if values[field] is None:
             unknown[field] = f"{dist} is not installed in this Python"
     if framework in ("mega", "prim"):

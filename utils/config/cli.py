@@ -4,20 +4,28 @@ Every tprimat CLI says a bad ``config.env`` value (or environment override) the 
 scripts and the tests can tell it from the command's own failures (status 1). The words and the status are
 written here once; a CLI's ``main`` lets :class:`~utils.config.rules.ConfigError` escape and wears
 :func:`exits_on_config_error`, which keeps ``main`` returning an ``int`` like every other exit it has.
+
+The CLIs' other one-line answers live here too, each said once: a bad number on the command line
+(:func:`number_argument`, an argparse ``type``) and an expected failure of the work itself
+(:class:`OneLineFailure`: ``<prog>: <why>`` and status 1).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from collections.abc import Callable
-from typing import ParamSpec
+from types import TracebackType
+from typing import ParamSpec, TypeVar
 
 from utils.config.rules import ConfigError
 
 EXIT_CONFIG = 2
+EXIT_FAILED = 1
 
 P = ParamSpec("P")
+N = TypeVar("N", int, float)
 
 
 def exits_on_config_error(prog: str = "") -> Callable[[Callable[P, int]], Callable[P, int]]:
@@ -40,3 +48,50 @@ def exits_on_config_error(prog: str = "") -> Callable[[Callable[P, int]], Callab
         return guarded
 
     return decorate
+
+
+def number_argument(convert: Callable[[str], N], noun: str, allowed: Callable[[N], bool],
+                    outside: str) -> Callable[[str], N]:
+    """An argparse ``type``: ``convert(text)``, refused in one line when it is no number (``'<text>' is not
+    <noun>``) or not ``allowed`` (``outside``, formatted with ``text`` and ``value``); argparse adds the option."""
+
+    def parse(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not allowed(value):
+            raise argparse.ArgumentTypeError(outside.format(text=text, value=value))
+        return value
+
+    return parse
+
+
+class OneLineFailure:
+    """An expected failure of a CLI's work as one ``<prog>: <why>`` line on stderr and status 1.
+
+    ``with OneLineFailure(prog, errors) as failure:`` around the work; after it ``failure.status`` is 0 when
+    nothing failed. An exception of ``errors`` is the line as it reads; with ``cannot`` (a verb), an ``OSError``
+    is ``<prog>: cannot <verb> <file>: <why>`` (a full disk, a file another process removed); anything else
+    passes through.
+    """
+
+    def __init__(self, prog: str, errors: tuple[type[BaseException], ...], cannot: str | None = None) -> None:
+        self.prog = prog
+        self.errors = errors
+        self.cannot = cannot
+        self.status = 0
+
+    def __enter__(self) -> OneLineFailure:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> bool:
+        if isinstance(exc, self.errors):
+            print(f"{self.prog}: {exc}", file=sys.stderr)
+        elif self.cannot is not None and isinstance(exc, OSError):
+            print(f"{self.prog}: cannot {self.cannot} {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        else:
+            return False
+        self.status = EXIT_FAILED
+        return True

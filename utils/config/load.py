@@ -81,8 +81,33 @@ def default_skip_steps(steps: int) -> int:
     return min(max(2, steps // 10), max(steps - 1, 0))
 
 
+class EvaluationCadence:
+    """The held-out evaluation schedule in steps, from EVAL_INTERVAL and EVAL_SAMPLES (in samples) and GBS.
+
+    Said once for :class:`Config` and for the settings a log tprimat did not launch states
+    (``train/logs/quality.py: LogEvaluationSettings``). A subclass has ``eval_interval``, ``eval_samples`` and
+    ``gbs``; they are not annotated here, so that neither a dataclass nor ``typing.get_type_hints(Config)``
+    (the config's field types) sees a field of this class.
+    """
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the run evaluates on the held-out set (EVAL_INTERVAL and EVAL_SAMPLES both set)."""
+        return self.eval_interval > 0 and self.eval_samples > 0
+
+    @property
+    def eval_interval_steps(self) -> int:
+        """Optimizer steps between evaluations (Megatron's ``--eval-interval``); 0 when evaluation is off."""
+        return self.eval_interval // self.gbs
+
+    @property
+    def eval_iters(self) -> int:
+        """Global batches per evaluation (Megatron's ``--eval-iters``); 0 when evaluation is off."""
+        return self.eval_samples // self.gbs
+
+
 @dataclass(frozen=True)
-class Config:
+class Config(EvaluationCadence):
     """The effective workload. Field names are the ``config.env`` keys, lower-cased."""
 
     platform: str | None = None
@@ -195,21 +220,6 @@ class Config:
     @property
     def tokens_per_step(self) -> int:
         return self.gbs * self.sl
-
-    @property
-    def evaluates(self) -> bool:
-        """Whether the run evaluates on the held-out set (EVAL_INTERVAL and EVAL_SAMPLES both set)."""
-        return self.eval_interval > 0 and self.eval_samples > 0
-
-    @property
-    def eval_interval_steps(self) -> int:
-        """Optimizer steps between evaluations (Megatron's ``--eval-interval``); 0 when evaluation is off."""
-        return self.eval_interval // self.gbs
-
-    @property
-    def eval_iters(self) -> int:
-        """Global batches per evaluation (Megatron's ``--eval-iters``); 0 when evaluation is off."""
-        return self.eval_samples // self.gbs
 
     @property
     def skip_steps(self) -> int:

@@ -30,12 +30,12 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from utils.files.atomic import atomic_write_text
 from utils.files.hashing import sha256_dir
+from utils.machine.environment import installed_versions
 
 STORE_PARTS = (".tprimat", "samples")
 ENTRY_VERSION = 1
@@ -60,17 +60,6 @@ def file_identity(path: Path) -> dict[str, Any]:
     stat = resolved.stat()
     return {"path": str(resolved), "size": stat.st_size, "inode": stat.st_ino, "device": stat.st_dev,
             "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns}
-
-
-def distribution_versions(names: Iterable[str]) -> dict[str, str | None]:
-    """Installed versions of ``names`` in this Python (None when absent), from metadata alone."""
-    found: dict[str, str | None] = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def files_digest(root: Path, relative: Iterable[str]) -> dict[str, str | None]:
@@ -99,7 +88,7 @@ def reference_fields(prefix: Path, tokenizer: Path, seq_len: int, seed: int, gbs
     return {"bin": file_identity(Path(f"{prefix}.bin")), "idx": file_identity(Path(f"{prefix}.idx")),
             "tokenizer_sha256": sha256_dir(Path(tokenizer)), "seq_len": seq_len, "seed": seed, "gbs": gbs,
             "dataset_samples": dataset_samples, "samples": samples,
-            "versions": distribution_versions(REFERENCE_DISTRIBUTIONS), "code": files_digest(repo, REFERENCE_CODE)}
+            "versions": installed_versions(REFERENCE_DISTRIBUTIONS), "code": files_digest(repo, REFERENCE_CODE)}
 
 
 def python_identity(python: str, environ: Mapping[str, str]) -> dict[str, Any]:

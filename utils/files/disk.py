@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from utils.config.cli import exits_on_config_error
+from utils.config.cli import OneLineFailure, exits_on_config_error
 from utils.files.json_input import one_line
 from utils.files.locks import LOCK_DIR
 
@@ -133,12 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.min_free_mb >= 0 and args.min_free_mb < 2**40):
         print(f"utils.files.disk: --min-free-mb {args.min_free_mb}: must be a number of MiB from 0 up", file=sys.stderr)
         return 2
-    try:
+    with OneLineFailure("tprimat", (OutputDirError,)) as failure:
         check_writable_dir(cfg.output_dir, "OUTPUT_DIR", int(args.min_free_mb * 2**20))
-    except OutputDirError as exc:
-        print(f"tprimat: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return failure.status
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from utils.config.cli import exits_on_config_error
+from utils.config.cli import OneLineFailure, exits_on_config_error
 from utils.files.generated import (
     HISTORY_APPLICATION,
     HISTORY_DEFAULT,
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from utils.config.load import REPO_ROOT, load_config
 
-    try:
+    with OneLineFailure("purge", (RootError, PurgeError), cannot="remove") as failure:
         cfg = load_config()
         given = {key: os.environ[key] for key in ("OUTPUT_DIR", "DATA_DIR") if os.environ.get(key, "").strip()}
         planned = plan_purge(REPO_ROOT, cfg.output_dir, cfg.data_dir, args.with_data, given=given)
@@ -175,12 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             print("purge: nothing to remove")
             return 0
         removed = purge(planned, REPO_ROOT, args.dry_run)
-    except (RootError, PurgeError) as exc:
-        print(f"purge: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"purge: cannot remove {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+    if failure.status:
+        return failure.status
     if not args.dry_run:
         print(f"purge: removed {removed} item(s)")
     return 0

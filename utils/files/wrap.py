@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils.config.cli import exits_on_config_error
+from utils.config.cli import OneLineFailure, exits_on_config_error
 from utils.config.secret import SECRET_KEYS, read_secret_bytes
 from utils.files.atomic import atomic_path
 from utils.files.generated import OUTPUT_MARKER, TEMP_NAME, RootError, check_root, is_output_dir, output_targets
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.parse_args(argv)
     from utils.config.load import REPO_ROOT, load_config
 
-    try:
+    with OneLineFailure("wrap", (RootError, WrapRefused), cannot="pack") as failure:
         cfg = load_config()
         given = os.environ.get("OUTPUT_DIR", "").strip() or None
         root = check_root(cfg.output_dir, "OUTPUT_DIR", REPO_ROOT, given=given)
@@ -238,12 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         check(root, contents, secrets)
         archive = REPO_ROOT / "output.zip"
         size = write_archive(root, contents, archive, secrets)
-    except (RootError, WrapRefused) as exc:
-        print(f"wrap: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"wrap: cannot pack {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+    if failure.status:
+        return failure.status
     print(f"wrap: wrote {archive} ({len(contents.files)} files, {size / 2**20:.1f} MiB)")
     return 0
 

@@ -7,7 +7,9 @@ looks like a credential is dropped even then.
 
 Also the one definition of "inside a tprimat container" (:func:`in_tprimat_container`):
 ``utils/config/load.py`` defaults DATA_DIR by it, results record it, and the shell asks it
-(``python -m utils.machine.environment --in-container``).
+(``python -m utils.machine.environment --in-container``), and of an installed package's version
+(:func:`installed_version`, read from its metadata: the result, the data manifests, the digest keys and the
+framework versions record it alike).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import importlib.metadata
 import os
 import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from utils.machine.host_tunables import read_host_tunables
@@ -47,14 +49,22 @@ def relevant_environment(environ: Mapping[str, str] | None = None) -> dict[str, 
     }
 
 
+def installed_version(name: str) -> str | None:
+    """The installed distribution ``name``'s version from its metadata (nothing is imported); None when absent."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def installed_versions(names: Iterable[str]) -> dict[str, str | None]:
+    """:func:`installed_version` of each of ``names``, absent ones as None (what a manifest or a key records)."""
+    return {name: installed_version(name) for name in names}
+
+
 def library_versions() -> dict[str, str]:
-    versions: dict[str, str] = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return versions
+    """The installed ones of :data:`LIBRARIES` (an absent library is left out of the result's environment)."""
+    return {name: version for name, version in installed_versions(LIBRARIES).items() if version is not None}
 
 
 def in_tprimat_container(environ: Mapping[str, str] | None = None) -> bool:

@@ -30,6 +30,7 @@ from utils.config.load import Config, load_config
 from utils.config.registry import PLATFORMS as PLATFORM_REGISTRY
 from utils.config.registry import platform_names
 from utils.files.sanitise import one_line
+from utils.machine.environment import installed_version
 from utils.result.model import GpuInfo, PeakTflops
 
 PLATFORMS = platform_names()
@@ -329,22 +330,12 @@ def _nvidia_smi_gpus() -> tuple[str, int, float, str | None] | None:
         return None
 
 
-def _torch_version() -> str | None:
-    """The installed torch's version from its metadata (what ``torch.__version__`` says), without importing it."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
     """:func:`collect_gpu_info` without importing torch or opening a GPU context: for the launcher's placeholder
     result, written before the job (a context there would sit on GPU 0 beside the job, and importing torch costs
     the launcher 3-10 s; /work/notes/startup.md). cpu gives the same fields as :func:`collect_gpu_info`; nvd asks
     nvidia-smi; otherwise the GPU fields are null, said so (the final result records the GPU)."""
-    version = _torch_version()
+    version = installed_version("torch")  # what ``torch.__version__`` says, without importing torch
     if platform == "nvd":
         seen = _nvidia_smi_gpus()
         if seen is not None:

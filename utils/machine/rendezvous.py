@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from utils.config.cli import exits_on_config_error
+from utils.config.cli import exits_on_config_error, number_argument
 
 RESOLVE_SECONDS = 5.0
 PORT_WAIT_SECONDS = 30.0
@@ -85,15 +85,9 @@ def wait_for_port(port: int, seconds: float = PORT_WAIT_SECONDS, poll: float = 0
         time.sleep(poll)
 
 
-def seconds_argument(text: str) -> float:
-    """argparse type: a wait of 0 to 600 seconds (a wait is bounded)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value <= 600:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r}: must be between 0 and 600 seconds")
-    return value
+# argparse type: a wait of 0 to 600 seconds (a wait is bounded; the comparison also refuses nan)
+seconds_argument = number_argument(float, "a number of seconds", lambda value: 0 <= value <= 600,
+                                   "{text!r}: must be between 0 and 600 seconds")
 
 
 @exits_on_config_error()
