@@ -150,13 +150,14 @@ def test_pattern_matching_follows_docker() -> None:
     "data_cache/bc/raw.jsonl", ".venv/bin/python", ".git/config", "utils/__pycache__/x.pyc",
     "local.env", "sub/local.env", "secrets.env.bak", "secrets.env~", ".secrets.env.swp", "docs/old/secrets.env.orig",
     ".cache/torch_extensions/py311_cpu/deepspeed_shm_comm/deepspeed_shm_comm.so",
+    ".side/megatron-core-0.15.0/megatron/core/__init__.py", "history/tprimat-history.sqlite",
 ])
 def test_dockerignore_keeps_out(path: str) -> None:
     assert ignored(path, _dockerignore_patterns())
 
 
 @pytest.mark.parametrize("path", ["config.env", "secrets.env.example", "utils/config/load.py",
-                                  "shell/install_requirements.sh", "nvd-requirements.txt"])
+                                  "shell/install_requirements.sh", "nvd-requirements.txt", "evaluate/history/cli.py"])
 def test_dockerignore_keeps_in(path: str) -> None:
     assert not ignored(path, _dockerignore_patterns())
 
@@ -174,7 +175,7 @@ def test_build_context_of_the_checkout_has_no_secrets_or_results() -> None:
     assert "config.env" in context and "amd.Dockerfile" in context
     for rel in context:
         assert not rel.endswith("secrets.env"), rel
-        assert not rel.startswith(("output/", "data_cache/", ".venv/", ".git/")), rel
+        assert not rel.startswith(("output/", "data_cache/", ".venv/", ".git/", ".cache/", ".side/", "history/")), rel
 
 
 # ---------------------------------------------------------------------------
