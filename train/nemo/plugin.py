@@ -135,7 +135,14 @@ preflight = None
 
 
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
-    """The recipe with the plan's overrides, built and connected as ``llm.pretrain`` does, read back by NeMo."""
+    """The recipe with the plan's overrides, built and connected as ``llm.pretrain`` does, read back by NeMo.
+
+    NeMo's recipe loads the tokenizer the overrides name. A dry-run plan (the preflight's) names the pad-free copy
+    without writing it (``utils/dataset/framework_tokenizer.py``), so it is written here first, where the samples
+    digest would write it too: the same content-named copy the run itself uses."""
+    from utils.dataset.paths import tokenizer_dir
+
+    framework_tokenizer(tokenizer_dir(ctx.cfg, ctx.model), ctx.cfg.output_dir)
     _, text = plan.generated(".nemo_overrides.json")
     with tempfile.TemporaryDirectory(prefix="tprimat-preflight-") as scratch:
         file = Path(scratch) / "overrides.json"

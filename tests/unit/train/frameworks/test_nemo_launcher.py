@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -202,3 +203,32 @@ def test_overrides_apply_to_the_recipes_real_strategy_shapes(workspace, model):
     assert ddp.overlap_param_gather is False
     assert recipe.trainer.plugins.grad_reduce_in_fp32 is False
     assert recipe.model.config.attention_backend.name == "fused"  # megatron-core's AttnBackend member
+
+
+def test_the_preflight_writes_the_pad_free_tokenizer_nemo_is_given(workspace, monkeypatch):
+    """Found by the full conformance run (issue 40): the preflight's dry-run plan names Qwen's pad-free tokenizer copy
+    without writing it, and NeMo's recipe, built by the preflight, could not load a folder that was not there.
+    resolve() writes the copy before NeMo is asked."""
+    import shutil
+    from dataclasses import replace
+
+    from tests.helpers.tokenizers import real_format_tokenizer
+
+    qwen = tokenizer_dir(workspace.cfg, "qwen")
+    shutil.rmtree(qwen)
+    real_format_tokenizer("qwen", qwen)  # its pad is its EOS: the stacks get a copy without the pad role
+    plan = nemo_plugin.plan(replace(_ctx(workspace.cfg, "qwen"), dry_run=True))
+    fields = json.loads(plan.generated(".nemo_overrides.json")[1])["fields"]
+    named = fields["data"]["tokenizer"]["pretrained_model_name"]
+    assert "-nopad-" in named and not Path(named).exists()
+    seen = []
+
+    def probe(module, request, python, framework, **_):
+        given = json.loads(Path(request["overrides"]).read_text(encoding="utf-8"))["fields"]["data"]["tokenizer"]
+        seen.append((given["pretrained_model_name"], Path(given["pretrained_model_name"]).is_dir()))
+        raise RuntimeError("stop after the check")
+
+    monkeypatch.setattr(nemo_plugin, "run_probe", probe)
+    with pytest.raises(RuntimeError, match="stop after the check"):
+        nemo_plugin.resolve(replace(_ctx(workspace.cfg, "qwen"), dry_run=True), plan)
+    assert seen == [(named, True)]
