@@ -128,3 +128,18 @@ def test_a_tokenizer_whose_merges_name_unknown_tokens_is_one_line(tmp_path: Path
     with pytest.raises(TokenizerMissingError, match="cannot load the tokenizer") as caught:
         load_tokenizer(folder)
     assert "\n" not in str(caught.value)
+
+
+def test_a_log_of_more_steps_than_a_result_holds_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A result's arrays hold at most MAX_STEPS entries (utils/result/model.py): a longer log is refused in one line
+    before its result is built, never a validation traceback (the bound made small here: a log of 10 steps)."""
+    import train.logs.assemble as assemble
+    from evaluate.extract import main as extract_main
+
+    monkeypatch.setattr(assemble, "MAX_STEPS", 5)
+    code = extract_main([str(FIXTURES / "logs" / "megatron_core012_llama.log"), "--platform", "nvd", "--model",
+                         "llama", "--output", str(tmp_path / "result.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "10 steps, more than a result holds (5" in err[0], err
+    assert not (tmp_path / "result.json").exists()

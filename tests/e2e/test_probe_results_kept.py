@@ -6,8 +6,12 @@ tests/e2e/test_untrusted_signals.py): what is checked is train.sh's and utils/fi
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.helpers.shell import script_env
 from utils.files.locks import hold, result_lock_path
@@ -61,13 +65,35 @@ def test_a_refused_second_train_sh_leaves_the_first_runs_result(repo: Path, tmp_
     assert result.read_bytes() == before, "the first run's result is untouched"
 
 
-def test_train_sh_needs_no_temporary_folder(repo: Path, tmp_path: Path) -> None:
-    """TMPDIR missing: an ok job is still reported ok, exit 0 (mktemp's failure was unchecked)."""
+@contextlib.contextmanager
+def _full_folder(path: Path) -> Iterator[Path]:
+    """A 16 KiB tmpfs at ``path`` filled to the last byte (skips where no tmpfs can be mounted)."""
+    path.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(path)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); the missing TMPDIR case stands for it")
+    try:
+        with contextlib.suppress(OSError), (path / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.mark.parametrize("tmpdir", ["missing", pytest.param("full", marks=pytest.mark.slow)])  # a train.sh run each
+def test_train_sh_needs_no_temporary_folder(repo: Path, tmp_path: Path, tmpdir: str) -> None:
+    """TMPDIR missing or full: an ok job is still reported ok, exit 0 (mktemp's failure was unchecked)."""
     done = _finished_result(tmp_path / "finished")
     _job(repo, f'cp {done} "$OUTPUT_DIR/train_cpu_tran_llama.json"')
-    env = script_env(tmp_path, **JOB, TMPDIR=str(tmp_path / "no-such-folder"))
-    proc = subprocess.run(["bash", str(repo / "shell" / "train.sh")], env=env, cwd=repo, capture_output=True,
-                          text=True, timeout=300)
+    with contextlib.ExitStack() as stack:
+        folder = tmp_path / "no-such-folder" if tmpdir == "missing" else stack.enter_context(_full_folder(
+            tmp_path / "full-tmp"))
+        env = script_env(tmp_path, **JOB, TMPDIR=str(folder))
+        proc = subprocess.run(["bash", str(repo / "shell" / "train.sh")], env=env, cwd=repo, capture_output=True,
+                              text=True, timeout=300)
     text = proc.stdout + proc.stderr
     assert status_of(Path(env["OUTPUT_DIR"]) / "train_cpu_tran_llama.json") == "ok", text
     assert proc.returncode == 0, text

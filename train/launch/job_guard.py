@@ -11,7 +11,10 @@ Each piece answers a way issue 12 lost a job's outcome (the result file's part i
   output is still read (a full pipe would block the job) and shown, with one note;
 * :func:`die_with_parent`: the job's first process (torchrun) gets SIGTERM from the kernel when the
   launcher dies, even by SIGKILL, so it stops its workers and frees ``MASTER_PORT`` (issue 26: after
-  a SIGKILL of the launcher, torchrun and its worker lived on and held the port).
+  a SIGKILL of the launcher, torchrun and its worker lived on and held the port);
+* :func:`job_scratch`: a folder of the job's own inside ``OUTPUT_DIR``'s bookkeeping folder, removed when the
+  job ends, for what its processes would otherwise leave in TMPDIR (issue 33: torchrun's per-rank log folder
+  ``torchelastic_<random>/``, made there for every job and never removed).
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from utils.files.atomic import atomic_write_text
+from utils.files.locks import LOCK_DIR
 
 KILL_AFTER_SIGNALS = 3
 # SIGHUP too (a closed terminal or ssh session, forwarded by shell/jobctl.sh): issue 33 found the job training on.
@@ -156,3 +162,23 @@ def die_with_parent() -> None:
     _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != launcher:  # the launcher died before the request took effect
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def job_scratch(output_dir: Path, name: str) -> Iterator[Path | None]:
+    """``<OUTPUT_DIR>/.tprimat/scratch/<name>-<pid>``, made for one job's run and removed after it, however it ends
+    (None when it cannot be made: the job runs as before, its processes' leftovers in TMPDIR).
+
+    A launcher killed by SIGKILL leaves it inside ``OUTPUT_DIR``, where ``shell/purge.sh`` removes the bookkeeping
+    folder with the rest (utils/files/generated.py).
+    """
+    folder = Path(output_dir) / LOCK_DIR / "scratch" / f"{name}-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        yield None
+        return
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -39,7 +39,7 @@ from train.launch.checks import Checked, MemoryCheck, Refusal, check_memory
 from train.launch.context import job_context, load_plugin
 from train.launch.contract import LaunchPlan, Plugin, PreflightError, RunContext
 from train.launch.energy import Energy, energy_trace
-from train.launch.job_guard import Signals, run_logged
+from train.launch.job_guard import Signals, job_scratch, run_logged
 from train.launch.job_result import JobResult, Ran
 from train.launch.jobs import resolve_framework
 from train.launch.preflight import before_launch
@@ -223,7 +223,11 @@ def _run(ctx: RunContext, plan: LaunchPlan, signals: Signals,
     header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
     env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
     watch = watcher_for(ctx.cfg, plan, ctx.log_path)  # Megatron-style jobs: evaluations stamped, the stop at the target
-    with measured as energy:
+    with job_scratch(ctx.cfg.output_dir, ctx.result_path.stem) as scratch, measured as energy:
+        # torchrun's --log-dir, given as its PET_ variable (the planned command stays as the dry run shows it): its
+        # per-rank folder goes in the job's scratch folder, removed after the job, not in TMPDIR for good.
+        if scratch is not None:
+            env.setdefault("PET_LOG_DIR", str(scratch))
         return run_logged(plan.argv, env, plan.cwd, plan.files, ctx.log_path, signals, header, watch), energy
 
 

@@ -45,6 +45,7 @@ from utils.measure.power import log_power_metrics, null_power_metrics
 from utils.result.failures import PROBLEM_PATTERNS, is_interrupted, shorten
 from utils.result.file import finalize_result, new_result, update_result
 from utils.result.model import (
+    MAX_STEPS,
     Environment,
     Fingerprint,
     FrameworkReported,
@@ -101,6 +102,9 @@ def step_layout(scan: LogScan) -> StepLayout:
     if count > max(MAX_ENTRIES, MAX_GAP_FACTOR * len(iterations)):
         raise LogInputError(f"the log's {len(iterations)} iteration numbers run from {iterations[0]} to "
                             f"{iterations[-1]}, {count} steps apart at most every {stride}: not one run's numbering")
+    if count > MAX_STEPS:  # the result's arrays hold at most this many entries (utils/result/model.py)
+        raise LogInputError(f"the log's iterations {iterations[0]} to {iterations[-1]} every {stride} are {count:,} "
+                            f"steps, more than a result holds ({MAX_STEPS:,}: TRAIN_ITERS's bound)")
     return StepLayout(iterations[0], stride, count)
 
 

@@ -201,3 +201,16 @@ def test_a_signal_to_the_launcher_stops_the_whole_job_and_is_recorded(tmp_path):
     result = read_result(ctx.result_path)
     assert result.status == "incomplete" and result.error.startswith("interrupted by SIGINT")
     assert all_gone([int(marker.read_text())], timeout=10), "the job's grandchild was stopped too"
+
+
+def test_torchruns_log_folder_is_the_jobs_scratch_removed_after_it(tmp_path):
+    """torchrun made ``torchelastic_<random>/`` in TMPDIR for every job and never removed it (issue 33): its
+    ``--log-dir`` (``PET_LOG_DIR``, so the planned command is unchanged) is now the job's scratch folder."""
+    ctx = context(tmp_path / "out")
+    seen = tmp_path / "seen"
+    script = ("import os, pathlib; folder = pathlib.Path(os.environ['PET_LOG_DIR']); "
+              f"(folder / 'rank0').mkdir(); pathlib.Path({str(seen)!r}).write_text(str(folder))")
+    launch(ctx, plugin(script))
+    folder = Path(seen.read_text())
+    assert folder.parent == ctx.cfg.output_dir / ".tprimat" / "scratch", folder
+    assert not folder.exists(), "removed after the job"
