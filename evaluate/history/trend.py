@@ -17,6 +17,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import func, select
@@ -26,6 +27,9 @@ from evaluate.history.query import Filters, library_matches
 from evaluate.history.store import TREND_KEY, HistoryError, runs
 from utils.files.atomic import atomic_path
 from utils.files.json_input import one_line
+
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
+    from matplotlib.figure import Figure
 
 METRICS = (("tokens_per_second_per_gpu", "tokens/s/GPU", 1.0, "{:,.0f}"), ("mfu", "MFU %", 100.0, "{:.1f}"),
            ("tokens_per_kwh", "tokens/kWh", 1.0, "{:,.0f}"))
@@ -168,12 +172,13 @@ def _days(times: np.ndarray) -> np.ndarray:
     return mdates.date2num(times.astype("datetime64[s]"))
 
 
-def write_png(all_series: list[Series], path: Path) -> Path | None:
+def trend_figure(all_series: list[Series]) -> Figure | None:
     """The trend figure (one panel per metric); None when no ok run has any of the figures.
 
-    A series of more than :data:`MAX_POINTS` runs is drawn as the medians of consecutive runs (the legend says
-    how many per point); each series is one line per panel, version changes one set of dotted lines per panel
-    (at most :data:`MAX_MARKS`). matplotlib is imported here, only when a figure is asked for (about a second).
+    A series of more than :data:`MAX_POINTS` runs is drawn as the medians of consecutive runs (the legend and the
+    title say so); each series is one line per panel, version changes one set of dotted lines per panel (at most
+    :data:`MAX_MARKS`). matplotlib is imported here, only when a figure is asked for (about a second). The CLI
+    writes it as a PNG (:func:`write_png`), the HTML page inlines it as SVG (evaluate/report_html/).
     """
     columns = []
     for item in all_series:
@@ -225,6 +230,14 @@ def write_png(all_series: list[Series], path: Path) -> Path | None:
     # margins in inches (title lines above, two-line dates below), fixed: one draw, not tight_layout's two
     fig.subplots_adjust(left=0.09, right=0.98, top=1 - (0.65 if binned else 0.45) / height, bottom=0.75 / height,
                         hspace=0.1)
+    return fig
+
+
+def write_png(all_series: list[Series], path: Path) -> Path | None:
+    """:func:`trend_figure` as a PNG at ``path`` (atomically); None when there is no figure."""
+    fig = trend_figure(all_series)
+    if fig is None:
+        return None
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     return path
