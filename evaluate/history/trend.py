@@ -7,7 +7,7 @@ series, the run is marked with what changed, in the table and as a dotted line i
 incomplete runs are listed with their status and never plotted; a figure not measured is ``-``.
 
 The PNG (matplotlib, Agg) has one panel per metric; every ok run is plotted (a series of more than
-:data:`MAX_POINTS` runs as the medians of consecutive runs, which its legend line and the title say), the
+:data:`MAX_POINTS` runs as the medians of consecutive runs, which the title says, with how many per point), the
 table shows the last ``--last`` runs of each series.
 """
 
@@ -17,6 +17,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import func, select
@@ -26,6 +27,9 @@ from evaluate.history.query import Filters, library_matches
 from evaluate.history.store import TREND_KEY, HistoryError, runs
 from utils.files.atomic import atomic_path
 from utils.files.json_input import one_line
+
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
+    from matplotlib.figure import Figure
 
 METRICS = (("tokens_per_second_per_gpu", "tokens/s/GPU", 1.0, "{:,.0f}"), ("mfu", "MFU %", 100.0, "{:.1f}"),
            ("tokens_per_kwh", "tokens/kWh", 1.0, "{:,.0f}"))
@@ -168,12 +172,14 @@ def _days(times: np.ndarray) -> np.ndarray:
     return mdates.date2num(times.astype("datetime64[s]"))
 
 
-def write_png(all_series: list[Series], path: Path) -> Path | None:
+def trend_figure(all_series: list[Series]) -> Figure | None:
     """The trend figure (one panel per metric); None when no ok run has any of the figures.
 
-    A series of more than :data:`MAX_POINTS` runs is drawn as the medians of consecutive runs (the legend says
-    how many per point); each series is one line per panel, version changes one set of dotted lines per panel
-    (at most :data:`MAX_MARKS`). matplotlib is imported here, only when a figure is asked for (about a second).
+    A series of more than :data:`MAX_POINTS` runs is drawn as the medians of consecutive runs (the title says how
+    many per point, or each legend line when the series differ); each series is one line per panel, version
+    changes one set of dotted lines per panel (at most :data:`MAX_MARKS`). matplotlib is imported here, only when
+    a figure is asked for (about a second). The CLI writes it as a PNG (:func:`write_png`), the HTML page inlines
+    it as SVG (evaluate/report_html/).
     """
     columns = []
     for item in all_series:
@@ -192,18 +198,20 @@ def write_png(all_series: list[Series], path: Path) -> Path | None:
     fig = Figure(figsize=(11, height))
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)
     marks: set[str] = set()
-    binned = False
+    lines = []
     for item, times, values in columns:
         days = _days(times) if len(times) else np.empty(0)
         for ax, (index, (_, _title, scale, _)) in zip(axes[:, 0], panels, strict=True):
             column = values[:, index] * scale
             keep = ~np.isnan(column)
             if keep.any():
-                x, y, per = _binned(days[keep], column[keep])
-                label = one_line(item.label, 80) + (f" (median of {per} runs per point)" if per > 1 else "")
-                binned = binned or per > 1
-                ax.plot(x, y, marker="o" if len(x) < 200 else None, markersize=3, linewidth=1, label=label)
+                lines.append((ax, item, *_binned(days[keep], column[keep])))
         marks.update(str(item.times[i]) for i in item.changes)
+    per_point = {per for *_, per in lines if per > 1}
+    for ax, item, x, y, per in lines:  # runs per point: in the title when one number, else in each legend line
+        several = len(per_point) > 1 and per > 1
+        label = one_line(item.label, 80) + (f" (median of {per} runs per point)" if several else "")
+        ax.plot(x, y, marker="o" if len(x) < 200 else None, markersize=3, linewidth=1, label=label)
     shown_marks = sorted(marks)[-MAX_MARKS:]
     mark_days = _days(np.array(shown_marks)) if shown_marks else []
     for ax, (_, (_, title, _, _)) in zip(axes[:, 0], panels, strict=True):
@@ -215,16 +223,25 @@ def write_png(all_series: list[Series], path: Path) -> Path | None:
     title = "tprimat history: dotted lines mark runs whose versions changed"
     if len(marks) > MAX_MARKS:
         title += f" (the last {MAX_MARKS} of {len(marks)})"
-    if binned:
-        title += f"\nseries of over {MAX_POINTS:,} ok runs drawn as medians of consecutive runs"
+    if per_point:
+        title += f"\nseries of over {MAX_POINTS:,} ok runs drawn as medians of " + \
+            (f"{min(per_point)} consecutive runs per point" if len(per_point) == 1 else "consecutive runs (legend)")
     axes[0, 0].set_title(title)
     if len(all_series) <= 12:  # a fixed place: "best" tests every plotted point against every place (seconds)
         axes[0, 0].legend(fontsize=6, loc="upper left", framealpha=0.7)
     axes[-1, 0].xaxis_date()
     axes[-1, 0].xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d\n%H:%M"))
     # margins in inches (title lines above, two-line dates below), fixed: one draw, not tight_layout's two
-    fig.subplots_adjust(left=0.09, right=0.98, top=1 - (0.65 if binned else 0.45) / height, bottom=0.75 / height,
+    fig.subplots_adjust(left=0.09, right=0.98, top=1 - (0.65 if per_point else 0.45) / height, bottom=0.75 / height,
                         hspace=0.1)
+    return fig
+
+
+def write_png(all_series: list[Series], path: Path) -> Path | None:
+    """:func:`trend_figure` as a PNG at ``path`` (atomically); None when there is no figure."""
+    fig = trend_figure(all_series)
+    if fig is None:
+        return None
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     return path

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluate.analysis import GroupSummary, SettingDifference
 from evaluate.report import Comparison
+from evaluate.report_html.markup import Markup, svg
 from evaluate.results import LoadedResult
 from utils.files.json_input import JsonInputError, one_line, read_json
 
@@ -50,7 +50,7 @@ class HistoryFacts:
     absent: str | None = None
     runs: int = 0
     series: list[Series] = field(default_factory=list)  # the compared jobs' series
-    trend_png: bytes | None = None
+    trend_svg: Markup | None = None  # evaluate/history/trend.py's figure, inline
     changes: list[Change] = field(default_factory=list)
 
 
@@ -137,7 +137,7 @@ def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
     try:
         from evaluate.history.query import Filters, count_runs
         from evaluate.history.store import HistoryError, configured_db, open_database, resolve_target
-        from evaluate.history.trend import trend_series, write_png
+        from evaluate.history.trend import trend_figure, trend_series
     except ImportError as exc:  # a native run without the images' SQLAlchemy (the lent GPU, docs/PERFORMANCE.md)
         return HistoryFacts(absent=f"the results database cannot be read here: {one_line(exc, 200)}")
 
@@ -157,10 +157,8 @@ def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
                 facts.changes.append(_change(conn, summary))
     except HistoryError as exc:
         return HistoryFacts(absent=f"no results database to read: {_history_reason(exc, target.shown)}")
-    if facts.series:
-        with tempfile.TemporaryDirectory(prefix="tprimat-page-") as tmp:
-            written = write_png(facts.series, Path(tmp) / "trend.png")
-            facts.trend_png = written.read_bytes() if written is not None else None
+    figure = trend_figure(facts.series) if facts.series else None
+    facts.trend_svg = svg(figure) if figure is not None else None  # SVG: faster to write than a PNG, and text
     return facts
 
 

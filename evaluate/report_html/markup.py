@@ -14,7 +14,6 @@ network request with its Content-Security-Policy (:data:`CSP`): an escaping slip
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 import re
@@ -113,9 +112,3 @@ def svg(figure: Figure) -> Markup:
     start = text.find("<svg")
     # matplotlib XML-escapes its texts; sanitising them too keeps a control character out of the page's XML
     return Markup(el("div", Markup(safe_text(text[start:])), class_="figure"))
-
-
-def png(data: bytes, alt: str) -> Markup:
-    """A PNG inline as a data: URL (the page fetches nothing)."""
-    return Markup(f'<img class="figure" alt="{esc(alt)}" src="data:image/png;base64,'
-                  f'{base64.b64encode(data).decode("ascii")}">')

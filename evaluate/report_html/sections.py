@@ -29,7 +29,7 @@ from evaluate.report import (
     settings_tables,
 )
 from evaluate.report_html.facts import TREND_SHOWN, Change, HistoryFacts, PageFacts, dumped
-from evaluate.report_html.markup import Markup, details, el, join, link, note, para, png, svg, table
+from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
 from evaluate.tables import CELL_CHARS
 from utils.config.registry import display_name, framework_color
@@ -277,8 +277,8 @@ def history_section(facts: PageFacts) -> Markup:
     else:
         parts.append(para(f"{history.runs:,} run(s) in the results database; {len(history.series)} series of the "
                           "jobs compared here (the same job on the same kind of device)."))
-        if history.trend_png:
-            parts.append(png(history.trend_png, "tokens/s/GPU, MFU and tokens/kWh over time"))
+        if history.trend_svg:
+            parts.append(history.trend_svg)
         else:
             parts.append(note("No trend figure: no ok run of these jobs measured a figure."))
         if history.series:

@@ -133,7 +133,8 @@ def test_history_gate_and_what_changed(results: Path, tmp_path: Path) -> None:
     assert main(["--results-dir", str(results), "--db", str(db_path), "--gate-report", str(gate),
                  "--output", str(out)]) == 0
     text = out.read_text()
-    assert "run(s) in the results database" in text and 'src="data:image/png;base64,' in text
+    assert "run(s) in the results database" in text and "dotted lines mark runs whose versions changed" in text
+    assert text.count("<svg") == 3  # the model figure, its eval-loss figure and the trend, all inline SVG
     assert "nvd/mega llama against run #1" in text and "driver.driver_version" in text and "older-driver" in text
     assert "<strong>regression</strong>" in text and "&lt;script&gt;alert(1)" in text
     assert str(results) not in text and str(tmp_path) not in text
