@@ -27,6 +27,14 @@ the framework's own dataset code; docs/SAMPLE_ORDER.md). Results whose digests d
 train on the same data, whatever their fingerprints say; one result without a digest among
 others with one cannot be verified. Results that all predate the digest are judged without it.
 
+Two keys of the fairness table are not in the workload block: ``LR_DECAY_ITERS`` (where the LR decay
+ends; empty is TRAIN_ITERS) and ``ADAM_EPS``, added for MLPerf's rules (issue 35). Every preflight
+checks the framework resolved them to config.env's (train/settings/expected.py), and the result
+records what it resolved (``effective_settings``: ``lr_decay_iters``, ``adam_eps``), so they are
+compared from there, numbers to 12 significant digits: two runs that decayed over another horizon or
+used another epsilon are not one workload. As with the digest, a result without them among others
+with them cannot be verified, and results that all predate them are judged without them.
+
 Under the tuned profile each vendor runs its own published recipe (``train/profiles/``),
 so the keys a recipe sets (SL, MBS, GBS, the parallel layout) may differ between vendors;
 everything else (data, tokenizer, model shape, training algorithm, precision, FLOP
@@ -56,6 +64,8 @@ SHAPE_FIELDS_SHOWN = 4  # a full-vs-tiny difference touches every dimension; the
 RECIPE_KEYS = (*WORKLOAD_NAMES.values(), "DP", "GA")
 RECIPE = "recipe"
 TRANSFORMER_IMPL = "transformer_impl"  # Megatron's --transformer-impl as the framework resolved it (MEGATRON_IMPL)
+# Fairness keys compared from each result's resolved settings (config.env spelling -> effective setting).
+RESOLVED_KEYS = {"LR_DECAY_ITERS": "lr_decay_iters", "ADAM_EPS": "adam_eps"}
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,16 @@ def _hash_value(part: HashedFiles | None, name: str) -> Value:
     return Value(None, part.reason or f"no {name} hash recorded")
 
 
+def _resolved_value(result: Result, setting: str) -> Value:
+    settings = result.effective_settings.settings if result.effective_settings is not None else {}
+    value = settings.get(setting)
+    if value is None:
+        return Value(None, f"no {setting} in its effective settings")
+    if isinstance(value, float):  # three parsers' 1e-05: compared to 12 significant digits
+        return Value(float(f"{value:.12g}"))
+    return Value(value)
+
+
 def comparison_values(result: Result) -> dict[str, Value]:
     """Every value the fairness check compares, by the name a difference is reported under."""
     config = result.training_config
@@ -175,6 +195,7 @@ def comparison_values(result: Result) -> dict[str, Value]:
     else:
         values["validation data hash"] = _hash_value(fingerprint.valid_data if fingerprint else None,
                                                      "validation data")
+    values.update({key: _resolved_value(result, setting) for key, setting in RESOLVED_KEYS.items()})
     digest = result.effective_settings.settings.get(DIGEST_KEY) if result.effective_settings else None
     values[DIGEST_KEY] = Value(digest) if digest else Value(None, f"no {DIGEST_KEY} recorded")
     return values
@@ -243,8 +264,9 @@ def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
         table = {r.label: comparison_values(r.result) for r in group}
         # A tuned recipe's own SL and batches make other samples; results that all predate the digest have none.
         skipped = (*RECIPE_KEYS, DIGEST_KEY) if profile == "tuned" else ()
-        if all(values[DIGEST_KEY].unknown for values in table.values()):
-            skipped = (*skipped, DIGEST_KEY)
+        # results that all predate a resolved key (or the digest) are judged without it
+        skipped = (*skipped, *(key for key in (*RESOLVED_KEYS, DIGEST_KEY)
+                               if all(values[key].unknown for values in table.values())))
         for key in next(iter(table.values())):
             difference = None if key in skipped else _compare_key(model, key, table, profile)
             if difference is not None:

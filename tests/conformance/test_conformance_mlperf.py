@@ -25,10 +25,12 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.helpers_conformance import conformance_config, megatron_ref_of, needs
+from tests.helpers.nemo import make_dataset_stub
 from train.launch import preflight as pf
 from train.launch.context import job_context, load_plugin
 from train.profiles import mlperf
 from train.rules.versions import tree_commit
+from utils.dataset.paths import valid_prefix
 
 TREES = {mlperf.REF: "TPRIMAT_MLCOMMONS_TRAINING", mlperf.RULES: "TPRIMAT_MLCOMMONS_POLICIES",
          mlperf.NEMO: "TPRIMAT_NEMO_TREE"}
@@ -119,9 +121,11 @@ JOBS = [pytest.param("nvd", "mega", marks=needs("TPRIMAT_MEGATRON_LM")),
 def test_mlperf_dry_run_is_accepted_by_the_framework(tmp_path, platform, framework):
     """The framework's own code accepts the profile and resolves the schedule, epsilon and batch to its values."""
     ref = os.environ.get("TPRIMAT_MEGATRON_LM")
-    budget = {"TRAIN_ITERS": str(mlperf.MAX_STEPS)} if framework == "nemo" else {}  # mlperf.NEMO_HORIZON
-    cfg = conformance_config(tmp_path, "bf16-tp1-cp1", PROFILE="mlperf", **budget,
+    cfg = conformance_config(tmp_path, "bf16-tp1-cp1", PROFILE="mlperf",
                              **({"MEGATRON_REF": megatron_ref_of(ref)} if ref else {}))
+    if framework == "nemo":  # NeMo's schedule ends at the trainer's max_steps: mlperf.NEMO_HORIZON
+        cfg = cfg.replace(train_iters=mlperf.MAX_STEPS)
+    make_dataset_stub(valid_prefix(cfg, "llama"))  # the profile evaluates: NeMo's data module opens the held-out set
     ctx = job_context(cfg, platform, framework, "llama", dry_run=True)
     settings = pf.preflight(ctx, load_plugin(framework).plan(ctx)).settings
     assert (settings["seq_length"], settings["global_batch_size"], settings["lr"]) == (8192, 32, 8e-4)
