@@ -5,6 +5,10 @@ Trains (tiny Llama with ``tran``, twice, through ``shell/train.sh``): marked slo
 the step time of a 12-step tiny run moves by tens of percent between two runs, so the real pair is gated with
 a throughput threshold of 50% (the 5% rule itself is exercised by the forged candidate, whose throughput is set
 10% below the first run's, and in test_gate_rules.py).
+
+The two runs go through ``shell/train.sh`` as a user starts them (it adds each result to the database); the
+queries and the gate then run in this process (``tests/helpers/history.py: cli``, the same ``main`` with the same
+arguments and environment), which spares six interpreters that each import the evaluate stack.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.history import cli
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.slow
@@ -26,7 +31,9 @@ def _run(argv: list[str], env: dict[str, str], timeout: int = 900) -> subprocess
                           stdin=subprocess.DEVNULL)
 
 
-def test_two_quick_runs_are_remembered_and_gated(tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
+def test_two_quick_runs_are_remembered_and_gated(tiny_env: Callable[..., dict[str, str]], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     env = tiny_env(FRAMEWORK="tran", MODELS="llama")
     db = env["HISTORY_DB"]
     output = Path(env["OUTPUT_DIR"])
@@ -34,20 +41,28 @@ def test_two_quick_runs_are_remembered_and_gated(tiny_env: Callable[..., dict[st
         proc = _run(["bash", str(REPO / "shell" / "train.sh")], env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "history:" not in proc.stderr, proc.stderr
-    python = str(REPO / ".venv" / "bin" / "python")
-    listed = json.loads(_run([python, "-m", "evaluate.history", "list", "--json"], env).stdout)
+    for key, value in env.items():  # what the commands below read (HISTORY_DB, OUTPUT_DIR), as train.sh had it
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(REPO)
+
+    def history(*args: str) -> subprocess.CompletedProcess:
+        return cli(capsys, *args)
+
+    def gate(*args: str) -> subprocess.CompletedProcess:
+        return cli(capsys, "--db", db, *args, module="evaluate.gate")
+
+    listed = json.loads(history("list", "--json").stdout)
     assert [(r["id"], r["platform"], r["framework"], r["status"]) for r in listed] == [
         (1, "cpu", "tran", "ok"), (2, "cpu", "tran", "ok")]
 
-    trend = _run([python, "-m", "evaluate.history", "trend"], env)
+    trend = history("trend")
     assert trend.returncode == 0 and "cpu/tran/llama" in trend.stdout and "2 run(s)" in trend.stdout, trend.stderr
     assert " #1 " in trend.stdout and " #2 " in trend.stdout
     assert (output / "history_trend.png").stat().st_size > 0
-    diff = _run([python, "-m", "evaluate.history", "diff", "1", "2"], env)
+    diff = history("diff", "1", "2")
     assert diff.returncode == 0 and "tokens/s/GPU" in diff.stdout and "B vs A" in diff.stdout, diff.stderr
 
-    gate = [python, "-m", "evaluate.gate", "--db", db]
-    passed = _run([*gate, "--candidate-runs", "2", "--baseline", "1", "--throughput-threshold", "0.5"], env)
+    passed = gate("--candidate-runs", "2", "--baseline", "1", "--throughput-threshold", "0.5")
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "PASS loss correlation" in passed.stdout
 
@@ -57,7 +72,7 @@ def test_two_quick_runs_are_remembered_and_gated(tiny_env: Callable[..., dict[st
     slower["performance_metrics"]["tokens_per_second_per_gpu"] = first_tps / 1.10
     (tmp_path / "slower").mkdir()
     (tmp_path / "slower" / "train_cpu_tran_llama.json").write_text(json.dumps(slower))
-    failed = _run([*gate, "--candidate", str(tmp_path / "slower"), "--baseline", "1"], env)
+    failed = gate("--candidate", str(tmp_path / "slower"), "--baseline", "1")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "FAIL tokens_per_second_per_gpu" in failed.stdout and "-9.1%, threshold -5.0%" in failed.stdout
 
@@ -66,7 +81,6 @@ def test_two_quick_runs_are_remembered_and_gated(tiny_env: Callable[..., dict[st
     diverging["loss_values"] = [v * (1 + 0.6 * i / len(losses)) for i, v in enumerate(losses)]
     (tmp_path / "diverging").mkdir()
     (tmp_path / "diverging" / "train_cpu_tran_llama.json").write_text(json.dumps(diverging))
-    failed = _run([*gate, "--candidate", str(tmp_path / "diverging"), "--baseline", "1",
-                   "--throughput-threshold", "0.5"], env)
+    failed = gate("--candidate", str(tmp_path / "diverging"), "--baseline", "1", "--throughput-threshold", "0.5")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "FAIL loss per-step" in failed.stdout or "FAIL final loss" in failed.stdout

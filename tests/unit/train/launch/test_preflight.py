@@ -242,24 +242,34 @@ def test_missing_framework_pieces_are_one_line_messages(tmp_path, monkeypatch):
         pf.preflight(ctx, plan)
 
 
-def test_cli_exit_codes_and_json(tmp_path, monkeypatch):
+def test_cli_exit_codes_and_json(tmp_path, monkeypatch, capsys):
+    """``python -m train.launch.preflight``: the accepted job once as a user runs it (a fresh interpreter), the
+    rejection, the missing framework and ``--help`` through the same ``main`` in this process (one interpreter
+    fewer each: the probes they start are the same)."""
     cfg, _ = use_fakes(monkeypatch, tmp_path)
-    env = {**os.environ, "DATA_DIR": str(cfg.data_dir), "OUTPUT_DIR": str(cfg.output_dir), "DATASET": "sample",
-           "MEGATRON_REF": FAKE_COMMIT, "TRAIN_ITERS": "20", "WARMUP_STEPS": "4"}
-    command = [sys.executable, "-m", "train.launch.preflight", "--platform", "amd", "--framework", "prim",
-               "--model", "qwen"]
-    ok = subprocess.run([*command, "--json"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    values = {"DATA_DIR": str(cfg.data_dir), "OUTPUT_DIR": str(cfg.output_dir), "DATASET": "sample",
+              "MEGATRON_REF": FAKE_COMMIT, "TRAIN_ITERS": "20", "WARMUP_STEPS": "4"}
+    env = {**os.environ, **values}
+    arguments = ["--platform", "amd", "--framework", "prim", "--model", "qwen"]
+    ok = subprocess.run([sys.executable, "-m", "train.launch.preflight", *arguments, "--json"], cwd=REPO_ROOT,
+                        env=env, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert EffectiveSettings.model_validate_json(ok.stdout).settings["dataloader_type"] == "single"
-    rejected = subprocess.run(command, cwd=REPO_ROOT, env={**env, "TPRIMAT_FAKE_REJECT": "no"}, capture_output=True,
-                              text=True, timeout=300)
-    assert rejected.returncode == 1 and "Primus rejects the configuration" in rejected.stderr
-    assert "Traceback" not in rejected.stderr
-    missing = subprocess.run(command, cwd=REPO_ROOT, env={**env, "TPRIMAT_PRIMUS": str(tmp_path / "none")},
-                             capture_output=True, text=True, timeout=300)
-    assert missing.returncode == 2 and "Primus not found" in missing.stderr and "Traceback" not in missing.stderr
-    assert "--framework" in subprocess.run([sys.executable, "-m", "train.launch.preflight", "--help"], cwd=REPO_ROOT,
-                                           capture_output=True, text=True, timeout=60).stdout
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TPRIMAT_FAKE_REJECT", "no")
+    capsys.readouterr()
+    assert pf.main(arguments) == 1
+    err = capsys.readouterr().err
+    assert "Primus rejects the configuration" in err and "Traceback" not in err
+    monkeypatch.delenv("TPRIMAT_FAKE_REJECT")
+    monkeypatch.setenv("TPRIMAT_PRIMUS", str(tmp_path / "none"))
+    assert pf.main(arguments) == 2
+    err = capsys.readouterr().err
+    assert "Primus not found" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as done:
+        pf.main(["--help"])
+    assert done.value.code == 0 and "--framework" in capsys.readouterr().out
 
 
 def test_the_record_is_only_scalars_and_sorted():
