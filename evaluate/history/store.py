@@ -155,7 +155,7 @@ runs.indexes.discard(WORKLOAD_DEVICE_INDEX)  # created by the migration to versi
 # a B-tree entry there is limited to about 2.7 kB and a result's versions are foreign text of any length.
 TREND_KEY = (runs.c.platform, runs.c.framework, runs.c.model_label, runs.c.profile, runs.c.device_name)
 _TREND_COLUMNS = (*TREND_KEY, runs.c.run_time, runs.c.id, runs.c.status, runs.c.tokens_per_second_per_gpu, runs.c.mfu,
-                  runs.c.tokens_per_kwh)
+                  runs.c.tokens_per_kwh, runs.c.model)  # model: the page asks for its jobs' trends by model key
 TREND_INDEXES = {"sqlite": Index("ix_runs_trend", *_TREND_COLUMNS, runs.c.versions),
                  "other": Index("ix_runs_trend", *_TREND_COLUMNS)}
 for _index in TREND_INDEXES.values():

@@ -93,7 +93,8 @@ def trend_series(conn: Connection, filters: Filters) -> list[Series]:
 
     Rows become arrays column by column, each series a slice of them; a version change is found by comparing
     each run's versions text with the one before it in its series (one array comparison), and parsed only
-    where it changed: a trend over 100,000 runs reads in well under a second (docs/PERFORMANCE.md).
+    where it changed: 100,000 runs are read and arranged in about a second of CPU on a loaded 2-core machine
+    (docs/PERFORMANCE.md).
     """
     sizes, rows = _read(conn, filters)
     if not rows:

@@ -152,7 +152,12 @@ def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
     try:
         with open_database(target, lock_timeout=5.0) as db, db.read() as conn:
             facts = HistoryFacts(runs=count_runs(conn))
-            facts.series = [s for s in trend_series(conn, Filters()) if s.key[:4] in jobs]
+            # one trend query per compared job (on the trend index), not the whole database filtered here; by the
+            # model key, so a proxy's series (its label is the proxy's name) is found too
+            facts.series = sorted((s for platform, framework, model, profile in sorted(jobs)
+                                   for s in trend_series(conn, Filters(platform=platform, framework=framework,
+                                                                       model=model, profile=profile))),
+                                  key=lambda s: s.key)
             for summary in summaries:
                 facts.changes.append(_change(conn, summary))
     except HistoryError as exc:
@@ -168,14 +173,20 @@ def _before(conn: Connection, candidate: RunView, since: str | None) -> RunView 
     Not ``query.last_ok``: that one finds the group's own repeat runs (``train.sh`` adds each run as it ends), and
     "since the last run" means since the runs before these.
     """
-    from evaluate.history.query import Filters, list_runs, with_series
+    from sqlalchemy import select
+
+    from evaluate.history.query import RunView, with_series
+    from evaluate.history.store import runs
 
     r = candidate.run
-    views = list_runs(conn, Filters(platform=r["platform"], framework=r["framework"], status="ok",
-                                    workload_key=r["workload_key"]))
-    earlier = [v for v in views if v.run.get("baseline_ok") and v.run.get("device_name") == r["device_name"]
-               and (since is None or (v.run.get("run_time") or "") < since)]
-    return with_series(conn, earlier[-1:])[0] if earlier else None
+    device = runs.c.device_name.is_(None) if r["device_name"] is None else runs.c.device_name == r["device_name"]
+    statement = select(runs).where(runs.c.platform == r["platform"], runs.c.framework == r["framework"],
+                                   runs.c.status == "ok", runs.c.workload_key == r["workload_key"],
+                                   runs.c.baseline_ok.is_(True), device)
+    if since is not None:
+        statement = statement.where(runs.c.run_time < since)
+    row = conn.execute(statement.order_by(runs.c.run_time.desc(), runs.c.id.desc()).limit(1)).first()
+    return with_series(conn, [RunView(dict(row._mapping))])[0] if row is not None else None
 
 
 def _change(conn: Connection, summary: GroupSummary) -> Change:
