@@ -13,22 +13,18 @@ import pytest
 from evaluate.fairness import check_fairness
 from evaluate.results import load_directory
 from tests.helpers.evaluate import make_result
-from utils.result.model import EffectiveSettings, Result
+from utils.result.model import EffectiveSettings
 
 IDENTICAL = {"lr_decay_iters": 30, "adam_eps": 1e-8}
 
 
-def _settings(settings: dict | None):
-    def mutate(result: Result) -> None:
-        if settings is not None:
-            result.effective_settings = EffectiveSettings(settings=settings, resolved_by="test")
-    return mutate
-
-
 def _report(tmp_path: Path, settings: dict[str, dict | None]):
+    """One nvd llama result per framework, with these resolved settings (None: no effective settings)."""
     out = tmp_path / "output"
     for framework, resolved in settings.items():
-        make_result(out, "nvd", framework, mutate=_settings(resolved))
+        block = None if resolved is None else EffectiveSettings(settings=resolved, resolved_by="test")
+        make_result(out, "nvd", framework, mutate=lambda result, block=block: setattr(result, "effective_settings",
+                                                                                      block))
     return check_fairness(load_directory(out).results)
 
 
