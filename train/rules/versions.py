@@ -65,7 +65,10 @@ def tree_commit(tree: Path) -> tuple[str | None, str]:
         words = recorded.read_text(encoding="utf-8").split()
         if words:
             return words[-1], f"recorded at image build in {recorded}"
-    commit = _git(tree, "rev-parse", "HEAD")
+    # Only the tree's own repository: a copy without .git inside another checkout would otherwise report that
+    # checkout's HEAD (git walks up), as the conformance runner's Primus row once did.
+    top = _git(tree, "rev-parse", "--show-toplevel")
+    commit = _git(tree, "rev-parse", "HEAD") if top and Path(top).resolve() == tree.resolve() else None
     if commit:
         return commit, f"git metadata of {tree}"
     if not tree.is_dir():

@@ -103,3 +103,15 @@ def test_mega_records_its_trees_megatron_core_not_the_installed_one(tmp_path: Pa
     assert versions.megatron_core == "0.15.0rc8" and "megatron_core" not in versions.unknown
     info.unlink()
     assert "package_info" in framework_versions("mega", megatron_tree=tree).unknown["megatron_core"]
+
+
+def test_a_copy_inside_another_checkout_is_not_given_that_checkouts_commit(tmp_path: Path):
+    """A framework tree copied without .git into another repository (the conformance runner's Primus tree under
+    .side/) once reported the enclosing checkout's HEAD: git walks up. Only the tree's own repository counts."""
+    outer = tmp_path / "checkout"
+    _git_tree(outer)
+    copy = outer / ".side" / "primus_v0.5.0"
+    copy.mkdir(parents=True)
+    commit, how = tree_commit(copy)
+    assert commit is None and "neither" in how
+    assert tree_commit(outer)[0] is not None  # its own repository still counts
