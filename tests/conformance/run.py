@@ -213,8 +213,16 @@ class Suite:
     missing: str | None = None  # why it cannot run here (no tree given)
 
 
-def suites(megatron: list[Tree], primus: Tree | None, python: dict[str, str]) -> list[Suite]:
-    """Every conformance suite, in the order they run (the cheap ones first)."""
+# the trees whose files train/profiles/mlperf.py cites (docs/CONFORMANCE.md, PROFILE=mlperf)
+MLPERF_TREES = {"--mlcommons-training": "TPRIMAT_MLCOMMONS_TRAINING",
+                "--mlcommons-policies": "TPRIMAT_MLCOMMONS_POLICIES", "--nemo-tree": "TPRIMAT_NEMO_TREE"}
+
+
+def suites(megatron: list[Tree], primus: Tree | None, python: dict[str, str],
+           mlperf: dict[str, Path] | None = None) -> list[Suite]:
+    """Every conformance suite, in the order they run (the cheap ones first).
+
+    ``mlperf``: the cited trees by option (``MLPERF_TREES``); the mlperf row needs all three."""
     conf = "tests/conformance/"
     lines = {tree.name: tree for tree in megatron}
     ref = lines.get(MEGATRON_REF_LINE) or (megatron[0] if megatron else None)
@@ -248,6 +256,12 @@ def suites(megatron: list[Tree], primus: Tree | None, python: dict[str, str]) ->
     found.append(Suite("tuned profiles", "the three stacks above, PROFILE=tuned", ("megatron-amd", "nemo"),
                        (conf + "test_conformance_profiles.py",), profile_env,
                        None if ref and primus else "needs a --megatron and the --primus tree"))
+    cited = {MLPERF_TREES[option]: str(path) for option, path in (mlperf or {}).items()}
+    lacking = [option for option in MLPERF_TREES if MLPERF_TREES[option] not in cited]
+    found.append(Suite("mlperf profile", "PROFILE=mlperf: its cited lines, and every vendor job's dry run",
+                       ("megatron-amd", "nemo"), (conf + "test_conformance_mlperf.py",), {**profile_env, **cited},
+                       None if ref and primus and not lacking else
+                       "needs a --megatron and the --primus tree, " + ", ".join(MLPERF_TREES)))
     for pins, python_name in (("amd", "megatron-amd"), ("nvd", "megatron-nvd")):
         env = {"TPRIMAT_MEGATRON_PYTHON": python[python_name]}
         if ref:
@@ -404,6 +418,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         + f"; {MEGATRON_REF_LINE} is MEGATRON_REF's, {LEGACY_LINE} preprocess_data's legacy line")
     parser.add_argument("--primus", metavar="NAME=PATH", help="the Primus tree (v0.5.0=PATH), its "
                         "third_party/Megatron-LM the 847781764f tree")
+    for option, variable in MLPERF_TREES.items():
+        parser.add_argument(option, type=Path, metavar="PATH", help=f"the mlperf row's tree ({variable}; "
+                            "docs/CONFORMANCE.md, PROFILE=mlperf)")
     parser.add_argument("--envs", type=Path, default=REPO / ".side" / "conformance" / "pythons",
                         help="where the framework Pythons are built (default: %(default)s, git-ignored)")
     parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable),
@@ -432,6 +449,11 @@ def main(argv: list[str] | None = None) -> int:
             if sub != DOCUMENTED_LINES[MEGATRON_REF_LINE]:
                 raise UsageError(f"--primus {args.primus}: third_party/Megatron-LM is at {sub or 'an unknown commit'}, "
                                  f"not Primus v0.5.0's {DOCUMENTED_LINES[MEGATRON_REF_LINE]}")
+        mlperf = {option: getattr(args, option[2:].replace("-", "_")).resolve() for option in MLPERF_TREES
+                  if getattr(args, option[2:].replace("-", "_"))}
+        for option, path in mlperf.items():
+            if not path.is_dir():
+                raise UsageError(f"{option} {path}: no such folder")
         if args.timeout < 1:
             raise UsageError(f"--timeout {args.timeout}: must be at least 1")
     except UsageError as exc:
@@ -453,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
                                          else ""), file=sys.stderr, flush=True)
     if args.build_only:
         return 0
-    chosen = [s for s in suites(megatron, primus, {k: str(v) for k, v in python.items()})
+    chosen = [s for s in suites(megatron, primus, {k: str(v) for k, v in python.items()}, mlperf)
               if not args.suite or any(text in s.name for text in args.suite)]
     rows = []
     for suite in chosen:

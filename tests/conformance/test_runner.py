@@ -91,7 +91,9 @@ def test_every_suite_is_named_and_a_missing_tree_says_so(tmp_path: Path) -> None
     pythons = {name: f"/py/{name}" for name in run.PYTHONS}
     bare = {suite.name: suite for suite in run.suites([], None, pythons)}
     assert set(bare) == {"dataset (images' transformers)", "mega @ 847781764f", "prim @ v0.5.0", "nemo @ 2.3.0",
-                         "tuned profiles", "preprocess_data (amd pins)", "preprocess_data (nvd pins)"}
+                         "tuned profiles", "mlperf profile", "preprocess_data (amd pins)",
+                         "preprocess_data (nvd pins)"}
+    assert "--mlcommons-training" in bare["mlperf profile"].missing
     assert bare["prim @ v0.5.0"].missing and bare["mega @ 847781764f"].missing
     assert bare["nemo @ 2.3.0"].missing is None and bare["nemo @ 2.3.0"].env == {"TPRIMAT_NEMO_PYTHON": "/py/nemo"}
     trees = [run.Tree(name, tmp_path / name, commit) for name, commit in run.DOCUMENTED_LINES.items()]
@@ -101,6 +103,13 @@ def test_every_suite_is_named_and_a_missing_tree_says_so(tmp_path: Path) -> None
     assert nvd.missing is None and nvd.env == {
         "TPRIMAT_MEGATRON_PYTHON": "/py/megatron-nvd", "TPRIMAT_MEGATRON_LM": str(tmp_path / "847781764f"),
         "TPRIMAT_MEGATRON_LM_LEGACY": str(tmp_path / "core_v0.12.0")}
+    assert full["mlperf profile"].missing  # the mlcommons trees not given
+    cited = {option: tmp_path / option.strip("-") for option in run.MLPERF_TREES}
+    mlperf = run.suites(trees, run.Tree("v0.5.0", tmp_path / "primus", None), pythons, cited)
+    row, = (suite for suite in mlperf if suite.name == "mlperf profile")
+    assert row.missing is None and row.env["TPRIMAT_NEMO_TREE"] == str(tmp_path / "nemo-tree")
+    assert row.env["TPRIMAT_MLCOMMONS_POLICIES"] == str(tmp_path / "mlcommons-policies")
+    assert row.env["TPRIMAT_PRIMUS"] == str(tmp_path / "primus") and row.env["TPRIMAT_NEMO_PYTHON"] == "/py/nemo"
     # the dataset row's compile_helpers test needs the reference tree's Makefile; without a tree it skips
     assert full["dataset (images' transformers)"].env == {"TPRIMAT_MEGATRON_LM": str(tmp_path / "847781764f")}
     assert bare["dataset (images' transformers)"].env == {}
