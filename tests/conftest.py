@@ -25,6 +25,12 @@ from tests.helpers.workload import tiny_environ
 # caches go inside this checkout unless the caller (shell/test.sh, a developer) chose already.
 for _name, _path in cache_environ(REPO).items():
     os.environ.setdefault(_name, _path)
+# OpenMP threads that wait at a barrier sleep instead of spinning (libgomp, torch's CPU wheels). The launcher gives a
+# cpu job as many threads as the machine has cores, while the other pytest worker and its jobs use those cores too:
+# a spinning thread then burns the time slice its peer needs. A tiny tran job's step took 4.6-5.2 s with the default
+# and 0.17-0.19 s with PASSIVE at load 12 on the 2-core VM (docs/PERFORMANCE.md, "The test suite"). Every job and
+# tool the tests start inherits it; a caller's own value is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")
