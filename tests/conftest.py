@@ -10,7 +10,9 @@ the package ``tests/helpers/``; no test imports this file as a module.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -25,13 +27,15 @@ from tests.helpers.workload import tiny_environ
 # caches go inside this checkout unless the caller (shell/test.sh, a developer) chose already.
 for _name, _path in cache_environ(REPO).items():
     os.environ.setdefault(_name, _path)
+# OpenMP threads that wait at a barrier sleep instead of spinning (libgomp, torch's CPU wheels). The launcher gives a
+# cpu job as many threads as the machine has cores, while the other pytest worker and its jobs use those cores too:
+# a spinning thread then burns the time slice its peer needs. A tiny tran job's step took 4.6-5.2 s with the default
+# and 0.17-0.19 s with PASSIVE at load 12 on the 2-core VM (docs/PERFORMANCE.md, "The test suite"). Every job and
+# tool the tests start inherits it; a caller's own value is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-@pytest.fixture(scope="session")
-def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Offline sample corpus, tokenizers and Megatron datasets for llama and qwen (built once)."""
-    data_dir = tmp_path_factory.mktemp("sample-data")
-    output_dir = tmp_path_factory.mktemp("sample-data-output")
+def _build_sample_data(data_dir: Path, output_dir: Path) -> None:
     proc = subprocess.run(
         ["bash", str(REPO / "shell" / "data.sh")],
         env=tiny_environ(data_dir, output_dir),
@@ -42,6 +46,30 @@ def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     if proc.returncode != 0:
         pytest.fail(f"shell/data.sh failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Offline sample corpus, tokenizers and Megatron datasets for llama and qwen (built once).
+
+    Under pytest-xdist the workers share one build (about 30 s of CPU each time): the first worker to need it runs
+    ``shell/data.sh`` into the session's common temporary folder, under a lock the others wait on, and each worker
+    then works on its own copy (2.4 MB), since jobs write their index caches and digests under DATA_DIR.
+    """
+    data_dir = tmp_path_factory.mktemp("sample-data")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _build_sample_data(data_dir, tmp_path_factory.mktemp("sample-data-output"))
+        return data_dir
+    shared = tmp_path_factory.getbasetemp().parent / "shared-sample-data"  # every worker's basetemp's parent
+    shared.mkdir(exist_ok=True)
+    built = shared / "data"
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "complete").is_file():
+            shutil.rmtree(built, ignore_errors=True)
+            _build_sample_data(built, shared / "output")
+            (shared / "complete").touch()
+    shutil.copytree(built, data_dir, dirs_exist_ok=True)
     return data_dir
 
 
