@@ -27,6 +27,9 @@ stage_args=("${TPRIMAT_FLAGS[@]}")
 
 # The config is checked once, before anything runs (a bad value is one line, not four).
 lock_file="$(tprimat_python_module utils.files.locks path data)" || exit $?
+# torch's compile cache (importing Megatron's code makes /tmp/torchinductor_<user>) goes where the jobs' goes, in
+# DATA_DIR's bookkeeping folder beside the lock (train/settings/platform_env.py cache_env), not in TMPDIR (issue 33).
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(dirname "$lock_file")/cache/torchinductor}"
 # The lock belongs to the open file on descriptor 9, which this shell keeps (and the stages inherit).
 exec 9<>"$lock_file" || { echo "data.sh: cannot open the lock file $lock_file" >&2; exit 1; }
 tprimat_python_module utils.files.locks acquire data --fd 9 --holder-pid "$$" --command "shell/data.sh $*" || exit 1

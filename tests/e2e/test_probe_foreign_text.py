@@ -35,6 +35,7 @@ HOSTILE = {
     "bidi-override": "\u202eevil",
     "line-separator": "a\u2028# FORGED",
     "lone-surrogate": "\ud800",
+    "markup": "<script>alert(1)</script><img src=x onerror=alert(1)>",
 }
 ALL = "".join(HOSTILE.values())
 # What must never come out: raw escapes and controls, a forged heading at a line start, bidi, lone surrogates.
@@ -96,6 +97,9 @@ def test_report_page(hostile_dir: Path, tmp_path: Path, capsys: pytest.CaptureFi
     text = page.read_text()
     _clean(text)
     assert "\\x1b[2J" in text and "\\u202eevil" in text  # shown as their escapes, never dropped
+    # no markup of the fixture's own: its tags shown as text, escaped (the page's own script is no <script>alert)
+    assert "<script>alert" not in text and "<img src=x" not in text, "unescaped markup from a result"
+    assert "&lt;script&gt;alert(1)" in text
 
 
 def test_validate(hostile_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import REPO
 from tests.helpers.shell import script_env
+from train.settings.platform_env import JOB_CACHE_DIRS
 from utils.files.locks import hold, result_lock_path
 from utils.files.run_claim import claim, current_owner
 from utils.files.run_owner import end
@@ -174,3 +177,27 @@ def test_wrap_packs_tprimat_files_under_umask_077(repo: Path, tmp_path: Path) ->
                           text=True, timeout=120, env=clean_env(tmp_path, OUTPUT_DIR=str(out)))
     assert proc.returncode == 0 and (repo / "output.zip").is_file(), proc.stderr
     assert "train first" not in proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# a job leaves nothing behind outside OUTPUT_DIR and DATA_DIR
+
+
+@pytest.mark.slow  # one real tiny job (about 30 s on an idle machine)
+def test_a_real_job_leaves_its_temporary_folder_empty(tiny_env, tmp_path: Path) -> None:
+    """A real cpu tran job with TMPDIR an empty folder and no cache variable set leaves that folder empty.
+
+    torchrun's ``torchelastic_<random>/`` went there for good, and torch's ``torchinductor_<user>/`` (made by
+    importing ``torch._inductor``); the launcher now puts the first in the job's scratch folder and the caches in
+    ``<DATA_DIR>/.tprimat/cache`` (train/settings/platform_env.py ``cache_env``), where the next job finds them.
+    """
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = tiny_env(MODELS="llama", TRAIN_ITERS="2", WARMUP_STEPS="1", TMPDIR=str(temporary))
+    for name in JOB_CACHE_DIRS:  # tests/conftest.py places them in the checkout's .cache: a user's job does not
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "train.launch", "--platform", "cpu", "--framework", "tran",
+                           "--model", "llama"], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert status_of(Path(env["OUTPUT_DIR"]) / "train_cpu_tran_llama.json") == "ok", proc.stdout + proc.stderr
+    assert sorted(p.name for p in temporary.iterdir()) == [], "the job left these in TMPDIR"
+    assert (Path(env["DATA_DIR"]) / ".tprimat" / "cache" / "torchinductor").is_dir(), "the cache moved, not vanished"

@@ -47,6 +47,7 @@ from train.launch.preflight import main as preflight_main
 from train.launch.target_watch import watcher_for
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
+from train.settings.platform_env import cache_env
 from train.settings.samples import dry_run_note
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
@@ -251,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run a job the memory check estimates cannot fit its GPU (the warning is recorded)")
     args = parser.parse_args(argv)
     cfg = load_config()
+    if not args.dry_run:  # the dry run prints the plan as before
+        # torch's caches under DATA_DIR, not TMPDIR or the home folder, for this process (its preflight imports
+        # torch._inductor, which makes /tmp/torchinductor_<user>) and every process of the job (issue 33).
+        os.environ.update(cache_env(cfg.data_dir))
     try:
         framework, note = resolve_framework(args.platform, args.framework)
     except ValueError as exc:

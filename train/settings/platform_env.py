@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 # Settings common to every framework on a platform. Why each is set:
 PLATFORM_ENV: dict[str, dict[str, str]] = {
@@ -108,3 +109,31 @@ def launcher_env(platform: str, extra: Mapping[str, str] | None = None,
     env = os.environ if environ is None else environ
     wanted = {**PLATFORM_ENV[platform], **(extra or {})}
     return {key: env.get(key, value) for key, value in wanted.items()}
+
+
+# Where torch's compile and build caches go when the caller names none: under DATA_DIR's bookkeeping folder, so a
+# job leaves nothing in TMPDIR or the home folder (issue 33, family 5) and the cache still serves the next job (it
+# was /tmp/torchinductor_<user>, kept across jobs). Not part of launcher_env: where a cache lives changes no figure,
+# so the result does not record it. shell/data.sh gives its stages the same TORCHINDUCTOR_CACHE_DIR.
+CACHE_FOLDER = Path(".tprimat") / "cache"  # utils/files/locks.py LOCK_DIR: shell/purge.sh removes it with the locks
+JOB_CACHE_DIRS: dict[str, str] = {
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",  # /tmp/torchinductor_<user>: made by importing torch._inductor
+    "TRITON_CACHE_DIR": "triton",  # ~/.triton/cache: compiled GPU kernels
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",  # ~/.cache/torch_extensions: ops built at run time (DeepSpeed's)
+}
+
+
+def cache_env(data_dir: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{variable: <DATA_DIR>/.tprimat/cache/<folder>}`` for each cache the caller's environment does not place.
+
+    Empty when the folder cannot be made (a read-only DATA_DIR): the job then runs with torch's defaults, as before,
+    rather than fail on a cache it cannot write.
+    """
+    env = os.environ if environ is None else environ
+    wanted = {key: Path(data_dir) / CACHE_FOLDER / folder for key, folder in JOB_CACHE_DIRS.items() if key not in env}
+    try:
+        for folder in wanted.values():
+            folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return {}
+    return {key: str(folder) for key, folder in wanted.items()}
