@@ -37,10 +37,11 @@ fi
 echo "setup: creating $venv with $("$python" --version 2>&1)"
 "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
-"${pip[@]}" --upgrade pip
 uv=()
 if "${pip[@]}" "$uv_spec"; then
     uv=("$venv/bin/uv" pip install --quiet --python "$venv/bin/python")
+else  # pip does it all, at its newest
+    "${pip[@]}" --upgrade pip
 fi
 links=()
 for link in $("$venv/bin/python" -m pip config get global.find-links 2>/dev/null || true) ${PIP_FIND_LINKS:-}; do
@@ -54,6 +55,7 @@ echo "setup: installing cpu-requirements.txt and test-requirements.txt"
 requirements=(-r "$root/cpu-requirements.txt" -r "$root/test-requirements.txt" "$torch_spec")
 if [[ ${#uv[@]} -eq 0 ]] || ! "${uv[@]}" "${links[@]}" "${requirements[@]}"; then
     echo "setup: uv could not install them; pip does"
+    "${pip[@]}" --upgrade pip
     "${pip[@]}" "${requirements[@]}"
 fi
 if ! "$venv/bin/python" -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
