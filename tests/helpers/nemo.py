@@ -1,6 +1,7 @@
 """Helpers for the nemo launcher tests: an offline tokenizer, a config file, and a NeMo-side checker.
 
-Run as a script with a Python that has NeMo (``python tests/helpers/nemo.py OVERRIDES.json``),
+Run with a Python that has NeMo (``runpy.run_path`` from the repository root, as tests/unit/train/frameworks/
+test_nemo_real.py does: run as a script, this nemo.py would shadow NeMo's package),
 it builds the real recipe with :func:`train.nemo.entry.build_recipe` and prints, as JSON,
 every overridden field read back from the recipe plus the objects fiddle builds from it.
 """
@@ -14,7 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.paths import REPO
+try:
+    from tests.helpers.paths import REPO
+except ImportError:  # run as a script by NeMo's Python, whose site-packages holds a `tests` package of its own
+    REPO = Path(__file__).resolve().parents[2]
 
 BASE_CONFIG = {
     "DATASET": "sample", "FRAMEWORK": "nemo", "MODELS": "llama qwen", "MODEL_SIZE": "full", "PLATFORM": "nvd",

@@ -50,7 +50,9 @@ def test_real_recipe_takes_every_override(tmp_path, model):
     overrides = overrides_for(cfg, model, "stem")
     file = tmp_path / "overrides.json"
     file.write_text(overrides.to_json(), encoding="utf-8")
-    proc = subprocess.run([NEMO_PYTHON, "tests/helpers/nemo.py", str(file)], cwd=REPO, capture_output=True,
+    # run_path, not the script itself: a script's folder goes first on sys.path, where nemo.py would shadow NeMo
+    run = "import runpy; runpy.run_path('tests/helpers/nemo.py', run_name='__main__')"
+    proc = subprocess.run([NEMO_PYTHON, "-c", run, str(file)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
