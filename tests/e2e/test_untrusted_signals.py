@@ -1,7 +1,7 @@
 """A signal at any moment leaves a result; a job's leftovers never reach the next job (issue 26, shell side).
 
 Real processes of shell/train.sh in a throwaway copy of the repository whose job scripts are small stand-ins
-(the launcher's own signal handling is tests/e2e/test_signals.py's): what is checked here is train.sh's part.
+(the launcher's own signal handling is tests/e2e/test_job_tree_signals.py's): what is checked here is train.sh's part.
 """
 
 from __future__ import annotations

@@ -124,6 +124,29 @@ def test_unit_tests_mirror_the_rooms_of_the_code() -> None:
     assert loose == [], f"test files outside a room: {loose}"
 
 
+def repeated_test_basenames(tests: Path = TESTS) -> dict[str, list[str]]:
+    """Test files that share a basename: the tests/ rooms are not packages, so pytest imports each test file as
+    its bare module name and refuses the second one ("import file mismatch", which failed CI at stop 43)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        if "fakes" not in path.relative_to(tests).parts:
+            seen.setdefault(path.name, []).append(path.relative_to(tests).as_posix())
+    return {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
+def test_no_two_test_files_share_a_basename() -> None:
+    assert repeated_test_basenames() == {}, "rename one of each pair: pytest collects only the first"
+
+
+def test_the_basename_check_sees_a_pair_in_two_rooms(tmp_path: Path) -> None:
+    for room in ("e2e", "unit/machine"):
+        (tmp_path / room).mkdir(parents=True)
+        (tmp_path / room / "test_signals.py").write_text("")
+    (tmp_path / "e2e" / "test_other.py").write_text("")
+    assert repeated_test_basenames(tmp_path) == {"test_signals.py": ["e2e/test_signals.py",
+                                                                     "unit/machine/test_signals.py"]}
+
+
 def imports_of_tests(root: Path = REPO) -> list[tuple[str, str]]:
     """(file, module) for every test module or conftest a file under ``root``/tests imports, lazily or not."""
     found = []
