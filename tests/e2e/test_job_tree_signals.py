@@ -5,7 +5,8 @@
 * SIGINT to shell/quickstart.sh while shell/data.sh runs a stage: the stage stops and removes its partial
   output, no later stage or step starts, exit 130.
 * SIGKILL of rank 0 (no chance to write): the launcher turns its per-step record into an incomplete result.
-* Every script here starts with SIGINT at its default, even when the suite runs with it ignored (``cmd &``).
+* Every script here starts with SIGINT and SIGHUP at their default, even when the suite runs with them ignored
+  (``cmd &``, ``nohup``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.helpers.proc import (
     descendants,
     ignored_signals,
     kill_tree,
-    sigint_at_default,
+    signals_at_default,
     wait_for,
 )
 from tests.helpers.shell import clean_env
@@ -36,21 +37,22 @@ LONG = {"TRAIN_ITERS": "2000", "MEASURE_SKIP_STEPS": "1", "GA": "1"}
 
 
 def _start(argv: list[str], env: dict[str, str], log: Path, cwd: Path = REPO) -> subprocess.Popen:
-    """Start ``argv`` with SIGINT at its default, however the suite itself was started (tests/helpers/proc.py)."""
-    with log.open("w") as sink, sigint_at_default():
+    """Start ``argv`` with SIGINT and SIGHUP at their default, however the suite was started (tests/helpers/proc.py)."""
+    with log.open("w") as sink, signals_at_default(signal.SIGINT, signal.SIGHUP):
         return subprocess.Popen(argv, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
 
 
-def test_a_started_process_sees_sigint_even_when_the_suite_ignores_it(tmp_path: Path) -> None:
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a suite started by `./shell/test.sh &`
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT (cmd &)", "SIGHUP (nohup)"])
+def test_a_started_process_sees_the_signal_even_when_the_suite_ignores_it(tmp_path: Path, signum: int) -> None:
+    previous = signal.signal(signum, signal.SIG_IGN)  # as in a suite started by `./shell/test.sh &` or nohup
     try:
         proc = _start(["sleep", "30"], dict(os.environ), tmp_path / "sleep.log")
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
     try:
-        assert signal.SIGINT not in ignored_signals(proc.pid)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == -signal.SIGINT
+        assert signum not in ignored_signals(proc.pid)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == -signum
     finally:
         if proc.poll() is None:
             kill_tree(proc.pid)

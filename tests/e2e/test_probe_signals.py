@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import REPO
-from tests.helpers.proc import wait_for
+from tests.helpers.proc import ignored_signals, signals_at_default, wait_for
 from tests.helpers.shell import clean_env, script_env
 from utils.result.file import read_result
 
@@ -41,10 +41,11 @@ def test_sighup_to_train_sh_stops_the_job_tree_and_records_it(repo: Path, tmp_pa
               f"open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(120)'")
     (repo / "train" / "train_cpu_tran_llama.sh").write_text(f"#!/usr/bin/env bash\n{worker}\n")
     env = script_env(tmp_path, **JOB)
-    with (tmp_path / "train.log").open("w") as sink:
+    with (tmp_path / "train.log").open("w") as sink, signals_at_default(signal.SIGHUP):
         proc = subprocess.Popen(["bash", str(repo / "shell" / "train.sh")], env=env, cwd=repo, stdout=sink,
                                 stderr=subprocess.STDOUT)
     try:
+        assert signal.SIGHUP not in ignored_signals(proc.pid), "train.sh would start with SIGHUP ignored"
         wait_for(lambda: (pid_file.exists() and pid_file.read_text().strip()) or proc.poll() is not None, 120,
                  "the worker to start")
         worker_pid = int(pid_file.read_text())

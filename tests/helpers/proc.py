@@ -129,21 +129,27 @@ def kill_tree(pid: int) -> None:
             os.kill(target, 9)
 
 
-@contextlib.contextmanager
-def sigint_at_default() -> Iterator[None]:
-    """Processes started inside the block begin with SIGINT at its default disposition, not ignored.
+def _keep(signum: int, frame: object) -> None:
+    """A Python-level handler for the block below: exec resets it to the default in every child."""
 
-    A suite started as ``cmd &`` by a non-interactive shell (or under ``nohup``) runs with SIGINT ignored;
-    children inherit an ignored signal across exec, and bash cannot trap a signal that was ignored when it
-    started. A SIGINT test would then signal a script that never sees it and runs on (a fresh clone's run
-    found the quickstart training after its SIGINT). A Python-level handler is reset to the default by exec,
-    so Python's own handler is installed for the block.
+
+@contextlib.contextmanager
+def signals_at_default(*signums: int) -> Iterator[None]:
+    """Processes started inside the block begin with these signals at their default disposition, not ignored.
+
+    A suite started as ``cmd &`` by a non-interactive shell runs with SIGINT ignored, and under ``nohup`` with
+    SIGHUP ignored; children inherit an ignored signal across exec, and bash cannot trap a signal that was
+    ignored when it started. A signal test would then signal a script that never sees it and runs on (a fresh
+    clone's run found the quickstart training after its SIGINT; two suites started with ``nohup`` timed out
+    waiting for train.sh to answer SIGHUP). A Python-level handler is reset to the default by exec, so one is
+    installed for the block: Python's own for SIGINT, a no-op for the others.
     """
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = {n: signal.signal(n, signal.default_int_handler if n == signal.SIGINT else _keep) for n in signums}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for n, handler in previous.items():
+            signal.signal(n, handler)
 
 
 def ignored_signals(pid: int) -> set[int]:
