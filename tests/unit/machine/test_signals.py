@@ -19,6 +19,7 @@ import pytest
 
 import train
 from tests.helpers.paths import REPO
+from tests.helpers.proc import signals_at_default
 from tests.helpers.shell import clean_env
 
 
@@ -63,8 +64,9 @@ def _caught(pid: int, signum: int) -> bool:
 ], ids=["jobs-SIGINT", "preflight-SIGTERM", "profiles-SIGHUP", "purge-SIGINT", "fetch-SIGTERM"])
 def test_an_entry_point_without_a_job_answers_a_signal_in_one_line(tmp_path: Path, argv: list[str],
                                                                    signum: int) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=REPO, env=clean_env(tmp_path, PLATFORM="cpu"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with signals_at_default(signal.SIGINT, signal.SIGHUP):  # an ignored one stays ignored (nohup, `cmd &`)
+        proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=REPO, env=clean_env(tmp_path, PLATFORM="cpu"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The package's first import installs the answer (SIGHUP caught: Python alone does not); start-up goes on.
     deadline = time.monotonic() + 60
     while not _caught(proc.pid, signal.SIGHUP) and proc.poll() is None and time.monotonic() < deadline:
