@@ -105,13 +105,17 @@ def _count_problem(raw: bytes, where: str, max_values: int | None, max_container
     return None
 
 
-def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH, allow_nan: bool = False) -> Any:
-    """``text`` parsed under the depth and number rules above; errors name ``where``."""
+def _check_depth(text: str, where: str, max_depth: int) -> None:
     # No deeper than it has opening brackets: a result (about 40 containers) skips the scan (bench/load.py).
     opened = text.count("[") + text.count("{")
     depth = nesting_depth(text) if opened > max_depth else opened
     if depth > max_depth:
         raise JsonInputError(f"{where}: nested {depth} levels deep, over the limit of {max_depth}")
+
+
+def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH, allow_nan: bool = False) -> Any:
+    """``text`` parsed under the depth and number rules above; errors name ``where``."""
+    _check_depth(text, where, max_depth)
     try:
         return json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
     except json.JSONDecodeError as exc:
@@ -120,9 +124,10 @@ def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH, allow_
         raise JsonInputError(f"{where}: not usable JSON: {one_line(exc)}") from None
 
 
-def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
-              allow_nan: bool = False, max_values: int | None = None, max_containers: int | None = None) -> Any:
-    """The JSON value in ``path``, read under the limits above. Raises :class:`JsonInputError`."""
+def read_json_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+                   max_values: int | None = None, max_containers: int | None = None) -> str:
+    """The text of ``path`` under every limit above but the parse's own (its numbers): for a reader whose typed
+    model parses and validates in one step (``utils/result/file.py``). Raises :class:`JsonInputError`."""
     path = Path(path)
     shown = one_line(path, 400)
     try:
@@ -138,5 +143,12 @@ def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = D
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonInputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
-    del raw  # the text alone while it is parsed
-    return parse_json(text, shown, max_depth, allow_nan)
+    _check_depth(text, shown, max_depth)
+    return text
+
+
+def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+              allow_nan: bool = False, max_values: int | None = None, max_containers: int | None = None) -> Any:
+    """The JSON value in ``path``, read under the limits above. Raises :class:`JsonInputError`."""
+    text = read_json_text(path, max_bytes, max_depth, max_values, max_containers)
+    return parse_json(text, one_line(Path(path), 400), max_depth, allow_nan)
