@@ -14,6 +14,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,11 @@ for _name, _path in cache_environ(REPO).items():
 # and 0.17-0.19 s with PASSIVE at load 12 on the 2-core VM (docs/PERFORMANCE.md, "The test suite"). Every job and
 # tool the tests start inherits it; a caller's own value is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The suite's interpreters keep the bytecode they compile, in .venv and here (shell/platform.sh says why: uv installs
+# .venv without it, and a probe that imports megatron-core took 21 s instead of 9). This process from here on, and
+# every worker and process the tests start.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def _build_sample_data(data_dir: Path, output_dir: Path) -> None:

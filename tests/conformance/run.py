@@ -339,6 +339,8 @@ def run_suite(suite: Suite, python: dict[str, Path], out_dir: Path, select: str 
     if select:
         command += ["-k", select]
     env = {**os.environ, **hermetic_env(), **suite.env}
+    # The side Pythons keep the bytecode their probes compile, as the suite's do (shell/test.sh).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.monotonic()
     with log.open("w", encoding="utf-8") as out:
         out.write(f"$ {' '.join(f'{k}={v}' for k, v in suite.env.items())} {' '.join(command)}\n")
