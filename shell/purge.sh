@@ -9,4 +9,5 @@ set -uo pipefail
 # shellcheck source=platform.sh
 source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
 cd "$TPRIMAT_ROOT" || exit 2
-exec "$TPRIMAT_PYTHON" -m utils.files.purge "$@"
+# It removes the repository's Python caches, so its own run writes none (platform.sh lets the .venv's write them).
+PYTHONDONTWRITEBYTECODE=1 exec "$TPRIMAT_PYTHON" -m utils.files.purge "$@"
