@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import REPO
 from train.rules.versions import (
     RECORDED_COMMIT_FILE,
     MegatronRefError,
@@ -115,3 +119,34 @@ def test_a_copy_inside_another_checkout_is_not_given_that_checkouts_commit(tmp_p
     commit, how = tree_commit(copy)
     assert commit is None and "neither" in how
     assert tree_commit(outer)[0] is not None  # its own repository still counts
+
+
+ASK_STACK = ("import json, sys; from train.rules.versions import _accelerator_stack; "
+             "print(json.dumps([_accelerator_stack(), 'torch' in sys.modules]))")
+
+
+def _stack_in_a_fresh_interpreter(pythonpath: str | None = None) -> tuple[list, bool]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(REPO)]))}
+    done = subprocess.run([sys.executable, "-c", ASK_STACK], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    stack, imported = json.loads(done.stdout)
+    return stack, imported
+
+
+def test_the_accelerator_stack_is_torchs_own_answer_without_importing_torch():
+    """The launcher's process reads torch/version.py alone: the same answer as torch.version, and no torch import."""
+    import torch
+
+    stack, imported = _stack_in_a_fresh_interpreter()
+    assert stack == [torch.version.cuda, torch.version.hip, f"torch {torch.__version__} is a CPU build"]
+    assert imported is False
+
+
+def test_a_rocm_build_is_named_from_its_version_file(tmp_path: Path):
+    """A torch whose version.py says HIP (as a ROCm wheel's does): that version, read, not imported."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('importing this torch is not expected')\n")
+    (fake / "version.py").write_text("__version__ = '2.9.0+rocm6.4'\ncuda = None\nhip = '6.4.43482'\n")
+    stack, imported = _stack_in_a_fresh_interpreter(str(tmp_path / "site"))
+    assert stack == [None, "6.4.43482", None] and imported is False
