@@ -35,6 +35,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -163,6 +164,16 @@ def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
                   image: str | None = None) -> list[ProbeResult]:
     """Samples ``0..num_samples-1`` of megatron-core ``version``'s ``GPTDataset``, each request read by one reader,
     under ``image``'s transformers (:func:`transformers_env`; None: the virtualenv's)."""
+    return wheel_run(version, requests, work, image)[0]
+
+
+def wheel_run(version: str, requests: list[ProbeRequest], work: Path, image: str | None = None,
+              builds: list[list[dict[str, Any]]] | None = None) -> tuple[list[ProbeResult], list[dict[str, Any]]]:
+    """:func:`wheel_samples`, and in the same interpreter (one start of torch, megatron-core and transformers
+    fewer each) ``builds``: groups of the preflight's own sample requests (``train/settings/samples.py:
+    sample_request``), each built as the settings probe builds them (``train/settings/probe_common.py:
+    build_samples``); its answer per group, ``samples_built`` or ``samples_error``. Without ``builds`` the probe
+    runs as the preflight's sample probe runs, ``python -m train.settings.sample_probe REQUESTS.json``."""
     path = side_pythonpath(version, image)
     work.mkdir(parents=True, exist_ok=True)
     jobs = [{**{key: str(value) if isinstance(value, Path) else value for key, value in vars(request).items()
@@ -170,9 +181,14 @@ def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
              "cache_dir": str(work / f"index_cache_{index}"), "out": str(work / f"samples_{index}.npz")}
             for index, request in enumerate(requests)]
     (work / "requests.json").write_text(json.dumps(jobs), encoding="utf-8")
+    command = [sys.executable, "-m", PROBE_MODULE, str(work / "requests.json")]
+    if builds:
+        (work / "builds.json").write_text(json.dumps(builds), encoding="utf-8")
+        command = [sys.executable, "-m", "tests.helpers.wheel_probe", str(work / "requests.json"),
+                   str(work / "builds.json"), str(work / "answers.json")]
     environ = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
-    run = subprocess.run([sys.executable, "-m", PROBE_MODULE, str(work / "requests.json")], capture_output=True,
-                         text=True, env=environ, cwd=REPO_ROOT, timeout=600, check=False)
+    run = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=600,
+                         check=False)
     assert run.returncode == 0, (f"dataset probe on megatron-core {version} (transformers: {image or 'the .venv'}) "
                                  f"failed:\n{run.stderr[-3000:]}")
     results = []
@@ -182,7 +198,8 @@ def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
         results.append(ProbeResult(Samples(data["tokens"], data["labels"], data["loss_mask"]),
                                    str(data["core_version"]), str(data["core_file"]), None if pad == -2 else pad,
                                    str(data["transformers_version"])))
-    return results
+    answers = json.loads((work / "answers.json").read_text(encoding="utf-8")) if builds else []
+    return results, answers
 
 
 def first_difference(ours: Samples, theirs: Samples) -> str | None:

@@ -1,6 +1,7 @@
 """Samples of the dataset Megatron-LM's ``pretrain_gpt.py`` builds from its arguments: run in a side environment.
 
-``python -m tests.helpers.pretrain_gpt_samples REQUEST.json`` (from the repository root) with megatron-core
+``python -m tests.helpers.pretrain_gpt_samples REQUEST.json`` (from the repository root; a request, or a list of
+them built one after the other, so torch, megatron-core and transformers are imported once) with megatron-core
 and an image's transformers on ``PYTHONPATH`` (``tests/helpers/megatron_core.py: side_pythonpath``). It builds
 the tokenizer and the training dataset as 847781764f's ``pretrain_gpt.py`` does
 (``core_gpt_dataset_config_from_args``, lines 164-193: ``build_tokenizer(args)`` of
@@ -20,11 +21,8 @@ import warnings
 import numpy as np
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build pretrain_gpt.py's training dataset; write samples as .npz")
-    parser.add_argument("request")
-    with open(parser.parse_args(argv).request, encoding="utf-8") as handle:
-        request = json.load(handle)
+def build(request: dict) -> None:
+    """Build one request's tokenizer and training dataset; write its samples to ``request["out"]``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import megatron.core
@@ -51,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
              document_index_size=np.array(train.document_index.size), indices_size=np.array(len(train.indices)),
              transformers_version=np.array(transformers.__version__), core_file=np.array(megatron.core.__file__),
              tokenizer_class=np.array(type(getattr(library, "tokenizer", library)).__name__))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build pretrain_gpt.py's training dataset; write samples as .npz")
+    parser.add_argument("request", help="a JSON request, or a list of them")
+    with open(parser.parse_args(argv).request, encoding="utf-8") as handle:
+        requests = json.load(handle)
+    for request in requests if isinstance(requests, list) else [requests]:
+        build(request)
     return 0
 
 

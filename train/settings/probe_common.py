@@ -128,15 +128,17 @@ def stand_in_device_arch(major: int) -> list[str]:
 
     ``validate_args`` asks ``get_device_arch_version()`` (the first GPU's compute-capability
     major) when TP or CP > 1. Where the job runs there is a GPU and nothing is replaced; on a
-    CPU host the request names the target's (9: H100, and MI300X's gfx942 as ROCm reports it).
+    CPU host the request names the target's (9: H100, and MI300X's gfx942 as ROCm reports it). A tree whose
+    validation asks no architecture needs nothing, and torch is not imported for it (the stand-in trees of
+    tests/fakes/: each probe of the suite would import torch for nothing).
     """
-    import torch
-
-    if torch.cuda.is_available():
-        return []
     from megatron.training import arguments
 
     if not hasattr(arguments, "get_device_arch_version"):
+        return []
+    import torch
+
+    if torch.cuda.is_available():
         return []
     arguments.get_device_arch_version = lambda: major
     return [f"GPU architecture {major} for validate_args (no GPU on this host)"]

@@ -37,35 +37,40 @@ SLOW_FILES = {"llama": set(), "qwen": {"vocab.json", "merges.txt"}, "mistral": {
 
 # Run in the side environment: pretrain_gpt.py's call for --tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR
 # (the arguments 847781764f's megatron/training/arguments.py defines for it), then what the dataset and
-# tools/preprocess_data.py read: the class, vocabulary size, EOD and the ids of each text.
+# tools/preprocess_data.py read: the class, vocabulary size, EOD and the ids of each text. One process per image
+# answers every test's group of directories and texts (each start imports torch, megatron-core and transformers).
 PROBE = """
 import argparse, json, sys, warnings
 warnings.simplefilter("ignore")
 import transformers
 from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
-request = json.load(open(sys.argv[1], encoding="utf-8"))
-out = {"transformers": transformers.__version__, "tokenizers": {}}
-for path in request["paths"]:
-    args = argparse.Namespace(tokenizer_type="HuggingFaceTokenizer", tokenizer_model=path, vocab_file=None,
-                              merge_file=None, tokenizer_metadata=None)
-    try:
-        tokenizer = build_tokenizer(args)
-    except Exception as exc:
-        out["tokenizers"][path] = {"error": f"{type(exc).__name__}: {exc}"}
-        continue
-    library = tokenizer._tokenizer
-    out["tokenizers"][path] = {"class": type(getattr(library, "tokenizer", library)).__name__,
-                               "vocab_size": tokenizer.vocab_size, "eod": tokenizer.eod,
-                               "ids": [tokenizer.tokenize(text) for text in request["texts"]]}
-print(json.dumps(out))
+groups = json.load(open(sys.argv[1], encoding="utf-8"))
+answers = {}
+for name, request in groups.items():
+    out = answers[name] = {"transformers": transformers.__version__, "tokenizers": {}}
+    for path in request["paths"]:
+        args = argparse.Namespace(tokenizer_type="HuggingFaceTokenizer", tokenizer_model=path, vocab_file=None,
+                                  merge_file=None, tokenizer_metadata=None)
+        try:
+            tokenizer = build_tokenizer(args)
+        except Exception as exc:
+            out["tokenizers"][path] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        library = tokenizer._tokenizer
+        out["tokenizers"][path] = {"class": type(getattr(library, "tokenizer", library)).__name__,
+                                   "vocab_size": tokenizer.vocab_size, "eod": tokenizer.eod,
+                                   "ids": [tokenizer.tokenize(text) for text in request["texts"]]}
+print(json.dumps(answers))
 """
 
 
-def megatron_build(paths: list[Path], texts: list[str], image: str, work: Path) -> dict:
-    """What megatron-core 0.15.0's ``build_tokenizer`` makes of each directory under ``image``'s transformers."""
+def megatron_build(groups: dict[str, tuple[list[Path], list[str]]], image: str, work: Path) -> dict[str, dict]:
+    """What megatron-core 0.15.0's ``build_tokenizer`` makes of each directory under ``image``'s transformers, by
+    group (its directories, and the texts each tokenizes), in one process."""
     work.mkdir(parents=True, exist_ok=True)
     request = work / "request.json"
-    request.write_text(json.dumps({"paths": [str(p) for p in paths], "texts": texts}), encoding="utf-8")
+    request.write_text(json.dumps({name: {"paths": [str(p) for p in paths], "texts": texts}
+                                   for name, (paths, texts) in groups.items()}), encoding="utf-8")
     environ = {**os.environ, "PYTHONPATH": side_pythonpath("0.15.0", image), "TOKENIZERS_PARALLELISM": "false",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     run = subprocess.run([sys.executable, "-c", PROBE, str(request)], capture_output=True, text=True, env=environ,
@@ -88,6 +93,35 @@ def texts() -> list[str]:
     return [text for text in (normalize(one) for one in raw) if text]
 
 
+WHITESPACE = " leading space"
+
+
+@pytest.fixture(scope="module")
+def bare(tokenizers: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """What the sample tokenizers were: each model's directory with tokenizer.json alone."""
+    root = tmp_path_factory.mktemp("bare-tokenizers")
+    copies = {}
+    for model, directory in tokenizers.items():
+        copies[model] = shutil.copytree(directory, root / model)
+        for name in SLOW_FILES[model]:
+            (copies[model] / name).unlink()
+    return copies
+
+
+@pytest.fixture(scope="module")
+def built(tokenizers: dict[str, Path], bare: dict[str, Path], texts: list[str],
+          tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict]]:
+    """Each image's answers, one process per image: the sample tokenizers over the texts ("sample"), the bare
+    copies over one text ("bare") and, under amd, Mistral's over a leading space ("whitespace")."""
+    answers = {}
+    for image in ("amd", "nvd"):
+        groups = {"sample": (list(tokenizers.values()), texts), "bare": (list(bare.values()), ["x"])}
+        if image == "amd":
+            groups["whitespace"] = ([tokenizers["mistral"]], [WHITESPACE, normalize(WHITESPACE)])
+        answers[image] = megatron_build(groups, image, tmp_path_factory.mktemp(f"probe-{image}"))
+    return answers
+
+
 def test_the_sample_tokenizers_carry_their_releases_slow_files(tokenizers: dict[str, Path]) -> None:
     for model, directory in tokenizers.items():
         names = {p.name for p in directory.iterdir()}
@@ -98,11 +132,11 @@ def test_the_sample_tokenizers_carry_their_releases_slow_files(tokenizers: dict[
 
 @pytest.mark.parametrize("image", ["amd", "nvd"])
 def test_megatrons_own_tokenizer_builds_each_sample_tokenizer_under_the_images_transformers(
-        tokenizers: dict[str, Path], texts: list[str], tmp_path: Path, image: str) -> None:
-    built = megatron_build(list(tokenizers.values()), texts, image, tmp_path)
-    assert built["transformers"] == transformers_pin(image)  # the image's transformers, not the .venv's
+        tokenizers: dict[str, Path], texts: list[str], built: dict[str, dict[str, dict]], image: str) -> None:
+    answer = built[image]["sample"]
+    assert answer["transformers"] == transformers_pin(image)  # the image's transformers, not the .venv's
     for model, directory in tokenizers.items():
-        got = built["tokenizers"][str(directory)]
+        got = answer["tokenizers"][str(directory)]
         assert "error" not in got, (model, got)
         assert got["class"] == CLASSES[model], model  # the slow class the release's config names
         fast = load_tokenizer(directory)
@@ -114,28 +148,22 @@ def test_megatrons_own_tokenizer_builds_each_sample_tokenizer_under_the_images_t
 
 @pytest.mark.parametrize("image", ["amd", "nvd"])
 def test_without_the_slow_files_megatron_cannot_build_qwen_or_mistral(
-        tokenizers: dict[str, Path], tmp_path: Path, image: str) -> None:
+        bare: dict[str, Path], built: dict[str, dict[str, dict]], image: str) -> None:
     """What the sample tokenizers were: tokenizer.json alone. Megatron's slow path then fails for the two models
     whose config names a slow class, exactly as it did on the GPUs."""
-    bare = {}
-    for model, directory in tokenizers.items():
-        bare[model] = shutil.copytree(directory, tmp_path / model)
-        for name in SLOW_FILES[model]:
-            (bare[model] / name).unlink()
-    built = megatron_build(list(bare.values()), ["x"], image, tmp_path / "probe")
-    assert "error" not in built["tokenizers"][str(bare["llama"])]
+    answer = built[image]["bare"]
+    assert answer["transformers"] == transformers_pin(image)
+    assert "error" not in answer["tokenizers"][str(bare["llama"])]
     for model in ("qwen", "mistral"):
-        assert "Unable to instantiate HuggingFace AutoTokenizer" in built["tokenizers"][str(bare[model])]["error"]
+        assert "Unable to instantiate HuggingFace AutoTokenizer" in answer["tokenizers"][str(bare[model])]["error"]
 
 
 def test_mistrals_slow_class_adds_a_piece_before_leading_whitespace(tokenizers: dict[str, Path],
-                                                                    tmp_path: Path) -> None:
+                                                                    built: dict[str, dict[str, dict]]) -> None:
     """The one difference the slow class keeps, as the release's does (docs/SAMPLE_ORDER.md): transformers'
     slow LlamaTokenizer always prepends "▁", the fast Metaspace pre-tokenizer not before a leading space. No
     document data/clean.py leaves starts with whitespace, so no encoded document is affected."""
-    text = " leading space"
-    built = megatron_build([tokenizers["mistral"]], [text, normalize(text)], "amd", tmp_path)
-    slow_raw, slow_clean = built["tokenizers"][str(tokenizers["mistral"])]["ids"]
+    slow_raw, slow_clean = built["amd"]["whitespace"]["tokenizers"][str(tokenizers["mistral"])]["ids"]
     fast = load_tokenizer(tokenizers["mistral"])
-    assert len(slow_raw) == len(fast.encode(text, add_special_tokens=False)) + 1
-    assert slow_clean == fast.encode(normalize(text), add_special_tokens=False)
+    assert len(slow_raw) == len(fast.encode(WHITESPACE, add_special_tokens=False)) + 1
+    assert slow_clean == fast.encode(normalize(WHITESPACE), add_special_tokens=False)

@@ -21,6 +21,7 @@ the wheels): the Primus conformance suite judges it (tests/conformance/).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ from tests.helpers.megatron_core import (
     first_difference,
     transformers_env,
     transformers_pin,
-    wheel_samples,
+    wheel_run,
 )
 from tests.helpers.preflight import fake_megatron
 from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
@@ -115,14 +116,43 @@ def with_validation(prepared: Config) -> Config:
     return replace(prepared, train_iters=50, mbs=8, eval_interval=16 * 8, eval_samples=16)
 
 
+@dataclass(frozen=True)
+class Build:
+    """One sample build the preflight asks of megatron-core 0.15.0 under an image's transformers (``samples_digest``
+    with its ``built``/``built_error``), run in that image's mega stack run: the job's config, where the ``.npz``
+    went, or the framework's exception."""
+
+    cfg: Config
+    out: Path
+    error: str | None
+
+
+def preflight_builds(prepared: Config, image: str, root: pytest.TempPathFactory) -> dict[tuple[str, str], Config]:
+    """The preflight sample builds that ride on ``image``'s mega@0.15.0 stack run (one interpreter for all of them,
+    not one each), by (what, model): the tokenizer-cannot-be-built cases' job with the files the releases carry
+    ("full") and its copy with ``tokenizer.json`` alone ("bare"); on amd, the digest test's job ("digest")."""
+    full = replace(prepared, train_iters=2, mbs=8)
+    builds = {}
+    for model in ("qwen", "mistral"):
+        builds["full", model] = full
+        builds["bare", model] = _without_slow_files(full, model, root.mktemp(f"bare-{model}-{image}"))
+    if image == "amd":
+        builds["digest", "qwen"] = replace(prepared, train_iters=SAMPLES // 8, mbs=8)  # GBS 8: 16 samples
+    return builds
+
+
 @pytest.fixture(scope="module")
-def stack_samples(prepared: Config, with_validation: Config, tmp_path_factory: pytest.TempPathFactory
-                  ) -> dict[tuple[str, ...], ProbeResult]:
-    """Every stack's samples of every model, and its validation samples (issue 34): one probe process per wheel."""
-    from train.settings.samples import valid_dataset_samples, valid_digest_count
+def stack_runs(prepared: Config, with_validation: Config, tmp_path_factory: pytest.TempPathFactory
+               ) -> tuple[dict[tuple[str, ...], ProbeResult], dict[tuple[str, str, str], Build]]:
+    """Every stack's samples of every model, and its validation samples (issue 34): one probe process per stack;
+    the mega stacks' processes also build the preflight's samples of :func:`preflight_builds`, keyed
+    (what, model, image)."""
+    from train.settings.samples import sample_request, valid_dataset_samples, valid_digest_count
+    from utils.dataset.framework_tokenizer import framework_tokenizer
     from utils.dataset.paths import valid_prefix
 
     found: dict[tuple[str, ...], ProbeResult] = {}
+    built: dict[tuple[str, str, str], Build] = {}
     for stack, (version, tokenizer_kind, launcher, image) in STACKS.items():
         requests = [ProbeRequest(tokenizer_kind, launch_tokenizer_dir(prepared, model, launcher),
                                  dataset_prefix(prepared, model), SEQ_LEN, SEED, SAMPLES)
@@ -131,11 +161,42 @@ def stack_samples(prepared: Config, with_validation: Config, tmp_path_factory: p
                                   valid_prefix(prepared, model), SEQ_LEN, SEED, valid_digest_count(with_validation),
                                   split="valid", dataset_samples=valid_dataset_samples(with_validation))
                      for model in REAL_FORMAT_MODELS]
-        results = wheel_samples(version, requests, tmp_path_factory.mktemp(f"wheel-{version}-{image}"), image)
+        configs = preflight_builds(prepared, image, tmp_path_factory) if launcher == "mega" else {}
+        # what samples_digest asks of the framework's Python: the tokenizer it is given, as the preflight gives it
+        groups = [[sample_request(cfg, model, "mega", framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)[0],
+                                  tmp_path_factory.mktemp(f"{what}-{model}-{image}"))]
+                  for (what, model), cfg in configs.items()]
+        results, answers = wheel_run(version, requests, tmp_path_factory.mktemp(f"wheel-{version}-{image}"), image,
+                                     groups)
         keys = [(stack, model) for model in REAL_FORMAT_MODELS] + [(stack, model, "valid")
                                                                     for model in REAL_FORMAT_MODELS]
         found.update(dict(zip(keys, results, strict=True)))
-    return found
+        for ((what, model), cfg), group, answer in zip(configs.items(), groups, answers, strict=True):
+            built[what, model, image] = Build(cfg, Path(group[0]["out"]), answer.get("samples_error"))
+    return found, built
+
+
+@pytest.fixture(scope="module")
+def stack_samples(stack_runs: tuple[dict[tuple[str, ...], ProbeResult], dict]) -> dict[tuple[str, ...], ProbeResult]:
+    """Every stack's samples of every model, and its validation samples."""
+    return stack_runs[0]
+
+
+@pytest.fixture(scope="module")
+def built(stack_runs: tuple[dict, dict[tuple[str, str, str], Build]]) -> dict[tuple[str, str, str], Build]:
+    """The preflight's sample builds of the mega stack runs (:func:`preflight_builds`)."""
+    return stack_runs[1]
+
+
+def digest_of(build: Build, model: str) -> tuple[str | None, str]:
+    """``samples_digest`` of the build's job as the preflight judges samples its settings probe built."""
+    import sys
+
+    from tests.helpers.megatron_core import side_env
+    from train.settings.samples import samples_digest
+
+    assert build.error is None and build.out.is_file(), build
+    return samples_digest(build.cfg, model, "mega", sys.executable, side_env("0.15.0"), built=build.out)
 
 
 @pytest.mark.parametrize("model", REAL_FORMAT_MODELS)
@@ -155,18 +216,19 @@ def test_stack_feeds_trans_samples_with_every_position_in_the_loss(
                                 f"{theirs.pad} (EOD {eod}) from {launch_tokenizer_dir(prepared, model, launcher)}")
 
 
-def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(prepared: Config, monkeypatch) -> None:
-    """The preflight's samples_digest on megatron-core 0.15.0's own dataset; with Qwen's pad left in, it stops."""
+def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(
+        built: dict[tuple[str, str, str], Build], monkeypatch) -> None:
+    """The preflight's samples_digest on megatron-core 0.15.0's own dataset (built in the amd stack run); with
+    Qwen's pad left in, it stops (the sample probe's own process: the path a difference takes end to end)."""
     import sys
-    from dataclasses import replace
 
     from tests.helpers.megatron_core import side_env
     from train.settings import samples
 
-    cfg = replace(prepared, train_iters=SAMPLES // 8, mbs=8)  # GBS 8: the digest covers the first 16 samples
+    cfg = built["digest", "qwen", "amd"].cfg  # GBS 8: the digest covers the first 16 samples
     site = side_env("0.15.0")
     monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))  # after the wheel: the amd image's transformers
-    digest, how = samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
+    digest, how = digest_of(built["digest", "qwen", "amd"], "qwen")
     reference, _ = samples.samples_digest(cfg, "qwen", "tran")
     assert digest is not None and digest == reference and "equal to tran's" in how
     monkeypatch.setattr(samples, "framework_tokenizer", lambda source, output_dir: (source, None))  # today's bug
@@ -199,26 +261,45 @@ def _without_slow_files(cfg: Config, model: str, root: Path) -> Config:
 @pytest.mark.parametrize("image", ["amd", "nvd"])
 @pytest.mark.parametrize("model", ["qwen", "mistral"])
 def test_the_preflight_stops_when_megatrons_own_tokenizer_cannot_be_built(
-        prepared: Config, tmp_path: Path, monkeypatch, model: str, image: str) -> None:
+        built: dict[tuple[str, str, str], Build], monkeypatch, model: str, image: str) -> None:
     """Issue 40, findings 1 and 2: with only tokenizer.json (the sample tokenizers before), Megatron's tokenizer at
     MEGATRON_REF cannot build Qwen2Tokenizer or LlamaTokenizer under the images' transformers, and that exception
-    stops the job (it once became "no samples digest"); with the files the releases carry it builds."""
+    stops the job (it once became "no samples digest"); with the files the releases carry it builds.
+
+    Both builds ran in the image's mega@0.15.0 stack run (:func:`preflight_builds`), through the function the
+    settings probe runs for the preflight; the preflight's judgement of them runs here. The same stop through the
+    sample probe's own process: the next test."""
     import sys
-    from dataclasses import replace
 
     from tests.helpers.megatron_core import side_env
     from train.settings import samples
 
     monkeypatch.setenv("PYTHONPATH", str(transformers_env(image)))
-    cfg = replace(prepared, train_iters=2, mbs=8)
-    digest, how = samples.samples_digest(cfg, model, "mega", sys.executable, side_env("0.15.0"))
+    digest, how = digest_of(built["full", model, image], model)
     assert digest is not None and "equal to tran's" in how  # the files the releases carry: it builds
-    bare = _without_slow_files(cfg, model, tmp_path)
+    bare = built["bare", model, image]
+    assert bare.error is not None, f"built with tokenizer.json alone: {bare}"
     with pytest.raises(samples.SamplesUnavailable, match=r"Unable to instantiate HuggingFace AutoTokenizer"):
-        samples.samples_digest(bare, model, "mega", sys.executable, side_env("0.15.0"))
-    digest, how = samples.samples_digest(replace(bare, data_dir=tmp_path / "nothing"), model, "mega",
-                                         sys.executable, side_env("0.15.0"))
+        samples.samples_digest(bare.cfg, model, "mega", sys.executable, side_env("0.15.0"), built_error=bare.error)
+    digest, how = samples.samples_digest(replace(bare.cfg, data_dir=bare.cfg.data_dir.parent / "nothing"), model,
+                                         "mega", sys.executable, side_env("0.15.0"))
     assert digest is None and how.startswith("no samples digest:")  # only missing data skips the digest
+
+
+def test_a_tokenizer_that_cannot_be_built_stops_the_job_from_the_sample_probes_own_process(
+        prepared: Config, tmp_path: Path, monkeypatch) -> None:
+    """The stop above through ``python -m train.settings.sample_probe`` in the framework's Python, as
+    ``samples_digest`` runs it where the settings probe built nothing: its exit status and its stderr's exception
+    line (one model and image: the process path does not depend on them)."""
+    import sys
+
+    from tests.helpers.megatron_core import side_env
+    from train.settings import samples
+
+    monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))
+    bare = _without_slow_files(replace(prepared, train_iters=2, mbs=8), "qwen", tmp_path)
+    with pytest.raises(samples.SamplesUnavailable, match=r"Unable to instantiate HuggingFace AutoTokenizer"):
+        samples.samples_digest(bare, "qwen", "mega", sys.executable, side_env("0.15.0"))
 
 
 def test_a_tree_without_compiled_helpers_gets_them_from_megatrons_compile_helpers(

@@ -75,20 +75,58 @@ def pretrain_gpt_args(cfg: Config, model: str, cache: Path) -> dict:
     )
 
 
-def megatron_samples(args: dict, indices: list[int], image: str, work: Path) -> dict[str, np.ndarray]:
-    """Samples ``indices`` of pretrain_gpt.py's training dataset, built in the side environment of ``image``."""
-    gbs = args["global_batch_size"]
-    eval_samples = (args["train_iters"] // args["eval_interval"] + 1) * args["eval_iters"] * gbs
-    sizes = [args["train_iters"] * gbs, eval_samples, args["eval_iters"] * gbs]
+def megatron_samples(requests: list[tuple[dict, list[int]]], image: str, work: Path) -> list[dict[str, np.ndarray]]:
+    """Samples of pretrain_gpt.py's training dataset, for each (arguments, indices), built in one process in the
+    side environment of ``image`` (one start of torch, megatron-core and transformers for all of them)."""
     work.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for number, (args, indices) in enumerate(requests):
+        gbs = args["global_batch_size"]
+        eval_samples = (args["train_iters"] // args["eval_interval"] + 1) * args["eval_iters"] * gbs
+        sizes = [args["train_iters"] * gbs, eval_samples, args["eval_iters"] * gbs]
+        jobs.append({"args": args, "sizes": sizes, "indices": indices, "out": str(work / f"out_{number}.npz")})
     request = work / "request.json"
-    request.write_text(json.dumps({"args": args, "sizes": sizes, "indices": indices, "out": str(work / "out.npz")}),
-                       encoding="utf-8")
+    request.write_text(json.dumps(jobs), encoding="utf-8")
     environ = {**os.environ, "PYTHONPATH": side_pythonpath("0.15.0", image), "TOKENIZERS_PARALLELISM": "false"}
     run = subprocess.run([sys.executable, "-m", "tests.helpers.pretrain_gpt_samples", str(request)], cwd=REPO_ROOT,
                          capture_output=True, text=True, env=environ, timeout=900, check=False)
     assert run.returncode == 0, f"pretrain_gpt's dataset under the {image} image's transformers:\n{run.stderr[-3000:]}"
-    return dict(np.load(work / "out.npz"))
+    return [dict(np.load(job["out"])) for job in jobs]
+
+
+# (model, SL, TRAIN_ITERS) of the token-for-token test. DP=2, MBS=2, GA=2: GBS 8 split over two ranks and two
+# micro-batches. The mistral case asks for more samples than one epoch holds, so the shuffle over several epochs
+# is compared too.
+CASES = [("llama", "64", "3"), ("mistral", "512", "40")]
+LAYOUT = {"DP": "2", "GPUS_PER_NODE": "2", "MBS": "2", "GA": "2", "WARMUP_STEPS": "1"}
+
+
+def wanted_samples(cfg: Config) -> list[int]:
+    """Every sample index the first (at most three) steps feed, over every rank and micro-batch."""
+    return sorted({index for step in range(min(cfg.train_iters, 3)) for micro in range(cfg.ga)
+                   for rank in range(cfg.dp) for index in feed_order(step, micro, rank, cfg.dp, cfg.mbs, cfg.ga)})
+
+
+@pytest.fixture(scope="module")
+def references(sample_data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+               ) -> dict[tuple[str, str, str, str], dict[str, np.ndarray]]:
+    """pretrain_gpt.py's samples of every case, by (model, SL, TRAIN_ITERS, image): one process per image, over a
+    copy of the sample data of its own (the tests' tran reads another copy, so nothing either builds is shared)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("pretrain-gpt")
+    shutil.copytree(sample_data_dir, root / "data")
+    found = {}
+    for image in ("amd", "nvd"):
+        requests = []
+        for model, sl, iters in CASES:
+            cfg = load_config(environ=tiny_environ(sample_data_dir, root / "out", DATA_DIR=str(root / "data"),
+                                                   SL=sl, TRAIN_ITERS=iters, **LAYOUT))
+            cache = root / f"megatron_cache_{model}_{image}"  # a fresh index cache per build
+            requests.append((pretrain_gpt_args(cfg, model, cache), wanted_samples(cfg)))
+        built = megatron_samples(requests, image, root / f"reference_{image}")
+        found.update({(*case, image): one for case, one in zip(CASES, built, strict=True)})
+    return found
 
 
 def feed_order(step: int, micro: int, rank: int, dp: int, mbs: int, ga: int) -> list[int]:
@@ -98,17 +136,14 @@ def feed_order(step: int, micro: int, rank: int, dp: int, mbs: int, ga: int) -> 
 
 
 @pytest.mark.parametrize("image", ["amd", "nvd"])
-@pytest.mark.parametrize(("model", "sl", "iters"), [("llama", "64", "3"), ("mistral", "512", "40")])
-def test_first_global_batches_are_megatrons_token_for_token(sample_cfg: Callable[..., Config], tmp_path: Path,
-                                                            model: str, sl: str, iters: str, image: str) -> None:
-    # DP=2, MBS=2, GA=2: GBS 8 split over two ranks and two micro-batches. The mistral case asks for
-    # more samples than one epoch holds, so the shuffle over several epochs is compared too.
-    cfg = sample_cfg(DP="2", GPUS_PER_NODE="2", MBS="2", GA="2", SL=sl, TRAIN_ITERS=iters, WARMUP_STEPS="1")
+@pytest.mark.parametrize(("model", "sl", "iters"), CASES)
+def test_first_global_batches_are_megatrons_token_for_token(
+        sample_cfg: Callable[..., Config], references: dict[tuple[str, str, str, str], dict[str, np.ndarray]],
+        model: str, sl: str, iters: str, image: str) -> None:
+    cfg = sample_cfg(SL=sl, TRAIN_ITERS=iters, **LAYOUT)
     steps = min(cfg.train_iters, 3)
-    wanted = sorted({index for step in range(steps) for micro in range(cfg.ga) for rank in range(cfg.dp)
-                     for index in feed_order(step, micro, rank, cfg.dp, cfg.mbs, cfg.ga)})
-    reference = megatron_samples(pretrain_gpt_args(cfg, model, tmp_path / "megatron_cache"), wanted, image,
-                                 tmp_path / "reference")
+    wanted = wanted_samples(cfg)
+    reference = references[model, sl, iters, image]
     assert str(reference["transformers_version"]) == transformers_pin(image)  # the image's, not the .venv's
     assert "/.side/" in str(reference["core_file"])  # the wheel's megatron-core
     window = dict(zip(wanted, reference["windows"], strict=True))
