@@ -10,18 +10,23 @@ printing Megatron's exit line (its ``checkpoint_and_decide_exit``); without it S
 Knobs (environment): ``TPRIMAT_FAKE_EVAL_LOSSES`` the k-th evaluation's loss (comma list, ``nan`` allowed;
 default 8 x 0.8^k), ``TPRIMAT_FAKE_STEP_S`` seconds per step (default 0.02), ``TPRIMAT_FAKE_SIGNAL_WAIT_S`` how long
 an evaluation waits for a SIGTERM before its step ends (default 0; a test sets it so that a loaded host's launcher
-still stops the run at the step of the evaluation it reads, as it does when a real step takes seconds). Nothing
-here is upstream code.
+still stops the run at the step of the evaluation it reads, as it does when a real step takes seconds);
+``TPRIMAT_FAKE_SIGNAL_AT`` and ``TPRIMAT_FAKE_WATCH_RECORD`` shorten that wait at the other evaluations
+(:func:`_read_by_watcher`). Nothing here is upstream code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 
 def _flags(argv: list[str]) -> dict[str, str | bool]:
@@ -31,6 +36,33 @@ def _flags(argv: list[str]) -> dict[str, str | bool]:
             following = argv[index + 1] if index + 1 < len(argv) else "--"
             flags[word[2:].replace("-", "_")] = True if following.startswith("--") else following
     return flags
+
+
+def _read_by_watcher(k: int) -> Callable[[], bool]:
+    """Whether the wait after the k-th evaluation may end before a SIGTERM: never, unless the test names the one
+    evaluation it expects the stop at (``TPRIMAT_FAKE_SIGNAL_AT``) and the watcher's record
+    (``TPRIMAT_FAKE_WATCH_RECORD``); then any other evaluation waits only until the watcher has recorded it.
+
+    Why: the launcher's watcher records an evaluation before it decides to stop (train/launch/target_watch.py), so
+    a stop it sent there by mistake still arrives within this step or the next, while an evaluation it passes costs
+    no idle wait.
+    """
+    at, record = os.environ.get("TPRIMAT_FAKE_SIGNAL_AT", ""), os.environ.get("TPRIMAT_FAKE_WATCH_RECORD", "")
+    if not at or not record or int(at) == k:
+        return lambda: False
+
+    def recorded() -> bool:
+        try:
+            lines = Path(record).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return False
+        kinds = []
+        for line in lines:
+            with contextlib.suppress(ValueError):  # a line the watcher is still writing
+                kinds.append(json.loads(line).get("kind"))
+        return kinds.count("evaluation") >= k
+
+    return recorded
 
 
 def _eval_loss(k: int) -> float:
@@ -83,7 +115,8 @@ def main(argv: list[str]) -> int:
             time.sleep(step_s)
             _evaluation(f"iteration {iteration}", _eval_loss(evaluations), step_s)
             deadline = time.monotonic() + float(os.environ.get("TPRIMAT_FAKE_SIGNAL_WAIT_S", "0"))
-            while flags.get("exit_signal_handler") and not received and time.monotonic() < deadline:
+            read = _read_by_watcher(evaluations)
+            while flags.get("exit_signal_handler") and not received and time.monotonic() < deadline and not read():
                 time.sleep(0.005)
         if received:  # training.py:1830-1845 (checkpoint_and_decide_exit), then sys.exit(0) (l.2441-2449)
             _print(f"[exiting program after receiving SIGTERM.] datetime: "

@@ -114,7 +114,8 @@ def test_a_stopped_mega_run_gives_an_ok_result_with_its_quality_block(tmp_path: 
                                        "global_batch_size": 8, "valid_data_path": ["/v"]})]
     watch = TargetWatch(record_path(ctx.log_path), "pretrain_gpt.py", cfg.target_loss, cfg.stop_at_target)
     env = {**os.environ, "TPRIMAT_FAKE_STEP_S": "0.01", "TPRIMAT_FAKE_EVAL_LOSSES": "7,6,5,4",
-           "TPRIMAT_FAKE_SIGNAL_WAIT_S": "5"}
+           "TPRIMAT_FAKE_SIGNAL_WAIT_S": "5", "TPRIMAT_FAKE_SIGNAL_AT": "3",  # 5 <= TARGET_LOSS: the third
+           "TPRIMAT_FAKE_WATCH_RECORD": str(record_path(ctx.log_path))}  # the others wait only for the watcher
     with Signals() as signals:
         code = run_logged(argv, env, None, {}, ctx.log_path, signals, watch=watch)
     assert code == 0 and watch.stopped
@@ -206,10 +207,13 @@ def test_the_launcher_stops_a_torchrun_megatron_job_at_its_target(tmp_path: Path
         Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").write_bytes(b"")
     monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
     monkeypatch.setattr("train.launch.launcher.dataset_problem", lambda ctx: None)
-    for key, value in {"TPRIMAT_FAKE_STEP_S": "0.01", "TPRIMAT_FAKE_EVAL_LOSSES": "7,6,5,4",
-                       "TPRIMAT_FAKE_SIGNAL_WAIT_S": "10"}.items():
-        monkeypatch.setenv(key, value)
     ctx = replace(make_context(cfg, "nvd", "mega", "llama"), force=True)  # the 8B on one GPU: past the memory check
+    # the stand-in waits up to 10 s for the SIGTERM after the third evaluation (5 <= TARGET_LOSS), and after the
+    # others only until the watcher has recorded them (tests/fakes/megatron_lm/pretrain_gpt.py)
+    for key, value in {"TPRIMAT_FAKE_STEP_S": "0.01", "TPRIMAT_FAKE_EVAL_LOSSES": "7,6,5,4",
+                       "TPRIMAT_FAKE_SIGNAL_WAIT_S": "10", "TPRIMAT_FAKE_SIGNAL_AT": "3",
+                       "TPRIMAT_FAKE_WATCH_RECORD": str(record_path(ctx.log_path))}.items():
+        monkeypatch.setenv(key, value)
     assert launch(ctx, mega_plugin) == 0
     result = read_result(ctx.result_path)
     assert result.status == "ok", result.error

@@ -26,20 +26,24 @@ SCRIPT = "pretrain_gpt.py"
 
 
 def run_stand_in(tmp_path: Path, *flags: str, target: float | None, stop: bool = True,
-                 losses: str = "7,6,5,4,3", wait: str = "5") -> tuple[int, TargetWatch, Path]:
+                 losses: str = "7,6,5,4,3", wait: str = "5", stop_at: int = 0) -> tuple[int, TargetWatch, Path]:
+    """``stop_at``: the evaluation the stop is expected after; the stand-in waits up to ``wait`` seconds for the
+    SIGTERM there, and at the others only until the watcher has recorded them (tests/fakes/megatron_lm)."""
     log = tmp_path / "job.log"
     watch = TargetWatch(record_path(log), SCRIPT, target, stop)
     argv = [sys.executable, str(FAKES / "megatron_lm" / SCRIPT), "--train-iters", "40", "--eval-iters", "1",
             "--eval-interval", "4", "--global-batch-size", "8", "--valid-data-path", "/v", *flags]
     env = {**os.environ, "TPRIMAT_FAKE_STEP_S": "0.02", "TPRIMAT_FAKE_EVAL_LOSSES": losses,
            "TPRIMAT_FAKE_SIGNAL_WAIT_S": wait}
+    if stop_at:
+        env.update(TPRIMAT_FAKE_SIGNAL_AT=str(stop_at), TPRIMAT_FAKE_WATCH_RECORD=str(record_path(log)))
     with Signals() as signals:
         code = run_logged(argv, env, None, {}, log, signals, watch=watch)
     return code, watch, log
 
 
 def test_stops_gracefully_after_the_first_evaluation_at_the_target(tmp_path: Path) -> None:
-    code, watch, log = run_stand_in(tmp_path, "--exit-signal-handler", target=5.0)
+    code, watch, log = run_stand_in(tmp_path, "--exit-signal-handler", target=5.0, stop_at=3)
     assert code == 0 and watch.stopped is not None and "stopped at target" in watch.stopped
     scan = scan_file(log)
     assert [e.loss for e in scan.evaluations] == [7.0, 6.0, 5.0]  # at or below: 5.0 stops
@@ -65,7 +69,7 @@ def test_no_stop_without_stop_at_target_and_a_record_all_the_same(tmp_path: Path
 
 
 def test_a_nan_evaluation_stops_the_run_with_its_reason(tmp_path: Path) -> None:
-    code, watch, log = run_stand_in(tmp_path, "--exit-signal-handler", target=None, losses="7,nan")
+    code, watch, log = run_stand_in(tmp_path, "--exit-signal-handler", target=None, losses="7,nan", stop_at=2)
     assert code == 0 and watch.stopped is not None and "not finite" in watch.stopped
     record = read_record(log)
     assert record[2]["loss"] == "nan" and record[-1]["kind"] == "stop"
