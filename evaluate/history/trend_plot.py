@@ -84,11 +84,9 @@ def trend_figure(all_series: list[Series]) -> Figure | None:
     panels = [(i, m) for i, m in enumerate(METRICS) if any((~np.isnan(v[:, i])).any() for _, _, v in columns)]
     if not panels:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.dates as mdates
-    from matplotlib.figure import Figure
+
+    from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
 
     height = 3.2 * len(panels)
     fig = Figure(figsize=(11, height))
