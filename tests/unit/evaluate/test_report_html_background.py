@@ -1,24 +1,29 @@
-"""The page's history part read by a second process (evaluate/report_html/background.py) is the one read here.
+"""The page's work done by forked children (evaluate/report_html/background.py) is the work done here.
 
-The child is there for time only (it imports SQLAlchemy while the page's process imports matplotlib): what it
-answers must be what :func:`evaluate.report_html.database.read_history` reads in one process, a child that ends
-without an answer must be replaced by the same read here, and the page's own process must load no SQLAlchemy.
+The children are there for time only (one imports SQLAlchemy while the page's process imports matplotlib, one
+draws every other model's section): what they answer must be what this process makes alone, a child that ends
+without an answer must be replaced by the same work here, and the page's own process must load no SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import matplotlib
 import pytest
 
 from evaluate.compare import build_comparison
 from evaluate.history.ingest import add_paths
 from evaluate.history.store import open_database
 from evaluate.report import Comparison
-from evaluate.report_html.background import HistoryReader
+from evaluate.report_html import background
+from evaluate.report_html.background import HistoryReader, InChild
+from evaluate.report_html.cli import main
 from evaluate.report_html.database import HistoryFacts, history_request, read_history
 from tests.helpers.evaluate import make_result
 from tests.helpers.report_page import make_page_results
@@ -75,9 +80,9 @@ def test_a_child_without_an_answer_is_replaced_by_a_read_here(stored: tuple[Path
     results, db_path = stored
     comparison = _comparison(results)
     reader = HistoryReader()
-    assert reader._process is not None
-    reader._process.kill()
-    reader._process.join()
+    assert reader._child is not None
+    reader._child[0].kill()
+    reader._child[0].join()
     reader.ask(history_request(str(db_path), comparison))
     assert _shown(reader.answer()) == _shown(read_history(str(db_path), comparison))
 
@@ -109,3 +114,40 @@ def test_the_page_process_loads_no_sqlalchemy(stored: tuple[Path, Path], tmp_pat
     text = page.read_text()
     assert "run(s) in the results database" in text and "dotted lines mark runs whose versions changed" in text
     assert "nvd/mega llama against run #1" in text and "older-driver" in text
+
+
+def test_work_in_a_child_is_the_work_here() -> None:
+    child = InChild(lambda: ("pid", os.getpid()))
+    assert child.forked
+    assert child.result()[1] != os.getpid()
+    assert InChild(lambda: os.getpid(), fork=False).result() == os.getpid()
+    here = os.getpid()
+    killed = InChild(lambda: time.sleep(60) if os.getpid() != here else here)  # the child answers nothing in time
+    assert killed._child is not None
+    killed._child[0].kill()
+    assert killed.result() == os.getpid(), "a child that ends without a value: the work is done here"
+
+    def fails() -> int:
+        raise ValueError("the same error here")
+
+    with pytest.raises(ValueError, match="the same error here"):
+        InChild(fails).result()
+
+
+def test_a_page_of_two_models_is_the_same_with_and_without_children(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The qwen section is drawn by a child (every other model's is); the page is byte for byte the one drawn here."""
+    results = tmp_path / "results"
+    for model in ("llama", "qwen"):
+        for platform, framework in (("nvd", "mega"), ("amd", "prim")):
+            make_result(results, platform, framework, model)
+    monkeypatch.setitem(matplotlib.rcParams, "svg.hashsalt", "tprimat-test")  # SVG ids: else random per figure
+    pages = []
+    for fork in (True, False):
+        if not fork:
+            monkeypatch.setattr(background, "_fork", lambda target, fork: None)
+        out = tmp_path / f"report-{fork}.html"
+        assert main(["--results-dir", str(results), "--db", "off", "--output", str(out)]) == 0
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1]
+    assert pages[0].count(b"<svg") == 2 and pages[0].index(b"Llama") < pages[0].index(b"Qwen")
