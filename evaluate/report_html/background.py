@@ -123,6 +123,12 @@ class HistoryReader:
         _end(self._child)
         self._child = None
 
+    def __enter__(self) -> HistoryReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 class InChild(Generic[T]):
     """``work()`` done by a child forked now; :meth:`result` its value, or ``work()`` done here where there is no
@@ -145,6 +151,16 @@ class InChild(Generic[T]):
 
     def result(self) -> T:
         got = _receive(self._child[1]) if self._child is not None else None
+        self.close()
+        return got[0] if got is not None else self._work()
+
+    def close(self) -> None:
+        """End the child (again: nothing): after its value, or when this process stops before taking it."""
         _end(self._child)
         self._child = None
-        return got[0] if got is not None else self._work()
+
+    def __enter__(self) -> InChild[T]:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -83,11 +83,8 @@ def write_page(results_dir: Path, output: Path | None, db: str | None, gate_repo
 @exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
     # first of all: the database's process imports SQLAlchemy while this one imports matplotlib (background.py)
-    reader = HistoryReader()
-    try:
+    with HistoryReader() as reader:
         return _main(argv, reader)
-    finally:
-        reader.close()
 
 
 def _main(argv: list[str] | None, reader: HistoryReader) -> int:

@@ -53,10 +53,10 @@ def render(facts: PageFacts) -> str:
               Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
               el("title", f"tprimat report: {models}"), el("style", Markup(STYLE)))
     ordered = sorted(c.by_model)
-    theirs = InChild(lambda: [model_section(facts, m) for m in ordered[1::2]]) if len(ordered) > 1 else None
-    built = {m: model_section(facts, m) for m in ordered[0::2]}
-    after = [fairness_section(facts), history_section(facts), evidence_section(facts), method_section(c)]
-    built.update(zip(ordered[1::2], theirs.result() if theirs is not None else [], strict=True))
+    with InChild(lambda: [model_section(facts, m) for m in ordered[1::2]], fork=len(ordered) > 1) as theirs:
+        built = {m: model_section(facts, m) for m in ordered[0::2]}
+        after = [fairness_section(facts), history_section(facts), evidence_section(facts), method_section(c)]
+        built.update(zip(ordered[1::2], theirs.result(), strict=True))
     sections = [built[m] for m in ordered]
     body = el("body", el("h1", "tprimat report"),
               para(f"{runs:,} result file(s); models: {models}; platforms: "
