@@ -12,18 +12,18 @@ where the page must be written in 2 s (issue 37), two children take work off thi
 - :class:`InChild`, forked once everything is loaded (evaluate/report_html/page.py): the child builds every other
   model's section (mostly its figure) while this process builds the rest.
 
-Either child runs the very function this process runs where there is none: there is none where ``fork`` is
-missing or this process already runs other threads (a fork copies no thread, and may copy a lock another thread
-held). A child that ends without an answer (killed, or an error of its own) is replaced by the same work here, so
-an error shows here with its traceback. A child takes the default action on SIGINT/SIGTERM/SIGHUP: this process
-answers them (cli.py) and ends its children.
+Either child runs the very function this process runs where there is none: there is none off Linux (no
+``fork``, or macOS, where a fork after some system libraries loaded may crash) or where this process already runs
+other threads (a fork copies no thread, and may copy a lock another thread held). A child that ends without an
+answer (killed, or an error of its own) is replaced by the same work here, so an error shows here with its
+traceback. A child takes the default action on SIGINT/SIGTERM/SIGHUP: this process answers them (cli.py) and ends
+its children.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import signal
 import sys
 import threading
@@ -40,7 +40,7 @@ _JOIN_S = 5.0  # how long closing waits for a child to end after it was told to
 
 def _fork(target: Callable[..., None], fork: bool) -> tuple[BaseProcess, Connection] | None:
     """A forked child running ``target(connection)`` and this process's end of the pipe; None: no child."""
-    if not fork or not hasattr(os, "fork") or threading.active_count() > 1:
+    if not fork or not sys.platform.startswith("linux") or threading.active_count() > 1:
         return None
     context = multiprocessing.get_context("fork")
     here, there = context.Pipe()
