@@ -4,7 +4,7 @@ When matplotlib defines each of its Artist classes (lines, patches, texts, axes 
 docstring of the class's ``set`` method: every settable property with the values it accepts, which
 ``matplotlib.artist.kwdoc`` builds by reading each setter's docstring (``matplotlib/artist.py``,
 ``Artist.__init_subclass__``; ``matplotlib/_docstring.py`` for the ``%(Line2D:kwdoc)s`` lists of other
-docstrings). That text is for ``help()`` and Sphinx; nothing draws with it, and it is about 0.3 s of the 1.0 s of
+docstrings). That text is for ``help()`` and Sphinx; nothing draws with it, and it is 0.2-0.4 s of the 1.0 s of
 CPU that importing ``matplotlib.figure`` takes on the 2-core development machine, where the report page of the quick
 benchmark must be written in 2 s (issue 37, docs/PERFORMANCE.md). So the figure modules (plots.py,
 frameworks.py, quality_plot.py, report_html/markup.py, history/trend_plot.py) import :class:`Figure` from here:
