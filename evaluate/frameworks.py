@@ -16,13 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure
-
 from evaluate.analysis import GroupSummary
+from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
 from evaluate.plots import draw_curves, legend_label
 from evaluate.tables import console_table
 from utils.config.registry import FRAMEWORKS, MODELS, display_name, framework_color

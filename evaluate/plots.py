@@ -26,14 +26,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure
-
 from evaluate.analysis import GroupSummary, LossParity
 from evaluate.convergence import DEFAULT_BAND, TAIL_FRACTION
+from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
 from evaluate.stats import Estimate
 from utils.config.registry import display_name, framework_color
 from utils.files.atomic import atomic_path

@@ -11,16 +11,15 @@ measuring of every label again (docs/PERFORMANCE.md, the page).
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from evaluate.analysis import GroupSummary
+from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
 from evaluate.plots import PLATFORM_LINES, PLATFORM_MARKERS, SEPARATOR
 from utils.config.registry import display_name, framework_color
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 TITLE_TIME = "Eval loss against wall-clock time (s, from the first training step)"
 TITLE_TOKENS = "Eval loss against training tokens"

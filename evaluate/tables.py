@@ -12,15 +12,10 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from utils.files.sanitise import one_line
 
-# Header underlined with ASCII dashes, no other rules: readable in any log and locale.
-PLAIN_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+# Header underlined with ASCII dashes, no other rules: readable in any log and locale (a rich.box.Box).
+PLAIN_HEAD = "    \n    \n -- \n    \n    \n    \n    \n    \n"
 RENDER_WIDTH = 10_000  # wide enough that no cell is ever wrapped or cut; trailing padding is stripped
 
 
@@ -46,8 +41,18 @@ def _numeric(text: str) -> bool:
 
 
 def console_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain-text table with a dashed rule under the header; numeric cells right-aligned."""
-    table = Table(box=PLAIN_HEAD, show_edge=False, pad_edge=False, header_style="", highlight=False)
+    """Plain-text table with a dashed rule under the header; numeric cells right-aligned.
+
+    rich is imported here, not at the top: the report page (evaluate/report_html/) uses this module's cells and
+    Markdown tables only, and rich's console is 0.05 s of its CPU.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.Box(PLAIN_HEAD, ascii=True), show_edge=False, pad_edge=False, header_style="",
+                  highlight=False)
     for header in headers:
         table.add_column(one_line(header, CELL_CHARS), no_wrap=True)
     for row in rows:

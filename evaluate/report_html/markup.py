@@ -23,10 +23,7 @@ from urllib.parse import quote
 
 import matplotlib
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure
-
+from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
 from evaluate.tables import CELL_CHARS
 from utils.files.sanitise import one_line, safe_text
 

@@ -28,7 +28,8 @@ from evaluate.report import (
     result_rows,
     settings_tables,
 )
-from evaluate.report_html.facts import TREND_SHOWN, Change, HistoryFacts, PageFacts, dumped
+from evaluate.report_html.database import Change, HistoryFacts
+from evaluate.report_html.facts import TREND_SHOWN, PageFacts, dumped
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
 from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
 from evaluate.tables import CELL_CHARS
@@ -290,19 +291,14 @@ def history_section(facts: PageFacts) -> Markup:
 
 
 def _change(change: Change) -> Markup:
-    from evaluate.history.diff import METRICS as DIFF_METRICS  # only with a database (it loads SQLAlchemy)
-
     if change.previous is None:
         return note(f"{change.label}: no earlier ok run of this job on this device in the database.")
-    metrics = [d.format(scale, digits, unit)
-               for d, (_, _, scale, digits, unit) in zip(change.metrics, DIFF_METRICS, strict=True)
-               if d.a is not None or d.b is not None]
     facts = [[d.key, d.first, d.second] for d in change.facts[:MAX_FACT_ROWS]]
     more = len(change.facts) - len(facts)
     return details(join([change.label, f" against run {change.previous}: {len(change.facts)} fact(s) differ"]),
                    table(["fact", "before", "now"], facts) if facts else note("Nothing recorded differs."),
                    note(f"and {more} more") if more > 0 else Markup(""),
-                   el("pre", "\n".join(metrics)), open_=True)
+                   el("pre", "\n".join(change.metrics)), open_=True)
 
 
 def gate_part(facts: PageFacts) -> Markup:
