@@ -18,7 +18,7 @@ export TPRIMAT_ROOT
 # The interpreter: the local virtualenv when it exists (cpu), else the image's python3.
 # The virtualenv is this checkout's own (shell/setup.sh), and uv installs it without bytecode: with
 # PYTHONDONTWRITEBYTECODE set, every interpreter would compile what it imports again (megatron-core's
-# import: 21 s instead of 9; docs/PERFORMANCE.md, "Bytecode"), so its Pythons keep what they compile.
+# import: 21 s instead of 9; docs/PERFORMANCE.md, "The quick benchmark"), so its Pythons keep what they compile.
 if [[ -x "$TPRIMAT_ROOT/.venv/bin/python" ]]; then
     TPRIMAT_PYTHON="$TPRIMAT_ROOT/.venv/bin/python"
     unset PYTHONDONTWRITEBYTECODE

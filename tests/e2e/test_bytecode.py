@@ -2,7 +2,7 @@
 
 shell/setup.sh installs .venv with uv, which writes no bytecode; with the variable set (as this machine's
 and CI's environments have it), every interpreter compiled megatron-core, transformers and torch's modules
-again: 21 s for megatron-core's import instead of 9 (docs/PERFORMANCE.md, "Bytecode"). shell/platform.sh
+again: 21 s for megatron-core's import instead of 9 (docs/PERFORMANCE.md, "The quick benchmark"). shell/platform.sh
 unsets it for the checkout's own .venv only; an image's python3 keeps the caller's choice.
 """
 
