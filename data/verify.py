@@ -45,6 +45,7 @@ from data.common import DataError, base_parser, config_from_args, iter_jsonl_tex
 from data.encode import bin_idx, encode_manifest_path, splits
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
 from utils.config.load import Config
+from utils.dataset.megatron_modules import import_dataset_modules
 from utils.dataset.paths import eod_id, load_tokenizer, tokenizer_dir, vocab_size
 from utils.files.hash_cache import cached_sha256
 from utils.files.hashing import sha256_dir, sha256_file
@@ -55,6 +56,12 @@ ROUND_TRIP_SAMPLES = 16
 _CHUNK_TOKENS = 1 << 24
 
 
+def _indexed_dataset() -> Any:
+    """megatron-core's ``indexed_dataset``, without the rest of megatron.core (utils/dataset/megatron_modules.py)."""
+    (module,) = import_dataset_modules("indexed_dataset")
+    return module
+
+
 def count_documents(jsonl: Path) -> int:
     """Documents in a JSONL file as ``iter_jsonl_texts`` yields them (blank lines skipped), without parsing."""
     with jsonl.open("rb") as stream:
@@ -63,7 +70,7 @@ def count_documents(jsonl: Path) -> int:
 
 def read_index_header(idx_path: Path) -> dict[str, int]:
     """Parse the fixed 34-byte ``.idx`` header with clear errors for each field."""
-    from megatron.core.datasets.indexed_dataset import DType
+    DType = _indexed_dataset().DType
 
     with idx_path.open("rb") as stream:
         header = stream.read(HEADER_BYTES)
@@ -82,7 +89,8 @@ def read_index_header(idx_path: Path) -> dict[str, int]:
 
 def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str, source: Path,
                 prefix: Path) -> dict[str, Any]:
-    from megatron.core.datasets.indexed_dataset import DType, IndexedDataset
+    indexed = _indexed_dataset()
+    DType, IndexedDataset = indexed.DType, indexed.IndexedDataset
 
     bin_path, idx_path = bin_idx(prefix)
     for path in (idx_path, bin_path):

@@ -41,7 +41,6 @@ last of its ``labels``).
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,17 +49,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from utils.dataset.megatron_modules import import_dataset_modules
+
 SPLIT_ALL_TRAIN = "100,0,0"
 NO_PAD = -1  # never a token id: no sample token is treated as padding (docs/SAMPLE_ORDER.md)
 
 
 def _megatron_datasets() -> tuple[Any, Any, Any]:
-    """(BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig) without megatron.core's import warnings."""
-    with warnings.catch_warnings():  # megatron.core's package import warns about optional TE/Apex
-        warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
-        from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
-        from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
-    return BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig
+    """(BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig): megatron-core's own classes, imported without
+    the rest of megatron.core (utils/dataset/megatron_modules.py)."""
+    builder, gpt = import_dataset_modules("blended_megatron_dataset_builder", "gpt_dataset")
+    return builder.BlendedMegatronDatasetBuilder, gpt.GPTDataset, gpt.GPTDatasetConfig
 
 
 class TokenizerFacts:

@@ -103,15 +103,10 @@ def valid_digest_count(cfg: Config) -> int:
 def reference_valid_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
     """The validation samples as Megatron builds ``--valid-data-path`` (the virtualenv's megatron-core, tran's
     tokenizer facts: no token rewritten), every position in the loss."""
-    import warnings
-
-    from train.rules.samples import TokenizerFacts
+    from train.rules.samples import TokenizerFacts, _megatron_datasets
     from train.settings.sample_probe import split_arguments
 
-    with warnings.catch_warnings():  # megatron.core's package import warns about optional TE/Apex
-        warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
-        from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
-        from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig = _megatron_datasets()
 
     tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
     prefix = valid_prefix(cfg, model)

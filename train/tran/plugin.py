@@ -14,7 +14,7 @@ from typing import Any
 
 from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.launch.job_result import collect_own_result
-from train.launch.torchrun import torchrun_argv
+from train.launch.torchrun import worker_argv
 from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
 from utils.config.load import REPO_ROOT, Config
@@ -38,14 +38,17 @@ def check_supported(cfg: Config) -> None:
 
 def worker_plan(ctx: RunContext, module: str, extra_env: dict[str, str] | None = None,
                 extra_argv: list[str] | None = None) -> LaunchPlan:
-    """``torchrun ... -m <module>`` (tran, deep); on cpu, OMP threads split the cores between the processes."""
+    """``torchrun ... -m <module>`` (tran, deep; a one-process cpu job without torchrun: train/launch/torchrun.py
+    ``worker_argv``); on cpu, OMP threads split the cores between the processes."""
     cfg = ctx.cfg
     check_supported(cfg)
     extra: dict[str, str] = dict(extra_env or {})
     if ctx.platform == "cpu":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         extra["OMP_NUM_THREADS"] = str(max(1, cores // cfg.gpus_per_node))
-    argv = [*torchrun_argv(cfg), "-m", module, "--model", ctx.model, "--platform", ctx.platform,
+    start, rank_env = worker_argv(cfg, ctx.platform, module)
+    extra.update(rank_env)
+    argv = [*start, "--model", ctx.model, "--platform", ctx.platform,
             "--result", str(ctx.result_path), "--log-path", str(ctx.log_path), *(extra_argv or [])]
     if ctx.run_index is not None:
         argv += ["--run-index", str(ctx.run_index)]
