@@ -26,8 +26,9 @@ venv="$root/.venv"
 python="${PYTHON:-python3}"
 torch_spec="torch==2.13.0"
 uv_spec="uv==0.13.9"
+pip_spec="pip==26.3"
 stamp="$venv/.tprimat-requirements"
-wanted="$(cat "$root/cpu-requirements.txt" "$root/test-requirements.txt"; echo "$torch_spec"; echo "$uv_spec")"
+wanted="$(cat "$root/cpu-requirements.txt" "$root/test-requirements.txt"; echo "$torch_spec"; echo "$uv_spec"; echo "$pip_spec")"
 
 if ! tprimat_flag --force && [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" && -x "$venv/bin/python" ]]; then
     echo "setup: .venv is up to date"
@@ -35,13 +36,21 @@ if ! tprimat_flag --force && [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" &&
 fi
 
 echo "setup: creating $venv with $("$python" --version 2>&1)"
-"$python" -m venv "$venv"
+# The venv is made without pip, and uv installed into it by $python's own pip: ensurepip alone took 10 s of
+# the quick benchmark's set-up on the 2-core host (docs/PERFORMANCE.md). uv then adds the venv's pip.
+"$python" -m venv --without-pip "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 uv=()
-if "${pip[@]}" "$uv_spec"; then
+if "$python" -m pip --python "$venv/bin/python" install --quiet --disable-pip-version-check "$uv_spec" \
+    && "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" "$pip_spec"; then
     uv=("$venv/bin/uv" pip install --quiet --python "$venv/bin/python")
-else  # pip does it all, at its newest
-    "${pip[@]}" --upgrade pip
+else  # no pip beside $python, or one without --python: the venv's own pip, as before uv
+    "$venv/bin/python" -m ensurepip --default-pip > /dev/null
+    if "${pip[@]}" "$uv_spec"; then
+        uv=("$venv/bin/uv" pip install --quiet --python "$venv/bin/python")
+    else  # pip does it all, at its newest
+        "${pip[@]}" --upgrade pip
+    fi
 fi
 links=()
 for link in $("$venv/bin/python" -m pip config get global.find-links 2>/dev/null || true) ${PIP_FIND_LINKS:-}; do
@@ -58,9 +67,10 @@ if [[ ${#uv[@]} -eq 0 ]] || ! "${uv[@]}" "${links[@]}" "${requirements[@]}"; the
     "${pip[@]}" --upgrade pip
     "${pip[@]}" "${requirements[@]}"
 fi
-if ! "$venv/bin/python" -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
-    echo "setup: a CUDA build of torch was installed; expected the CPU wheel" >&2
+# one import of torch (4 s here) both checks the build and names it
+if ! torch_line="$("$venv/bin/python" -c 'import sys, torch; print("torch", torch.__version__); sys.exit(torch.version.cuda is not None)')"; then
+    echo "setup: a CUDA build of torch was installed; expected the CPU wheel ($torch_line)" >&2
     exit 1
 fi
 printf '%s' "$wanted" > "$stamp"
-echo "setup: done ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
+echo "setup: done ($torch_line)"
