@@ -12,7 +12,8 @@ Usage: shell/test.sh [--env] [pytest arguments...]
 Creates/refreshes .venv (shell/setup.sh), runs `ruff check`, then pytest over tests/, with every
 build and cache folder (TORCH_EXTENSIONS_DIR, HF_HOME, MPLCONFIGDIR, XDG_CACHE_HOME, ...) inside
 this checkout's .cache/. pytest runs three workers (pytest-xdist `-n 3 --dist loadfile`: a test
-file stays on one worker, so its module fixtures are built once); `-n 0` runs it in one process.
+file stays on one worker, so its module fixtures are built once; the slowest files are handed out
+first, tests/helpers/suite_order.py); `-n 0` runs it in one process.
   --env   print those cache variables as NAME=value lines and exit (runs nothing)
 Examples: shell/test.sh -x -q        shell/test.sh tests/unit/config/test_configure.py -k gbs
 USAGE
@@ -44,4 +45,5 @@ echo "test: ruff check"
 echo "test: pytest (caches in $cache)"
 # Three workers on the 2-core machine: most tests wait on the jobs and probes they start, and two workers kept the
 # cores busy 121% of the suite's time, three 192% (two fresh-clone runs; docs/PERFORMANCE.md, "The test suite").
-exec .venv/bin/python -m pytest -n 3 --dist loadfile "$@"
+# --no-loadscope-reorder: the slowest files go to the workers first (tests/helpers/suite_order.py), not last.
+exec .venv/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder "$@"

@@ -22,6 +22,7 @@ import pytest
 
 from tests.helpers.hermetic import cache_environ
 from tests.helpers.paths import REPO
+from tests.helpers.suite_order import slowest_first
 from tests.helpers.workload import tiny_environ
 
 # Before any test module imports torch, matplotlib or huggingface_hub (some read these at import):
@@ -39,6 +40,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # every worker and process the tests start.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the slowest test files first (``tests/helpers/suite_order.py`` says why); xdist keeps
+    this order where ``--no-loadscope-reorder`` is given, as ``shell/test.sh`` gives it. Every worker orders its
+    identical collection the same way, as xdist requires. A single-process run keeps pytest's own order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = [items[position] for position in slowest_first([item.nodeid for item in items])]
 
 
 def _build_sample_data(data_dir: Path, output_dir: Path) -> None:

@@ -1,69 +1,51 @@
-"""train/nemo/callback.py's BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed."""
+"""train/nemo/callback.py's BenchmarkCallback inside real (tiny, CPU) Lightning training runs: no NeMo needed.
+
+lightning is imported by the tests, not when the module is collected (``tests/helpers/lightning_models.py`` says
+why); the autouse fixture below skips every test of the module where it is not installed, as the module-level
+``importorskip`` did.
+"""
 
 from __future__ import annotations
 
 import itertools
 import math
 import statistics
-import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-lightning = pytest.importorskip("lightning")
-import torch  # noqa: E402
-from lightning.pytorch import LightningModule, Trainer  # noqa: E402
+from tests.helpers.nemo import write_config
+from train.nemo.callback import LightningMeasurement
+from utils.config.load import load_config
+from utils.config.models import get_shape
+from utils.machine.hardware import collect_gpu_info
+from utils.result.file import new_result, read_result
+from utils.result.model import Source
 
-from tests.helpers.nemo import write_config  # noqa: E402
-from train.nemo.callback import BenchmarkCallback, LightningMeasurement  # noqa: E402
-from utils.config.load import load_config  # noqa: E402
-from utils.config.models import get_shape  # noqa: E402
-from utils.machine.hardware import collect_gpu_info  # noqa: E402
-from utils.result.file import new_result, read_result  # noqa: E402
-from utils.result.model import Source  # noqa: E402
+if TYPE_CHECKING:
+    from lightning.pytorch import LightningModule, Trainer
 
 STEPS, SKIP, WARMUP_SLEEP = 12, 3, 0.25
 
 
-class TinyRegression(LightningModule):
-    """A linear model fitting a fixed linear map; the first ``slow_steps`` steps sleep (a fake warm-up)."""
+@pytest.fixture(autouse=True)
+def _lightning() -> None:
+    """Each test skips where lightning is not installed (imported here, by the first test that runs)."""
+    pytest.importorskip("lightning")
 
-    def __init__(self, slow_steps: int = SKIP, fail_at: int | None = None, nan_at: int | None = None,
-                 interrupt_at: int | None = None):
-        super().__init__()
-        torch.manual_seed(0)
-        self.layer = torch.nn.Linear(16, 4)
-        self.target = torch.randn(16, 4)
-        self.slow_steps, self.fail_at, self.nan_at, self.interrupt_at = slow_steps, fail_at, nan_at, interrupt_at
-        self.losses: list[float] = []
-        self.lrs: list[float] = []
 
-    def train_dataloader(self):
-        generator = torch.Generator().manual_seed(1)
-        x = torch.randn(64 * STEPS, 16, generator=generator)
-        data = torch.utils.data.TensorDataset(x, x @ self.target)
-        return torch.utils.data.DataLoader(data, batch_size=64)
+def _tiny(**kwargs: Any) -> LightningModule:
+    """The linear model of tests/helpers/lightning_models.py over STEPS batches, its first SKIP steps sleeping
+    WARMUP_SLEEP each unless ``kwargs`` say otherwise."""
+    from tests.helpers.lightning_models import TinyRegression
 
-    def training_step(self, batch, batch_idx):
-        step = self.global_step + 1
-        if step <= self.slow_steps:
-            time.sleep(WARMUP_SLEEP)
-        if step == self.fail_at:
-            raise RuntimeError("CUDA out of memory (simulated)")
-        if step == self.interrupt_at:
-            raise KeyboardInterrupt
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.layer(x), y)
-        if step == self.nan_at:
-            loss = loss * float("nan")
-        self.losses.append(float(loss.detach()))
-        self.lrs.append(self.trainer.optimizers[0].param_groups[0]["lr"])
-        self.log("train_loss", loss)
-        return loss
+    return TinyRegression(**{"steps": STEPS, "slow_steps": SKIP, "warmup_sleep": WARMUP_SLEEP, **kwargs})
 
-    def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=0.05, betas=(0.9, 0.95), weight_decay=0.0)
-        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 3))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": warmup, "interval": "step"}}
+
+def _validated(val_losses: list[float]) -> LightningModule:
+    from tests.helpers.lightning_models import ValidatedRegression
+
+    return ValidatedRegression(val_losses, steps=STEPS)
 
 
 def _measurement(tmp_path, rank0: bool = True) -> LightningMeasurement:
@@ -80,6 +62,10 @@ def _measurement(tmp_path, rank0: bool = True) -> LightningMeasurement:
 
 
 def _fit(module: LightningModule, measurement: LightningMeasurement) -> None:
+    from lightning.pytorch import Trainer
+
+    from train.nemo.callback import BenchmarkCallback
+
     trainer = Trainer(accelerator="cpu", devices=1, max_steps=STEPS, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False,
                       callbacks=[BenchmarkCallback(measurement)])
@@ -89,7 +75,7 @@ def _fit(module: LightningModule, measurement: LightningMeasurement) -> None:
 @pytest.mark.slow
 def test_real_lightning_run_gives_a_valid_result_with_warmup_excluded(tmp_path):
     measurement = _measurement(tmp_path)
-    module = TinyRegression()
+    module = _tiny()
     _fit(module, measurement)
     result = read_result(tmp_path / "result.json")  # schema-validated
     assert result.status == "ok" and result.error is None
@@ -119,7 +105,7 @@ def test_real_lightning_run_gives_a_valid_result_with_warmup_excluded(tmp_path):
 def test_an_exception_mid_run_leaves_a_failed_result_with_the_steps_so_far(tmp_path):
     measurement = _measurement(tmp_path)
     with pytest.raises(RuntimeError, match="out of memory"):
-        _fit(TinyRegression(slow_steps=0, fail_at=6), measurement)
+        _fit(_tiny(slow_steps=0, fail_at=6), measurement)
     result = read_result(tmp_path / "result.json")
     assert result.status == "failed"
     assert "RuntimeError: CUDA out of memory (simulated)" in result.error and "5 of 12 steps" in result.error
@@ -129,7 +115,7 @@ def test_an_exception_mid_run_leaves_a_failed_result_with_the_steps_so_far(tmp_p
 @pytest.mark.slow
 def test_a_non_finite_loss_stops_the_run_as_failed(tmp_path):
     measurement = _measurement(tmp_path)
-    _fit(TinyRegression(slow_steps=0, nan_at=5), measurement)
+    _fit(_tiny(slow_steps=0, nan_at=5), measurement)
     result = read_result(tmp_path / "result.json")
     assert result.status == "failed" and "loss became non-finite" in result.error
     assert len(result.step_times) == 5 and result.loss_values[4] is None
@@ -140,7 +126,7 @@ def test_a_non_finite_loss_stops_the_run_as_failed(tmp_path):
 def test_an_interrupt_leaves_an_incomplete_result(tmp_path):
     measurement = _measurement(tmp_path)
     with pytest.raises(SystemExit):  # Lightning turns Ctrl+C into a graceful exit(1)
-        _fit(TinyRegression(slow_steps=0, interrupt_at=4), measurement)
+        _fit(_tiny(slow_steps=0, interrupt_at=4), measurement)
     result = read_result(tmp_path / "result.json")
     assert result.status == "incomplete" and "interrupted" in result.error
     assert len(result.step_times) == 3
@@ -149,7 +135,7 @@ def test_an_interrupt_leaves_an_incomplete_result(tmp_path):
 @pytest.mark.slow
 def test_non_zero_ranks_measure_but_write_nothing(tmp_path):
     measurement = _measurement(tmp_path, rank0=False)
-    _fit(TinyRegression(slow_steps=0), measurement)
+    _fit(_tiny(slow_steps=0), measurement)
     assert not (tmp_path / "result.json").exists()
     assert measurement.finished and len(measurement.result.step_times) == STEPS
 
@@ -202,26 +188,10 @@ def test_callback_module_imports_without_lightning():
     assert proc.returncode == 0, proc.stderr
 
 
-class ValidatedRegression(TinyRegression):
-    """TinyRegression with NeMo's ``val_loss`` logged each validation: the k-th validation's value is given."""
-
-    def __init__(self, val_losses: list[float]):
-        super().__init__(slow_steps=0)
-        self.val_losses, self.validations = val_losses, 0
-
-    def val_dataloader(self):
-        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(2))
-        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x @ self.target), batch_size=4)
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", torch.tensor(self.val_losses[self.validations]), on_epoch=True)
-
-    def on_validation_epoch_end(self):
-        self.validations += 1
-
-
 def _evaluated(tmp_path, target: str) -> tuple[LightningMeasurement, Trainer]:
-    from train.nemo.callback import EvaluationRecorder
+    from lightning.pytorch import Trainer
+
+    from train.nemo.callback import BenchmarkCallback, EvaluationRecorder
 
     measurement = _measurement(tmp_path)
     # GBS 64 (MBS 4 x GA 16): evaluate 64 samples every 192 (3 steps)
@@ -239,7 +209,7 @@ def _evaluated(tmp_path, target: str) -> tuple[LightningMeasurement, Trainer]:
 def test_nemo_evaluations_stop_the_run_at_the_target_as_ok(tmp_path):
     """Issue 34: val_loss read after each validation; at or below TARGET_LOSS the run stops (should_stop), ok."""
     _, trainer = _evaluated(tmp_path, "5")
-    trainer.fit(ValidatedRegression([7.0, 6.0, 5.0, 4.0]))
+    trainer.fit(_validated([7.0, 6.0, 5.0, 4.0]))
     result = read_result(tmp_path / "result.json")
     quality = result.quality
     assert result.status == "ok" and len(result.step_times) == 9  # stopped after the evaluation at step 9
@@ -253,7 +223,7 @@ def test_nemo_evaluations_stop_the_run_at_the_target_as_ok(tmp_path):
 @pytest.mark.slow
 def test_a_nan_evaluation_stops_the_nemo_run_as_failed_with_its_reason(tmp_path):
     _, trainer = _evaluated(tmp_path, "")
-    trainer.fit(ValidatedRegression([7.0, float("nan"), 5.0, 4.0]))
+    trainer.fit(_validated([7.0, float("nan"), 5.0, 4.0]))
     result = read_result(tmp_path / "result.json")
     assert result.status == "failed" and "not finite" in result.error and len(result.step_times) == 6
     assert result.quality.evaluations[-1].loss is None and result.quality.evaluations[-1].loss_reason
