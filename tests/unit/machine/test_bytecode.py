@@ -28,7 +28,9 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_an_import_writes_its_bytecode_and_a_failing_one_is_named_not_raised(modules: Path) -> None:
     skipped = bytecode.warm(["tprimat_warm_good", "tprimat_warm_bad", "tprimat_warm_missing"], [])
     assert skipped == ["tprimat_warm_bad: RuntimeError", "tprimat_warm_missing: ModuleNotFoundError"]
-    assert [path.name.split(".")[0] for path in (modules / "__pycache__").glob("*.pyc")] == ["tprimat_warm_good"]
+    # a module that fails when run was still compiled first: its bytecode is there for the next process too
+    assert sorted(path.name.split(".")[0] for path in (modules / "__pycache__").glob("*.pyc")) == [
+        "tprimat_warm_bad", "tprimat_warm_good"]
 
 
 def test_the_models_transformers_classes_are_imported(modules: Path) -> None:
