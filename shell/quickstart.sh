@@ -71,6 +71,31 @@ bytecode_pid=$!
 echo "quickstart: data (DATASET=$DATASET)"
 step "$root/shell/data.sh"
 stop_bytecode
+
+# Each job's preflight computes its model's sample digest (train/settings/samples.py, about 8 s on the 2-core host)
+# unless a dry run stored it before (utils/dataset/digest_cache.py): one dry run per model, each on its own core,
+# computes them side by side, and shows each launch plan. The digest is tran's, whichever cpu framework runs.
+echo "quickstart: each model's launch plan and sample digest (dry runs, side by side)"
+dry_pids=()
+stop_dry_runs() {
+    local pid
+    for pid in "${dry_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${dry_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    dry_pids=()
+}
+trap 'stop_bytecode; stop_dry_runs' EXIT
+for model in $MODELS; do
+    "$TPRIMAT_PYTHON" -m train.launch --platform cpu --framework tran --model "$model" --dry-run >/dev/null 2>&1 &
+    dry_pids+=("$!")
+done
+for pid in "${dry_pids[@]}"; do
+    wait "$pid" || true  # a model the dry run refuses is refused again, with its reason, by its job below
+    if [[ -n "$TPRIMAT_SIGNAL" ]]; then
+        echo "quickstart: stopped by SIG$TPRIMAT_SIGNAL; later steps not run" >&2
+        exit "$(tprimat_signal_status)"
+    fi
+done
+dry_pids=()
 echo "quickstart: training (FRAMEWORK=$FRAMEWORK, MODEL_SIZE=$MODEL_SIZE, TRAIN_ITERS=$TRAIN_ITERS)"
 step "$root/shell/train.sh"
 

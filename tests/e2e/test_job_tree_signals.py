@@ -142,3 +142,29 @@ def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(repo: Pa
     assert "== data.clean ==" not in text and "quickstart: training" not in text
     assert not list((data / "sample").glob("*raw.jsonl*")), "no partial corpus left"
     assert (data / ".tprimat" / "data.lock").read_text() == "", "the lock was released"
+
+
+@pytest.mark.slow
+def test_sigint_to_quickstart_during_its_dry_runs_stops_them_and_starts_no_job(
+        repo: Path, tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
+    """The dry runs that store each model's sample digest (shell/quickstart.sh) run side by side, in the background:
+    a signal stops them too, and no job starts."""
+    (repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in (the shared .venv)'\n")
+    env = tiny_env(MODELS="llama qwen")  # the data is this worker's built copy: data.sh finds it ready
+    log = tmp_path / "quickstart.log"
+    proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
+    try:
+        wait_for(lambda: sum("--dry-run" in command_line(p) for p in descendants(proc.pid)) == 2
+                 or proc.poll() is not None, 240, "both dry runs")
+        assert proc.poll() is None, log.read_text()
+        tree = descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+        assert all_gone(tree), [command_line(p) for p in tree]
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+    text = log.read_text()
+    assert code == 130, text
+    assert "quickstart: stopped by SIGINT" in text and "quickstart: training" not in text
+    assert not list(Path(env["OUTPUT_DIR"]).glob("train_cpu_*.json")), "no job started"
