@@ -45,6 +45,7 @@ from train.launch.jobs import resolve_framework
 from train.launch.preflight import before_launch
 from train.launch.preflight import main as preflight_main
 from train.launch.target_watch import watcher_for
+from train.launch.torchrun import binds_master_port
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
 from train.settings.platform_env import cache_env
@@ -88,8 +89,7 @@ def dataset_problem(ctx: RunContext) -> str | None:
 def start_problems(ctx: RunContext, plan: LaunchPlan) -> list[str]:
     """What stops the job before it starts: a taken rendezvous port (node 0 binds it), an unusable dataset."""
     problems = []
-    port_flag = f"--master-port={ctx.cfg.master_port}"
-    if ctx.cfg.node_rank == 0 and port_flag in plan.argv:
+    if ctx.cfg.node_rank == 0 and binds_master_port(ctx.cfg, plan.argv, plan.env):
         problems.append(port_problem(ctx.cfg.master_port))
     if plan.reads_dataset:
         problems.append(dataset_problem(ctx))

@@ -34,6 +34,10 @@ PROBE = textwrap.dedent("""
         "file": builder.__file__,
     }
     answer = {"light": light}
+    if sys.argv[2] == "submodule":  # the rest of megatron.core imported later, as a pytest worker or a probe may
+        from megatron.core.transformer.transformer_layer import TransformerLayer
+        import megatron.core.distributed.fsdp.mcore_fsdp_adapter
+        answer["layer"] = TransformerLayer.__name__
     if sys.argv[2] == "light-only":
         print(json.dumps(answer))
         raise SystemExit(0)
@@ -85,3 +89,13 @@ def test_a_version_that_does_not_import_this_way_gets_the_ordinary_import() -> N
     assert answer["light"]["tensor_parallel"] is True
     assert answer["version"] == version("megatron-core")
     assert answer["ddp"] == "DistributedDataParallel"
+
+
+def test_a_later_import_of_the_rest_of_megatron_core_runs_the_package_init_before_it() -> None:
+    """Importing megatron.core's model code after the light import: the package's __init__ runs first, as in an
+    ordinary import; run in the middle of that import instead, it broke into circular-import errors (the suite's
+    test_tran_init.py and test_nemo_launcher.py in a worker that had built tran's samples before)."""
+    answer = _probe("light", str(REPO_ROOT), then="submodule")
+    assert answer["light"]["tensor_parallel"] is False
+    assert answer["layer"] == "TransformerLayer"
+    assert answer["version"] == version("megatron-core") and answer["after"] is True
