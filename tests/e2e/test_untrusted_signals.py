@@ -10,13 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.paths import REPO
-from tests.helpers.proc import wait_for
+from tests.helpers.proc import command_line, descendants, wait_for
 from tests.helpers.shell import script_env
 from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, write_problem
 from utils.files.run_owner import STARTED_REASON
@@ -46,8 +45,10 @@ def test_sigterm_at_any_moment_leaves_an_incomplete_result(repo: Path, tmp_path:
     log = tmp_path / "train.log"
     proc = _start(repo, env, log)
     try:
-        if moment == "before the job":
-            time.sleep(0.3)  # train.sh is still asking Python for the platform, the config and the jobs
+        if moment == "before the job":  # train.sh is asking Python for the platform, the config and the jobs
+            # (a fixed 0.3 s pause let the signal land before bash had set its traps on a loaded machine)
+            wait_for(lambda: any("python" in command_line(p) for p in descendants(proc.pid)) or proc.poll() is not None,
+                     60, "train.sh's first Python")
         else:
             wait_for(lambda: started.exists() or proc.poll() is not None, 120, "the job to start")
         proc.send_signal(signal.SIGTERM)
