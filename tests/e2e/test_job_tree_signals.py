@@ -115,19 +115,14 @@ def test_sigterm_to_train_sh_stops_the_job_tree_and_the_remaining_jobs(
     assert "skipping the comparison" in text
 
 
-@pytest.mark.slow
-def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(repo: Path, tmp_path: Path) -> None:
+def _sigint_to_quickstart(repo: Path, env: dict[str, str], log: Path, timeout: float, what: str,
+                          ready: Callable[[subprocess.Popen], bool]) -> tuple[int, str]:
+    """shell/quickstart.sh (its set-up a stand-in: the shared .venv) until ``ready``, then SIGINT: its exit code and
+    log, every process it had started gone."""
     (repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in (the shared .venv)'\n")
-    data, out = tmp_path / "data", tmp_path / "out"
-    env = clean_env(tmp_path, DATA_DIR=str(data), OUTPUT_DIR=str(out), SAMPLE_MB="20", MODELS="llama")
-    log = tmp_path / "quickstart.log"
     proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
     try:
-        # Mid-write: the corpus's temporary file exists (utils/files/atomic.py), so data.fetch is past its imports
-        # and has its handler. A fixed pause after the process appeared was too short with two suites on two
-        # cores: the signal landed in its imports, and Python printed a traceback.
-        wait_for(lambda: list((data / "sample").glob(".raw.jsonl.tmp-*")) or proc.poll() is not None, 120,
-                 "data.fetch to start writing the corpus")
+        wait_for(lambda: ready(proc) or proc.poll() is not None, timeout, what)
         assert proc.poll() is None, log.read_text()
         tree = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
@@ -136,7 +131,19 @@ def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(repo: Pa
     finally:
         if proc.poll() is None:
             kill_tree(proc.pid)
-    text = log.read_text()
+    return code, log.read_text()
+
+
+@pytest.mark.slow
+def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(repo: Path, tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "out"
+    env = clean_env(tmp_path, DATA_DIR=str(data), OUTPUT_DIR=str(out), SAMPLE_MB="20", MODELS="llama")
+    # Mid-write: the corpus's temporary file exists (utils/files/atomic.py), so data.fetch is past its imports
+    # and has its handler. A fixed pause after the process appeared was too short with two suites on two
+    # cores: the signal landed in its imports, and Python printed a traceback.
+    code, text = _sigint_to_quickstart(
+        repo, env, tmp_path / "quickstart.log", 120, "data.fetch to start writing the corpus",
+        lambda proc: bool(list((data / "sample").glob(".raw.jsonl.tmp-*"))))
     assert code == 130, text
     assert "data.fetch: interrupted by SIGINT" in text and "stopped by SIGINT" in text
     assert "== data.clean ==" not in text and "quickstart: training" not in text
@@ -149,22 +156,10 @@ def test_sigint_to_quickstart_during_its_dry_runs_stops_them_and_starts_no_job(
         repo: Path, tiny_env: Callable[..., dict[str, str]], tmp_path: Path) -> None:
     """The dry runs that store each model's sample digest (shell/quickstart.sh) run side by side, in the background:
     a signal stops them too, and no job starts."""
-    (repo / "shell" / "setup.sh").write_text("#!/usr/bin/env bash\necho 'setup: stand-in (the shared .venv)'\n")
     env = tiny_env(MODELS="llama qwen")  # the data is this worker's built copy: data.sh finds it ready
-    log = tmp_path / "quickstart.log"
-    proc = _start(["bash", str(repo / "shell" / "quickstart.sh")], env, log, cwd=repo)
-    try:
-        wait_for(lambda: sum("--dry-run" in command_line(p) for p in descendants(proc.pid)) == 2
-                 or proc.poll() is not None, 240, "both dry runs")
-        assert proc.poll() is None, log.read_text()
-        tree = descendants(proc.pid)
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)
-        assert all_gone(tree), [command_line(p) for p in tree]
-    finally:
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-    text = log.read_text()
+    code, text = _sigint_to_quickstart(
+        repo, env, tmp_path / "quickstart.log", 240, "both dry runs",
+        lambda proc: sum("--dry-run" in command_line(p) for p in descendants(proc.pid)) == 2)
     assert code == 130, text
     assert "quickstart: stopped by SIGINT" in text and "quickstart: training" not in text
     assert not list(Path(env["OUTPUT_DIR"]).glob("train_cpu_*.json")), "no job started"
