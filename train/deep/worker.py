@@ -70,6 +70,27 @@ def resolved_settings(engine: Any, config: dict[str, Any]) -> tuple[dict[str, An
     return settings, differences
 
 
+SHM_OP = "deepspeed_shm_comm"
+
+
+def _no_inference_shm_op() -> None:
+    """Keep DeepSpeed from compiling its shared-memory all-reduce op for a cpu job.
+
+    Why: DeepSpeed 0.19.8's ``TorchBackend.__init__`` (deepspeed/comm/torch.py, ``build_shm_op``) JIT-compiles
+    ``deepspeed_shm_comm`` whenever the cpu accelerator reports it compatible, the first time in each checkout:
+    40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"). Only its ``inference_all_reduce``
+    uses the op; training's all-reduce, reduce-scatter and all-gather are ``torch.distributed``'s (gloo on cpu)
+    either way, so the steps, losses and settings a cpu job records do not change. GPU accelerators have no such op.
+    The op is marked incompatible in DeepSpeed's own table (``deepspeed.ops.__compatible_ops__``), the one place
+    ``build_shm_op`` reads; a DeepSpeed without that table is left as it is.
+    """
+    import deepspeed.ops
+
+    table = getattr(deepspeed.ops, "__compatible_ops__", None)
+    if isinstance(table, dict):
+        table[SHM_OP] = False
+
+
 @dataclass
 class DeepSpeedTrainer:
     """Model, engine and data of one rank; :meth:`step` runs one optimizer step (GA micro-batches)."""
@@ -91,6 +112,8 @@ class DeepSpeedTrainer:
         import deepspeed  # a failure here is recorded in the result by train_tran.train's guard
 
         cfg, device = self.cfg, self.dist_info.device
+        if device.type == "cpu":
+            _no_inference_shm_op()
         self.version = deepspeed.__version__
         self.shape, self.prefix, self.tokenizer_dir, self.data = model_inputs(cfg, self.model_name)
         torch.manual_seed(cfg.seed)  # the same initial weights as tran's (DeepSpeed broadcasts rank 0's)
