@@ -7,7 +7,9 @@ be read is never skipped silently, and compare's exit 1 always means "unfair".
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
 import os
 from pathlib import Path
@@ -42,24 +44,41 @@ def broken_copy(good: Path, target: Path, edit) -> Path:
     return target
 
 
-@pytest.mark.parametrize(
-    ("edit", "field"),
-    [
-        (lambda d: d["performance_metrics"].update(tokens_per_second=float("nan")),
-         "performance_metrics/tokens_per_second"),
-        (lambda d: d["performance_metrics"]["step_time_seconds"].update(mean=-1.0),
-         "performance_metrics/step_time_seconds/mean"),
-        (lambda d: d["power_metrics"].update(energy_j=float("inf")), "power_metrics/energy_j"),
-        (lambda d: d["step_times"].__setitem__(3, -0.5), "step_times/3"),
-        (lambda d: d["memory_metrics"].update(peak_allocated_gb=-62.0), "memory_metrics/peak_allocated_gb"),
-    ],
-    ids=["nan-throughput", "negative-mean", "infinite-energy", "negative-step-time", "negative-memory"],
-)
-def test_non_finite_or_negative_figures_are_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit,
-                                                    field: str) -> None:
-    out = tmp_path / "out"
+BROKEN_FIGURES = {
+    "nan-throughput": (lambda d: d["performance_metrics"].update(tokens_per_second=float("nan")),
+                       "performance_metrics/tokens_per_second"),
+    "negative-mean": (lambda d: d["performance_metrics"]["step_time_seconds"].update(mean=-1.0),
+                      "performance_metrics/step_time_seconds/mean"),
+    "infinite-energy": (lambda d: d["power_metrics"].update(energy_j=float("inf")), "power_metrics/energy_j"),
+    "negative-step-time": (lambda d: d["step_times"].__setitem__(3, -0.5), "step_times/3"),
+    "negative-memory": (lambda d: d["memory_metrics"].update(peak_allocated_gb=-62.0),
+                        "memory_metrics/peak_allocated_gb"),
+}
+
+
+@pytest.fixture(scope="module")
+def broken_figures_compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], int, str, str]:
+    """Two good results and one broken copy per case of ``BROKEN_FIGURES``, compared once.
+
+    The loader judges each file on its own, so one compare over all the broken copies says for each what a
+    compare beside it alone said (each case used to draw the same figures of the same two good results).
+    Returns the broken files by case, compare's exit status, its stderr and the report.
+    """
+    out = tmp_path_factory.mktemp("broken-figures") / "out"
     good, _ = two_good_results(out)
-    broken = broken_copy(good, out / "train_nvd_mega_llama.json", edit)
+    broken = {case: broken_copy(good, out / f"train_nvd_mega_llama_{index}.json", edit)
+              for index, (case, (edit, _)) in enumerate(BROKEN_FIGURES.items(), start=1)}
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = compare_main(["--results-dir", str(out)])
+    return broken, code, stderr.getvalue(), (out / "compare.md").read_text()
+
+
+@pytest.mark.parametrize("case", list(BROKEN_FIGURES))
+def test_non_finite_or_negative_figures_are_invalid(broken_figures_compared: tuple[dict[str, Path], int, str, str],
+                                                    capsys: pytest.CaptureFixture[str], case: str) -> None:
+    broken_files, compare_code, compare_stderr, report = broken_figures_compared
+    broken, field = broken_files[case], BROKEN_FIGURES[case][1]
 
     code, stdout, _ = run(capsys, validate_main, str(broken))
     assert code == 1
@@ -67,11 +86,11 @@ def test_non_finite_or_negative_figures_are_invalid(tmp_path: Path, capsys: pyte
     assert str(broken) in error and f"{field}:" in error  # the file and the first problem
     assert "overall: INVALID" in stdout
 
-    # compare leaves it out, names it, and compares the others.
-    code, _, stderr = run(capsys, compare_main, "--results-dir", str(out))
-    assert code == 0
-    assert f"warning: skipping {broken}" in stderr and field in stderr
-    assert "`train_nvd_mega_llama.json`" in (out / "compare.md").read_text()
+    # compare leaves it out, names it (with its own problem), and compares the others.
+    assert compare_code == 0
+    warning = next(line for line in compare_stderr.splitlines() if line.startswith(f"warning: skipping {broken}:"))
+    assert field in warning
+    assert f"`{broken.name}`" in report
 
 
 def unusable_entries(out: Path) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -21,6 +22,13 @@ def llama3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     return directory, load_tokenizer(directory)
 
 
+@pytest.fixture(scope="module")
+def llama3_fast(llama3: tuple[Path, object]) -> FastBpe:
+    """The fast path of the real Llama 3 tokenizer, built once (about 1 s of CPU a build); never changed by a test."""
+    directory, tokenizer = llama3
+    return FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json")
+
+
 def _fast(directory: Path) -> tuple[object, FastBpe]:
     tokenizer = load_tokenizer(directory)
     return tokenizer, FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json")
@@ -35,9 +43,9 @@ def test_byte_level_alphabet_is_the_tokenizers_one() -> None:
     assert alphabet[ord(" ")] == "Ġ" and alphabet[ord("\n")] == "Ċ" and alphabet[ord("A")] == "A"
 
 
-def test_real_llama3_file_is_expressible(llama3: tuple[Path, object]) -> None:
-    directory, tokenizer = llama3
-    fast = FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json")
+def test_real_llama3_file_is_expressible(llama3: tuple[Path, object], llama3_fast: FastBpe) -> None:
+    _, tokenizer = llama3
+    fast = llama3_fast
     assert fast.encoding.n_vocab == 128257  # 128,000 ranks, 256 added tokens, the document separator
     assert fast.whole_words and not fast.nfc and len(fast.specials) == 256
     assert Wrapping.of(tokenizer) == Wrapping(prefix=(128000,), suffix=())
@@ -52,31 +60,33 @@ def test_sample_tokenizers_are_expressible(built_sample: Path, model: str, prefi
     assert Wrapping.of(tokenizer).prefix == ((tokenizer.bos_token_id,) if prefix else ())
 
 
-def test_the_check_passes_on_the_real_llama3_and_a_dataset_sample(built_sample: Path,
-                                                                  llama3: tuple[Path, object]) -> None:
-    directory, tokenizer = llama3
-    fast = FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json")
+def test_the_check_passes_on_the_real_llama3_and_a_dataset_sample(built_sample: Path, llama3: tuple[Path, object],
+                                                                  llama3_fast: FastBpe) -> None:
+    _, tokenizer = llama3
+    fast = llama3_fast
     sample = dataset_sample(built_sample / "sample" / "clean.jsonl", count=16, seed=1)
     assert first_difference(tokenizer, fast, Wrapping.of(tokenizer), sample, adversarial_texts(fast.specials)) is None
 
 
 @pytest.mark.parametrize(("code_point", "klass"), [(0x0915, "L"), (0x4E00, "L"), (0x0660, "N"), (0x00B2, "N"),
                                                    (0x3000, "s"), (0x2028, "s"), (0x1D7D9, "N")])
-def test_a_regex_engine_disagreeing_on_one_code_point_is_caught(llama3: tuple[Path, object], code_point: int,
-                                                                 klass: str) -> None:
+def test_a_regex_engine_disagreeing_on_one_code_point_is_caught(llama3: tuple[Path, object], llama3_fast: FastBpe,
+                                                                 code_point: int, klass: str) -> None:
     """As if tiktoken's Unicode tables left one code point out of a class the tokenizer's engine puts it in."""
-    directory, tokenizer = llama3
-    fast = FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json")
+    _, tokenizer = llama3
     written = r"\s" if klass == "s" else rf"\p{{{klass}}}"
-    fast.pattern = fast.pattern.replace(written, rf"[{written}&&[^\x{{{code_point:04X}}}]]")
-    assert fast.pattern != FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json").pattern
+    # a copy with the changed pattern: the module's build stays as the file gives it
+    fast = dataclasses.replace(llama3_fast, pattern=llama3_fast.pattern.replace(
+        written, rf"[{written}&&[^\x{{{code_point:04X}}}]]"))
+    assert fast.pattern != llama3_fast.pattern
     reason = split_difference(tokenizer, fast, adversarial_texts(fast.specials))
     assert reason is not None and "cuts text" in reason
 
 
-def test_the_split_probe_passes_when_the_pattern_is_the_same(llama3: tuple[Path, object]) -> None:
-    directory, tokenizer = llama3
-    fast = FastBpe.from_tokenizer(tokenizer, directory / "tokenizer.json")
+def test_the_split_probe_passes_when_the_pattern_is_the_same(llama3: tuple[Path, object],
+                                                            llama3_fast: FastBpe) -> None:
+    _, tokenizer = llama3
+    fast = llama3_fast
     assert split_difference(tokenizer, fast, adversarial_texts(fast.specials)) is None
 
 
@@ -167,12 +177,12 @@ def test_documents_get_the_tokenizers_wrapping_and_eod_but_empty_ones_stay_empty
 
 
 def test_batch_and_per_document_encoding_agree_on_awkward_documents(built_sample: Path,
-                                                                    llama3: tuple[Path, object]) -> None:
+                                                                    llama3: tuple[Path, object],
+                                                                    llama3_fast: FastBpe) -> None:
     """Special tokens in the text, the separator itself, NFC changes next to a special token, empty text."""
     texts = ["plain text", f"has the separator {DOCUMENT_BREAK} inside", "", "<|endoftext|>\u0338 after",
              "e\u0301t\u00e9 <|im_start|>x", "<|end_of_text|> and <|begin_of_text|>", "  two\n\n\nlines  "]
-    for directory in (built_sample / "tokenizers" / "sample-qwen", llama3[0]):
-        tokenizer, fast = _fast(directory)
+    for tokenizer, fast in (_fast(built_sample / "tokenizers" / "sample-qwen"), (llama3[1], llama3_fast)):
         wrapping = Wrapping.of(tokenizer)
         together, per_document = fast.encode_batch(texts), fast.encode_each(texts)
         assert np.array_equal(together[0], per_document[0]) and np.array_equal(together[1], per_document[1])
