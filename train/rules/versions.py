@@ -14,16 +14,14 @@ value) and :func:`check_megatron_tree` (the tree ``mega`` would run is that comm
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from utils.config.rules import RULES
 from utils.machine.environment import installed_version
+from utils.machine.torch_build import torch_version
 from utils.result.model import FrameworkVersions
 
 # The Dockerfiles clone MEGATRON_REF to /opt/tprimat/megatron-lm and write "<ref> <commit>" here.
@@ -104,36 +102,16 @@ def check_megatron_tree(tree: Path, ref: str) -> str:
 def _accelerator_stack() -> tuple[str | None, str | None, str | None]:
     """(CUDA version, ROCm/HIP version, why neither) of the installed torch.
 
-    Read from torch's own ``torch/version.py`` (the build writes it: plain assignments, importing only
-    ``typing``) without importing torch when no one has yet. The launcher needs nothing else of torch, and
-    that import was 64% of its start-up before each job (docs/PERFORMANCE.md, "The quick benchmark").
+    Read from torch's own ``torch/version.py`` without importing torch (``utils/machine/torch_build.py``): the
+    launcher needs nothing else of torch, and that import was 64% of its start-up before each job
+    (docs/PERFORMANCE.md, "The quick benchmark").
     """
-    version = sys.modules.get("torch.version") or _torch_version_module()
+    version = torch_version()
     if version is None:
         return None, None, "torch is not installed"
     cuda, hip = getattr(version, "cuda", None), getattr(version, "hip", None)
     built = getattr(version, "__version__", "?")
     return cuda, hip, None if (cuda or hip) else f"torch {built} is a CPU build"
-
-
-def _torch_version_module() -> ModuleType | None:
-    """torch's ``version`` module loaded on its own, or the imported package's when its file is not there."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None:
-        return None
-    for folder in spec.submodule_search_locations or []:
-        path = Path(folder) / "version.py"
-        if path.is_file():
-            alone = importlib.util.spec_from_file_location("_tprimat_torch_version", path)
-            if alone is not None and alone.loader is not None:
-                module = importlib.util.module_from_spec(alone)
-                alone.loader.exec_module(module)
-                return module
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.version
 
 
 def _record_commit(values: dict[str, Any], unknown: dict[str, str], field: str, tree: Path | None,

@@ -31,6 +31,7 @@ from utils.config.registry import PLATFORMS as PLATFORM_REGISTRY
 from utils.config.registry import platform_names
 from utils.files.sanitise import one_line
 from utils.machine.environment import installed_version
+from utils.machine.torch_build import torch_version
 from utils.result.model import GpuInfo, PeakTflops
 
 PLATFORMS = platform_names()
@@ -224,12 +225,16 @@ def detect_platform(environ: Mapping[str, str] | None = None, dev_dir: str | Non
             return "nvd"
         except (OSError, subprocess.SubprocessError):
             pass
-    torch = _torch()
-    if torch is not None:
-        if getattr(torch.version, "hip", None):
+    # torch's build, read without importing it (utils/machine/torch_build.py): only a CUDA build imports torch, to
+    # ask whether it sees a device
+    version = torch_version()
+    if version is not None:
+        if getattr(version, "hip", None):
             return "amd"
-        if getattr(torch.version, "cuda", None) and torch.cuda.is_available():
-            return "nvd"
+        if getattr(version, "cuda", None):
+            torch = _torch()
+            if torch is not None and torch.cuda.is_available():
+                return "nvd"
     return "cpu"
 
 

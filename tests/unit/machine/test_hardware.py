@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -70,9 +71,30 @@ def test_a_rocm_torch_means_amd_without_any_tool(tmp_path, monkeypatch):
     """The check shell/platform.sh once lacked: now the shell asks this same function."""
     env = fake_tools(tmp_path)
     monkeypatch.setenv("PATH", env["PATH"])
-    rocm_torch = SimpleNamespace(version=SimpleNamespace(hip="6.4.1", cuda=None))
-    monkeypatch.setattr(utils.machine.hardware, "_torch", lambda: rocm_torch)
+    monkeypatch.setattr(utils.machine.hardware, "torch_version", lambda: SimpleNamespace(hip="6.4.1", cuda=None))
+    monkeypatch.setattr(utils.machine.hardware, "_torch", lambda: pytest.fail("a ROCm build needs no torch import"))
     assert detect_platform(environ=env) == "amd"
+
+
+def test_a_cuda_torch_is_nvd_only_when_it_sees_a_device(tmp_path, monkeypatch):
+    env = fake_tools(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setattr(utils.machine.hardware, "torch_version", lambda: SimpleNamespace(hip=None, cuda="12.8"))
+    for seen, expected in ((True, "nvd"), (False, "cpu")):
+        cuda_torch = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda seen=seen: seen))
+        monkeypatch.setattr(utils.machine.hardware, "_torch", lambda cuda_torch=cuda_torch: cuda_torch)
+        assert detect_platform(environ=env) == expected
+
+
+def test_detection_on_a_cpu_torch_does_not_import_torch(tmp_path):
+    """shell/platform.sh asks this in every script on a machine without GPU tools: torch's import (about 3.6 s of
+    CPU on the 2-core host) is not needed to see a CPU build (utils/machine/torch_build.py)."""
+    ask = ("import json, sys; from utils.machine.hardware import detect_platform; "
+           "print(json.dumps([detect_platform(), 'torch' in sys.modules]))")
+    env = {**fake_tools(tmp_path), "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", ask], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert json.loads(done.stdout) == ["cpu", False]
 
 
 def test_resolve_platform_order_environment_then_config_then_detection(tmp_path, monkeypatch):

@@ -1,0 +1,39 @@
+"""What the installed torch was built for (CUDA, ROCm or neither), from its own version file, without importing it.
+
+Why: importing torch costs about 3.6 s of CPU on the 2-core cpu host (docs/PERFORMANCE.md, "The test suite"), and
+two questions asked before any job need nothing of torch but ``torch.version``'s ``cuda`` and ``hip``: the platform
+detection of ``utils/machine/hardware.py`` (``shell/platform.sh`` asks it in every script that finds no GPU tool)
+and the framework versions the launcher records (``train/rules/versions.py``). torch's build writes
+``torch/version.py`` as plain assignments that import only ``typing``, so it is loaded on its own here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def torch_version() -> ModuleType | None:
+    """``torch.version`` of the installed torch: the imported one when torch is in this process, else its
+    ``version.py`` loaded alone, else (no such file) torch imported; None when torch is not installed."""
+    imported = sys.modules.get("torch.version")
+    if imported is not None:
+        return imported
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or []:
+        path = Path(folder) / "version.py"
+        if path.is_file():
+            alone = importlib.util.spec_from_file_location("_tprimat_torch_version", path)
+            if alone is not None and alone.loader is not None:
+                module = importlib.util.module_from_spec(alone)
+                alone.loader.exec_module(module)
+                return module
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.version
