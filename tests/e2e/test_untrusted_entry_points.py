@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.proc import free_port
-from tests.helpers.shell import REPO, clean_env, copy_repo, run_script
+from tests.helpers.shell import REPO, clean_env, copy_repo, run_script, without_comparison
 from utils.config.load import duplicate_notes, load_config
 from utils.config.rules import ConfigError
 from utils.machine.rendezvous import resolve_problem
@@ -86,8 +86,9 @@ def test_an_unresolvable_master_addr_is_one_line_within_the_bound() -> None:
 
 
 def _train_sh(tmp_path: Path, **values: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """shell/train.sh on cpu in a copy of the repository whose jobs are stand-ins; (its run, the jobs that ran)."""
-    repo = copy_repo(tmp_path / "repo")
+    """shell/train.sh on cpu in a copy of the repository whose jobs are stand-ins and that has no comparison (no test
+    here reads it: tests/helpers/shell.py ``without_comparison``); (its run, the jobs that ran)."""
+    repo = without_comparison(copy_repo(tmp_path / "repo"))
     log = tmp_path / "jobs.log"
     for script in (repo / "train").glob("train_cpu_*.sh"):
         script.write_text(f"#!/usr/bin/env bash\necho {script.name} >> {log}\n")

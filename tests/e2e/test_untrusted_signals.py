@@ -2,6 +2,8 @@
 
 Real processes of shell/train.sh in a throwaway copy of the repository whose job scripts are small stand-ins
 (the launcher's own signal handling is tests/e2e/test_job_tree_signals.py's): what is checked here is train.sh's part.
+The copies of the tests whose train.sh ends unsignalled have no comparison (tests/helpers/shell.py
+``without_comparison``): it runs after the jobs, and none of them reads it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 
 from tests.helpers.paths import REPO
 from tests.helpers.proc import command_line, descendants, wait_for
-from tests.helpers.shell import script_env
+from tests.helpers.shell import script_env, without_comparison
 from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, write_problem
 from utils.files.run_owner import STARTED_REASON
 from utils.machine.rendezvous import port_problem
@@ -65,7 +67,7 @@ def test_sigterm_at_any_moment_leaves_an_incomplete_result(repo: Path, tmp_path:
 
 def test_the_placeholder_is_written_before_the_launcher_runs(repo: Path, tmp_path: Path) -> None:
     seen = tmp_path / "seen.txt"
-    _job(repo, "llama", f'{sys.executable} -m utils.result.file status '
+    _job(without_comparison(repo), "llama", f'{sys.executable} -m utils.result.file status '
                         f'"$OUTPUT_DIR/train_cpu_tran_llama.json" > {seen}; '
                         f'echo "$TPRIMAT_RUN_ID" >> {seen}')
     proc = subprocess.run(["bash", str(repo / "shell" / "train.sh")], env=script_env(tmp_path, **JOB), cwd=repo,
@@ -81,6 +83,7 @@ def test_the_placeholder_is_written_before_the_launcher_runs(repo: Path, tmp_pat
 def test_leftovers_of_a_job_are_stopped_and_the_port_is_free_for_the_next(repo: Path, tmp_path: Path) -> None:
     """The first job leaves an orphan in its own session holding MASTER_PORT (as torchrun did after a SIGKILL)."""
     env = script_env(tmp_path, **{**JOB, "MODELS": "llama qwen"})
+    without_comparison(repo)
     port = int(env["MASTER_PORT"])
     holder = (f"import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
               f"s.bind(('0.0.0.0', {port})); s.listen(); time.sleep(300)")

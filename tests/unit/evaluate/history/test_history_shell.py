@@ -1,7 +1,8 @@
 """The shell side: ``shell/train.sh`` adds each job's result after the job; ``purge.sh --with-history``.
 
 The launchers are stand-ins (as in tests/e2e/test_shell_train.py): each job leaves the incomplete result
-train.sh writes before it starts, which is what gets added.
+train.sh writes before it starts, which is what gets added. The copy has no comparison (tests/helpers/shell.py
+``without_comparison``): it runs after every add, and no test here reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 from evaluate.history.store import open_database
 from tests.helpers.proc import free_port
-from tests.helpers.shell import clean_env, copy_repo, run_script
+from tests.helpers.shell import clean_env, copy_repo, run_script, without_comparison
 from utils.files.purge import main as purge_main
 
 STAND_IN = """#!/usr/bin/env bash
@@ -26,7 +27,7 @@ def repo(tmp_path: Path) -> Path:
     root = copy_repo(tmp_path / "repo")
     for script in (root / "train").glob("train_cpu_tran_*.sh"):
         script.write_text(STAND_IN)
-    return root
+    return without_comparison(root)
 
 
 def _train(repo: Path, tmp_path: Path, history_db: str, models: str = "llama qwen") -> tuple[int, str, str]:
