@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import REPO
-from tests.helpers.proc import PYTHON, run_module
+from tests.helpers.proc import run_module
 from tests.helpers.workload import tiny_environ
 from train.deep import plugin as deep_plugin
 from train.launch.context import log_path_for
@@ -185,7 +183,11 @@ def test_mistral_under_zero3(tiny_env: Callable[..., dict[str, str]], tmp_path: 
     assert result.effective_settings.settings["optimizer"] == "DeepSpeedZeroOptimizer_Stage3"
 
 
-def test_help() -> None:
-    proc = subprocess.run([PYTHON, "-m", "train.deep.worker", "--help"], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0 and "--deepspeed-config" in proc.stdout and "--model" in proc.stdout
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    # in this process: tests/house/test_entry_points.py runs `python -m train.deep.worker --help` as its own process
+    from train.deep.worker import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert stopped.value.code == 0 and "--deepspeed-config" in out and "--model" in out

@@ -187,7 +187,11 @@ def test_world_size_mismatch_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
-def test_help() -> None:
-    proc = subprocess.run([PYTHON, "-m", "train.tran.worker", "--help"], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0 and "--model" in proc.stdout and "--result" in proc.stdout
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    # in this process: tests/house/test_entry_points.py runs `python -m train.tran.worker --help` as its own process
+    from train.tran.worker import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert stopped.value.code == 0 and "--model" in out and "--result" in out
