@@ -10,7 +10,6 @@ the package ``tests/helpers/``; no test imports this file as a module.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 
 from tests.helpers.hermetic import cache_environ
 from tests.helpers.paths import REPO
+from tests.helpers.session_build import built_once
 from tests.helpers.suite_order import slowest_first
 from tests.helpers.workload import tiny_environ
 
@@ -72,19 +72,7 @@ def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     then works on its own copy (2.4 MB), since jobs write their index caches and digests under DATA_DIR.
     """
     data_dir = tmp_path_factory.mktemp("sample-data")
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        _build_sample_data(data_dir, tmp_path_factory.mktemp("sample-data-output"))
-        return data_dir
-    shared = tmp_path_factory.getbasetemp().parent / "shared-sample-data"  # every worker's basetemp's parent
-    shared.mkdir(exist_ok=True)
-    built = shared / "data"
-    with (shared / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (shared / "complete").is_file():
-            shutil.rmtree(built, ignore_errors=True)
-            _build_sample_data(built, shared / "output")
-            (shared / "complete").touch()
-    shutil.copytree(built, data_dir, dirs_exist_ok=True)
+    shutil.copytree(built_once(tmp_path_factory, "sample-data", _build_sample_data), data_dir, dirs_exist_ok=True)
     return data_dir
 
 
