@@ -12,20 +12,9 @@ from pathlib import Path
 import pytest
 
 from data import encode
-from tests.helpers.data import run_all_stages, use_data_env
 from tests.helpers.paths import REPO
 
 PREFIX = "sample-llama_text_document"
-
-
-@pytest.fixture(scope="module")
-def built_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/unit/data/conftest.py's sample build for llama alone: every encode here is ``--model llama``."""
-    data_dir = tmp_path_factory.mktemp("data-sample")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        use_data_env(monkeypatch, data_dir, MODELS="llama")
-        run_all_stages()
-    return data_dir
 
 
 def _grow_corpus(data_dir: Path, copies: int = 400) -> bytes:

@@ -6,6 +6,7 @@ The reference is preprocess_data's loop with Megatron's own tokenizer code (test
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,27 +44,50 @@ def llama3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_llama3_tokenizer(tmp_path_factory.mktemp("llama3") / "llama3")
 
 
+Baseline = Callable[..., Path]
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Baseline:
+    """``baseline(corpus, tok_dir, policy)``: preprocess_data's pair for them, written once per module.
+
+    Several tests compare their own encode of the same corpus with the same tokenizer files and policy against it
+    (the real Llama 3's three times, 1.7 s of CPU each); the key holds each tokenizer file's size and modification
+    time, so a tokenizer changed in place gets a new baseline.
+    """
+    folder = tmp_path_factory.mktemp("baselines")
+    made: dict[tuple, Path] = {}
+
+    def get(corpus: Path, tok_dir: Path, policy: str = "megatron") -> Path:
+        files = tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in tok_dir.iterdir()))
+        key = (corpus, tok_dir, files, policy)
+        if key not in made:
+            made[key] = preprocess_data_in_process(corpus, tok_dir, folder / str(len(made)), policy=policy)
+        return made[key]
+
+    return get
+
+
 def _assert_same_pair(ours: Path, baseline: Path) -> None:
     for suffix in (".bin", ".idx"):
         assert Path(f"{ours}{suffix}").read_bytes() == Path(f"{baseline}{suffix}").read_bytes(), suffix
 
 
-def _encode_and_compare(corpus: Path, tok_dir: Path, tmp_path: Path, policy: str = "megatron",
+def _encode_and_compare(corpus: Path, tok_dir: Path, tmp_path: Path, baseline: Baseline, policy: str = "megatron",
                         **options) -> encode.EncodeStats:
     tokenizer = PolicyTokenizer(load_tokenizer(tok_dir), policy)
     ours = tmp_path / "ours"
     stats = encode.encode_documents(iter_jsonl_texts(corpus), tokenizer, ours, workers=2, progress=False,
                                     batch_documents=64, check_texts=dataset_sample(corpus, count=16),
                                     tokenizer_json=tok_dir / "tokenizer.json", **options)
-    preprocess_data_in_process(corpus, tok_dir, tmp_path / "baseline", policy=policy)
-    _assert_same_pair(ours, tmp_path / "baseline")
+    _assert_same_pair(ours, baseline(corpus, tok_dir, policy))
     return stats
 
 
 @pytest.mark.parametrize("policy", ["megatron", "tokenizer"])
-def test_real_llama3_fast_path_is_byte_identical(corpus: Path, llama3_dir: Path, tmp_path: Path,
+def test_real_llama3_fast_path_is_byte_identical(corpus: Path, llama3_dir: Path, tmp_path: Path, baseline: Baseline,
                                                  capsys: pytest.CaptureFixture[str], policy: str) -> None:
-    stats = _encode_and_compare(corpus, llama3_dir, tmp_path, policy)
+    stats = _encode_and_compare(corpus, llama3_dir, tmp_path, baseline, policy)
     assert stats.tokenizer_path == "tiktoken" and stats.dtype == "int32"
     lines = [line for line in capsys.readouterr().out.splitlines() if "tokenizer path" in line]
     assert len(lines) == 1 and "tokenizer path tiktoken (fast path: 32 dataset" in lines[0]
@@ -71,16 +95,16 @@ def test_real_llama3_fast_path_is_byte_identical(corpus: Path, llama3_dir: Path,
 
 @pytest.mark.parametrize("model", ["llama", "qwen"])
 def test_sample_tokenizers_fast_path_is_byte_identical(corpus: Path, built_sample: Path, tmp_path: Path,
-                                                       model: str) -> None:
-    stats = _encode_and_compare(corpus, built_sample / "tokenizers" / f"sample-{model}", tmp_path)
+                                                       baseline: Baseline, model: str) -> None:
+    stats = _encode_and_compare(corpus, built_sample / "tokenizers" / f"sample-{model}", tmp_path, baseline)
     assert stats.tokenizer_path == "tiktoken" and stats.tokenizer_path_seconds > 0
 
 
-def test_sentencepiece_style_tokenizer_keeps_the_tokenizers_path(corpus: Path, tmp_path: Path,
+def test_sentencepiece_style_tokenizer_keeps_the_tokenizers_path(corpus: Path, tmp_path: Path, baseline: Baseline,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Mistral-style: a "▁" normaliser and byte fallback, which tiktoken cannot express."""
     tok_dir = sentencepiece_style_tokenizer(list(iter_jsonl_texts(corpus))[:300], tmp_path / "spm")
-    stats = _encode_and_compare(corpus, tok_dir, tmp_path)
+    stats = _encode_and_compare(corpus, tok_dir, tmp_path, baseline)
     assert stats.tokenizer_path == "tokenizers"
     assert stats.tokenizer_path_note.startswith("fast path not used: pre-tokenizer is None")
     line = next(line for line in capsys.readouterr().out.splitlines() if "tokenizer path" in line)
@@ -88,6 +112,7 @@ def test_sentencepiece_style_tokenizer_keeps_the_tokenizers_path(corpus: Path, t
 
 
 def test_an_exactness_difference_falls_back_with_the_reason(corpus: Path, built_sample: Path, tmp_path: Path,
+                                                            baseline: Baseline,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     original = FastBpe.encode_batch
 
@@ -98,13 +123,15 @@ def test_an_exactness_difference_falls_back_with_the_reason(corpus: Path, built_
         return result
 
     monkeypatch.setattr(FastBpe, "encode_batch", last_token_off)
-    stats = _encode_and_compare(corpus, built_sample / "tokenizers" / "sample-llama", tmp_path)
+    stats = _encode_and_compare(corpus, built_sample / "tokenizers" / "sample-llama", tmp_path, baseline)
     assert stats.tokenizer_path == "tokenizers"
     assert stats.tokenizer_path_note.startswith("fast path not used: it differs from tokenizer(text) on dataset text")
 
 
-def test_turned_off_fast_path_gives_the_same_bytes(corpus: Path, built_sample: Path, tmp_path: Path) -> None:
-    stats = _encode_and_compare(corpus, built_sample / "tokenizers" / "sample-qwen", tmp_path, fast_path=False)
+def test_turned_off_fast_path_gives_the_same_bytes(corpus: Path, built_sample: Path, tmp_path: Path,
+                                                   baseline: Baseline) -> None:
+    stats = _encode_and_compare(corpus, built_sample / "tokenizers" / "sample-qwen", tmp_path, baseline,
+                                fast_path=False)
     assert stats.tokenizer_path == "tokenizers" and "turned off" in stats.tokenizer_path_note
 
 
@@ -127,18 +154,17 @@ def test_manifest_records_the_path_and_both_paths_agree(built_sample: Path, tmp_
 
 @pytest.mark.parametrize("head_characters", [2_000, 10 << 20])
 def test_early_start_while_the_tokenizer_loads_is_byte_identical(corpus: Path, llama3_dir: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 baseline: Baseline, monkeypatch: pytest.MonkeyPatch,
                                                                  head_characters: int) -> None:
     """encode_file starts the fast path from tokenizer.json before loading; part or all of the corpus."""
     monkeypatch.setattr(encode_paths, "HEAD_CHARACTERS", head_characters)
     stats = encode.encode_file(corpus, llama3_dir, tmp_path / "ours", workers=2, progress=False)
     assert stats.tokenizer_path == "tiktoken"
-    preprocess_data_in_process(corpus, llama3_dir, tmp_path / "baseline")
-    _assert_same_pair(tmp_path / "ours", tmp_path / "baseline")
+    _assert_same_pair(tmp_path / "ours", baseline(corpus, llama3_dir))
 
 
 def test_early_start_refused_when_the_loaded_tokenizer_differs_from_the_file(corpus: Path, built_sample: Path,
-                                                                            tmp_path: Path) -> None:
+                                                                            tmp_path: Path, baseline: Baseline) -> None:
     """transformers adds a special token from tokenizer_config.json: the early ids are discarded, not written."""
     tok_dir = copy_tree(built_sample / "tokenizers" / "sample-qwen", tmp_path / "tok")
     config = json.loads((tok_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -148,5 +174,4 @@ def test_early_start_refused_when_the_loaded_tokenizer_differs_from_the_file(cor
     assert stats.tokenizer_path == "tokenizers"
     assert stats.tokenizer_path_note == "fast path not used: the loaded tokenizer has other added tokens than its " \
                                         "tokenizer.json"
-    preprocess_data_in_process(corpus, tok_dir, tmp_path / "baseline")
-    _assert_same_pair(tmp_path / "ours", tmp_path / "baseline")
+    _assert_same_pair(tmp_path / "ours", baseline(corpus, tok_dir))

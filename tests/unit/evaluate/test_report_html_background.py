@@ -50,22 +50,46 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return results, db_path
 
 
+# Set in the fresh process: there a thread left by an earlier test starts a fresh process for the test that meets it,
+# not one more for them all.
+FRESH = "TPRIMAT_TEST_FRESH_RUN"
+
+
+def _run_fresh(names: list[str]) -> dict[str, object]:
+    """Run these tests of this module in a fresh pytest process: the names that passed there, and its output."""
+    threads = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-n", "0",
+                           *(f"{Path(__file__).resolve()}::{name}" for name in names)], cwd=ROOT,
+                          env={**os.environ, FRESH: "1"}, capture_output=True, text=True, timeout=600, check=False)
+    passed = {line.rsplit("::", 1)[1] for line in done.stdout.splitlines() if line.startswith("PASSED ")}
+    return {"passed": passed, "threads": threads, "output": done.stdout[-3000:]}
+
+
+@pytest.fixture(scope="module")
+def fresh_run(request: pytest.FixtureRequest) -> dict[str, object]:
+    """This module's tests that use ``alone`` (those this session runs), run together once in a fresh pytest process.
+
+    One process for all of them, not one each: each fresh process costs pytest's start, the page's imports and
+    ``stored`` again (about 3 s of CPU).
+    """
+    return _run_fresh([item.name for item in request.session.items
+                       if item.path == Path(__file__) and "alone" in getattr(item, "fixturenames", ())])
+
+
 @pytest.fixture
 def alone(request: pytest.FixtureRequest) -> bool:
     """True when this test already ran, and passed, in a fresh pytest process without other threads.
 
     background.py forks only a process that runs no other thread (a fork copies none, and may copy a lock one held).
     A page's process has none; a pytest worker may, left by an earlier test, and then the forking tests run again
-    where the condition holds instead of testing the fallback twice.
+    where the condition holds instead of testing the fallback twice: all together in one fresh process
+    (``fresh_run``), and one that meets a thread left there by an earlier one in a fresh process of its own.
     """
     if threading.active_count() == 1:
         return False
-    threads = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-                           f"{Path(__file__).resolve()}::{request.node.name}"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert done.returncode == 0, f"in a fresh process (this one runs {threads}):\n{done.stdout[-3000:]}"
-    assert "1 passed" in done.stdout, done.stdout[-3000:]
+    fresh = _run_fresh([request.node.name]) if os.environ.get(FRESH) else request.getfixturevalue("fresh_run")
+    assert request.node.name in fresh["passed"], \
+        f"in a fresh process (this one runs {fresh['threads']}):\n{fresh['output']}"
     return True
 
 

@@ -91,13 +91,12 @@ def test_a_10_mb_line_is_cut_and_the_rest_of_the_log_still_read(tmp_path: Path) 
 def test_a_million_line_log_is_streamed(tmp_path: Path) -> None:
     """1,000,000 lines (70 MB): the scan's memory grows with the iterations it keeps, not with the file."""
     log = tmp_path / "million.log"
-    with open(log, "w") as handle:
-        for i in range(1, 1_000_001):
-            if i % 1000 == 0:
-                handle.write(megatron_line(i // 1000, 1000, LLAMA, seq=2048, gbs=64, world=8, peak=1e-4, warm=2))
-                handle.write("\n")
-            else:
-                handle.write(f"loading shard {i:07d} of the dataset index, {i % 97:02d} files open, waiting\n")
+    with open(log, "w") as handle:  # a block of 999 other lines then an iteration line, written a block at a time
+        for block in range(1000):
+            first = block * 1000 + 1
+            handle.write("".join([f"loading shard {i:07d} of the dataset index, {i % 97:02d} files open, waiting\n"
+                                  for i in range(first, first + 999)]))
+            handle.write(megatron_line(block + 1, 1000, LLAMA, seq=2048, gbs=64, world=8, peak=1e-4, warm=2) + "\n")
     probe = ("import resource, sys; from pathlib import Path; from train.logs.scan import scan_file; "
              "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; scan = scan_file(Path(sys.argv[1])); "
              "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
