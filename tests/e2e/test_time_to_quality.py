@@ -9,13 +9,12 @@ at their second evaluation, after step 8 of 12, and end ok. One launcher run per
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.paths import REPO
-from tests.helpers.proc import run_module
+from tests.helpers.proc import main_in_process, run_module
 from tests.helpers.workload import tiny_environ
 from utils.result.file import read_result
 from utils.result.model import Result
@@ -60,19 +59,6 @@ def test_the_run_stops_at_the_target_and_ends_ok(runs: dict[str, tuple[Path, Res
     assert quality.reduction.startswith("per-token mean")
 
 
-def _in_process(main: Callable[[list[str]], int], capsys: pytest.CaptureFixture[str],
-                *args: str) -> subprocess.CompletedProcess:
-    """``python -m <module> ARGS`` as its ``main`` in this process (the test reads what the command writes and says,
-    not how it starts: two interpreters that import the evaluate stack spared): exit code, stdout, stderr."""
-    capsys.readouterr()
-    try:
-        code = main(list(args))
-    except SystemExit as exc:  # argparse, a config error
-        code = exc.code if isinstance(exc.code, int) else 2
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
-
-
 def test_validate_and_compare_show_the_time_to_quality(runs: dict[str, tuple[Path, Result]], sample_data_dir: Path,
                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,9 +69,9 @@ def test_validate_and_compare_show_the_time_to_quality(runs: dict[str, tuple[Pat
     for key, value in tiny_environ(sample_data_dir, folder, **EVAL).items():  # the environment the commands had
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(REPO)
-    validated = _in_process(validate_main, capsys, str(folder))
+    validated = main_in_process(validate_main, capsys, str(folder))
     assert validated.returncode == 0, validated.stdout[-3000:] + validated.stderr[-3000:]
-    compared = _in_process(compare_main, capsys, "--results-dir", str(folder), "--output-dir", str(tmp_path))
+    compared = main_in_process(compare_main, capsys, "--results-dir", str(folder), "--output-dir", str(tmp_path))
     assert compared.returncode == 0, compared.stdout[-3000:] + compared.stderr[-3000:]
     text = (tmp_path / "compare.md").read_text()
     assert "### Time to quality" in text and (tmp_path / "quality.png").is_file()

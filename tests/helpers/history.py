@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import REPO
+from tests.helpers.proc import main_in_process
 
 POSTGRES_ENV = "TPRIMAT_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgresql")
@@ -77,14 +78,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str, module: str = "evaluate.
     from evaluate.gate import main as gate_main
     from evaluate.history.cli import main as history_main
 
-    main = history_main if module == "evaluate.history" else gate_main
-    capsys.readouterr()
-    try:
-        code = main(list(args))
-    except SystemExit as exc:  # argparse
-        code = exc.code if isinstance(exc.code, int) else 2
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+    return main_in_process(history_main if module == "evaluate.history" else gate_main, capsys, *args)
 
 
 def results(folder: Path, count: int, platform: str = "nvd", framework: str = "mega", model: str = "llama",

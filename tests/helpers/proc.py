@@ -29,6 +29,19 @@ def run_module(module: str, *args: str, env: dict[str, str], timeout: int = 300)
     )
 
 
+def main_in_process(main: Callable[[list[str]], int | None], capture, *args: str) -> subprocess.CompletedProcess:
+    """``python -m <module> ARGS`` as that module's ``main`` in this process, for a test that reads what the command
+    writes and says, not how it starts (an interpreter spared): exit code, stdout, stderr. ``capture`` is pytest's
+    ``capsys``; what it held before is dropped."""
+    capture.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse, a config error
+        code = exc.code if isinstance(exc.code, int) else 2
+    out = capture.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
 def ephemeral_ports() -> range:
     """The kernel's range for outgoing connections and ``bind(0)`` (Linux's default when unreadable)."""
     try:
