@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.shell import REPO, clean_env, docker_calls
+from train.launch.jobs import script_path
+from utils.config.registry import frameworks_on, model_names, platform_names
 
 NOT_PACKAGES = {"tests"}
 LIBRARY_MARK = "# shellcheck shell="
@@ -69,14 +70,17 @@ def shell_entry_points() -> list[str]:
     )
 
 
-JOB_SCRIPT = re.compile(r"train/train_(?P<platform>[a-z0-9]+)_(?P<framework>[a-z0-9]+)_(?P<model>[a-z0-9]+)\.sh")
 JOB_SCRIPT_TEXT = ('#!/usr/bin/env bash\n'
                    'exec "$(dirname "${{BASH_SOURCE[0]}}")/launch/launch.sh" {platform} {framework} {model} "$@"\n')
+# Each job of the registry by its script (train/launch/jobs.py names it; tests/house/test_tree.py holds train/'s
+# scripts equal to these): its (platform, framework, model).
+JOBS = {script_path(platform, framework, model).relative_to(REPO).as_posix(): (platform, framework, model)
+        for platform in platform_names() for framework in frameworks_on(platform) for model in model_names()}
 
 
 def job_scripts() -> list[str]:
     """The ``train/train_<platform>_<framework>_<model>.sh`` one-liners among the shell entry points."""
-    return [name for name in shell_entry_points() if JOB_SCRIPT.fullmatch(name)]
+    return [name for name in shell_entry_points() if name in JOBS]
 
 
 def one_job_script_per_platform() -> set[str]:
@@ -86,13 +90,13 @@ def one_job_script_per_platform() -> set[str]:
     launcher's imports) and found nothing the three do not."""
     first: dict[str, str] = {}
     for name in job_scripts():
-        first.setdefault(JOB_SCRIPT.fullmatch(name)["platform"], name)  # type: ignore[index]
+        first.setdefault(JOBS[name][0], name)
     return set(first.values())
 
 
 PYTHON_ENTRY_POINTS = python_entry_points()
 SHELL_ENTRY_POINTS = [name for name in shell_entry_points()
-                      if not JOB_SCRIPT.fullmatch(name) or name in one_job_script_per_platform()]
+                      if name not in JOBS or name in one_job_script_per_platform()]
 
 
 def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -143,8 +147,8 @@ def test_every_job_script_is_the_launch_one_liner_of_its_name() -> None:
     assert len(scripts) > len(one_job_script_per_platform()) >= 3, scripts
     for name in scripts:
         path = REPO / name
-        words = JOB_SCRIPT.fullmatch(name).groupdict()  # type: ignore[union-attr]
-        assert path.read_text() == JOB_SCRIPT_TEXT.format(**words), name
+        platform, framework, model = JOBS[name]
+        assert path.read_text() == JOB_SCRIPT_TEXT.format(platform=platform, framework=framework, model=model), name
         assert os.access(path, os.X_OK), f"{name} is not executable"
 
 
