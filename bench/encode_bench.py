@@ -49,10 +49,10 @@ from data.clean import clean
 from data.common import iter_jsonl_texts, write_jsonl_line
 from data.fetch import fetch_corpus
 from utils.config.load import REPO_ROOT, Config, load_config
-from utils.config.registry import model_names
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
-from utils.files.atomic import atomic_path
+from utils.io.atomic import atomic_path
 from utils.machine.hardware import cpu_name
+from utils.spec.registry import model_names
 
 # A sentence ends in . ! ? ; (the sample generator's endings, "..." included), optionally
 # closed by a quote, and is followed by whitespace (a space, or a paragraph break).

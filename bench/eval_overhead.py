@@ -36,9 +36,9 @@ import torch
 
 from train.tran.step import Dist, Trainer
 from utils.config.load import ConfigError, load_config
-from utils.config.registry import model_names
-from utils.files.atomic import atomic_write_text
+from utils.io.atomic import atomic_write_text
 from utils.machine.hardware import cpu_name, detect_platform
+from utils.spec.registry import model_names
 
 MLPERF_INTERVAL, MLPERF_EVAL = 12288, 1024  # samples: MLPerf Training's Llama 3.1 8B evaluation cadence
 GOAL_PERCENT = 2.0

@@ -38,15 +38,15 @@ from typing import Any
 
 import torch
 
-from evaluate.stats import t_critical
+from evaluate.analysis.stats import t_critical
 from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer
 from utils.config.load import ConfigError, load_config
-from utils.config.registry import model_names
-from utils.files.atomic import atomic_write_text
+from utils.io.atomic import atomic_write_text
 from utils.machine.hardware import cpu_name, detect_platform
 from utils.measure.monitor import StepMonitor
 from utils.measure.power import CounterWindow, device_meter, open_reader
+from utils.spec.registry import model_names
 
 PATTERN = ("on", "off", "off", "on")
 TARGET_PERCENT = 0.1
@@ -114,7 +114,8 @@ def direct_cost(device: torch.device, repeats: int) -> float:
 
 
 def interval95(values: list[float]) -> tuple[float, float]:
-    """Mean +- t(0.975, n-1) * standard error (the project's t table, ``evaluate/stats.py``); one value: no width."""
+    """Mean +- t(0.975, n-1) * standard error (the project's t table, ``evaluate/analysis/stats.py``); one value: no
+    width."""
     n = len(values)
     mean = statistics.fmean(values)
     if n < 2:

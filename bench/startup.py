@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asdict(figure)))
     print(table(figures))
     if args.out is not None:
-        from utils.files.atomic import atomic_write_text
+        from utils.io.atomic import atomic_write_text
 
         atomic_write_text(args.out, json.dumps({**head, "figures": [asdict(f) for f in figures]}, indent=1) + "\n")
     return 0

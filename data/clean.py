@@ -43,8 +43,8 @@ from data.common import (
 )
 from utils.config.load import Config
 from utils.dataset.paths import clean_path, dataset_dir, raw_path, valid_clean_path, valid_raw_path
-from utils.files.atomic import atomic_path
-from utils.files.hashing import sha256_file
+from utils.io.atomic import atomic_path
+from utils.io.hashing import sha256_file
 
 # Bump when a rule changes, so existing clean.jsonl files are redone (2: the held-out validation set).
 RULES_VERSION = 2

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
 from utils.config.load import Config, load_config
-from utils.config.registry import model_names
 from utils.config.rules import DATASETS
 from utils.dataset.paths import TokenizerMissingError
-from utils.files.json_input import JsonInputError, one_line, parse_json
 from utils.files.locks import LockError, LockHeld, data_lock_path, hold
+from utils.io.json_input import JsonInputError, one_line, parse_json
+from utils.spec.registry import model_names
 
 EXIT_FAILURE = 1
 

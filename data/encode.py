@@ -89,9 +89,9 @@ from utils.dataset.paths import (
     valid_prefix,
     vocab_size,
 )
-from utils.files.atomic import temp_sibling
-from utils.files.hash_cache import cached_sha256
-from utils.files.hashing import sha256_dir
+from utils.io.atomic import temp_sibling
+from utils.io.hash_cache import cached_sha256
+from utils.io.hashing import sha256_dir
 from utils.machine.environment import installed_versions
 
 BATCH_DOCUMENTS = 1024

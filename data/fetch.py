@@ -32,12 +32,12 @@ from data import manifest as mf
 from data import sample_corpus
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage, write_jsonl_line
 from utils.config.load import Config, read_secret
-from utils.config.models import get_shape
-from utils.config.registry import model_names
 from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer_dir, valid_raw_path
-from utils.files.atomic import atomic_path, temp_sibling
-from utils.files.hashing import sha256_dir, sha256_file
+from utils.io.atomic import atomic_path, temp_sibling
+from utils.io.hashing import sha256_dir, sha256_file
 from utils.machine.environment import installed_versions
+from utils.spec.models import get_shape
+from utils.spec.registry import model_names
 
 
 @dataclass(frozen=True)

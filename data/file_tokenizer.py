@@ -25,7 +25,7 @@ from typing import Any
 
 from data.common import DataError
 from data.token_policy import adds_specials
-from utils.files.json_input import JsonInputError, read_json
+from utils.io.json_input import JsonInputError, read_json
 
 
 class Encoded(dict):

@@ -6,7 +6,7 @@ skipped only when the key is unchanged and every output still has its recorded
 hash, so an edited input, a new library version or a truncated output all redo
 the work. Paths are stored relative to the manifest's folder so a ``DATA_DIR``
 mounted elsewhere (``/data/tprimat`` in a container) stays valid. Output hashes are cached
-by file identity in the manifest's folder (``utils/files/hash_cache.py``), so checking that a
+by file identity in the manifest's folder (``utils/io/hash_cache.py``), so checking that a
 multi-gigabyte output is unchanged costs a ``stat``, not a re-hash.
 
 Every manifest is read through the typed model :class:`Manifest` (issue 26: a manifest is
@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from data.common import DataError
 from data.token_policy import TokenPolicy
-from utils.files.atomic import atomic_path
-from utils.files.hash_cache import cached_sha256, remember_sha256
-from utils.files.json_input import read_json
+from utils.io.atomic import atomic_path
+from utils.io.hash_cache import cached_sha256, remember_sha256
+from utils.io.json_input import read_json
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few kilobytes; a bigger one is not ours

@@ -14,7 +14,7 @@ What is checked, each failure naming the file:
   is the model's (``SAMPLE_VOCAB`` for generated ones), and each stage consumed exactly
   what the previous one recorded (hashes of ``raw.jsonl`` and ``clean.jsonl`` as written);
 * the ``.bin``/``.idx`` on disk are what ``data.encode`` wrote (sha256, through
-  ``utils/files/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
+  ``utils/io/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
   the one it encoded with;
 * ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes);
 * the dataset's token policy (``BOS_POLICY``, recorded by ``data.encode``: data/token_policy.py) is
@@ -39,8 +39,8 @@ from data.encode import bin_idx, encode_manifest_path
 from data.token_policy import mismatch
 from utils.config.load import Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix
-from utils.files.hash_cache import cached_sha256
-from utils.files.hashing import sha256_dir
+from utils.io.hash_cache import cached_sha256
+from utils.io.hashing import sha256_dir
 
 REDO = "prepare the data again: ./shell/run_data.sh (./shell/data.sh natively)"
 # Manifest key fields that come straight from a config key.

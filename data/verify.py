@@ -25,7 +25,7 @@ Checks, each failing with the file and the problem named:
 
 A passing run records ``<prefix>.verify.json`` with the hashes it checked (training
 refuses a pair without one, ``data/ready.py``); an unchanged pair is not re-checked, and
-hashes are cached by file identity (``utils/files/hash_cache.py``), so re-verification is fast.
+hashes are cached by file identity (``utils/io/hash_cache.py``), so re-verification is fast.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from data.ready import check_encoded_bytes, settings_problems, verify_report_pat
 from utils.config.load import Config
 from utils.dataset.megatron_modules import import_dataset_modules
 from utils.dataset.paths import eod_id, load_tokenizer, tokenizer_dir, vocab_size
-from utils.files.hash_cache import cached_sha256
-from utils.files.hashing import sha256_dir, sha256_file
+from utils.io.hash_cache import cached_sha256
+from utils.io.hashing import sha256_dir, sha256_file
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 9 + 8 + 1 + 8 + 8

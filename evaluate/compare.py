@@ -1,15 +1,15 @@
 """Compare every result in a directory: ``compare.png``, ``loss_parity.png``, ``compare.md`` and per platform
-``compare_<platform>_frameworks.png`` (the frameworks of one platform side by side, evaluate/frameworks.py).
+``compare_<platform>_frameworks.png`` (the frameworks of one platform side by side, evaluate/render/frameworks.py).
 
 Loads each ``train_*.json`` of ``--results-dir`` (default: the config's ``OUTPUT_DIR``) as
-foreign input (``evaluate/results.py``), skipping invalid or truncated files with a warning
+foreign input (``evaluate/analysis/results.py``), skipping invalid or truncated files with a warning
 that names each and its first problem and a line that counts them, groups results by model
 and by (platform, framework), aggregates repeated runs (median and 95% interval), and writes
 the figure and the report next to the results (or to ``--output-dir``); every output path is
-resolved by ``utils/files/output_path.py`` and never leaves that folder.
+resolved by ``utils/io/output_path.py`` and never leaves that folder.
 
 Workloads that differ (any fairness key or fingerprint, see
-:mod:`evaluate.fairness`) are refused with the list of differences and exit status
+:mod:`evaluate.analysis.fairness`) are refused with the list of differences and exit status
 1, unless ``--allow-mismatch`` is given; the report's first line then says so.
 Exit status: 0 written, 1 refused (unfair), 2 nothing to compare, bad usage, or an
 output that cannot be written (one line naming the file and the reason; 1 means
@@ -26,23 +26,23 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluate.analysis import summarize_group
-from evaluate.convergence import DEFAULT_BAND, convergence_checks
-from evaluate.fairness import check_fairness
-from evaluate.frameworks import console_all, platform_figures
-from evaluate.plots import comparison_figure, loss_parity_figure, save_figure
-from evaluate.quality_plot import evaluated, quality_figure
-from evaluate.report import Comparison, console, markdown
-from evaluate.results import find_result_files, load_results
-from evaluate.settings_diff import settings_differences
+from evaluate.analysis.convergence import DEFAULT_BAND, convergence_checks
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import find_result_files, load_results
+from evaluate.analysis.settings_diff import settings_differences
+from evaluate.analysis.summary import summarize_group
+from evaluate.render.frameworks import console_all, platform_figures
+from evaluate.render.plots import comparison_figure, loss_parity_figure, save_figure
+from evaluate.render.quality_plot import evaluated, quality_figure
+from evaluate.render.report import Comparison, console, markdown
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.config.registry import platform_names
-from utils.files.atomic import atomic_write_text
 from utils.files.generated import mark_output_dir
-from utils.files.json_input import one_line
-from utils.files.output_path import OutputPathError, output_file
-from utils.files.sanitise import safe_text
+from utils.io.atomic import atomic_write_text
+from utils.io.json_input import one_line
+from utils.io.output_path import OutputPathError, output_file
+from utils.io.sanitise import safe_text
+from utils.spec.registry import platform_names
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
 EXIT_WRITE = EXIT_USAGE  # the outputs cannot be written: never the "unfair" code
@@ -82,7 +82,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
                         help="GPU-hour price per platform for the cost per 1T tokens, e.g. amd=2.5 nvd=3.0")
     parser.add_argument("--convergence-band", type=float, default=DEFAULT_BAND, metavar="FRACTION",
                         help=f"largest relative gap of the final mean losses still fair (default {DEFAULT_BAND}, "
-                             "i.e. 5%%; evaluate/convergence.py)")
+                             "i.e. 5%%; evaluate/analysis/convergence.py)")
 
 
 def comparison_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, float]:
@@ -121,7 +121,7 @@ class OutputError(Exception):
 
 
 def _written(output_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
-    """``write(output_dir / name)``: the path resolved by ``utils/files/output_path.py`` (never outside ``output_dir``),
+    """``write(output_dir / name)``: the path resolved by ``utils/io/output_path.py`` (never outside ``output_dir``),
     any OSError turned into an :class:`OutputError` that names the file."""
     try:
         target = output_file(output_dir, name)
@@ -135,7 +135,7 @@ def _written(output_dir: Path, name: str, write: Callable[[Path], Path]) -> Path
 
 def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     """compare.png, loss_parity.png (only when a platform pair is comparable), quality.png (only when a result
-    evaluated: evaluate/quality_plot.py), compare.md; each atomically."""
+    evaluated: evaluate/render/quality_plot.py), compare.md; each atomically."""
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -150,9 +150,9 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     if comparison.quality_figure_name and evaluated(comparison.by_model):  # time to quality (issue 34)
         quality = quality_figure(comparison.by_model)
         written.append(_written(output_dir, comparison.quality_figure_name, lambda path: save_figure(quality, path)))
-    text = safe_text(markdown(comparison))  # utils/files/sanitise.py: nothing a reader's viewer acts on
+    text = safe_text(markdown(comparison))  # utils/io/sanitise.py: nothing a reader's viewer acts on
     written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
-    # The per-platform framework view (evaluate/frameworks.py): compare_<platform>_frameworks.png.
+    # The per-platform framework view (evaluate/render/frameworks.py): compare_<platform>_frameworks.png.
     for name, platform_figure in platform_figures(comparison.by_model):
         written.append(_written(output_dir, name, lambda path, shown=platform_figure: save_figure(shown, path)))
     return written

@@ -29,16 +29,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluate.tables import console_table
+from evaluate.render.tables import console_table
 from train.logs.analyse import AnalysisOptions, analyse_files, analyse_run
 from train.logs.discover import discover
 from train.logs.scan import LOG_FRAMEWORKS, LogInputError
 from utils.config.cli import exits_on_config_error
 from utils.config.load import ConfigError, load_config
-from utils.config.registry import FRAMEWORKS, PLATFORMS, model_names
-from utils.files.sanitise import one_line
+from utils.io.sanitise import one_line
 from utils.result.file import ResultError, result_path, write_result
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.registry import FRAMEWORKS, PLATFORMS, model_names
 
 LOG_PLATFORMS = tuple(p for p in PLATFORMS if any(p in FRAMEWORKS[key].platforms for key in LOG_FRAMEWORKS))
 BIG_FILE_BYTES = 64 * 1024 * 1024
@@ -87,7 +87,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
 
 
 def _say(text: str) -> None:
-    """One line a message (it may quote a file name or a log line: utils/files/sanitise.py)."""
+    """One line a message (it may quote a file name or a log line: utils/io/sanitise.py)."""
     print(one_line(f"evaluate.extract: {text}", MESSAGE_CHARS), file=sys.stderr, flush=True)
 
 

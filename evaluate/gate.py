@@ -31,8 +31,8 @@ from evaluate.history.noise import tolerance
 from evaluate.history.query import LAST_OK, RunView, last_ok, resolve
 from evaluate.history.store import HistoryError, configured_db, open_database, safe_output
 from utils.config.rules import ConfigError
-from utils.files.atomic import atomic_write_text
-from utils.files.json_input import one_line
+from utils.io.atomic import atomic_write_text
+from utils.io.json_input import one_line
 
 
 def _fraction(text: str) -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.dataset.fingerprint import code_revision
-from utils.files.atomic import atomic_write_text
+from utils.io.atomic import atomic_write_text
 from utils.machine.environment import capture_environment
 from utils.machine.hardware import collect_gpu_info, cpu_name, detect_platform
 from utils.result.file import now_iso

@@ -25,10 +25,10 @@ Checks, per result (errors fail the validation, warnings are shown):
   tokens = samples x SL, the target (when reached) one of the evaluations and the first at or below it, a stop at
   the target the run's last evaluation; a null eval loss is a warning with its reason;
 * the profile: a tuned run must record the vendor recipe it ran and match it
-  (:func:`evaluate.fairness.recipe_problems`); a run that fell back to the identical
+  (:func:`evaluate.analysis.fairness.recipe_problems`); a run that fell back to the identical
   profile (``PROFILE_FALLBACK=identical``) is valid and says so in a warning;
 
-and across all results given, the fairness check of :mod:`evaluate.fairness`
+and across all results given, the fairness check of :mod:`evaluate.analysis.fairness`
 (per model and profile: every workload key, the effective precision, the model shape and
 the data/tokenizer/FLOP-convention fingerprints equal, the keys a tuned recipe sets
 excepted; what is unknown is a difference). Exit status: 0 valid, 1 a check failed, 2 nothing to validate or bad usage.
@@ -49,16 +49,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluate.fairness import FairnessReport, check_fairness, recipe_problems
-from evaluate.results import LoadedDirectory, find_result_files, load_results
-from evaluate.tables import console_table
+from evaluate.analysis.fairness import FairnessReport, check_fairness, recipe_problems
+from evaluate.analysis.results import LoadedDirectory, find_result_files, load_results
+from evaluate.render.tables import console_table
 from train.settings.expected import contradictions
 from utils.config.cli import exits_on_config_error, number_argument
 from utils.config.load import load_config
-from utils.files.json_input import one_line
-from utils.files.sanitise import safe_text
+from utils.io.json_input import one_line
+from utils.io.sanitise import safe_text
 from utils.measure.plausible import implausible
-from utils.result.model import PerformanceMetrics, Result, first_at_target
+from utils.schema.model import PerformanceMetrics, Result, first_at_target
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5

@@ -27,8 +27,8 @@ from evaluate.history.store import (
 )
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.config.registry import framework_names, model_names, platform_names
-from utils.files.json_input import one_line
+from utils.io.json_input import one_line
+from utils.spec.registry import framework_names, model_names, platform_names
 
 TREND_PNG = "history_trend.png"
 

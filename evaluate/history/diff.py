@@ -8,7 +8,7 @@ fingerprints. Only the facts whose values differ between the sides are listed; a
 with its count (``2.7.0 x2, 2.8.0 x1``), a fact one side did not record shows ``-``.
 
 The metrics are compared on the ok runs of each side: the median of each side with its 95% interval over
-repeated runs, and B against A as a relative change with its 95% interval (``evaluate/stats.py``: Welch's
+repeated runs, and B against A as a relative change with its 95% interval (``evaluate/analysis/stats.py``: Welch's
 t-interval on the log ratio); one run on a side has no interval, and says so.
 """
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from evaluate.analysis import SettingDifference
+from evaluate.analysis.stats import Estimate, estimate, ratio_estimate
+from evaluate.analysis.summary import SettingDifference
 from evaluate.history.query import RunView
-from evaluate.stats import Estimate, estimate, ratio_estimate
-from utils.files.json_input import one_line
+from utils.io.json_input import one_line
 
 SECTIONS = (("run", "what ran"), ("hardware", "hardware"), ("driver", "driver and CUDA/ROCm"), ("image", "image"),
             ("versions", "framework versions"), ("library", "library versions"), ("profile", "profile"),

@@ -27,10 +27,10 @@ from pathlib import Path, PurePosixPath
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from evaluate.analysis.results import RESULT_GLOB, find_result_files, unusable_reason
 from evaluate.history.record import RunRecord, make_record, text
 from evaluate.history.store import Database, now_iso, runs, series, tags
-from evaluate.results import RESULT_GLOB, find_result_files, unusable_reason
-from utils.files.json_input import DEFAULT_MAX_BYTES, one_line
+from utils.io.json_input import DEFAULT_MAX_BYTES, one_line
 from utils.result.file import ResultError, read_result
 
 MAX_MEMBERS = 200_000

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only annotations: a query or a trend never loads the result model (docs/PERFORMANCE.md)
-    from utils.result.model import Result
+    from utils.schema.model import Result
 
 _SETTINGS_FACTS = ("samples_digest",)
 

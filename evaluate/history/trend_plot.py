@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from utils.files.atomic import atomic_path
-from utils.files.json_input import one_line
+from utils.io.atomic import atomic_path
+from utils.io.json_input import one_line
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
     from matplotlib.figure import Figure
@@ -86,7 +86,7 @@ def trend_figure(all_series: list[Series]) -> Figure | None:
         return None
     import matplotlib.dates as mdates
 
-    from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
+    from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 
     height = 3.2 * len(panels)
     fig = Figure(figsize=(11, height))

@@ -21,9 +21,9 @@ from types import FrameType
 from evaluate.report_html.background import HistoryReader
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.files.atomic import atomic_write_text
 from utils.files.generated import mark_output_dir
-from utils.files.output_path import OutputPathError, output_file
+from utils.io.atomic import atomic_write_text
+from utils.io.output_path import OutputPathError, output_file
 
 PAGE = "report.html"
 PROG = "python -m evaluate.report_html"

@@ -18,16 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from utils.files.json_input import one_line
+from utils.io.json_input import one_line
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from evaluate.analysis import SettingDifference
+    from evaluate.analysis.summary import SettingDifference
     from evaluate.history.query import RunView
     from evaluate.history.record import RunRecord
     from evaluate.history.trend_plot import Series
-    from evaluate.report import Comparison
+    from evaluate.render.report import Comparison
     from evaluate.report_html.markup import Markup
 
 

@@ -16,10 +16,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from evaluate.report import Comparison
+from evaluate.analysis.results import LoadedResult
+from evaluate.render.report import Comparison
 from evaluate.report_html.database import HistoryFacts
-from evaluate.results import LoadedResult
-from utils.files.json_input import JsonInputError, one_line, read_json
+from utils.io.json_input import JsonInputError, one_line, read_json
 
 GATE_REPORT = "gate.json"  # python -m evaluate.gate --report OUTPUT_DIR/gate.json
 TREND_SHOWN = 8  # runs of each series in the page's trend table (the figure has them all)

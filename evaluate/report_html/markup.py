@@ -3,9 +3,9 @@
 Strings from a result file (a device name, an error, a file name, a setting's value), the results database and the
 gate's report are foreign input: a forged ``device_name`` holding ``<script>`` must render as text (issue 37), and
 an escape sequence or a bidirectional override must show as its escape, as in every other renderer. So nothing here
-pastes raw text into markup: :func:`esc` first makes the text inert with ``utils/files/sanitise.py`` (the one owner
+pastes raw text into markup: :func:`esc` first makes the text inert with ``utils/io/sanitise.py`` (the one owner
 of sanitising, issue 33: controls, bidi overrides, lone surrogates shown as their escapes, line breaks kept), then
-escapes it for HTML (a table cell is also one line, :func:`utils.files.sanitise.one_line`); :func:`el` escapes
+escapes it for HTML (a table cell is also one line, :func:`utils.io.sanitise.one_line`); :func:`el` escapes
 every child that is not :class:`Markup` and every attribute value, a link points only at a file name inside the
 output folder (percent-encoded, so never a ``javascript:`` URL), and a figure is matplotlib's own
 SVG (its texts XML-escaped by matplotlib) with the XML prologue cut. The page also forbids every script and every
@@ -23,9 +23,9 @@ from urllib.parse import quote
 
 import matplotlib
 
-from evaluate.mpl import Figure  # the Agg backend, a lighter import (evaluate/mpl.py)
-from evaluate.tables import CELL_CHARS
-from utils.files.sanitise import one_line, safe_text
+from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
+from evaluate.render.tables import CELL_CHARS
+from utils.io.sanitise import one_line, safe_text
 
 # No script, no fetch, no font or frame: inline styles and data: images only (the page needs nothing else).
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -37,7 +37,7 @@ class Markup(str):
 
 
 def esc(value: Any) -> Markup:
-    """``value`` made inert (utils/files/sanitise.py) and as HTML text (``& < > " '`` escaped); Markup passes
+    """``value`` made inert (utils/io/sanitise.py) and as HTML text (``& < > " '`` escaped); Markup passes
     through, None is empty."""
     if isinstance(value, Markup):
         return value
@@ -83,7 +83,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], class_: str | N
             if isinstance(cell, Markup):
                 cells.append(el("td", cell))
             else:
-                # one inert line per cell, as every table of evaluate/tables.py (the same bound)
+                # one inert line per cell, as every table of evaluate/render/tables.py (the same bound)
                 text = "n/a" if cell is None else f"{cell:,.2f}" if isinstance(cell, float) \
                     else one_line(cell, CELL_CHARS)
                 cells.append(el("td", text, class_="num" if numeric(text) else None))

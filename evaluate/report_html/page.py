@@ -19,7 +19,7 @@ from evaluate.report_html.sections import (
     model_section,
     verdict,
 )
-from utils.config.registry import display_name
+from utils.spec.registry import display_name
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:0 1.5em 3em;color:#222}

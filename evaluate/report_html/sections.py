@@ -1,7 +1,7 @@
 """The page's sections in reading order: verdict, one section per model, fairness, history and gate, evidence.
 
 Each section is built from :class:`evaluate.report_html.facts.PageFacts` through ``markup.py`` only, so every
-foreign text is escaped. The cells of the tables are the Markdown report's own (``evaluate/report.py``'s row
+foreign text is escaped. The cells of the tables are the Markdown report's own (``evaluate/render/report.py``'s row
 builders: the same numbers with units and thousands separators, failed and incomplete runs counted apart, never
 averaged in), so the page, ``compare.md`` and the console never disagree. A part with no data is one line saying
 why (:func:`markup.note`), never an empty box.
@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from evaluate.analysis import GroupSummary, fastest
-from evaluate.convergence import overall
-from evaluate.fairness import SHAPE_KEY, Difference
-from evaluate.plots import PLATFORM_MARKERS, left_out_panels, model_figure
-from evaluate.quality_plot import model_quality_figure
-from evaluate.report import (
+from evaluate.analysis.convergence import overall
+from evaluate.analysis.fairness import SHAPE_KEY, Difference
+from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
+from evaluate.analysis.summary import GroupSummary, fastest
+from evaluate.render.plots import PLATFORM_MARKERS, left_out_panels, model_figure
+from evaluate.render.quality_plot import model_quality_figure
+from evaluate.render.report import (
     CONVERGENCE_HEADERS,
     RESULT_HEADERS,
     Comparison,
@@ -28,14 +29,13 @@ from evaluate.report import (
     result_rows,
     settings_tables,
 )
+from evaluate.render.tables import CELL_CHARS
 from evaluate.report_html.database import Change, HistoryFacts
 from evaluate.report_html.facts import TREND_SHOWN, PageFacts, dumped
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
-from evaluate.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
-from evaluate.tables import CELL_CHARS
-from utils.config.registry import display_name, framework_color
-from utils.files.sanitise import one_line
-from utils.result.model import Quality, Result
+from utils.io.sanitise import one_line
+from utils.schema.model import Quality, Result
+from utils.spec.registry import display_name, framework_color
 
 GLYPHS = {"o": "\u25cf", "s": "\u25a0", "^": "\u25b2"}  # the platform's marker in compare.png, as a character
 MAX_EVIDENCE_ROWS = 1_000  # runs listed one by one; 10,000 results would make a page nobody reads
@@ -137,8 +137,8 @@ def verdict(facts: PageFacts) -> Markup:
 
 
 def quality_part(model: str, groups: list[GroupSummary]) -> Markup:
-    """Eval loss against time and tokens with the target (evaluate/quality_plot.py's drawing, as quality.png), when a
-    run evaluated; else the one line that says evaluation was off."""
+    """Eval loss against time and tokens with the target (evaluate/render/quality_plot.py's drawing, as quality.png),
+    when a run evaluated; else the one line that says evaluation was off."""
     blocks = [(s, s.representative.result.quality) for s in groups
               if s.representative is not None and s.representative.result.quality is not None]
     if not blocks:
@@ -352,7 +352,8 @@ def method_section(comparison: Comparison) -> Markup:
         "Failed and incomplete runs are listed, never averaged in.",
         "Throughput: GBS x SL / median step time over the measured (post-warm-up) steps, per GPU.",
         "MFU: achieved FLOP/s per GPU / the device's peak dense FLOP/s (full and causal-halved attention).",
-        f"Convergence band: {comparison.convergence_band:.0%} of the final mean loss (evaluate/convergence.py).",
+        f"Convergence band: {comparison.convergence_band:.0%} of the final mean loss "
+        "(evaluate/analysis/convergence.py).",
         "Colours: one per framework; markers: one per platform, as in compare.png."))), id="method")
 
 

@@ -30,8 +30,8 @@ from tests.helpers.tokenizers import real_format_tokenizer
 from train.launch.context import load_plugin
 from train.rules.versions import tree_commit
 from utils.config.load import Config
-from utils.config.registry import model_names
 from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir
+from utils.spec.registry import model_names
 
 # bf16 and FP8, TP 1/2, CP 1/2 on 8 GPUs; GA keeps GBS at 64.
 VARIANTS = {

@@ -398,7 +398,7 @@ def repo_state() -> str:
 
 def record(path: Path, text: str) -> None:
     """Append ``text`` to ``path`` atomically (the whole file is rewritten through a temporary sibling)."""
-    from utils.files.atomic import atomic_write_text
+    from utils.io.atomic import atomic_write_text
 
     before = path.read_text(encoding="utf-8") if path.is_file() else ""
     atomic_write_text(path, before.rstrip("\n") + ("\n\n" if before else "") + text)
@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         record(args.record, text + f"\nCommand: `{command}`\n")
     if args.json:
-        from utils.files.atomic import atomic_write_text
+        from utils.io.atomic import atomic_write_text
 
         atomic_write_text(args.json, json.dumps({"header": header, "command": command,
                                                  "rows": [asdict(r) for r in rows]}, indent=2) + "\n")

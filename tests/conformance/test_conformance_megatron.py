@@ -17,7 +17,7 @@ from tests.conformance.helpers_conformance import (
     with_encoded_data,
 )
 from train.launch import preflight as pf
-from utils.config.registry import model_names
+from utils.spec.registry import model_names
 
 pytestmark = [needs("TPRIMAT_MEGATRON_LM"), pytest.mark.slow]
 

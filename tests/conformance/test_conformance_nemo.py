@@ -9,7 +9,7 @@ import pytest
 
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned, with_encoded_data
 from train.launch import preflight as pf
-from utils.config.registry import model_names
+from utils.spec.registry import model_names
 
 pytestmark = [needs("TPRIMAT_NEMO_PYTHON"), pytest.mark.slow]
 

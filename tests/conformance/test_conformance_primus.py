@@ -12,7 +12,7 @@ import pytest
 from tests.conformance.helpers_conformance import VARIANTS, conformance_config, needs, planned, with_encoded_data
 from train.launch import preflight as pf
 from train.settings.platform_env import PLATFORM_ENV
-from utils.config.registry import model_names
+from utils.spec.registry import model_names
 
 pytestmark = [needs("TPRIMAT_PRIMUS"), pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import utils.files.json_input
+import utils.io.json_input
 from evaluate import compare
 from evaluate.compare import main as compare_main
 from evaluate.validate import main as validate_main
@@ -137,14 +137,14 @@ def test_permission_denied_is_named(tmp_path: Path, capsys: pytest.CaptureFixtur
     if os.geteuid() != 0:
         locked.chmod(0)
     else:  # root reads any file: a stand-in for the denied read, at the same call the loader makes
-        real_read = utils.files.json_input._read_bounded
+        real_read = utils.io.json_input._read_bounded
 
         def denied(path: Path, max_bytes: int) -> bytes:
             if path == locked:
                 raise PermissionError(errno.EACCES, "Permission denied", str(path))
             return real_read(path, max_bytes)
 
-        monkeypatch.setattr(utils.files.json_input, "_read_bounded", denied)
+        monkeypatch.setattr(utils.io.json_input, "_read_bounded", denied)
     code, stdout, _ = run(capsys, validate_main, str(out))
     assert code == 1
     assert f"ERROR   {locked.name}: {locked}: unreadable:" in stdout and "Permission denied" in stdout

@@ -138,7 +138,7 @@ def _sigint_to_quickstart(repo: Path, env: dict[str, str], log: Path, timeout: f
 def test_sigint_to_quickstart_stops_the_data_stage_and_every_later_step(repo: Path, tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "out"
     env = clean_env(tmp_path, DATA_DIR=str(data), OUTPUT_DIR=str(out), SAMPLE_MB="20", MODELS="llama")
-    # Mid-write: the corpus's temporary file exists (utils/files/atomic.py), so data.fetch is past its imports
+    # Mid-write: the corpus's temporary file exists (utils/io/atomic.py), so data.fetch is past its imports
     # and has its handler. A fixed pause after the process appeared was too short with two suites on two
     # cores: the signal landed in its imports, and Python printed a traceback.
     code, text = _sigint_to_quickstart(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluate.analysis.results import load_directory
 from evaluate.compare import main as compare_main
-from evaluate.gpu_check import build_check
-from evaluate.results import load_directory
+from evaluate.gpu_check.cli import build_check
 from evaluate.validate import validate_paths
 from tests.helpers.devices import h100
 from tests.helpers.evaluate import make_result

@@ -1,4 +1,4 @@
-"""Issue 33, family 2: foreign text never reaches a terminal or a report raw (``utils/files/sanitise.py``).
+"""Issue 33, family 2: foreign text never reaches a terminal or a report raw (``utils/io/sanitise.py``).
 
 A fixture of hostile strings goes into every field the probe named (a result's ``model_shape.display_name``,
 ``gpu_info.device_name`` and ``error``, a prescreen's ``device_name`` and ``warnings``, a log file's name in
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from evaluate.compare import main as compare_main
-from evaluate.gpu_check import main as gpu_check_main
+from evaluate.gpu_check.cli import main as gpu_check_main
 from evaluate.validate import main as validate_main
 from tests.helpers.devices import h100
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import FIXTURES
-from utils.files.sanitise import one_line, safe_text, sanitised
+from utils.io.sanitise import one_line, safe_text, sanitised
 from utils.machine import prescreen as ps
 from utils.machine.device_facts import Fact
 

@@ -51,7 +51,7 @@ def test_a_megatron_log_with_cr_only_line_ends_reads_every_step(tmp_path: Path, 
 def test_one_unreadable_result_leaves_the_others_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """A result too big for memory (the probe's 510 MB file) is that file's problem only."""
-    import evaluate.results as results
+    import evaluate.analysis.results as results
 
     out = tmp_path / "out"
     make_result(out, "nvd", "tran")
@@ -132,7 +132,7 @@ def test_a_tokenizer_whose_merges_name_unknown_tokens_is_one_line(tmp_path: Path
 
 def test_a_log_of_more_steps_than_a_result_holds_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """A result's arrays hold at most MAX_STEPS entries (utils/result/model.py): a longer log is refused in one line
+    """A result's arrays hold at most MAX_STEPS entries (utils/schema/model.py): a longer log is refused in one line
     before its result is built, never a validation traceback (the bound made small here: a log of 10 steps)."""
     import train.logs.assemble as assemble
     from evaluate.extract import main as extract_main

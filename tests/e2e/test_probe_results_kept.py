@@ -113,13 +113,13 @@ def _every_writers_name(out: Path) -> list[Path]:
     """What each writer would name in ``out``, asked of the writer's own name function."""
     from evaluate import frameworks
     from evaluate.extract import output_name
-    from evaluate.gpu_check import OUTPUT_STEM
+    from evaluate.gpu_check.cli import OUTPUT_STEM
     from evaluate.history.cli import TREND_PNG
-    from evaluate.report import Comparison
+    from evaluate.render.report import Comparison
     from tests.helpers.evaluate import make_result
-    from utils.config.registry import platform_names
     from utils.result.file import read_result, result_path
     from utils.result.step_log import step_log_path
+    from utils.spec.registry import platform_names
 
     made = read_result(make_result(out.parent / "made", "nvd", "tran"))
     names = [result_path(out, "nvd", "mega", "llama"), result_path(out, "amd", "prim", "qwen", profile="tuned"),

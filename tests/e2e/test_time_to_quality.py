@@ -17,7 +17,7 @@ from tests.helpers.paths import REPO
 from tests.helpers.proc import main_in_process, run_module
 from tests.helpers.workload import tiny_environ
 from utils.result.file import read_result
-from utils.result.model import Result
+from utils.schema.model import Result
 
 TARGET = "6.9"
 EVAL = {"EVAL_INTERVAL": "16", "EVAL_SAMPLES": "8", "TARGET_LOSS": TARGET, "MODELS": "llama"}

@@ -20,8 +20,8 @@ from evaluate.compare import main as compare_main
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import FIXTURES
-from utils.files.json_input import JsonInputError, nesting_depth, read_json
-from utils.files.output_path import OutputPathError, output_file, safe_label
+from utils.io.json_input import JsonInputError, nesting_depth, read_json
+from utils.io.output_path import OutputPathError, output_file, safe_label
 from utils.result.file import ResultError, read_result, result_path
 
 BROKEN = "train_nvd_mega_llama.json"

@@ -20,13 +20,13 @@ from typing import Any
 
 from train.profiles import apply_profile
 from utils.config.load import REPO_ROOT, Config, load_config
-from utils.config.models import flops_per_token, workload_shape
 from utils.dataset.fingerprint import fingerprint
 from utils.machine.hardware import peak_tflops
 from utils.measure.metrics import record_steps
 from utils.measure.power import DeviceEnergy, power_metrics
 from utils.result.file import finalize_result, new_result, result_path, write_result
-from utils.result.model import GpuInfo, Result, Source
+from utils.schema.model import GpuInfo, Result, Source
+from utils.spec.models import flops_per_token, workload_shape
 
 DEVICES = {"amd": ("AMD Instinct MI300X", "rocm", "6.4.1", 192.0),
            "nvd": ("NVIDIA H100 80GB HBM3", "cuda", "12.8", 79.6),

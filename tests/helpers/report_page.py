@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.helpers.evaluate import make_result, workload_config
 from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
-from utils.result.model import Result
+from utils.schema.model import Result
 
 HOSTILE = "<script>alert(1)</script>"
 JOBS = (("nvd", "mega", 2.0), ("nvd", "tran", 2.4), ("amd", "mega", 2.2), ("amd", "prim", 1.9))
@@ -41,7 +41,8 @@ def _hostile(result: Result) -> None:
     result.error = f"{HOSTILE} <img src=x onerror=alert(2)> \"quoted\" & 'single'"
 
 
-# Every run evaluates on the same held-out set (compare refuses to mix evaluation settings, evaluate/fairness.py).
+# Every run evaluates on the same held-out set (compare refuses to mix evaluation settings,
+# evaluate/analysis/fairness.py).
 EVALUATION = {"EVAL_INTERVAL": "640", "EVAL_SAMPLES": "64", "TARGET_LOSS": str(TARGET_LOSS), "STOP_AT_TARGET": "false"}
 
 

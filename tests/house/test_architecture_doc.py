@@ -13,7 +13,7 @@ from tests.helpers.paths import REPO
 
 DOC = REPO / "docs" / "ARCHITECTURE.md"
 TOP = ("utils", "data", "train", "evaluate", "bench", "shell", "tests", "docs")
-# a path starting at a top-level folder: train/launch/launcher.py, train/settings/, utils/result/schema.json
+# a path starting at a top-level folder: train/launch/launcher.py, train/settings/, utils/schema/schema.json
 PATH = re.compile(r"(?<![\w./<-])((?:" + "|".join(TOP) + r")/[\w./-]*)")
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from tests.helpers.shell import REPO, clean_env, docker_calls
 from train.launch.jobs import script_path
-from utils.config.registry import frameworks_on, model_names, platform_names
+from utils.spec.registry import frameworks_on, model_names, platform_names
 
 NOT_PACKAGES = {"tests"}
 LIBRARY_MARK = "# shellcheck shell="

@@ -1,7 +1,7 @@
 """The tree says who owns what: a newcomer finds a concept's owner from the folders alone (issue 32).
 
 - train/'s top level holds packages and the job scripts ``train_<platform>_<framework>_<model>.sh`` only,
-  and the scripts are exactly the registry's jobs (utils/config/registry.py), one template apart from
+  and the scripts are exactly the registry's jobs (utils/spec/registry.py), one template apart from
   their three names: never a second list that can fall out of step.
 - Every package of utils/ opens with a docstring saying what it owns, and none is flat past 15 modules.
 - tests/ mirrors the code: ``tests/unit/<room>/`` for each room of the code, and a test imports helpers
@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.imports import imported_names
 from tests.helpers.paths import REPO, TESTS
-from utils.config.registry import frameworks_on, model_names, platform_names
+from utils.spec.registry import frameworks_on, model_names, platform_names
 
 TRAIN = REPO / "train"
 UTILS = REPO / "utils"
@@ -65,7 +65,7 @@ def test_train_top_level_holds_packages_and_job_scripts_only() -> None:
 def test_the_job_scripts_are_the_registrys_jobs() -> None:
     missing, unknown = script_differences(TRAIN)
     assert (missing, unknown) == ([], []), (
-        f"jobs of utils/config/registry.py without a script: {missing}; scripts that are no job: {unknown}")
+        f"jobs of utils/spec/registry.py without a script: {missing}; scripts that are no job: {unknown}")
 
 
 def test_every_job_script_is_one_template_with_its_own_names() -> None:

@@ -38,7 +38,7 @@ from train.launch.job_result import collect_own_result
 from train.tran.plugin import reference_record, worker_plan
 from utils.config.load import Config
 from utils.measure.memory import Recipe, deep_recipe
-from utils.result.model import Result
+from utils.schema.model import Result
 
 FRAMEWORK = "deep"
 MODULE = "train.deep.worker"

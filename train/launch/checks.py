@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from train.launch.contract import LaunchPlan, Plugin, RunContext
-from utils.config.models import workload_shape
 from utils.machine.hardware import device_memory
 from utils.measure.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
-from utils.result.model import EffectiveSettings, FrameworkVersions, MemoryEstimate
+from utils.schema.model import EffectiveSettings, FrameworkVersions, MemoryEstimate
+from utils.spec.models import workload_shape
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 from train.launch.contract import Plugin, RunContext
 from train.profiles import apply_profile
 from utils.config.load import Config
-from utils.config.registry import FRAMEWORKS
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.file import result_path
+from utils.spec.registry import FRAMEWORKS
 
 
 def job_context(cfg: Config, platform: str, framework: str, model: str, run_index: int | None = None,
@@ -39,7 +39,7 @@ def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_ind
 
 
 def load_plugin(framework: str) -> Plugin:
-    """The framework's plugin (:class:`train.launch.contract.Plugin`): the module ``utils/config/registry.py`` names."""
+    """The framework's plugin (:class:`train.launch.contract.Plugin`): the module ``utils/spec/registry.py`` names."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"framework {framework!r}: allowed values are {', '.join(FRAMEWORKS)}")
     return importlib.import_module(FRAMEWORKS[framework].plugin)  # type: ignore[return-value]

@@ -1,7 +1,7 @@
 """The plugin contract: what the launcher gives a framework and what a framework gives back.
 
 Every framework is one package under ``train/`` (``tran``, ``deep``, ``mega``, ``prim``,
-``nemo``) whose ``plugin`` module, named in ``utils/config/registry.py``, provides :class:`Plugin`.
+``nemo``) whose ``plugin`` module, named in ``utils/spec/registry.py``, provides :class:`Plugin`.
 The shared rooms (``train/launch/launcher.py``, ``train/launch/preflight.py``, ``train/launch/job_result.py``,
 the fairness table ``train/settings/expected.py``, the LR schedule ``train/rules/schedule.py``) know
 frameworks only through this module, so a sixth framework is one new package plus one
@@ -21,7 +21,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from utils.config.load import Config
 from utils.machine.cpu_precision import PrecisionChoice
 from utils.measure.memory import Recipe
-from utils.result.model import EffectiveSettings, FrameworkVersions, Result
+from utils.schema.model import EffectiveSettings, FrameworkVersions, Result
 
 
 class ResultSlot(Protocol):

@@ -24,7 +24,7 @@ from utils.measure.energy_trace import (
     open_trace,
     window_power_metrics,
 )
-from utils.result.model import Result
+from utils.schema.model import Result
 
 # The node's counter trace over a job's run, or (None, why there is none).
 Energy = tuple[CounterTrace | None, str | None]

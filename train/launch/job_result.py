@@ -32,20 +32,20 @@ from train.launch.checks import Checked, Refusal
 from train.launch.contract import RunContext
 from train.launch.energy import Energy, apply_energy
 from train.launch.job_guard import Signals
-from utils.config.models import workload_shape
 from utils.files.disk import OutputDirError
 from utils.files.locks import LOCK_DIR
 from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
 from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
 from utils.result.mllog import mllog_path, mlperf_record
-from utils.result.model import GpuInfo, Mlperf, Result, Source, result_bytes
 from utils.result.step_log import recover_result, step_log_path
+from utils.schema.model import GpuInfo, Mlperf, Result, Source, result_bytes
+from utils.spec.models import workload_shape
 
 LOG_TAIL_LINES = 30
 PLACEHOLDER_REASON = ("the launcher started this job and has not recorded its end (it was stopped or killed "
                       "before it could)")
-# Room kept for a result: twice the most it can take as written (utils/result/model.py ``result_bytes``: a fixed
+# Room kept for a result: twice the most it can take as written (utils/schema/model.py ``result_bytes``: a fixed
 # part, each step's array entries, each evaluation).
 RESERVE_MARGIN = 2
 

@@ -3,7 +3,7 @@
 This is the one place that decides what ``FRAMEWORK`` means on a platform, so that
 ``shell/train.sh`` (which loops over the jobs) and ``train/launch/launcher.py`` (which runs one)
 cannot disagree. ``FRAMEWORK`` is ``all`` (every framework of the platform, from
-``utils/config/registry.py``), one name, or several (``"tran mega"``, run in that order). Each
+``utils/spec/registry.py``), one name, or several (``"tran mega"``, run in that order). Each
 vendor's own stack stands in for the other's: ``prim`` (Primus, AMD) asked for on ``nvd``
 runs ``nemo`` (NeMo, NVIDIA) and the reverse, always with a printed note so a mapped job is
 never mistaken for the framework that was asked for.
@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utils.config.load import REPO_ROOT, Config, ConfigError, load_config
-from utils.config.registry import FRAMEWORK_ALL, FRAMEWORKS, VENDOR_STACK_MAP, frameworks_on, platform_names
+from utils.spec.registry import FRAMEWORK_ALL, FRAMEWORKS, VENDOR_STACK_MAP, frameworks_on, platform_names
 
 PLATFORMS = platform_names()
 FRAMEWORKS_BY_PLATFORM: dict[str, tuple[str, ...]] = {platform: frameworks_on(platform) for platform in PLATFORMS}

@@ -4,7 +4,7 @@ The launcher keeps backends apart from launching (as optimum-benchmark does): ea
 framework is a package with a plugin module that implements :class:`train.launch.contract.Plugin`
 (``plan``, ``collect``, ``resolve``, ``framework_trees``, ``memory``, ``preflight``); this file knows
 frameworks only through that contract. Which module is a framework's plugin, and which node of a
-multi-node job writes its result, are entries of ``utils/config/registry.py``.
+multi-node job writes its result, are entries of ``utils/spec/registry.py``.
 
 A job's life (docs/ARCHITECTURE.md, "A job's life"), the same for every framework:
 
@@ -52,14 +52,14 @@ from train.settings.platform_env import cache_env
 from train.settings.samples import dry_run_note
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.config.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
 from utils.files.locks import LockError, LockHeld, hold, result_lock_path
 from utils.machine.hardware import detect_platform, device_problem
 from utils.machine.rendezvous import port_problem
 from utils.measure.quality import evaluation_note, interval_warning
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platform_names
 
 
 def writes_result(ctx: RunContext) -> bool:

@@ -45,10 +45,10 @@ from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_digest
 from utils.config.cli import exits_on_config_error
 from utils.config.load import Config, ConfigError, load_config
-from utils.config.models import workload_shape
-from utils.config.registry import FRAMEWORKS, framework_names, model_names, platform_names
 from utils.dataset.sample_digest import DIGEST_KEY
-from utils.result.model import EffectiveSettings, FrameworkVersions
+from utils.schema.model import EffectiveSettings, FrameworkVersions
+from utils.spec.models import workload_shape
+from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platform_names
 
 # ---------------------------------------------------------------------------
 # the check

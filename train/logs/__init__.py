@@ -9,7 +9,7 @@ code reads the logs and event files of runs tprimat did not launch. One job per 
 * :mod:`train.logs.scan`: the streaming scan of a whole log (:class:`~train.logs.scan.LogScan`);
 * :mod:`train.logs.tensorboard`: TensorBoard event files into the same scan;
 * :mod:`train.logs.workload`: the workload, model and platform a foreign log states;
-* :mod:`train.logs.assemble`: from a scan to a validated :class:`utils.result.model.Result`
+* :mod:`train.logs.assemble`: from a scan to a validated :class:`utils.schema.model.Result`
   (:func:`~train.logs.assemble.build_result` for tprimat launches,
   :func:`~train.logs.assemble.build_log_result` for any other log);
 * :mod:`train.logs.analyse`: which of the two a run's files get (tprimat's launch header);

@@ -31,12 +31,12 @@ from train.logs.scan import LogInputError, LogScan, merge_scans, not_a_text_log,
 from train.logs.workload import log_framework, log_gpu_info, log_platform, log_workload
 from train.profiles import ProfileError, apply_profile
 from utils.config.load import Config, load_config
-from utils.config.models import workload_shape
 from utils.dataset.fingerprint import fingerprint
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.machine.hardware import gpu_info_for_device
 from utils.result.file import update_result
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import workload_shape
 
 MODES = ("auto", "log", "config")
 CAPTURED_BY = "log-analysis mode: variables and libraries are this machine's, not the training run's"

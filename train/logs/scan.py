@@ -55,7 +55,7 @@ from train.logs.patterns import (
 )
 from utils.measure.plausible import MAX_STEP_TIME_S, STEP_TIME_FLOOR_S, step_time_problem
 from utils.result.failures import classify_line
-from utils.result.model import Problem
+from utils.schema.model import Problem
 
 TAIL_LINES = 10
 MAX_LINE_BYTES = 64 * 1024  # an iteration line is well under 1 KiB; a longer line is cut here
@@ -63,7 +63,7 @@ SNIFF_BYTES = 8192
 MAX_WARNINGS = 50  # per scan: a pathological log must not grow its warning list without bound
 
 
-# The frameworks whose output the scan recognises (its framework_hint), by utils/config/registry.py key.
+# The frameworks whose output the scan recognises (its framework_hint), by utils/spec/registry.py key.
 LOG_FRAMEWORKS = ("mega", "prim", "nemo")
 
 

@@ -14,7 +14,7 @@ arguments say GBS 128, the iteration lines 64; two world sizes) make the log
 unusable: :class:`~train.logs.scan.LogInputError` names both.
 
 The model is recognised from the arguments' dimensions against the shape table
-(``utils/config/models.py``); a log that states none needs ``--model``, and a log whose
+(``utils/spec/models.py``); a log that states none needs ``--model``, and a log whose
 dimensions match no model of the table cannot be measured (its FLOPs are unknown).
 
 For a log of a tprimat launch the config is the workload; :func:`workload_mismatches`
@@ -33,11 +33,11 @@ from pydantic import ValidationError
 from train.logs.arguments import arg_bool, arg_float, arg_int, arg_text
 from train.logs.scan import LogInputError, LogScan
 from utils.config.load import WORKLOAD_KEYS, Config
-from utils.config.models import ModelShape, get_shape
-from utils.config.registry import FRAMEWORKS, MODELS, PLATFORMS, display_name
 from utils.dataset.fingerprint import config_hash
 from utils.machine.hardware import gpu_info_for_device
-from utils.result.model import GpuInfo, TrainingConfig, Workload
+from utils.schema.model import GpuInfo, TrainingConfig, Workload
+from utils.spec.models import ModelShape, get_shape
+from utils.spec.registry import FRAMEWORKS, MODELS, PLATFORMS, display_name
 
 # Workload key -> (Megatron argument dest, type). DP, GA, PRECISION and FP8 are derived below.
 ARGUMENT_OF: dict[str, tuple[str, type]] = {
@@ -220,7 +220,7 @@ def recognise_model(scan: LogScan, model: str | None, model_size: str) -> tuple[
                    if all(getattr(get_shape(key, size), name) == value for name, value in dims.items())
                    and _vocabulary_fits(vocab, key, size)]
         if not matches:
-            raise LogInputError(f"the log's model ({described}) is not in the shape table (utils/config/models.py): "
+            raise LogInputError(f"the log's model ({described}) is not in the shape table (utils/spec/models.py): "
                                 "its FLOPs cannot be computed")
         keys = {key for key, _ in matches}
         if model is not None and model not in keys:
@@ -286,7 +286,7 @@ def log_platform(scan: LogScan, framework: str, requested: str | None) -> tuple[
     if requested is not None:
         if requested not in runs_on:
             raise LogInputError(f"{display_name('framework', framework)} does not run on {requested} "
-                                f"(utils/config/registry.py: {', '.join(runs_on)})")
+                                f"(utils/spec/registry.py: {', '.join(runs_on)})")
         others = [f"{p}: {line}" for p, line in evidence.items() if p != requested]
         return requested, [f"--platform {requested}, but the log has a marker of {others[0]}"] if others else []
     if len(runs_on) == 1:

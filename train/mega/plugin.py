@@ -40,9 +40,9 @@ from train.rules.versions import MegatronRefError, check_megatron_tree
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.load import Config
-from utils.config.models import ModelShape
 from utils.measure.memory import Recipe
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import ModelShape
 
 # The worker script the launcher's stop at a target signals (train/launch/target_watch.py).
 STOP_SCRIPT = "pretrain_gpt.py"

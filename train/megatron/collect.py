@@ -8,11 +8,11 @@ from __future__ import annotations
 from train.launch.contract import LaunchPlan, RunContext
 from train.logs import build_result
 from train.megatron.inputs import model_inputs
-from utils.config.models import workload_shape
 from utils.dataset.fingerprint import fingerprint
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import update_result
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import workload_shape
 
 
 def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

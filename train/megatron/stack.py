@@ -20,8 +20,8 @@ from train.megatron.record import megatron_record
 from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON
 from train.settings.runner import ProbeAnswer, python_for, run_probe
 from train.settings.samples import done_with, pending_samples
-from utils.config.models import ModelShape
 from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.spec.models import ModelShape
 
 
 @dataclass(frozen=True)

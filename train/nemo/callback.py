@@ -29,13 +29,13 @@ from typing import Any
 
 from train.logs.quality import NEMO_REDUCTION
 from utils.config.load import Config
-from utils.config.models import ModelShape
 from utils.measure.metrics import framework_reported, record_steps
 from utils.measure.monitor import StepMonitor, StepRecord
 from utils.measure.power import MeasuredWindow, null_power_metrics
 from utils.result.file import finalize_result, write_result
-from utils.result.model import Result
 from utils.result.step_log import StepLog
+from utils.schema.model import Result
+from utils.spec.models import ModelShape
 
 LOSS_KEYS = ("reduced_train_loss", "train_loss", "loss")
 VAL_LOSS_KEY = "val_loss"  # what NeMo's strategy logs (nemo/lightning/pytorch/strategies/megatron_strategy.py:773-798)
@@ -52,7 +52,7 @@ class EvaluationRecorder:
     cfg: Config
     reduction: str = NEMO_REDUCTION
     run_start_unix: float | None = None
-    evaluations: list[Any] = field(default_factory=list)  # utils.result.model.Evaluation
+    evaluations: list[Any] = field(default_factory=list)  # utils.schema.model.Evaluation
     stop: str | None = None
     _started: float | None = None
 

@@ -31,8 +31,8 @@ from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overr
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
 from utils.config.load import ConfigError, load_config
-from utils.config.models import workload_shape
-from utils.config.registry import model_names
+from utils.spec.models import workload_shape
+from utils.spec.registry import model_names
 
 # NeMo's TimingCallback logs this per step without synchronizing the device; recorded beside ours.
 NEMO_STEP_TIME_KEY = "train_step_timing in s"
@@ -121,8 +121,8 @@ def train(args: argparse.Namespace) -> int:
     from utils.machine.hardware import collect_gpu_info
     from utils.measure.power import MeasuredWindow
     from utils.result.file import new_result, update_result
-    from utils.result.model import Source
     from utils.result.step_log import StepLog, step_log_path
+    from utils.schema.model import Source
 
     cfg, profile = apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))

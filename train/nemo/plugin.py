@@ -27,10 +27,10 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
 from utils.config.load import REPO_ROOT, Config
-from utils.config.models import ModelShape, get_shape, workload_shape
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.measure.memory import Recipe
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import ModelShape, get_shape, workload_shape
 
 PLATFORM = "nvd"
 FRAMEWORK = "nemo"

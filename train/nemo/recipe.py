@@ -35,7 +35,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.config.load import Config
-from utils.config.models import ModelShape
+from utils.spec.models import ModelShape
 
 NEMO_IMAGE = "nvcr.io/nvidia/nemo:25.04"
 NEMO_VERSION = "2.3 (the NeMo in the 25.04 container)"
@@ -54,7 +54,7 @@ RECIPE_PARALLEL_DEFAULTS: dict[str, dict[str, int]] = {
 
 # Model-config fields a recipe sets that the shape table contradicts. NeMo 2.3's MistralConfig7B
 # (gpt/model/mistral.py) keeps Mistral v0.1's sliding window (window_size [4096, 0]); v0.3 has none
-# (sliding_window null in its config.json, utils/config/models.py), so every framework runs full causal attention.
+# (sliding_window null in its config.json, utils/spec/models.py), so every framework runs full causal attention.
 MODEL_EXTRA_FIELDS: dict[str, dict[str, Any]] = {
     "mistral": {"model.config.window_size": None},
 }

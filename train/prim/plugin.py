@@ -44,10 +44,10 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.load import Config
-from utils.config.models import ModelShape
 from utils.dataset.paths import valid_prefix
 from utils.measure.memory import Recipe
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import ModelShape
 
 # Primus v0.5.0 ships no dense Mistral model file (only Mixtral MoE ones), so Mistral starts from
 # the dense Llama 2 7B file (RoPE, RMSNorm, SwiGLU, untied, no RoPE scaling; the same fusions as

@@ -53,8 +53,8 @@ ENV = (
 def _not_taken(path: str, values: dict[str, object]) -> tuple[NotTaken, ...]:
     reasons = {
         "init_method_std": "architecture: every profile initialises with config.env's INIT_STD",
-        "norm_epsilon": "architecture: the model's own epsilon (utils/config/models.py)",
-        "max_position_embeddings": "architecture: the model's own maximum positions (utils/config/models.py)",
+        "norm_epsilon": "architecture: the model's own epsilon (utils/spec/models.py)",
+        "max_position_embeddings": "architecture: the model's own maximum positions (utils/spec/models.py)",
         "lr": "training algorithm: config.env's LR", "lr_warmup_iters": "training algorithm: config.env's WARMUP_STEPS",
         "train_iters": "config.env's TRAIN_ITERS", "eod_mask_loss": "training algorithm: no EOD loss masking anywhere",
         "lr_decay_iters": "training algorithm: LR decay over config.env's TRAIN_ITERS (lr_decay_iters = TRAIN_ITERS)",

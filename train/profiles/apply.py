@@ -36,9 +36,9 @@ from train.profiles.recipe import WORKLOAD_FIELDS, WORKLOAD_NAMES, Borrowed, Rec
 from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.settings.platform_env import PLATFORM_ENV, attention_env
 from utils.config.load import Config, ConfigError
-from utils.config.models import workload_shape
 from utils.config.rules import tensor_split_problem
-from utils.result.model import ProfileSetting, ProfileSettings
+from utils.schema.model import ProfileSetting, ProfileSettings
+from utils.spec.models import workload_shape
 
 TABLES: dict[str, VendorTable] = {"nvd": nvd.TABLE, "amd": amd.TABLE}
 

@@ -16,7 +16,7 @@ the dry run, the result and the MLLOG (``lowest_numerical_precision_in_*``).
 
 What it is not: an MLPerf submission (no MLCommons review, no ten-run RCP check), and with
 ``MODEL_SIZE=tiny`` or a ``MODEL_LAYERS`` proxy not even MLPerf's model; such runs say so.
-MLLOG and the compliance checker: :mod:`evaluate.mlperf`.
+MLLOG and the compliance checker: :mod:`evaluate.render.mlperf`.
 
 Sources (commits read with ``fetch``; docs/CONFORMANCE.md section "MLPerf"): the reference
 ``mlcommons/training`` ``small_llm_pretraining/nemo/`` (:data:`REF_COMMIT`), the rules ``mlcommons/training_policies``
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from train.profiles.recipe import Source
-from utils.config.registry import framework_names
+from utils.spec.registry import framework_names
 
 REF = "mlcommons/training"
 # #815, 2025-08-18. The rules link 46bbcb7c (#814): pretrain_llama31.py lines 1-316 and config_H100_1x8x4_8b.sh are the
@@ -55,7 +55,7 @@ RCP_FILE = "mlperf_logging/rcp_checker/training_6.0.0/rcps_llama31_8b.json"
 ADAM = "nemo/collections/llm/recipes/optim/adam.py"
 LLAMA = "nemo/collections/llm/gpt/model/llama.py"
 
-MODEL = "llama"  # MLPerf's model: Llama 3.1 8B (utils/config/registry.py)
+MODEL = "llama"  # MLPerf's model: Llama 3.1 8B (utils/spec/registry.py)
 BENCHMARK = "llama31_8b"  # mlperf_logging.mllog.constants.LLAMA31_8B
 MAX_STEPS = 1_200_000
 # The smallest mean samples-to-target the checker accepts at GBS 32 (rcps_llama31_8b.json, olympic mean of 20 runs

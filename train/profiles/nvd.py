@@ -91,7 +91,7 @@ LLAMA3_8B_H100 = Recipe(
     ),
     notes=(
         "the performance script starts from recipes/llama3_8b.py (Llama 3 8B); the model stays Llama 3.1 8B's "
-        "architecture (utils/config/models.py), which has the same dense shape",
+        "architecture (utils/spec/models.py), which has the same dense shape",
     ),
 )
 

@@ -18,7 +18,7 @@ from typing import Any
 from train.rules.init_std import megatron_init_stds
 from train.rules.schedule import lr_at
 from utils.config.load import Config
-from utils.config.models import ModelShape
+from utils.spec.models import ModelShape
 
 # Settings that are not config.env keys, fixed identically for mega, prim and nemo.
 FIXED: dict[str, Any] = {
@@ -164,7 +164,7 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
         # the fairness table: gradients reduced in the training dtype, i.e. never forced up to fp32
         # (under PRECISION=fp32 the training dtype already is fp32)
         "grad_reduce_in_fp32": False,
-        # architecture (utils/config/models.py)
+        # architecture (utils/spec/models.py)
         "num_layers": shape.num_layers,
         "hidden_size": shape.hidden_size,
         "ffn_hidden_size": shape.ffn_hidden_size,

@@ -55,7 +55,7 @@ from utils.dataset.paths import (
     vocab_size,
 )
 from utils.dataset.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
-from utils.files.hashing import sha256_dir
+from utils.io.hashing import sha256_dir
 
 SAMPLE_PROBE = "train.settings.sample_probe"
 # How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).

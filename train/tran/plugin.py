@@ -18,9 +18,9 @@ from train.launch.torchrun import worker_argv
 from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
 from utils.config.load import REPO_ROOT, Config
-from utils.config.models import workload_shape
 from utils.measure.memory import Recipe, tran_recipe
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import workload_shape
 
 WORKER_MODULE = "train.tran.worker"
 TRAN_RESOLVED_BY = ("tprimat itself: tran is the reference trainer (train/tran/worker.py, train/tran/step.py), "

@@ -38,7 +38,7 @@ import torch
 from train.rules.schedule import lr_at
 from train.tran.init import init_like_megatron
 from utils.config.load import Config
-from utils.result.model import EffectiveSettings
+from utils.schema.model import EffectiveSettings
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
     elif shape.hf_architecture == "MistralForCausalLM":
         if shape.qkv_bias:
             raise ValueError("MistralForCausalLM has no QKV bias; the shape says qkv_bias=True")
-        # MistralConfig defaults to v0.1's 4096-token sliding window; v0.3 has none (utils/config/models.py).
+        # MistralConfig defaults to v0.1's 4096-token sliding window; v0.3 has none (utils/spec/models.py).
         config_class, extra = transformers.MistralConfig, {"sliding_window": None, "head_dim": shape.head_dim}
     else:
         raise ValueError(f"{model}: tran has no builder for {shape.hf_architecture}")
@@ -108,8 +108,8 @@ def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
     """
     from train.megatron.inputs import index_cache_dir
     from train.rules.samples import MegatronSamples
-    from utils.config.models import get_shape, workload_shape
     from utils.dataset import paths as dataset
+    from utils.spec.models import get_shape, workload_shape
 
     prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
     tokenizer = dataset.load_tokenizer(tokenizer_dir)

@@ -49,11 +49,11 @@ from train.rules.schedule import lr_at
 from train.tran.plugin import check_supported
 from train.tran.step import Dist, Trainer
 from utils.config.load import Config, ConfigError, load_config
-from utils.config.registry import model_names, platform_names
-from utils.files.atomic import atomic_path
+from utils.io.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.failures import trainer_error
-from utils.result.model import ModelShapeBlock, Profiling, Result, Source
+from utils.schema.model import ModelShapeBlock, Profiling, Result, Source
+from utils.spec.registry import model_names, platform_names
 
 if TYPE_CHECKING:
     from utils.measure.monitor import StepRecord
@@ -173,12 +173,12 @@ class Ledger:
     """
 
     def __init__(self, cfg: Config, args: argparse.Namespace, info: Dist, framework: str) -> None:
-        from utils.config.models import workload_shape
         from utils.machine.hardware import collect_gpu_info
         from utils.measure.monitor import StepMonitor
         from utils.measure.power import MeasuredWindow
         from utils.result.file import new_result
         from utils.result.step_log import StepLog
+        from utils.spec.models import workload_shape
 
         self.cfg, self.args, self.info = cfg, args, info
         set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
@@ -420,7 +420,7 @@ def exit_worker(code: int) -> NoReturn:
     unwind meets a ``noexcept`` destructor, and ``std::terminate`` aborts the rank ("terminate called without an
     active exception") after every step and the result are done. A core dump of it is read in
     docs/PERFORMANCE.md ("The teardown abort"). Everything the job leaves is written before this: rank 0's result
-    atomically (utils/files/atomic.py), the log through the flushed streams below. So the process ends as the OS's
+    atomically (utils/io/atomic.py), the log through the flushed streams below. So the process ends as the OS's
     ``_exit`` does, and no thread can run into a finalizing interpreter.
     """
     logging.shutdown()

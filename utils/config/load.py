@@ -36,8 +36,6 @@ from typing import Any
 
 from utils.config.cli import exits_on_config_error
 from utils.config.envfile import EnvFileError, read_env_file
-from utils.config.models import check_layers, get_shape
-from utils.config.registry import FRAMEWORK_ALL, framework_names
 from utils.config.rules import FRAMEWORK_CHOICES as FRAMEWORK_CHOICES  # re-exported: part of this module's API
 from utils.config.rules import (
     MODEL_NAMES,
@@ -53,14 +51,16 @@ from utils.config.rules import (
 from utils.config.rules import PLATFORMS as PLATFORMS
 from utils.config.secret import SECRET_KEYS, write_docker_env_file
 from utils.config.secret import read_secret as read_secret
-from utils.files.output_path import safe_label
+from utils.io.output_path import safe_label
 from utils.machine.environment import in_tprimat_container
+from utils.spec.models import check_layers, get_shape
+from utils.spec.registry import FRAMEWORK_ALL, framework_names
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_FILE = REPO_ROOT / "config.env"
 CONTAINER_DATA_DIR = "/data/tprimat"
 
-# From utils/config/registry.py, under the names this module's importers use.
+# From utils/spec/registry.py, under the names this module's importers use.
 FRAMEWORKS = framework_names()
 
 # Keys of the workload that must be identical for two results to be comparable
@@ -142,7 +142,7 @@ class Config(EvaluationCadence):
     # (utils/machine/cpu_precision.py); GPU platforms ignore it
     cpu_precision: str = "auto"
     zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
-    # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/config/models.py); empty: the whole model
+    # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/spec/models.py); empty: the whole model
     model_layers: int | None = None
     # TRAN_COMPILE: torch.compile per decoder layer in tran; empty: on for GPU platforms, off on cpu
     tran_compile: bool | None = None
@@ -559,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _sequence_problem(cfg: Config) -> str | None:
     """The first model of MODELS whose shape cannot take SL (``utils/config/rules.py``'s ``sequence_problem``)."""
-    from utils.config.models import workload_shape  # the shapes table imports this module
+    from utils.spec.models import workload_shape  # the shapes table imports this module
 
     for model in cfg.models:
         problem = sequence_problem(cfg.sl, workload_shape(cfg, model))

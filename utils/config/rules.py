@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from utils.config.registry import framework_choices, model_names, platform_names
-from utils.files.json_input import one_line
+from utils.io.json_input import one_line
+from utils.spec.registry import framework_choices, model_names, platform_names
 
 
 class ConfigError(ValueError):
     """A config value is missing, malformed or inconsistent. The message names the key."""
 
 
-# The words some keys accept. Platforms, frameworks and models come from utils/config/registry.py.
+# The words some keys accept. Platforms, frameworks and models come from utils/spec/registry.py.
 PLATFORMS = platform_names()
 FRAMEWORK_CHOICES = framework_choices()
 MODEL_NAMES = model_names()
@@ -57,7 +57,7 @@ MEGATRON_IMPLS = ("transformer_engine", "local")
 MAX_COUNT = 2**31 - 1
 # The most steps a run may have (TRAIN_ITERS): the longest schedule tprimat runs, MLPerf's reference
 # (train/profiles/mlperf.py MAX_STEPS; a run of more is no benchmark). A result holds one entry per step in
-# each per-step array, so this bounds what reading a result may cost in memory (utils/result/model.py MAX_STEPS,
+# each per-step array, so this bounds what reading a result may cost in memory (utils/schema/model.py MAX_STEPS,
 # issue 33: a forged 510 MB result took more than 5.5 GB).
 MAX_TRAIN_ITERS = 1_200_000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -284,7 +284,7 @@ def sequence_problem(seq_len: int, shape: Any) -> str | None:
     """Why ``shape`` cannot take ``seq_len`` tokens a sequence (None: it can), refused before launch.
 
     Issue 33: ``SL=2147483647`` on cpu was accepted, ran 3 minutes at 11.9 GB without a step and left a 1.95 GB
-    index cache in DATA_DIR. A shape's context is its ``max_position_embeddings`` (``utils/config/models.py``).
+    index cache in DATA_DIR. A shape's context is its ``max_position_embeddings`` (``utils/spec/models.py``).
     """
     if seq_len <= shape.max_position_embeddings:
         return None

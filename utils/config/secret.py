@@ -19,7 +19,7 @@ from pathlib import Path
 
 from utils.config.envfile import EnvFileError, read_env_file
 from utils.config.rules import ConfigError
-from utils.files.atomic import atomic_path
+from utils.io.atomic import atomic_path
 
 # secrets.env lives at the repository root (this file is utils/config/secret.py).
 DEFAULT_SECRETS_FILE = Path(__file__).resolve().parents[2] / "secrets.env"

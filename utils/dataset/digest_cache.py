@@ -10,14 +10,14 @@ The key (:func:`entry_key`) is a sha256 over exactly these; any change of one gi
 is never stale, only unused.
 
 Identity rather than content for the large files: the ``.bin``/``.idx`` enter the key by path, size, inode,
-modification and change time (as ``utils/files/hash_cache.py`` identifies them; the kernel sets the change
+modification and change time (as ``utils/io/hash_cache.py`` identifies them; the kernel sets the change
 time on every write), so a dataset is not hashed again for the key; ``data/ready.py`` has checked their
 sha256 against the encode manifest before a real launch. Small things (the tokenizer directory, code files)
 enter by content.
 
 Store: one JSON file per key in ``<DATA_DIR>/.tprimat/samples/`` (beside the data lock), else
 ``<OUTPUT_DIR>/.tprimat/samples/`` when the data folder cannot be written; with neither, nothing is kept.
-Each entry is written atomically (``utils/files/atomic.py``), so a concurrent job reads a whole entry or
+Each entry is written atomically (``utils/io/atomic.py``), so a concurrent job reads a whole entry or
 none; two jobs computing one key write the same content. A malformed entry is a miss. Only a
 successfully computed digest is stored: a failure is computed (and reported) again.
 """
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.files.atomic import atomic_write_text
-from utils.files.hashing import sha256_dir
+from utils.io.atomic import atomic_write_text
+from utils.io.hashing import sha256_dir
 from utils.machine.environment import installed_versions
 
 STORE_PARTS = (".tprimat", "samples")

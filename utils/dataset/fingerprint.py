@@ -19,12 +19,12 @@ from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
 from utils.config.load import REPO_ROOT, Config, load_config
-from utils.config.models import ModelShape, get_shape
-from utils.config.registry import model_names
 from utils.dataset.paths import valid_prefix_of
-from utils.files.hash_cache import cached_sha256
-from utils.files.hashing import hash_files, hash_json
-from utils.result.model import CodeRevision, Fingerprint, HashedFiles
+from utils.io.hash_cache import cached_sha256
+from utils.io.hashing import hash_files, hash_json
+from utils.schema.model import CodeRevision, Fingerprint, HashedFiles
+from utils.spec.models import ModelShape, get_shape
+from utils.spec.registry import model_names
 
 FLOP_CONVENTION = "megatron-dense-v1: 6*N' + 12*L*s*h (full) and 6*N' + 6*L*s*h (causal)"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
@@ -39,7 +39,7 @@ def data_fingerprint(prefix: Path | None) -> HashedFiles:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         return HashedFiles(path=str(prefix), reason=f"missing: {', '.join(missing)}")
-    # Cached by size, inode, mtime and ctime beside the data (utils/files/hash_cache.py): a training start does
+    # Cached by size, inode, mtime and ctime beside the data (utils/io/hash_cache.py): a training start does
     # not re-read a multi-gigabyte .bin that verify already hashed.
     digest = hash_files(files, file_hash=lambda path: cached_sha256(path, Path(prefix).parent))
     return HashedFiles(hash=digest, path=str(prefix), files=[f.name for f in files], bytes=files[1].stat().st_size)

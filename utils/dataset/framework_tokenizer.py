@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from utils.dataset.paths import load_tokenizer, vocab_size
-from utils.files.atomic import temp_sibling
-from utils.files.hashing import sha256_dir
-from utils.files.json_input import read_json
+from utils.io.atomic import temp_sibling
+from utils.io.hashing import sha256_dir
+from utils.io.json_input import read_json
 
 CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 

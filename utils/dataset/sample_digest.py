@@ -5,7 +5,7 @@ rewrote Qwen's EOD tokens to 0 and masked them on three stacks while ``tran`` tr
 (docs/SAMPLE_ORDER.md), with every fingerprint equal. Each framework's own dataset code builds
 the first two global batches, each result records their digest in ``effective_settings``
 (:data:`DIGEST_KEY`), and the comparison refuses results whose digests differ
-(``evaluate/fairness.py``). Imports only the standard library and numpy, so a probe in a
+(``evaluate/analysis/fairness.py``). Imports only the standard library and numpy, so a probe in a
 framework's own Python computes it the same way.
 """
 

@@ -25,8 +25,8 @@ pattern sit side by side):
 * ``DATA_DIR`` (``utils/dataset/paths.py``'s layout): ``<dataset>/{raw,clean}.jsonl`` and their
   manifests, ``<dataset>-<model>[-valid]_text_document.{bin,idx,manifest.json,verify.json}``,
   ``tokenizers/<model>``, ``tokenizers/sample-<model>`` and their manifests,
-  ``megatron_index_cache/``, hash caches (``utils/files/hash_cache.py``), ``.tprimat/``;
-* anywhere: temporary files of ``utils/files/atomic.py`` (``.<name>.tmp-<pid>...``) and of
+  ``megatron_index_cache/``, hash caches (``utils/io/hash_cache.py``), ``.tprimat/``;
+* anywhere: temporary files of ``utils/io/atomic.py`` (``.<name>.tmp-<pid>...``) and of
   ``utils/files/disk.py``'s probe.
 """
 
@@ -40,9 +40,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.config.registry import model_names
 from utils.config.rules import DATASETS
-from utils.files.hash_cache import CACHE_NAME
 from utils.files.locks import LOCK_DIR
 from utils.files.names import (  # noqa: F401  (RESULT_NAME, STEPS_SUFFIX: re-exported for their readers)
     FIXED_OUTPUT_FILES,
@@ -51,6 +49,8 @@ from utils.files.names import (  # noqa: F401  (RESULT_NAME, STEPS_SUFFIX: re-ex
     STEPS_SUFFIX,
     is_output_file_name,
 )
+from utils.io.hash_cache import CACHE_NAME
+from utils.spec.registry import model_names
 
 _ALT = "|".join
 _MODELS = _ALT(map(re.escape, model_names()))

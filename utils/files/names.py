@@ -3,7 +3,7 @@
 Why one module (issue 33): ``utils/files/generated.py`` kept its own regular expressions of the writers' names,
 and three fell out of it (tuned results ``train_..._tuned.json``, log-analysis results
 ``train_..._from-<run>.json`` of ``evaluate/extract.py``, ``compare_<platform>_frameworks.png`` of
-``evaluate/frameworks.py``): ``output.zip`` of log-analysis results held no result, and purge left them. Here
+``evaluate/render/frameworks.py``): ``output.zip`` of log-analysis results held no result, and purge left them. Here
 each writer's name is built by a function and recognised by a pattern made from the same pieces, so a
 writer cannot name a file the table does not know; ``tests/e2e/test_probe_results_kept.py`` calls every
 writer's name function and checks the table recognises what it returns.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from utils.config.registry import framework_names, model_names, platform_names
+from utils.spec.registry import framework_names, model_names, platform_names
 
 STEPS_SUFFIX = ".steps.jsonl"  # the per-step record beside each result (utils/result/step_log.py)
 MLLOG_SUFFIX = ".mllog"  # the MLLOG beside a PROFILE=mlperf result (utils/result/mllog.py)
@@ -25,8 +25,8 @@ ORIGIN_PREFIX = "_from-"  # a log-analysis result names the run it was read from
 # What a run's name may hold once evaluate/extract.py made it file-name safe (letters, digits, '.', '-').
 ORIGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,70}[A-Za-z0-9])?")
 
-# Fixed names: the comparison (evaluate/compare.py, evaluate/report.py), the README's snapshot
-# (evaluate/probe.py), the GPU check (evaluate/gpu_check.py), the history's trend (evaluate/history/cli.py),
+# Fixed names: the comparison (evaluate/compare.py, evaluate/render/report.py), the README's snapshot
+# (evaluate/probe.py), the GPU check (evaluate/gpu_check/cli.py), the history's trend (evaluate/history/cli.py),
 # the page (evaluate/report_html/), the gate's report (evaluate/gate.py --report).
 COMPARE_FIGURE = "compare.png"
 COMPARE_REPORT = "compare.md"
@@ -63,7 +63,7 @@ def result_name(platform: str, framework: str, model: str, run_index: int | None
 
 
 def frameworks_figure_name(platform: str) -> str:
-    """``compare_<platform>_frameworks.png`` (evaluate/frameworks.py)."""
+    """``compare_<platform>_frameworks.png`` (evaluate/render/frameworks.py)."""
     return f"compare_{platform}_frameworks.png"
 
 

@@ -80,11 +80,11 @@ def start(path: Path, platform: str, framework: str, model: str, run_index: int 
     may have left it in TIME_WAIT or to a process that is still exiting).
     """
     from utils.config.load import load_config
-    from utils.config.models import get_shape
     from utils.files.locks import hold, result_lock_path
     from utils.machine.rendezvous import wait_for_port
     from utils.result.file import new_result, write_result
-    from utils.result.model import GpuInfo, Source
+    from utils.schema.model import GpuInfo, Source
+    from utils.spec.models import get_shape
 
     cfg = load_config()
     busy = wait_for_port(cfg.master_port, wait_port) if wait_port > 0 and cfg.node_rank == 0 else None

@@ -43,10 +43,10 @@ from pathlib import Path
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
 from utils.config.secret import SECRET_KEYS, read_secret_bytes
-from utils.files.atomic import atomic_path
 from utils.files.generated import OUTPUT_MARKER, TEMP_NAME, RootError, check_root, is_output_dir, output_targets
-from utils.files.json_input import one_line
 from utils.files.locks import LOCK_DIR
+from utils.io.atomic import atomic_path
+from utils.io.json_input import one_line
 
 CHUNK = 1 << 20
 # Shorter values would match by accident and protect nothing (a token is tens of characters).

@@ -21,8 +21,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from utils.config.models import get_shape
-from utils.config.registry import MODELS
+from utils.spec.models import get_shape
+from utils.spec.registry import MODELS
 
 
 def warm(modules: Sequence[str], models: Sequence[str]) -> list[str]:

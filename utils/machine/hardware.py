@@ -27,17 +27,17 @@ from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
 from utils.config.load import Config, load_config
-from utils.config.registry import PLATFORMS as PLATFORM_REGISTRY
-from utils.config.registry import platform_names
-from utils.files.sanitise import one_line
+from utils.io.sanitise import one_line
 from utils.machine.environment import installed_version
 from utils.machine.torch_build import torch_version
-from utils.result.model import GpuInfo, PeakTflops
+from utils.schema.model import GpuInfo, PeakTflops
+from utils.spec.registry import PLATFORMS as PLATFORM_REGISTRY
+from utils.spec.registry import platform_names
 
 PLATFORMS = platform_names()
 
 # Dense peak TFLOP/s (bf16, fp8). Matched against the device name, most specific first. Every GPU a published
-# reference point names (evaluate/references.json) is here; PEAK_SOURCES says where each figure comes from.
+# reference point names (evaluate/analysis/references.json) is here; PEAK_SOURCES says where each figure comes from.
 PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
     ("MI355X", 2500.0, 5000.0),
     ("MI325X", 1307.4, 2614.9),

@@ -5,7 +5,7 @@ NUMA balancing, ASLR and the NMI watchdog, set transparent huge pages to always 
 page cache (``runtime_tunables.sh``, ``run_with_docker.sh`` of their v5.1 Llama 3.1 8B
 submission); NVIDIA's scripts drop the page cache and bind CPUs per NUMA node. Two vendors'
 runs on hosts set differently measure the hosts as well as the GPUs, so every result records
-these and compare flags a vendor pair whose settings differ (``evaluate/mlperf.py``).
+these and compare flags a vendor pair whose settings differ (``evaluate/render/mlperf.py``).
 
 Record only: tprimat changes nothing on the host. What cannot be read (no cpufreq driver in a
 VM, a file a container hides) is None with the reason in ``unreadable``. Whether the page cache
@@ -78,7 +78,7 @@ def _cstates(root: Path) -> tuple[str | None, str | None]:
 
 def read_host_tunables(root: Path = Path("/")) -> dict[str, Any]:
     """Every setting readable on this host (Linux), each None with a reason in ``unreadable`` where it is not
-    (the fields of ``utils/result/model.py``'s ``HostTunables``)."""
+    (the fields of ``utils/schema/model.py``'s ``HostTunables``)."""
     values: dict[str, Any] = {}
     unreadable: dict[str, str] = {}
     for key, relative in FILES.items():

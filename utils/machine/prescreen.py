@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from utils.files.atomic import atomic_write_text
+from utils.io.atomic import atomic_write_text
 from utils.machine.device_facts import IDLE_REASON, ClockReader, ClockSample, Fact, clock_reader, device_facts
 from utils.machine.hardware import PLATFORMS, memory_bandwidth_tbs, peak_source, peak_tflops
 

@@ -56,9 +56,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from utils.config.models import ModelShape
 from utils.machine.hardware import DeviceMemory
-from utils.result.model import MemoryEstimate
+from utils.schema.model import MemoryEstimate
+from utils.spec.models import ModelShape
 
 GIB = 1024**3
 # DeepSpeed's default reduce_bucket_size (5e8 elements) in bf16: the contiguous-gradient bucket of ZeRO-1/2.
@@ -394,9 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from utils.config.load import ConfigError, load_config
-    from utils.config.models import workload_shape
-    from utils.config.registry import framework_names, model_names, platform_names
     from utils.machine.hardware import device_memory
+    from utils.spec.models import workload_shape
+    from utils.spec.registry import framework_names, model_names, platform_names
 
     parser = argparse.ArgumentParser(
         prog="python -m utils.measure.memory",

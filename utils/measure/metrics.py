@@ -7,7 +7,7 @@ is judged by the same arithmetic:
 * the first ``skip_steps`` steps are warm-up: kept in the arrays, excluded here;
 * ``tokens_per_second = GBS * SL / median step time`` over the measured steps, per GPU
   divided by the world size;
-* FLOPs per token from :func:`utils.config.models.flops_per_token`, both conventions;
+* FLOPs per token from :func:`utils.spec.models.flops_per_token`, both conventions;
 * MFU = achieved FLOP/s per GPU / the device's dense peak, ``None`` with the reason
   when the peak is unknown (never a guessed peak);
 * a framework's own figures are compared with ours and a gap over 5% is flagged.
@@ -22,8 +22,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from utils.config.models import ModelShape, flops_per_token, mfu
-from utils.result.model import (
+from utils.schema.model import (
     Disagreement,
     FlopPair,
     FlopsPerToken,
@@ -34,6 +33,7 @@ from utils.result.model import (
     Result,
     StepStats,
 )
+from utils.spec.models import ModelShape, flops_per_token, mfu
 
 DISAGREEMENT_TOLERANCE = 0.05
 THROUGHPUT_BASIS = "GBS * SL / median step time over measured steps"

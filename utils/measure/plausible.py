@@ -15,8 +15,8 @@ it claims about itself):
 * a prescreen's measured peak within its own points and the datasheet, and its platform and device those of
   the results it is set beside.
 
-Readers use it: ``evaluate/results.py`` (compare, validate, gpu_check leave such a result out and say so),
-``evaluate/validate.py``, ``evaluate/gpu_check.py``.
+Readers use it: ``evaluate/analysis/results.py`` (compare, validate, gpu_check leave such a result out and say so),
+``evaluate/validate.py``, ``evaluate/gpu_check/cli.py``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import hashlib
 import math
 import statistics
 
-from utils.config.models import ModelShape, flops_per_token
 from utils.machine.hardware import PEAK_TFLOPS, peak_tflops
-from utils.result.model import Result
+from utils.schema.model import Result
+from utils.spec.models import ModelShape, flops_per_token
 
 # A stated ceiling for a cpu run, per process: 1 PFLOP/s of bf16, above the H100's dense bf16 peak (989.4 in
 # utils/machine/hardware.py) and far above any CPU package's matrix units. A cpu figure beyond it is forged or

@@ -1,12 +1,12 @@
 """The result file: build, finalise, validate, write atomically and read the typed :class:`Result`.
 
 Every framework, whether measured in-process (``tran``, ``nemo``) or extracted from
-a log (``mega``, ``prim``), ends in one ``Result`` (``utils/result/model.py``,
+a log (``mega``, ``prim``), ends in one ``Result`` (``utils/schema/model.py``,
 schema version 2). This module is the only place that turns one into a file and
 back: a result is validated as a whole when written and when read, so a
 comparison never consumes a broken file, and writes go through
-``utils/files/atomic.py``, so a crash never leaves a half-written one. A version-1 file
-(written before the typed model) is migrated on read by ``utils/result/v1.py``.
+``utils/io/atomic.py``, so a crash never leaves a half-written one. A version-1 file
+(written before the typed model) is migrated on read by ``utils/schema/v1.py``.
 
 ``result_guard`` makes "a run always leaves a result" hold for in-process
 measurement: SIGINT/SIGTERM or an exception write what was measured so far with
@@ -18,7 +18,7 @@ producer replaces such fields in one validated step instead of one at a time.
 
 CLI: ``python -m utils.result.file status FILE`` prints ok|incomplete|failed|missing|invalid;
 ``python -m utils.result.file check FILE...`` validates files; ``python -m utils.result.file
-schema [--write]`` prints (or writes) ``utils/result/schema.json`` generated from the model.
+schema [--write]`` prints (or writes) ``utils/schema/schema.json`` generated from the model.
 """
 
 from __future__ import annotations
@@ -37,16 +37,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from utils.config.load import Config
-from utils.config.models import ModelShape
-from utils.files.atomic import atomic_write_text
 from utils.files.generated import mark_output_dir
-from utils.files.json_input import JsonInputError, one_line, parse_json, read_json_text
 from utils.files.names import result_name
-from utils.files.output_path import output_file
 from utils.files.run_claim import write_problem
+from utils.io.atomic import atomic_write_text
+from utils.io.json_input import JsonInputError, one_line, parse_json, read_json_text
+from utils.io.output_path import output_file
 from utils.machine.environment import capture_environment
 from utils.result.failures import final_status
-from utils.result.model import (
+from utils.schema.model import (
     RESULT_LIMITS,
     SCHEMA_VERSION,
     Environment,
@@ -59,6 +58,7 @@ from utils.result.model import (
     Workload,
     unknown_name,
 )
+from utils.spec.models import ModelShape
 
 __all__ = [
     "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",
@@ -88,7 +88,7 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
 
     The profile is in the name so that identical and tuned results of one job live side by side
     in one OUTPUT_DIR and one comparison shows both.
-    The name is built from registry names only and resolved by ``utils/files/output_path.py``, so no value
+    The name is built from registry names only and resolved by ``utils/io/output_path.py``, so no value
     (a foreign result's field, a hand-typed argument) can lead it outside ``output_dir``.
     """
     for kind, name in (("platform", platform), ("framework", framework), ("model", model)):
@@ -241,8 +241,8 @@ def write_result(path: Path, result: Result) -> Path:
 def read_result(path: Path) -> Result:
     """Load and validate one result as foreign input; a version-1 file is migrated.
 
-    The file is read under the depth limit of ``utils/files/json_input.py`` and a result's own limits
-    (``RESULT_LIMITS``, utils/result/model.py: the bytes, values and containers of the largest result a run
+    The file is read under the depth limit of ``utils/io/json_input.py`` and a result's own limits
+    (``RESULT_LIMITS``, utils/schema/model.py: the bytes, values and containers of the largest result a run
     can write, checked before parsing, so that no file costs more memory than that one), and validated in
     pydantic's strict mode (a number written as a string is refused, never converted). Every problem,
     whatever the file holds, is a :class:`ResultError` naming the file and the first problem.
@@ -268,7 +268,7 @@ def read_result(path: Path) -> Result:
 
 
 def read_the_long_way(text: str, where: str) -> Result:
-    """``text`` parsed by ``json`` under the number rules of utils/files/json_input.py, then validated: the way
+    """``text`` parsed by ``json`` under the number rules of utils/io/json_input.py, then validated: the way
     :func:`read_result` takes for a file the one step refuses."""
     try:
         data = parse_json(text, where, allow_nan=True)  # non-finite: the model names it
@@ -277,7 +277,7 @@ def read_the_long_way(text: str, where: str) -> Result:
     if not isinstance(data, dict):
         raise ResultError(f"{where}: (top level): a result is a JSON object, not {type(data).__name__}")
     if data.get("schema_version") == 1:
-        from utils.result.v1 import migrate
+        from utils.schema.v1 import migrate
 
         try:
             data = migrate(data)
@@ -349,7 +349,7 @@ def status_of(path: Path) -> str:
 
 
 def schema_text() -> str:
-    """``utils/result/schema.json`` as generated from :class:`utils.result.model.Result`."""
+    """``utils/schema/schema.json`` as generated from :class:`utils.schema.model.Result`."""
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
               **Result.model_json_schema()}
     return json.dumps(schema, indent=2) + "\n"

@@ -34,9 +34,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from utils.files.atomic import atomic_write_text
 from utils.files.names import MLLOG_SUFFIX
-from utils.result.model import Mlperf, MlperfCheck, MlperfRcp, Result
+from utils.io.atomic import atomic_write_text
+from utils.schema.model import Mlperf, MlperfCheck, MlperfRcp, Result
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PACKAGE = "mlperf-logging"

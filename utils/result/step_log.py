@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from utils.files.generated import STEPS_SUFFIX
-from utils.files.json_input import parse_json
-from utils.result.model import Result, SourceFile
+from utils.io.json_input import parse_json
+from utils.schema.model import Result, SourceFile
 
 SUFFIX = STEPS_SUFFIX  # the name utils/files/generated.py lists (purge and wrap know it)
 _FIELDS = ("time_s", "loss", "lr", "memory_allocated_gb")
@@ -84,7 +84,7 @@ def read_step_log(path: Path) -> tuple[dict[str, Any], dict[str, list[float | No
             lines = stream.read().split("\n")
     except OSError:
         return None
-    try:  # a file on disk is input like any other: bounded in depth (utils/files/json_input.py)
+    try:  # a file on disk is input like any other: bounded in depth (utils/io/json_input.py)
         header = parse_json(lines[0], str(path))["header"]
         Result.model_validate(header["result"])
     except (ValueError, KeyError, TypeError, IndexError, RecursionError):
@@ -108,11 +108,11 @@ def recover_result(path: Path, reason: str) -> Result | None:
 
     ``reason`` says why the trainer wrote no result (its exit); None when the file has no header.
     """
-    from utils.config.models import ModelShape
-    from utils.files.hashing import sha256_file
+    from utils.io.hashing import sha256_file
     from utils.measure.metrics import record_steps
     from utils.measure.power import null_power_metrics
     from utils.result.file import finalize_result, update_result
+    from utils.spec.models import ModelShape
 
     read = read_step_log(path)
     if read is None:

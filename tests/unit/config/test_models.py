@@ -1,11 +1,11 @@
-"""utils/config/models.py: the shape table and Megatron's FLOPs formula against hand-computed values."""
+"""utils/spec/models.py: the shape table and Megatron's FLOPs formula against hand-computed values."""
 
 from __future__ import annotations
 
 import pytest
 
-from utils.config.models import flops_per_token, get_shape, matmul_weights_per_token, mfu
-from utils.config.registry import MODELS
+from utils.spec.models import flops_per_token, get_shape, matmul_weights_per_token, mfu
+from utils.spec.registry import MODELS
 
 
 def test_llama_8b_flops_per_token_at_8192_hand_computed():
@@ -42,7 +42,7 @@ def test_full_shapes_match_the_design_table():
 
 
 def test_mistral_7b_v03_matches_its_published_config_and_flops_by_hand():
-    # The published config.json of mistralai/Mistral-7B-v0.3 (utils/config/models.py's docstring, docs/MODELS.md).
+    # The published config.json of mistralai/Mistral-7B-v0.3 (utils/spec/models.py's docstring, docs/MODELS.md).
     m = get_shape("mistral")
     assert (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads, m.num_query_groups,
             m.vocab_size, m.rope_theta, m.norm_eps, m.max_position_embeddings) == (
@@ -113,7 +113,7 @@ def test_model_layers_out_of_range_is_one_line(layers):
 
 def test_workload_shape_applies_model_size_and_layers():
     from utils.config.load import Config
-    from utils.config.models import workload_shape
+    from utils.spec.models import workload_shape
 
     assert workload_shape(Config(model_layers=8), "mistral").display_name == "Mistral 7B v0.3 [8 of 32 layers]"
     assert workload_shape(Config(model_size="tiny"), "qwen") == get_shape("qwen", "tiny")

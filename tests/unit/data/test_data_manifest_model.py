@@ -93,7 +93,7 @@ def test_not_an_object_and_oversized_manifests(tmp_path: Path, monkeypatch: pyte
 
 
 def test_a_manifest_that_is_no_regular_file_is_redone_without_blocking(tmp_path: Path) -> None:
-    """Read through utils/files/json_input.py: a FIFO (which a plain read would wait on forever) is not a manifest."""
+    """Read through utils/io/json_input.py: a FIFO (which a plain read would wait on forever) is not a manifest."""
     import os
 
     path = tmp_path / "fifo.manifest.json"

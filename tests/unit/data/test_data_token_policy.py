@@ -144,7 +144,7 @@ def test_a_manifest_without_a_policy_is_refused(data_copy: Path) -> None:
 
 
 def test_a_special_tokens_file_nested_past_the_limit_is_one_line(tokenizers: dict[str, Path], tmp_path: Path) -> None:
-    """A downloaded tokenizer's JSON is foreign input: read under utils/files/json_input.py's size and depth limits."""
+    """A downloaded tokenizer's JSON is foreign input: read under utils/io/json_input.py's size and depth limits."""
     import shutil
 
     from data.file_tokenizer import FileTokenizer

@@ -61,7 +61,7 @@ def test_corrupt_index_header(data_copy: Path, capsys: pytest.CaptureFixture[str
 
 def _resign(prefix: Path) -> None:
     """Record the current .bin/.idx in the encode manifest, as an encoder that wrote these bytes would."""
-    from utils.files.hashing import sha256_file
+    from utils.io.hashing import sha256_file
 
     manifest_path = Path(f"{prefix}.manifest.json")
     manifest = json.loads(manifest_path.read_text())
@@ -100,12 +100,12 @@ def test_other_data_settings_are_reported(data_copy: Path, capsys: pytest.Captur
 
 def test_reverification_hashes_nothing_again(data_copy: Path, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    import utils.files.hash_cache
+    import utils.io.hash_cache
 
     assert verify.main(["--force", "--model", "llama"]) == 0
     hashed: list[str] = []
-    real = utils.files.hash_cache.sha256_file
-    monkeypatch.setattr(utils.files.hash_cache, "sha256_file",
+    real = utils.io.hash_cache.sha256_file
+    monkeypatch.setattr(utils.io.hash_cache, "sha256_file",
                         lambda path: hashed.append(Path(path).name) or real(path))
     assert verify.main(["--force", "--model", "llama"]) == 0
     assert not [name for name in hashed if name.endswith((".bin", ".idx"))], hashed

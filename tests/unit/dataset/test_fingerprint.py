@@ -1,4 +1,4 @@
-"""utils/dataset/fingerprint.py and utils/files/hashing.py: hashes that change exactly when data, tokenizer,
+"""utils/dataset/fingerprint.py and utils/io/hashing.py: hashes that change exactly when data, tokenizer,
 shape or config do."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tests.helpers.evaluate import fake_dataset, workload_config
 from utils.config.load import REPO_ROOT
-from utils.config.models import get_shape
 from utils.dataset.fingerprint import FLOP_CONVENTION, data_fingerprint, fingerprint, tokenizer_fingerprint
-from utils.files.hashing import hash_json, sha256_dir, sha256_file
+from utils.io.hashing import hash_json, sha256_dir, sha256_file
+from utils.spec.models import get_shape
 
 
 def test_hash_json_ignores_key_order() -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.analysis import cross_platform_parities, summarize_group
+from evaluate.analysis.results import load_directory
+from evaluate.analysis.stats import ratio_estimate
+from evaluate.analysis.summary import cross_platform_parities, summarize_group
 from evaluate.compare import main as compare_main
-from evaluate.plots import ENERGY_PANEL_TITLES, comparison_figure, loss_parity_figure
-from evaluate.report import MISMATCH_LINE
-from evaluate.results import load_directory
-from evaluate.stats import ratio_estimate
-from evaluate.tables import console_table
+from evaluate.render.plots import ENERGY_PANEL_TITLES, comparison_figure, loss_parity_figure
+from evaluate.render.report import MISMATCH_LINE
+from evaluate.render.tables import console_table
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
 from tests.helpers.hermetic import cache_environ
@@ -71,7 +71,7 @@ def test_real_tran_result_validates_and_compares(tran_result: Path, tmp_path: Pa
 
 
 def test_version_1_results_are_compared_after_migration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Results kept from before the typed model still validate and compare (utils/result/v1.py migrates them)."""
+    """Results kept from before the typed model still validate and compare (utils/schema/v1.py migrates them)."""
     fixtures = FIXTURES / "results_v1"
     results = tmp_path / "results"
     results.mkdir()

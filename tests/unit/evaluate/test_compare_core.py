@@ -8,7 +8,7 @@ import pytest
 
 from evaluate.compare import main as compare_main
 from tests.helpers.evaluate import make_result
-from utils.result.model import Result
+from utils.schema.model import Result
 
 
 def _core(version: str | None):

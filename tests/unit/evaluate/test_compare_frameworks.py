@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.analysis import summarize_group
+from evaluate.analysis.results import load_directory
+from evaluate.analysis.summary import summarize_group
 from evaluate.compare import main as compare_main
-from evaluate.frameworks import HEADERS, PANEL_TITLES, console_text, framework_figure, on_platform, rows
-from evaluate.results import load_directory
+from evaluate.render.frameworks import HEADERS, PANEL_TITLES, console_text, framework_figure, on_platform, rows
 from tests.helpers.evaluate import make_result
 
 # (framework, model, step time): on NVIDIA every framework of the platform, three models.

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.analysis import best_vs_best, platform_ratios, summarize_group
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.references import match_references
+from evaluate.analysis.results import load_directory
+from evaluate.analysis.stats import ratio_estimate
+from evaluate.analysis.summary import best_vs_best, platform_ratios, summarize_group
 from evaluate.compare import main as compare_main
-from evaluate.fairness import check_fairness
-from evaluate.references import match_references
-from evaluate.results import load_directory
-from evaluate.stats import ratio_estimate
 from evaluate.validate import main as validate_main
 from evaluate.validate import validate_paths
 from tests.helpers.evaluate import make_result
 from train.profiles import amd, nvd
 from utils.result.file import read_result
-from utils.result.model import EffectiveSettings
+from utils.schema.model import EffectiveSettings
 
 
 def tps(path: Path) -> float:

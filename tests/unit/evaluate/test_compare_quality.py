@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluate.compare import build_comparison, write_outputs
-from evaluate.report import console
+from evaluate.render.report import console
 from evaluate.validate import check_result
 from tests.helpers.evaluate import make_result, workload_config
 from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
 from utils.result.file import read_result
-from utils.result.model import Result
+from utils.schema.model import Result
 
 # every 5 steps (GBS 64), 64 held-out sequences, target 4.0; the fixture's workload runs 30 steps
 EVAL = {"EVAL_INTERVAL": "320", "EVAL_SAMPLES": "64", "TARGET_LOSS": "4.0"}

@@ -1,4 +1,4 @@
-"""evaluate/stats.py: the interval over repeated runs and the ratio interval, against hand computations."""
+"""evaluate/analysis/stats.py: the interval over repeated runs and the ratio interval, against hand computations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evaluate.stats import estimate, pearson, ratio_estimate, t_critical
+from evaluate.analysis.stats import estimate, pearson, ratio_estimate, t_critical
 
 
 def test_t_interval_of_three_runs_by_hand() -> None:

@@ -1,4 +1,4 @@
-"""evaluate/convergence.py: the loss-curve convergence check, and its verdict in compare.md and the console."""
+"""evaluate/analysis/convergence.py: the loss-curve convergence check, and its verdict in compare.md and the console."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from evaluate.analysis.convergence import CANNOT_JUDGE, check_curves
 from evaluate.compare import main as compare_main
-from evaluate.convergence import CANNOT_JUDGE, check_curves
 from tests.helpers.evaluate import make_result
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluate.fairness import DIGEST_KEY, check_fairness
-from evaluate.results import load_directory
+from evaluate.analysis.fairness import DIGEST_KEY, check_fairness
+from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result
-from utils.result.model import EffectiveSettings, Result
+from utils.schema.model import EffectiveSettings, Result
 
 SAME = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64

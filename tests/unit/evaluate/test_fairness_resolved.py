@@ -1,7 +1,7 @@
 """compare refuses results that decayed the LR over another horizon or used another Adam epsilon (issue 35).
 
 LR_DECAY_ITERS and ADAM_EPS are fairness keys the workload block does not carry; each result records
-what its framework resolved (``effective_settings``), and evaluate/fairness.py compares those.
+what its framework resolved (``effective_settings``), and evaluate/analysis/fairness.py compares those.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.fairness import check_fairness
-from evaluate.results import load_directory
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result
-from utils.result.model import EffectiveSettings
+from utils.schema.model import EffectiveSettings
 
 IDENTICAL = {"lr_decay_iters": 30, "adam_eps": 1e-8}
 

@@ -1,4 +1,4 @@
-"""The GPU check's table (evaluate/gpu_check.py) from results and a Megatron log.
+"""The GPU check's table (evaluate/gpu_check/cli.py) from results and a Megatron log.
 
 FIXTURES BUILT FROM REPORTED FIGURES (tests/fixtures/gpu_check/README.md): the tran/deep results and
 the mega log carry the tokens/s, peak memory, power and first two losses issue 25 reports for the
@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 from evaluate import gpu_check as gc
-from evaluate.gpu_check_model import GpuCheck, Row
+from evaluate.gpu_check.model import GpuCheck, Row
 from tests.helpers.devices import h100
 from tests.helpers.evaluate import fake_dataset, gpu_info, workload_config
 from tests.helpers.paths import FIXTURES
 from train.logs.assemble import build_result
-from utils.config.models import get_shape
 from utils.dataset.fingerprint import fingerprint
 from utils.files.generated import output_targets
 from utils.machine import prescreen as ps
@@ -29,7 +28,8 @@ from utils.machine.device_facts import Fact
 from utils.measure.metrics import record_steps
 from utils.measure.power import DeviceEnergy, power_metrics
 from utils.result.file import finalize_result, new_result, result_path, write_result
-from utils.result.model import EffectiveSettings, Source
+from utils.schema.model import EffectiveSettings, Source
+from utils.spec.models import get_shape
 
 FIXTURES = FIXTURES / "gpu_check"
 MEGA_LOG = FIXTURES / "megatron_local_h100_proxy_llama.log"

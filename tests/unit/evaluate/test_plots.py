@@ -1,4 +1,5 @@
-"""evaluate/plots.py and evaluate/frameworks.py read at a glance: colours per framework, axes fit the measured steps.
+"""evaluate/render/plots.py and evaluate/render/frameworks.py read at a glance: colours per framework, axes fit the
+measured steps.
 
 The figures are rendered from results built through the real result API and checked through matplotlib's
 objects (colours, limits, labels), never pixels.
@@ -11,9 +12,10 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_hex
 
-from evaluate.analysis import summarize_group
-from evaluate.frameworks import framework_figure, on_platform
-from evaluate.plots import (
+from evaluate.analysis.results import load_directory
+from evaluate.analysis.summary import summarize_group
+from evaluate.render.frameworks import framework_figure, on_platform
+from evaluate.render.plots import (
     ENERGY_PANEL_TITLES,
     PANEL_TITLES,
     TITLE_AVG_STEP,
@@ -26,9 +28,8 @@ from evaluate.plots import (
     model_figure,
     save_figure,
 )
-from evaluate.results import load_directory
 from tests.helpers.evaluate import make_result
-from utils.config.registry import FRAMEWORK_COLORS, framework_color
+from utils.spec.registry import FRAMEWORK_COLORS, framework_color
 
 
 def by_model(out: Path) -> dict:

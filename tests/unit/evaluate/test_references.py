@@ -1,4 +1,4 @@
-"""evaluate/references.json + references.py: the published anchors and how results are matched to them."""
+"""evaluate/analysis/references.json + references.py: the published anchors and how results are matched to them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.references import REFERENCES_PATH, load_references, match_references
+from evaluate.analysis.references import REFERENCES_PATH, load_references, match_references
 from tests.helpers.evaluate import make_result
 from utils.result.file import read_result
 
@@ -74,7 +74,7 @@ def test_matching_needs_model_precision_seq_len_gbs_size_and_gpu(tmp_path: Path)
 
 
 def test_gpu_family_is_a_whole_token() -> None:
-    from evaluate.references import same_family
+    from evaluate.analysis.references import same_family
 
     assert same_family("H100", "NVIDIA H100 80GB HBM3") and same_family("MI300X", "AMD Instinct MI300X")
     assert not same_family("B200", "NVIDIA GB200") and not same_family("H100", "NVIDIA H1000")

@@ -72,7 +72,7 @@ def test_time_to_quality_is_shown_where_runs_evaluated(page: str) -> None:
     quality = page[page.index(">Time to quality</h3>"):page.index("</section>", page.index(">Time to quality</h3>"))]
     assert f">{TARGET_LOSS:g}</td>" in quality and "yes" in quality and "GPU-hours to target" in quality
     assert "n/a (not measured in a test)" in quality  # a null figure to target says why
-    # evaluate/quality_plot.py's drawing (one owner with quality.png): against time and tokens, the target dashed
+    # evaluate/render/quality_plot.py's drawing (one owner with quality.png): against time and tokens, the target dashed
     assert "Eval loss against wall-clock time" in quality and "Eval loss against training tokens" in quality
     assert "target 3.5" in quality
     assert page.count("<svg") == 2  # the model's figure and the eval-loss figure; no panel without data

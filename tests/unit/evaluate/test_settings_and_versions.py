@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import load_directory
+from evaluate.analysis.settings_diff import settings_differences
 from evaluate.compare import main as compare_main
-from evaluate.fairness import check_fairness
-from evaluate.results import load_directory
-from evaluate.settings_diff import settings_differences
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
-from utils.result.model import EffectiveSettings, FrameworkVersions, Result
+from utils.schema.model import EffectiveSettings, FrameworkVersions, Result
 
 COMMIT_A = "847781764fe468c90caec16309deded245c1022c"
 COMMIT_B = "3cdfd613e68e8b734a3b9e28de579daaf81f4503"

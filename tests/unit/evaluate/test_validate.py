@@ -1,4 +1,4 @@
-"""evaluate/validate.py and evaluate/fairness.py: sanity checks and the fairness check."""
+"""evaluate/validate.py and evaluate/analysis/fairness.py: sanity checks and the fairness check."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.fairness import check_fairness
-from evaluate.results import load_directory
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import load_directory
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
 from utils.result.file import update_result
-from utils.result.model import FlopPair, Result, Workload
+from utils.schema.model import FlopPair, Result, Workload
 
 
 def run_validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -44,7 +44,7 @@ def test_valid_results_pass_with_json_report(tmp_path: Path, capsys: pytest.Capt
         (lambda r: r.loss_values.__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
         (lambda r: r.loss_values.reverse(), "loss not decreasing on average"),
         (lambda r: r.loss_values.__setitem__(4, -0.5), "negative loss at step 5"),
-        # the per-step arrays have one length (utils/result/model.py), so all of them go
+        # the per-step arrays have one length (utils/schema/model.py), so all of them go
         (lambda r: update_result(r, loss_values=[], step_times=[], learning_rates=[]), "no loss values recorded"),
     ],
     ids=["throughput", "mfu", "nan-loss", "loss-rising", "negative-loss", "no-loss"],

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.fairness import check_fairness
-from evaluate.results import load_directory
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result
 from train.launch.context import job_context
 from utils.config.load import REPO_ROOT, ConfigError, load_config
@@ -24,7 +24,7 @@ from utils.machine.cpu_precision import (
     parse_cpu_flags,
     read_cpu_flags,
 )
-from utils.result.model import Result
+from utils.schema.model import Result
 
 BF16_CPU = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})  # Sapphire Rapids, Zen 4
 AVX512_CPU = frozenset({"avx2", "avx512f", "avx512bw", "avx512vl"})  # Skylake-SP: AVX-512 without bf16

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from utils.config.models import get_shape
 from utils.machine.hardware import REFERENCE_DEVICES, device_memory, device_memory_gib
 from utils.measure.memory import (
     GIB,
@@ -15,6 +14,7 @@ from utils.measure.memory import (
     recipe_for,
     tran_recipe,
 )
+from utils.spec.models import get_shape
 
 H100 = device_memory("nvd", "NVIDIA H100 80GB HBM3")
 MI300X = device_memory("amd", "AMD Instinct MI300X")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from utils.config.load import REPO_ROOT, load_config
-from utils.config.models import flops_per_token, get_shape
 from utils.machine.hardware import gpu_info_for_device
 from utils.measure.metrics import (
     disagreement,
@@ -16,7 +15,8 @@ from utils.measure.metrics import (
     step_stats,
 )
 from utils.result.file import new_result
-from utils.result.model import Source
+from utils.schema.model import Source
+from utils.spec.models import flops_per_token, get_shape
 
 
 def test_summary_statistics_hand_computed():

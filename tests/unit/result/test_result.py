@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from utils.config.load import REPO_ROOT, load_config
-from utils.config.models import get_shape
 from utils.machine.hardware import collect_gpu_info
 from utils.measure.metrics import record_steps
 from utils.result.file import (
@@ -29,7 +28,8 @@ from utils.result.file import (
     update_result,
     write_result,
 )
-from utils.result.model import Result, Source
+from utils.schema.model import Result, Source
+from utils.spec.models import get_shape
 
 ENV = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "TRAIN_ITERS": "10", "WARMUP_STEPS": "2"}
 
@@ -215,9 +215,9 @@ def test_cli_status_and_check(tmp_path, capsys):
 
 
 def test_committed_schema_is_generated_from_the_model(capsys):
-    """utils/result/schema.json is regenerated (python -m utils.result.file schema --write) when the model changes."""
+    """utils/schema/schema.json is regenerated (python -m utils.result.file schema --write) when the model changes."""
     assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), (
-        "utils/result/schema.json is stale: run python -m utils.result.file schema --write")
+        "utils/schema/schema.json is stale: run python -m utils.result.file schema --write")
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["$id"] == "tprimat/result/v2" and "performance_metrics" in schema["properties"]

@@ -2,7 +2,7 @@
 
 A 510 MB result, under the 512 MiB byte limit, expanded to more than 5.5 GB in memory and ended compare with a
 MemoryError. Now TRAIN_ITERS has a bound (utils/config/rules.py ``MAX_TRAIN_ITERS``), a result's per-step arrays
-hold at most that many entries (utils/result/model.py ``MAX_STEPS``), and the reader refuses a file with more bytes,
+hold at most that many entries (utils/schema/model.py ``MAX_STEPS``), and the reader refuses a file with more bytes,
 values or containers than the largest result such a run can write (``RESULT_LIMITS``) before parsing it.
 """
 
@@ -19,10 +19,10 @@ from tests.helpers.evaluate import make_result
 from tests.helpers.paths import REPO
 from utils.config.load import ConfigError, load_config
 from utils.config.rules import MAX_TRAIN_ITERS, RULES
-from utils.files.json_input import JsonInputError, read_json
+from utils.io.json_input import JsonInputError, read_json
 from utils.measure.quality import non_finite_reason
 from utils.result.file import ResultError, read_result
-from utils.result.model import (
+from utils.schema.model import (
     MAX_INT,
     MAX_STEPS,
     PER_STEP_ARRAYS,
@@ -106,7 +106,7 @@ def test_the_value_and_container_limits_are_checked_before_parsing(tmp_path: Pat
 _MEASURE = """
 import json, resource, sys
 from pathlib import Path
-from evaluate.results import load_results
+from evaluate.analysis.results import load_results
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 loaded = load_results([Path(p) for p in sys.argv[1:]])
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

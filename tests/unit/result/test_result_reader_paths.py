@@ -13,10 +13,10 @@ import pytest
 
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import FIXTURES
-from utils.files.json_input import one_line, read_json_text
+from utils.io.json_input import one_line, read_json_text
 from utils.result import file as result_file
 from utils.result.file import ResultError, read_result, read_the_long_way
-from utils.result.model import RESULT_LIMITS
+from utils.schema.model import RESULT_LIMITS
 
 
 def _outcome(read: Callable[[], object]) -> tuple[str, str]:

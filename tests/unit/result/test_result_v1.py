@@ -1,4 +1,4 @@
-"""utils/result/v1.py: schema version 1 files, written by the version-1 code, still read as typed results.
+"""utils/schema/v1.py: schema version 1 files, written by the version-1 code, still read as typed results.
 
 The files in tests/fixtures/results_v1/ were written by tprimat at the last commit whose producers wrote
 version 1 (see that directory's README); every number they hold must survive the migration.
@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers.paths import FIXTURES
 from utils.result.file import ResultError, read_result, write_result
-from utils.result.v1 import MIGRATED_NOTE, migrate
+from utils.schema.v1 import MIGRATED_NOTE, migrate
 
 FIXTURES = FIXTURES / "results_v1"
 FILES = sorted(FIXTURES.glob("*.json"))

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from utils.config.load import REPO_ROOT, load_config
-from utils.config.models import get_shape
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import new_result, result_path
-from utils.result.model import Source
 from utils.result.step_log import StepLog, read_step_log, recover_result, step_log_path
+from utils.schema.model import Source
+from utils.spec.models import get_shape
 
 
 def _started(tmp_path: Path):

@@ -17,10 +17,10 @@ import pytest
 from tests.helpers.nemo import write_config
 from train.nemo.callback import LightningMeasurement
 from utils.config.load import load_config
-from utils.config.models import get_shape
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import new_result, read_result
-from utils.result.model import Source
+from utils.schema.model import Source
+from utils.spec.models import get_shape
 
 if TYPE_CHECKING:
     from lightning.pytorch import LightningModule, Trainer

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.fairness import check_fairness
-from evaluate.results import load_directory
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result, workload_config
 from utils.config.load import ConfigError
-from utils.result.model import EffectiveSettings
+from utils.schema.model import EffectiveSettings
 
 
 def test_default_is_transformer_engine_and_local_is_accepted():

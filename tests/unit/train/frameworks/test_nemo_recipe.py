@@ -13,8 +13,8 @@ from tests.helpers.nemo import REPO, make_tokenizer, write_config
 from train.nemo.plugin import overrides_for, resolve_shape
 from train.nemo.recipe import RECIPE_PARALLEL_DEFAULTS, NemoOverrides
 from utils.config.load import WORKLOAD_KEYS, load_config
-from utils.config.models import get_shape
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
+from utils.spec.models import get_shape
 
 
 def _cfg(tmp_path: Path, **overrides: str):

@@ -14,9 +14,9 @@ from tests.helpers.proc import free_port
 from train.launch.launcher import launch
 from train.megatron import args as megatron_args
 from train.prim import plugin as prim_plugin
-from utils.config.models import get_shape
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.result.file import read_result
+from utils.spec.models import get_shape
 
 # Primus's own qwen2.5_7B example runs seq 2048, MBS 10, GBS 640, lr 1e-5, 50 iterations, mock data,
 # init std 0.008, eod masking and a shuffling data loader; this config differs from every one of them.

@@ -21,7 +21,7 @@ import pytest
 from tests.helpers.paths import REPO
 from tests.helpers.proc import PYTHON, run_module
 from utils.result.file import read_result
-from utils.result.model import Result
+from utils.schema.model import Result
 
 LAUNCH = ("train.launch.launcher", "--platform", "cpu", "--framework", "tran")
 

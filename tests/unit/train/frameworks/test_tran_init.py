@@ -17,7 +17,7 @@ from train.rules.init_std import megatron_init_stds
 from train.tran.init import init_like_megatron
 from train.tran.step import build_model
 from utils.config.load import REPO_ROOT
-from utils.config.models import get_shape
+from utils.spec.models import get_shape
 
 
 def test_the_scaled_std_is_megatrons_rule() -> None:

@@ -22,8 +22,8 @@ from train.mega import plugin as mega_plugin
 from train.megatron import args as megatron_args
 from train.nemo.plugin import overrides_for
 from train.prim import plugin as prim_plugin
-from utils.config.models import get_shape
 from utils.dataset.paths import dataset_prefix, tokenizer_dir, valid_prefix
+from utils.spec.models import get_shape
 
 # GBS 64 (the fixture workload: MBS 1 x DP 8 x GA 8): evaluate 128 samples (2 global batches) every 320 (5 steps)
 EVAL = {"EVAL_INTERVAL": "320", "EVAL_SAMPLES": "128"}

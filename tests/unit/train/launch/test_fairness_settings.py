@@ -11,7 +11,7 @@ from train.mega.plugin import megatron_args
 from train.megatron.args import vocab_padding
 from train.nemo.recipe import build_overrides
 from train.prim.plugin import primus_overrides
-from utils.config.models import get_shape
+from utils.spec.models import get_shape
 
 
 @pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])

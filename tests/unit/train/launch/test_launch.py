@@ -14,10 +14,10 @@ from train.launch.job_result import collect_own_result
 from train.launch.launcher import launch, writes_result
 from train.launch.torchrun import torchrun_argv
 from utils.config.load import REPO_ROOT, load_config
-from utils.config.registry import FRAMEWORKS
 from utils.measure.memory import tran_recipe
 from utils.result.file import read_result, result_path
-from utils.result.model import EffectiveSettings, FrameworkVersions
+from utils.schema.model import EffectiveSettings, FrameworkVersions
+from utils.spec.registry import FRAMEWORKS
 
 
 def context(tmp_path: Path, framework: str = "tran", **overrides: str) -> RunContext:
@@ -89,11 +89,11 @@ def test_signal_death_is_incomplete(tmp_path):
 
 def ok_result(ctx, plan, rc):
     """A stand-in ``collect`` that reports every step done: an ok result."""
-    from utils.config.models import get_shape
     from utils.machine.hardware import collect_gpu_info
     from utils.measure.metrics import record_steps
     from utils.result.file import finalize_result, new_result
-    from utils.result.model import Source
+    from utils.schema.model import Source
+    from utils.spec.models import get_shape
 
     shape = get_shape("llama", ctx.cfg.model_size)
     result = new_result(ctx.cfg, platform="cpu", framework="tran", model="llama", shape=shape,

@@ -18,14 +18,14 @@ from train.launch.contract import LaunchPlan
 from train.launch.launcher import launch
 from train.tran.plugin import reference_record
 from utils.config.load import REPO_ROOT, load_config
-from utils.config.models import workload_shape
 from utils.machine.hardware import collect_gpu_info
 from utils.measure.memory import tran_recipe
 from utils.measure.metrics import record_steps
 from utils.measure.quality import build_quality, make_evaluation
 from utils.result.file import finalize_result, new_result, read_result, update_result
 from utils.result.mllog import mllog_path
-from utils.result.model import EffectiveSettings, FrameworkVersions, Source
+from utils.schema.model import EffectiveSettings, FrameworkVersions, Source
+from utils.spec.models import workload_shape
 
 TINY_MLPERF = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "1", "GA": "8",
                "GPUS_PER_NODE": "1", "TRAIN_ITERS": "4", "WARMUP_STEPS": "2", "EVAL_INTERVAL": "16",

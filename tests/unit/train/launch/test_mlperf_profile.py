@@ -23,8 +23,8 @@ from train.launch.context import job_context, load_plugin
 from train.launch.launcher import main as launch_main
 from train.profiles import ProfileError, apply_profile, mlperf
 from train.rules.schedule import lr_at
-from utils.config.registry import FRAMEWORKS
 from utils.result.file import result_path
+from utils.spec.registry import FRAMEWORKS
 
 ALL_JOBS = [(platform, framework) for framework, spec in FRAMEWORKS.items() for platform in spec.platforms]
 

@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.imports import import_graph
 from train.launch.context import load_plugin
 from train.launch.contract import Plugin
-from utils.config.registry import FRAMEWORKS
+from utils.spec.registry import FRAMEWORKS
 
 FRAMEWORK_PACKAGES = ("train.tran", "train.deep", "train.mega", "train.prim", "train.nemo", "train.megatron")
 SHARED_ROOMS = ("train.launch.launcher", "train.launch.preflight", "train.launch.job_guard", "train.launch.job_result",

@@ -26,8 +26,8 @@ from train.settings.expected import FIXED
 from train.settings.platform_env import attention_env
 from train.settings.runner import FrameworkUnavailable
 from utils.config.load import REPO_ROOT
-from utils.config.models import workload_shape
-from utils.result.model import EffectiveSettings
+from utils.schema.model import EffectiveSettings
+from utils.spec.models import workload_shape
 
 JOBS = [("amd", "mega"), ("nvd", "mega"), ("amd", "prim"), ("nvd", "nemo")]
 

@@ -14,9 +14,9 @@ from tests.helpers.megatron import FIXTURE_WORKLOAD, FIXTURES, make_config
 from train.logs import build_result
 from train.logs.scan import scan_file, scan_lines
 from utils.config.load import REPO_ROOT
-from utils.config.models import flops_per_token, get_shape
 from utils.result.file import read_result, write_result
-from utils.result.model import GpuInfo, Result
+from utils.schema.model import GpuInfo, Result
+from utils.spec.models import flops_per_token, get_shape
 
 # Per-iteration times (ms) and losses every fixture was written with (tests/fixtures/logs/README.md).
 TIMES_MS = [5210.4, 2104.7, 1991.2, 1985.0, 1979.3, 1988.8, 1983.1, 1986.4, 1981.9, 1984.6]

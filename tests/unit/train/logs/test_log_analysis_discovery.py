@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.fairness import check_fairness
-from evaluate.results import load_directory
+from evaluate.analysis.fairness import check_fairness
+from evaluate.analysis.results import load_directory
 from tests.fixtures.logs.generate_foreign import LLAMA, megatron_args, megatron_line
 from tests.helpers.events import write_lightning_events, write_megatron_events
 from tests.helpers.megatron import FIXTURES

@@ -19,7 +19,7 @@ from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
 from train.logs.tensorboard import scan_events
 from utils.result.file import read_result, write_result
-from utils.result.model import Result
+from utils.schema.model import Result
 
 
 def analyse(tmp_path: Path, files: list[Path], **options: object) -> Result:

@@ -19,7 +19,7 @@ from train.rules.versions import (
     framework_versions,
     tree_commit,
 )
-from utils.result.model import FrameworkVersions
+from utils.schema.model import FrameworkVersions
 
 COMMIT = "847781764fe468c90caec16309deded245c1022c"
 

@@ -1,0 +1,235 @@
+"""Loading a results directory: every ``train_*.json``, validated, grouped into repeated runs.
+
+Each file becomes a typed :class:`utils.schema.model.Result` through
+:func:`utils.result.file.read_result`: a result is foreign input (a colleague's ``output.zip``), so it is
+read under size and depth limits, validated strictly (no ``"8456"`` read as a number, registry names
+only, bounded figures, no NaN or negative figures; version-1 files migrated), and a file that fails is
+one line naming it and its first problem. A file that cannot be used is named with the reason and left out,
+never a crash and never silent: truncated JSON, a schema violation, and also what is
+not a readable regular file at all (a directory or a FIFO named ``train_x.json``, a
+symlink loop, a dangling link, a file without read permission). The comparison of the
+other files goes on.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utils.io.json_input import one_line
+from utils.io.sanitise import sanitised
+from utils.measure.plausible import identity, implausible
+from utils.result.file import STATUSES, ResultError, read_result
+from utils.schema.model import Result
+from utils.spec.registry import PLATFORMS
+
+RESULT_GLOB = "train_*.json"
+RUN_SUFFIX = re.compile(r"_r(\d+)$")
+
+
+@dataclass(frozen=True)
+class LoadedResult:
+    """One valid result file: its path and the typed result."""
+
+    path: Path
+    result: Result
+
+    @property
+    def platform(self) -> str:
+        return self.result.platform
+
+    @property
+    def framework(self) -> str:
+        return self.result.framework
+
+    @property
+    def model(self) -> str:
+        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``, the result's own).
+
+        The one place the comparison names a model: a proxy is grouped, tabled and plotted apart from the whole
+        model and under its label (``display_name`` returns a label it does not know unchanged).
+        """
+        shape = self.result.model_shape
+        return shape.display_name if shape.proxy_of_layers is not None else self.result.model
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def label(self) -> str:
+        """Short name used in tables and difference lists: the file name without ``train_``/``.json``.
+
+        Shown through ``one_line``: a file name may hold a line break or a control character.
+        """
+        stem = one_line(self.path.stem)
+        return stem[len("train_"):] if stem.startswith("train_") else stem
+
+    @property
+    def profile(self) -> str:
+        return self.result.profile
+
+    @property
+    def run_index(self) -> int | None:
+        if self.result.run_index is not None:
+            return self.result.run_index
+        match = RUN_SUFFIX.search(self.path.stem)
+        return int(match.group(1)) if match else None
+
+
+@dataclass
+class RunGroup:
+    """All runs of one (platform, framework, model, profile): repeated runs are aggregated, failures shown apart.
+
+    The profile is part of the key: an identical and a tuned run of one job are never averaged together.
+    """
+
+    platform: str
+    framework: str
+    model: str
+    profile: str = "identical"
+    runs: list[LoadedResult] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.platform, self.framework, self.model, self.profile)
+
+    @property
+    def label(self) -> str:
+        return f"{self.platform}/{self.framework}" + ("" if self.profile == "identical" else f" ({self.profile})")
+
+    @property
+    def ok_runs(self) -> list[LoadedResult]:
+        return [r for r in self.runs if r.ok]
+
+    @property
+    def not_ok_runs(self) -> list[LoadedResult]:
+        return [r for r in self.runs if not r.ok]
+
+    def status_text(self) -> str:
+        """``3 ok`` or ``2 ok, 1 failed``: failed/incomplete runs are never averaged in silently."""
+        counts: dict[str, int] = defaultdict(int)
+        for run in self.runs:
+            counts[run.status] += 1
+        return ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+
+
+def platform_rank(platform: str) -> int:
+    """Position of ``platform`` in the registry (AMD, NVIDIA, CPU); unknown platforms go last."""
+    order = list(PLATFORMS)
+    return order.index(platform) if platform in order else len(order)
+
+
+@dataclass
+class LoadedDirectory:
+    """The usable results and the skipped files (each with its one-line reason); ``unreadable``: the skipped
+    files that are no readable regular file at all (the others were read and found invalid)."""
+
+    results: list[LoadedResult]
+    skipped: list[tuple[Path, str]]
+    unreadable: set[Path] = field(default_factory=set)
+    duplicates: list[tuple[Path, Path]] = field(default_factory=list)  # (a copy, the file of the run it repeats)
+
+    def groups(self) -> dict[str, list[RunGroup]]:
+        """Model -> run groups, in a stable order (profile identical first, registry platform order, frameworks)."""
+        by_key: dict[tuple[str, str, str, str], RunGroup] = {}
+        for result in self.results:
+            key = (result.platform, result.framework, result.model, result.profile)
+            by_key.setdefault(key, RunGroup(*key)).runs.append(result)
+        out: dict[str, list[RunGroup]] = defaultdict(list)
+        for key in sorted(by_key, key=lambda k: (k[2], k[3] != "identical", platform_rank(k[0]), k[1])):
+            group = by_key[key]
+            group.runs.sort(key=lambda r: (r.run_index or 0, r.path.name))
+            out[key[2]].append(group)
+        return dict(out)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def unusable_reason(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a result file before opening it (None: a regular file).
+
+    Checked first so that a FIFO never blocks the loader and a symlink loop or a
+    directory is named with what it is rather than with a decoding error.
+    """
+    shown = one_line(path, 400)
+    try:
+        mode = os.stat(path).st_mode  # follows links: a loop or a dangling link fails here
+    except FileNotFoundError:
+        return f"{shown}: unreadable: a symlink to a missing file" if os.path.islink(path) else f"{shown}: no such file"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{shown}: unreadable: a symlink loop"
+        return f"{shown}: unreadable: {exc.strerror or exc}"
+    for test, what in _KINDS:
+        if test(mode):
+            return f"{shown}: unreadable: {what}, not a result file"
+    return None
+
+
+def _read(path: Path) -> Result:
+    """:func:`read_result`, with a file too big for memory one file's problem too (issue 33: a 510 MB result ended
+    compare with a MemoryError traceback and the good results beside it were never compared)."""
+    try:
+        return sanitised(read_result(path))  # every string one line and inert before any renderer sees it
+    except MemoryError:
+        raise ResultError(f"{one_line(path, 400)}: too large to read into memory") from None
+    except RecursionError:
+        raise ResultError(f"{one_line(path, 400)}: nested too deep to read") from None
+
+
+def load_results(paths: list[Path]) -> LoadedDirectory:
+    """Read and validate each file; unusable ones are returned in ``skipped`` with the reason.
+
+    A schema-valid result whose figures cannot be true (``utils/measure/plausible.py``) is skipped too, with
+    the reason; a copy of a run already read (same start, arrays and figures; only the name or index differs)
+    is counted once and listed in ``duplicates`` (issue 33: one run copied to ``_r1``..``_r3`` made three
+    repeats with a zero-width interval).
+    """
+    loaded = LoadedDirectory([], [])
+    seen: dict[str, Path] = {}
+    for path in sorted(paths):
+        reason = unusable_reason(path)
+        if reason is None:
+            try:
+                result = _read(path)
+            except ResultError as exc:
+                reason = str(exc)
+            else:
+                problems = implausible(result)
+                if not problems:
+                    key = identity(result)
+                    if key in seen:
+                        loaded.duplicates.append((path, seen[key]))
+                        continue
+                    seen[key] = path
+                    loaded.results.append(LoadedResult(path, result))
+                    continue
+                reason = f"{one_line(path, 400)}: implausible figures, left out: {'; '.join(problems)}"
+        else:
+            loaded.unreadable.add(path)
+        loaded.skipped.append((path, one_line(reason, 600)))
+    return loaded
+
+
+def find_result_files(directory: Path) -> list[Path]:
+    """Every ``train_*.json`` entry directly in ``directory``, whatever it is (the loader names the unusable).
+
+    Temp files of atomic writes start with a dot, so the pattern never matches them.
+    """
+    return sorted(Path(directory).glob(RESULT_GLOB))
+
+
+def load_directory(directory: Path) -> LoadedDirectory:
+    return load_results(find_result_files(directory))

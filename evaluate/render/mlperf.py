@@ -1,0 +1,115 @@
+"""compare's MLPerf view: each PROFILE=mlperf run's compliance verdict, and vendor pairs whose host settings differ.
+
+Why here: the verdict is stored in each result (``mlperf`` block, ``utils/result/mllog.py``);
+a reader of a comparison must see per run whether its MLLOG met MLPerf's closed-division
+rules, and what the checker said when not, beside the throughput. Host settings
+(``environment.host_tunables``, ``utils/machine/host_tunables.py``) are what MLPerf
+submitters tune outside the framework; an AMD and an NVIDIA run on hosts set differently
+measure the hosts as well, so each such pair is listed with the settings that differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from evaluate.analysis.results import LoadedResult
+from evaluate.render.tables import table_block
+from utils.machine.host_tunables import COMPARED
+
+VERDICT_HEADERS = ["run", "verdict (ruleset of record)", "other rulesets", "complaints", "RCP at its GBS", "MLLOG"]
+HOST_HEADERS = ["AMD run", "NVIDIA run", "setting", "AMD", "NVIDIA"]
+VENDORS = ("amd", "nvd")
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0].rstrip(":") if message.strip() else message
+
+
+def verdict_rows(results: Iterable[LoadedResult]) -> list[list[str]]:
+    """One row per result that ran PROFILE=mlperf: verdicts, the checker's complaints (first lines), the RCP."""
+    rows = []
+    for loaded in results:
+        block = loaded.result.mlperf
+        if loaded.result.profile != "mlperf":
+            continue
+        label = f"{loaded.platform}/{loaded.framework} {loaded.path.name}"
+        if block is None:
+            rows.append([label, "no MLLOG", "", "", "", "(result written before MLLOG existed)"])
+            continue
+        record = block.checks[0] if block.checks else None
+        verdict = block.verdict or (f"none ({block.reason or (record.reason if record else 'not checked')})")
+        others = ", ".join(f"{c.ruleset}: {c.verdict or 'none'}" for c in block.checks[1:])
+        complaints = "; ".join(_first_line(m) for m in record.messages) if record else ""
+        rcp = f"{block.rcp.kind} ({block.rcp.note})" if block.rcp else ""
+        rows.append([label, f"{verdict} ({block.ruleset_of_record})" if block.verdict else verdict, others,
+                     complaints or "none", rcp, block.mllog or "-"])
+    return rows
+
+
+@dataclass(frozen=True)
+class HostDifference:
+    """An AMD and an NVIDIA run of one model whose hosts were set differently (one setting)."""
+
+    model: str
+    amd: str
+    nvd: str
+    setting: str
+    amd_value: str
+    nvd_value: str
+
+
+def _value(loaded: LoadedResult, key: str) -> str:
+    tunables = loaded.result.environment.host_tunables
+    if tunables is None:
+        return "not recorded"
+    value = getattr(tunables, key)
+    return str(value) if value is not None else f"unreadable ({tunables.unreadable.get(key, 'no reason')})"
+
+
+def host_differences(results: Iterable[LoadedResult]) -> list[HostDifference]:
+    """Every (AMD run, NVIDIA run) pair of one model and profile whose recorded host settings differ, by setting.
+
+    A setting unreadable on both sides is not a difference; readable on one side only, it is
+    (the reader cannot tell the hosts matched). Results without the record are left out.
+    """
+    ok = [r for r in results if r.ok and r.result.environment.host_tunables is not None]
+    found = []
+    for a in (r for r in ok if r.platform == "amd"):
+        for b in (r for r in ok if r.platform == "nvd" and r.model == a.model and r.result.profile == a.result.profile):
+            for key in COMPARED:
+                va, vb = _value(a, key), _value(b, key)
+                if va != vb and not (va.startswith("unreadable") and vb.startswith("unreadable")):
+                    found.append(HostDifference(a.model, a.path.name, b.path.name, key, va, vb))
+    return found
+
+
+def host_rows(differences: list[HostDifference]) -> list[list[str]]:
+    return [[d.amd, d.nvd, d.setting, d.amd_value, d.nvd_value] for d in differences]
+
+
+def console_lines(results: list[LoadedResult]) -> list[str]:
+    """compare's console lines: the verdict per mlperf run, then host differences between vendor pairs."""
+    lines = []
+    for row in verdict_rows(results):
+        lines.append(f"MLPerf {row[0]}: {row[1]}" + (f"; {row[2]}" if row[2] else "") +
+                     (f"; complaints: {row[3]}" if row[3] not in ("", "none") else ""))
+    differences = host_differences(results)
+    if differences:
+        pairs = sorted({(d.amd, d.nvd) for d in differences})
+        lines.append(f"WARNING: host settings differ between {len(pairs)} AMD/NVIDIA pair(s) (compare.md lists them):")
+        lines += [f"  {d.amd} vs {d.nvd}: {d.setting} {d.amd_value} vs {d.nvd_value}" for d in differences]
+    return lines
+
+
+def markdown_lines(results: list[LoadedResult]) -> list[str]:
+    """compare.md's sections: the verdict table, and the host settings that differ between vendor pairs."""
+    return [*table_block(VERDICT_HEADERS, verdict_rows(results), "## MLPerf compliance (PROFILE=mlperf)",
+                         "MLPerf's own compliance checker (mlperf-logging) on each run's MLLOG, written by tprimat "
+                         "from the run's result (README \"MLPerf rules\"). Not a submission: a verdict says whether "
+                         "this run's log meets the closed-division rules of the Llama 3.1 8B benchmark."),
+            *table_block(HOST_HEADERS, host_rows(host_differences(results)),
+                         "## Host settings that differ between AMD and NVIDIA runs",
+                         "Record only (tprimat changes nothing on a host): the settings MLPerf submitters tune "
+                         "(governor, C-states, NUMA balancing, THP, ASLR ...). A pair listed here ran on hosts set "
+                         "differently.")]

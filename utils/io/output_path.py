@@ -1,0 +1,54 @@
+"""Where a file tprimat writes goes: inside its folder, under a name built from safe parts, or nowhere.
+
+Why one helper: issue 26 found ``evaluate.compare --output-dir O`` writing
+``ESCAPED3_frameworks.png`` in the system's temporary folder, because a result's ``platform``
+(``y/../../tmp/ESCAPED3``) became part of a file name, and a platform holding a line break made
+a file name with one. Result fields are now registry names (``utils/schema/model.py``), and
+every writer builds its path here:
+
+* :func:`safe_label` turns any text (a user's label, a dataset name) into a name part of
+  ``[A-Za-z0-9._-]`` that cannot start with a dot;
+* :func:`output_file` joins a folder and a relative name and refuses (:class:`OutputPathError`,
+  one line) a name that is absolute, has ``..`` or an empty part, holds a character outside
+  that set, or leads outside the folder once links are resolved.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from utils.io.json_input import one_line
+
+_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
+_UNSAFE = re.compile(r"(?:[^A-Za-z0-9._-]|\.{2,})+")
+
+
+class OutputPathError(ValueError):
+    """An output path would leave its folder or holds a character no output name has; one line."""
+
+
+def safe_label(text: str, fallback: str = "x") -> str:
+    """``text`` as a file-name part: runs of other characters (and of dots) become ``_``; no leading dot."""
+    label = _UNSAFE.sub("_", text).lstrip(".")
+    return label or fallback
+
+
+def output_file(folder: Path, name: str | Path) -> Path:
+    """``folder / name``, refused unless ``name`` is relative, made of safe parts, and stays inside ``folder``."""
+    folder = Path(folder)
+    parts = Path(name).parts if str(name) else ()
+    if not parts or Path(name).is_absolute():
+        raise OutputPathError(f"refusing the output name '{one_line(name)}': not a relative file name")
+    for part in parts:
+        if not _PART.fullmatch(part):
+            raise OutputPathError(f"refusing the output name '{one_line(name)}' in {one_line(folder, 300)}: "
+                                  f"'{one_line(part, 60)}' is not a plain file name ([A-Za-z0-9._+-], no leading dot)")
+    target = folder.joinpath(*parts)
+    real_folder = os.path.realpath(folder)
+    real_target = os.path.realpath(target)
+    if os.path.commonpath([real_folder, real_target]) != real_folder or real_target == real_folder:
+        raise OutputPathError(f"refusing {one_line(target, 300)}: it leads outside {one_line(folder, 300)} "
+                              f"({one_line(real_target, 300)})")
+    return target
