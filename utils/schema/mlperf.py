@@ -1,0 +1,54 @@
+"""A ``PROFILE=mlperf`` run's MLLOG and MLPerf's compliance verdict on it (issue 35; ``utils/result/mllog.py``
+produces the block)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from utils.schema.block import Block, Count, NonNegative, Positive
+
+
+class MlperfCheck(Block):
+    """MLPerf's compliance checker on the run's MLLOG for one ruleset: its verdict and its own messages.
+
+    ``verdict`` is the checker's last line (SUCCESS or FAILED); None with ``reason`` when it did not finish.
+    """
+
+    ruleset: str
+    verdict: Literal["SUCCESS", "FAILED"] | None
+    messages: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class MlperfRcp(Block):
+    """What mlperf-logging's reference convergence points say about the run's GBS (``kind``: point, interpolated
+    between points, or none), with the point's learning rate and warm-up samples where there is one."""
+
+    gbs: Positive | None
+    kind: Literal["point", "interpolated", "none"]
+    source: str
+    base_lr: NonNegative | None = None
+    warmup_samples: Count | None = None
+    note: str = ""
+
+
+class Mlperf(Block):
+    """A ``PROFILE=mlperf`` run's MLLOG (a file beside the result) and the checker's verdict on it.
+
+    ``verdict`` is the ruleset of record's (``ruleset_of_record``, 6.0.0); ``checks`` holds every
+    ruleset run. None with ``reason`` when no MLLOG could be written (no quality block, no
+    mlperf-logging). ``derived_from`` says who wrote the MLLOG and from what.
+    """
+
+    benchmark: str
+    derived_from: str
+    not_a_submission: str
+    checker: str | None = None
+    ruleset_of_record: str | None = None
+    mllog: str | None = None
+    verdict: Literal["SUCCESS", "FAILED"] | None = None
+    checks: list[MlperfCheck] = Field(default_factory=list)
+    rcp: MlperfRcp | None = None
+    reason: str | None = None
