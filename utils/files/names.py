@@ -25,7 +25,7 @@ ORIGIN_PREFIX = "_from-"  # a log-analysis result names the run it was read from
 # What a run's name may hold once evaluate/extract.py made it file-name safe (letters, digits, '.', '-').
 ORIGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,70}[A-Za-z0-9])?")
 
-# Fixed names: the comparison (evaluate/compare.py, evaluate/render/report.py), the README's snapshot
+# Fixed names: the comparison (evaluate/compare.py, evaluate/render/markdown.py), the README's snapshot
 # (evaluate/probe.py), the GPU check (evaluate/gpu_check/cli.py), the history's trend (evaluate/history/cli.py),
 # the page (evaluate/report_html/), the gate's report (evaluate/gate.py --report).
 COMPARE_FIGURE = "compare.png"
