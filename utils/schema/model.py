@@ -48,7 +48,7 @@ from utils.spec.registry import PUBLISHED_FRAMEWORK, framework_names, model_name
 SCHEMA_VERSION = 2
 
 Status = Literal["ok", "incomplete", "failed"]
-# mlperf: an MLLOG read back by the MLPerf importer (issue 48): a published MLPerf submission's, or a PROFILE=mlperf run's own
+# mlperf: an MLLOG read back by the MLPerf importer (issue 48): a published submission's, or a PROFILE=mlperf run's
 SourceKind = Literal["callback", "log", "tensorboard", "mlperf"]
 Scalar = str | int | float | bool | None
 
@@ -708,7 +708,7 @@ class Mlperf(Block):
 
 
 class Published(Block):
-    """A run someone else measured and published: an MLPerf Training submission's run, read by the MLPerf importer (issue 48).
+    """A run someone else measured and published: an MLPerf Training submission's run (the MLPerf importer, issue 48).
 
     Never tprimat's measurement: such a result's ``framework`` is :data:`PUBLISHED_FRAMEWORK` (the submitter's
     framework is ``framework`` here, as its system description states it), its ``source.kind`` is ``mlperf`` and
