@@ -9,7 +9,8 @@ from pydantic import Field, model_validator
 
 from utils.schema.block import Block, Count, NonNegative, Positive
 
-SourceKind = Literal["callback", "log", "tensorboard"]
+# mlperf: an MLLOG read back by the MLPerf importer (issue 48): a published submission's, or a PROFILE=mlperf run's
+SourceKind = Literal["callback", "log", "tensorboard", "mlperf"]
 
 
 class StepStats(Block):

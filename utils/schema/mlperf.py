@@ -1,5 +1,5 @@
-"""A ``PROFILE=mlperf`` run's MLLOG and MLPerf's compliance verdict on it (issue 35; ``utils/result/mllog.py``
-produces the block)."""
+"""MLPerf: a ``PROFILE=mlperf`` run's MLLOG and MLPerf's compliance verdict on it (issue 35; ``utils/result/mllog.py``
+produces the block), and a published MLPerf run imported (issue 48)."""
 
 from __future__ import annotations
 
@@ -52,3 +52,40 @@ class Mlperf(Block):
     checks: list[MlperfCheck] = Field(default_factory=list)
     rcp: MlperfRcp | None = None
     reason: str | None = None
+
+
+class Published(Block):
+    """A run someone else measured and published: an MLPerf Training submission's run (the MLPerf importer, issue 48).
+
+    Never tprimat's measurement: such a result's ``framework`` is :data:`PUBLISHED_FRAMEWORK` (the submitter's
+    framework is ``framework`` here, as its system description states it), its ``source.kind`` is ``mlperf`` and
+    ``log`` is the run's place inside the results repository, never a path of the machine that imported it.
+    ``score_min`` is MLPerf's score of the whole system (the olympic mean of its counted runs' minutes, times
+    ``scaling_factor``), the same in each of its runs; ``counted`` says whether this run enters it, and why not.
+    ``check`` is MLPerf's compliance checker's verdict on the log, None with ``check_reason`` when not run.
+    """
+
+    origin: str
+    round: str
+    submitter: str
+    system: str
+    system_id: str
+    benchmark: str
+    division: str
+    availability: str
+    accelerator: str
+    nodes: Positive
+    accelerators_per_node: Positive
+    framework: str
+    notes: str = ""
+    log: str
+    log_sha256: str
+    run_status: str | None = None
+    counted: bool
+    counted_reason: str = ""
+    score_min: NonNegative | None = None
+    score_reason: str | None = None
+    scaling_factor: NonNegative | None = None
+    rcp: str | None = None
+    check: Literal["SUCCESS", "FAILED"] | None = None
+    check_reason: str | None = None

@@ -33,10 +33,10 @@ from utils.io.sanitise import one_line
 from utils.schema.block import MAX_STEPS, Block, Figure, NonNegative, Positive
 from utils.schema.hardware import Environment, FrameworkVersions, GpuInfo
 from utils.schema.measures import MemoryEstimate, MemoryMetrics, PerformanceMetrics, PowerMetrics, Profiling, Source
-from utils.schema.mlperf import Mlperf
+from utils.schema.mlperf import Mlperf, Published
 from utils.schema.quality import Evaluation, Quality
 from utils.schema.run import EffectiveSettings, Fingerprint, ModelShapeBlock, ProfileSettings, TrainingConfig
-from utils.spec.registry import framework_names, model_names, platform_names
+from utils.spec.registry import PUBLISHED_FRAMEWORK, framework_names, model_names, platform_names
 
 SCHEMA_VERSION = 2
 # The JSON schema generated from Result (python -m utils.result.file schema --write), beside this module.
@@ -85,14 +85,16 @@ class Result(Block):
     # held-out evaluations and the figures to TARGET_LOSS (issue 34); None: evaluation was off
     quality: Quality | None = None
     mlperf: Mlperf | None = None  # PROFILE=mlperf only: MLLOG and MLPerf's compliance verdict
+    published: Published | None = None  # a published MLPerf run, imported (framework PUBLISHED_FRAMEWORK)
 
     @field_validator("platform", "framework", "model")
     @classmethod
     def _registry_name(cls, value: str, info: ValidationInfo) -> str:
         """Only the registry's names (utils/spec/registry.py): output file names and report sections are built from
-        them, and a result is foreign input (a platform of ``y/../../tmp/x`` wrote outside the output folder)."""
+        them, and a result is foreign input (a platform of ``y/../../tmp/x`` wrote outside the output folder). A
+        published run's framework is ``PUBLISHED_FRAMEWORK`` (``_status_rules``: with its ``published`` block only)."""
         problem = unknown_name(info.field_name, value)
-        if problem:
+        if problem and not (info.field_name == "framework" and value == PUBLISHED_FRAMEWORK):
             raise ValueError(problem)
         return value
 
@@ -105,6 +107,10 @@ class Result(Block):
                 raise ValueError("status ok needs performance_metrics and finished_at")
         elif not self.error:
             raise ValueError(f"status {self.status} needs an error (the reason)")
+        if (self.published is None) != (self.framework != PUBLISHED_FRAMEWORK):
+            raise ValueError(f"framework {PUBLISHED_FRAMEWORK} is a published run's, and a published run's only")
+        if self.published is not None and self.source.kind != "mlperf":
+            raise ValueError("a published run's source is its MLLOG (source.kind mlperf)")
         lengths = {len(self.step_times), len(self.loss_values), len(self.learning_rates)}
         if len(lengths) > 1:
             raise ValueError("step_times, loss_values and learning_rates must have the same length")
