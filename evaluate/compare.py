@@ -26,20 +26,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluate.analysis.convergence import DEFAULT_BAND, convergence_checks
-from evaluate.analysis.fairness import check_fairness
-from evaluate.analysis.results import find_result_files, load_results
-from evaluate.analysis.settings_diff import settings_differences
-from evaluate.analysis.summary import summarize_group
+from evaluate.analysis.comparison import Comparison, build_comparison
+from evaluate.analysis.convergence import DEFAULT_BAND
+from evaluate.render.console import console
 from evaluate.render.frameworks import console_all, platform_figures
+from evaluate.render.markdown import markdown
 from evaluate.render.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.render.quality_plot import evaluated, quality_figure
-from evaluate.render.report import Comparison, console, markdown
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.files.generated import mark_output_dir
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import one_line
 from utils.io.output_path import OutputPathError, output_file
 from utils.io.sanitise import safe_text
 from utils.spec.registry import platform_names
@@ -93,27 +90,6 @@ def comparison_options(parser: argparse.ArgumentParser, args: argparse.Namespace
         return parse_prices(args.price_per_gpu_hour)
     except ValueError as exc:
         parser.error(str(exc))
-
-
-def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, float],
-                     band: float = DEFAULT_BAND) -> Comparison | None:
-    """Load and summarize; None when there is no valid result at all (the caller explains)."""
-    loaded = load_results(find_result_files(results_dir))
-    for path, reason in loaded.skipped:
-        print(f"warning: skipping {one_line(path, 400)}: {reason}", file=sys.stderr)
-    if loaded.skipped:
-        total = len(loaded.skipped) + len(loaded.results)
-        print(f"compare: skipped {len(loaded.skipped)} of {total} result file(s); comparing the other "
-              f"{len(loaded.results)}", file=sys.stderr)
-    for copy, original in loaded.duplicates:
-        print(f"compare: {one_line(copy.name, 200)} is the same run as {one_line(original.name, 200)} (same start, "
-              "arrays and figures): counted once", file=sys.stderr)
-    if not loaded.results:
-        return None
-    by_model = {model: [summarize_group(g) for g in groups] for model, groups in loaded.groups().items()}
-    return Comparison(by_model=by_model, fairness=check_fairness(loaded.results), skipped=loaded.skipped,
-                      allow_mismatch=allow_mismatch, prices=prices, settings=settings_differences(loaded.results),
-                      convergence=convergence_checks(by_model, band=band), convergence_band=band)
 
 
 class OutputError(Exception):

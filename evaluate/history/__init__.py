@@ -1,4 +1,4 @@
-"""The results database: every result tprimat made or was given, kept across runs (DESIGN.md section 13).
+"""The results database: every result tprimat made or was given, kept across runs (docs/RESULTS.md).
 
 ``store.py`` the schema, its versions and migrations, and opening a database (SQLite file or PostgreSQL URL);
 ``record.py`` one result as stored rows; ``ingest.py`` adding files, folders and ``output.zip`` archives;

@@ -1,7 +1,7 @@
 """The time-to-quality figure (issue 34): held-out eval loss against wall-clock time and against tokens.
 
 The one owner of the eval-loss drawing: ``python -m evaluate.compare`` writes :func:`quality_figure` as
-``quality.png`` beside ``compare.png`` when any result evaluated (``evaluate/render/report.py`` links it in
+``quality.png`` beside ``compare.png`` when any result evaluated (``evaluate/render/markdown.py`` links it in
 ``compare.md``), and the HTML page (``evaluate/report_html/sections.py``) draws each model's panels with
 :func:`model_quality_figure`. One line per run that evaluated (framework colour, platform line style and marker, as
 in ``evaluate/render/plots.py``), the target loss as a horizontal line, a non-finite evaluation as a gap. Built as a

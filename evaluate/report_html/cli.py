@@ -62,7 +62,7 @@ def write_page(results_dir: Path, output: Path | None, db: str | None, gate_repo
     ``reader`` reads the database's part: in the process :func:`main` started before the imports here, or in this
     one (evaluate/report_html/background.py).
     """
-    from evaluate.compare import build_comparison
+    from evaluate.analysis.comparison import build_comparison
     from evaluate.report_html.database import history_request
     from evaluate.report_html.facts import gather
     from evaluate.report_html.page import render

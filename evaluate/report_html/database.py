@@ -23,11 +23,11 @@ from utils.io.json_input import one_line
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+    from evaluate.analysis.comparison import Comparison
     from evaluate.analysis.summary import SettingDifference
     from evaluate.history.query import RunView
     from evaluate.history.record import RunRecord
     from evaluate.history.trend_plot import Series
-    from evaluate.render.report import Comparison
     from evaluate.report_html.markup import Markup
 
 

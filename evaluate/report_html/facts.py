@@ -16,8 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.results import LoadedResult
-from evaluate.render.report import Comparison
 from evaluate.report_html.database import HistoryFacts
 from utils.io.json_input import JsonInputError, one_line, read_json
 

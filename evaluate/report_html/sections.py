@@ -1,7 +1,7 @@
 """The page's sections in reading order: verdict, one section per model, fairness, history and gate, evidence.
 
 Each section is built from :class:`evaluate.report_html.facts.PageFacts` through ``markup.py`` only, so every
-foreign text is escaped. The cells of the tables are the Markdown report's own (``evaluate/render/report.py``'s row
+foreign text is escaped. The cells of the tables are the Markdown report's own (``evaluate/render/rows.py``'s row
 builders: the same numbers with units and thousands separators, failed and incomplete runs counted apart, never
 averaged in), so the page, ``compare.md`` and the console never disagree. A part with no data is one line saying
 why (:func:`markup.note`), never an empty box.
@@ -12,16 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import overall
 from evaluate.analysis.fairness import SHAPE_KEY, Difference
 from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
 from evaluate.analysis.summary import GroupSummary, fastest
 from evaluate.render.plots import PLATFORM_MARKERS, left_out_panels, model_figure
 from evaluate.render.quality_plot import model_quality_figure
-from evaluate.render.report import (
+from evaluate.render.rows import (
     CONVERGENCE_HEADERS,
     RESULT_HEADERS,
-    Comparison,
     all_ratio_rows,
     convergence_rows,
     failed_rows,

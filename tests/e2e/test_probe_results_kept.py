@@ -111,11 +111,11 @@ def test_train_sh_needs_no_temporary_folder(repo: Path, tmp_path: Path, tmpdir: 
 
 def _every_writers_name(out: Path) -> list[Path]:
     """What each writer would name in ``out``, asked of the writer's own name function."""
-    from evaluate import frameworks
+    from evaluate.analysis.comparison import Comparison
     from evaluate.extract import output_name
     from evaluate.gpu_check.cli import OUTPUT_STEM
     from evaluate.history.cli import TREND_PNG
-    from evaluate.render.report import Comparison
+    from evaluate.render import frameworks
     from tests.helpers.evaluate import make_result
     from utils.result.file import read_result, result_path
     from utils.result.step_log import step_log_path

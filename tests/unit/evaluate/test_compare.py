@@ -14,8 +14,8 @@ from evaluate.analysis.results import load_directory
 from evaluate.analysis.stats import ratio_estimate
 from evaluate.analysis.summary import cross_platform_parities, summarize_group
 from evaluate.compare import main as compare_main
+from evaluate.render.markdown import MISMATCH_LINE
 from evaluate.render.plots import ENERGY_PANEL_TITLES, comparison_figure, loss_parity_figure
-from evaluate.render.report import MISMATCH_LINE
 from evaluate.render.tables import console_table
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluate.compare import build_comparison, write_outputs
-from evaluate.render.report import console
+from evaluate.analysis.comparison import build_comparison
+from evaluate.compare import write_outputs
+from evaluate.render.console import console
 from evaluate.validate import check_result
 from tests.helpers.evaluate import make_result, workload_config
 from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation

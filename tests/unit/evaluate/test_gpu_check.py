@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluate import gpu_check as gc
+from evaluate.gpu_check import cli as gc
 from evaluate.gpu_check.model import GpuCheck, Row
 from tests.helpers.devices import h100
 from tests.helpers.evaluate import fake_dataset, gpu_info, workload_config

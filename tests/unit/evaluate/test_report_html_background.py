@@ -18,10 +18,9 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from evaluate.compare import build_comparison
+from evaluate.analysis.comparison import Comparison, build_comparison
 from evaluate.history.ingest import add_paths
 from evaluate.history.store import open_database
-from evaluate.render.report import Comparison
 from evaluate.report_html import background
 from evaluate.report_html.background import HistoryReader, InChild
 from evaluate.report_html.cli import main
