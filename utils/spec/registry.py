@@ -112,7 +112,7 @@ FRAMEWORKS: dict[str, Framework] = {
     )
 }
 
-# The framework of a published run imported from MLPerf's results (utils/schema/model.py ``Published``): no stack
+# The framework of a published run imported from MLPerf's results (utils/schema/mlperf.py ``Published``): no stack
 # tprimat launches (never a choice of FRAMEWORK), the name its results and their files carry.
 PUBLISHED_FRAMEWORK = "mlperf"
 
