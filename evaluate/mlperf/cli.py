@@ -128,7 +128,7 @@ def import_runs(args: argparse.Namespace) -> int:
     for read in reads:
         read.counted = _counted(read, args.check, ruleset)
         by_system[(read.run.submitter or "", read.run.system or read.run.place)].append(read)
-    written, lines = 0, []
+    written, usable, lines, names = 0, 0, [], set()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     mark_output_dir(args.output_dir)  # tprimat's output folder: shell/wrap.sh packs it, purge knows its names
     for (submitter, system), group in sorted(by_system.items()):
@@ -146,7 +146,10 @@ def import_runs(args: argparse.Namespace) -> int:
                                                                                   for r in group]) \
                 if args.check and ruleset else _rcp_note(gbs, ruleset)
         for read in group:
-            written += _write(read, round_, result_score, args.output_dir, refused)
+            one, ok = _write(read, round_, result_score, args.output_dir, refused, names)
+            written, usable = written + one, usable + ok
+            if read.counted is not None and not read.counted.counted:
+                refused.append(f"{read.run.ref.shown}: not counted in MLPerf's score: {read.counted.reason}")
         lines.append(_line(submitter, system, group, result_score))
     for benchmark, count in sorted(others.items()):
         print(f"mlperf: {count} run(s) of benchmark {one_line(benchmark, 40)} left out (--benchmark "
@@ -154,9 +157,9 @@ def import_runs(args: argparse.Namespace) -> int:
     for line in refused:
         print(f"mlperf: {line}", file=sys.stderr)
     print("\n".join(lines))
-    print(f"mlperf: {written} result(s) written to {one_line(args.output_dir, 300)}; {len(refused)} refusal(s)"
-          + ("" if round_ else "; round not known (say --round)"))
-    return 0 if written else 1
+    print(f"mlperf: {written} result(s) written to {one_line(args.output_dir, 300)} ({usable} ok); {len(refused)} "
+          "file(s) refused or not counted" + ("" if round_ else "; round not known (say --round)"))
+    return 0 if usable else 1
 
 
 def _rcp_note(gbs: int | None, ruleset: str | None) -> str:
@@ -167,7 +170,8 @@ def _rcp_note(gbs: int | None, ruleset: str | None) -> str:
 
 
 def _write(read: Read, round_: str | None, score: scoring.SystemScore | None, folder: Path,
-           refused: list[str]) -> int:
+           refused: list[str], written: set[str]) -> tuple[int, int]:
+    """Write one run's result: (1, 1 when its status is ok), or (0, 0) and its refusal."""
     try:
         result = build(read.run, read.raw, read.facts, read.system, round_, read.counted, score, read.check)
         problems = implausible(result)
@@ -177,14 +181,15 @@ def _write(read: Read, round_: str | None, score: scoring.SystemScore | None, fo
         name = result_name(result.platform, result.framework, result.model, result.run_index, "mlperf",
                            origin if ORIGIN.fullmatch(origin) else None)
         path = output_file(folder, name)
-        if path.exists():
+        if name in written:
             raise ImportRefused(f"{name} is written already by another run of this import (two systems whose names "
                                 "differ only in punctuation)")
+        written.add(name)
         atomic_write_text(path, result.model_dump_json(indent=2) + "\n")  # validated strictly by build()
-        return 1
+        return 1, int(result.status == "ok")
     except (ImportRefused, OutputPathError, OSError, ValueError) as exc:
         refused.append(f"{read.run.ref.shown}: not imported: {one_line(exc, 300)}")
-        return 0
+        return 0, 0
 
 
 def _line(submitter: str, system: str, group: list[Read], score: scoring.SystemScore | None) -> str:

@@ -24,7 +24,8 @@ from evaluate.mlperf.sources import RunRef
 from train.profiles.mlperf import BENCHMARK, MODEL, value_of
 from utils.io.json_input import one_line
 from utils.measure.quality import with_energy
-from utils.schema.model import Evaluation, Quality, Result
+from utils.schema.model import Result
+from utils.schema.quality import Evaluation, Quality
 from utils.spec.models import get_shape
 from utils.spec.registry import PLATFORMS, PUBLISHED_FRAMEWORK, framework_names
 
