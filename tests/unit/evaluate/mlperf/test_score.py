@@ -67,7 +67,7 @@ def test_the_rcp_verdict_is_the_rcp_checkers(sample_tree, tmp_path):
 @pytest.mark.skipif(not os.environ.get("TPRIMAT_MLPERF_TREE"), reason="TPRIMAT_MLPERF_TREE names no results tree")
 def test_a_whole_round_scores_as_the_summarizer(tmp_path):
     """TPRIMAT_MLPERF_TREE: a results tree (a clone); TPRIMAT_MLPERF_SUMMARY: the summarizer's detailed CSV of it
-    (bench/mlperf_equality.py writes both figures for docs/PERFORMANCE.md)."""
+    (``python -m bench.mlperf equality`` measures the same for docs/PERFORMANCE.md)."""
     tree = Path(os.environ["TPRIMAT_MLPERF_TREE"])
     assert main(["import", str(tree), "--round", "5.1", "--output-dir", str(tmp_path)]) == 0
     assert_equal(summarizer_scores(Path(os.environ["TPRIMAT_MLPERF_SUMMARY"])), imported_scores(tmp_path))
