@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from train.profiles import IDENTICAL, AppliedProfile
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.machine.cpu_precision import PrecisionChoice
 from utils.measure.memory import Recipe
 from utils.schema.hardware import FrameworkVersions

@@ -26,7 +26,7 @@ from train.nemo.record import nemo_record
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
-from utils.config.load import REPO_ROOT, Config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.measure.memory import Recipe
 from utils.schema.model import Result

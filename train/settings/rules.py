@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from train.rules.init_std import megatron_init_stds
 from train.rules.schedule import lr_at
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.io.atomic import atomic_write_text
 from utils.spec.models import ModelShape
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from utils.config.load import REPO_ROOT, Config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.digest_cache import (
     DigestStore,
     Entry,

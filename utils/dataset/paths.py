@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.io.sanitise import one_line
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.tokenizers import real_format_tokenizer
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.digest_cache import DigestStore, Entry, entry_key, store_folder
 from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir
 
