@@ -25,7 +25,7 @@ from evaluate.history.noise import curve_gaps, tolerance
 from evaluate.history.query import RunView
 from evaluate.history.store import HistoryError
 from train.settings.rules import RULES
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 THROUGHPUT = "tokens_per_second_per_gpu"  # the gate rule's key and the stored run's column
 DEFAULT_FLOOR: float = RULES[THROUGHPUT].ref
