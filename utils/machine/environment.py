@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from utils.machine.host_tunables import read_host_tunables
+from utils.machine.slurm import slurm_job
 
 # Set by amd.Dockerfile and nvd.Dockerfile.
 CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
@@ -106,6 +107,7 @@ def capture_environment(
         "hostname": platform.node(),
         "image": container_image(environ),
         "host_tunables": read_host_tunables(),  # record only (issue 35): governor, NUMA balancing, THP, ASLR ...
+        "slurm": slurm_job(environ),  # the Slurm job (issue 51): id, node list, nodes
     }
 
 
