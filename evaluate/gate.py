@@ -32,7 +32,7 @@ from evaluate.history.query import LAST_OK, RunView, last_ok, resolve
 from evaluate.history.store import HistoryError, configured_db, open_database, safe_output
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 def _fraction(text: str) -> float:
