@@ -5,8 +5,8 @@ What is measured, best first (``PowerMetrics.energy_source`` says which was used
 * ``energy_counter``: the device's cumulative energy counter, read at the two ends of
   the measured window (the post-warm-up steps), so the energy is exact whatever the
   power did in between: NVML ``nvmlDeviceGetTotalEnergyConsumption`` on ``nvd``,
-  amdsmi ``amdsmi_get_energy_count`` on ``amd`` (units in docs/PERFORMANCE.md,
-  "Power and energy");
+  amdsmi ``amdsmi_get_energy_count`` on ``amd`` (units in docs/RESULTS.md,
+  "Energy");
 * ``power_sampler``: where no counter can be read, a daemon thread samples board
   power at ``interval_s`` (default 0.2 s, 5 Hz) with one synchronous sample at each
   end, and the energy is the trapezoid integral
