@@ -7,6 +7,7 @@ from __future__ import annotations
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import overall
 from evaluate.render.mlperf import console_lines as mlperf_console
+from evaluate.render.mlperf import published_console
 from evaluate.render.rows import (
     QUALITY_HEADERS,
     RESULT_HEADERS,
@@ -35,7 +36,7 @@ def console(comparison: Comparison) -> str:
     lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
     lines.append(f"convergence: {overall(comparison.convergence)}")
     lines += [f"  - {row[1]} vs {row[2]} ({row[0]}): {row[7]}" for row in convergence_rows(comparison.convergence)]
-    lines += mlperf_console(comparison.runs)
+    lines += mlperf_console(comparison.runs) + published_console(comparison.published)
     for model, headers, rows in settings_tables(comparison.settings):
         lines += ["", f"effective settings that differ ({display_name('model', model)}):",
                   console_table(headers, rows)]

@@ -16,6 +16,7 @@ from evaluate.analysis.convergence import MIN_CORRELATION, TAIL_FRACTION, overal
 from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD
 from evaluate.analysis.summary import GroupSummary, quality_ratios
 from evaluate.render.mlperf import markdown_lines as mlperf_markdown
+from evaluate.render.mlperf import published_markdown
 from evaluate.render.rows import (
     CONVERGENCE_HEADERS,
     HARDWARE_HEADERS,
@@ -52,7 +53,7 @@ def markdown(comparison: Comparison) -> str:
     sections = [_verdicts(comparison), _convergence(comparison), _settings(comparison),
                 mlperf_markdown(comparison.runs), _skipped(comparison),
                 _hardware(comparison), *(_model(comparison, model) for model in sorted(comparison.by_model)),
-                _parity_figure(comparison), _method(comparison)]
+                published_markdown(comparison.published), _parity_figure(comparison), _method(comparison)]
     return "\n".join(line for section in sections for line in section)
 
 

@@ -17,6 +17,7 @@ from evaluate.report_html.sections import (
     history_section,
     method_section,
     model_section,
+    published_sections,
     verdict,
 )
 from utils.spec.registry import display_name
@@ -61,5 +62,5 @@ def render(facts: PageFacts) -> str:
     body = el("body", el("h1", "tprimat report"),
               para(f"{runs:,} result file(s); models: {models}; platforms: "
                    + ", ".join(display_name("platform", p) for p in c.platforms) + "."),
-              contents(c.by_model), verdict(facts), *sections, *after)
+              contents(c.by_model, c.published), verdict(facts), *sections, *after, *published_sections(c))
     return "<!DOCTYPE html>\n" + join([el("html", head, body, lang="en")]) + "\n"

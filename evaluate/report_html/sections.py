@@ -17,6 +17,10 @@ from evaluate.analysis.convergence import overall
 from evaluate.analysis.fairness import SHAPE_KEY, Difference
 from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
 from evaluate.analysis.summary import GroupSummary, fastest
+from evaluate.mlperf.analysis import View
+from evaluate.render.mlperf import LEAD as PUBLISHED_LEAD
+from evaluate.render.mlperf import published_tables
+from evaluate.render.mlperf import title as published_title
 from evaluate.render.plots import PLATFORM_MARKERS, left_out_panels, model_figure
 from evaluate.render.quality_plot import model_quality_figure
 from evaluate.render.rows import (
@@ -346,7 +350,20 @@ def method_section(comparison: Comparison) -> Markup:
         "Colours: one per framework; markers: one per platform, as in compare.png."))), id="method")
 
 
-def contents(models: Iterable[str]) -> Markup:
+def contents(models: Iterable[str], published: Iterable[View] = ()) -> Markup:
     items = [("verdict", "Verdict"), *((anchor(m), display_name("model", m)) for m in sorted(models)),
-             ("fairness", "Fairness"), ("history", "History and gate"), ("evidence", "Evidence"), ("method", "Method")]
+             ("fairness", "Fairness"), ("history", "History and gate"), ("evidence", "Evidence"), ("method", "Method"),
+             *((published_anchor(v), f"MLPerf v{v.round} (published)") for v in published)]
     return el("nav", *(join([link(f"#{anchor}", text), " "]) for anchor, text in items))
+
+
+def published_anchor(view: View) -> str:
+    return anchor(f"mlperf {view.benchmark} {view.round}").replace("model-", "", 1)
+
+
+def published_sections(comparison: Comparison) -> list[Markup]:
+    """MLPerf's published runs, imported (evaluate/render/mlperf.py's tables, as compare.md's): the page's last."""
+    return [el("section", el("h2", published_title(view)), para(PUBLISHED_LEAD),
+               *(part for name, headers, rows in published_tables(view)
+                 for part in (el("h3", name), table(headers, rows))),
+               id=published_anchor(view)) for view in comparison.published]
