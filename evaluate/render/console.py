@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import overall
+from evaluate.analysis.summary import model_title
 from evaluate.render.mlperf import console_lines as mlperf_console
 from evaluate.render.mlperf import published_console
 from evaluate.render.rows import (
@@ -45,7 +46,7 @@ def console(comparison: Comparison) -> str:
         lines.append(f"  ({own} more setting(s) only some frameworks have: compare.md, collapsed)")
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
-        title = display_name("model", model)
+        title = model_title(model, groups)
         rows = result_rows(groups, comparison.prices, short=True)
         lines += ["", f"== {title} ==", console_table(RESULT_HEADERS, rows)]
         summaries = comparison.quality(model)

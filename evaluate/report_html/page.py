@@ -7,6 +7,7 @@ and logs beside it and to its own sections.
 
 from __future__ import annotations
 
+from evaluate.analysis.summary import model_title
 from evaluate.report_html.background import InChild
 from evaluate.report_html.facts import PageFacts
 from evaluate.report_html.markup import CSP, Markup, el, esc, join, para
@@ -47,7 +48,7 @@ def render(facts: PageFacts) -> str:
     after them, the trend figure of the history section included.
     """
     c = facts.comparison
-    models = ", ".join(display_name("model", m) for m in sorted(c.by_model))
+    models = ", ".join(model_title(m, c.by_model[m]) for m in sorted(c.by_model))
     runs = len(facts.runs)
     head = el("head", Markup('<meta charset="utf-8">'),
               Markup(f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'),
