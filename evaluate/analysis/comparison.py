@@ -29,7 +29,7 @@ from evaluate.analysis.summary import (
     summarize_quality,
 )
 from evaluate.mlperf.analysis import View, views
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 @dataclass
