@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evaluate.analysis.convergence import DEFAULT_BAND, Convergence, convergence_checks
 from evaluate.analysis.fairness import FairnessReport, check_fairness
+from evaluate.analysis.published import View, views
 from evaluate.analysis.results import LoadedResult, find_result_files, load_results
 from evaluate.analysis.settings_diff import SettingDifference, settings_differences
 from evaluate.analysis.summary import (
@@ -28,7 +29,6 @@ from evaluate.analysis.summary import (
     summarize_group,
     summarize_quality,
 )
-from evaluate.mlperf.analysis import View, views
 from utils.io.sanitise import one_line
 
 

@@ -1,5 +1,5 @@
 """compare's MLPerf view: each PROFILE=mlperf run's compliance verdict, vendor pairs whose host settings differ, and
-MLPerf's published runs imported (``evaluate/mlperf/analysis.py``): the tables of compare.md, the console and the page.
+MLPerf's published runs imported (``evaluate/analysis/published.py``): the tables of compare.md and the page.
 
 Why here: the verdict is stored in each result (``mlperf`` block, ``utils/result/mllog.py``);
 a reader of a comparison must see per run whether its MLLOG met MLPerf's closed-division
@@ -15,9 +15,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from evaluate.analysis.published import RULES_SOURCE, View
 from evaluate.analysis.results import LoadedResult
 from evaluate.analysis.stats import Estimate
-from evaluate.mlperf.analysis import RULES_SOURCE, View
 from evaluate.render.tables import table_block
 from utils.machine.host_tunables import COMPARED
 from utils.spec.registry import display_name

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import overall
 from evaluate.analysis.fairness import SHAPE_KEY, Difference
+from evaluate.analysis.published import View
 from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
 from evaluate.analysis.summary import GroupSummary, fastest, model_title
-from evaluate.mlperf.analysis import View
 from evaluate.render.mlperf import LEAD as PUBLISHED_LEAD
 from evaluate.render.mlperf import published_tables
 from evaluate.render.mlperf import title as published_title

@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from evaluate.analysis.comparison import build_comparison
+from evaluate.analysis.published import views
 from evaluate.compare import main as compare_main
 from evaluate.history.ingest import add_paths
 from evaluate.history.store import open_database
-from evaluate.mlperf.analysis import views
 from evaluate.render.mlperf import published_tables, title
 from tests.helpers.mlperf import FULL, mlperf_result
 from tests.helpers.proc import main_in_process
