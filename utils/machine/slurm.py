@@ -1,17 +1,11 @@
-"""The Slurm job a run is part of: what its result records of it, and whether Slurm ended it.
+"""The Slurm job a run is part of (``shell/slurm.sbatch``): what its result records, and whether Slurm ended it.
 
-A multi-node run starts as ``sbatch shell/slurm.sbatch`` -> ``srun shell/slurm_node.sh`` -> the launcher, under
-Slurm's step daemon (``slurmstepd``) with Slurm's variables set. Two questions are answered here, and only here:
-
-* :func:`slurm_job`: the job's facts for the result's ``environment.slurm`` block: its id, node list and node count
-  (``SLURM_JOB_ID``, ``SLURM_JOB_NODELIST``, ``SLURM_JOB_NUM_NODES``). The GPUs per node are the run's own
-  ``training_config.gpus_per_node``; the two blocks say nodes x GPUs.
-* :func:`slurm_ending`: when a signal stopped the run, whether it came from Slurm ending the job. ``scancel`` and a
-  time limit reach every process of the job as SIGTERM from ``slurmstepd``, which the launcher alone cannot tell
-  from a SIGTERM sent by hand. So where ``SLURM_JOB_ID`` is set and the process runs under ``slurmstepd``, Slurm is
-  asked (``squeue``, bounded): a job that Slurm is ending while its task still runs (state ``COMPLETING`` or a final
-  one) was cancelled, by ``scancel`` (reason ``None``) or at its time limit (``TimeLimit``), and the result's reason
-  says so. A step stopped by ``srun --kill-on-bad-exit`` leaves the job running: that stays "interrupted by SIGTERM".
+* :func:`slurm_job`: ``environment.slurm``: the job's id, node list and node count (``SLURM_JOB_ID``,
+  ``SLURM_JOB_NODELIST``, ``SLURM_JOB_NUM_NODES``); GPUs per node are ``training_config.gpus_per_node``.
+* :func:`slurm_ending`: ``scancel`` and a time limit reach every process of the job as SIGTERM from ``slurmstepd``,
+  which the launcher cannot tell from a SIGTERM sent by hand. So, inside a job step (``SLURM_JOB_ID`` set, the
+  process below ``slurmstepd``), Slurm is asked (``squeue``, bounded): a job it is ending while its task still runs
+  was cancelled (reason ``None``: ``scancel``; ``TimeLimit``). ``srun --kill-on-bad-exit`` leaves the job running.
 """
 
 from __future__ import annotations
