@@ -17,7 +17,7 @@ With held-out evaluation on (issue 34) the digest covers the validation samples 
 first evaluation (at most two global batches), built by the framework's own ``GPTDataset`` as it builds
 ``--valid-data-path`` (:func:`train.settings.sample_probe.split_arguments`) with Megatron's validation size
 (:func:`valid_dataset_samples`), after the training samples, checked against the same split built by the
-virtualenv's megatron-core (:func:`reference_valid_samples`).
+virtualenv's megatron-core (:func:`reference_samples`).
 """
 
 from __future__ import annotations
