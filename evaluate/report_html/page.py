@@ -7,6 +7,7 @@ and logs beside it and to its own sections.
 
 from __future__ import annotations
 
+from evaluate.analysis.summary import model_title
 from evaluate.report_html.background import InChild
 from evaluate.report_html.facts import PageFacts
 from evaluate.report_html.markup import CSP, Markup, el, esc, join, para
@@ -17,6 +18,7 @@ from evaluate.report_html.sections import (
     history_section,
     method_section,
     model_section,
+    published_sections,
     verdict,
 )
 from utils.spec.registry import display_name
@@ -46,7 +48,7 @@ def render(facts: PageFacts) -> str:
     after them, the trend figure of the history section included.
     """
     c = facts.comparison
-    models = ", ".join(display_name("model", m) for m in sorted(c.by_model))
+    models = ", ".join(model_title(m, c.by_model[m]) for m in sorted(c.by_model))
     runs = len(facts.runs)
     head = el("head", Markup('<meta charset="utf-8">'),
               Markup(f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'),
@@ -61,5 +63,5 @@ def render(facts: PageFacts) -> str:
     body = el("body", el("h1", "tprimat report"),
               para(f"{runs:,} result file(s); models: {models}; platforms: "
                    + ", ".join(display_name("platform", p) for p in c.platforms) + "."),
-              contents(c.by_model), verdict(facts), *sections, *after)
+              contents(c.by_model, c.published), verdict(facts), *sections, *after, *published_sections(c))
     return "<!DOCTYPE html>\n" + join([el("html", head, body, lang="en")]) + "\n"
