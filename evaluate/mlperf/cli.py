@@ -81,7 +81,7 @@ def _counted(read: Read, check: bool, ruleset: str | None) -> scoring.Counted:
         why = f"run_stop status {facts.stop_status}: it did not converge"
     elif not why and not reached:
         why = "its last evaluation is above the target"
-    return scoring.Counted(minutes, not why, why, facts.converged_samples)
+    return scoring.Counted(minutes, not why, why)
 
 
 def read_runs(found: Found, benchmark: str, refused: list[str]) -> tuple[list[Read], dict[str, int]]:

@@ -25,6 +25,7 @@ from utils.io.sanitise import one_line
 from utils.measure.quality import with_energy
 from utils.schema.model import Result
 from utils.schema.quality import Evaluation, Quality
+from utils.schema.run import Workload
 from utils.spec.models import get_shape
 from utils.spec.registry import PLATFORMS, PUBLISHED_FRAMEWORK, framework_names
 
@@ -95,9 +96,7 @@ def _workload(facts: RunFacts, gpus: int) -> dict[str, Any]:
     return values
 
 
-_ALL = ("DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY", "WARMUP_STEPS",
-        "TRAIN_ITERS", "WEIGHT_DECAY", "BETA1", "BETA2", "GRAD_CLIP", "INIT_STD", "TP", "PP", "CP", "DP", "GA",
-        "PRECISION", "FP8", "WORLD_SIZE")
+_ALL = tuple(key for key in Workload.model_fields if key != "unknown")
 _V51 = ("MBS", "TP", "PP", "CP", "DP", "PRECISION", "FP8")
 _REASONS = {"DATASET": "the submitter's data: MLPerf's C4 shards (not tprimat's DATASET)",
             "DATA_SAMPLES": "the submitter's data: MLPerf's C4 shards (not tprimat's DATASET)",
