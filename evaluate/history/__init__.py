@@ -1,9 +1,9 @@
-"""The results database: every result tprimat made or was given, kept across runs (DESIGN.md section 13).
+"""The results database: every result tprimat made or was given, kept across runs.
 
-``store.py`` the schema, its versions and migrations, and opening a database (SQLite file or PostgreSQL URL);
-``record.py`` one result as stored rows; ``ingest.py`` adding files, folders and ``output.zip`` archives;
-``query.py`` filters and run selectors; ``trend.py``, ``diff.py`` the queries; ``gate.py`` the regression
-rules of ``python -m evaluate.gate``; ``noise.py`` the measured and published loss noise the cross-vendor
-tolerance comes from; ``cli.py`` ``python -m evaluate.history``. Nothing is imported here, so that
-``--help`` and the shell hook stay light.
+``target.py`` where the database is (SQLite file or PostgreSQL URL, the password never shown); ``store.py`` the
+schema, its versions and migrations, and opening a database; ``record.py`` one result as stored rows;
+``ingest.py`` adding files, folders and ``output.zip`` archives; ``query.py`` filters and run selectors;
+``trend.py`` (the series and their figure), ``diff.py`` the views; ``gate.py`` the regression rules of
+``python -m evaluate.gate``; ``noise.py`` the measured and published loss noise the cross-vendor tolerance comes
+from; ``cli.py`` ``python -m evaluate.history``.
 """

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from evaluate.analysis.stats import pearson
 from evaluate.history.noise import curve_gaps, tolerance
 from evaluate.history.query import RunView
-from evaluate.history.store import HistoryError
+from evaluate.history.target import HistoryError
 from utils.io.json_input import one_line
 
 THROUGHPUT = "tokens_per_second_per_gpu"

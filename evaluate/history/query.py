@@ -25,7 +25,8 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.engine import Connection
 
 from evaluate.history.record import RunRecord, normalized_time
-from evaluate.history.store import HistoryError, runs, series, tags
+from evaluate.history.store import runs, series, tags
+from evaluate.history.target import HistoryError
 from utils.io.json_input import one_line
 
 LAST_OK = "last-ok"
@@ -193,8 +194,13 @@ def resolve(conn: Connection, selector: str) -> list[RunView]:
     return with_series(conn, views)
 
 
-def last_ok(conn: Connection, candidate: RunView) -> RunView | None:
-    """The last run usable as a baseline of the candidate's workload, platform, framework and device."""
+def last_ok(conn: Connection, candidate: RunView, before: str | None = None) -> RunView | None:
+    """The last run usable as a baseline of the candidate's workload, platform, framework and device.
+
+    It ran at or before the candidate (the gate), or, given ``before``, strictly before that time: the page's
+    "since the last run" means since the runs before the candidate's group, not its own repeat runs (``train.sh``
+    adds each run as it ends).
+    """
     r = candidate.run
     statement = (select(runs).where(runs.c.workload_key == r["workload_key"], runs.c.platform == r["platform"],
                                     runs.c.framework == r["framework"], runs.c.baseline_ok.is_(True),
@@ -202,7 +208,9 @@ def last_ok(conn: Connection, candidate: RunView) -> RunView | None:
                  .order_by(runs.c.run_time.desc(), runs.c.id.desc()).limit(1))
     statement = statement.where(runs.c.device_name.is_(None) if r["device_name"] is None
                                 else runs.c.device_name == r["device_name"])
-    if r.get("run_time"):
+    if before is not None:
+        statement = statement.where(runs.c.run_time < before)
+    elif r.get("run_time"):
         statement = statement.where(runs.c.run_time <= r["run_time"])
     row = conn.execute(statement).first()
     return with_series(conn, [RunView(dict(row._mapping))])[0] if row is not None else None
