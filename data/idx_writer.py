@@ -3,9 +3,9 @@
 Why not megatron-core's ``IndexedDatasetBuilder``: importing it imports megatron.core and
 torch, about 10 s on a 2-core machine, longer than encoding a 200 MB corpus takes
 (issue 24: start-up was most of ``data.encode``'s wall time). The format is small and fixed
-(/work/shared/FORMATS.md; ``megatron/core/datasets/indexed_dataset.py``'s ``_IndexWriter``
+(``megatron/core/datasets/indexed_dataset.py``'s ``_IndexWriter``
 and ``IndexedDatasetBuilder.add_document``), and what this writes is checked byte for byte
-against the builder (tests/test_data_idx_writer.py) and against Megatron-LM's own
+against the builder (tests/helpers/preprocess.py, in tests/unit/data/test_data_encode.py) and against Megatron-LM's own
 ``tools/preprocess_data.py`` (tests/conformance/test_conformance_preprocess_data.py);
 ``data/verify.py`` reads every dataset back with megatron-core's ``IndexedDataset``.
 

@@ -44,7 +44,7 @@ tprimat_docker_ready() {
     timeout "${DOCKER_INFO_TIMEOUT:-20}" docker info >/dev/null 2>&1
 }
 
-# Device and isolation flags of a platform (DESIGN section 8). SYS_PTRACE on amd lets
+# Device and isolation flags of a platform (docs/DOCKER.md's table). SYS_PTRACE on amd lets
 # `rocprofv3 --attach` reach the training process (docs/DOCKER.md).
 tprimat_device_flags() {
     case "$1" in

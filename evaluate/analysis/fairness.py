@@ -1,6 +1,6 @@
 """Fairness: are the results being compared the same workload?
 
-Two results are comparable only if every key of the fairness table (docs/CONFORMANCE.md,
+Two results are comparable only if every key of the fairness table (``train/settings/expected.py``,
 ``training_config.workload`` in ``config.env`` spelling), the profile, the precision
 that actually ran, the model shape, and the fingerprints of data, tokenizer and FLOP
 convention are identical. The seeds of this project printed "AMD 6.34x faster" from

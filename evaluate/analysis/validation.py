@@ -30,7 +30,7 @@ Checks, per result (errors fail the validation, warnings are shown):
 
 and across all results given, the fairness check of :mod:`evaluate.analysis.fairness`
 (per model and profile: every workload key, the effective precision, the model shape and
-the data/tokenizer/FLOP-convention fingerprints equal, the keys a tuned recipe sets
+the data, tokenizer and FLOP-convention fingerprints equal, the keys a tuned recipe sets
 excepted; what is unknown is a difference). The report is typed (:class:`ValidationReport`); its text is
 evaluate/render/validation.py's, its JSON :meth:`ValidationReport.as_dict`.
 """

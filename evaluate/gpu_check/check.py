@@ -45,7 +45,7 @@ from utils.spec.registry import display_name, frameworks_on
 LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of the reference's
 FIRST_LOSSES = 2
 MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
-REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (HF model + FSDP2)
+REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (docs/RUNNING.md)
 ESTIMATE_FIELD = "memory_estimate"  # the memory check's block (issue 22): the pre-launch estimate, peak_gb
 
 

@@ -1,4 +1,4 @@
-"""The results database: every result tprimat made or was given, kept across runs.
+"""The results database: every result tprimat made or was given, kept across runs (docs/RESULTS.md).
 
 ``target.py`` where the database is (SQLite file or PostgreSQL URL, the password never shown); ``store.py`` the
 schema, its versions and migrations, and opening a database; ``record.py`` one result as stored rows;

@@ -12,7 +12,7 @@ The figures below are the evidence. The tolerance is the largest of them, per me
 
 * published: torchtitan's reference losses of its Llama 3 integration test on CUDA and on ROCm MI350X
   (pytorch/torchtitan at commit b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, files
-  ``tests/assets/losses/llama3_cuda.txt`` and ``tests/assets/losses/llama3_rocm_mi350x.txt``, 100 steps each,
+  ``llama3_cuda.txt`` and ``llama3_rocm_mi350x.txt`` in ``pytorch/torchtitan:tests/assets/losses``, 100 steps each,
   one ``step loss`` line per step; used by ``.github/workflows/integration_test_8gpu_features.yaml``, each
   platform against its own file). Computed here from those files: 3.22% at step 70, 0.311% over steps 91-100.
   The same folder's Qwen3 MoE pair (``qwen3_moe_cuda.txt``, ``qwen3_moe_rocm_mi350x.txt``) differs by up to

@@ -2,7 +2,7 @@
 
 Megatron-LM's scalars (``simple_value``, the iteration as step) and its arguments as text summaries
 (``<arg>/text_summary``, plugin ``text``); Lightning's ``TensorBoardLogger`` scalars under NeMo 2 (the
-0-based global step as step). The shapes are the ones shared FORMATS.md describes; the step times and
+0-based global step as step). The shapes are the ones train/logs/tensorboard.py reads; the step times and
 losses are tests/fixtures/logs/generate_foreign.py's, so a test can compute what a result must hold.
 """
 

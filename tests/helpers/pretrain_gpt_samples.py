@@ -6,7 +6,7 @@ and an image's transformers on ``PYTHONPATH`` (``tests/helpers/megatron_core.py:
 the tokenizer and the training dataset as 847781764f's ``pretrain_gpt.py`` does
 (``core_gpt_dataset_config_from_args``, lines 164-193: ``build_tokenizer(args)`` of
 ``megatron.core.tokenizers``, then ``GPTDatasetConfig`` from the arguments, then
-``BlendedMegatronDatasetBuilder`` with the train/valid/test sizes) and writes the requested samples, each as
+``BlendedMegatronDatasetBuilder`` with the train, valid and test sizes) and writes the requested samples, each as
 its ``SL + 1`` tokens (``tokens`` plus the last of ``labels``). Standard library, numpy and Megatron only, so
 the code judged is the wheel's, under the transformers the image runs.
 """

@@ -1,7 +1,7 @@
 """Training logs and TensorBoard events -> the typed result: the producer of every log-based result.
 
 ``mega`` and ``prim`` cannot be measured in-process, so their numbers come from the
-per-iteration lines their trainers print (formats in shared FORMATS.md); the same
+per-iteration lines their trainers print (formats in ``train/logs/patterns.py``); the same
 code reads the logs and event files of runs tprimat did not launch. One job per module:
 
 * :mod:`train.logs.patterns`: the line formats (regex table) and the parsing of one line;

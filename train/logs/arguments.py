@@ -1,8 +1,8 @@
 """Megatron-LM's arguments block: the parser of its format, and the typed values a workload needs.
 
 Megatron-LM (and Primus, which calls the same argument validation) prints every
-parsed argument once at start, on rank 0 (shared FORMATS.md, "Megatron-LM arguments
-block")::
+parsed argument once at start, on rank 0 (Megatron-LM's ``_print_args`` in
+``megatron/training/arguments.py``)::
 
     ------------------------ arguments ------------------------
       accumulate_allreduce_grads_in_fp32 .............. False

@@ -1,6 +1,7 @@
 """The regex table of Megatron-LM and Primus log lines, and the parsing of one line.
 
-Formats (shared FORMATS.md): Megatron-LM's `` [2025-05-01 10:00:00] iteration  3/ 100 |
+Formats (the versions each was checked against: tests/fixtures/logs/README.md):
+Megatron-LM's `` [2025-05-01 10:00:00] iteration  3/ 100 |
 ... | elapsed time per iteration (ms): 9876.5 |`` (core_v0.12; newer versions add
 microseconds and ``energy``/``power`` fields, older ones have no timestamp and no
 throughput); Primus legacy ``inst/avg`` pairs for elapsed time, ``throughput per GPU``

@@ -7,7 +7,7 @@ reader is used directly rather than through ``EventFileLoader``, which stops sil
 such a record, because a truncated file must be reported, not passed off as complete.
 Records are read one at a time, so a large file never sits in memory.
 
-Which tags a file holds is checked, never assumed (shared FORMATS.md, "TensorBoard scalars"; the
+Which tags a file holds is checked, never assumed (the tags below; the
 framework versions these were checked against: tests/fixtures/logs/README.md):
 
 * Megatron-LM (``--tensorboard-dir``, written by the last rank): ``learning-rate``,

@@ -64,7 +64,7 @@ CONTAINER_DATA_DIR = "/data/tprimat"
 FRAMEWORKS = framework_names()
 
 # Keys of the workload that must be identical for two results to be comparable
-# (the fairness table of DESIGN.md section 3). Paths, ranks and ports are not
+# (the fairness table: train/settings/expected.py). Paths, ranks and ports are not
 # part of the workload.
 WORKLOAD_KEYS = (
     "DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY",

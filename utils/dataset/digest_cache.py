@@ -1,11 +1,12 @@
 """The fed-sample digests already computed on this machine, kept across jobs and Pythons, keyed by what decides them.
 
 Why: the preflight's samples digest (``train/settings/samples.py``) costs a tokenizer load and the
-megatron-core import in the launcher (25-37 s of wall time on the loaded 2-core cpu host, 10 CPU seconds:
-/work/notes/startup.md), and ``mega`` adds a fresh Python with torch and the Megatron tree for its own
-samples. The GPU check computed the same digest three times, one per framework (issue 38). The samples
-depend only on the encoded bytes, the tokenizer, the workload's SL, SEED, GBS and dataset size, the code
-that builds them and, for a framework's own samples, that framework's dataset code, tokenizer and Python.
+megatron-core import in the launcher (25-37 s of wall time on the loaded 2-core cpu host, 10 CPU seconds;
+docs/PERFORMANCE.md, "The GPU check on the H200"), and ``mega`` adds a fresh Python with torch and the
+Megatron tree for its own samples. The GPU check computed the same digest three times, one per framework
+(issue 38). The samples depend only on the encoded bytes, the tokenizer, the workload's SL, SEED, GBS and
+dataset size, the code that builds them and, for a framework's own samples, that framework's dataset code,
+tokenizer and Python.
 The key (:func:`entry_key`) is a sha256 over exactly these; any change of one gives a new key, so an entry
 is never stale, only unused.
 

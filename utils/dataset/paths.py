@@ -95,7 +95,7 @@ def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[
 
 
 # Tokenizers this process loaded, by directory and the state of its files: a mega launcher asked for the same
-# tokenizer 8 times (plan, preflight, samples, collect; /work/notes/startup.md), ~1 s each once transformers is in.
+# tokenizer 8 times (plan, preflight, samples, collect; issue 38's trace), ~1 s each once transformers is in.
 _LOADED: dict[tuple[str, tuple[tuple[str, int, int], ...]], Any] = {}
 _LOADED_MAX = 8
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from utils.spec.registry import framework_names, model_names, platform_names
+from utils.spec.registry import PUBLISHED_FRAMEWORK, framework_names, model_names, platform_names
 
 STEPS_SUFFIX = ".steps.jsonl"  # the per-step record beside each result (utils/result/step_log.py)
 MLLOG_SUFFIX = ".mllog"  # the MLLOG beside a PROFILE=mlperf result (utils/result/mllog.py)
@@ -68,7 +68,7 @@ def frameworks_figure_name(platform: str) -> str:
 
 
 RESULT_STEM = re.compile(
-    rf"train_{_one_of(platform_names())}_{_one_of(framework_names())}_{_one_of(model_names())}"
+    rf"train_{_one_of(platform_names())}_{_one_of([*framework_names(), PUBLISHED_FRAMEWORK])}_{_one_of(model_names())}"
     rf"(?:{TUNED}|{MLPERF})?(?:_r\d+)?(?:{re.escape(ORIGIN_PREFIX)}{ORIGIN.pattern})?")
 RESULT_NAME = re.compile(rf"{RESULT_STEM.pattern}(?:\.json|{re.escape(STEPS_SUFFIX)}|{re.escape(MLLOG_SUFFIX)})")
 FRAMEWORKS_FIGURE = re.compile(rf"compare_{_one_of(platform_names())}_frameworks\.png")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from utils.config.load import Config
 from utils.schema.model import TO_TARGET_FIELDS, Evaluation, Quality, first_at_target
 
-# How tran and deep reduce the eval loss (train/tran/eval.py): every stack's value is stated in these words.
+# How tran and deep reduce the eval loss (train/tran/evaluation.py): every stack's value is stated in these words.
 PER_TOKEN_MEAN = "per-token mean over all evaluated tokens (sum of token cross-entropy / token count, all ranks)"
 SECONDS_PER_HOUR = 3600.0
 

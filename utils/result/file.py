@@ -66,7 +66,7 @@ __all__ = [
     "update_result", "write_result",
 ]
 
-SCHEMA_PATH = Path(__file__).with_name("schema.json")
+SCHEMA_PATH = Path(__file__).parents[1] / "schema" / "schema.json"  # utils/schema/schema.json
 SCHEMA_ID = f"tprimat/result/v{SCHEMA_VERSION}"
 STATUSES = ("ok", "incomplete", "failed")
 STARTED_ERROR = "run started but did not finish"

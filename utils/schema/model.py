@@ -43,12 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model,
 from utils.config.rules import MAX_TRAIN_ITERS
 from utils.io.json_input import one_line
 from utils.spec.models import ModelShape
-from utils.spec.registry import framework_names, model_names, platform_names
+from utils.spec.registry import PUBLISHED_FRAMEWORK, framework_names, model_names, platform_names
 
 SCHEMA_VERSION = 2
 
 Status = Literal["ok", "incomplete", "failed"]
-SourceKind = Literal["callback", "log", "tensorboard"]
+# mlperf: an MLLOG read back by the MLPerf importer (issue 48): a published submission's, or a PROFILE=mlperf run's
+SourceKind = Literal["callback", "log", "tensorboard", "mlperf"]
 Scalar = str | int | float | bool | None
 
 # Upper bounds of every figure (issue 26): a result is foreign input, and a figure of 10**300 passed the
@@ -706,6 +707,43 @@ class Mlperf(Block):
     reason: str | None = None
 
 
+class Published(Block):
+    """A run someone else measured and published: an MLPerf Training submission's run (the MLPerf importer, issue 48).
+
+    Never tprimat's measurement: such a result's ``framework`` is :data:`PUBLISHED_FRAMEWORK` (the submitter's
+    framework is ``framework`` here, as its system description states it), its ``source.kind`` is ``mlperf`` and
+    ``log`` is the run's place inside the results repository, never a path of the machine that imported it.
+    ``score_min`` is MLPerf's score of the whole system (the olympic mean of its counted runs' minutes, times
+    ``scaling_factor``), the same in each of its runs; ``counted`` says whether this run enters it, and why not.
+    ``check`` is MLPerf's compliance checker's verdict on the log, None with ``check_reason`` when not run.
+    """
+
+    origin: str
+    round: str
+    submitter: str
+    system: str
+    system_id: str
+    benchmark: str
+    division: str
+    availability: str
+    accelerator: str
+    nodes: Positive
+    accelerators_per_node: Positive
+    framework: str
+    notes: str = ""
+    log: str
+    log_sha256: str
+    run_status: str | None = None
+    counted: bool
+    counted_reason: str = ""
+    score_min: NonNegative | None = None
+    score_reason: str | None = None
+    scaling_factor: NonNegative | None = None
+    rcp: str | None = None
+    check: Literal["SUCCESS", "FAILED"] | None = None
+    check_reason: str | None = None
+
+
 # ---------------------------------------------------------------------------
 # the whole result
 
@@ -750,14 +788,16 @@ class Result(Block):
     # held-out evaluations and the figures to TARGET_LOSS (issue 34); None: evaluation was off
     quality: Quality | None = None
     mlperf: Mlperf | None = None  # PROFILE=mlperf only: MLLOG and MLPerf's compliance verdict
+    published: Published | None = None  # a published MLPerf run, imported (framework PUBLISHED_FRAMEWORK)
 
     @field_validator("platform", "framework", "model")
     @classmethod
     def _registry_name(cls, value: str, info: ValidationInfo) -> str:
         """Only the registry's names (utils/spec/registry.py): output file names and report sections are built from
-        them, and a result is foreign input (a platform of ``y/../../tmp/x`` wrote outside the output folder)."""
+        them, and a result is foreign input (a platform of ``y/../../tmp/x`` wrote outside the output folder). A
+        published run's framework is ``PUBLISHED_FRAMEWORK`` (``_status_rules``: with its ``published`` block only)."""
         problem = unknown_name(info.field_name, value)
-        if problem:
+        if problem and not (info.field_name == "framework" and value == PUBLISHED_FRAMEWORK):
             raise ValueError(problem)
         return value
 
@@ -770,6 +810,10 @@ class Result(Block):
                 raise ValueError("status ok needs performance_metrics and finished_at")
         elif not self.error:
             raise ValueError(f"status {self.status} needs an error (the reason)")
+        if (self.published is None) != (self.framework != PUBLISHED_FRAMEWORK):
+            raise ValueError(f"framework {PUBLISHED_FRAMEWORK} is a published run's, and a published run's only")
+        if self.published is not None and self.source.kind != "mlperf":
+            raise ValueError("a published run's source is its MLLOG (source.kind mlperf)")
         lengths = {len(self.step_times), len(self.loss_values), len(self.learning_rates)}
         if len(lengths) > 1:
             raise ValueError("step_times, loss_values and learning_rates must have the same length")

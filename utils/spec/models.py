@@ -4,7 +4,7 @@ Why one table: a comparison is only fair if Megatron, Primus, NeMo and the
 ``tran`` reference build the same network. Launchers turn a :class:`ModelShape`
 into their own flags; nothing else hard-codes layer counts or vocab sizes.
 
-FLOPs follow Megatron's dense formula divided by tokens (see shared FORMATS.md):
+FLOPs follow Megatron's dense formula divided by tokens:
 ``6 * N'`` for the weight matmuls (forward + backward, multiply-add = 2 FLOPs) plus
 ``12 * L * s * h`` for attention scores and values with full attention, or half of
 that when only the causal half is counted. Both conventions are always reported,

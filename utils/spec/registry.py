@@ -66,6 +66,10 @@ FRAMEWORKS: dict[str, Framework] = {
     )
 }
 
+# The framework of a published run imported from MLPerf's results (utils/schema/model.py ``Published``): no stack
+# tprimat launches (never a choice of FRAMEWORK), the name its results and their files carry.
+PUBLISHED_FRAMEWORK = "mlperf"
+
 # One fixed colour per framework in every figure (Okabe-Ito, readable with colour-blindness); platforms are
 # told apart by line style and marker (evaluate/render/plots.py), so `nvd · mega` and `amd · mega` share a colour.
 FRAMEWORK_COLORS: dict[str, str] = {

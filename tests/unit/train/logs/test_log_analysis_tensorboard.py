@@ -1,8 +1,8 @@
 """TensorBoard event files become results through the same assembly as logs.
 
 The files are written by tests/helpers/events.py with the tensorboard package's own ``EventFileWriter``,
-in the shapes the frameworks write (shared FORMATS.md): Megatron-LM's scalars (``simple_value``, the iteration as step)
-and its arguments as text summaries (``<arg>/text_summary``, plugin ``text``); Lightning's
+in the shapes the frameworks write (train/logs/tensorboard.py): Megatron-LM's scalars (``simple_value``,
+the iteration as step) and its arguments as text summaries (``<arg>/text_summary``, plugin ``text``); Lightning's
 ``TensorBoardLogger`` scalars under NeMo 2 (the 0-based global step as step).
 """
 
