@@ -48,7 +48,9 @@ from evaluate.analysis.results import LoadedDirectory, find_result_files, load_r
 from train.settings.expected import contradictions
 from utils.io.json_input import one_line
 from utils.measure.plausible import implausible
-from utils.schema.model import PerformanceMetrics, Result, first_at_target
+from utils.schema.measures import PerformanceMetrics
+from utils.schema.model import Result
+from utils.schema.quality import first_at_target
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5

@@ -25,8 +25,8 @@ from utils.files.names import frameworks_figure_name
 from utils.schema.model import Result
 from utils.spec.registry import FRAMEWORKS, MODELS, display_name, framework_color
 
-MODEL_LINES = {"llama": "-", "qwen": "--", "mistral": ":"}
-MODEL_HATCHES = {"llama": "", "qwen": "//", "mistral": ".."}
+MODEL_LINES = {key: model.line for key, model in MODELS.items()}  # the registry's model rows
+MODEL_HATCHES = {key: model.hatch for key, model in MODELS.items()}
 
 TITLE_THROUGHPUT = "Per-GPU throughput (tokens/s/GPU, higher is better)"
 TITLE_LOSS = "Training loss convergence"

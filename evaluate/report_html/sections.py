@@ -34,7 +34,8 @@ from evaluate.report_html.database import Change, HistoryFacts
 from evaluate.report_html.facts import TREND_SHOWN, PageFacts, dumped
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
 from utils.io.sanitise import one_line
-from utils.schema.model import Quality, Result
+from utils.schema.model import Result
+from utils.schema.quality import Quality
 from utils.spec.registry import display_name, framework_color
 
 GLYPHS = {"o": "\u25cf", "s": "\u25a0", "^": "\u25b2"}  # the platform's marker in compare.png, as a character

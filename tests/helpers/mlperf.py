@@ -15,7 +15,8 @@ from typing import Any
 from tests.helpers.evaluate import make_result, workload_config
 from train.profiles import apply_profile
 from utils.measure.quality import build_quality, make_evaluation
-from utils.schema.model import EffectiveSettings, Result
+from utils.schema.model import Result
+from utils.schema.run import EffectiveSettings
 
 # A tiny model at SL 128 and GBS 8, evaluated every 2 steps: the run a cpu pipeline check makes.
 TINY = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "8", "GA": "1",

@@ -39,7 +39,10 @@ from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
 from utils.result.mllog import mllog_path, mlperf_record
 from utils.result.step_log import recover_result, step_log_path
-from utils.schema.model import GpuInfo, Mlperf, Result, Source, result_bytes
+from utils.schema.hardware import GpuInfo
+from utils.schema.measures import Source
+from utils.schema.mlperf import Mlperf
+from utils.schema.model import Result, result_bytes
 from utils.spec.models import workload_shape
 
 LOG_TAIL_LINES = 30

@@ -52,7 +52,7 @@ class EvaluationRecorder:
     cfg: Config
     reduction: str = NEMO_REDUCTION
     run_start_unix: float | None = None
-    evaluations: list[Any] = field(default_factory=list)  # utils.schema.model.Evaluation
+    evaluations: list[Any] = field(default_factory=list)  # utils.schema.quality.Evaluation
     stop: str | None = None
     _started: float | None = None
 

@@ -52,7 +52,9 @@ from utils.config.load import Config, ConfigError, load_config
 from utils.io.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.failures import trainer_error
-from utils.schema.model import ModelShapeBlock, Profiling, Result, Source
+from utils.schema.measures import Profiling, Source
+from utils.schema.model import Result
+from utils.schema.run import ModelShapeBlock
 from utils.spec.registry import model_names, platform_names
 
 if TYPE_CHECKING:

@@ -83,7 +83,8 @@ def start(path: Path, platform: str, framework: str, model: str, run_index: int 
     from utils.files.locks import hold, result_lock_path
     from utils.machine.rendezvous import wait_for_port
     from utils.result.file import new_result, write_result
-    from utils.schema.model import GpuInfo, Source
+    from utils.schema.hardware import GpuInfo
+    from utils.schema.measures import Source
     from utils.spec.models import get_shape
 
     cfg = load_config()

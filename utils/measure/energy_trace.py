@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
 from utils.measure.power import JOULES_PER_KWH, Periodic, open_counter
-from utils.schema.model import PowerMetrics
+from utils.schema.measures import PowerMetrics
 
 DEFAULT_INTERVAL_S = 0.5
 MAX_PLAUSIBLE_W = 3000.0  # per GPU, well above any board's limit: a "wrap" implying more is a reset

@@ -22,17 +22,17 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from utils.schema.model import (
+from utils.schema.hardware import GpuInfo
+from utils.schema.measures import (
     Disagreement,
     FlopPair,
     FlopsPerToken,
     FrameworkReported,
-    GpuInfo,
     MemoryMetrics,
     PerformanceMetrics,
-    Result,
     StepStats,
 )
+from utils.schema.model import Result
 from utils.spec.models import ModelShape, flops_per_token, mfu
 
 DISAGREEMENT_TOLERANCE = 0.05

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from utils.schema.model import PowerMetrics
+from utils.schema.measures import PowerMetrics
 
 JOULES_PER_KWH = 3.6e6
 DEFAULT_INTERVAL_S = 0.2

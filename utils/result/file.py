@@ -45,19 +45,10 @@ from utils.io.json_input import JsonInputError, one_line, parse_json, read_json_
 from utils.io.output_path import output_file
 from utils.machine.environment import capture_environment
 from utils.result.failures import final_status
-from utils.schema.model import (
-    RESULT_LIMITS,
-    SCHEMA_VERSION,
-    Environment,
-    Fingerprint,
-    GpuInfo,
-    ModelShapeBlock,
-    Result,
-    Source,
-    TrainingConfig,
-    Workload,
-    unknown_name,
-)
+from utils.schema.hardware import Environment, GpuInfo
+from utils.schema.measures import Source
+from utils.schema.model import RESULT_LIMITS, SCHEMA_PATH, SCHEMA_VERSION, Result, unknown_name
+from utils.schema.run import Fingerprint, ModelShapeBlock, TrainingConfig, Workload
 from utils.spec.models import ModelShape
 
 __all__ = [
@@ -66,7 +57,6 @@ __all__ = [
     "update_result", "write_result",
 ]
 
-SCHEMA_PATH = Path(__file__).parents[1] / "schema" / "schema.json"  # utils/schema/schema.json
 SCHEMA_ID = f"tprimat/result/v{SCHEMA_VERSION}"
 STATUSES = ("ok", "incomplete", "failed")
 STARTED_ERROR = "run started but did not finish"

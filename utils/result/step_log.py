@@ -24,7 +24,8 @@ from typing import IO, Any
 
 from utils.files.generated import STEPS_SUFFIX
 from utils.io.json_input import parse_json
-from utils.schema.model import Result, SourceFile
+from utils.schema.measures import SourceFile
+from utils.schema.model import Result
 
 SUFFIX = STEPS_SUFFIX  # the name utils/files/generated.py lists (purge and wrap know it)
 _FIELDS = ("time_s", "loss", "lr", "memory_allocated_gb")

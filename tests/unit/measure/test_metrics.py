@@ -15,7 +15,7 @@ from utils.measure.metrics import (
     step_stats,
 )
 from utils.result.file import new_result
-from utils.schema.model import Source
+from utils.schema.measures import Source
 from utils.spec.models import flops_per_token, get_shape
 
 

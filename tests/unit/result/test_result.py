@@ -28,7 +28,8 @@ from utils.result.file import (
     update_result,
     write_result,
 )
-from utils.schema.model import Result, Source
+from utils.schema.measures import Source
+from utils.schema.model import Result
 from utils.spec.models import get_shape
 
 ENV = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "TRAIN_ITERS": "10", "WARMUP_STEPS": "2"}

@@ -19,7 +19,7 @@ from train.nemo.callback import LightningMeasurement
 from utils.config.load import load_config
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import new_result, read_result
-from utils.schema.model import Source
+from utils.schema.measures import Source
 from utils.spec.models import get_shape
 
 if TYPE_CHECKING:

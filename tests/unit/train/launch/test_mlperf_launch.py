@@ -24,7 +24,9 @@ from utils.measure.metrics import record_steps
 from utils.measure.quality import build_quality, make_evaluation
 from utils.result.file import finalize_result, new_result, read_result, update_result
 from utils.result.mllog import mllog_path
-from utils.schema.model import EffectiveSettings, FrameworkVersions, Source
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.measures import Source
+from utils.schema.run import EffectiveSettings
 from utils.spec.models import workload_shape
 
 TINY_MLPERF = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "1", "GA": "8",
