@@ -33,6 +33,7 @@ from evaluate.render.tables import CELL_CHARS
 from evaluate.report_html.database import Change, HistoryFacts
 from evaluate.report_html.facts import TREND_SHOWN, PageFacts, dumped
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
+from train.settings.rules import RULES, WHY
 from utils.io.sanitise import one_line
 from utils.schema.model import Result
 from utils.schema.quality import Quality
@@ -42,16 +43,6 @@ GLYPHS = {"o": "\u25cf", "s": "\u25a0", "^": "\u25b2"}  # the platform's marker 
 MAX_EVIDENCE_ROWS = 1_000  # runs listed one by one; 10,000 results would make a page nobody reads
 MAX_FACT_ROWS = 40
 
-# Why a differing setting matters, by the kind of setting (docs/CONFORMANCE.md explains each key).
-WHY = (
-    (("fusion", "persist_layer_norm", "attention_backend", "flash", "transformer_impl", "kernel"),
-     "another kernel runs the same maths: the throughput measures the kernels, not only the GPU"),
-    (("overlap", "tp_comm", "bucket", "nccl", "rccl", "num_workers", "workers", "pin_memory"),
-     "communication or data loading differ: throughput differs with the same maths"),
-    (("dropout", "eps", "init", "std", "lr", "beta", "weight_decay", "clip", "norm", "seed", "precision", "fp8",
-      "bf16", "fp32", "grad", "loss"),
-     "the training maths differ: loss curves and throughput are not like for like"),
-)
 WORKLOAD_WHY = "a different workload: each side measured different work"
 
 
@@ -61,11 +52,8 @@ def anchor(model: str) -> str:
 
 
 def why(key: str) -> str:
-    lowered = key.lower()
-    for words, reason in WHY:
-        if any(word in lowered for word in words):
-            return reason
-    return "the stacks did not run the same configuration (docs/CONFORMANCE.md names what the setting does)"
+    """Why a differing setting matters: its rule's (train/settings/rules.json), else the table's general reason."""
+    return WHY[RULES[key].why if key in RULES else "configuration"]
 
 
 def who(platform: str, framework: str, text: str) -> Markup:

@@ -159,3 +159,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     with pytest.raises(SystemExit) as stop:
         main(["--results-dir", str(tmp_path), "--convergence-band", "2"])
     assert stop.value.code == 2
+
+
+def test_a_differing_setting_is_explained_by_its_rule(tmp_path: Path) -> None:
+    """The "why it matters" column is the setting's rule's (train/settings/rules.json), not a guess from its name."""
+    from evaluate.report_html.sections import why
+    from train.settings.rules import SETTINGS, WHY
+    from utils.schema.model import EffectiveSettings
+
+    assert all(why(rule.key) == WHY[rule.why] for rule in SETTINGS)
+    assert why("num_workers") == WHY["communication"] and why("apply_rope_fusion") == WHY["kernel"]
+    assert why("no_such_setting_fusion") == WHY["configuration"]  # outside the table: the general reason
+
+    def workers(count: int):  # type: ignore[no-untyped-def]
+        def mutate(result):  # type: ignore[no-untyped-def]
+            result.effective_settings = EffectiveSettings(settings={"num_workers": count}, env={}, resolved_by="test")
+        return mutate
+
+    out = tmp_path / "results"
+    make_result(out, "nvd", "mega", seed=1, mutate=workers(2))
+    make_result(out, "amd", "mega", seed=2, mutate=workers(8))
+    assert main(["--results-dir", str(out), "--db", "off"]) == 0
+    text = (out / "report.html").read_text()
+    assert "<td>num_workers</td>" in text and WHY["communication"] in text
