@@ -33,7 +33,7 @@ from evaluate.history.store import open_database, safe_output
 from evaluate.history.target import HistoryError, configured_db
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 def _fraction(text: str) -> float:

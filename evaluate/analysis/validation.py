@@ -46,7 +46,7 @@ from typing import Any
 from evaluate.analysis.fairness import FairnessReport, check_fairness, recipe_problems
 from evaluate.analysis.results import LoadedDirectory, find_result_files, load_results
 from train.settings.expected import contradictions
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 from utils.measure.plausible import implausible
 from utils.schema.measures import PerformanceMetrics
 from utils.schema.model import Result

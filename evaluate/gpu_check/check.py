@@ -33,8 +33,8 @@ from evaluate.analysis.fairness import TRANSFORMER_IMPL, check_fairness
 from evaluate.analysis.results import LoadedResult, find_result_files, load_results
 from evaluate.gpu_check.model import GpuCheck, Row, Verdict
 from evaluate.gpu_check.render import losses_text
-from utils.io.json_input import JsonInputError, one_line, read_json
-from utils.io.sanitise import sanitised
+from utils.io.json_input import JsonInputError, read_json
+from utils.io.sanitise import one_line, sanitised
 from utils.machine.hardware import peak_tflops
 from utils.machine.prescreen import Prescreen
 from utils.measure.plausible import prescreen_problems

@@ -43,7 +43,7 @@ from evaluate.analysis.stats import pearson
 from evaluate.history.noise import curve_gaps, tolerance
 from evaluate.history.query import RunView
 from evaluate.history.target import HistoryError
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 THROUGHPUT = "tokens_per_second_per_gpu"
 DEFAULT_FLOOR = 0.05

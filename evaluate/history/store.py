@@ -46,7 +46,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from evaluate.history.target import HistoryError, Target, resolve_target, scrub
 from utils.files.generated import HISTORY_APPLICATION
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 APPLICATION = HISTORY_APPLICATION
 SCHEMA_VERSION = 3

@@ -20,7 +20,7 @@ from sqlalchemy.exc import ArgumentError
 from utils.config.load import REPO_ROOT, load_config
 from utils.config.secret import read_secret
 from utils.files.generated import HISTORY_DEFAULT
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 DEFAULT_PATH = REPO_ROOT / HISTORY_DEFAULT
 OFF_WORDS = ("off", "none", "false", "0")

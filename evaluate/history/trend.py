@@ -27,7 +27,7 @@ from evaluate.history.query import Filters, library_matches
 from evaluate.history.store import TREND_KEY, runs
 from evaluate.history.target import HistoryError
 from utils.io.atomic import atomic_path
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -22,13 +22,13 @@ from evaluate.mlperf.reader import read_log
 from evaluate.mlperf.result import BENCHMARKS, ImportRefused, build, describe
 from evaluate.mlperf.run import RunFacts, run_facts
 from evaluate.mlperf.sources import Found, RunRef, find
-from utils.files.generated import mark_output_dir
-from utils.files.names import ORIGIN, result_name
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import JsonInputError, one_line, parse_json
+from utils.io.json_input import JsonInputError, parse_json
 from utils.io.output_path import OutputPathError, output_file, safe_label
+from utils.io.sanitise import one_line
 from utils.measure.plausible import implausible
 from utils.result.mllog import rcp_point
+from utils.result.names import ORIGIN, mark_output_dir, result_name
 
 DEFAULT_OUTPUT = Path("output") / "mlperf"
 

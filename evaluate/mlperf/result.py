@@ -22,7 +22,7 @@ from evaluate.mlperf.run import RunFacts
 from evaluate.mlperf.score import Counted, SystemScore
 from evaluate.mlperf.sources import RunRef
 from train.profiles.mlperf import BENCHMARK, MODEL, value_of
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 from utils.measure.quality import with_energy
 from utils.schema.model import Result
 from utils.schema.quality import Evaluation, Quality

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluate.mlperf.reader import Event, Log
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 MAX_SETTINGS = 400
 MAX_TEXT = 300

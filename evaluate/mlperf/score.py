@@ -32,7 +32,8 @@ from pathlib import Path
 from mlperf_logging.benchmark_meta import get_result_file_counts
 from mlperf_logging.compliance_checker import mlp_compliance
 
-from utils.io.json_input import JsonInputError, one_line, parse_json
+from utils.io.json_input import JsonInputError, parse_json
+from utils.io.sanitise import one_line
 
 USAGE = "training"
 rule_choices = mlp_compliance.rule_choices  # the rulesets mlperf-logging knows (5.1.0 ...)

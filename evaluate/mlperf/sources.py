@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from utils.io.json_input import _read_bounded, one_line
+from utils.io.json_input import _read_bounded
+from utils.io.sanitise import one_line
 
 MAX_FILE_BYTES = 64 * 2**20  # the largest v5.1 Llama 3.1 8B log is under 1 MB
 MAX_MEMBERS = 200_000

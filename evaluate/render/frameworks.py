@@ -21,7 +21,7 @@ from evaluate.analysis.summary import GroupSummary
 from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 from evaluate.render.plots import draw_curves, legend_label
 from evaluate.render.tables import console_table
-from utils.files.names import frameworks_figure_name
+from utils.result.names import frameworks_figure_name
 from utils.schema.model import Result
 from utils.spec.registry import FRAMEWORKS, MODELS, display_name, framework_color
 
@@ -37,7 +37,7 @@ HEADERS = ("Framework", "Status", "Tokens/s/GPU", "Avg Step Time", "Final Loss",
 
 
 def figure_name(platform: str) -> str:
-    return frameworks_figure_name(platform)  # utils/files/names.py: purge and wrap know the name
+    return frameworks_figure_name(platform)  # utils/result/names.py: purge and wrap know the name
 
 
 def _order(summary: GroupSummary) -> tuple[int, int]:

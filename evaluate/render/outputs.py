@@ -14,10 +14,10 @@ from evaluate.render.frameworks import platform_figures
 from evaluate.render.markdown import markdown
 from evaluate.render.plots import comparison_figure, loss_parity_figure, save_figure
 from evaluate.render.quality_plot import evaluated, quality_figure
-from utils.files.generated import mark_output_dir
 from utils.io.atomic import atomic_write_text
 from utils.io.output_path import OutputPathError, output_file
 from utils.io.sanitise import safe_text
+from utils.result.names import mark_output_dir
 
 
 class OutputError(Exception):

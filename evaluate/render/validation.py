@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evaluate.analysis.validation import ValidationReport
 from evaluate.render.tables import console_table
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 def render_text(report: ValidationReport) -> str:

@@ -15,7 +15,7 @@ from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.summary import GroupSummary, SettingDifference
 from evaluate.history.record import make_record, normalized_time
 from evaluate.report_html.markup import Markup, svg
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 # SQLAlchemy is optional: a Python without it (the lent GPU's native one, docs/PERFORMANCE.md) gets a page whose
 # history part says so in one line

@@ -17,7 +17,8 @@ from typing import Any
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.results import LoadedResult
 from evaluate.report_html.database import HistoryFacts
-from utils.io.json_input import JsonInputError, one_line, read_json
+from utils.io.json_input import JsonInputError, read_json
+from utils.io.sanitise import one_line
 
 GATE_REPORT = "gate.json"  # python -m evaluate.gate --report OUTPUT_DIR/gate.json
 TREND_SHOWN = 8  # runs of each series in the page's trend table (the figure has them all)

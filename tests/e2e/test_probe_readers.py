@@ -15,7 +15,7 @@ from tests.helpers.evaluate import make_result
 from tests.helpers.paths import FIXTURES, REPO
 from tests.helpers.shell import clean_env
 from utils.files.disk import OutputDirError, check_writable_dir
-from utils.files.locks import LOCK_DIR
+from utils.io.output_path import LOCK_DIR
 from utils.result.file import read_result
 
 

@@ -33,7 +33,7 @@ from train.launch.contract import RunContext
 from train.launch.energy import Energy, apply_energy
 from train.launch.job_guard import Signals
 from utils.files.disk import OutputDirError
-from utils.files.locks import LOCK_DIR
+from utils.io.output_path import LOCK_DIR
 from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
 from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result

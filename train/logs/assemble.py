@@ -39,10 +39,11 @@ from utils.config.load import Config, default_skip_steps
 from utils.dataset.fingerprint import log_fingerprint
 from utils.io.hashing import sha256_file
 from utils.machine.hardware import collect_gpu_info
-from utils.measure.metrics import finite, framework_reported, memory_metrics, record_steps
+from utils.measure.metrics import finite, framework_reported, memory_metrics
 from utils.measure.power import log_power_metrics, null_power_metrics
 from utils.result.failures import PROBLEM_PATTERNS, is_interrupted, shorten
 from utils.result.file import finalize_result, new_result, update_result
+from utils.result.step_log import record_steps
 from utils.schema.block import MAX_STEPS
 from utils.schema.hardware import Environment, FrameworkVersions, GpuInfo
 from utils.schema.measures import FrameworkReported, MemoryMetrics, PerformanceMetrics, PowerMetrics, Source, SourceFile

@@ -29,11 +29,11 @@ from typing import Any
 
 from train.logs.quality import NEMO_REDUCTION
 from utils.config.load import Config
-from utils.measure.metrics import framework_reported, record_steps
+from utils.measure.metrics import framework_reported
 from utils.measure.monitor import StepMonitor, StepRecord
 from utils.measure.power import MeasuredWindow, null_power_metrics
 from utils.result.file import finalize_result, write_result
-from utils.result.step_log import StepLog
+from utils.result.step_log import StepLog, record_steps
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
 

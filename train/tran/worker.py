@@ -202,7 +202,7 @@ class Ledger:
         self.stop_reason: str | None = None
 
     def fill(self, res: Result) -> None:
-        from utils.measure.metrics import record_steps
+        from utils.result.step_log import record_steps
 
         monitor = self.monitor
         monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)

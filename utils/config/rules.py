@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 from utils.schema.block import MAX_STEPS
 from utils.spec.registry import framework_choices, model_names, platform_names
 

@@ -34,8 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from utils.files.names import MLLOG_SUFFIX
 from utils.io.atomic import atomic_write_text
+from utils.result.names import MLLOG_SUFFIX
 from utils.schema.mlperf import Mlperf, MlperfCheck, MlperfRcp
 from utils.schema.model import Result
 

@@ -165,7 +165,7 @@ def test_a_differing_setting_is_explained_by_its_rule(tmp_path: Path) -> None:
     """The "why it matters" column is the setting's rule's (train/settings/rules.json), not a guess from its name."""
     from evaluate.report_html.sections import why
     from train.settings.rules import SETTINGS, WHY
-    from utils.schema.model import EffectiveSettings
+    from utils.schema.run import EffectiveSettings
 
     assert all(why(rule.key) == WHY[rule.why] for rule in SETTINGS)
     assert why("num_workers") == WHY["communication"] and why("apply_rope_fusion") == WHY["kernel"]

@@ -91,8 +91,8 @@ def test_signal_death_is_incomplete(tmp_path):
 def ok_result(ctx, plan, rc):
     """A stand-in ``collect`` that reports every step done: an ok result."""
     from utils.machine.hardware import collect_gpu_info
-    from utils.measure.metrics import record_steps
     from utils.result.file import finalize_result, new_result
+    from utils.result.step_log import record_steps
     from utils.schema.measures import Source
     from utils.spec.models import get_shape
 
