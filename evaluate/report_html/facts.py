@@ -8,14 +8,15 @@ evaluate/report_html/database.py's.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from pydantic import ValidationError
 
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.results import LoadedResult
+from evaluate.history.gate_report import GateReport
 from evaluate.report_html.database import HistoryFacts
 from utils.io.json_input import JsonInputError, read_json
 from utils.io.sanitise import one_line
@@ -29,7 +30,7 @@ class GateFacts:
     """The gate's JSON report (``python -m evaluate.gate --report``), or why there is none."""
 
     absent: str | None = None
-    report: dict[str, Any] = field(default_factory=dict)
+    report: GateReport | None = None
     source: str = GATE_REPORT
 
 
@@ -83,10 +84,11 @@ def read_gate(path: Path | None, results_dir: Path) -> GateFacts:
     except JsonInputError as exc:
         return GateFacts(absent=f"the gate report {one_line(path.name, 80)} cannot be read: "
                                 f"{one_line(str(exc).replace(str(path), path.name), 200)}", source=path.name)
-    if not isinstance(data, dict) or not isinstance(data.get("candidates", []), list):
+    try:
+        return GateFacts(report=GateReport.model_validate(data), source=path.name)
+    except ValidationError:
         return GateFacts(absent=f"the gate report {one_line(path.name, 80)} is not evaluate.gate's report",
                          source=path.name)
-    return GateFacts(report=data, source=path.name)
 
 
 def gather(comparison: Comparison, results_dir: Path, history: HistoryFacts, gate_path: Path | None,
@@ -97,8 +99,3 @@ def gather(comparison: Comparison, results_dir: Path, history: HistoryFacts, gat
     href = os.path.relpath(results_dir.resolve(), page.parent.resolve())
     facts.results_href = "" if href == "." else Path(href).as_posix()
     return facts
-
-
-def dumped(value: Any) -> str:
-    """A foreign JSON value shown as text (the page escapes it)."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

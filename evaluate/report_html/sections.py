@@ -31,7 +31,7 @@ from evaluate.render.rows import (
 )
 from evaluate.render.tables import CELL_CHARS
 from evaluate.report_html.database import Change, HistoryFacts
-from evaluate.report_html.facts import TREND_SHOWN, PageFacts, dumped
+from evaluate.report_html.facts import TREND_SHOWN, PageFacts
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
 from train.settings.rules import RULES, WHY
 from utils.io.sanitise import one_line
@@ -291,17 +291,14 @@ def _change(change: Change) -> Markup:
 
 
 def gate_part(facts: PageFacts) -> Markup:
-    gate = facts.gate
-    if gate.absent:
-        return note(gate.absent)
-    report = gate.report
-    rows = [[facts.local(dumped(c.get("candidate"))), dumped(check.get("metric")), dumped(check.get("result")),
-             facts.local(dumped(check.get("line")))]
-            for c in report.get("candidates", []) if isinstance(c, dict)
-            for check in c.get("checks", []) if isinstance(check, dict)]
-    head = para(f"{one_line(gate.source, 200)}: ", el("strong", one_line(dumped(report.get("verdict", "unknown")), 80)),
-                f" (exit {one_line(dumped(report.get('exit_code')), 40)})",
-                f": {one_line(facts.local(dumped(report['error'])), CELL_CHARS)}" if report.get("error") else "")
+    gate, report = facts.gate, facts.gate.report
+    if gate.absent or report is None:
+        return note(gate.absent or "no regression-gate report")
+    rows = [[facts.local(c.candidate), check.metric, check.result, facts.local(check.line)]
+            for c in report.candidates for check in c.checks]
+    head = para(f"{one_line(gate.source, 200)}: ", el("strong", one_line(report.verdict, 80)),
+                f" (exit {report.exit_code})",
+                f": {one_line(facts.local(report.error), CELL_CHARS)}" if report.error else "")
     return join([head, table(["candidate", "check", "result", "line"], rows) if rows else note("No check recorded.")])
 
 

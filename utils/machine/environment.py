@@ -24,6 +24,7 @@ from typing import Any
 
 from utils.config.load import CONTAINER_MARKER, in_tprimat_container
 from utils.machine.host_tunables import read_host_tunables
+from utils.machine.slurm import slurm_job
 
 RELEVANT_PREFIXES = (
     "HSA_", "HIP_", "ROCM_", "ROCR_", "NCCL_", "RCCL_", "NVTE_", "CUDA_", "PYTORCH_", "TORCH_",
@@ -93,6 +94,7 @@ def capture_environment(
         "hostname": platform.node(),
         "image": container_image(environ),
         "host_tunables": read_host_tunables(),  # record only (issue 35): governor, NUMA balancing, THP, ASLR ...
+        "slurm": slurm_job(environ),  # the Slurm job (issue 51): id, node list, nodes
     }
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from utils.schema.block import Block, Count, NonNegative
+from utils.schema.block import Block, Count, NonNegative, Positive
 
 
 class PeakTflops(Block):
@@ -57,6 +57,14 @@ class HostTunables(Block):
     unreadable: dict[str, str] = Field(default_factory=dict)
 
 
+class SlurmJob(Block):
+    """The Slurm job the run was part of (``utils/machine/slurm.py``); nodes x GPUs with ``training_config``."""
+
+    job_id: Positive
+    node_list: str
+    nodes: Positive
+
+
 class Environment(Block):
     """Performance-relevant variables and library versions (``utils/machine/environment.py``); never secrets."""
 
@@ -69,6 +77,7 @@ class Environment(Block):
     image: ImageInfo = Field(default_factory=ImageInfo)
     captured_by: str | None = None
     host_tunables: HostTunables | None = None
+    slurm: SlurmJob | None = None  # None: not run as a Slurm job
 
 
 class FrameworkVersions(Block):

@@ -182,3 +182,17 @@ def test_a_differing_setting_is_explained_by_its_rule(tmp_path: Path) -> None:
     assert main(["--results-dir", str(out), "--db", "off"]) == 0
     text = (out / "report.html").read_text()
     assert "<td>num_workers</td>" in text and WHY["communication"] in text
+
+
+def test_a_gate_report_of_another_shape_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The page reads the gate's report through its typed model (evaluate/history/gate_report.py), strictly."""
+    from evaluate.report_html.facts import read_gate
+
+    gate = tmp_path / "gate.json"
+    for forged in ({"verdict": "pass", "exit_code": "0"}, {"verdict": "pass", "exit_code": 0, "candidates": [
+            {"candidate": "c", "checks": [{"metric": "m", "result": "maybe", "line": "x"}]}]}, ["not", "a", "report"]):
+        gate.write_text(json.dumps(forged))
+        facts = read_gate(gate, tmp_path)
+        assert facts.report is None and facts.absent == "the gate report gate.json is not evaluate.gate's report"
+    gate.write_text(json.dumps({"verdict": "pass", "exit_code": 0, "error": None, "candidates": []}))
+    assert read_gate(gate, tmp_path).report.verdict == "pass"  # type: ignore[union-attr]

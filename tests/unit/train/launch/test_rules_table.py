@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import rules_doc
 from train.settings import rules
 from train.settings.expected import differences, expected_settings, implementation_settings
 from train.settings.rules import DERIVED, GATE, HOW, RULES, SETTINGS, SOURCES, WHY, Rule
@@ -59,23 +60,23 @@ def test_a_planted_difference_in_any_setting_is_caught_unless_the_framework_is_e
 
 
 def test_the_docs_table_is_generated_from_the_rules(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = rules.DOC.read_text(encoding="utf-8")
-    assert rules.with_table(doc) == doc, "docs/CONFORMANCE.md is stale: python -m train.settings.rules --write"
-    assert rules.main(["--check"]) == 0
-    section = rules.table_markdown()
+    doc = rules_doc.DOC.read_text(encoding="utf-8")
+    assert rules_doc.with_table(doc) == doc, "docs/CONFORMANCE.md is stale: python -m tests.helpers.rules_doc --write"
+    assert rules_doc.main(["--check"]) == 0
+    section = rules_doc.table_markdown()
     for rule in (*SETTINGS, *GATE):
         assert f"| `{rule.key}` |" in section
     assert f"Rules version {rules.VERSION}: {len(SETTINGS)} setting rules, {len(GATE)} gate rules" in section
-    assert rules.main([]) == 0 and capsys.readouterr().out.strip() == section
+    assert rules_doc.main([]) == 0 and capsys.readouterr().out.strip() == section
 
 
 def test_a_rule_changed_without_the_docs_is_caught(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     changed = tuple(dataclasses.replace(r, ref=4) if r.key == "num_workers" else r for r in SETTINGS)
-    monkeypatch.setattr(rules, "SETTINGS", changed)
-    assert rules.main(["--check"]) == 1
-    assert "table is stale: run python -m train.settings.rules --write" in capsys.readouterr().err
-    monkeypatch.setattr(rules, "GATE", (*GATE, Rule("planted", "baseline", 0.5, how="a planted gate rule")))
+    monkeypatch.setattr(rules_doc, "SETTINGS", changed)
+    assert rules_doc.main(["--check"]) == 1
+    assert "table is stale: python -m tests.helpers.rules_doc --write" in capsys.readouterr().err
+    monkeypatch.setattr(rules_doc, "GATE", (*GATE, Rule("planted", "baseline", 0.5, how="a planted gate rule")))
     with pytest.raises(AssertionError):
         test_the_docs_table_is_generated_from_the_rules(capsys)
 
@@ -84,6 +85,6 @@ def test_a_doc_without_the_generated_section_is_refused(tmp_path: Path, monkeypa
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "CONFORMANCE.md"
     doc.write_text("# no table here\n", encoding="utf-8")
-    monkeypatch.setattr(rules, "DOC", doc)
-    assert rules.main(["--write"]) == 2 and "no generated rules section" in capsys.readouterr().err
+    monkeypatch.setattr(rules_doc, "DOC", doc)
+    assert rules_doc.main(["--write"]) == 2 and "no generated rules section" in capsys.readouterr().err
     assert doc.read_text(encoding="utf-8") == "# no table here\n"
