@@ -15,9 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from evaluate.history.diff import render as render_diff
 from evaluate.history.ingest import add_paths, tag_runs
-from evaluate.history.query import Filters, count_runs, list_runs, resolve
+from evaluate.history.query import Filters, count_runs, list_runs, render_diff, resolve
 from evaluate.history.store import SCHEMA_VERSION, Database, open_database, safe_output
 from evaluate.history.target import HistoryError, configured_db, resolve_target
 from evaluate.history.trend import render_table, trend_series, write_png

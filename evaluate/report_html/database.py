@@ -1,7 +1,7 @@
 """The page's history part: the results database's trends and "what changed", and the trend figure (issue 37).
 
 Read only through ``evaluate/history/``'s public query API (``query.count_runs``/``last_ok``,
-``trend.trend_series``/``trend_figure``, ``diff.fact_differences``/``metric_deltas``) on a read transaction;
+``query.fact_differences``/``metric_deltas``, ``trend.trend_series``/``trend_figure``) on a read transaction;
 nothing here writes to it. A database problem is shown with its location replaced by ``HISTORY_DB``; off, missing
 or unreadable, the part is one line (``HistoryFacts.absent``) and the page says everything else.
 """
@@ -20,8 +20,7 @@ from utils.io.sanitise import one_line
 # SQLAlchemy is optional: a Python without it (the lent GPU's native one, docs/PERFORMANCE.md) gets a page whose
 # history part says so in one line
 try:
-    from evaluate.history.diff import METRICS, fact_differences, metric_deltas
-    from evaluate.history.query import Filters, RunView, count_runs, last_ok
+    from evaluate.history.query import METRICS, Filters, RunView, count_runs, fact_differences, last_ok, metric_deltas
     from evaluate.history.store import open_database
     from evaluate.history.target import HistoryError, configured_db, resolve_target
     from evaluate.history.trend import trend_figure, trend_series
