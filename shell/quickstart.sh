@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The quick benchmark for newcomers, on the local cpu platform, fully offline:
-#   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare.
+#   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare, with
+#   MLPerf Training v5.1's published Llama 3.1 8B runs (a sample, imported) at the end of the page.
 #   FRAMEWORK="tran deep" MODELS="llama qwen mistral" runs every cpu framework on every model (about 3
 #   times as long: three times the jobs, and the first DeepSpeed job builds a small C++ op once).
 # Every workload value below can be overridden from the environment (e.g. TRAIN_ITERS=200).
@@ -96,13 +97,18 @@ for pid in "${dry_pids[@]}"; do
     fi
 done
 dry_pids=()
+# MLPerf Training v5.1's published Llama 3.1 8B runs (a carried sample: AMD MI355X and NVIDIA B200 at 8 GPUs, one
+# B200 system at 8 to 256 GPUs), imported beside the results: the page (written by train.sh) ends with them.
+output_dir="$(tprimat_config_get OUTPUT_DIR)"
+echo "quickstart: MLPerf Training v5.1 published runs (tests/fixtures/mlperf sample, imported into $output_dir)"
+step "$TPRIMAT_PYTHON" -m evaluate.mlperf import "$root/tests/fixtures/mlperf/v51_sample.tar.xz" \
+    --output-dir "$output_dir"
 echo "quickstart: training (FRAMEWORK=$FRAMEWORK, MODEL_SIZE=$MODEL_SIZE, TRAIN_ITERS=$TRAIN_ITERS)"
 step "$root/shell/train.sh"
 
-output_dir="$(tprimat_config_get OUTPUT_DIR)"
 echo
 echo "quickstart: done. Results are in $output_dir:"
-echo "  results:    $output_dir/train_cpu_*.json"
+echo "  results:    $output_dir/train_cpu_*.json (and MLPerf's published runs: train_*_mlperf_*_from-*.json)"
 echo "  comparison: $output_dir/compare.png, $output_dir/compare.md, $output_dir/compare_cpu_frameworks.png"
 echo "  logs:       $output_dir/logs/"
 echo "  report:     $output_dir/report.html (open it in a browser: verdict, figures, fairness, history, evidence)"

@@ -130,11 +130,15 @@ def _quality(facts: RunFacts, bench: Benchmark, gbs: int, sl: int, platform: str
     return with_energy(block, platform=platform, gpus=gpus, energy=None, energy_reason=ENERGY)
 
 
-def _performance(facts: RunFacts, quality: Quality | None, gbs: int, sl: int, gpus: int) -> dict[str, Any] | None:
-    if facts.stop_ms is None or facts.start_ms is None or quality is None or not quality.reached:
+def _performance(facts: RunFacts, quality: Quality | None, gbs: int, sl: int, gpus: int,
+                 own: bool) -> dict[str, Any] | None:
+    """Over the samples to the target; a tprimat run that stopped short of it: over the samples to its last
+    evaluation (a published run that did not converge has no figures: it failed)."""
+    if facts.stop_ms is None or facts.start_ms is None or quality is None or not (quality.reached or own):
         return None
     seconds = (facts.stop_ms - facts.start_ms) / 1000
-    samples = facts.converged_samples or quality.samples_to_target or 0
+    samples = (facts.converged_samples or quality.samples_to_target or 0) if quality.reached \
+        else quality.evaluations[-1].samples
     rate = samples / seconds if seconds > 0 else None
     return {"measured_steps": samples // gbs, "skipped_steps": 0, "step_time_seconds": None,
             "avg_step_time_seconds": None, "median_step_time_seconds": None, "total_time_seconds": seconds,
@@ -143,8 +147,9 @@ def _performance(facts: RunFacts, quality: Quality | None, gbs: int, sl: int, gp
             "steps_per_second": rate / gbs if rate else None, "flops_per_token": None, "tflops_per_gpu": None,
             "peak_tflops": None, "peak_precision": "bf16", "mfu": None,
             "mfu_reason": "not computed for a published run: its log does not state its matrix precision",
-            "throughput_basis": "samples to the target (the last evaluation before run_stop, the RCP checker's) x SL "
-                                "/ time to train (run_stop - run_start, evaluations included: MLPerf's clock)",
+            "throughput_basis": ("samples to the target (the last evaluation before run_stop, the RCP checker's)"
+                                 if quality.reached else "samples to the last evaluation (the target not reached)")
+            + " x SL / time to train (run_stop - run_start, evaluations included: MLPerf's clock)",
             "total_time_basis": "run_stop - run_start: MLPerf's time to train"}
 
 
@@ -192,7 +197,7 @@ def build(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any] | Non
     workload["MODEL_SIZE"] = shape["size"]
     workload["unknown"].pop("MODEL_SIZE", None)
     quality = _quality(facts, bench, gbs, sl, platform, gpus)
-    perf = _performance(facts, quality, gbs, sl, gpus)
+    perf = _performance(facts, quality, gbs, sl, gpus, own)
     success = facts.stop_status == "success" or (own and facts.stop_status is not None)
     status = "ok" if success and (perf is not None or own) else "incomplete" if facts.stop_ms is None else "failed"
     error = None if status == "ok" else (

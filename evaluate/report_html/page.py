@@ -7,6 +7,7 @@ and logs beside it and to its own sections.
 
 from __future__ import annotations
 
+from evaluate.analysis.summary import model_title
 from evaluate.report_html.facts import PageFacts
 from evaluate.report_html.markup import CSP, Markup, el, esc, join, para
 from evaluate.report_html.sections import (
@@ -16,6 +17,7 @@ from evaluate.report_html.sections import (
     history_section,
     method_section,
     model_section,
+    published_sections,
     verdict,
 )
 from utils.spec.registry import display_name
@@ -40,7 +42,7 @@ pre{background:#f6f6f6;padding:.5em;overflow-x:auto}
 def render(facts: PageFacts) -> str:
     """The whole page as text."""
     c = facts.comparison
-    models = ", ".join(display_name("model", m) for m in sorted(c.by_model))
+    models = ", ".join(model_title(m, c.by_model[m]) for m in sorted(c.by_model))
     runs = len(c.runs)
     head = el("head", Markup('<meta charset="utf-8">'),
               Markup(f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'),
@@ -49,6 +51,7 @@ def render(facts: PageFacts) -> str:
     body = el("body", el("h1", "tprimat report"),
               para(f"{runs:,} result file(s); models: {models}; platforms: "
                    + ", ".join(display_name("platform", p) for p in c.platforms) + "."),
-              contents(c.by_model), verdict(facts), *(model_section(facts, m) for m in sorted(c.by_model)),
-              fairness_section(facts), history_section(facts), evidence_section(facts), method_section(c))
+              contents(c.by_model, c.published), verdict(facts), *(model_section(facts, m) for m in sorted(c.by_model)),
+              fairness_section(facts), history_section(facts), evidence_section(facts), method_section(c),
+              *published_sections(c))
     return "<!DOCTYPE html>\n" + join([el("html", head, body, lang="en")]) + "\n"
