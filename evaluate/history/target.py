@@ -17,7 +17,8 @@ from urllib.parse import quote, quote_plus
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.config.secret import read_secret
 from utils.files.generated import HISTORY_DEFAULT
 from utils.io.sanitise import one_line
