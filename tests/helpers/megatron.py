@@ -7,7 +7,8 @@ from pathlib import Path
 from tests.helpers.paths import FIXTURES
 from train.launch.context import log_path_for
 from train.launch.contract import RunContext
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import job_data
 from utils.result.file import result_path
 

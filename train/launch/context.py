@@ -11,7 +11,7 @@ from pathlib import Path
 
 from train.launch.contract import Plugin, RunContext
 from train.profiles import apply_profile
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import job_data
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.file import result_path

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.samples import SampleSource
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import JobData
 from utils.machine.cpu_precision import PrecisionChoice
 from utils.measure.memory import Recipe

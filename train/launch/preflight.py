@@ -44,7 +44,9 @@ from train.settings.expected import (
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_digest
 from utils.config.cli import exits_on_config_error
-from utils.config.load import Config, ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
+from utils.config.rules import ConfigError
 from utils.dataset.sample_digest import DIGEST_KEY
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.run import EffectiveSettings

@@ -30,7 +30,8 @@ from train.logs.patterns import is_event_file
 from train.logs.scan import LogInputError, LogScan, merge_scans, not_a_text_log, scan_file
 from train.logs.workload import log_framework, log_gpu_info, log_platform, log_workload
 from train.profiles import ProfileError, apply_profile
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 from utils.dataset.fingerprint import fingerprint
 from utils.dataset.paths import job_data
 from utils.machine.hardware import gpu_info_for_device

@@ -39,7 +39,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.rules.versions import MegatronRefError, check_megatron_tree
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape

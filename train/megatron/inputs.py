@@ -11,7 +11,7 @@ from pathlib import Path
 
 from train.launch.contract import RunContext
 from train.megatron.args import VocabPadding, vocab_padding
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import JobData, missing_files
 from utils.spec.models import ModelShape, workload_shape
 

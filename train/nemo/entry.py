@@ -30,7 +30,8 @@ from typing import Any
 from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.spec.models import workload_shape
 from utils.spec.registry import model_names
 

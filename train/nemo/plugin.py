@@ -27,7 +27,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
 from train.settings.samples import SampleSource
-from utils.config.load import REPO_ROOT, Config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.dataset.paths import JobData, missing_files
 from utils.measure.memory import Recipe

@@ -43,7 +43,7 @@ from train.megatron.trees import PRIMUS_TREE, preflight_tree, primus_root
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape

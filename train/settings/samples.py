@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from utils.config.load import REPO_ROOT, Config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.digest_cache import DigestStore, Entry, Window, framework_key, reference_key, store_folder
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.dataset.paths import JobData, eod_id, vocab_size

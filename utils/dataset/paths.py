@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.io.sanitise import one_line
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from tests.helpers.tokenizers import real_format_tokenizer
 from train.settings.samples import SampleSource
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.digest_cache import DigestStore, Entry, entry_key, store_folder
 from utils.dataset.paths import dataset_prefix, job_data, load_tokenizer, tokenizer_dir
 

@@ -18,7 +18,8 @@ from tests.helpers.workload import tiny_environ
 from train.deep import plugin as deep_plugin
 from train.launch.context import log_path_for
 from train.launch.contract import RunContext
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 from utils.dataset.paths import job_data
 from utils.result.file import read_result, result_path
 

@@ -12,7 +12,8 @@ import pytest
 from tests.helpers.nemo import REPO, make_tokenizer, write_config
 from train.nemo.plugin import overrides_for, resolve_shape
 from train.nemo.recipe import NemoOverrides
-from utils.config.load import WORKLOAD_KEYS, load_config
+from utils.config.load import load_config
+from utils.config.model import WORKLOAD_KEYS
 from utils.dataset.paths import dataset_prefix, job_data, tokenizer_dir
 from utils.spec.models import get_shape
 from utils.spec.registry import MODELS

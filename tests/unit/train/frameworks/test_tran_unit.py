@@ -14,7 +14,8 @@ import torch
 from train.launch.contract import RunContext
 from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer, build_model
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 from utils.dataset.paths import job_data, load_tokenizer, tokenizer_dir, vocab_size
 from utils.result.file import read_result
 from utils.spec.models import get_shape

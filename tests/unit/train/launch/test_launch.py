@@ -13,7 +13,8 @@ from train.launch.contract import LaunchPlan, RunContext
 from train.launch.job_result import collect_own_result
 from train.launch.launcher import launch, writes_result
 from train.launch.torchrun import torchrun_argv
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.dataset.paths import job_data
 from utils.measure.memory import tran_recipe
 from utils.result.file import read_result, result_path

@@ -22,7 +22,8 @@ from train.launch.contract import LaunchPlan, RunContext
 from train.launch.launcher import launch
 from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.dataset.paths import job_data
 from utils.result.file import read_result, result_path, write_result
 from utils.schema.hardware import FrameworkVersions

@@ -40,7 +40,8 @@ from tests.helpers.megatron_core import (
 from tests.helpers.preflight import fake_megatron
 from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
 from train.settings.samples import SampleSource
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import dataset_prefix, eod_id, job_data, load_tokenizer, tokenizer_dir, vocab_size
 
 SEQ_LEN = 64

@@ -34,7 +34,8 @@ from train.mega.plugin import megatron_args
 from train.megatron.args import megatron_settings, vocab_padding
 from train.rules.samples import MegatronSamples
 from train.tran.step import model_inputs
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.spec.models import get_shape
 
