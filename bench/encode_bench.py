@@ -1,29 +1,14 @@
 """Encode speed as whole processes: ``python -m data.encode`` against Megatron-LM's ``tools/preprocess_data.py``.
 
-What is compared (issue 24): two whole processes, each started from nothing, on the same
-corpus (the generated sample corpus after ``data.clean``), the same tokenizer directory, the
-same worker count and the same cores:
+Both run as whole processes on the same cleaned sample corpus, tokenizer, worker count and cores:
+``python -m data.encode --force --no-progress --model M --workers W`` (all a user's run does) and Megatron-LM's
+``tools/preprocess_data.py --tokenizer-type HuggingFaceTokenizer --append-eod`` from ``--megatron-lm`` (default
+``$TPRIMAT_MEGATRON_LM``; its commit reported) run by ``--megatron-python``, the tree first on ``PYTHONPATH``.
 
-* tprimat: ``python -m data.encode --force --no-progress --model M --workers W`` (everything a
-  user's run does: config, lock, the input's hash, tokenizer load, the fast path's check,
-  encoding, the ``.bin``/``.idx`` and the manifest);
-* Megatron: ``python tools/preprocess_data.py --input clean.jsonl --tokenizer-type
-  HuggingFaceTokenizer --tokenizer-model DIR --append-eod --workers W`` from a Megatron-LM
-  tree (``--megatron-lm``, default ``$TPRIMAT_MEGATRON_LM``; its commit is reported), run by
-  ``--megatron-python`` (default ``$TPRIMAT_MEGATRON_PYTHON``, else this Python) with the tree
-  first on ``PYTHONPATH``.
-
-Each pair runs both, in alternating order; the figures are medians over ``--pairs`` (>= 5 for
-a published figure): wall time, CPU time (user + system of the process and every child it
-waited for, from ``wait4``: on a shared machine the CPU time moves less than the wall time),
-tokens/s (tokens written / wall). The start-up of each tool is its whole-process wall time on a
-one-document corpus (imports, tokenizer load, pool or thread start, checks, writing the index);
-its share is that over the full run's wall time. Every pair's outputs are compared byte for
-byte (the number of bytes compared is reported) and the benchmark fails if they differ. The
-load average (``os.getloadavg``) before and after is reported beside the figures.
-
-``--quick`` (tiny corpus, one pair, no tree needed) reports the same figures for tprimat's side
-and ``null`` with the reason for Megatron's; tests/unit/bench/test_bench_encode.py runs it.
+Pairs run in alternating order; figures are medians over ``--pairs`` (>= 5 to publish): wall time, CPU time
+(``wait4``), tokens/s, and start-up (the wall time on a one-document corpus) as a share of the run. Every pair's
+outputs are compared byte for byte, and the bench fails if they differ. ``--quick`` (tiny corpus, one pair, no
+tree) gives tprimat's figures and ``null`` with a reason for Megatron's (tests/unit/bench/test_bench_encode.py).
 
     .venv/bin/python -m bench.encode_bench --sample-mb 200 --workers 2 --pairs 5 --megatron-lm .cache/upstream/mlm
 """
@@ -31,7 +16,6 @@ and ``null`` with the reason for Megatron's; tests/unit/bench/test_bench_encode.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -52,6 +36,7 @@ from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
 from utils.io.atomic import atomic_path
+from utils.io.hashing import sha256_file
 from utils.machine.hardware import cpu_name
 from utils.spec.registry import model_names
 
@@ -75,10 +60,6 @@ def write_sentence_corpus(documents: Path, out: Path) -> int:
                 write_jsonl_line(stream, sentence)
                 count += 1
     return count
-
-
-# ---------------------------------------------------------------------------
-# the two commands
 
 
 def preprocess_data_argv(tree: Path, corpus: Path, tok_dir: Path, out_prefix: Path, workers: int,
@@ -130,14 +111,6 @@ def run_process(tool: str, argv: list[str], env: dict[str, str], log: Path) -> P
     return ProcessRun(tool, round(wall, 3), round(usage.ru_utime + usage.ru_stime, 3), process.returncode)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def tree_commit(tree: Path) -> str | None:
     """The Megatron-LM tree's commit (``git rev-parse HEAD``), or None for a tree without its own ``.git``."""
     if not (tree / ".git").exists():  # an exported tree inside another repository must not report that one's
@@ -148,10 +121,6 @@ def tree_commit(tree: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return found.stdout.strip() or None if found.returncode == 0 else None
-
-
-# ---------------------------------------------------------------------------
-# corpora
 
 
 def prepare(cfg: Config, tokenizer: str, model: str, shape: str = "documents") -> tuple[Config, Path]:
@@ -185,10 +154,6 @@ def one_document_config(cfg: Config, tok_dir: Path, model: str) -> tuple[Config,
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(tok_dir, target_is_directory=True)
     return small, corpus
-
-
-# ---------------------------------------------------------------------------
-# measuring
 
 
 @dataclass
@@ -225,7 +190,7 @@ def run_pair(index: int, cfg: Config, model: str, workers: int, tok_dir: Path, t
         return Pair(runs["tprimat"], None, tokens, None, None)
     theirs = [Path(f"{out_prefix}_text_document{suffix}") for suffix in (".bin", ".idx")]
     compared = bin_path.stat().st_size + idx_path.stat().st_size
-    identical = all(_sha256(ours) == _sha256(other) for ours, other in zip((bin_path, idx_path), theirs, strict=True))
+    identical = all(sha256_file(a) == sha256_file(b) for a, b in zip((bin_path, idx_path), theirs, strict=True))
     for path in theirs:
         path.unlink()
     return Pair(runs["tprimat"], runs["megatron"], tokens, compared, identical)

@@ -1,24 +1,20 @@
 """Evaluation overhead of time to quality (issue 34): held-out evaluation time as a share of training time.
 
-Measures, on a real ``tran`` trainer in one process (the tiny model on cpu, the 8-layer proxy on a GPU), the wall
-time of an optimizer step (GBS samples forward and backward) and of one evaluation batch (GBS held-out samples
-forward, ``train/tran/evaluation.py``), alternating blocks of each so slow drift cancels; each block is timed with an
-outside clock, synchronized at both ends. The overhead at a cadence of ``I`` samples between evaluations of ``E``
-samples is then
+On a real ``tran`` trainer in one process, the wall time of an optimizer step and of one evaluation batch
+(``train/tran/evaluation.py``), in alternating blocks timed from outside. The share at a cadence of ``I`` samples
+between evaluations of ``E`` samples is
 
     share = (E / GBS x t_eval_batch) / (I / GBS x t_step + E / GBS x t_eval_batch)
 
-reported at MLPerf's Llama 3.1 8B cadence (I = 12,288, E = 1,024; the goal is <= 2% on the 8-layer proxy) and at the
-config's own EVAL_INTERVAL/EVAL_SAMPLES when set. On a GPU the same command measures the GPU figure (method:
-docs/PERFORMANCE.md, "Time to quality").
+at MLPerf's Llama 3.1 8B cadence (I = 12,288, E = 1,024; goal <= 2% on the 8-layer proxy) and at the config's
+EVAL_INTERVAL/EVAL_SAMPLES when set (method: docs/PERFORMANCE.md, "Time to quality").
 
 Run (needs the sample data with its validation set: ``DATASET=sample ./shell/data.sh``)::
 
     DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \\
         .venv/bin/python -m bench.eval_overhead --model llama
 
-``--quick`` times one block of each (seconds on cpu), so the test suite checks that the bench runs and reports
-every figure it promises; its figures are too few to judge the goal. Exit 2 with one line on a bad config.
+``--quick``: one block of each for the test suite; too few to judge the goal. Exit 2 on a bad config.
 """
 
 from __future__ import annotations
@@ -34,6 +30,7 @@ from typing import Any
 
 import torch
 
+from bench.monitor_overhead import sync
 from train.tran.step import Dist, Trainer
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
@@ -44,11 +41,6 @@ from utils.spec.registry import model_names
 MLPERF_INTERVAL, MLPERF_EVAL = 12288, 1024  # samples: MLPerf Training's Llama 3.1 8B evaluation cadence
 GOAL_PERCENT = 2.0
 QUICK = {"pairs": 1, "steps_per_block": 1, "warmup": 0}
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def share(t_step: float, t_eval_batch: float, interval: int, eval_samples: int, gbs: int) -> float:

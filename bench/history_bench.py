@@ -1,19 +1,14 @@
 """Figures of the results database and the gate (issue 36), and the cpu loss noise the cross-vendor gate uses.
 
-* ``add``: ``python -m evaluate.history add`` of ``--results`` result files (``bench/load.py``'s
-  ``make_results``: real results of 12 jobs, 100 steps each, copied as repeat runs) into a new SQLite file;
-  limit 30 s and 500 MiB on a 2-core machine.
-* ``trend``: ``python -m evaluate.history trend --png`` over ``--runs`` stored runs (written straight into the
-  database by :func:`evaluate.history.ingest.add_records`, 12 series, a version change every 1,000 runs);
-  limit 5 s.
-* ``gate``: ``python -m evaluate.gate`` of one ``--steps``-step candidate against 10 baseline runs of the
-  same workload (tag ``bench-baseline``); limit 2 s.
-* ``noise``: the loss spread on cpu from the same initialisation and tokens: ``tran`` against ``deep`` and
-  ``tran`` on 2 threads against 1 thread (``taskset -c 0``), tiny Llama, through ``shell/train.sh``. Prints
-  the figures ``evaluate/history/noise.py`` records.
+* ``add``: ``python -m evaluate.history add`` of ``--results`` files (``bench/load.py``'s ``make_results``) into
+  a new SQLite file; limit 30 s and 500 MiB on 2 cores.
+* ``trend``: ``python -m evaluate.history trend --png`` over ``--runs`` runs written straight into the database
+  (12 series, a version change every 1,000 runs); limit 5 s.
+* ``gate``: ``python -m evaluate.gate`` of one ``--steps``-step candidate against 10 baseline runs; limit 2 s.
+* ``noise``: the cpu loss spread from the same initialisation and tokens, ``tran`` against ``deep`` and 2 threads
+  against 1 (tiny Llama, ``shell/train.sh``): the figures ``evaluate/history/noise.py`` records.
 
-Each timed command runs as a child process, as a user runs it: wall time, CPU time and peak resident memory
-(``ru_maxrss`` of the child), and the load average before and after (this machine is shared).
+Timed commands run as children (``bench/load.py``'s ``measure``: wall, CPU, peak memory, load around them).
 
 Run::
 

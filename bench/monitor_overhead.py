@@ -1,28 +1,20 @@
 """Overhead of tprimat's step measurement on a real tiny ``tran`` training loop.
 
-"Monitor on" is exactly what the ``tran`` loop adds around its optimizer steps:
-``StepMonitor.start_window``/``finish`` (one device sync at each end of the block),
-``start_step``/``end_step`` per step (device events on a GPU, the host clock on cpu, the
-loss tensor handed over and read lagged) and ``drain`` (the lagged reads), and the energy
-meter of ``utils/measure/power.py`` (on GPUs: the device's energy counter read at the block's ends,
-or the power-sampler thread where no counter exists; on cpu there is no power reader, so
-none runs, as in a real cpu run, unless ``--synthetic-sampler``). "Monitor off" is the bare
-``Trainer.step`` loop. Both run in one process on the same model, alternating blocks
-of steps in an on/off/off/on pattern so slow drift (thermal, other jobs) cancels; each
-block is timed as a whole with an outside clock, synchronized at both ends.
+"Monitor on" is what the ``tran`` loop adds around its optimizer steps: ``StepMonitor`` (a device sync at each end
+of the block, per-step events or host clock, the loss read lagged) and the energy meter (a device counter, or the
+power-sampler thread; none on cpu unless ``--synthetic-sampler``). "Monitor off" is the bare ``Trainer.step`` loop.
+Both run in one process, alternating on/off/off/on blocks so slow drift cancels, each block timed from outside.
 
-Reported: median step time per mode, the per-step overhead (mean over ABBA quads of
-mean(on) - mean(off), with a 95% interval), that as % of the step time, and the direct
-cost of the monitor calls alone (no training between them), which is the floor the
-A/B figure cannot resolve on a noisy machine. Target: overhead <= 0.1% of step time.
+Reported: median step time per mode, the per-step overhead (mean over quads of mean(on) - mean(off), 95% interval),
+that as % of the step, and the monitor calls' own cost (the floor the A/B figure cannot resolve on a noisy machine).
+Target: overhead <= 0.1% of step time.
 
 Run (needs the sample data: ``DATASET=sample ./shell/data.sh``)::
 
     DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \\
         .venv/bin/python -m bench.monitor_overhead --model llama
 
-``--quick`` runs a few tiny blocks (seconds on cpu) so the test suite checks that the bench
-runs and reports every figure it promises; its figures are too few to judge the target.
+``--quick``: a few tiny blocks for the test suite; too few to judge the target.
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ from typing import Any
 
 import torch
 
-from evaluate.analysis.stats import t_critical
+from evaluate.analysis.stats import estimate
 from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer
 from utils.config.load import load_config
@@ -115,17 +107,6 @@ def direct_cost(device: torch.device, repeats: int) -> float:
     return (time.perf_counter() - started) / repeats
 
 
-def interval95(values: list[float]) -> tuple[float, float]:
-    """Mean +- t(0.975, n-1) * standard error (the project's t table, ``evaluate/analysis/stats.py``); one value: no
-    width."""
-    n = len(values)
-    mean = statistics.fmean(values)
-    if n < 2:
-        return mean, mean
-    half = t_critical(n - 1) * statistics.stdev(values) / n**0.5
-    return mean - half, mean + half
-
-
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     cfg = load_config()
     plat = detect_platform()
@@ -154,7 +135,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
               f"off {statistics.fmean(times['off']) * 1e3:.2f} ms/step", file=sys.stderr, flush=True)
     step_off = statistics.median(per_step["off"])
     overhead = statistics.fmean(quads)
-    low, high = interval95(quads)
+    spread = estimate(quads)  # mean +- t * standard error; one quad: no width
+    low, high = (spread.low, spread.high) if spread and spread.has_interval else (overhead, overhead)
     direct = direct_cost(device, args.direct_repeats)
     return {
         "command": " ".join([os.path.basename(sys.executable), "-m", "bench.monitor_overhead", *sys.argv[1:]]),

@@ -1,27 +1,17 @@
 """Where tprimat's time goes between the jobs of ``shell/gpu_check.sh --native``, measured as whole processes.
 
-Issue 38: the H200 check of 2026-11-26 spent 2 min 32 s between deep's end and Megatron's first line, and tran
-and deep about 50 s each before their workers started. This bench runs, as child processes and with the public
-command beside each figure, every part of that gap that a cpu machine can run:
+Every part of that gap a CPU machine can run, each a child process with its public command:
 
-* ``imports``: the interpreter alone, ``import torch``, ``import megatron.core`` (what a launcher that builds
-  samples pays), a tokenizer load with its ``transformers`` import, one of ``shell/train.sh``'s config Pythons,
-  and torchrun's own start with a no-op (``--no-python true``);
-* ``preflight``: ``python -m train.launch.preflight`` of each framework, twice: first with the samples-digest
-  store (``<DATA_DIR>/.tprimat/samples``, ``utils/dataset/digest_cache.py``) emptied, as on a fresh node, then
-  again, as a later job of the same check finds it;
-* ``launch``: each framework's real launcher, ``python -m train.launch``, in the check's order with the check's
-  workload (``--workload gpu_check``: the exports of ``shell/gpu_check.sh``), into a fresh ``OUTPUT_DIR``, the
-  digest store emptied first as on a fresh node (``--keep-store``: as it is); the
-  launcher's own lines are time-stamped as they come, so its time up to the preflight line and up to the line
-  that starts the framework (``tprimat: <platform>/<framework>/<model>: <argv>``) is tprimat's own time before
-  the framework. On a machine without the platform's GPU the framework then stops at its first CUDA call (its
-  exit code is shown): the bench measures the launcher, not the training.
+* ``imports``: the interpreter, ``import torch``, ``import megatron.core``, a tokenizer load, a config Python of
+  ``shell/train.sh``, torchrun's own start with a no-op;
+* ``preflight``: ``python -m train.launch.preflight`` of each framework, with the samples-digest store emptied
+  (a fresh node) and again;
+* ``launch``: each framework's ``python -m train.launch`` with the check's workload into a fresh ``OUTPUT_DIR``;
+  its lines are time-stamped as they come, so tprimat's own time up to the preflight line and up to the framework's
+  start is seen. Without the platform's GPU the framework stops at its first CUDA call: the launcher is measured.
 
-Each figure is the child's wall time and its CPU time (user + system, ``wait4``), with the load average before
-and after: on a shared machine the CPU seconds move much less than the wall time. A launcher's marks also carry
-its CPU seconds at that moment (``/proc/<pid>/stat``: its own and its finished probes'). ``--repo`` runs the commands
-of another checkout (the tree before a change) with this bench, so both trees are timed by one procedure.
+Each figure: wall and CPU seconds (``wait4``; a launcher's marks from ``/proc/<pid>/stat``) and the load average
+around it. ``--repo`` times another checkout with this bench.
 
 Run (the check's dataset prepared: ``./shell/data.sh`` with the check's DATASET and DATA_DIR)::
 
@@ -45,6 +35,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from utils.io.signals import answer_signals
+
 REPO = Path(__file__).resolve().parent.parent
 PARTS = ("imports", "preflight", "launch")
 # shell/gpu_check.sh's workload (its `export` line), so the launcher plans exactly the check's jobs.
@@ -57,8 +49,7 @@ PREFLIGHT_LINE = "tprimat: preflight of "
 
 @dataclass
 class Figure:
-    """One child process: what it is, its command, wall and CPU seconds, exit code, the load around it; for a
-    launcher, when its preflight line and its framework-start line came (seconds from its start)."""
+    """One child process; for a launcher, when its preflight and framework-start lines came (s from its start)."""
 
     part: str
     what: str
@@ -70,7 +61,6 @@ class Figure:
     load_after: tuple[float, float, float]
     to_preflight_s: float | None = None
     to_framework_s: float | None = None
-    # The launcher's own CPU seconds (its own and its finished children's: the probes) when those lines came.
     cpu_to_preflight_s: float | None = None
     cpu_to_framework_s: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -260,13 +250,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _stop(signum: int, frame: object) -> None:
-    """SIGINT/SIGTERM: one line, exit 128 + n (a child in its own session is ended by its timer or by the caller)."""
-    print(f"bench.startup: stopped by {signal.Signals(signum).name}", file=sys.stderr)
-    sys.exit(128 + signum)
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    answer_signals("bench.startup")
     sys.exit(main())
