@@ -1,9 +1,7 @@
 """The comparison, the central model: every result of a folder loaded, summarised and checked once.
 
-Gathered here (``results.py``), summarised (``summary.py``, ``fairness.py``, ``settings_diff.py``,
-``convergence.py``) and held in one :class:`Comparison` that every display reads: ``compare.md`` and the console
-(evaluate/render/markdown.py, evaluate/render/console.py), the figures (evaluate/render/plots.py) and the page
-(evaluate/report_html/). Nothing here formats a cell or draws: a display never computes a figure of its own.
+Loaded (``results.py``), summarised (``summary.py``, ``fairness.py``, ``settings_diff.py``, ``convergence.py``) and
+held in one :class:`Comparison` that every display reads; a display never computes a figure of its own.
 """
 
 from __future__ import annotations
@@ -79,7 +77,7 @@ class Comparison:
         return cross_platform_parities(self.by_model[model])
 
     def quality(self, model: str) -> list[QualitySummary]:
-        """Time to quality per group of ``model`` (issue 34): only the groups that evaluated."""
+        """Time to quality per group of ``model``: only the groups that evaluated."""
         return [q for q in (summarize_quality(s.group) for s in self.by_model[model]) if q is not None]
 
     def all_parities(self) -> list[LossParity]:
@@ -88,11 +86,8 @@ class Comparison:
 
 def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, float],
                      band: float = DEFAULT_BAND) -> Comparison | None:
-    """Load and summarize; None when there is no valid result at all (the caller explains).
-
-    Each file left out is named on stderr with its reason, and a line counts them: a reader of the comparison
-    knows what it does not hold.
-    """
+    """Load and summarize; None when there is no valid result (the caller explains). Each file left out is named
+    on stderr with its reason."""
     loaded = load_results(find_result_files(results_dir))
     for path, reason in loaded.skipped:
         print(f"warning: skipping {one_line(path, 400)}: {reason}", file=sys.stderr)

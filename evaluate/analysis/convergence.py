@@ -1,12 +1,10 @@
 """Did the compared frameworks train the same model? A convergence check of their loss curves.
 
-Identical settings and data are not enough: runs whose initialisations differed agreed on their first losses and
-then drifted 13% apart, and throughput of runs that do not learn alike is no like-for-like figure. For every pair
-of completed results of one model and profile on the same tokens (fingerprints, seed, GBS, SL, samples digest),
-over the measured steps both have: the **gap** of the mean loss over the last ``TAIL_FRACTION`` of the steps,
-``|a - b| / ((a + b) / 2)``, and Pearson's **correlation** (as Megatron-Bridge's golden-run gate). Not fair: a gap
-over the band (``--convergence-band``) or r below ``MIN_CORRELATION``. A non-finite loss, fewer than
-``MIN_STEPS`` common steps or a constant curve "cannot judge convergence": never a false FAIR.
+Identical settings and data are not enough: runs that do not learn alike give no like-for-like throughput. Per pair
+of completed results of one model and profile on the same tokens: the **gap** of the mean loss over the last
+``TAIL_FRACTION`` of the common measured steps, ``|a - b| / ((a + b) / 2)``, and Pearson's **correlation**. Not fair:
+a gap over the band or r below ``MIN_CORRELATION``; a non-finite loss, too few steps or a constant curve "cannot
+judge convergence", never a false FAIR.
 """
 
 from __future__ import annotations

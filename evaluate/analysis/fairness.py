@@ -159,7 +159,7 @@ def comparison_values(result: Result) -> dict[str, Value]:
     convention = fingerprint.flop_convention if fingerprint else None
     values["flop_convention"] = Value(convention) if convention else Value(
         None, "fingerprint has no flop_convention" if fingerprint else "result has no fingerprint")
-    # time to quality (issue 34): the evaluation settings and the held-out set, equal where both runs evaluated
+    # time to quality: the evaluation settings and the held-out set, equal where both runs evaluated
     quality = result.quality
     values["evaluation"] = Value("off") if quality is None else Value(
         f"{quality.eval_samples} held-out samples every {quality.eval_interval_samples}, target "
@@ -199,11 +199,8 @@ def _compare_key(model: str, key: str, table: dict[str, dict[str, Value]], profi
 
 
 def recipe_problems(result: Result) -> tuple[list[str], bool]:
-    """Where a tuned result departs from the recipe it records; (problems, unverifiable).
-
-    Each recorded recipe value must be the run's: workload keys against ``training_config``,
-    framework settings against the resolved ``effective_settings`` where the result has them.
-    """
+    """Where a tuned result departs from the recipe it records (workload keys against ``training_config``, framework
+    settings against ``effective_settings`` where recorded); (problems, unverifiable)."""
     block = result.profile_settings
     if block is None or block.recipe is None:
         return ["records no vendor recipe (profile_settings.recipe)"], True
@@ -257,10 +254,8 @@ def check_fairness(results: Iterable[LoadedResult]) -> FairnessReport:
 
 
 def implementation_difference(model: str, group: list[LoadedResult], profile: str) -> Difference | None:
-    """Megatron's Transformer Engine layers against its local ones (``MEGATRON_IMPL``): not like-for-like.
-
-    Compared among the results whose resolved settings record ``transformer_impl`` (mega, prim).
-    """
+    """Megatron's Transformer Engine layers against its local ones (``MEGATRON_IMPL``, recorded by mega and prim):
+    not like-for-like."""
     column = {r.label: r.result.effective_settings.settings[TRANSFORMER_IMPL] for r in group
               if r.result.effective_settings is not None and TRANSFORMER_IMPL in r.result.effective_settings.settings}
     if len(set(map(repr, column.values()))) < 2:

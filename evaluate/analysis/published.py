@@ -1,13 +1,9 @@
 """What MLPerf's table does not say, from the imported runs: the AMD/NVIDIA ratio and why, the recipes, the spread.
 
-One :class:`View` per benchmark and round (a benchmark is only ever compared with itself): each system's runs (and
-the user's own ``PROFILE=mlperf`` runs of the same model, marked as theirs) with MLPerf's score and tprimat's
-statistics over the runs (``evaluate/analysis/stats.py``: median and 95% interval); per GPU count, the fastest AMD
-system against the fastest NVIDIA one, as a time-to-train ratio with its interval, split into its two factors
-(time = samples to the target ÷ samples per second: a ratio of samples is convergence, of rates is speed); the
-recipes of the pair side by side, each difference judged by MLPerf's closed-division rules (:data:`RULES`); one
-chip's spread between submitters; each submitter's system family against its GPUs, with the scaling efficiency;
-the cost of a training where a price per GPU-hour is given.
+One :class:`View` per benchmark and round: each system's runs (and the user's own ``PROFILE=mlperf`` runs) with
+MLPerf's score and tprimat's median and 95% interval; per GPU count the fastest AMD system against the fastest NVIDIA
+one, split into convergence (samples to target) and speed (samples/s); the pair's recipes judged by MLPerf's
+closed-division rules (:data:`RULES`); one chip's spread between submitters; scaling; cost where priced.
 """
 
 from __future__ import annotations

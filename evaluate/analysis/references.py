@@ -1,10 +1,8 @@
 """Published reference points (``evaluate/analysis/references.json``) and matching results against them.
 
-A result matches a reference when model, full size, precision (FP8 or not), sequence length, global batch size
-(where stated) and GPU family agree. A *tuned* result below ``flag_below_fraction`` of a published point is almost
-always misconfigured, so it is flagged rather than reported as a hardware verdict; an *identical*-profile result is
-shown but never flagged (it runs the fairness table, not the vendor's configuration). Each reference names its
-source, the attention convention of its FLOP figure, and whether it was verified there.
+A result matches when model, full size, precision, sequence length, global batch size (where stated) and GPU family
+agree. A *tuned* result below ``flag_below_fraction`` of a published point is flagged as likely misconfigured; an
+*identical*-profile result is never flagged (it runs the fairness table, not the vendor's configuration).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The settings and framework versions that differ between the results of one comparison.
 
-The effective settings each framework resolved with its own code (``effective_settings``,
-train/launch/preflight.py), only the keys whose values differ: where two stacks did not run the same thing. And
-:func:`version_differences`: two results of one framework that ran different code measure two versions, not two
-GPUs (the fairness verdict's, evaluate/analysis/fairness.py).
+Only the keys of the resolved ``effective_settings`` (train/launch/preflight.py) whose values differ; and
+:func:`version_differences`: two results of one framework on different code measure two versions, not two GPUs.
 """
 
 from __future__ import annotations
@@ -34,11 +32,8 @@ class SettingDifference:
 
 
 def settings_differences(results: Iterable[LoadedResult]) -> list[SettingDifference]:
-    """Per model, the effective settings that differ between the ``ok`` results that recorded them.
-
-    A key only some results have is listed when at least two results have it and they
-    differ, or when one has it and another recorded the block without it.
-    """
+    """Per model, the effective settings that differ between the ``ok`` results that recorded them (a key only some
+    have: when two have it and differ, or one has it and another recorded the block without it)."""
     by_model: dict[str, list[LoadedResult]] = defaultdict(list)
     for loaded in results:
         if loaded.ok and loaded.result.effective_settings is not None:
@@ -59,9 +54,8 @@ def settings_differences(results: Iterable[LoadedResult]) -> list[SettingDiffere
 def version_differences(group: list[LoadedResult]) -> dict[str, dict[str, str]]:
     """``framework_versions.<field> (<framework>)`` -> {label: version} where results of one framework differ.
 
-    An unknown version counts as a difference (it cannot prove the same code ran), with its
-    reason; results that recorded no versions at all (written before framework versions were
-    recorded, schema version 1) are left out of this check.
+    An unknown version is a difference (it cannot prove the same code ran); results with no versions at all
+    (schema version 1) are left out.
     """
     by_framework: dict[str, list[LoadedResult]] = defaultdict(list)
     for loaded in group:

@@ -1,9 +1,7 @@
 """Run-to-run statistics: the median of repeated runs and a 95% interval around it.
 
-The median of the runs (robust to one slow outlier) with the 95% Student-t interval of the mean: with 3 to 5 runs a
-bootstrap only resamples the range and understates the uncertainty, the t-interval widens as it should. One run
-has no interval and says so. A ratio is the ratio of medians with a Welch t-interval on its log (delta method), so
-it is never narrower than either side's noise allows.
+The median (robust to one slow outlier) with the 95% Student-t interval of the mean: with 3 to 5 runs a bootstrap
+understates the uncertainty. A ratio is the ratio of medians with a Welch t-interval on its log (delta method).
 """
 
 from __future__ import annotations
@@ -13,9 +11,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Two-sided 95% critical values of Student's t (0.975 quantile) by degrees of freedom.
-# Non-integer (Welch) degrees of freedom are rounded down: the interval is then slightly
-# conservative, never optimistic.
+# Student's t 0.975 quantiles by degrees of freedom; Welch's are rounded down (conservative, never optimistic).
 _T975 = {
     1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
     11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,

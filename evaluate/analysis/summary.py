@@ -1,9 +1,7 @@
 """From run groups to the numbers a report shows: per-group summaries, ratios, loss parity.
 
-Only ``ok`` runs enter a summary (failed and incomplete ones are shown by status, never averaged in); repeated runs
-give a median and a 95% interval, and every ratio comes from both sides' per-run values. Two AMD/NVIDIA ratios,
-never mixed: identical profile, every AMD framework against every NVIDIA one; tuned profile, each vendor's fastest
-tuned result against the other's (:func:`best_vs_best`), with the settings in which they differ.
+Only ``ok`` runs enter a summary; repeated runs give a median and a 95% interval. Two AMD/NVIDIA ratios, never
+mixed: identical profile, every framework against every other; tuned, each vendor's fastest (:func:`best_vs_best`).
 """
 
 from __future__ import annotations
@@ -88,11 +86,7 @@ def summarize_group(group: RunGroup) -> GroupSummary:
     mfu_full = _known(p.mfu.full if p.mfu else None for p in perfs)
     peaks = _known(m.peak_allocated_gb if m else None for m in memories)
     kwh = _known(p.tokens_per_kwh if p else None for p in powers)
-    finals = []
-    for result in ok:
-        recorded = [v for v in result.loss_values if v is not None]
-        if recorded:
-            finals.append(recorded[-1])
+    finals = [recorded[-1] for recorded in (_known(result.loss_values) for result in ok) if recorded]
     first = ok[0] if ok else None
     summary = GroupSummary(
         group=group,
@@ -179,13 +173,9 @@ def setting_differences(first: Result, second: Result) -> list[SettingDifference
     """Keys whose values differ (or are recorded by one run only) between two tuned runs."""
     a, b = tuned_settings(first), tuned_settings(second)
     resolved = [r.effective_settings.settings if r.effective_settings is not None else {} for r in (first, second)]
-    out = []
-    for key in dict.fromkeys([*a, *b]):
-        va = a.get(key, resolved[0].get(key))
-        vb = b.get(key, resolved[1].get(key))
-        if va != vb:
-            out.append(SettingDifference(key, va, vb))
-    return out
+    keys = dict.fromkeys([*a, *b])
+    pairs = ((key, a.get(key, resolved[0].get(key)), b.get(key, resolved[1].get(key))) for key in keys)
+    return [SettingDifference(key, va, vb) for key, va, vb in pairs if va != vb]
 
 
 def best_vs_best(summaries: list[GroupSummary], top: str = "amd", bottom: str = "nvd") -> BestVsBest | None:
@@ -248,26 +238,15 @@ def loss_parity(first: GroupSummary, second: GroupSummary) -> LossParity:
 
 def cross_platform_parities(summaries: list[GroupSummary]) -> list[LossParity]:
     """Loss parity for every pair of completed groups of one profile on different platforms (AMD, NVIDIA, CPU)."""
-    out = []
     completed = [s for s in summaries if s.representative is not None]
-    for i, a in enumerate(completed):
-        for b in completed[i + 1:]:
-            if a.group.platform != b.group.platform and a.group.profile == b.group.profile:
-                out.append(loss_parity(a, b))
-    return out
-
-
-# ---------------------------------------------------------------------------
-# time to quality (issue 34)
+    return [loss_parity(a, b) for i, a in enumerate(completed) for b in completed[i + 1:]
+            if a.group.platform != b.group.platform and a.group.profile == b.group.profile]
 
 
 @dataclass
 class QualitySummary:
-    """What one (platform, framework, model) needed to reach its target eval loss, over the runs that reached it.
-
-    Only ``ok`` runs that reached the target enter the estimates; every other run with a quality block (target not
-    reached, a non-finite eval loss, failed) is listed in ``not_reached`` with its reason, never averaged in.
-    """
+    """What one group needed to reach its target eval loss, over its ok runs that reached it; every other run
+    with a quality block is in ``not_reached`` with its reason, never averaged in."""
 
     group: RunGroup
     target_loss: float | None
@@ -282,10 +261,9 @@ class QualitySummary:
 
     def cost(self, price_per_gpu_hour: float | None) -> Estimate | None:
         """Dollars to the target: GPU-hours to the target x ``price_per_gpu_hour``."""
-        hours = self.gpu_hours
-        if price_per_gpu_hour is None or hours is None:
+        hours, scale = self.gpu_hours, price_per_gpu_hour
+        if scale is None or hours is None:
             return None
-        scale = price_per_gpu_hour
         return Estimate(hours.value * scale, None if hours.low is None else hours.low * scale,
                         None if hours.high is None else hours.high * scale, hours.n)
 

@@ -1,6 +1,5 @@
-"""The comparison on the console: the verdicts, then per model its table and one line per note, reference, ratio
-and parity; the cells are evaluate/render/rows.py's, as ``compare.md``'s (the reasons for missing values listed
-apart, not in the cells)."""
+"""The comparison on the console: the verdicts, then per model its table (rows.py's cells) and one line per note,
+reference, ratio and parity."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The per-platform framework comparison: every framework of one platform side by side (seed 004's view).
 
-Per platform, ``compare_<platform>_frameworks.png`` (throughput bars, loss curves, step duration, average step
-time) and console tables per model with the winners: "which framework is fastest on this machine", from the same
-summaries as the cross-vendor report. Only ``ok`` runs are drawn; a failed framework is listed, never a zero bar.
+Per platform ``compare_<platform>_frameworks.png`` and console tables per model with the winners, from the same
+summaries as the cross-vendor report; a failed framework is listed, never a zero bar.
 """
 
 from __future__ import annotations

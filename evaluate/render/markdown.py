@@ -1,12 +1,7 @@
 """``compare.md``: the comparison as Markdown, from one :class:`~evaluate.analysis.comparison.Comparison`.
 
-Order of the report: the fairness verdict first (and, when workloads differ but ``--allow-mismatch`` was given, a
-first line that says so), skipped files, hardware and software per platform, then per model a results table
-(identical and tuned runs in separate rows, never averaged together), the recipe each tuned run ran, the published
-references, the AMD/NVIDIA ratios side by side (the identical configuration's, and the tuned profile's best against
-best) with the settings in which the two best tuned runs differ, loss-curve parity, and, when only one platform is
-present, the frameworks of that platform side by side. The cells are evaluate/render/rows.py's, as the console's and
-the page's.
+The fairness and convergence verdicts first, then what differs, hardware, and per model its results (identical and
+tuned in separate rows), recipes, references, AMD/NVIDIA ratios, time to quality and loss parity; then the method.
 """
 
 from __future__ import annotations

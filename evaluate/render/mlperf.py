@@ -1,9 +1,7 @@
 """compare's MLPerf view: each PROFILE=mlperf run's compliance verdict, vendor pairs whose host settings differ, and
 MLPerf's published runs imported (``evaluate/analysis/published.py``): the tables of compare.md and the page.
 
-A reader must see per run whether its MLLOG met MLPerf's closed-division rules (the result's ``mlperf`` block) and
-which host settings an AMD and an NVIDIA run differ in (``environment.host_tunables``): hosts set differently
-measure the hosts as well.
+Hosts set differently measure the hosts as well, so the pairs whose ``environment.host_tunables`` differ are shown.
 """
 
 from __future__ import annotations
@@ -70,11 +68,8 @@ def _value(loaded: LoadedResult, key: str) -> str:
 
 
 def host_differences(results: Iterable[LoadedResult]) -> list[HostDifference]:
-    """Every (AMD run, NVIDIA run) pair of one model and profile whose recorded host settings differ, by setting.
-
-    A setting unreadable on both sides is not a difference; readable on one side only, it is
-    (the reader cannot tell the hosts matched). Results without the record are left out.
-    """
+    """Every (AMD run, NVIDIA run) pair of one model and profile whose recorded host settings differ, by setting
+    (readable on one side only is a difference: the hosts cannot be shown to match)."""
     ok = [r for r in results if r.ok and r.result.environment.host_tunables is not None]
     found = []
     for a in (r for r in ok if r.platform == "amd"):
@@ -117,8 +112,7 @@ def markdown_lines(results: list[LoadedResult]) -> list[str]:
                          "differently.")]
 
 
-# ---------------------------------------------------------------------------
-# MLPerf's published runs, imported (issue 48)
+# MLPerf's published runs, imported
 
 PAIR_HEADERS = ["GPUs", "AMD (fastest)", "NVIDIA (fastest)", "AMD min", "NVIDIA min", "time AMD / NVIDIA",
                 "samples to target AMD / NVIDIA", "samples/s NVIDIA / AMD", "the gap is"]

@@ -1,9 +1,7 @@
 """matplotlib as evaluate/'s figures load it: the Agg backend, and ``Figure`` imported without the property lists.
 
-While matplotlib defines its Artist classes it builds each ``set`` docstring from every setter's docstring
-(``matplotlib.artist.kwdoc``): text for ``help()`` that nothing draws with, 0.2-0.4 s of the 1.0 s of CPU that
-importing ``matplotlib.figure`` takes on the 2-core VM, paid by every compare and page. So every figure module
-imports :class:`Figure` from here, where ``kwdoc`` returns one line during that import and is restored after it.
+Defining matplotlib's Artist classes builds every ``set`` docstring (``matplotlib.artist.kwdoc``): 0.2-0.4 s of the
+1.0 s CPU of importing ``matplotlib.figure`` on the 2-core VM. Here ``kwdoc`` returns one line during that import.
 """
 
 from __future__ import annotations

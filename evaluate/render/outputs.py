@@ -1,7 +1,6 @@
 """compare's files: the figures and ``compare.md``, each written atomically inside the output folder.
 
-Every path is resolved by ``utils/io/output_path.py`` (never outside the folder) and any problem writing one is an
-:class:`OutputError` naming the file: ``compare`` says it in one line and exits 2, never 1 (which means "unfair").
+Paths resolved by ``utils/io/output_path.py``; a write problem is an :class:`OutputError` naming the file (exit 2).
 """
 
 from __future__ import annotations
@@ -51,12 +50,11 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     if comparison.parity_figure_name and any(p.reason is None for p in parities):
         parity = loss_parity_figure(parities)
         written.append(_written(output_dir, comparison.parity_figure_name, lambda path: save_figure(parity, path)))
-    if comparison.quality_figure_name and evaluated(comparison.by_model):  # time to quality (issue 34)
+    if comparison.quality_figure_name and evaluated(comparison.by_model):
         quality = quality_figure(comparison.by_model)
         written.append(_written(output_dir, comparison.quality_figure_name, lambda path: save_figure(quality, path)))
     text = safe_text(markdown(comparison))  # utils/io/sanitise.py: nothing a reader's viewer acts on
     written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
-    # The per-platform framework view (evaluate/render/frameworks.py): compare_<platform>_frameworks.png.
     for name, platform_figure in platform_figures(comparison.by_model):
         written.append(_written(output_dir, name, lambda path, shown=platform_figure: save_figure(shown, path)))
     return written

@@ -1,10 +1,7 @@
 """The comparison figures, built as matplotlib ``Figure`` objects (Agg, no display needed).
 
-``comparison_figure``: throughput per GPU (95% intervals, the matching published reference), loss, step time per
-step and on average, and only where some result measured them tokens per kWh, peak memory and MFU (no empty
-panel). ``model_figure``: one model's throughput and loss for the page. ``loss_parity_figure``: two platforms' loss
-curves on identical data and their gap. One colour per framework (the registry's), one line style, marker and
-hatch per platform. Warm-up steps are drawn and shaded but never set an axis: the axis fits the measured steps.
+One colour per framework (the registry's), one line style, marker and hatch per platform. Warm-up steps are drawn
+and shaded but never set an axis; a panel no run measured is left out.
 """
 
 from __future__ import annotations
@@ -126,10 +123,7 @@ def _throughput_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> N
 
 def curve_points(summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
                  ) -> Iterator[tuple[GroupSummary, list[int], list[float]]]:
-    """(summary, 1-based steps, values) of each group's representative run; unmeasured steps left out.
-
-    Shared by this module's curves and the per-platform framework figure (evaluate/render/frameworks.py).
-    """
+    """(summary, 1-based steps, values) of each group's representative run; unmeasured steps left out."""
     for summary in summaries:
         run = summary.representative
         if run is None:
@@ -149,7 +143,7 @@ def skipped_steps(summary: GroupSummary) -> int:
 
 def fit_measured(ax, drawn: list[tuple[GroupSummary, list[int], list[float]]]) -> None:
     """y-limits from the measured steps only; the warm-up stays drawn, shaded, and labelled when off the scale."""
-    skips = [skipped_steps(summary) for summary, _, _ in drawn]  # once per curve: 10,000 results (bench/load.py)
+    skips = [skipped_steps(summary) for summary, _, _ in drawn]  # once per curve
     measured = [y for (_, steps, ys), s in zip(drawn, skips, strict=True) for x, y in zip(steps, ys, strict=True)
                 if x > s]
     warmup = [y for (_, steps, ys), s in zip(drawn, skips, strict=True) for x, y in zip(steps, ys, strict=True)
@@ -202,12 +196,8 @@ def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequen
 
 
 def convergence_band(ax, drawn: list[tuple[GroupSummary, list[int], list[float]]], band: float) -> None:
-    """Per model with two or more curves: the band around their final mean loss that the convergence check allows.
-
-    Over the last ``TAIL_FRACTION`` of the measured steps, centred on the median of the curves'
-    mean loss there, ``band / 2`` either side: two curves whose tails both lie inside differ by
-    about ``band`` at most (evaluate/analysis/convergence.py's gap).
-    """
+    """Per model with two or more curves: the band the convergence check allows, ``band / 2`` either side of the
+    median of the curves' mean loss over the last ``TAIL_FRACTION`` of the measured steps."""
     models = sorted({s.group.model for s, _, _ in drawn})
     for model in models:
         curves = [(s, steps, ys) for s, steps, ys in drawn if s.group.model == model]
@@ -248,12 +238,8 @@ def _mfu_panel(ax, summaries: list[GroupSummary], labels: list[str]) -> None:
 
 
 def panel_titles(summaries: list[GroupSummary]) -> tuple[str, ...]:
-    """The panels the comparison draws, in order: no panel for a figure that no run measured (issue 37).
-
-    Throughput, loss, step time and average step time always (a group without a completed run says so in
-    its bar); tokens per kWh, peak memory and MFU only where at least one group has the figure, so a cpu
-    comparison has no empty boxes that only say "not measured" (the tables say why instead).
-    """
+    """The panels the comparison draws, in order: tokens per kWh, peak memory and MFU only where some group has
+    the figure (no empty boxes; the tables say why)."""
     optional = {TITLE_ENERGY: any(s.tokens_per_kwh is not None for s in summaries),
                 TITLE_MEMORY: any(s.peak_memory_gb is not None for s in summaries),
                 TITLE_MFU: any(s.mfu_full is not None for s in summaries)}
@@ -312,10 +298,7 @@ def comparison_figure(by_model: dict[str, list[GroupSummary]], band: float = DEF
 
 
 def model_figure(summaries: list[GroupSummary], band: float = DEFAULT_BAND) -> Figure | None:
-    """One model's throughput per GPU and loss curves (with the convergence band), side by side, for the page.
-
-    None when no group of the model completed a run: the page says so in one line instead of drawing boxes.
-    """
+    """One model's throughput and loss curves side by side, for the page; None when no group completed a run."""
     if not any(s.representative is not None for s in summaries):
         return None
     labels = [_label(s, False) for s in summaries]
@@ -378,7 +361,6 @@ def save_figure(figure: Any, path: Path, dpi: int = 110) -> Path:
     """``figure.savefig`` atomically: a half-written PNG never replaces a good one."""
     path = Path(path)
     with atomic_path(path, suffix=path.suffix) as tmp:
-        # no bbox_inches="tight": the constrained layout already fits every artist, and "tight" draws each figure
-        # a second time (a third of compare's time on 10,000 results, bench/load.py)
+        # no bbox_inches="tight": the constrained layout fits every artist; "tight" draws each figure twice
         figure.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
     return path

@@ -1,8 +1,7 @@
 """The time-to-quality figure: held-out eval loss against wall-clock time and against tokens.
 
-The one owner of the eval-loss drawing: compare's ``quality.png`` (:func:`quality_figure`) and the page's panels
-(:func:`model_quality_figure`). One line per run that evaluated (framework colour, platform line style and marker,
-as in plots.py), the target as a horizontal line, a non-finite evaluation as a gap; fixed margins, one draw.
+The one owner of the eval-loss drawing: compare's ``quality.png`` and the page's panels. One line per evaluated run
+(as plots.py styles them), the target dashed, a non-finite evaluation a gap.
 """
 
 from __future__ import annotations

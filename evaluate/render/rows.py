@@ -1,9 +1,7 @@
 """The cells and rows of the comparison's tables, shared by every display: compare.md, the console and the page.
 
-One builder per table, from :class:`evaluate.analysis.comparison.Comparison`'s summaries: the Markdown report
-(evaluate/render/markdown.py), the console (evaluate/render/console.py) and the HTML page (evaluate/report_html/)
-show the same numbers with the same units and separators, failed and incomplete runs counted apart, never
-averaged in, so they never disagree.
+One builder per table, so compare.md, the console and the page show the same numbers with the same units, failed
+and incomplete runs counted apart, never averaged in.
 """
 
 from __future__ import annotations
@@ -209,7 +207,7 @@ CONVERGENCE_HEADERS = ["model", "first", "second", "measured steps", "mean loss,
 
 
 def framework_rows(groups: list[GroupSummary]) -> list[list[str]]:
-    """Seed 004's per-platform view: frameworks side by side."""
+    """One platform's frameworks side by side."""
     rows = []
     for s in groups:
         final = f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"
@@ -245,11 +243,8 @@ HARDWARE_HEADERS = ["platform", "framework", "device", "GPUs", "memory (GB)", "s
 
 def settings_tables(differences: list[SettingDifference], shared: bool = True
                     ) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(model, headers, rows) per model: one row per effective setting that differs, one column per result.
-
-    ``shared``: the settings every compared result has (the differences a reader must see); else
-    the settings only some have (a framework's own knobs, kept out of the way).
-    """
+    """(model, headers, rows) per model: one row per differing setting, one column per result; ``shared``: those
+    every result has, else those only some have (a framework's own knobs)."""
     differences = [d for d in differences if d.shared == shared]
     tables = []
     for model in sorted({d.model for d in differences}):

@@ -1,7 +1,6 @@
 """Tables for the console (through ``rich``) and for Markdown, from the same rows and the same cells.
 
-Console tables are plain text (no colour, no box drawing, nothing wrapped or cut: they end up in logs and CI),
-numbers right-aligned; Markdown gets the same cell texts.
+Console tables are plain text (no colour, nothing wrapped or cut: they end up in logs and CI), numbers right-aligned.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The page's history part: the results database's trends and "what changed", and the trend figure (issue 37).
 
-Read only through ``evaluate/history/``'s public query API (``query.count_runs``/``last_ok``,
-``query.fact_differences``/``metric_deltas``, ``trend.trend_series``/``trend_figure``) on a read transaction;
-nothing here writes to it. A database problem is shown with its location replaced by ``HISTORY_DB``; off, missing
-or unreadable, the part is one line (``HistoryFacts.absent``) and the page says everything else.
+Read only through ``evaluate/history/``'s query API on a read transaction. Off, missing or unreadable, the part is
+one line (``HistoryFacts.absent``) with the location replaced by ``HISTORY_DB``.
 """
 
 from __future__ import annotations
@@ -63,10 +61,8 @@ def _history_reason(exc: Exception, shown: str | None) -> str:
 
 
 def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:
-    """Trends of the compared jobs, what changed since each group's previous ok run, and the trend figure.
-
-    ``db_value``: ``--db`` or ``HISTORY_DB`` (None: config.env's). Off, missing or unreadable: absent, one line.
-    """
+    """Trends of the compared jobs, what changed since each group's previous ok run, and the trend figure;
+    ``db_value``: ``--db`` or ``HISTORY_DB`` (None: config.env's)."""
     if NO_DATABASE is not None:
         return HistoryFacts(absent=NO_DATABASE)
     try:

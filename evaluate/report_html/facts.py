@@ -1,8 +1,7 @@
 """What the page shows, gathered once: the comparison, the history, the gate's verdicts, each run's files.
 
-A part that may be absent is a value or a one-line reason, never an exception, so a page without a database, a
-gate report or evaluation still says everything else. No absolute path of this machine goes in: files are named
-relative to the results folder.
+A part that may be absent is a value or a one-line reason, never an exception; files are named relative to the
+results folder, never by an absolute path.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Building the page's HTML so that every foreign text is escaped: :class:`Markup` is the only trusted string.
 
-A result's strings, the database's and the gate report's are foreign: :func:`esc` makes text inert with
-``utils/io/sanitise.py`` and then escapes it for HTML; :func:`el` escapes every child that is not :class:`Markup`
-and every attribute; a link points only at a file inside the output folder (percent-encoded, never
-``javascript:``); a figure is matplotlib's own SVG. The Content-Security-Policy (:data:`CSP`) forbids every
-script and network request, so an escaping slip would still run nothing.
+:func:`esc` makes foreign text inert (``utils/io/sanitise.py``) and escapes it; :func:`el` escapes every child that
+is not :class:`Markup`; links stay inside the output folder. The CSP forbids every script and request as well.
 """
 
 from __future__ import annotations
@@ -45,10 +42,8 @@ def join(parts: Iterable[Any], separator: str = "") -> Markup:
 
 
 def el(tag: str, *children: Any, **attrs: Any) -> Markup:
-    """``<tag attrs>children</tag>``: children escaped unless Markup; ``class_`` is ``class``; None drops an attribute.
-
-    ``tag`` and the attribute names are this module's callers' literals, never foreign text.
-    """
+    """``<tag attrs>children</tag>``: children escaped unless Markup; ``class_`` is ``class``; None drops an attribute
+    (``tag`` and attribute names are literals, never foreign text)."""
     shown = "".join(f' {name.rstrip("_").replace("_", "-")}="{esc(value)}"' for name, value in attrs.items()
                     if value is not None)
     return Markup(f"<{tag}{shown}>{join(children)}</{tag}>")

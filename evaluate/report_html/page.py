@@ -1,7 +1,6 @@
 """The page as one HTML document: head (the Content-Security-Policy, the style), contents, the sections.
 
-Self-contained: no script and nothing fetched, figures inline; it opens from disk or inside ``output.zip``, and
-links only to the result files and logs beside it and to its own sections.
+Self-contained: no script, nothing fetched, figures inline; links only to the files beside it and its sections.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The page's sections in reading order: verdict, one section per model, fairness, history and gate, evidence.
 
-Built through ``markup.py`` only, so every foreign text is escaped; the table cells are evaluate/render/rows.py's,
-so the page, ``compare.md`` and the console never disagree. A part with no data is one line saying why.
+Built through ``markup.py`` only; the cells are rows.py's; a part with no data is one line saying why.
 """
 
 from __future__ import annotations
