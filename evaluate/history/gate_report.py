@@ -1,9 +1,7 @@
 """The regression gate's report as a typed model: what ``python -m evaluate.gate --report FILE`` writes, the page reads.
 
-Why its own module: the page (evaluate/report_html/facts.py) reads a report without the database, so this model
-imports neither SQLAlchemy nor the gate's rules. The JSON is the model's fields in order, written as
-``json.dumps(indent=1, ensure_ascii=True)``; a file read back is validated strictly (a forged or foreign file is
-refused in one line, never half-shown).
+Its own module so the page reads a report without SQLAlchemy or the gate's rules; a file read back is validated
+strictly (a forged or foreign file is refused in one line).
 """
 
 from __future__ import annotations

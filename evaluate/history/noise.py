@@ -1,30 +1,18 @@
 """How far two loss curves of one model, initialisation and token stream drift apart by arithmetic alone.
 
-The cross-vendor gate (``python -m evaluate.gate --cross-vendor``) asks whether an AMD run trains the same
-model as an NVIDIA run. Kernels, reduction orders and library versions differ between the vendors, so the
-curves never match bit for bit; the tolerance is the drift such differences are measured to cause, never a
-guessed number. Two measures of a pair of curves (``b`` the reference), over their common steps:
+The cross-vendor gate asks whether an AMD run trains the same model as an NVIDIA run. Kernels and reduction orders
+differ, so the curves never match bit for bit; the tolerance is the drift such differences are measured to cause.
+Two measures (``b`` the reference), over the common steps: ``max_step_gap``, the largest ``|a - b| / |b|``; and
+``tail_gap``, ``|mean(a) - mean(b)| / |mean(b)|`` over the last :data:`TAIL_STEPS`. The tolerance is the largest
+figure per measure (:func:`tolerance`):
 
-* ``max_step_gap``: the largest ``|a - b| / |b|`` at one step;
-* ``tail_gap``: ``|mean(a) - mean(b)| / |mean(b)|`` over the last :data:`TAIL_STEPS` steps.
-
-The figures below are the evidence. The tolerance is the largest of them, per measure (:func:`tolerance`):
-
-* published: torchtitan's reference losses of its Llama 3 integration test on CUDA and on ROCm MI350X
-  (pytorch/torchtitan at commit b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, files
-  ``llama3_cuda.txt`` and ``llama3_rocm_mi350x.txt`` in ``pytorch/torchtitan:tests/assets/losses``, 100 steps each,
-  one ``step loss`` line per step; used by ``.github/workflows/integration_test_8gpu_features.yaml``, each
-  platform against its own file). Computed here from those files: 3.22% at step 70, 0.311% over steps 91-100.
-  The same folder's Qwen3 MoE pair (``qwen3_moe_cuda.txt``, ``qwen3_moe_rocm_mi350x.txt``) differs by up to
-  29% (step 11) and is not an anchor: the two files do not start from the same loss (7.60 and 8.04 at step 1),
-  so they are not one initialisation;
-* measured on cpu by ``python -m bench.history_bench noise`` (docs/PERFORMANCE.md has the command, the
-  machine and the raw figures): ``tran`` against ``deep`` (two implementations of one model: plain PyTorch
-  against DeepSpeed ZeRO, same initialisation rule and samples): 0.034% at most at one step (step 13),
-  0.001% over the last 10 steps, r = 0.999999; and ``tran`` at 2 threads against 1 thread: bitwise the same
-  losses at these tiny shapes (the thread count did not change any reduction order here). Both are far below
-  the published cross-vendor drift, which therefore sets the tolerance: fp32 on one CPU is no model of
-  bf16 kernels on two vendors' GPUs, and tprimat's own AMD-vs-NVIDIA drift is not measured yet (no GPU).
+* published: torchtitan's Llama 3 reference losses on CUDA and ROCm MI350X
+  (``pytorch/torchtitan:tests/assets/losses`` at b5bcd76c, ``llama3_cuda.txt`` and ``llama3_rocm_mi350x.txt``,
+  100 steps): 3.22% at step 70, 0.311% over steps 91-100. The Qwen3 MoE pair is no anchor: its files start from
+  different losses (7.60 and 8.04), so not one initialisation;
+* measured on cpu (``python -m bench.history_bench noise``, docs/PERFORMANCE.md): ``tran`` against ``deep`` 0.034% at
+  most, 0.001% over the last 10 steps; 2 threads against 1 bitwise the same. Far below the published cross-vendor
+  drift, which therefore sets the tolerance (tprimat's own AMD-vs-NVIDIA drift is not measured yet).
 """
 
 from __future__ import annotations
@@ -33,6 +21,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from evaluate.analysis.stats import pearson
 
 TAIL_STEPS = 10
 
@@ -83,12 +73,7 @@ def curve_gaps(steps: Sequence[int], a: Sequence[float], b: Sequence[float]) -> 
     tail = min(TAIL_STEPS, len(a))
     mean_a, mean_b = statistics.fmean(a[-tail:]), statistics.fmean(b[-tail:])
     tail_gap = abs(mean_a - mean_b) / abs(mean_b) if mean_b != 0 else abs(mean_a)
-    correlation = None
-    if len(a) >= 3:
-        try:
-            correlation = statistics.correlation(list(a), list(b))
-        except statistics.StatisticsError:
-            correlation = None
+    correlation = pearson(a, b)
     if correlation is not None and not math.isfinite(correlation):
         correlation = None
     return Gaps(len(a), gaps[worst], steps[worst], tail_gap, correlation)

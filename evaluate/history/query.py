@@ -1,11 +1,9 @@
 """Reading runs back: filters for ``list`` and ``trend``, selectors for ``diff`` and the gate, one view of a run,
 and what differs between runs.
 
-A selector: ``42`` or ``42,43,44`` (run ids), ``tag:nightly`` or a bare ``nightly``, or ``last-ok`` (the gate's
-default, resolved by the gate, which knows the candidate). A filter narrows by platform, framework, model, profile,
-status, date (``--since``/``--until``, UTC), device (part of its name), tag and library version
-(``--library torch=2.7.*``). ``history diff A B`` (:func:`render_diff`): every recorded fact whose values differ,
-in the order a reader looks for a cause, beside each side's median over its ok runs [95% interval] and B against A.
+A selector: run ids (``42``, ``42,43,44``), ``tag:nightly`` or a bare ``nightly``, or ``last-ok`` (the gate's).
+A filter narrows by platform, framework, model, profile, status, date (UTC), device, tag and library version.
+:func:`render_diff`: every recorded fact that differs, with each side's median [95% interval] and B against A.
 """
 
 from __future__ import annotations
@@ -194,12 +192,8 @@ def resolve(conn: Connection, selector: str) -> list[RunView]:
 
 
 def last_ok(conn: Connection, candidate: RunView, before: str | None = None) -> RunView | None:
-    """The last run usable as a baseline of the candidate's workload, platform, framework and device.
-
-    It ran at or before the candidate (the gate), or, given ``before``, strictly before that time: the page's
-    "since the last run" means since the runs before the candidate's group, not its own repeat runs (``train.sh``
-    adds each run as it ends).
-    """
+    """The last run usable as a baseline of the candidate's workload, platform, framework and device, at or
+    before the candidate; given ``before``, strictly before it (the page skips the group's own repeat runs)."""
     r = candidate.run
     statement = (select(runs).where(runs.c.workload_key == r["workload_key"], runs.c.platform == r["platform"],
                                     runs.c.framework == r["framework"], runs.c.baseline_ok.is_(True),
@@ -217,10 +211,6 @@ def last_ok(conn: Connection, candidate: RunView, before: str | None = None) -> 
 
 def count_runs(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
-
-
-# ---------------------------------------------------------------------------
-# history diff
 
 
 SECTIONS = (("run", "what ran"), ("hardware", "hardware"), ("driver", "driver and CUDA/ROCm"), ("image", "image"),

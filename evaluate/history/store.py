@@ -1,12 +1,10 @@
 """The history database: its schema and versions, and opening it safely (where it is: ``target.py``).
 
-SQLAlchemy Core, not an ORM: a run is a few flat rows, written in bulk and read column-wise, and Core's statements
-run unchanged on SQLite and PostgreSQL. ``tprimat_meta`` holds the application and schema version; a new database
-is created at version 1 and migrated step by step like any old one (:data:`MIGRATIONS`). Refused in one line with
-nothing written: no SQLite file, another application's tables, a newer schema, a lock past ``lock_timeout``, a
-read-only file for a write, an unreachable server. SQLite: this module opens every transaction (``BEGIN
-IMMEDIATE`` to write), so two writers queue instead of failing half-way; PostgreSQL: creation and migration hold
-an advisory lock.
+SQLAlchemy Core: a run is a few flat rows, and Core's statements run unchanged on SQLite and PostgreSQL. A new
+database is created at version 1 and migrated step by step like any old one (:data:`MIGRATIONS`). Refused in one
+line, nothing written: another application's tables, a newer schema, a lock past ``lock_timeout``, a read-only file
+for a write, an unreachable server. SQLite: this module opens every transaction (``BEGIN IMMEDIATE`` to write), so
+writers queue; PostgreSQL: creation and migration hold an advisory lock.
 """
 
 from __future__ import annotations
@@ -125,10 +123,8 @@ tags = Table(
 WORKLOAD_DEVICE_INDEX = Index("ix_runs_workload_device_time", runs.c.workload_key, runs.c.device_name,
                               runs.c.run_time)
 runs.indexes.discard(WORKLOAD_DEVICE_INDEX)  # created by the migration to version 2, never by version 1
-# Version 3: the index ``history trend`` reads instead of the table (evaluate/history/trend.py): in series and time
-# order, holding every column the trend shows, so 100,000 runs are read from a compact B-tree with no sort
-# (docs/PERFORMANCE.md). SQLite's holds the versions text too (a covering index); PostgreSQL's leaves it out, since
-# a B-tree entry there is limited to about 2.7 kB and a result's versions are foreign text of any length.
+# Version 3: the index ``history trend`` reads in series and time order, holding every column it shows (no sort).
+# SQLite's covers the versions text too; PostgreSQL's cannot (a B-tree entry is limited to about 2.7 kB).
 TREND_KEY = (runs.c.platform, runs.c.framework, runs.c.model_label, runs.c.profile, runs.c.device_name)
 _TREND_COLUMNS = (*TREND_KEY, runs.c.run_time, runs.c.id, runs.c.status, runs.c.tokens_per_second_per_gpu, runs.c.mfu,
                   runs.c.tokens_per_kwh, runs.c.model)  # model: the page asks for its jobs' trends by model key
@@ -185,10 +181,6 @@ def translated(target: Target, lock_timeout: float = 0.0) -> Iterator[None]:
         raise
     except (SQLAlchemyError, OSError) as exc:
         raise HistoryError(f"history database {target.shown}: {_reason(exc, target, lock_timeout)}") from None
-
-
-# ---------------------------------------------------------------------------
-# the open database
 
 
 class Database:
@@ -304,11 +296,8 @@ def _prepare(db: Database, create: bool) -> None:
 
 def open_database(value: str | Target | None, *, create: bool = False, lock_timeout: float = 30.0,
                   environ: dict[str, str] | None = None) -> Database:
-    """The checked database at ``value`` (see :func:`resolve_target`); ``create`` makes a missing one.
-
-    Without ``create`` a missing SQLite file is an error and no file is made (``list``, ``trend`` and the gate
-    never create a database as a side effect).
-    """
+    """The checked database at ``value`` (see :func:`resolve_target`); ``create`` makes a missing one, else a
+    missing SQLite file is an error and no file is made."""
     target = value if isinstance(value, Target) else resolve_target(value, environ)
     if target is None:
         raise HistoryError("the history database is off (HISTORY_DB=off)")

@@ -1,9 +1,7 @@
 """Where the history database is, and how it is named in a message: never with its password.
 
-``HISTORY_DB`` in config.env, or ``--db``: a file path (SQLite), a ``sqlite:///`` or ``postgresql://`` URL, or
-``off``. A password never comes from the config (which is printed): it is ``HISTORY_DB_PASSWORD`` (environment or
-``secrets.env``), libpq's ``PGPASSWORD`` or ``~/.pgpass``, or a ``--db`` URL; every message masks it
-(:func:`scrub`).
+``HISTORY_DB`` or ``--db``: a SQLite path, a ``sqlite:///`` or ``postgresql://`` URL, or ``off``. A password never
+comes from the (printed) config: ``HISTORY_DB_PASSWORD``, libpq's ways or a ``--db`` URL; :func:`scrub` masks it.
 """
 
 from __future__ import annotations
@@ -99,10 +97,8 @@ def scrub(text: object, target: Target | None) -> str:
 
 
 def configured_db() -> str:
-    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
-
-    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
-    """
+    """``HISTORY_DB`` from config.env and the environment (empty: the default file); a relative path is the
+    repository's, as for ``OUTPUT_DIR``."""
     value = (load_config().history_db or "").strip()
     if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
         return str(REPO_ROOT / value)

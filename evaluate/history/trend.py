@@ -1,9 +1,7 @@
 """``history trend``: tokens/s per GPU, MFU and tokens per kWh of each job over time, version changes marked.
 
-A series is one job on one kind of device (platform, framework, model, profile, device), so a point that moves is
-the software, the driver or the node. A run whose recorded versions differ from the one before is marked with what
-changed (a dotted line in the figure). Failed runs are listed, never plotted. The figure has one panel per metric;
-a series of more than :data:`MAX_POINTS` runs is drawn as medians of consecutive runs, and the title says so.
+A series is one job on one kind of device, so a point that moves is the software, the driver or the node. A run
+whose versions differ from the one before is marked with what changed. Failed runs are listed, never plotted.
 """
 
 from __future__ import annotations
@@ -78,13 +76,8 @@ def _days(times: np.ndarray) -> np.ndarray:
 
 
 def trend_figure(all_series: list[Series]) -> Figure | None:
-    """The trend figure (one panel per metric); None when no ok run has any of the figures.
-
-    A series of more than :data:`MAX_POINTS` runs is drawn as the medians of consecutive runs (the title says how
-    many per point, or each legend line when the series differ); each series is one line per panel, version
-    changes one set of dotted lines per panel (at most :data:`MAX_MARKS`). The CLI writes it as a PNG
-    (:func:`write_png`), the HTML page inlines it as SVG (evaluate/report_html/).
-    """
+    """The trend figure, one panel per metric (None when no ok run has a figure); a series of more than
+    :data:`MAX_POINTS` runs drawn as medians of consecutive runs, as the title says; version changes dotted."""
     columns = []
     for item in all_series:
         ok = item.ok
@@ -164,13 +157,9 @@ def _changes(before: str, after: str) -> list[str]:
 
 
 def _read(conn: Connection, filters: Filters) -> tuple[list, list]:  # type: ignore[type-arg]
-    """The series (key and size) and their runs, in series then time order: two queries on the trend index.
-
-    Both walk ``ix_runs_trend`` (evaluate/history/store.py, schema version 3) in its own order, so neither sorts,
-    and the runs come back without their five key texts (100,000 rows are 100,000 small tuples): each series is the
-    next ``size`` rows. A writer adding runs between the two (PostgreSQL's read committed; SQLite's read
-    transaction holds its snapshot) shows as sizes that do not add up, and the read is done again.
-    """
+    """The series (key and size) and their runs, in series then time order: two queries walking ``ix_runs_trend``
+    in its own order (no sort, no key texts per run). A writer between them shows as sizes that do not add up, and
+    the read is done again."""
     for _ in range(_TRIES):
         sizes = conn.execute(filters.apply(select(*TREND_KEY, func.count())).group_by(*TREND_KEY)
                              .order_by(*TREND_KEY)).all()
@@ -183,13 +172,8 @@ def _read(conn: Connection, filters: Filters) -> tuple[list, list]:  # type: ign
 
 
 def trend_series(conn: Connection, filters: Filters) -> list[Series]:
-    """Every series of the runs matching ``filters``, each in time order, changes marked.
-
-    Rows become arrays column by column, each series a slice of them; a version change is found by comparing
-    each run's versions text with the one before it in its series (one array comparison), and parsed only
-    where it changed: 100,000 runs are read and arranged in about a second of CPU on a loaded 2-core machine
-    (docs/PERFORMANCE.md).
-    """
+    """Every series of the runs matching ``filters``, each in time order, changes marked: columns become arrays,
+    a series a slice; versions are parsed only where their text differs from the run before."""
     sizes, rows = _read(conn, filters)
     if not rows:
         return []
