@@ -1,9 +1,7 @@
 """Compare every result in a directory: ``compare.png``, ``loss_parity.png``, ``compare.md`` and per platform
 ``compare_<platform>_frameworks.png`` (the frameworks of one platform side by side, evaluate/render/frameworks.py).
 
-The comparison is evaluate/analysis/comparison.py's, its files evaluate/render/outputs.py's (inside
-``--output-dir``, default the results folder). Workloads that differ (:mod:`evaluate.analysis.fairness`) are
-refused with the differences unless ``--allow-mismatch``, and then the report's first line says so. Exit status: 0
+Workloads that differ are refused unless ``--allow-mismatch`` (then the report's first line says so). Exit status: 0
 written, 1 refused (unfair, and nothing else), 2 nothing to compare, bad usage or an output that cannot be written.
 """
 
@@ -29,11 +27,7 @@ EXIT_WRITE = EXIT_USAGE  # the outputs cannot be written: never the "unfair" cod
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:
-    """``["amd=2.5", "nvd=3"]`` -> ``{"amd": 2.5, "nvd": 3.0}``; errors name the bad item.
-
-    A price is a finite number of dollars above zero: ``inf``, ``nan``, zero and negative
-    prices would print an infinite, undefined or free cost per 1T tokens.
-    """
+    """``["amd=2.5", "nvd=3"]`` -> ``{"amd": 2.5, "nvd": 3.0}``; a price is finite and above zero."""
     platforms = platform_names()
     prices: dict[str, float] = {}
     for item in items or []:

@@ -1,10 +1,8 @@
 """Log-analysis mode: Megatron-LM, Primus and NeMo logs or TensorBoard events -> tprimat results, no GPU.
 
-A thin command line over :mod:`train.logs`. ``PATH`` is a log or event file (one result, printed or written with
-``--output``) or a folder (``--output-dir``: one result per run found, and a table of what was found, written and
-skipped). A tprimat launch's log is measured against config.env; any other log (or ``--from-log``) gives its own
-workload, what it does not state null with the reason. Exit 0 every result ok; 1 one is not, or a log could not be
-used; 2 bad input or a write error. Nothing is half-written.
+``PATH`` is a log or event file (one result) or a folder (``--output-dir``: one result per run, and a table of what
+was found). A tprimat launch's log is measured against config.env; any other gives its own workload. Exit 0 every
+result ok; 1 one is not, or a log could not be used; 2 bad input or a write error.
 """
 
 from __future__ import annotations

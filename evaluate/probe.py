@@ -1,11 +1,7 @@
 """System snapshot as JSON: GPUs, driver, stack versions, CPU, memory, environment, container image.
 
-Run it on a node before (or instead of) a benchmark to record what the machine is:
-``python -m evaluate.probe [--output FILE]``. It reuses the same collectors the
-results use (``utils.machine.hardware.collect_gpu_info``, ``utils.machine.environment.capture_environment``)
-so a probe and a result describe a machine in the same words. Anything that cannot
-be read here is ``null`` with a reason; nothing is guessed. Secrets are never
-captured (the environment capture drops credential-like names).
+It reuses the collectors results use, so a probe and a result describe a machine in the same words; what cannot be
+read is ``null`` with a reason; credential-like names are dropped.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The GPU self-check's judgement: one row per framework of the platform, built from its results, and a verdict.
 
-It only reads: the results, the figures their owners computed, and the prescreen record
-(``utils/machine/prescreen.py``); the one figure it forms is the MFU against the measured GEMM peak
-(``utils.spec.models.mfu``). Per framework: status, tokens/s, MFU against the datasheet and the measured peak,
-peak memory against its pre-launch estimate, energy, the first two losses against the reference framework's
-(within :data:`LOSS_TOLERANCE`), and tprimat's step time against the framework's own figures; a missing figure is
-``None`` with its reason. The verdict: ``ready``; ``degraded`` with the lines that are off; ``broken`` with the
-frameworks that did not train and why.
+It only reads the results, their owners' figures and the prescreen record; the one figure it forms is the MFU
+against the measured GEMM peak. A missing figure is ``None`` with its reason. The verdict: ``ready``; ``degraded``
+with the lines that are off; ``broken`` with the frameworks that did not train and why.
 """
 
 from __future__ import annotations
@@ -32,10 +28,6 @@ LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of th
 FIRST_LOSSES = 2
 MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
 REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (docs/RUNNING.md)
-
-
-# ---------------------------------------------------------------------------
-# reading one result
 
 
 def workload_label(result: Result) -> str:
@@ -116,10 +108,6 @@ def framework_row(framework: str, loaded: LoadedResult | None, measured_peak: fl
     return row
 
 
-# ---------------------------------------------------------------------------
-# across frameworks
-
-
 def loss_gaps(rows: list[Row]) -> str | None:
     """Set each ok row's ``loss_gap`` (largest relative gap of its first losses to the reference's); the reference."""
     usable = [r for r in rows if r.status == "ok" and len(r.first_losses) == FIRST_LOSSES
@@ -175,11 +163,8 @@ def verdict_of(degraded: list[str], broken: list[str], capped_w: float | None = 
 
 def build_check(results_dir: Path, platform: str, model: str, prescreen_path: Path | None,
                 frameworks: tuple[str, ...] | None = None) -> GpuCheck:
-    """Read the check's results and prescreen and judge them (see the module docstring).
-
-    ``frameworks``: the ones the check ran (default: every framework of the platform); one
-    without a result is a broken line.
-    """
+    """Read the check's results and prescreen and judge them; ``frameworks`` (default: the platform's) without a
+    result are broken lines."""
     prescreen, prescreen_reason = read_prescreen(prescreen_path)
     loaded = load_results(find_result_files(results_dir))
     prescreen, prescreen_reason = _plausible_prescreen(prescreen, prescreen_reason, loaded.results)
@@ -226,8 +211,7 @@ def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
 def _plausible_prescreen(prescreen: Prescreen | None, reason: str | None,
                          results: list[LoadedResult]) -> tuple[Prescreen | None, str | None]:
     """The prescreen when its figures and its device can stand beside these results; else None and why
-    (``utils/measure/plausible.py``; issue 33: a peak of 1e-300 TFLOP/s gave "ready", an H100 prescreen
-    beside cpu results too)."""
+    (``utils/measure/plausible.py``: an absurd peak or another device's prescreen never gives "ready")."""
     if prescreen is None:
         return None, reason
     datasheet, _ = peak_tflops(prescreen.device_name, "bf16")

@@ -1,7 +1,4 @@
-"""The GPU check's record (``gpu_check.json``): one row per framework, the prescreen, the verdict.
-
-Built by ``evaluate/gpu_check/check.py`` from the check's results, rendered by ``evaluate/gpu_check/render.py``.
-"""
+"""The GPU check's record (``gpu_check.json``): one row per framework, the prescreen, the verdict."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The GPU check as text: the console table and ``gpu_check.md`` from the same rows and cells.
 
-Tables come from ``evaluate/render/tables.py``, so the terminal and the file never disagree; a figure
-that is not there is ``n/a`` in the table, with its reason listed under it.
+A figure that is not there is ``n/a`` in the table, with its reason listed under it.
 """
 
 from __future__ import annotations

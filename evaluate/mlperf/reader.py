@@ -1,19 +1,11 @@
 """A fast MLLOG reader whose events are mlperf-logging's own: its parser is this reader's oracle.
 
-Why not ``mlperf_logging.compliance_checker.mlp_parser.parse_file``: it decodes every ``:::MLLOG`` line with
-``json.loads``, and NVIDIA's v5.1 logs carry a ``tracked_stats`` line per logged step (the 390 Llama 3.1 8B runs
-hold 413,676 MLLOG lines): the parser reads them in 26 s on 2 cores, the import's whole budget is 5 s. The
-importer never reads a ``tracked_stats`` value, so such a line is kept as text, not decoded, when it has
-the shape of one (the key once, after ``", "key": "tracked_stats", "value": ``, one token, the line closed by the
-metadata's and the record's braces); every other line is decoded as the parser decodes it.
-
-What the parser does, this does: a line counts when it holds ``:::MLLOG `` anywhere; the text from its last
-occurrence on, stripped, is the record; lines are split as Python's text files split them (universal newlines) from
-Latin-1; a record that is not JSON with ``time_ms``, ``key``, ``value`` and ``metadata`` is a failed line
-``(text, error)``. One difference, on lines never read: a ``tracked_stats`` line of that shape whose JSON is broken
-inside is kept, where the parser fails it (MLPerf's summarizer then drops the run; ``--check`` runs MLPerf's own
-checker, which sees it). ``tests/unit/evaluate/mlperf/test_reader.py`` requires the same events (key, value, time,
-metadata) and failures as the parser on every fixture log.
+mlp_parser decodes every line with ``json.loads``; NVIDIA's v5.1 logs carry a ``tracked_stats`` line per step (413,676
+lines over the 390 runs: 26 s on 2 cores against the import's 5 s budget). The importer never reads those values, so
+a line of exactly that shape is kept as text; every other line is decoded as the parser decodes it (the same lines,
+split and stripped the same way, the same failures). One difference, on lines never read: such a line broken inside
+is kept where the parser fails it (``--check`` runs MLPerf's own checker, which sees it). tests/unit/evaluate/mlperf/
+test_reader.py holds the events and failures equal to the parser's on every fixture log.
 """
 
 from __future__ import annotations

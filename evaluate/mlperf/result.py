@@ -1,13 +1,9 @@
 """One run's facts and its system's description as a tprimat result, labelled as what it is.
 
-A published run's result names its source in the ``published`` block (round, submitter, system, benchmark,
-division, availability, the submitter's framework, the log's place in the results repository) and carries the
-framework ``mlperf``: it never passes for a tprimat measurement. What its log states is stated, what it does not
-is null with the reason (``Workload.unknown``): the MLLOG's hyperparameters are the effective settings, its
-evaluations the ``quality`` block (figures to target by ``utils/measure/quality.py``, the one owner of that
-arithmetic), time to train is ``run_stop - run_start``. Throughput is samples to the target over that time (every
-second of it, evaluations included, as MLPerf's clock counts), so time to train = samples ÷ samples per second
-exactly. A tprimat ``PROFILE=mlperf`` MLLOG (its ``tprimat_*`` keys) reads the same way, as the user's own run.
+The ``published`` block names the source, and the framework is ``mlperf``: it never passes for a tprimat
+measurement. What the log does not state is null with the reason. Time to train is ``run_stop - run_start``;
+throughput is samples to the target over that time, so time = samples ÷ samples per second exactly. A tprimat
+``PROFILE=mlperf`` MLLOG reads the same way, as the user's own run.
 """
 
 from __future__ import annotations

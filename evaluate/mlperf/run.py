@@ -1,12 +1,8 @@
 """One run's facts from its MLLOG events: what it trained with, its evaluations, its start, stop and status.
 
-The start and stop are the lines mlperf-logging's summarizer takes (:func:`start_stop`, held equal to its
-``_query_run_start_stop`` by ``tests/unit/evaluate/mlperf/test_score.py``; written here for the reason
-``score.py`` gives); the samples to converge are the RCP checker's (the last ``eval_accuracy`` before
-``run_stop``, success only). The hyperparameters are the records logged before ``run_start`` with a scalar value,
-first occurrence kept (AMD's logs repeat the start once per rank). A fact that cannot be true (a stop before the
-start, a figure that is not finite, evaluations going back in samples or time) is a problem: the run is refused with
-it, in one line.
+The start and stop are the summarizer's (:func:`start_stop`, held equal to ``_query_run_start_stop`` by its test);
+samples to converge the RCP checker's. The hyperparameters are the scalar records before ``run_start``, first kept
+(AMD's logs repeat them per rank). A fact that cannot be true refuses the run, in one line.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """MLPerf's score of a system, with mlperf-logging's arithmetic, and its checkers on request.
 
-The score is what ``python -m mlperf_logging.result_summarizer <submitter folder> training <ruleset>`` prints
-(``_compute_strong_score_standalone``): the olympic mean of the counted runs' minutes from ``run_start`` to
-``run_stop`` (a run that does not count stands for the slowest; none when more than one, four for unet3d, fail),
-times the ``scaling.json`` beside the runs (the review's RCP normalisation as published; the summarizer reads it
-before its RCP check rewrites it). A run counts when its log parses, holds both ends and passes MLPerf's compliance
-checker. Without ``--check`` (the checker takes 2 min 42 s over v5.1's Llama 3.1 8B tree) a run counts when it stopped
-with ``success`` at an evaluation at or below the target: what the checker's ``run_stop`` and ``eval_accuracy`` rules
-ask of a published run. With ten runs fewer than MLPerf requires (``benchmark_meta``), no score.
-
-:func:`olympic_mean` is written here because the summarizer's module costs 2.0 s of CPU to import (pandas, scipy),
-40% of the import's 5 s budget; ``tests/unit/evaluate/mlperf/test_score.py`` holds it equal to
-``_compute_olympic_average``. The RCP checker (scipy) is imported by ``--check`` alone.
+The score is ``mlperf_logging.result_summarizer``'s: the olympic mean of the counted runs' minutes, times the
+``scaling.json`` beside the runs. A run counts when its log parses, holds both ends and passes the compliance checker;
+without ``--check`` (2 min 42 s over v5.1's tree) when it stopped with ``success`` at the target. Too few runs
+(``benchmark_meta``): no score. :func:`olympic_mean` is written here because the summarizer's module costs 2.0 s of
+CPU to import; its test holds it equal to ``_compute_olympic_average``.
 """
 
 from __future__ import annotations

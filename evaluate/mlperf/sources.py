@@ -1,17 +1,13 @@
 """Where published runs are read from: a results tree on disk, an archive of one, or one MLLOG file; all bounded.
 
-MLPerf Training's results repositories lay a run out as ``<submitter>/results/<system>/<benchmark>/result_<n>.txt``,
-its system as ``<submitter>/systems/<system>.json`` and a review's score normalisation as ``scaling.json`` beside the
-runs. A path given may be a clone of such a repository, a submitter's folder, a system's, a benchmark's, one run's
-log, or an archive (zip, tar, compressed tar) of any of these: every file is placed by the last parts of its path,
-so the same layout is found at any depth. A log's system description is looked for beside it in the same tree
-(on disk: up from the log, even above the folder given). Folders named ``benchmarks`` (the submitters' code) and
-hidden ones are not walked; links are never followed.
+A run is ``<submitter>/results/<system>/<benchmark>/result_<n>.txt``, its system
+``<submitter>/systems/<system>.json``, with ``scaling.json`` beside the runs. A path may be a clone, any folder inside
+one, one log, or an archive of any of these: every file is placed by the last parts of its path. ``benchmarks`` and
+hidden folders are not walked; links never followed.
 
-Everything is foreign input: a file or a member is read only when it is a regular file of at most
-:data:`MAX_FILE_BYTES`, an archive is bounded in members and in bytes read, and a member whose name is absolute,
-holds ``..`` or a backslash, is a link or a device, is encrypted, or is compressed past :data:`MAX_RATIO` is refused
-with one line naming it, never extracted (members are read into memory, never written by their name).
+Everything is foreign input: a file is read only when regular and at most :data:`MAX_FILE_BYTES`; an archive is
+bounded, and a member with an unsafe name, a link or device, encrypted, or compressed past :data:`MAX_RATIO` is
+refused in one line, never extracted.
 """
 
 from __future__ import annotations
