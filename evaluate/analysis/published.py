@@ -62,14 +62,10 @@ class System:
 
     def minutes(self) -> list[float]:
         """Time to train: run_stop - run_start of a published run; of the user's own run, its time to target."""
-        out = []
-        for r in (r for r in self.runs if r.ok):
-            perf, quality = r.result.performance_metrics, r.result.quality
-            seconds = (perf.total_time_seconds if perf else None) if self.published else \
-                (quality.time_to_target_s if quality else None)
-            if seconds:
-                out.append(seconds / 60)
-        return out
+        seconds = [(r.result.performance_metrics.total_time_seconds if r.result.performance_metrics else None)
+                   if self.published else (r.result.quality.time_to_target_s if r.result.quality else None)
+                   for r in self.runs if r.ok]
+        return [s / 60 for s in seconds if s]
 
     @property
     def time(self) -> Estimate | None:
@@ -240,11 +236,8 @@ def views(results: list[LoadedResult], own: list[LoadedResult], prices: dict[str
     for r in own:
         if r.result.profile == "mlperf" and r.result.model == MODEL:
             mine[(r.platform, r.framework)].append(r)
-    out = []
-    for (benchmark, round_), systems in sorted(grouped.items()):
-        extra = [System(f"yours: {platform}/{framework}", platform, runs[0].result.gpu_info.device_name or platform,
-                        runs[0].result.gpu_info.device_count, runs) for (platform, framework), runs in
-                 sorted(mine.items())] if benchmark == "llama31_8b" else []
-        out.append(View(benchmark, round_, systems + extra, prices))
-    return out
+    yours = [System(f"yours: {platform}/{framework}", platform, runs[0].result.gpu_info.device_name or platform,
+                    runs[0].result.gpu_info.device_count, runs) for (platform, framework), runs in sorted(mine.items())]
+    return [View(benchmark, round_, systems + (yours if benchmark == "llama31_8b" else []), prices)
+            for (benchmark, round_), systems in sorted(grouped.items())]
 

@@ -191,8 +191,8 @@ PRESCREEN_MAX_BYTES = 1 << 20  # a prescreen record is a few kB: a bigger file i
 
 
 def read_prescreen(path: Path | None) -> tuple[Prescreen | None, str | None]:
-    """The prescreen record, read as foreign input: a regular file, bounded (``utils/io/json_input.py``;
-    issue 33: a FIFO hung the check and ``/dev/zero`` read until MemoryError), strictly typed."""
+    """The prescreen record, read as foreign input: a regular file, bounded (``utils/io/json_input.py``: no FIFO or
+    ``/dev/zero`` hangs the check), strictly typed."""
     if path is None:
         return None, "not run"
     shown = one_line(path, 400)

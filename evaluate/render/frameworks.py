@@ -1,4 +1,4 @@
-"""The per-platform framework comparison: every framework of one platform side by side (seed 004's view).
+"""The per-platform framework comparison: every framework of one platform side by side.
 
 Per platform ``compare_<platform>_frameworks.png`` and console tables per model with the winners, from the same
 summaries as the cross-vendor report; a failed framework is listed, never a zero bar.
@@ -75,7 +75,7 @@ def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequen
 
 
 def framework_figure(platform: str, summaries: list[GroupSummary]) -> Figure:
-    """Seed 004's 2x2 figure for one platform."""
+    """The 2x2 figure of one platform."""
     figure = Figure(figsize=(max(14.0, 1.2 * len(summaries) * 2), 10), layout="constrained")
     axes = figure.subplots(2, 2)
     (ax_tps, ax_loss), (ax_trace, ax_avg) = axes

@@ -119,7 +119,7 @@ def _model(comparison: Comparison, model: str) -> list[str]:
 
 
 def _model_quality(comparison: Comparison, model: str) -> list[str]:
-    """Time to quality (issue 34): time, tokens, energy and cost to the target eval loss, the platforms' ratio."""
+    """Time to quality: time, tokens, energy and cost to the target eval loss, the platforms' ratio."""
     summaries = comparison.quality(model)
     if not summaries:
         return []

@@ -1,4 +1,4 @@
-"""The page's history part: the results database's trends and "what changed", and the trend figure (issue 37).
+"""The page's history part: the results database's trends and "what changed", and the trend figure.
 
 Read only through ``evaluate/history/``'s query API on a read transaction. Off, missing or unreadable, the part is
 one line (``HistoryFacts.absent``) with the location replaced by ``HISTORY_DB``.

@@ -54,7 +54,7 @@ def para(*children: Any, class_: str | None = None) -> Markup:
 
 
 def note(*children: Any) -> Markup:
-    """The one line that says why a part of the page is absent (issue 37: no empty boxes)."""
+    """The one line that says why a part of the page is absent (no empty boxes)."""
     return el("p", *children, class_="absent")
 
 
