@@ -53,7 +53,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.config.secret import read_secret
 from utils.files.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
 from utils.io.sanitise import one_line
