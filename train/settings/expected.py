@@ -79,7 +79,7 @@ def same(want: Any, got: Any) -> bool:
 
 
 def contradictions(workload: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    """Where a result's effective settings contradict its own workload (for ``evaluate/validate.py``).
+    """Where a result's effective settings contradict its own workload (for ``evaluate/analysis/validation.py``).
 
     Only keys present on both sides are compared (a ``tran`` record or an older result may
     lack some); FP8 is compared as on/off.
