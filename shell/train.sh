@@ -10,7 +10,8 @@
 # incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
 # stopped, the run is closed (a late write of it is dropped), and the next job waits for MASTER_PORT.
 # After each job its result (ok, incomplete or failed) is added to the results database HISTORY_DB
-# (python -m evaluate.history add; HISTORY_DB=off skips it); a failed add is one line, never a failed run.
+# (python -m evaluate.history add; HISTORY_DB=off skips it), under the same signal forwarding as the jobs; a failed
+# add is one line, never a failed run. Once a signal came, no add starts (the result stays for a later add).
 # Exit status: 0 when every job exited 0 with an ok result, 1 otherwise, 2 on a config error.
 set -uo pipefail
 
@@ -118,7 +119,7 @@ for line in "${jobs[@]}"; do
     fi
     # The results database (HISTORY_DB; evaluate/history/): every result, ok, incomplete or failed, after its job.
     if [[ $dry_run -eq 0 && -f "$result" && ! "${history_db,,}" =~ ^(off|none|false|0)$ ]]; then
-        "$TPRIMAT_PYTHON" -m evaluate.history add --quiet "$result" \
+        [[ -z "$TPRIMAT_SIGNAL" ]] && tprimat_run "$TPRIMAT_PYTHON" -m evaluate.history add --quiet "$result" \
             || echo "train.sh: $label: the result was not added to the history database; it stays in $output_dir" >&2
     fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then
