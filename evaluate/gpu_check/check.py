@@ -22,7 +22,7 @@ from evaluate.gpu_check.render import losses_text
 from utils.io.json_input import JsonInputError, read_json
 from utils.io.sanitise import one_line, sanitised
 from utils.machine.hardware import peak_tflops
-from utils.machine.prescreen import Prescreen
+from utils.machine.prescreen_record import Prescreen
 from utils.measure.plausible import prescreen_problems
 from utils.schema.model import Result
 from utils.spec.models import get_shape, mfu
