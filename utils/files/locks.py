@@ -266,7 +266,6 @@ def release_fd(fd: int) -> None:
 
 
 def _data_lock() -> tuple[Path, str]:
-
     data_dir = load_config().data_dir
     return data_lock_path(data_dir), f"DATA_DIR {data_dir}"
 
