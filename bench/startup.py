@@ -114,8 +114,10 @@ def process_cpu_s(pid: int) -> float | None:
     return round(ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
-def import_parts(python: str, repo: Path, env: dict[str, str], tokenizer: Path | None) -> list[Figure]:
-    """The fixed costs every fresh Python of the check pays, one child each."""
+def import_parts(python: str, repo: Path, env: dict[str, str], tokenizer: Path | None,
+                 quick: bool = False) -> list[Figure]:
+    """The fixed costs every fresh Python of the check pays, one child each (``quick``: the interpreter and a config
+    Python only)."""
     parts = [("interpreter alone", [python, "-c", "pass"]),
              ("import torch", [python, "-c", "import torch"]),
              ("import megatron.core", [python, "-c", "import megatron.core"]),
@@ -123,7 +125,9 @@ def import_parts(python: str, repo: Path, env: dict[str, str], tokenizer: Path |
              ("torchrun's own start (no-op worker)", [python, "-m", "torch.distributed.run", "--standalone",
                                                       "--nnodes", "1", "--nproc-per-node", "1", "--no-python",
                                                       "true"])]
-    if tokenizer is not None:
+    if quick:
+        parts = [parts[0], parts[3]]
+    elif tokenizer is not None:
         parts.insert(3, ("a tokenizer load (transformers imported)",
                          [python, "-c", "import sys; from utils.dataset.paths import load_tokenizer; "
                                         "load_tokenizer(sys.argv[1])", str(tokenizer)]))
@@ -132,9 +136,8 @@ def import_parts(python: str, repo: Path, env: dict[str, str], tokenizer: Path |
 
 def empty_store(data_dir: Path | None) -> None:
     """Remove the samples-digest store of ``data_dir`` (a cache: utils/dataset/digest_cache.py), as on a fresh node."""
-    store = data_dir / ".tprimat" / "samples" if data_dir is not None else None
-    if store is not None and store.is_dir():
-        shutil.rmtree(store)
+    if data_dir is not None and (data_dir / ".tprimat" / "samples").is_dir():
+        shutil.rmtree(data_dir / ".tprimat" / "samples")
 
 
 def preflight_parts(python: str, repo: Path, env: dict[str, str], platform: str, frameworks: list[str], model: str,
@@ -226,12 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = tokenizer_dir(cfg, args.model)
     figures: list[Figure] = []
     if "imports" in args.parts:
-        if args.quick:
-            figures += [run_child("imports", "interpreter alone", [args.python, "-c", "pass"], repo, env),
-                        run_child("imports", "a config Python of shell/train.sh",
-                                  [args.python, "-m", "utils.config.load", "--get", "OUTPUT_DIR"], repo, env)]
-        else:
-            figures += import_parts(args.python, repo, env, tokenizer if tokenizer.is_dir() else None)
+        figures += import_parts(args.python, repo, env, tokenizer if tokenizer.is_dir() else None, args.quick)
     if "preflight" in args.parts:
         figures += preflight_parts(args.python, repo, env, args.platform, args.frameworks, args.model, cfg.data_dir)
     if "launch" in args.parts:

@@ -81,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     add_comparison_options(parser)
     args = parser.parse_args(argv)
     prices = comparison_options(parser, args)
-    results_dir = args.results_dir
-    if results_dir is None:
-        results_dir = load_config().output_dir
+    results_dir = args.results_dir if args.results_dir is not None else load_config().output_dir
     if not results_dir.is_dir():
         print(f"error: results directory {results_dir} does not exist", file=sys.stderr)
         return EXIT_USAGE

@@ -81,10 +81,6 @@ def host_differences(results: Iterable[LoadedResult]) -> list[HostDifference]:
     return found
 
 
-def host_rows(differences: list[HostDifference]) -> list[list[str]]:
-    return [[d.amd, d.nvd, d.setting, d.amd_value, d.nvd_value] for d in differences]
-
-
 def console_lines(results: list[LoadedResult]) -> list[str]:
     """compare's console lines: the verdict per mlperf run, then host differences between vendor pairs."""
     lines = []
@@ -105,7 +101,8 @@ def markdown_lines(results: list[LoadedResult]) -> list[str]:
                          "MLPerf's own compliance checker (mlperf-logging) on each run's MLLOG, written by tprimat "
                          "from the run's result (README \"MLPerf rules\"). Not a submission: a verdict says whether "
                          "this run's log meets the closed-division rules of the Llama 3.1 8B benchmark."),
-            *table_block(HOST_HEADERS, host_rows(host_differences(results)),
+            *table_block(HOST_HEADERS, [[d.amd, d.nvd, d.setting, d.amd_value, d.nvd_value]
+                                        for d in host_differences(results)],
                          "## Host settings that differ between AMD and NVIDIA runs",
                          "Record only (tprimat changes nothing on a host): the settings MLPerf submitters tune "
                          "(governor, C-states, NUMA balancing, THP, ASLR ...). A pair listed here ran on hosts set "

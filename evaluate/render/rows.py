@@ -153,13 +153,10 @@ def not_reached_rows(summaries: list[QualitySummary]) -> list[list[str]]:
     return [[name, run_name(q.group), why] for q in summaries for name, why in q.not_reached]
 
 
-def _verdict(value: float) -> str:
-    return "faster on AMD" if value > 1 else "faster on NVIDIA" if value < 1 else "equal"
-
-
 def ratio_rows(ratios: list[Ratio], label: str = "identical") -> list[list[str]]:
     return [[label, group_name(r.numerator), group_name(r.denominator), est(r.value, 3, unit="x"),
-             _verdict(r.value.value)] for r in ratios]
+             "faster on AMD" if r.value.value > 1 else "faster on NVIDIA" if r.value.value < 1 else "equal"]
+            for r in ratios]
 
 
 def all_ratio_rows(comparison: Comparison, model: str) -> list[list[str]]:
