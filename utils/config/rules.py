@@ -1,14 +1,8 @@
 """The per-key rules of the config: what each ``config.env`` key accepts beyond its type.
 
-Why a table: every key is checked the same way (choices, minimum, maximum), a new key
-is one row, and the hostile-input tests walk the table itself, so a key added here is
-covered by them without anyone writing a test for it (every number needs both bounds:
-``tests/e2e/test_hostile.py`` sends each one a huge value). Two checks follow from the type
-alone and need no row: every float must be finite (``nan``/``inf`` would pass a bound
-check and then break the result's JSON), and every list must be non-empty.
-
-``utils/config/model.py`` owns the config; ``load.py`` converts the text, and ``model.py`` calls :func:`check_rules`,
-then its own cross-key checks.
+Why a table: every key is checked the same way (choices, minimum, maximum), a new key is one row, and the
+hostile-input tests walk the table itself (``tests/e2e/test_hostile.py`` sends every number a huge value, so each
+needs both bounds). Finite floats and non-empty lists follow from the type and need no row.
 """
 
 from __future__ import annotations
@@ -216,11 +210,8 @@ def _check_choice(key: str, word: str, rule: Rule) -> None:
 
 
 def _control_character(key: str, value: Any) -> str | None:
-    """Why a text, path or list value is refused for a control character (None: it holds none).
-
-    Issue 26: a line break in ``OUTPUT_DIR`` split ``shell/train.sh``'s job list into a phantom second
-    job, and such a value reaches file names, docker's env file and logs. No path or name needs one.
-    """
+    """Why a text, path or list value is refused for a control character (None: it holds none): such a value
+    reaches file names, docker's env file, logs and the shell's job list; no path or name needs one."""
     words = value if isinstance(value, tuple) else (value,)
     for word in words:
         if isinstance(word, (str, PurePath)) and (found := _CONTROL.search(str(word))):
@@ -267,12 +258,8 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
 
 
 def launch_problem(platform: str, model_size: str) -> str | None:
-    """A setting that cannot run on ``platform`` at all, refused before a job starts (None: none).
-
-    Issue 26: ``MODEL_SIZE=full`` on ``cpu`` started an 8B job that died out of memory minutes later. The cpu
-    platform runs the pipeline at tiny shapes only; a general memory estimate for the GPU platforms is not
-    this rule's job.
-    """
+    """A setting that cannot run on ``platform`` at all, refused before a job starts (None: none): the cpu platform
+    runs tiny shapes only (a full model would die out of memory minutes later)."""
     if platform == "cpu" and model_size == "full":
         return ("MODEL_SIZE=full on PLATFORM=cpu: the cpu platform runs tiny shapes only (a full 7-8B model does "
                 "not train in a CPU's memory and time); set MODEL_SIZE=tiny")
@@ -280,11 +267,8 @@ def launch_problem(platform: str, model_size: str) -> str | None:
 
 
 def sequence_problem(seq_len: int, shape: Any) -> str | None:
-    """Why ``shape`` cannot take ``seq_len`` tokens a sequence (None: it can), refused before launch.
-
-    Issue 33: ``SL=2147483647`` on cpu was accepted, ran 3 minutes at 11.9 GB without a step and left a 1.95 GB
-    index cache in DATA_DIR. A shape's context is its ``max_position_embeddings`` (``utils/spec/models.py``).
-    """
+    """Why ``shape`` cannot take ``seq_len`` tokens a sequence (its ``max_position_embeddings``; None: it can),
+    refused before launch rather than after minutes without a step."""
     if seq_len <= shape.max_position_embeddings:
         return None
     return (f"SL={seq_len} is longer than {shape.display_name} can take ({shape.max_position_embeddings} positions); "
@@ -294,11 +278,9 @@ def sequence_problem(seq_len: int, shape: Any) -> str | None:
 def tensor_split_problem(shape: Any, tp: int) -> str | None:
     """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can).
 
-    Every vendor stack splits the attention heads and the key/value (query) groups over the TP ranks, and
-    Megatron's ``TransformerConfig`` refuses a TP that divides either not (847781764f
-    ``megatron/core/transformer/transformer_config.py:726,741``; core_v0.12.0 ``:559,574``); NeMo's config is
-    that class. Issue 40: Qwen 2.5 7B at TP 8 (28 heads, 4 groups) passed the loader and the dry run and was
-    refused only in the preflight, by a message about the initialisation. ``tran`` and ``deep`` run TP 1.
+    Every vendor stack splits the heads and the query groups over TP, and Megatron's ``TransformerConfig`` refuses a
+    TP that divides either not (847781764f ``megatron/core/transformer/transformer_config.py:726,741``); refused
+    here, before launch, with a message about the shape. ``tran`` and ``deep`` run TP 1.
     """
     heads, groups = shape.num_attention_heads, shape.num_query_groups
     if tp <= 1 or (heads % tp == 0 and groups % tp == 0):

@@ -1,21 +1,10 @@
 """Before any training starts: can the output directory take a run's results at all?
 
-Why: a run whose result cannot be written loses everything it measured. Issue 12 found
-a read-only or non-directory ``OUTPUT_DIR`` ending in a 17-line traceback (and
-``shell/train.sh`` going on to run every job), and a full disk losing the result after
-every step had run. So the output directory is checked before the first job: it must
-be a directory (created when missing), a file must be creatable and writable in it,
-and it must have room. A failure is one line naming the key, the path and the reason.
-
-Room: :data:`MIN_FREE_BYTES` is a floor, not an estimate. A job writes its log, its
-per-step record and its result (together well under a megabyte for 500 steps, logs of
-vendor frameworks a few megabytes); 64 MiB leaves room for that many times over, so
-less than that means the disk is, for practical purposes, full. What still fails later
-(another process filling the disk mid-run) is handled where the result is written
-(``train/launch/launcher.py``): the old file or a failed result stays, never a truncated one.
-
-CLI: ``python -m utils.files.disk check-output`` checks the configured ``OUTPUT_DIR`` (exit 1
-with one line when it cannot take results, 2 on a config error).
+Why: a run whose result cannot be written loses everything it measured. So before the first job ``OUTPUT_DIR`` must
+be a directory (created when missing) where a file can be written, with room: :data:`MIN_FREE_BYTES` (64 MiB) is a
+floor, many times what a job writes, not an estimate. A failure is one line naming the key, the path and the reason.
+A disk that fills mid-run is handled where the result is written: the old file or a failed result stays.
+CLI: ``python -m utils.files.disk check-output`` (exit 1 with one line, 2 on a config error).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Delete what tprimat generated, and nothing else, whatever ``OUTPUT_DIR`` and ``DATA_DIR`` say.
 
-What counts as generated is ``utils/files/generated.py``'s table of names; a root folder is first
-checked there too (never ``/``, home, the repository, ``.git``, a virtualenv or a folder of
-the project's own files, also when reached through a link). Inside a root, only matching
-names are deleted: other files stay, links are never followed nor deleted, and folders are
-removed only when tprimat created them whole or they are left empty. Every target is
-checked once more right before it goes (still inside its root, still not a link), so no
-mistake above can widen a deletion. A root whose lock a running job holds is refused.
-
-With ``--with-history`` also the results database (``HISTORY_DB``), only when it is a SQLite file whose
-``tprimat_meta`` table names tprimat's history (never a PostgreSQL server's database, never a link).
-
-CLI (``shell/purge.sh`` runs it): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
+Generated means a name in ``utils/files/generated.py``'s table, and a root is checked there first (never ``/``, home,
+the repository, ``.git``, a virtualenv, a project folder, also through a link). Links are never followed nor deleted,
+folders go only when tprimat created them whole or they are left empty, every target is checked again right before
+it goes, and a root whose lock a running job holds is refused. ``--with-history`` also removes ``HISTORY_DB`` when it
+is a SQLite file holding tprimat's history (never a PostgreSQL database, never a link).
+CLI (``shell/purge.sh``): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Which run owns a job's result file, and what ``shell/train.sh`` does before and after each job.
 
-Why (issue 26): a SIGTERM to ``train.sh`` in the second before the launcher had written anything left no
-result at all (the job was just "missing"); and after a SIGKILL of the launcher, its orphaned workers later
-rewrote the job's result from ``incomplete`` to ``failed``, contradicting the table ``train.sh`` had printed.
-So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and every process under it):
-
-* ``start`` (before the launcher) claims the result for the run and writes the ``incomplete`` result with
-  the reason "started, nothing recorded yet", so a signal at any later moment leaves a result;
-* ``write_problem`` (``utils/result/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
-  id is not the file's current owner does not write (its write is dropped with a line);
-* ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
-  the run's id) and, only where the run's ``start`` claimed the file (issue 33: a refused start claims
-  nothing, and closing the holder's claim lost its finished result), words the reason when a signal stopped
-  the job before its launcher wrote anything, and closes the run, so no late write of it lands.
-
-The owner is a small file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
-CLI: ``python -m utils.files.run_owner start|end ...`` (see ``--help``); train.sh is its caller.
+Why: a signal before the launcher wrote anything must still leave a result, and a killed launcher's orphaned workers
+must not rewrite a result later. Every job run has an id (``TPRIMAT_RUN_ID``, inherited by every process under it):
+``start`` claims the result and writes an ``incomplete`` one ("started, nothing recorded yet");
+``utils/result/run_claim.py``'s ``write_problem`` drops any write of a process whose run no longer owns the file;
+``end`` stops what is left of the run and, only where its ``start`` claimed the file, words the reason and closes the
+run. CLI: ``python -m utils.files.run_owner start|end ...``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Atomic outputs: write under a temporary sibling name, rename into place only when complete.
 
-A result, dataset, report or trace that is interrupted half-way must never replace
-a good file with a truncated one, nor be mistaken for a finished one. ``os.replace``
-within one directory is atomic on POSIX. Temporary names start with a dot
-(``.<name>.tmp-<pid>``) so directory scans for outputs skip them.
+An interrupted write must never replace a good file with a truncated one (``os.replace`` within a folder is atomic
+on POSIX). Temporary names start with a dot (``.<name>.tmp-<pid>``) so scans for outputs skip them.
 """
 
 from __future__ import annotations

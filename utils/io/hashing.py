@@ -1,10 +1,7 @@
 """sha256 helpers: the one way tprimat hashes files, directories and JSON values.
 
-Why one module: the data stages' manifests (``data/manifest.py``), the datasets'
-verification and the fingerprints in every result (``utils/dataset/fingerprint.py``) must
-hash the same bytes the same way, or a fingerprint could disagree with the
-manifest it is checked against. Files are read in chunks, so a multi-gigabyte
-``.bin`` never sits in memory.
+Why one module: the data manifests (``data/manifest.py``) and every result's fingerprints
+(``utils/dataset/fingerprint.py``) must hash the same bytes the same way. Files are read in chunks.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Hardware: which platform this is, what GPUs it has, and their peak dense FLOP/s.
 
-Platform detection lives here only; the shell asks ``python -m utils.machine.hardware --platform``
-so the two can never disagree about where they run:
-
-* ``amd``: ``/dev/kfd`` plus ``amd-smi`` or ``rocm-smi`` on PATH, or a ROCm build of torch;
-* ``nvd``: a working ``nvidia-smi``, or a CUDA build of torch that sees a device;
-* ``cpu``: neither.
-
-``PLATFORM`` (environment, then config.env) overrides detection; ``TPRIMAT_DEV_DIR``
-stands in for ``/dev`` in tests. The peak table holds dense (not sparse) BF16 and FP8
-TFLOP/s per device from vendor datasheets; an unknown device gets ``None`` with a
-reason, never a guessed peak, so an MFU is never invented.
+Platform detection lives here only (the shell asks ``python -m utils.machine.hardware --platform``): ``amd`` is
+``/dev/kfd`` plus ``amd-smi``/``rocm-smi`` or a ROCm torch; ``nvd`` a working ``nvidia-smi`` or a CUDA torch that
+sees a device; else ``cpu``. ``PLATFORM`` overrides it; ``TPRIMAT_DEV_DIR`` stands in for ``/dev`` in tests. An
+unknown device's peak is ``None`` with a reason, never guessed, so an MFU is never invented.
 """
 
 from __future__ import annotations
@@ -225,12 +218,8 @@ def detect_platform(environ: Mapping[str, str] | None = None, dev_dir: str | Non
 
 
 def resolve_platform(cfg: Config | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """The platform to run on: ``PLATFORM`` from the environment, else from config.env, else detected.
-
-    ``cfg`` is the loaded config (whose ``platform`` already merges the environment over the
-    file); without one it is loaded here, so a bad ``PLATFORM`` anywhere is a
-    :class:`~utils.config.rules.ConfigError` that lists the valid values.
-    """
+    """The platform to run on: ``PLATFORM`` from the environment, else config.env, else detected. Without
+    ``cfg`` the config is loaded here, so a bad ``PLATFORM`` is a ConfigError listing the valid values."""
     if cfg is None:
         cfg = load_config(environ=environ)
     if cfg.platform:
@@ -380,11 +369,9 @@ def force_platform_problem(environ: Mapping[str, str] | None = None) -> str | No
 def device_problem(platform: str, environ: Mapping[str, str] | None = None, dev_dir: str | None = None) -> str | None:
     """Why jobs of ``platform`` cannot run on this host (None: they can), asked before any job starts.
 
-    Issue 33: ``PLATFORM=nvd`` on a host without a GPU only warned; each job then wrote a failed result after its
-    start-up. The test is loose on purpose (a container may hold the vendor tools the host lacks): nvd needs
-    ``nvidia-smi`` or ``/dev/nvidia0``, amd needs ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway; a
-    value that is no switch is the problem itself. Asked by ``shell/train.sh`` (``--check-devices``) and by the
-    launcher (``train/launch/launcher.py``), so a ``train/train_<platform>_*.sh`` run directly is refused too.
+    Loose on purpose (a container may hold tools the host lacks): nvd needs ``nvidia-smi`` or ``/dev/nvidia0``,
+    amd ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway. Asked by ``shell/train.sh``
+    (``--check-devices``) and the launcher, so a ``train/train_<platform>_*.sh`` run directly is refused too.
     """
     env = os.environ if environ is None else environ
     invalid = force_platform_problem(env)

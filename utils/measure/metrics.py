@@ -1,18 +1,9 @@
 """Metrics: per-step arrays -> the result's performance, memory and framework-reported blocks.
 
-The one place throughput, FLOPs and MFU are computed, whatever measured the steps
-(the ``tran`` loop, the Lightning callback, a Megatron/Primus log), so every framework
-is judged by the same arithmetic:
-
-* the first ``skip_steps`` steps are warm-up: kept in the arrays, excluded here;
-* ``tokens_per_second = GBS * SL / median step time`` over the measured steps, per GPU
-  divided by the world size;
-* FLOPs per token from :func:`utils.spec.models.flops_per_token`, both conventions;
-* MFU = achieved FLOP/s per GPU / the device's dense peak, ``None`` with the reason
-  when the peak is unknown (never a guessed peak);
-* a framework's own figures are compared with ours and a gap over 5% is flagged.
-
-``utils/result/step_log.py``'s :func:`record_steps` puts them into a result with the per-step arrays.
+The one place throughput, FLOPs and MFU are computed, whatever measured the steps, so every framework is judged
+by the same arithmetic: warm-up steps are kept in the arrays but excluded here; tokens/s is GBS x SL / the median
+step time; MFU against the device's dense peak is ``None`` with the reason when the peak is unknown (never
+guessed); a framework's own figures more than 5% from ours are flagged.
 """
 
 from __future__ import annotations
@@ -181,10 +172,8 @@ def framework_reported(
 ) -> FrameworkReported:
     """The framework's own figures (medians over the measured steps) beside ours.
 
-    TFLOP/s is compared with whichever of our two FLOP conventions is nearer, since
-    framework releases differ in which they count; it is flagged only when the
-    framework agrees with neither within 5%. Step time and tokens/s have no
-    convention and are compared directly.
+    TFLOP/s is compared with the nearer of our two FLOP conventions (releases differ in which they count) and
+    flagged only when it agrees with neither within 5%; step time and tokens/s are compared directly.
     """
     found: list[Disagreement] = []
     step = disagreement(ours.median_step_time_seconds, median_step_time_seconds, "median step time (s)")

@@ -1,24 +1,11 @@
 """Step measurement, the same for every framework: device events on GPUs, the host clock on cpu.
 
-On a GPU a step is timed by a pair of device events (CUDA, or HIP through the same
-``torch.cuda`` API) recorded on the current stream at its start and end, and the
-elapsed time is read *later*, a few steps behind (``lag``), when the end event has
-completed. No step synchronizes the device: a per-step ``synchronize`` (and a host read
-of the loss, which is one) drains the launch queue, and on an H100 that alone cost
-0.7% of a step (issue 23), while events on the same steps agree with the synchronized
-timer to 0.02%. The loss is read the same way: the tensor is copied to the host
-asynchronously after the step's end event and read once that copy has completed.
-
-The window of measured steps is bracketed by one synchronize at each end
-(:meth:`StepMonitor.start_window`, :meth:`StepMonitor.finish`), so the sum of the
-measured steps can be checked against the wall clock over the same window
-(:meth:`StepMonitor.wall_check`): steps that add up to more than the window, or to much
-less, mean the timing is wrong (or time is spent outside the steps).
-
-On cpu there are no events: the host clock times each step and every record is complete
-as soon as the step ends. Per-step arrays are kept whole; the summary over the measured
-(post-warm-up) steps is computed by ``utils/measure/metrics.py``, and the Lightning adapter around
-this timer lives in ``train/nemo/callback.py``.
+On a GPU each step is timed by a pair of device events whose elapsed time is read ``lag`` steps later, and the loss
+is copied to the host asynchronously: no step synchronizes the device, since a per-step ``synchronize`` drains the
+launch queue (0.7% of an H100 step; events agree with a synchronized timer to 0.02%). One synchronize at each end of
+the measured window lets :meth:`StepMonitor.wall_check` compare the steps' sum with the wall clock. On cpu the host
+clock times each step. The summary is ``utils/measure/metrics.py``'s; the Lightning adapter is
+``train/nemo/callback.py``.
 """
 
 from __future__ import annotations

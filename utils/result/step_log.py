@@ -1,18 +1,10 @@
 """The per-step record written while a run trains, so a killed run keeps what it measured.
 
-Why: the in-process measurement (``tran``, ``nemo``) keeps its steps in memory and
-writes the result when the run ends; SIGKILL of rank 0 (the out-of-memory killer, a
-scheduler's hard limit) ends it with no chance to write, and every measured step was
-lost (issue 12). So rank 0 also appends each step to ``<result stem>.steps.jsonl``
-beside the result, one JSON line per step, flushed to the kernel at once (a killed
-process loses nothing the kernel has; only a machine crash could lose the last lines).
-The first line is a header: the result as it stood when the first step ended (config,
-environment, fingerprint, shape). When the trainer dies without writing its result,
-``train/launch/launcher.py`` turns the file into an ``incomplete`` result with every step it
-holds (:func:`recover_result`); a partly written last line is ignored.
-
-The launcher removes a previous run's file before it starts a job, so a record is
-never mistaken for this run's.
+Why: an in-process trainer writes its result when the run ends, and a SIGKILL of rank 0 (the OOM killer, a
+scheduler's limit) leaves no chance to. So rank 0 also appends each step to ``<result stem>.steps.jsonl``, one line
+flushed at once, after a header holding the result as it stood at the first step. When the trainer dies without a
+result, ``train/launch/launcher.py`` turns the file into an ``incomplete`` one (:func:`recover_result`); a partly
+written last line is ignored, and a previous run's file is removed before a job starts.
 """
 
 from __future__ import annotations
@@ -148,11 +140,9 @@ def record_steps(
 ) -> PerformanceMetrics:
     """Put per-step arrays into ``result`` with the performance and memory blocks computed from them.
 
-    GBS and SL come from the result's ``training_config``; the peak FLOP/s from its
-    ``gpu_info`` at the precision it ran (fp8 when ``FP8`` is on), so MFU always
-    matches the recorded device. ``world_size`` defaults to ``training_config.num_gpus``.
-    ``memory`` replaces the allocator summary when the caller has a richer one (a log's
-    memory reports). Returns the new performance block (also ``result.performance_metrics``).
+    GBS, SL and the world size come from ``training_config``, the peak from ``gpu_info`` at the precision it ran, so
+    MFU matches the recorded device; ``memory`` replaces the allocator summary when the caller has a richer one.
+    Returns the new performance block.
     """
     config = result.training_config
     peak, precision, reason = peak_for(result.gpu_info, bool(config.workload.FP8))
