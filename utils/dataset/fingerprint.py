@@ -1,13 +1,8 @@
 """Fingerprints: hashes that prove two results trained on the same data, tokenizer, model and config.
 
-Every producer puts one in its result (``Result.fingerprint``), and the fairness
-check compares them: two runs whose data or tokenizer hash differ did not train on
-the same tokens, whatever their config files say. Paths are recorded but not
-hashed, so the same bytes in another directory give the same hash. A part that
-cannot be hashed (a missing file, no git checkout) is ``None`` with the reason.
-
-CLI: ``python -m utils.dataset.fingerprint --model llama`` prints the fingerprint of the
-current config's data and tokenizer for that model.
+The fairness check compares them: runs whose data or tokenizer hash differ did not train on the same tokens. Paths
+are recorded but not hashed; a part that cannot be hashed is ``None`` with the reason.
+CLI: ``python -m utils.dataset.fingerprint --model llama`` prints the current config's fingerprint for that model.
 """
 
 from __future__ import annotations
