@@ -25,11 +25,9 @@ N = TypeVar("N", int, float)
 
 
 def exits_on_config_error(prog: str = "") -> Callable[[Callable[P, int]], Callable[P, int]]:
-    """Decorate a CLI's ``main``: a ``ConfigError`` it raises becomes ``[prog: ]config error: ...`` and 2.
-
-    ``prog`` is the prefix the CLI puts before its other messages, when it has one (``data.clean``,
-    ``evaluate.extract``); without it the line starts with ``config error:``.
-    """
+    """Decorate a CLI's ``main``: a ``ConfigError`` it raises becomes ``[prog: ]config error: ...`` and 2. ``prog`` is
+    the prefix the CLI puts before its other messages, when it has one (``data.clean``, ``evaluate.extract``); without
+    it the line starts with ``config error:``."""
     head = f"{prog}: config error" if prog else "config error"
 
     def decorate(main: Callable[P, int]) -> Callable[P, int]:
@@ -64,11 +62,9 @@ def number_argument(convert: Callable[[str], N], noun: str, allowed: Callable[[N
 
 
 class OneLineFailure:
-    """An expected failure of a CLI's work as one ``<prog>: <why>`` line on stderr and status 1.
-
-    ``with OneLineFailure(prog, errors) as failure:``; ``failure.status`` is 0 when nothing failed. With ``cannot``
-    (a verb) an ``OSError`` reads ``<prog>: cannot <verb> <file>: <why>``; any other exception passes through.
-    """
+    """An expected failure of a CLI's work as one ``<prog>: <why>`` line on stderr and status 1. ``with
+    OneLineFailure(prog, errors) as failure:``; ``failure.status`` is 0 when nothing failed. With ``cannot`` (a verb) an
+    ``OSError`` reads ``<prog>: cannot <verb> <file>: <why>``; any other exception passes through."""
 
     def __init__(self, prog: str, errors: tuple[type[BaseException], ...], cannot: str | None = None) -> None:
         self.prog = prog

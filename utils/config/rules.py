@@ -58,13 +58,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class Rule:
-    """What one key accepts beyond its type.
-
-    ``choices`` apply to each word of a list key; ``pattern`` to a text key as a whole. Bounds are inclusive unless
-    ``above_minimum`` / ``below_maximum``. ``path_prefix`` admits ``<prefix><path>``
-    besides the choices (``DATASET=local:/corpus.jsonl``). ``describe`` replaces the
-    generic bound message where a range reads better as one phrase.
-    """
+    """What one key accepts beyond its type. ``choices`` apply to each word of a list key; ``pattern`` to a text key as
+    a whole. Bounds are inclusive unless ``above_minimum`` / ``below_maximum``. ``path_prefix`` admits
+    ``<prefix><path>`` besides the choices (``DATASET=local:/corpus.jsonl``). ``describe`` replaces the generic bound
+    message where a range reads better as one phrase."""
 
     choices: tuple[str, ...] = ()
     minimum: float | None = None
@@ -222,10 +219,7 @@ def _control_character(key: str, value: Any) -> str | None:
 
 def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> None:
     """Type-level checks (finite floats, non-empty lists, no control character in a text) and each key's row of
-    :data:`RULES`.
-
-    ``values`` and ``field_types`` are keyed by field name (the lower-cased config key).
-    """
+    :data:`RULES`. ``values`` and ``field_types`` are keyed by field name (the lower-cased config key)."""
     for name, hint in field_types.items():
         key, value = name.upper(), values[name]
         if value is None:
@@ -276,12 +270,10 @@ def sequence_problem(seq_len: int, shape: Any) -> str | None:
 
 
 def tensor_split_problem(shape: Any, tp: int) -> str | None:
-    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can).
-
-    Every vendor stack splits the heads and the query groups over TP, and Megatron's ``TransformerConfig`` refuses a
-    TP that divides either not (847781764f ``megatron/core/transformer/transformer_config.py:726,741``); refused
-    here, before launch, with a message about the shape. ``tran`` and ``deep`` run TP 1.
-    """
+    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can). Every vendor stack
+    splits the heads and the query groups over TP, and Megatron's ``TransformerConfig`` refuses a TP that divides either
+    not (847781764f ``megatron/core/transformer/transformer_config.py:726,741``); refused here, before launch, with a
+    message about the shape. ``tran`` and ``deep`` run TP 1."""
     heads, groups = shape.num_attention_heads, shape.num_query_groups
     if tp <= 1 or (heads % tp == 0 and groups % tp == 0):
         return None

@@ -28,11 +28,9 @@ _WHITESPACE = b" \t\n\r\x0b\x0c"
 
 
 def _checked(name: str, value: bytes, where: str) -> bytes | None:
-    """``value`` when it can be a token; refused in one line that never shows it.
-
-    A control character or surrounding whitespace is refused, not stripped: the leak check before packing
-    (``utils/files/wrap.py``) must look for exactly the bytes a log would hold.
-    """
+    """``value`` when it can be a token; refused in one line that never shows it. A control character or surrounding
+    whitespace is refused, not stripped: the leak check before packing (``utils/files/wrap.py``) must look for exactly
+    the bytes a log would hold."""
     if not value:
         return None
     if _CONTROL.search(value):
@@ -44,11 +42,9 @@ def _checked(name: str, value: bytes, where: str) -> bytes | None:
 
 def read_secret_bytes(name: str, environ: Mapping[str, str] | None = None,
                       secrets_file: Path | None = None) -> bytes | None:
-    """A secret's exact bytes: the environment's (as the process received them), else ``secrets.env``'s (UTF-8).
-
-    None when neither has it; :class:`ConfigError` (without the value) when it has a control character or
-    surrounding whitespace.
-    """
+    """A secret's exact bytes: the environment's (as the process received them), else ``secrets.env``'s (UTF-8). None
+    when neither has it; :class:`ConfigError` (without the value) when it has a control character or surrounding
+    whitespace."""
     if environ is None:
         raw = os.environb.get(name.encode()) if os.supports_bytes_environ else os.environ.get(name, "").encode()
     else:

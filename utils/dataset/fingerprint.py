@@ -80,11 +80,9 @@ def fingerprint(cfg: Config, shape: ModelShape, data_prefix: Path | None, tokeni
 
 
 def log_fingerprint(shape: ModelShape, reason: str) -> Fingerprint:
-    """The fingerprint of a run tprimat did not launch: its model shape and FLOP convention only.
-
-    Its data, tokenizer and code are not on this machine, so each says why it has no
-    hash (``reason``), and the fairness check reports them as "cannot verify".
-    """
+    """The fingerprint of a run tprimat did not launch: its model shape and FLOP convention only. Its data, tokenizer
+    and code are not on this machine, so each says why it has no hash (``reason``), and the fairness check reports them
+    as "cannot verify"."""
     return Fingerprint(
         model_shape=hash_json(shape.as_dict()), data=HashedFiles(reason=reason),
         tokenizer=HashedFiles(reason=reason), flop_convention=FLOP_CONVENTION, code=CodeRevision(reason=reason),

@@ -57,11 +57,9 @@ def pad_role(tokenizer: Any) -> PadRole:
 
 
 def check_eos(tokenizer: Any, directory: Path) -> int:
-    """The EOS id, or :class:`TokenizerRoleError` naming the token when the files' vocabulary lacks it.
-
-    Read from the files, not only the loaded tokenizer: transformers 5 silently appends an
-    unknown EOS to the vocabulary, giving it an id the model's embedding was not sized for.
-    """
+    """The EOS id, or :class:`TokenizerRoleError` naming the token when the files' vocabulary lacks it. Read from the
+    files, not only the loaded tokenizer: transformers 5 silently appends an unknown EOS to the vocabulary, giving it an
+    id the model's embedding was not sized for."""
     eos = getattr(tokenizer, "eos_token", None)
     if eos is None:
         raise TokenizerRoleError(f"tokenizer {directory} names no EOS token, so documents cannot end with EOD")

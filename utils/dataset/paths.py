@@ -99,11 +99,9 @@ def job_data(cfg: Config, model: str) -> JobData:
 
 
 def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:
-    """The encoded pair's files (and, given its directory, the tokenizer's file) that are not there.
-
-    What a launcher's plan names when the data has not been prepared; whether present data is
-    fit for training is ``data/ready.py``'s check, run before every real launch.
-    """
+    """The encoded pair's files (and, given its directory, the tokenizer's file) that are not there. What a launcher's
+    plan names when the data has not been prepared; whether present data is fit for training is ``data/ready.py``'s
+    check, run before every real launch."""
     missing = [p for p in (Path(f"{data_prefix}.bin"), Path(f"{data_prefix}.idx")) if not p.is_file()]
     if tokenizer_dir is not None and not any((Path(tokenizer_dir) / n).is_file()
                                              for n in ("tokenizer.json", "tokenizer_config.json")):
@@ -127,10 +125,8 @@ def _files_state(path: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def load_tokenizer(path: Path) -> Any:
-    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones.
-
-    Loaded once per process while its files are unchanged (callers only read it: never change the object).
-    """
+    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones. Loaded once per process while
+    its files are unchanged (callers only read it: never change the object)."""
     path = Path(path)
     if not (path / "tokenizer_config.json").is_file() and not (path / "tokenizer.json").is_file():
         raise TokenizerMissingError(

@@ -66,9 +66,7 @@ def _probe_write(folder: Path) -> None:
 
 def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int | None = None) -> Path:
     """Make sure ``path`` is a writable directory with ``min_free_bytes`` (default :data:`MIN_FREE_BYTES`) of room.
-
-    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line.
-    """
+    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line."""
     path = Path(path)
     min_free_bytes = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
     where = f"{label}={one_line(path, 400)}"

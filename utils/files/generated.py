@@ -81,12 +81,10 @@ def _project_files(repo: Path, folder: Path) -> str | None:
 
 
 def check_root(path: Path, label: str, repo: Path, home: Path | None = None, given: str | None = None) -> Path:
-    """``path`` resolved (links followed), refused (:class:`RootError`) when it cannot be tprimat's folder.
-
-    ``given`` (as the user wrote it) is checked for ``..`` before resolving. Refused: the filesystem root, the home
-    folder or the repository or any folder holding them, a folder inside ``.git`` or ``.venv``, a git repository or
-    virtualenv of its own, a folder of the project's own files (``OUTPUT_DIR=docs``).
-    """
+    """``path`` resolved (links followed), refused (:class:`RootError`) when it cannot be tprimat's folder. ``given``
+    (as the user wrote it) is checked for ``..`` before resolving. Refused: the filesystem root, the home folder or the
+    repository or any folder holding them, a folder inside ``.git`` or ``.venv``, a git repository or virtualenv of its
+    own, a folder of the project's own files (``OUTPUT_DIR=docs``)."""
     text = str(given if given is not None else path)
     if not text.strip():
         raise RootError(f"refusing {label}: the path is empty")

@@ -170,11 +170,9 @@ def lock_fd(fd: int, path: Path, what: str, holder: Holder) -> str | None:
 
 @contextlib.contextmanager
 def hold(path: Path, what: str, command: str | None = None) -> Iterator[None]:
-    """Hold the lock at ``path`` for the block (``what`` names the guarded thing in messages).
-
-    :class:`LockHeld` at once when another process holds it, :class:`LockError` when the file cannot be created;
-    an inherited lock (``TPRIMAT_LOCK_FDS``) is used as it is and left to its owner.
-    """
+    """Hold the lock at ``path`` for the block (``what`` names the guarded thing in messages). :class:`LockHeld` at once
+    when another process holds it, :class:`LockError` when the file cannot be created; an inherited lock
+    (``TPRIMAT_LOCK_FDS``) is used as it is and left to its owner."""
     path = Path(path).absolute()
     if path in _HELD:
         _HELD[path][1] += 1

@@ -55,10 +55,8 @@ def _is_history_file(path: Path) -> bool:
 
 
 def history_targets(value: str | None, repo: Path) -> list[Target]:
-    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history.
-
-    A PostgreSQL database is never dropped by purge; a file that is a link, or no tprimat history, is refused.
-    """
+    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history. A PostgreSQL
+    database is never dropped by purge; a file that is a link, or no tprimat history, is refused."""
     text = (value or "").strip()
     if text.lower() in ("off", "none", "false", "0"):
         return []
@@ -87,10 +85,8 @@ def _running_job(root: Path, label: str) -> None:
 
 def plan_purge(repo: Path, output_dir: Path, data_dir: Path, with_data: bool, home: Path | None = None,
                given: dict[str, str] | None = None) -> list[tuple[Path, Target]]:
-    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches.
-
-    ``given`` holds the folders as the user wrote them (``..`` is refused before resolving).
-    """
+    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches. ``given``
+    holds the folders as the user wrote them (``..`` is refused before resolving)."""
     given = given or {}
     roots = [("OUTPUT_DIR", output_dir)] + ([("DATA_DIR", data_dir)] if with_data else [])
     planned: list[tuple[Path, Target]] = []

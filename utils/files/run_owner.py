@@ -73,10 +73,8 @@ def reap(run_id: str, seconds: float = REAP_SECONDS) -> int:
 def start(path: Path, platform: str, framework: str, model: str, run_index: int | None, run_id: str,
           wait_port: float = 0.0) -> list[str]:
     """Claim ``path`` for ``run_id`` and write the ``incomplete`` result a stopped job leaves; the lines to show.
-
-    ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed first (the job before this one
-    may have left it in TIME_WAIT or to a process that is still exiting).
-    """
+    ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed first (the job before this one may have left
+    it in TIME_WAIT or to a process that is still exiting)."""
     cfg = load_config()
     busy = wait_for_port(cfg.master_port, wait_port) if wait_port > 0 and cfg.node_rank == 0 else None
     stack = {"amd": "rocm", "nvd": "cuda"}.get(platform, "cpu")

@@ -20,11 +20,9 @@ def temp_sibling(final: Path, suffix: str = "") -> Path:
 
 @contextlib.contextmanager
 def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary sibling of ``final``; rename it into place only if the block succeeds.
-
-    ``suffix`` keeps an extension on the temporary name for writers that infer the
-    format from it. On failure the temporary file is removed and ``final`` is untouched.
-    """
+    """Yield a temporary sibling of ``final``; rename it into place only if the block succeeds. ``suffix`` keeps an
+    extension on the temporary name for writers that infer the format from it. On failure the temporary file is removed
+    and ``final`` is untouched."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(final, suffix)

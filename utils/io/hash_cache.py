@@ -37,11 +37,9 @@ def _load(cache: Path) -> dict[str, Any]:
 
 
 def cached_sha256(path: Path, cache_dir: Path | None = None) -> str:
-    """Hex sha256 of ``path``: from the cache while the file's identity is unchanged, else hashed and cached.
-
-    The cache lives in ``cache_dir`` (default: the file's folder, which must contain ``path``): pass a manifest's
-    folder, so no cache file sits inside a folder hashed as a whole. An unwritable cache only costs a re-hash.
-    """
+    """Hex sha256 of ``path``: from the cache while the file's identity is unchanged, else hashed and cached. The cache
+    lives in ``cache_dir`` (default: the file's folder, which must contain ``path``): pass a manifest's folder, so no
+    cache file sits inside a folder hashed as a whole. An unwritable cache only costs a re-hash."""
     path = Path(path)
     cache_dir = Path(cache_dir) if cache_dir is not None else path.parent
     name = os.path.relpath(path.absolute(), cache_dir.absolute())

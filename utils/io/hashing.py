@@ -40,11 +40,9 @@ def hash_json(value: Any) -> str:
 
 
 def hash_files(paths: Iterable[Path], file_hash: Callable[[Path], str] | None = None) -> str | None:
-    """``sha256:<hex>`` over several files (names and contents, not directories); None if any is missing.
-
-    ``file_hash`` gives one file's hex sha256 (default :func:`sha256_file`; the fingerprint of a
-    dataset passes ``utils.io.hash_cache.cached_sha256`` so a large ``.bin`` is read once).
-    """
+    """``sha256:<hex>`` over several files (names and contents, not directories); None if any is missing. ``file_hash``
+    gives one file's hex sha256 (default :func:`sha256_file`; the fingerprint of a dataset passes
+    ``utils.io.hash_cache.cached_sha256`` so a large ``.bin`` is read once)."""
     file_hash = file_hash or sha256_file
     digest = hashlib.sha256()
     for path in paths:

@@ -67,11 +67,9 @@ def isa_cap(env: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def native_support(precision: str, flags: frozenset[str] | None, env: Mapping[str, str]) -> tuple[bool, str]:
-    """Whether this CPU computes ``precision`` natively, and the evidence in a few words.
-
-    oneDNN's cap comes first: below the instruction set it computes ``precision`` with, oneDNN emulates it
-    whatever the flags say (and the evidence is then the same on every machine, as a test needs).
-    """
+    """Whether this CPU computes ``precision`` natively, and the evidence in a few words. oneDNN's cap comes first:
+    below the instruction set it computes ``precision`` with, oneDNN emulates it whatever the flags say (and the
+    evidence is then the same on every machine, as a test needs)."""
     if precision == "fp32":
         return True, "fp32 is native on every CPU"
     wanted = NATIVE_FLAGS.get(precision, ())
@@ -141,10 +139,8 @@ def choose(requested: str, setting: str, fp8: bool, flags: frozenset[str] | None
 
 def cpu_precision(cfg: Config, platform: str, flags: frozenset[str] | None = None,
                   env: Mapping[str, str] | None = None, read_flags: bool = True) -> PrecisionChoice | None:
-    """The choice for ``cfg`` on ``platform``; None off the cpu platform (GPUs run PRECISION as configured).
-
-    ``flags`` and ``env`` are injectable (tests); by default this CPU's flags and ``os.environ``.
-    """
+    """The choice for ``cfg`` on ``platform``; None off the cpu platform (GPUs run PRECISION as configured). ``flags``
+    and ``env`` are injectable (tests); by default this CPU's flags and ``os.environ``."""
     if platform != CPU_PLATFORM:
         return None
     if flags is None and read_flags:

@@ -139,10 +139,8 @@ def open_reader(platform: str, device_index: int, library: Any | None = None) ->
 
 
 def open_counter(platform: str, device_index: int, library: Any | None = None) -> tuple[Any | None, str | None]:
-    """The energy counter of visible GPU ``device_index`` opened by index (no GPU runtime), or ``(None, reason)``.
-
-    For a process that must not initialise CUDA/HIP itself: the launcher, around its child.
-    """
+    """The energy counter of visible GPU ``device_index`` opened by index (no GPU runtime), or ``(None, reason)``. For a
+    process that must not initialise CUDA/HIP itself: the launcher, around its child."""
     if platform == "cpu":
         return None, "platform cpu: no GPU energy counter (CPU package energy is not measured)"
     opener: Callable[..., Any] | None = {"nvd": nvml_reader, "amd": amdsmi_reader}.get(platform)

@@ -120,10 +120,8 @@ def memory_bandwidth_tbs(device_name: str | None) -> tuple[float | None, str | N
 
 
 def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float | None, str | None]:
-    """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8).
-
-    Returns ``(value, None)`` or ``(None, reason)``.
-    """
+    """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8). Returns ``(value, None)`` or ``(None,
+    reason)``."""
     if not device_name:
         return None, "no accelerator detected: peak FLOP/s unknown, MFU not computed"
     if precision not in ("bf16", "fp8"):
@@ -355,10 +353,8 @@ _FORCE_VALUES = {"1": True, "true": True, "yes": True, "0": False, "false": Fals
 
 
 def force_platform_problem(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why ``TPRIMAT_FORCE_PLATFORM`` is no switch (None: unset, or one of 1/true/yes/0/false/no, any case).
-
-    A typo (``TPRIMAT_FORCE_PLATFORM=ture``) must not silently mean "not forced", nor anything else.
-    """
+    """Why ``TPRIMAT_FORCE_PLATFORM`` is no switch (None: unset, or one of 1/true/yes/0/false/no, any case). A typo
+    (``TPRIMAT_FORCE_PLATFORM=ture``) must not silently mean "not forced", nor anything else."""
     value = (os.environ if environ is None else environ).get(FORCE_PLATFORM_ENV, "")
     if value.strip().lower() in _FORCE_VALUES:
         return None
@@ -367,12 +363,10 @@ def force_platform_problem(environ: Mapping[str, str] | None = None) -> str | No
 
 
 def device_problem(platform: str, environ: Mapping[str, str] | None = None, dev_dir: str | None = None) -> str | None:
-    """Why jobs of ``platform`` cannot run on this host (None: they can), asked before any job starts.
-
-    Loose on purpose (a container may hold tools the host lacks): nvd needs ``nvidia-smi`` or ``/dev/nvidia0``,
-    amd ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway. Asked by ``shell/train.sh``
-    (``--check-devices``) and the launcher, so a ``train/train_<platform>_*.sh`` run directly is refused too.
-    """
+    """Why jobs of ``platform`` cannot run on this host (None: they can), asked before any job starts. Loose on purpose
+    (a container may hold tools the host lacks): nvd needs ``nvidia-smi`` or ``/dev/nvidia0``, amd ``/dev/kfd``.
+    ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway. Asked by ``shell/train.sh`` (``--check-devices``) and the launcher, so
+    a ``train/train_<platform>_*.sh`` run directly is refused too."""
     env = os.environ if environ is None else environ
     invalid = force_platform_problem(env)
     if invalid:

@@ -142,11 +142,9 @@ def warnings_for(gemm: GemmSweep, copy: CopyBandwidth, threshold: float = WARN_F
 
 
 class ClockWatch:
-    """Samples a :class:`ClockReader` during the sweep's timed runs, each sample tagged with the size running.
-
-    With ``interval_s`` a thread reads every ``interval_s`` (the timed loop waits on the device, so the thread
-    runs); with None (tests: a fake reader) one sample is taken each time a size starts.
-    """
+    """Samples a :class:`ClockReader` during the sweep's timed runs, each sample tagged with the size running. With
+    ``interval_s`` a thread reads every ``interval_s`` (the timed loop waits on the device, so the thread runs); with
+    None (tests: a fake reader) one sample is taken each time a size starts."""
 
     def __init__(self, reader: ClockReader, interval_s: float | None = CLOCK_INTERVAL_S) -> None:
         self.reader = reader

@@ -108,10 +108,8 @@ class CounterTrace(Periodic):
 
 def open_trace(platform: str, gpus: int, library: Any | None = None,
                interval_s: float = DEFAULT_INTERVAL_S) -> tuple[CounterTrace | None, str | None]:
-    """A trace of the node's first ``gpus`` visible GPUs' counters, or ``(None, reason)``.
-
-    The launcher never initialises a GPU runtime: devices are opened by their visible index.
-    """
+    """A trace of the node's first ``gpus`` visible GPUs' counters, or ``(None, reason)``. The launcher never
+    initialises a GPU runtime: devices are opened by their visible index."""
     counters = []
     for index in range(gpus):
         counter, reason = open_counter(platform, index, library)
@@ -139,12 +137,10 @@ def parse_log_time(stamp: str) -> tuple[float, bool] | None:
 
 def megatron_window(iterations: Sequence[tuple[int, str | None, float | None]], skip_steps: int
                     ) -> tuple[StepWindow | None, str | None]:
-    """The measured steps' window from Megatron/Primus iteration lines: ``(iteration, timestamp, step seconds)``.
-
-    A line is printed when its iteration ends: the window runs from the last warm-up line to the last line. With
-    whole-second stamps the end is taken mid-second and the start is the end minus the logged step times, so the
-    length is exact and only the position is uncertain by half a second.
-    """
+    """The measured steps' window from Megatron/Primus iteration lines: ``(iteration, timestamp, step seconds)``. A line
+    is printed when its iteration ends: the window runs from the last warm-up line to the last line. With whole-second
+    stamps the end is taken mid-second and the start is the end minus the logged step times, so the length is exact and
+    only the position is uncertain by half a second."""
     stamped = []
     for iteration, stamp, seconds in iterations:
         parsed = parse_log_time(stamp) if stamp else None

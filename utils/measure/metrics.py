@@ -72,11 +72,9 @@ def performance_metrics(
     peak_reason: str | None,
     peak_precision: str = "bf16",
 ) -> PerformanceMetrics:
-    """Summary of the measured (post-warm-up) steps: step time, throughput, FLOPs, MFU.
-
-    ``global_batch_size``, ``seq_len`` or ``world_size`` may be unknown (a foreign
-    log): the figures that need them are then ``None`` and ``mfu_reason`` says which.
-    """
+    """Summary of the measured (post-warm-up) steps: step time, throughput, FLOPs, MFU. ``global_batch_size``,
+    ``seq_len`` or ``world_size`` may be unknown (a foreign log): the figures that need them are then ``None`` and
+    ``mfu_reason`` says which."""
     recorded = [t for t in step_times if t is not None and math.isfinite(t)]
     measured = [t for t in step_times[skip_steps:] if t is not None and math.isfinite(t)]
     stats = step_stats(measured)
@@ -130,12 +128,9 @@ def memory_metrics(
     device_used_measured_gb: Sequence[float] = (),
     device_used_basis: str | None = None,
 ) -> MemoryMetrics:
-    """Memory summary; values not measured are null and ``reason`` says why.
-
-    ``allocated_gb`` is the per-step allocator array; ``device_used_gb`` is a
-    device-wide figure some logs print (Primus's ``hip mem usage``), kept apart
-    because it includes the caching allocator's reserve.
-    """
+    """Memory summary; values not measured are null and ``reason`` says why. ``allocated_gb`` is the per-step allocator
+    array; ``device_used_gb`` is a device-wide figure some logs print (Primus's ``hip mem usage``), kept apart because
+    it includes the caching allocator's reserve."""
     values = [v for v in allocated_gb if v is not None]
     peak = peak_allocated_gb if peak_allocated_gb is not None else (max(values) if values else None)
     used = list(device_used_gb)
@@ -170,11 +165,9 @@ def framework_reported(
     tokens_per_second_per_gpu: float | None = None,
     running_average: dict[str, float | None] | None = None,
 ) -> FrameworkReported:
-    """The framework's own figures (medians over the measured steps) beside ours.
-
-    TFLOP/s is compared with the nearer of our two FLOP conventions (releases differ in which they count) and
-    flagged only when it agrees with neither within 5%; step time and tokens/s are compared directly.
-    """
+    """The framework's own figures (medians over the measured steps) beside ours. TFLOP/s is compared with the nearer of
+    our two FLOP conventions (releases differ in which they count) and flagged only when it agrees with neither within
+    5%; step time and tokens/s are compared directly."""
     found: list[Disagreement] = []
     step = disagreement(ours.median_step_time_seconds, median_step_time_seconds, "median step time (s)")
     if step is not None:

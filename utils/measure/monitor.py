@@ -98,13 +98,10 @@ def cuda_event() -> DeviceEvent:
 
 @dataclass
 class StepMonitor:
-    """Framework-agnostic step timer: :meth:`start_step` / :meth:`end_step` around each step.
-
-    ``device`` is a ``torch.device`` (or None on cpu); on a ``cuda`` device (CUDA or ROCm)
-    steps are timed by ``event_factory``'s events and read up to ``lag`` steps late; records
-    that became complete are handed out by :meth:`drain` (and :meth:`finish` at the end).
-    ``records`` holds every ended step in order, complete or not.
-    """
+    """Framework-agnostic step timer: :meth:`start_step` / :meth:`end_step` around each step. ``device`` is a
+    ``torch.device`` (or None on cpu); on a ``cuda`` device (CUDA or ROCm) steps are timed by ``event_factory``'s events
+    and read up to ``lag`` steps late; records that became complete are handed out by :meth:`drain` (and :meth:`finish`
+    at the end). ``records`` holds every ended step in order, complete or not."""
 
     device: Any = None
     clock: Callable[[], float] = time.perf_counter
@@ -149,11 +146,8 @@ class StepMonitor:
         self._started = self._event() if self.uses_events else self.clock()
 
     def end_step(self, loss: Any = None, lr: float | None = None) -> StepRecord:
-        """End the step; its record (complete at once on cpu, completed later on the event path).
-
-        ``loss`` is a float, a tensor (on the device: copied to the host asynchronously, never
-        synchronized here) or None.
-        """
+        """End the step; its record (complete at once on cpu, completed later on the event path). ``loss`` is a float, a
+        tensor (on the device: copied to the host asynchronously, never synchronized here) or None."""
         if self._started is None:
             raise RuntimeError("end_step() called without start_step()")
         started, self._started = self._started, None
@@ -209,10 +203,8 @@ class StepMonitor:
         self.window_unix = (time.time(), None)
 
     def finish(self) -> list[StepRecord]:
-        """After the last step: one synchronize, every pending step read; the records completed now.
-
-        On an abnormal end the device may refuse to synchronize; the steps read so far are kept.
-        """
+        """After the last step: one synchronize, every pending step read; the records completed now. On an abnormal end
+        the device may refuse to synchronize; the steps read so far are kept."""
         try:
             self._sync()
             if self._window_end is None:  # a second call (a result writer after the loop) keeps the first end
@@ -241,10 +233,8 @@ class StepMonitor:
         return None, None
 
     def arrays(self) -> dict[str, list[float | None]]:
-        """Per-step arrays in the result's names, over the complete steps (non-finite values become null).
-
-        Call :meth:`finish` first: a step still in the device queue is not a measured step.
-        """
+        """Per-step arrays in the result's names, over the complete steps (non-finite values become null). Call
+        :meth:`finish` first: a step still in the device queue is not a measured step."""
         done = [r for r in self.records if r.complete]
         return {
             "step_times": [r.time_s for r in done],

@@ -51,11 +51,9 @@ def integrate(samples: list[tuple[float, float]]) -> float:
 
 @dataclass(kw_only=True)
 class Periodic:
-    """A daemon thread that calls :meth:`sample` at :meth:`begin`, every ``interval_s`` after, and at :meth:`end`.
-
-    The power sampler below and the launcher's energy-counter trace (``utils/measure/energy_trace.py``) share
-    it: each has its own ``interval_s`` field and says what one sample is, and when it starts and stops.
-    """
+    """A daemon thread that calls :meth:`sample` at :meth:`begin`, every ``interval_s`` after, and at :meth:`end`. The
+    power sampler below and the launcher's energy-counter trace (``utils/measure/energy_trace.py``) share it: each has
+    its own ``interval_s`` field and says what one sample is, and when it starts and stops."""
 
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -207,10 +205,8 @@ def power_metrics(
     devices: Sequence[DeviceEnergy | dict[str, Any] | None], *, gpus_total: int, tokens: int | None,
     gathered_note: str = "each rank measures its own GPU; rank 0 gathers",
 ) -> PowerMetrics:
-    """The result's ``power_metrics`` from one entry per GPU (None where that GPU was not measured).
-
-    ``tokens``: all GPUs' tokens in the measured window. Totals only when every GPU was measured.
-    """
+    """The result's ``power_metrics`` from one entry per GPU (None where that GPU was not measured). ``tokens``: all
+    GPUs' tokens in the measured window. Totals only when every GPU was measured."""
     measured = [DeviceEnergy(**d) if isinstance(d, dict) else d for d in devices if d is not None]
     if not measured:
         return null_power_metrics("no power samples were collected", gpus_total)
@@ -250,11 +246,9 @@ def log_power_metrics(
     world_size: int | None,
     tokens_per_step: int | None,
 ) -> PowerMetrics:
-    """``power_metrics`` from Megatron's ``--log-energy`` fields, one value per measured iteration.
-
-    Megatron logs energy per GPU per iteration, so the job's energy is the sum times
-    the world size; without a world size only the per-GPU average power is known.
-    """
+    """``power_metrics`` from Megatron's ``--log-energy`` fields, one value per measured iteration. Megatron logs energy
+    per GPU per iteration, so the job's energy is the sum times the world size; without a world size only the per-GPU
+    average power is known."""
     if not energy_j_per_gpu:
         return null_power_metrics("the log has no energy/power fields (Megatron prints them only with "
                                   "--log-energy); board power was not measured for this framework", world_size)
@@ -280,12 +274,9 @@ def log_power_metrics(
 
 @dataclass
 class MeasuredWindow:
-    """Energy over the measured steps of one run, as an in-process trainer uses it.
-
-    ``start()`` before the first measured step, ``stop(steps_done, gather)`` after the last on every rank,
-    ``metrics(steps_done)`` on rank 0. After an abnormal end ``metrics`` reports this GPU only: a collective with
-    possibly dead peers could hang.
-    """
+    """Energy over the measured steps of one run, as an in-process trainer uses it. ``start()`` before the first
+    measured step, ``stop(steps_done, gather)`` after the last on every rank, ``metrics(steps_done)`` on rank 0. After
+    an abnormal end ``metrics`` reports this GPU only: a collective with possibly dead peers could hang."""
 
     meter: DeviceMeter | None
     reason: str | None

@@ -64,12 +64,9 @@ def stop_reason(cfg: Config, evaluation: Evaluation) -> str | None:
 def build_quality(cfg: Config, evaluations: Sequence[Evaluation], *, reduction: str, platform: str,
                   gpus: int, run_start_unix: float | None = None, stop: str | None = None,
                   energy: EnergyBetween | None = None, energy_reason: str | None = None) -> Quality:
-    """The ``quality`` block of a run with evaluation on.
-
-    ``gpus``: the GPUs the job held (the world size); ``stop``: :func:`stop_reason` of the evaluation the run ended
-    after, if it ended early; ``energy``: the energy between two wall-clock times (the launcher's trace), else
-    ``energy_reason`` says why there is none.
-    """
+    """The ``quality`` block of a run with evaluation on. ``gpus``: the GPUs the job held (the world size); ``stop``:
+    :func:`stop_reason` of the evaluation the run ended after, if it ended early; ``energy``: the energy between two
+    wall-clock times (the launcher's trace), else ``energy_reason`` says why there is none."""
     if not cfg.evaluates:
         raise ValueError("build_quality: evaluation is off (EVAL_INTERVAL and EVAL_SAMPLES are 0)")
     block = Quality.model_construct(  # validated once, with its figures to target, by _to_target

@@ -106,12 +106,9 @@ def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
 
 
 def final_status(status: str, error: str | None, done: int, expected: int) -> tuple[str, str | None]:
-    """Finalise a run's (status, error) from the steps it recorded.
-
-    ``ok`` needs every expected step; fewer makes it ``incomplete``. A run that
-    already ended ``incomplete`` or ``failed`` keeps its reason with the count
-    appended ("... (3 of 10 steps done)").
-    """
+    """Finalise a run's (status, error) from the steps it recorded. ``ok`` needs every expected step; fewer makes it
+    ``incomplete``. A run that already ended ``incomplete`` or ``failed`` keeps its reason with the count appended ("...
+    (3 of 10 steps done)")."""
     if status == "ok":
         if error:
             raise ValueError("status ok cannot carry an error")

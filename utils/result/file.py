@@ -53,10 +53,9 @@ def now_iso() -> str:
 
 def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
                 profile: str = "identical", origin: str | None = None) -> Path:
-    """``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<origin>].json``
-    (``utils/result/names.py``): identical and tuned results of one job live side by side. Built from registry names
-    only and resolved by ``utils/io/output_path.py``, so no value can lead it outside ``output_dir``.
-    """
+    """``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<origin>].json`` (``utils/result/names.py``):
+    identical and tuned results of one job live side by side. Built from registry names only and resolved by
+    ``utils/io/output_path.py``, so no value can lead it outside ``output_dir``."""
     for kind, name in (("platform", platform), ("framework", framework), ("model", model)):
         problem = unknown_name(kind, name)
         if problem:
@@ -65,21 +64,17 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
 
 
 def _first_problem(exc: ValidationError, where: str) -> ResultError:
-    """A one-line error naming ``where``, the field path and the first problem pydantic found.
-
-    The path may hold a foreign file's key: shown through ``one_line`` (no line break, bounded).
-    """
+    """A one-line error naming ``where``, the field path and the first problem pydantic found. The path may hold a
+    foreign file's key: shown through ``one_line`` (no line break, bounded)."""
     first = exc.errors(include_url=False, include_input=False)[0]
     location = "/".join(one_line(part, 60) for part in first["loc"]) or "(top level)"
     return ResultError(f"{where}: {location}: {one_line(first['msg'], 300)}")
 
 
 def _validated(data: Any, where: str, strict: bool = False) -> Result:
-    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole.
-
-    ``strict`` (files read): pydantic's strict mode, so ``"8456"`` or ``true`` is no number. A result
-    built in memory is validated as it is built; its dump is checked strictly on write as well.
-    """
+    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole. ``strict`` (files
+    read): pydantic's strict mode, so ``"8456"`` or ``true`` is no number. A result built in memory is validated as it
+    is built; its dump is checked strictly on write as well."""
     if isinstance(data, Result):
         data = data.model_dump()
     try:
@@ -109,9 +104,7 @@ def update_result(result: Result, **fields: Any) -> Result:
 
 def training_config(cfg: Config, precision_effective: str | None = None) -> TrainingConfig:
     """Every workload key actually used, plus the older tools' five names so their readers keep working.
-
-    ``precision_effective`` defaults to the configuration's label (``Config.precision_label``).
-    """
+    ``precision_effective`` defaults to the configuration's label (``Config.precision_label``)."""
     return TrainingConfig(
         max_steps=cfg.train_iters, global_batch_size=cfg.gbs, micro_batch_size=cfg.mbs, sequence_length=cfg.sl,
         num_gpus=cfg.world_size, workload=Workload(**cfg.workload()), nnodes=cfg.nnodes,
@@ -174,11 +167,9 @@ def _finish(result: Result, status: str, error: str | None, expected_steps: int)
 
 
 def write_result(path: Path, result: Result) -> Path:
-    """Validate the whole result, then write it atomically (temp file in the same directory + rename).
-
-    A process of a job run that no longer owns the file (``utils/files/run_owner.py``: an orphan of a stopped
-    job, a run that ended) does not write: the write is dropped with one line, and ``path`` returned.
-    """
+    """Validate the whole result, then write it atomically (temp file in the same directory + rename). A process of a
+    job run that no longer owns the file (``utils/files/run_owner.py``: an orphan of a stopped job, a run that ended)
+    does not write: the write is dropped with one line, and ``path`` returned."""
     path = Path(path)
     dropped = write_problem(path)
     if dropped:
@@ -192,14 +183,12 @@ def write_result(path: Path, result: Result) -> Path:
 
 
 def read_result(path: Path) -> Result:
-    """Load and validate one result as foreign input; a version-1 file is migrated.
-
-    Read under ``utils/io/json_input.py``'s limits and the largest result a run can write (``RESULT_LIMITS``),
-    validated strictly (a number written as a string is refused); every problem is a one-line :class:`ResultError`.
-    Two ways to one answer: pydantic parses and validates in one step (half the time, which bounds compare, the page
-    and ``history add`` on thousands of files), and a refused file is read again the long way, which migrates version
-    1 and names the first problem. Both accept and read the same (tests/unit/result/test_result_reader_paths.py).
-    """
+    """Load and validate one result as foreign input; a version-1 file is migrated. Read under
+    ``utils/io/json_input.py``'s limits and the largest result a run can write (``RESULT_LIMITS``), validated strictly
+    (a number written as a string is refused); every problem is a one-line :class:`ResultError`. Two ways to one answer:
+    pydantic parses and validates in one step (half the time, which bounds compare, the page and ``history add`` on
+    thousands of files), and a refused file is read again the long way, which migrates version 1 and names the first
+    problem. Both accept and read the same (tests/unit/result/test_result_reader_paths.py)."""
     path = Path(path)
     try:
         text = read_json_text(path, max_bytes=RESULT_LIMITS.max_bytes, max_values=RESULT_LIMITS.max_values,
@@ -246,11 +235,9 @@ def result_guard(
     fill: Callable[[Result], None],
     expected_steps: int,
 ) -> Iterator[None]:
-    """Run a measured block so that a result is written however it ends.
-
-    ``fill(result)`` copies the measurement so far into ``result``; a normal exit is ``ok`` with ``expected_steps``
-    steps recorded, else ``incomplete``. ``path=None`` (non-zero ranks) measures but writes nothing.
-    """
+    """Run a measured block so that a result is written however it ends. ``fill(result)`` copies the measurement so far
+    into ``result``; a normal exit is ``ok`` with ``expected_steps`` steps recorded, else ``incomplete``. ``path=None``
+    (non-zero ranks) measures but writes nothing."""
     previous: dict[int, Any] = {}
 
     def _raise(signum: int, _frame: Any) -> None:

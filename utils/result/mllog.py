@@ -271,9 +271,7 @@ def rcp_point(gbs: int | None, ruleset: str = RULESET_OF_RECORD) -> MlperfRcp:
 
 def mlperf_record(result: Result, path: Path) -> Mlperf:
     """Write the run's MLLOG to ``path`` (atomically) and check it: the result's ``mlperf`` block, never an exception.
-
-    Without mlperf-logging, a quality block or a start time the block says why and holds no verdict.
-    """
+    Without mlperf-logging, a quality block or a start time the block says why and holds no verdict."""
     version = package_version()
     base: dict[str, Any] = {"benchmark": BENCHMARK, "derived_from": DERIVED_FROM, "not_a_submission": NOT_A_SUBMISSION,
                             "checker": f"{PACKAGE} {version}" if version else None,

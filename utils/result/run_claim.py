@@ -35,11 +35,9 @@ def claim(result_path: Path, owner: str) -> None:
 
 
 def write_problem(result_path: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why this process must not write ``result_path`` (its run no longer owns it), or None.
-
-    A process outside any run (no ``TPRIMAT_RUN_ID``: a launcher started by hand, a test, log extraction)
-    and a file no run has claimed are written as before.
-    """
+    """Why this process must not write ``result_path`` (its run no longer owns it), or None. A process outside any run
+    (no ``TPRIMAT_RUN_ID``: a launcher started by hand, a test, log extraction) and a file no run has claimed are
+    written as before."""
     run_id = (os.environ if environ is None else environ).get(RUN_ID_ENV)
     owner = current_owner(result_path) if run_id else None
     if not run_id or owner is None or owner == run_id:

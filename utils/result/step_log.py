@@ -73,11 +73,8 @@ class StepLog:
 
 
 def read_step_log(path: Path) -> tuple[dict[str, Any], dict[str, list[float | None]]] | None:
-    """(header, per-step arrays) of a step log; None when it has no usable header.
-
-    Steps are read in order up to the first line that is not a complete record (a
-    process killed mid-write leaves at most one such line, the last).
-    """
+    """(header, per-step arrays) of a step log; None when it has no usable header. Steps are read in order up to the
+    first line that is not a complete record (a process killed mid-write leaves at most one such line, the last)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as stream:
             lines = stream.read().split("\n")
@@ -103,10 +100,8 @@ def read_step_log(path: Path) -> tuple[dict[str, Any], dict[str, list[float | No
 
 
 def recover_result(path: Path, reason: str) -> Result | None:
-    """An ``incomplete`` result built from a step log (every step it holds, summary blocks computed).
-
-    ``reason`` says why the trainer wrote no result (its exit); None when the file has no header.
-    """
+    """An ``incomplete`` result built from a step log (every step it holds, summary blocks computed). ``reason`` says
+    why the trainer wrote no result (its exit); None when the file has no header."""
 
     read = read_step_log(path)
     if read is None:
@@ -138,12 +133,10 @@ def record_steps(
     peak_reserved_gb: float | None = None,
     memory_reason: str | None = None,
 ) -> PerformanceMetrics:
-    """Put per-step arrays into ``result`` with the performance and memory blocks computed from them.
-
-    GBS, SL and the world size come from ``training_config``, the peak from ``gpu_info`` at the precision it ran, so
-    MFU matches the recorded device; ``memory`` replaces the allocator summary when the caller has a richer one.
-    Returns the new performance block.
-    """
+    """Put per-step arrays into ``result`` with the performance and memory blocks computed from them. GBS, SL and the
+    world size come from ``training_config``, the peak from ``gpu_info`` at the precision it ran, so MFU matches the
+    recorded device; ``memory`` replaces the allocator summary when the caller has a richer one. Returns the new
+    performance block."""
     config = result.training_config
     peak, precision, reason = peak_for(result.gpu_info, bool(config.workload.FP8))
     steps = {name: list(arrays.get(name, ())) for name in ("step_times", "loss_values", "learning_rates",

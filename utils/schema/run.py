@@ -100,11 +100,9 @@ class TrainingConfig(Block):
 
 
 def _bounded(hint: Any) -> Any:
-    """A ``ModelShape`` field's type as a result stores it: counts positive, figures non-negative, both bounded.
-
-    A result is foreign input (the module docstring), so its shape gets the bounds every block has;
-    ``rope_scaling``'s values are scalars like every other free-form mapping of a result.
-    """
+    """A ``ModelShape`` field's type as a result stores it: counts positive, figures non-negative, both bounded. A
+    result is foreign input (the module docstring), so its shape gets the bounds every block has; ``rope_scaling``'s
+    values are scalars like every other free-form mapping of a result."""
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         return functools.reduce(operator.or_, (_bounded(arg) for arg in typing.get_args(hint)))
     return {int: Positive, float: NonNegative, dict[str, Any]: dict[str, Scalar]}.get(hint, hint)
