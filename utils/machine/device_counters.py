@@ -1,8 +1,7 @@
 """A GPU's power and energy counters through NVML or amdsmi: the readers and the one way to open them.
 
-The openers map a torch device (or, for a process without a GPU runtime, a visible device index) to its NVML or
-amdsmi handle; the meters of ``utils/measure/power.py`` and ``utils/measure/energy_trace.py`` read energy through
-them, and ``utils/machine/device_facts.py`` reads the device's other facts on the same handle.
+The openers map a torch device (or a visible index, for a process without a GPU runtime) to its handle, for the
+meters of ``utils/measure/`` and the facts of ``utils/machine/device_facts.py``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Failure classification: the one place that turns an ending into a status and a reason.
 
-Every producer ends a run the same way: an exit code, a log and the count of steps
-done become ``ok``, ``incomplete`` (interrupted or stopped early) or ``failed`` (an
-error) with a one-line reason. Log lines that explain a failure (out of memory,
-NCCL/RCCL errors, NaN) are recognised by one table, whichever framework printed them.
+An exit code, a log and the steps done become ``ok``, ``incomplete`` or ``failed`` with a one-line reason; log lines
+that explain a failure (out of memory, NCCL/RCCL errors, NaN) are recognised by one table, whatever the framework.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Which run owns a job's result file: the record ``utils.result.file.write_result`` asks before every write.
 
-Why its own module: ``utils/result/file.py`` must ask it, and ``utils/files/run_owner.py`` (train.sh's
-``start``/``end``, which write results) builds on it, so the record sits below both and no import circle forms. Every
-job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and every process under it); the owner is a small
-file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
+Its own module so that it sits below both ``utils/result/file.py`` and ``utils/files/run_owner.py`` with no import
+circle. The owner (``TPRIMAT_RUN_ID``) is a small file beside the result lock, written atomically.
 """
 
 from __future__ import annotations

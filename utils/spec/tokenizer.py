@@ -1,8 +1,7 @@
 """What a model's real tokenizer is: its special tokens, their roles and how its release lays it out.
 
-A model row of ``utils/spec/registry.py`` carries one :class:`TokenizerStyle`. ``data/sample_corpus.py``
-builds the offline ``DATASET=sample`` tokenizers from it (a small learnt vocabulary, the release's layout), so
-the frameworks' dataset code meets the special tokens and roles a real run meets.
+``data/sample_corpus.py`` builds the offline ``DATASET=sample`` tokenizers from a row's :class:`TokenizerStyle`, so
+the frameworks' dataset code meets the tokens and roles a real run meets.
 """
 
 from __future__ import annotations
