@@ -23,9 +23,8 @@ from utils.spec.registry import FRAMEWORK_ALL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# Keys of the workload that must be identical for two results to be comparable
-# (the fairness table: train/settings/expected.py). Paths, ranks and ports are not
-# part of the workload.
+# Keys of the workload that must be identical for two results to be comparable (the fairness table:
+# train/settings/expected.py). Paths, ranks and ports are not part of the workload.
 WORKLOAD_KEYS = (
     "DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY",
     "WARMUP_STEPS", "TRAIN_ITERS", "WEIGHT_DECAY", "BETA1", "BETA2", "GRAD_CLIP", "INIT_STD",

@@ -1,11 +1,10 @@
 """The launcher's energy measurement: every GPU's energy counter sampled from outside the framework.
 
-Why from outside: Megatron, Primus and NeMo run as a child process, so only the launcher can read their GPUs'
-counters (``utils/machine/device_counters.py``); it samples them from before the child starts until it ends. The
-energy is taken over the measured steps (:class:`StepWindow`, from the run's own timestamps), bounded by the
-readings nearest the window's ends. Bad counters are never guessed around: an erroring reading is skipped, and a
-counter that goes backwards is a wrap only when its modulus is known and the power plausible, else that GPU's
-energy is null with the reason.
+Why from outside: Megatron, Primus and NeMo run as a child process, so only the launcher can read their GPUs' counters
+(``utils/machine/device_counters.py``); it samples them from before the child starts until it ends. The energy is taken
+over the measured steps (:class:`StepWindow`, from the run's own timestamps), bounded by the readings nearest the
+window's ends. Bad counters are never guessed around: an erroring reading is skipped, and a counter that goes backwards
+is a wrap only when its modulus is known and the power plausible, else that GPU's energy is null with the reason.
 """
 
 from __future__ import annotations

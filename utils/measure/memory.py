@@ -67,13 +67,12 @@ class ActivationCoefficients:
 
 
 ACTIVATIONS: dict[str, ActivationCoefficients] = {
-    # Hugging Face modules under bf16 autocast with fp32 weights (tran on DDP). The residual stream is fp32.
-    # Per layer: each RMSNorm saves its fp32 input and its fp32 normalised output (2 x 8h); q/k/v and gate/up
-    # each cast the fp32 norm output to bf16 themselves and save it (3 x 2h + 2 x 2h); SDPA (flash) saves q, k, v
-    # and its output (2h + 2 x 2kv + 2h); the output projection saves the contiguous copy of it (2h); SwiGLU saves
-    # gate, silu(gate), up and their product (4 x 2f). Total 32h + 4kv + 8f. Head: the bf16 logits stay
-    # referenced (2V), log_softmax saves its fp32 output (4V), and its backward holds the incoming and outgoing
-    # fp32 gradients (2 x 4V): 14V.
+    # Hugging Face modules under bf16 autocast with fp32 weights (tran on DDP). The residual stream is fp32. Per layer:
+    # each RMSNorm saves its fp32 input and its fp32 normalised output (2 x 8h); q/k/v and gate/up each cast the fp32
+    # norm output to bf16 themselves and save it (3 x 2h + 2 x 2h); SDPA (flash) saves q, k, v and its output (2h + 2 x
+    # 2kv + 2h); the output projection saves the contiguous copy of it (2h); SwiGLU saves gate, silu(gate), up and their
+    # product (4 x 2f). Total 32h + 4kv + 8f. Head: the bf16 logits stay referenced (2V), log_softmax saves its fp32
+    # output (4V), and its backward holds the incoming and outgoing fp32 gradients (2 x 4V): 14V.
     "hf_autocast": ActivationCoefficients("Hugging Face modules, bf16 autocast over fp32 weights",
                                           per_h=32, per_f=8, per_kv=4, per_as=0, head_per_vocab=14),
     # The same modules with bf16 weights (DeepSpeed bf16, FSDP2's param_dtype=bfloat16): no casts, a bf16

@@ -115,9 +115,8 @@ PER_STEP_ARRAYS = ("step_times", "loss_values", "learning_rates", "memory_alloca
 RESULT_BASE_BYTES = 64 * 1024
 RESULT_BASE_VALUES = 100_000
 RESULT_BASE_CONTAINERS = 20_000
-# One step as write_result writes it (indent 2): an entry in each per-step array, at most 29 bytes each (the
-# longest repr of a finite float, 23 characters with its sign, after a 4-space indent, with its comma and line
-# end)...
+# One step as write_result writes it (indent 2): an entry in each per-step array, at most 29 bytes each (the longest
+# repr of a finite float, 23 characters with its sign, after a 4-space indent, with its comma and line end)...
 STEP_BYTES = 29 * len(PER_STEP_ARRAYS)
 # ... and, where evaluation runs every step, one evaluation: its eight members at an 8-space indent with the
 # longest value each takes (counts at MAX_INT, floats at 23 characters, the reason of a non-finite loss) and its
