@@ -33,22 +33,15 @@ MODEL_NAMES = model_names()
 MODEL_SIZES = ("full", "tiny")
 DATASETS = ("bc", "c4", "sample")
 PRECISIONS = ("bf16", "fp16", "fp32")
-# CPU_PRECISION: what cpu jobs compute in (utils/machine/cpu_precision.py); auto follows the CPU's native support.
 CPU_PRECISIONS = ("auto", *PRECISIONS)
 LR_DECAYS = ("cosine", "linear", "constant")
-# PROFILE: the fairness table on every stack, each vendor's published recipe, or MLPerf Training's Llama 3.1 8B
-# rules on every stack (train/profiles/).
 PROFILES = ("identical", "tuned", "mlperf")
-# PROFILE_FALLBACK: what a job with no vendor recipe runs under PROFILE=tuned (empty: it is an error).
 PROFILE_FALLBACKS = ("identical",)
-# BOS_POLICY: which ids data/encode.py writes around a document (data/token_policy.py).
 BOS_POLICIES = ("megatron", "tokenizer")
-# MEGATRON_IMPL: Megatron's --transformer-impl (mega and prim); local runs without Transformer Engine or apex.
 MEGATRON_IMPLS = ("transformer_engine", "local")
 
-# Upper bound of every count (steps, sizes, ranks, workers): these values reach C int
-# fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
-# and 2**31 - 1 is the largest every one of them holds exactly.
+# Upper bound of every count (steps, sizes, ranks, workers): these values reach C int fields (NCCL ranks and world
+# sizes, data-loader and dataset indices) and JSON readers, and 2**31 - 1 is the largest every one holds exactly.
 MAX_COUNT = 2**31 - 1
 # The most steps a run may have (TRAIN_ITERS): the most a result holds (utils/schema/block.py MAX_STEPS, which says
 # why), so that every run's result can be read back.
@@ -119,11 +112,8 @@ RULES: dict[str, Rule] = {
     # per model, since it depends on MODELS and MODEL_SIZE).
     "model_layers": _COUNT,
     "profile": Rule(choices=PROFILES, fold_case=True),
-    # ---- MLPerf schedule horizon and Adam epsilon (issue 35: PROFILE=mlperf sets them) ----
-    # LR_DECAY_ITERS: the step at which the decay reaches MIN_LR (empty: TRAIN_ITERS). MLPerf's cosine ends at
-    # 1,200,000 steps whatever the run's length, so a run stopped at its target never reaches the end.
     "lr_decay_iters": _COUNT,
-    # ADAM_EPS: Adam's epsilon; above 1 it would dominate every second-moment estimate (recipes use 1e-8 to 1e-5).
+    # Adam's epsilon above 1 would dominate every second-moment estimate (recipes use 1e-8 to 1e-5).
     "adam_eps": Rule(minimum=0.0, above_minimum=True, maximum=1.0),
     "profile_fallback": Rule(choices=PROFILE_FALLBACKS, fold_case=True),
     "data_samples": _COUNT,
@@ -146,14 +136,13 @@ RULES: dict[str, Rule] = {
     "measure_skip_steps": _INDEX,
     "profile_step_start": _INDEX,
     "profile_step_end": _INDEX,
-    # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters
-    # git allows in a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
     "megatron_impl": Rule(choices=MEGATRON_IMPLS),
-    # ---- time to quality (issue 34): sample counts (0 = evaluation off) and a loss in nats per token;
-    # a cross-entropy of 1000 nats is beyond any vocabulary (ln of the vocabulary size is ~12), so larger is a typo
+    # A cross-entropy of 1000 nats per token is beyond any vocabulary (ln of its size is ~12): larger is a typo.
     "eval_interval": _INDEX,
     "eval_samples": _INDEX,
     "target_loss": Rule(minimum=0.0, above_minimum=True, maximum=1000.0),
+    # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters git allows in
+    # a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
     "megatron_ref": Rule(pattern=r"(?!.*\.\.)(?:[0-9a-f]{7,40}|[A-Za-z0-9][A-Za-z0-9._/-]{0,99})",
                          describe="a Megatron-LM tag or commit, e.g. core_v0.12.0 or 847781764f"),
 }
