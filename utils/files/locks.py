@@ -9,7 +9,8 @@ the next taker means a killed holder (noted on stderr). The file stays: deleting
 in. Where ``flock`` is unsupported the content decides (a live holder on this host holds; another host's cannot be
 checked and holds). A shell script can hold a lock for its children: it opens the file on a descriptor,
 ``python -m utils.files.locks acquire --fd N`` locks it, and ``TPRIMAT_LOCK_FDS=N`` tells the children, which find it
-inherited. Within one process a lock is re-entrant.
+inherited (``shell/data.sh`` holds ``DATA_DIR``'s; ``shell/train.sh`` a result's, ``path result FILE``, from a job's
+claim to its end). Within one process a lock is re-entrant.
 """
 
 from __future__ import annotations
@@ -168,6 +169,17 @@ def lock_fd(fd: int, path: Path, what: str, holder: Holder) -> str | None:
     return note
 
 
+def lock_descriptor(fd: int, path: Path, what: str, holder: Holder) -> str | None:
+    """Lock descriptor ``fd``, which the calling shell opened on ``path`` and keeps: the lock lasts as long as it does.
+
+    Returns a takeover note or None; raises LockHeld, or LockError when ``fd`` is not open on ``path``.
+    """
+    found, wanted = os.fstat(fd), os.stat(path)
+    if (found.st_dev, found.st_ino) != (wanted.st_dev, wanted.st_ino):
+        raise LockError(errno.EBADF, f"descriptor {fd} is not open on {path}")
+    return lock_fd(fd, path, what, holder)
+
+
 @contextlib.contextmanager
 def hold(path: Path, what: str, command: str | None = None) -> Iterator[None]:
     """Hold the lock at ``path`` for the block (``what`` names the guarded thing in messages). :class:`LockHeld` at once
@@ -246,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         "exec 9<>\"$lock\"; python -m utils.files.locks acquire data --fd 9 --holder-pid $$ --command CMD; "
         "export TPRIMAT_LOCK_FDS=9; ...; python -m utils.files.locks release --fd 9.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config), creating its folder")
-    p_path.add_argument("kind", choices=("data",))
+    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config) or of the result "
+                            "FILE, creating its folder")
+    p_path.add_argument("kind", choices=("data", "result"))
+    p_path.add_argument("file", nargs="?", type=Path, help="the result file (kind result)")
     p_acq = sub.add_parser("acquire", help="lock descriptor FD (open on the lock file) for the calling shell")
     p_acq.add_argument("kind", choices=("data",))
     p_acq.add_argument("--holder-pid", type=int, required=True, help="the shell's pid ($$), recorded as holder")
@@ -256,19 +270,19 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_acq, p_rel):
         p.add_argument("--fd", type=int, required=True, help="a descriptor the calling shell opened on the lock file")
     args = parser.parse_args(argv)
+    result_file = getattr(args, "file", None)
+    if args.command == "path" and (args.kind == "result") != (result_file is not None):
+        parser.error("path result needs the result FILE, path data none")
     try:
         if args.command == "release":
             release_fd(args.fd)
             return 0
-        path, what = _data_lock()
+        path, what = (result_lock_path(result_file).absolute(), "the result") if result_file else _data_lock()
         if args.command == "path":
             path.parent.mkdir(parents=True, exist_ok=True)
             print(path)
             return 0
-        if (os.fstat(args.fd).st_dev, os.fstat(args.fd).st_ino) != (os.stat(path).st_dev, os.stat(path).st_ino):
-            print(f"tprimat: descriptor {args.fd} is not open on {path}", file=sys.stderr)
-            return 2
-        note = lock_fd(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
+        note = lock_descriptor(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
         if note:
             print(note, file=sys.stderr)
     except (LockHeld, LockError) as exc:

@@ -3,8 +3,9 @@
 Generated means a name in ``utils/files/generated.py``'s table, and a root is checked there first (never ``/``, home,
 the repository, ``.git``, a virtualenv, a project folder, also through a link). Links are never followed nor deleted,
 folders go only when tprimat created them whole or they are left empty, every target is checked again right before
-it goes, and a root whose lock a running job holds is refused. ``--with-history`` also removes ``HISTORY_DB`` when it
-is a SQLite file holding tprimat's history (never a PostgreSQL database, never a link).
+it goes, and a root whose lock a running job holds is refused, as is an ``OUTPUT_DIR`` without tprimat's marker (a
+user's own ``report.html`` is not tprimat's; wrap refuses such a folder too). ``--with-history`` also removes
+``HISTORY_DB`` when it is a SQLite file holding tprimat's history (never a PostgreSQL database, never a link).
 CLI (``shell/purge.sh``): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
 """
 
@@ -35,6 +36,8 @@ from utils.files.generated import (
 )
 from utils.files.locks import locked_by
 from utils.io.output_path import LOCK_DIR
+from utils.io.sanitise import one_line
+from utils.result.names import NOT_MARKED, is_output_dir
 
 # Folders of a root that are removed once purging leaves them empty.
 _EMPTY_AFTER = ("logs", "generated", "profiles", "nemo", "tokenizers")
@@ -93,8 +96,10 @@ def plan_purge(repo: Path, output_dir: Path, data_dir: Path, with_data: bool, ho
     for label, folder in roots:
         root = check_root(folder, label, repo, home, given.get(label))
         _running_job(root, label)
-        finder = output_targets if label == "OUTPUT_DIR" else data_targets
-        planned += [(root, target) for target in finder(root)]
+        targets = output_targets(root) if label == "OUTPUT_DIR" else data_targets(root)
+        if label == "OUTPUT_DIR" and targets and not is_output_dir(root):
+            raise PurgeError(f"refusing to purge OUTPUT_DIR={one_line(root, 300)}: {NOT_MARKED}; nothing removed")
+        planned += [(root, target) for target in targets]
     repo = Path(os.path.realpath(repo))
     # Never into the output or data folders (each has its own rules above), purged or not.
     skip = tuple(Path(os.path.realpath(folder)) for folder in (output_dir, data_dir))
