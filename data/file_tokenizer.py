@@ -23,8 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Tokenizer
+
 from data.common import DataError
 from data.token_policy import adds_specials
+from utils.dataset.paths import load_tokenizer
 from utils.io.json_input import JsonInputError, read_json
 
 
@@ -62,8 +65,6 @@ class FileTokenizer:
     """``tokenizer.json`` + the special tokens its directory names, under one token policy."""
 
     def __init__(self, directory: Path, policy: str) -> None:
-        from tokenizers import Tokenizer
-
         self.name_or_path = str(directory)
         self.policy_specials = adds_specials(policy)
         path = directory / "tokenizer.json"
@@ -161,7 +162,6 @@ def load_policy_tokenizer(directory: Path, policy: str) -> FileTokenizer | Polic
     beyond = declared_beyond_file(directory, tokenizer.backend_tokenizer)
     if beyond is None:
         return tokenizer
-    from utils.dataset.paths import load_tokenizer
 
     print(f"encode: note: {directory.name}'s config declares {beyond!r}, which tokenizer.json lacks; "
           "loading it with transformers")

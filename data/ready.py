@@ -34,8 +34,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from data import manifest as mf
+from data.clean import RULES_VERSION, clean_manifest_path
 from data.common import DataError
 from data.encode import bin_idx, encode_manifest_path
+from data.fetch import _corpus_key, fetch_manifest_path, tokenizer_manifest_path
 from data.token_policy import mismatch
 from utils.config.model import Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix
@@ -80,8 +82,6 @@ def _differences(manifest_path: Path, recorded: dict[str, object], expected: dic
 
 def _source_settings(cfg: Config) -> dict[str, object]:
     """The fetch manifest's key fields this config determines (without hashing a local corpus)."""
-    from data.fetch import _corpus_key
-
     if cfg.dataset.startswith("local:"):
         return {"source": "local"}
     return _corpus_key(cfg)
@@ -92,9 +92,6 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
 
     Raises :class:`DataError` naming the first manifest that does not fit.
     """
-    from data.clean import RULES_VERSION, clean_manifest_path
-    from data.fetch import fetch_manifest_path, tokenizer_manifest_path
-
     fetched_path = fetch_manifest_path(cfg)
     fetched = _manifest(fetched_path, "fetch")
     _differences(fetched_path, fetched.key, _source_settings(cfg))
@@ -166,8 +163,6 @@ def check_dataset(cfg: Config, model: str) -> Path:
 
 def _check_validation_set(cfg: Config, model: str, tok_hash: str) -> None:
     """The held-out pair an evaluating run reads: encoded from data.clean's valid.jsonl, unchanged, verified."""
-    from data.clean import clean_manifest_path
-
     valid = valid_prefix(cfg, model)
     if not all(p.is_file() for p in bin_idx(valid)):
         raise DataError(f"evaluation (EVAL_INTERVAL={cfg.eval_interval}, EVAL_SAMPLES={cfg.eval_samples}) needs the "

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from data.slow_tokenizer import write_slow_files
 from utils.spec.registry import MODELS
 from utils.spec.tokenizer import BYTE_LEVEL, LLAMA3_SPLIT_PATTERN, SENTENCEPIECE, SENTENCEPIECE_SPECIALS, TokenizerStyle
 
@@ -175,7 +178,6 @@ def train_base_tokenizer_on(texts: Iterable[str], vocab_size: int, kind: str = B
     """:func:`train_base_tokenizer` over texts in memory (the tests' small tokenizers)."""
     if kind == SENTENCEPIECE:
         return _train_sentencepiece_style(texts, vocab_size)
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = _byte_level_split(LLAMA3_SPLIT_PATTERN)
@@ -198,8 +200,6 @@ def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
     are then inserted after them as ordinary vocabulary (as in SentencePiece models), so a
     decode that skips special tokens still turns them back into their bytes.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
     tokenizer.decoder = decoders.Sequence([
@@ -219,16 +219,12 @@ def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
 
 
 def _byte_level_split(pattern: str):
-    from tokenizers import Regex, pre_tokenizers
-
     return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def _post_processor(style: TokenizerStyle, bos_id: int | None):
     """The release's post-processor: Llama 3.1 and Mistral prepend BOS, Qwen's only fixes offsets."""
-    from tokenizers import processors
-
     bos_template = None
     if style.prepend_bos and style.bos and bos_id is not None:
         bos_template = processors.TemplateProcessing(
@@ -275,9 +271,6 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
     name, which the 4.x releases in the NeMo and Primus images cannot load). The slow class's files
     come last, from the saved ``tokenizer.json`` (``data/slow_tokenizer.py``).
     """
-    from tokenizers import Tokenizer, normalizers
-
-    from data.slow_tokenizer import write_slow_files
 
     style = MODELS[model].tokenizer
     tokenizer = Tokenizer.from_str(base.to_str())

@@ -46,6 +46,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import tiktoken
 
 # Registered as one more special token to cut a joined batch back into documents. Its
 # private-use characters make it unlikely in text; a document that does contain it is
@@ -242,10 +243,6 @@ class FastBpe:
                  for entry in spec.get("added_tokens") or []}
         specials = special_tokens(added, nfc, ranks)
         break_id = max(max(ranks.values()), max(specials.values(), default=0)) + 1
-        try:
-            import tiktoken
-        except ImportError:
-            raise NotExpressible("tiktoken is not installed") from None
         try:
             encoding = tiktoken.Encoding(f"tprimat:{tokenizer_json.parent.name}", pat_str=pattern,
                                          mergeable_ranks=ranks, special_tokens={**specials, DOCUMENT_BREAK: break_id})

@@ -27,9 +27,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from train.profiles import ProfileError, apply_profile
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
 from utils.config.rules import ConfigError
+from utils.machine.hardware import resolve_platform
+from utils.result.file import result_path, status_of
 from utils.spec.registry import FRAMEWORK_ALL, FRAMEWORKS, VENDOR_STACK_MAP, frameworks_on, platform_names
 
 PLATFORMS = platform_names()
@@ -118,9 +121,6 @@ def plan_jobs(cfg: Config, platform: str) -> tuple[list[Job], list[str]]:
 
     With ``RUNS=1`` the result file has no run suffix; with more, runs are numbered from 1.
     """
-    from train.profiles import ProfileError, apply_profile
-    from utils.result.file import result_path  # the result module owns file naming
-
     frameworks, notes = frameworks_for(platform, cfg.framework)
     run_indices: list[int | None] = [None] if cfg.runs == 1 else list(range(1, cfg.runs + 1))
     jobs: list[Job] = []
@@ -169,8 +169,6 @@ def read_exit_codes(path: Path) -> dict[str, int]:
 
 
 def summarize(jobs: list[Job], exit_codes: dict[str, int]) -> list[JobOutcome]:
-    from utils.result.file import status_of
-
     outcomes = []
     for job in jobs:
         code = exit_codes.get(str(job.result))
@@ -215,7 +213,6 @@ def format_summary(outcomes: list[JobOutcome], output_dir: Path) -> str:
 def _platform(requested: str | None, cfg: Config) -> str:
     if requested:
         return requested
-    from utils.machine.hardware import resolve_platform
 
     return resolve_platform(cfg)
 

@@ -35,6 +35,8 @@ import shlex
 import sys
 from dataclasses import replace
 
+from data.common import DataError
+from data.ready import check_dataset
 from train.launch.checks import Checked, MemoryCheck, Refusal, check_memory
 from train.launch.context import job_context, load_plugin
 from train.launch.contract import LaunchPlan, Plugin, PreflightError, RunContext
@@ -76,9 +78,6 @@ def writes_result(ctx: RunContext) -> bool:
 
 def dataset_problem(ctx: RunContext) -> str | None:
     """Why the job's dataset must not be trained on (not the config's, changed, unverified), or None."""
-    from data.common import DataError
-    from data.ready import check_dataset
-
     try:
         check_dataset(ctx.cfg, ctx.model)
     except (DataError, OSError) as exc:

@@ -28,6 +28,7 @@ from typing import Any
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
 from utils.config.model import EvaluationCadence
+from utils.measure.quality import build_quality, make_evaluation, stop_reason
 from utils.schema.quality import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
@@ -109,8 +110,6 @@ def log_evaluations(settings: Any, lines: Sequence[EvaluationLine], iterations: 
     ``settings`` is a ``Config`` (a tprimat launch) or :class:`LogEvaluationSettings` (a foreign log);
     ``record`` the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone.
     """
-    from utils.measure.quality import make_evaluation
-
     start, arrivals, _ = arrival_times(record)
     notes: list[str] = []
     step_times = {r.iteration: r.step_time_s for r in iterations if r.step_time_s is not None}
@@ -149,8 +148,6 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
     The run ended after an evaluation when the launcher stopped it there (its record), or, for a log alone, when
     the last evaluation's loss is not finite and no later step was logged.
     """
-    from utils.measure.quality import build_quality, stop_reason
-
     if not settings.evaluates:
         return None, []
     evaluations, start, notes = log_evaluations(settings, lines, iterations, record)

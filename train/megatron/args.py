@@ -48,6 +48,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION, implementation_settings
 from utils.config.model import Config
+from utils.dataset.paths import load_tokenizer, vocab_size
 from utils.measure.memory import Recipe, megatron_recipe
 from utils.spec.models import ModelShape
 from utils.spec.registry import MODELS
@@ -121,8 +122,6 @@ def tokenizer_size(cfg: Config, shape: ModelShape, tokenizer_dir: Path | None) -
     """``len(tokenizer)`` and where it came from: the files when present, else the known real size."""
     if tokenizer_dir is not None and any((Path(tokenizer_dir) / n).is_file()
                                          for n in ("tokenizer.json", "tokenizer_config.json")):
-        from utils.dataset.paths import load_tokenizer, vocab_size
-
         return vocab_size(load_tokenizer(Path(tokenizer_dir))), f"counted from {tokenizer_dir}"
     if cfg.dataset == "sample":
         return cfg.sample_vocab, f"SAMPLE_VOCAB (tokenizer files not found in {tokenizer_dir})"

@@ -32,6 +32,7 @@ from utils.config.model import Config
 from utils.measure.metrics import framework_reported
 from utils.measure.monitor import StepMonitor, StepRecord
 from utils.measure.power import MeasuredWindow, null_power_metrics
+from utils.measure.quality import build_quality, make_evaluation, stop_reason
 from utils.result.file import finalize_result, write_result
 from utils.result.step_log import StepLog, record_steps
 from utils.schema.model import Result
@@ -65,8 +66,6 @@ class EvaluationRecorder:
 
     def validation_end(self, step: int, loss: float) -> str | None:
         """Record the evaluation after training step ``step``; why the run must stop now, or None."""
-        from utils.measure.quality import make_evaluation, stop_reason
-
         now = time.time()
         start = self.run_start_unix if self.run_start_unix is not None else now
         evaluation = make_evaluation(self.cfg, step=step, loss=loss, seconds=now - start,
@@ -79,8 +78,6 @@ class EvaluationRecorder:
 
     def block(self, platform: str, gpus: int) -> Any:
         """The result's ``quality`` block (the launcher adds the energy to target from its trace)."""
-        from utils.measure.quality import build_quality
-
         return build_quality(self.cfg, self.evaluations, reduction=self.reduction, platform=platform, gpus=gpus,
                              run_start_unix=self.run_start_unix, stop=self.stop,
                              energy_reason="energy to target is the launcher's (its counter trace)")
@@ -231,6 +228,7 @@ def _device_scalar(value: Any) -> Any:
 
 def _gather_objects(local: Any) -> list[Any]:
     """Every rank's value on every rank (a collective: all ranks reach train end), or just ours alone."""
+    # torch: 4.8 s to import (python -X importtime); the tests import this module without a process group
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -241,6 +239,7 @@ def _gather_objects(local: Any) -> list[Any]:
 
 
 def _build_benchmark_callback_class() -> type:
+    # Lightning: NeMo's image only (the class is built there)
     from lightning.pytorch.callbacks import Callback
 
     class BenchmarkCallback(Callback):

@@ -37,8 +37,12 @@ The tokenizer handed to the dataset is built the way each stack builds it:
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import os
 import sys
+import sysconfig
 from collections import OrderedDict
 from pathlib import Path
 
@@ -49,6 +53,7 @@ class NemoRoles:
     """What megatron-core's ``GPTDataset`` reads from NeMo 2.3's ``AutoTokenizer`` over ``path``."""
 
     def __init__(self, path: str) -> None:
+        # transformers: 2.5 s to import (python -X importtime), only for NeMo's tokenizer
         from transformers import AutoTokenizer
 
         hf = AutoTokenizer.from_pretrained(path, use_fast=True)
@@ -62,6 +67,7 @@ class NemoRoles:
 def dataset_tokenizer(kind: str, path: str):
     if kind == "megatron-core":
         try:
+            # the framework's own code: importable only in its Python, where the probe runs
             from megatron.core.tokenizers import MegatronTokenizer
         except ModuleNotFoundError as exc:  # a Megatron-LM before megatron.core.tokenizers (the 0.12 line)
             if exc.name != "megatron.core.tokenizers":
@@ -71,10 +77,12 @@ def dataset_tokenizer(kind: str, path: str):
         return MegatronTokenizer.from_pretrained(tokenizer_path=path, metadata_path={"library": "huggingface"},
                                                  vocab_file=None, merges_file=None)
     if kind == "megatron-legacy":
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.training.tokenizer.tokenizer import _HuggingFaceTokenizer
 
         return _HuggingFaceTokenizer(path)
     if kind == "nemo":
+        # the framework's own code: importable only in its Python, where the probe runs
         from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
 
         return AutoTokenizer(path, use_fast=True)
@@ -89,15 +97,12 @@ def ensure_dataset_helpers() -> str | None:
     Returns what was done (None: they were there). Raises ``ImportError`` when they still do not
     import, naming the compiler's failure: the framework's dataset could not be built.
     """
-    import importlib
-    import os
-    import sysconfig
-
     try:
         importlib.import_module("megatron.core.datasets.helpers_cpp")
         return None
     except ImportError:
         pass
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.core.datasets import utils
 
     first = [os.path.dirname(sys.executable), sysconfig.get_config_var("BINDIR") or ""]
@@ -126,6 +131,7 @@ def split_arguments(prefix: str, valid: bool) -> dict:
 
 def samples(request: dict) -> None:
     """Build the dataset of one request and write its first ``num_samples`` samples to ``request["out"]``."""
+    # the framework's own code, in its Python only (split_arguments is imported without it)
     import megatron.core
     import transformers
 
@@ -159,8 +165,6 @@ def samples(request: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="python -m train.settings.sample_probe",
         description="Build samples with the framework's own megatron-core GPTDataset (run in the framework's "

@@ -103,6 +103,7 @@ def reference_samples(data: JobData, window: Window, work: Path) -> list[FedSamp
     """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded;
     where the job evaluates, then the first samples of the first evaluation as Megatron builds
     ``--valid-data-path`` (the virtualenv's megatron-core, tran's tokenizer facts: no token rewritten)."""
+    # torch and megatron-core's datasets: 5.3 s to import (python -X importtime), only where tran's samples are built
     from train.rules.samples import MegatronSamples, TokenizerFacts, _megatron_datasets
     from train.settings.sample_probe import split_arguments
 

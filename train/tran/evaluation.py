@@ -24,7 +24,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from train.megatron.inputs import index_cache_dir
+from train.rules.samples import MegatronSamples, valid_num_samples
 from utils.config.model import Config
+from utils.dataset.paths import valid_prefix
 
 # input ids [MBS, SL] -> logits [MBS, SL, vocab]
 Forward = Callable[[torch.Tensor], torch.Tensor]
@@ -32,10 +35,6 @@ Forward = Callable[[torch.Tensor], torch.Tensor]
 
 def valid_samples(cfg: Config, model: str, train_samples: Any) -> Any:
     """The validation split's :class:`~train.rules.samples.MegatronSamples` beside a model's training samples."""
-    from train.megatron.inputs import index_cache_dir
-    from train.rules.samples import MegatronSamples, valid_num_samples
-    from utils.dataset.paths import valid_prefix
-
     size = valid_num_samples(cfg.train_iters, cfg.eval_interval_steps, cfg.eval_samples)
     return MegatronSamples(valid_prefix(cfg, model), cfg.sl, cfg.seed, size, index_cache_dir(cfg),
                            train_samples.vocab_size, train_samples.eod, split="valid")

@@ -34,11 +34,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import transformers
 
+from train.megatron.inputs import index_cache_dir
+from train.rules.samples import MegatronSamples
 from train.rules.schedule import lr_at
+from train.tran.evaluation import Evaluator, valid_samples
 from train.tran.init import init_like_megatron
+from train.tran.shard import compile_layers, decoder_layers, read_back, shard, timed
 from utils.config.model import Config
+from utils.dataset import paths as dataset
 from utils.schema.run import EffectiveSettings
+from utils.spec.models import get_shape, workload_shape
 
 
 @dataclass(frozen=True)
@@ -71,8 +79,6 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
 
     Shared by ``tran`` and ``deep`` (train/deep/worker.py), so both train the same network.
     """
-    import transformers
-
     common = dict(
         vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, intermediate_size=shape.ffn_hidden_size,
         num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_attention_heads,
@@ -106,11 +112,6 @@ def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
     The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
     must hold every token id. Shared by ``tran`` and ``deep``.
     """
-    from train.megatron.inputs import index_cache_dir
-    from train.rules.samples import MegatronSamples
-    from utils.dataset import paths as dataset
-    from utils.spec.models import get_shape, workload_shape
-
     prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
     tokenizer = dataset.load_tokenizer(tokenizer_dir)
     vocab = dataset.vocab_size(tokenizer)
@@ -147,8 +148,6 @@ def precision_setup(cfg: Config, device: torch.device) -> tuple[torch.dtype | No
 
 def ensure_process_group(device: torch.device) -> None:
     """A process group for FSDP2 when the job has none (one rank started without torchrun, as in-process tests)."""
-    import torch.distributed as dist
-
     if not dist.is_initialized():
         dist.init_process_group("gloo" if device.type == "cpu" else "nccl", store=dist.HashStore(), rank=0,
                                 world_size=1)
@@ -177,8 +176,6 @@ class Trainer:
     settings: dict[str, Any] = field(default_factory=dict)  # read back from the built model (shard.read_back)
 
     def __post_init__(self) -> None:
-        from train.tran.shard import compile_layers, decoder_layers, read_back, shard
-
         cfg, device = self.cfg, self.dist_info.device
         self.shape, self.prefix, self.tokenizer_dir, self.data = model_inputs(cfg, self.model_name)
         torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
@@ -230,8 +227,6 @@ class Trainer:
 
     def evaluator(self) -> Any:
         """This rank's held-out evaluation (train/tran/evaluation.py) through this model and precision."""
-        from train.tran.evaluation import Evaluator, valid_samples
-
         info = self.dist_info
 
         def forward(input_ids: torch.Tensor) -> torch.Tensor:
@@ -245,8 +240,6 @@ class Trainer:
     def warm_up(self) -> float:
         """One forward and backward pass of the first micro-batch, which compiles the layers; its gradients are
         dropped. Returns its seconds: the compile time, kept out of the measured steps (it includes one pass)."""
-        from train.tran.shard import timed
-
         def one_pass() -> None:
             self._micro_batch_loss(0, 0).backward()
             self.optimizer.zero_grad(set_to_none=True)

@@ -51,12 +51,20 @@ from train.tran.step import Dist, Trainer
 from utils.config.load import load_config
 from utils.config.model import Config
 from utils.config.rules import ConfigError
+from utils.dataset.fingerprint import fingerprint
 from utils.io.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
+from utils.machine.hardware import collect_gpu_info, detect_platform
+from utils.measure.monitor import StepMonitor
+from utils.measure.power import MeasuredWindow
+from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
 from utils.result.failures import trainer_error
+from utils.result.file import Interrupted, new_result, result_guard
+from utils.result.step_log import StepLog, record_steps, step_log_path
 from utils.schema.measures import Profiling, Source
 from utils.schema.model import Result
 from utils.schema.run import ModelShapeBlock
+from utils.spec.models import workload_shape
 from utils.spec.registry import model_names, platform_names
 
 if TYPE_CHECKING:
@@ -177,13 +185,6 @@ class Ledger:
     """
 
     def __init__(self, cfg: Config, args: argparse.Namespace, info: Dist, framework: str) -> None:
-        from utils.machine.hardware import collect_gpu_info
-        from utils.measure.monitor import StepMonitor
-        from utils.measure.power import MeasuredWindow
-        from utils.result.file import new_result
-        from utils.result.step_log import StepLog
-        from utils.spec.models import workload_shape
-
         self.cfg, self.args, self.info = cfg, args, info
         set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
         self.result = new_result(
@@ -204,8 +205,6 @@ class Ledger:
         self.stop_reason: str | None = None
 
     def fill(self, res: Result) -> None:
-        from utils.result.step_log import record_steps
-
         monitor = self.monitor
         monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)
         peak_allocated, peak_reserved = monitor.peak_memory()
@@ -216,8 +215,6 @@ class Ledger:
         res.power_metrics = self.power.metrics(len(monitor.records)).model_copy(update=dict(
             zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
         if self.cfg.evaluates:
-            from utils.measure.quality import PER_TOKEN_MEAN, build_quality
-
             res.quality = build_quality(
                 self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, platform=self.args.platform,
                 gpus=self.info.world_size, run_start_unix=self.run_start[1] if self.run_start else None,
@@ -230,8 +227,6 @@ class Ledger:
 
     def evaluate(self, evaluator: Any, step: int) -> str | None:
         """Evaluate after ``step`` (1-based) steps; returns why the run stops here (None: it goes on)."""
-        from utils.measure.quality import make_evaluation, stop_reason
-
         if self.run_start is None:
             raise RuntimeError("evaluate() before start_run()")
         began = time.perf_counter()
@@ -253,9 +248,6 @@ class Ledger:
 
     def describe(self, trainer: Any) -> None:
         """What ran, as the trainer built it: shape, effective settings, precision, compilation, fingerprint."""
-        from utils.dataset.fingerprint import fingerprint
-        from utils.result.step_log import StepLog, step_log_path
-
         result, cfg = self.result, self.cfg
         self.shape = trainer.shape
         if hasattr(trainer, "effective_settings"):
@@ -323,8 +315,6 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
     ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
     """
-    from utils.result.file import Interrupted, result_guard
-
     ledger = Ledger(cfg, args, info, framework)
     monitor = ledger.monitor
     path = args.result if info.rank == 0 else None
@@ -388,8 +378,6 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
         cfg = load_config()
         check_supported(cfg)
         if args.platform is None:
-            from utils.machine.hardware import detect_platform
-
             args.platform = cfg.platform or detect_platform()
         cfg, _ = apply_profile(cfg, args.platform, framework, args.model)  # no recipe: identical, or the error
         cfg, _ = apply_cpu_precision(cfg, args.platform)  # cpu: the launcher's choice (train/launch/context.py)
@@ -397,7 +385,6 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(trainer_error(framework, str(exc)), file=sys.stderr)  # the launcher's reason (utils/result/failures.py)
         return 2
-    from utils.result.file import Interrupted
 
     try:
         train(cfg, args, info, stop, framework, bind(args) if bind is not None else Trainer)
