@@ -1,24 +1,11 @@
 """The offline ``DATASET=sample`` corpus and its per-model BPE tokenizers.
 
-Why generated text: CI and the quick benchmark must run the whole pipeline with no
-network, yet still exercise what real data exercises: a long-tailed vocabulary,
-sentences and documents of very different lengths, non-ASCII text for byte-level
-BPE, and the documents ``data/clean.py`` exists to drop (empty, too short,
-duplicated, badly spaced). Everything is drawn from :class:`random.Random` seeded
-with ``SEED``, whose stream is stable across Python versions, so the same config
-gives byte-identical files on every machine.
-
-The tokenizers are the real releases' formats over a small learnt vocabulary: the special
-tokens in their release order, their roles and post-processors, and the release's
-``tokenizer_config.json`` (each model row's ``tokenizer`` in utils/spec/registry.py). Llama 3.1: byte-level BPE
-with its split regex, ``<|begin_of_text|>`` prepended by the post-processor, ``<|end_of_text|>`` as EOS and no
-pad token. Qwen 2.5: NFC, no BOS, ``<|endoftext|>`` as EOS and as pad. Mistral v0.3:
-SentencePiece-style, words marked with ``▁`` (Metaspace), byte fallback to
-``<0x00>``..``<0xFF>`` pieces, ``<unk>``/``<s>``/``</s>`` and the control tokens at ids 0-9,
-``<s>`` prepended as BOS, ``</s>`` as EOS and no pad token. ``AutoTokenizer.from_pretrained``
-loads them exactly like a downloaded tokenizer, fast or slow: like the releases, Qwen's directory
-also holds ``vocab.json`` + ``merges.txt`` and Mistral's a SentencePiece ``tokenizer.model``
-(``data/slow_tokenizer.py``), which the slow classes Megatron-LM's tokenizer asks for are built from.
+CI and the quick benchmark run the whole pipeline offline, yet exercise what real data does: a long-tailed
+vocabulary, varied lengths, non-ASCII text, and the documents ``data/clean.py`` drops. Everything is drawn from
+:class:`random.Random` seeded with ``SEED``, so the same config gives byte-identical files on every machine.
+The tokenizers have the real releases' formats over a small learnt vocabulary: special tokens, roles,
+post-processors and ``tokenizer_config.json`` (each model row's ``tokenizer`` in utils/spec/registry.py), plus the
+slow classes' files (``data/slow_tokenizer.py``), so ``AutoTokenizer.from_pretrained`` loads them as a download.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Which training jobs a platform runs: framework selection, the prim<->nemo mapping, repeats.
 
-This is the one place that decides what ``FRAMEWORK`` means on a platform, so that
-``shell/train.sh`` (which loops over the jobs) and ``train/launch/launcher.py`` (which runs one)
-cannot disagree. ``FRAMEWORK`` is ``all`` (every framework of the platform, from
-``utils/spec/registry.py``), one name, or several (``"tran mega"``, run in that order). Each
-vendor's own stack stands in for the other's: ``prim`` (Primus, AMD) asked for on ``nvd``
-runs ``nemo`` (NeMo, NVIDIA) and the reverse, always with a printed note so a mapped job is
-never mistaken for the framework that was asked for.
-
-CLI (run from the repository root)::
+The one place that decides what ``FRAMEWORK`` means (``all``, one name, or several in order), so
+``shell/train.sh`` and ``train/launch/launcher.py`` cannot disagree. ``prim`` asked for on ``nvd`` runs ``nemo``
+and the reverse, always with a printed note.
 
     python -m train.launch.jobs [--platform P]          # one job per line, tab-separated, for shell loops
     python -m train.launch.jobs --summary CODES_FILE     # after the loop: table of exit codes and result status

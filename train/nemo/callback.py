@@ -1,21 +1,12 @@
 """tprimat's measurement inside a Lightning run (NeMo 2 trains through Lightning).
 
-The measurement is a plain object, :class:`LightningMeasurement`, testable without
-Lightning; the Lightning ``Callback`` around it (:func:`benchmark_callback_class`,
-``BenchmarkCallback``) is built on first use, so this module imports where
-lightning is not installed. Steps are timed by ``utils/measure/monitor.py``'s event
-timer, summarised by ``utils/measure/metrics.py``, energy measured by ``utils/measure/power.py``,
-and the ending finalised by ``utils/result/file.py``: the same producers as every
-other framework.
-
-Held-out evaluation (issue 34): :class:`EvaluationRecorder` reads NeMo's ``val_loss`` after each
-validation (``trainer.callback_metrics``, full precision; the printer shows 4 digits), stamps it with the
-host's wall clock from the first training step's start, stops the run through Lightning's
-``trainer.should_stop`` at the first evaluation at or below TARGET_LOSS (or a non-finite one; agreed on all
-ranks, as Lightning's own EarlyStopping does, whose strict ``<`` and patience are not the rule here), and
-moves the validation sampler on so that evaluation k reads the k-th block of the validation set, as Megatron's
-continuing iterator does (NeMo 2.3's sampler restarts at 0 every validation:
-``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``). The block is ``utils/measure/quality.py``'s.
+:class:`LightningMeasurement` is plain and testable without Lightning; the ``Callback`` around it
+(:func:`benchmark_callback_class`) is built on first use, so this module imports without lightning. Timing,
+summary, energy and ending come from ``utils/measure/`` and ``utils/result/file.py``, as for every framework.
+:class:`EvaluationRecorder` reads ``val_loss`` after each validation, stops through ``trainer.should_stop`` at
+TARGET_LOSS or a non-finite value (agreed on all ranks), and moves the validation sampler on so evaluation k reads
+the k-th block, as Megatron's continuing iterator does (NeMo 2.3's restarts at 0:
+``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``).
 """
 
 from __future__ import annotations

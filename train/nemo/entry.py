@@ -1,19 +1,10 @@
 """The ``nemo`` training entry: one process per GPU under torchrun, inside the NeMo image.
 
-Started by the plan of :mod:`train.nemo.plugin` (``python -m train.nemo.entry --model
-llama --result PATH --overrides FILE``). It builds ``llm.llama31_8b`` /
-``llm.qwen25_7b`` ``pretrain_recipe``, applies every override the plugin wrote (an
-unknown field is an error, never skipped), appends tprimat's
-:class:`train.nemo.callback.BenchmarkCallback` to the trainer and runs it in this
-process; global rank 0 writes the result.
-
-How it runs: ``nemo_run.run(recipe, direct=True)`` (what NeMo 2.3's own recipe tests
-call under torchrun) is, in nemo-run 0.4 (``run/task.py: direct_run_fn``), exactly
-``fdl.build(recipe)()``: build the recipe with fiddle and call it in this process.
-tprimat does those two steps itself so that it can append its callback to the *built*
-trainer in between: fiddle copies configured values while building, and the callback
-instance tprimat checks afterwards must be the one Lightning calls. torchrun provides
-the ranks; Lightning picks them up from its environment.
+``python -m train.nemo.entry --model llama --result PATH --overrides FILE`` (planned by :mod:`train.nemo.plugin`)
+builds the model's ``pretrain_recipe``, applies every override (an unknown field is an error), appends
+:class:`train.nemo.callback.BenchmarkCallback` and runs; global rank 0 writes the result. ``nemo_run.run(recipe,
+direct=True)`` is ``fdl.build(recipe)()`` in nemo-run 0.4 (``run/task.py: direct_run_fn``); tprimat does the two
+steps itself to append its callback to the *built* trainer (fiddle copies configured values while building).
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """One rank's model, optimizer and precision for the ``tran`` reference trainer (its LR: train/rules/schedule.py).
 
-Kept apart from ``train/tran/worker.py`` (launching, distributed set-up, the measured
-loop) so each file reads in one sitting and ``bench/monitor_overhead.py`` can drive
-the very same optimizer step without the monitor.
-
-Choices that affect comparability, all deliberate:
-
-* the model is the transformers class named by the shape table, randomly
-  initialised as Megatron does (train/tran/init.py: normal, std ``INIT_STD``, the attention output and MLP
-  down projections ``INIT_STD / sqrt(2 * layers)``) directly on the device, SDPA attention,
-  untied embeddings, RoPE (with llama3 scaling for Llama);
-* AdamW (eps ADAM_EPS, 1e-8 by default) with weight decay on matrices only (not on norms and biases), as
-  Megatron does; gradient clipping on the global norm;
-* the loss is token-mean cross entropy in fp32 over SL next-token targets;
-* FSDP2 (``train/tran/shard.py``): one ``fully_shard`` per decoder layer plus the root, compute in
-  PRECISION's dtype (``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``), fp32 master
-  weights, gradients and AdamW states sharded over the DP ranks, no autocast; gradients are
-  reduce-scattered after every micro-batch and summed in fp32 in the shards (FSDP2 holding unsharded
-  gradients across micro-batches would cost the full model's gradients again);
-* TRAN_COMPILE: ``torch.compile`` of each decoder layer, compiled by one forward and backward pass
-  before the measured loop (:meth:`Trainer.warm_up`), so the compile time is kept apart from the steps.
-
-``Trainer(sharding="ddp")`` is the loop before issue 22 (DDP, fp32 weights under autocast), kept as the
-reference FSDP2's loss curve is checked against (tests/unit/train/frameworks/test_tran_fsdp.py).
+Kept apart from ``train/tran/worker.py`` so ``bench/monitor_overhead.py`` drives the very same optimizer step.
+Choices that affect comparability: the transformers class of the shape table, initialised as Megatron does
+(train/tran/init.py) on the device, SDPA, untied embeddings; AdamW with weight decay on matrices only, clipping on
+the global norm; token-mean cross entropy in fp32; FSDP2 (``train/tran/shard.py``) per decoder layer with fp32
+master weights and reductions, gradients reduce-scattered after every micro-batch (holding unsharded gradients
+would cost the full model's gradients again); TRAN_COMPILE compiles each layer before the measured loop
+(:meth:`Trainer.warm_up`). ``Trainer(sharding="ddp")`` is the reference FSDP2's loss curve is checked against
+(tests/unit/train/frameworks/test_tran_fsdp.py).
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """``tran``: the vendor-neutral reference trainer, the same file on cpu, nvd and amd.
 
-Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` built from the shape table
-(random init, no download, SDPA attention), a plain PyTorch loop with AdamW, warm-up
-then cosine/linear/constant decay, gradient clipping and accumulation, FSDP2 mixed
-precision (train/tran/shard.py) under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm
-maps to RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
+A Hugging Face causal LM built from the shape table (random init, SDPA), a plain PyTorch loop with AdamW, the
+schedule, clipping and accumulation, FSDP2 mixed precision (train/tran/shard.py) under ``torchrun``.
+Data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked. ``deep`` (train/deep/worker.py) reuses
+:func:`run_worker` and :func:`train`; both end through :func:`exit_worker`.
 
-This module is the training entry run by ``torchrun``: ``python -m train.tran.worker
---model llama --result PATH`` (its launcher plugin is ``train/tran/plugin.py``). ``deep``
-(train/deep/worker.py) reuses the worker entry (:func:`run_worker`) and the measured loop
-(:func:`train`) with its DeepSpeed trainer. Both processes end through :func:`exit_worker`, without the
-interpreter's finalization (why: its docstring).
-
-Evaluation (issue 34, EVAL_INTERVAL/EVAL_SAMPLES): after every EVAL_INTERVAL_STEPS-th step the trainer's
-``evaluator()`` (train/tran/evaluation.py) evaluates the next held-out block; the time from the first step's start
-to each evaluation's end is recorded (``utils/measure/quality.py`` turns the evaluations into the result's
-``quality`` block); the loop stops after an evaluation at or below TARGET_LOSS (STOP_AT_TARGET: an ``ok`` ending)
-or with a non-finite eval loss (``failed``, the reason stated). Step times exclude evaluations.
-
-Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
-``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
-DP ranks; rank 0 writes the result through ``result_guard``, so SIGTERM or an error
-still leaves a valid ``incomplete``/``failed`` file. SIGTERM is turned into a flag that
-every rank checks after each step, agreed through the loss all-reduce, so all ranks
-stop after the same step and no collective is left half-entered.
+Every EVAL_INTERVAL_STEPS-th step the evaluator (train/tran/evaluation.py) reads the next held-out block; the
+loop stops at TARGET_LOSS (STOP_AT_TARGET) or a non-finite eval loss. Step times exclude evaluations.
+``StepMonitor`` brackets each optimizer step; rank 0 writes the result through ``result_guard``. SIGTERM sets a
+flag agreed through the loss all-reduce, so all ranks stop after the same step.
 """
 
 from __future__ import annotations
