@@ -93,12 +93,7 @@ class Found:
 
 
 def _disk(path: Path) -> Ref:
-    shown = one_line(path, 300)
-
-    def read() -> bytes:
-        return _read_bounded(path, MAX_FILE_BYTES)
-
-    return Ref(shown, read, path)
+    return Ref(one_line(path, 300), lambda: _read_bounded(path, MAX_FILE_BYTES), path)
 
 
 def _walk(top: Path, found: Found) -> None:
@@ -193,10 +188,6 @@ def _wanted(parts: tuple[str, ...]) -> bool:
         len(parts) >= 2 and parts[-2] == "systems" and name.endswith(".json"))
 
 
-def is_archive(path: Path) -> bool:
-    return path.name.lower().endswith(ARCHIVE_SUFFIXES)
-
-
 def find(paths: list[Path]) -> Found:
     """Everything the paths hold; a path that cannot be read is one refusal, the others are still read."""
     found = Found()
@@ -208,7 +199,7 @@ def find(paths: list[Path]) -> Found:
                 _walk(path, found)
             elif not path.is_file():
                 found.refused.append(f"{shown}: no such file or folder")
-            elif is_archive(path):
+            elif path.name.lower().endswith(ARCHIVE_SUFFIXES):
                 (_zip if zipfile.is_zipfile(path) else _tar)(path, found, shown)
             else:
                 first, absolute = len(found.runs), Path(os.path.abspath(path))
