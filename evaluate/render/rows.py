@@ -124,7 +124,8 @@ QUALITY_HEADERS = ["platform / framework", "target loss", "reached", "time to ta
 def _quality_name(summary: QualitySummary) -> str:
     g = summary.group
     return (f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
-            + (" (tuned)" if g.profile == "tuned" else ""))
+            + (" (tuned)" if g.profile == "tuned" else "")
+            + ("" if summary.fixed_set else " (not MLPerf's measure)"))  # issue 50: not the fixed held-out set
 
 
 def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], short: bool = False) -> list[list[str]]:

@@ -30,7 +30,7 @@ from tests.helpers.tokenizers import real_format_tokenizer
 from train.launch.context import load_plugin
 from train.rules.versions import tree_commit
 from utils.config.load import Config
-from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir
+from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir, valid_prefix
 from utils.spec.registry import model_names
 
 # bf16 and FP8, TP 1/2, CP 1/2 on 8 GPUs; GA keeps GBS at 64.
@@ -66,13 +66,20 @@ def with_release_tokenizers(cfg: Config) -> Config:
     return cfg
 
 
-def with_encoded_data(cfg: Config) -> Config:
+def with_encoded_data(cfg: Config, valid: bool = False, models: tuple[str, ...] | None = None) -> Config:
     """``cfg``'s stubs replaced by a small corpus encoded for every model, as data/clean.py and data/encode.py
-    leave it, so the preflight's samples digest runs the framework's own dataset and tokenizer code on it."""
-    texts = [text for text in (normalize(raw) for raw in generate_documents(SampleSpec(seed=11, target_bytes=60_000)))
+    leave it, so the preflight's samples digest runs the framework's own dataset and tokenizer code on it; with
+    ``valid``, a held-out set of other documents at each model's validation prefix too (``models``: every model)."""
+    for prefix_of, seed in ((dataset_prefix, 11), *([(valid_prefix, 12)] if valid else [])):
+        _encode(cfg, prefix_of, seed, models or tuple(model_names()))
+    return cfg
+
+
+def _encode(cfg: Config, prefix_of, seed: int, models: tuple[str, ...]) -> None:
+    texts = [text for text in (normalize(raw) for raw in generate_documents(SampleSpec(seed=seed, target_bytes=60_000)))
              if text]
-    for model in model_names():
-        prefix = dataset_prefix(cfg, model)
+    for model in models:
+        prefix = prefix_of(cfg, model)
         for suffix in (".bin", ".idx"):
             Path(f"{prefix}{suffix}").unlink(missing_ok=True)
         encode_documents(texts, load_tokenizer(tokenizer_dir(cfg, model)), prefix, workers=1, progress=False,

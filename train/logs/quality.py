@@ -13,7 +13,8 @@ module only says where each evaluation's numbers come from in a log:
   evaluation times so far (Megatron's ``evaluate`` timer; a log without them says so, and the time is a lower
   bound). Megatron's own ``elapsed time per iteration`` leaves evaluation out
   (``megatron/training/training.py:2359, 2389`` at 847781764f), so the two are added, never taken from one;
-* how the stack reduces the eval loss (:data:`REDUCTION`), from its own code at the pinned versions.
+* how the stack reduces the eval loss (:data:`REDUCTION`), and which held-out samples each evaluation reads
+  (:data:`HELD_OUT`, issue 50), from its own code at the pinned versions.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
 from utils.config.load import EvaluationCadence
+from utils.measure.quality import FIXED_SET, HeldOutSet
 from utils.schema.model import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
@@ -46,6 +48,18 @@ PRIMUS_REDUCTION = (
     "Megatron's evaluate() as Primus runs it: a per-token mean from Primus v26.2 (8c5bc42d) on; Primus v0.7.0's "
     "evaluator kept only the last eval iteration's mean (primus/backends/megatron/training/evaluator.py:112)")
 REDUCTION = {"mega": MEGATRON_REDUCTION, "prim": PRIMUS_REDUCTION, "nemo": NEMO_REDUCTION}
+# Megatron's validation iterator goes on across evaluations (847781764f training.py:2871; core_v0.12.0 l.2378-2383,
+# 2440-2441), so evaluation k reads the k-th block, and no pinned line offers a fixed set that works: --full-validation
+# is absent at core_v0.12.0 and at 847781764f counts sequences as iterations over a one-pass iterator (l.2719-2720,
+# 2849-2856, 2871): StopIteration in the first evaluation for GBS > 1 (tests/conformance/megatron_evaluate.py runs it).
+# Fixed upstream in 241a5ca3f9, first in core_v0.18.0. Primus evaluates through the same iterator.
+MEGATRON_BLOCKS = HeldOutSet(False, (
+    "not MLPerf's measure: evaluation k reads the k-th block of EVAL_SAMPLES validation sequences, not the same set "
+    "each time (Megatron-LM's validation iterator continues, training.py:2871 at 847781764f; its --full-validation "
+    "exhausts a one-pass iterator for GBS > 1 there and is absent at core_v0.12.0; fixed in core_v0.18.0)"))
+# NeMo's validation sampler starts at 0 for every loader but training's (nemo/lightning/pytorch/plugins/
+# data_sampler.py:81, v2.1.0 and v2.3.0) and Lightning re-iterates the one loader at each validation.
+HELD_OUT = {"mega": MEGATRON_BLOCKS, "prim": MEGATRON_BLOCKS, "nemo": FIXED_SET}
 # The launcher's record of a job's evaluation lines, beside its log (train/launch/target_watch.py writes it).
 RECORD_SUFFIX = ".evaluations.jsonl"
 
@@ -165,8 +179,8 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
     energy_reason = ("the launcher's energy trace is applied after collection" if record else
                      "a log alone carries no energy trace")
     quality = build_quality(settings, evaluations, reduction=REDUCTION.get(framework, MEGATRON_REDUCTION),
-                            platform=platform, gpus=gpus, run_start_unix=start, stop=stop,
-                            energy_reason=energy_reason)
+                            held_out=HELD_OUT.get(framework, MEGATRON_BLOCKS), platform=platform, gpus=gpus,
+                            run_start_unix=start, stop=stop, energy_reason=energy_reason)
     return quality, notes
 
 

@@ -304,7 +304,7 @@ def evaluation_settings(cfg: Config) -> dict[str, Any]:
     * ``eval_iters`` global batches per evaluation (EVAL_SAMPLES / GBS) and ``eval_interval`` in steps
       (EVAL_INTERVAL / GBS): ``training.py:2356`` evaluates after steps N, 2N, ... and once more after the loop
       (l.773-787), never at step 0; each evaluation reads the next block of the validation set (its iterator
-      continues, l.2871);
+      continues, l.2871): not MLPerf's fixed set, which the result says (train/logs/quality.py ``MEGATRON_BLOCKS``);
     * never ``full_validation``: at this commit it exhausts a one-epoch iterator during the first evaluation
       for any GBS > 1 (``training.py:2719-2720, 2856``; fixed upstream only in 241a5ca3f9);
     * ``exit_signal_handler``: the launcher's graceful stop at the target or at a NaN evaluation

@@ -12,10 +12,11 @@ Held-out evaluation (issue 34): :class:`EvaluationRecorder` reads NeMo's ``val_l
 validation (``trainer.callback_metrics``, full precision; the printer shows 4 digits), stamps it with the
 host's wall clock from the first training step's start, stops the run through Lightning's
 ``trainer.should_stop`` at the first evaluation at or below TARGET_LOSS (or a non-finite one; agreed on all
-ranks, as Lightning's own EarlyStopping does, whose strict ``<`` and patience are not the rule here), and
-moves the validation sampler on so that evaluation k reads the k-th block of the validation set, as Megatron's
-continuing iterator does (NeMo 2.3's sampler restarts at 0 every validation:
-``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``). The block is ``utils/measure/quality.py``'s.
+ranks, as Lightning's own EarlyStopping does, whose strict ``<`` and patience are not the rule here). The block is
+``utils/measure/quality.py``'s. Every validation reads the same first EVAL_SAMPLES sequences, MLPerf's measure (issue
+50), by NeMo's own doing: its validation sampler starts at sample 0 for every loader but training's
+(``nemo/lightning/pytorch/plugins/data_sampler.py:81``, v2.1.0 and v2.3.0) and Lightning re-iterates that one loader
+at each validation (``lightning/pytorch/loops/evaluation_loop.py:113, 231`` at 2.4.0), so nothing here moves it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from train.logs.quality import NEMO_REDUCTION
+from train.logs.quality import HELD_OUT, NEMO_REDUCTION
 from utils.config.load import Config
 from utils.measure.metrics import framework_reported, record_steps
 from utils.measure.monitor import StepMonitor, StepRecord
@@ -81,7 +82,8 @@ class EvaluationRecorder:
         """The result's ``quality`` block (the launcher adds the energy to target from its trace)."""
         from utils.measure.quality import build_quality
 
-        return build_quality(self.cfg, self.evaluations, reduction=self.reduction, platform=platform, gpus=gpus,
+        return build_quality(self.cfg, self.evaluations, reduction=self.reduction, held_out=HELD_OUT["nemo"],
+                             platform=platform, gpus=gpus,
                              run_start_unix=self.run_start_unix, stop=self.stop,
                              energy_reason="energy to target is the launcher's (its counter trace)")
 
@@ -210,18 +212,6 @@ def _lightning_scalar(value: Any) -> float | None:
         return None
 
 
-def advance_validation_sampler(trainer: Any, consumed: int) -> bool:
-    """Point the validation sampler at sample ``consumed`` for the next validation (Megatron reads on; NeMo's
-    sampler would restart at 0). Read when the next validation's iterator starts
-    (``lightning/pytorch/loops/evaluation_loop.py:119-124, 228-259``); False where there is no such sampler."""
-    loaders = getattr(trainer, "val_dataloaders", None)
-    sampler = getattr(loaders, "batch_sampler", None)
-    if sampler is None or not hasattr(sampler, "consumed_samples"):
-        return False
-    sampler.consumed_samples = consumed
-    return True
-
-
 def _device_scalar(value: Any) -> Any:
     """A one-element tensor as it is (the monitor reads it off the critical path), anything else as a float."""
     if hasattr(value, "detach") and value.numel() == 1:
@@ -277,7 +267,6 @@ def _build_benchmark_callback_class() -> type:
                 return
             value = _lightning_scalar(trainer.callback_metrics.get(VAL_LOSS_KEY))
             reason = recorder.validation_end(trainer.global_step, math.nan if value is None else value)
-            advance_validation_sampler(trainer, len(recorder.evaluations) * recorder.cfg.eval_samples)
             stop = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
             if stop:
                 trainer.should_stop = True

@@ -28,9 +28,10 @@ The dataset is configured as Megatron-LM's ``pretrain_gpt.py`` configures it for
 The held-out validation samples (issue 34) are built as Megatron builds them for ``--valid-data-path V``
 (``BlendedMegatronDatasetBuilder``'s per-split branch: a ``GPTDataset`` over every document of ``V``, index split
 ``valid``) with ``(TRAIN_ITERS // EVAL_INTERVAL_STEPS + 1) x EVAL_SAMPLES`` samples: the size decides the epochs the
-shuffle covers, so it must be Megatron's (``get_train_valid_test_num_samples``). Megatron's validation iterator
-continues across evaluations, so evaluation ``k`` (1-based) reads samples ``[(k-1)E, kE)``, ``E = EVAL_SAMPLES``:
-:meth:`MegatronSamples.micro_batch` with ``step = (k-1) x EVAL_ITERS + i`` for eval iteration ``i``.
+shuffle covers, so it must be Megatron's (``get_train_valid_test_num_samples``; NeMo's data module sizes it the same).
+Every evaluation of ``tran`` and ``deep`` reads samples ``[0, E)``, ``E = EVAL_SAMPLES`` (MLPerf's fixed held-out set,
+issue 50): :meth:`MegatronSamples.micro_batch` with ``step = i`` for eval iteration ``i``. (Megatron's own validation
+iterator continues instead, evaluation ``k`` reading ``[(k-1)E, kE)``: train/logs/quality.py ``MEGATRON_BLOCKS``.)
 
 Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples
 ``(s*GA + m) * MBS*DP + r*MBS + b`` (``b < MBS``) for micro-batch ``m`` of step ``s``: the

@@ -96,8 +96,9 @@ def valid_dataset_samples(cfg: Config) -> int:
 
 
 def valid_digest_count(cfg: Config) -> int:
-    """How many validation samples the digest covers: the first evaluation's first (at most two global batches)."""
-    return min(cfg.eval_samples, global_sample_count(cfg.gbs))
+    """How many validation samples the digest covers: the first EVAL_SAMPLES, the fixed held-out set every evaluation
+    reads on tran, deep and nemo (issue 50; 1,024 x SL 8,192 tokens at the MLPerf point)."""
+    return cfg.eval_samples
 
 
 def reference_valid_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
@@ -232,7 +233,7 @@ def _reference_fields(cfg: Config, model: str) -> dict[str, Any]:
     fields = {"kind": "reference", **reference_fields(
         dataset_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed, cfg.gbs, cfg.train_iters * cfg.gbs,
         global_sample_count(cfg.gbs), REPO_ROOT)}
-    if cfg.evaluates:  # the digest covers the first validation samples too
+    if cfg.evaluates:  # the digest covers the held-out set too
         fields["valid"] = reference_fields(valid_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed,
                                            cfg.gbs, valid_dataset_samples(cfg), valid_digest_count(cfg), REPO_ROOT)
     return fields
@@ -357,6 +358,6 @@ def dry_run_note(cfg: Config, model: str) -> str | None:
         digest, _ = samples_digest(cfg, model, "tran")
     except Exception:  # data that cannot be read yet is data/ready.py's to report before a real launch
         return None
-    held_out = " and the first validation samples" if cfg.evaluates else ""
+    held_out = f" and the first {cfg.eval_samples} validation samples" if cfg.evaluates else ""
     return f"{DIGEST_KEY} {digest}: the first two global batches{held_out} as tran feeds them; the preflight " \
            "checks the framework's own against it" if digest else None

@@ -4,9 +4,10 @@ Both trainers evaluate here, so the same weights and samples give them the same 
 (tests/unit/train/frameworks/test_tran_eval.py checks it on cpu):
 
 * samples: the validation split of megatron-core's ``GPTDataset`` built as Megatron builds it for
-  ``--valid-data-path`` (train/rules/samples.py), evaluation ``k`` (0-based here) reading global samples
-  ``[k E, (k+1) E)`` in Megatron's micro-batch order (eval iteration ``i`` is step ``k x EVAL_ITERS + i`` of that
-  order, every rank its own rows), as Megatron's continuing validation iterator does;
+  ``--valid-data-path`` (train/rules/samples.py), every evaluation reading the same global samples ``[0, E)`` in
+  Megatron's micro-batch order (eval iteration ``i`` is step ``i`` of that order, every rank its own rows): one
+  fixed held-out set, MLPerf's measure (issue 50; the reference's NeMo restarts its validation sampler at 0,
+  ``nemo/lightning/pytorch/plugins/data_sampler.py:81`` at v2.1.0), so the curve moves only because the weights do;
 * reduction: the sum of the token cross-entropies over all ``EVAL_SAMPLES x SL`` evaluated tokens, in float64,
   all-reduced with the token count over the ranks, divided once: the per-token mean Megatron's ``evaluate()``
   computes (and MLPerf's log perplexity). No token is masked (no EOD loss mask, no pad: docs/SAMPLE_ORDER.md);
@@ -43,7 +44,7 @@ def valid_samples(cfg: Config, model: str, train_samples: Any) -> Any:
 
 @dataclass
 class Evaluator:
-    """One rank's held-out evaluation: :meth:`run` evaluates the next block of EVAL_SAMPLES samples."""
+    """One rank's held-out evaluation: :meth:`run` evaluates the first EVAL_SAMPLES validation samples."""
 
     cfg: Config
     rank: int
@@ -52,16 +53,16 @@ class Evaluator:
     data: Any  # the validation MegatronSamples
     forward: Forward
     set_training: Callable[[bool], None]
-    done: int = 0  # evaluations run so far: the next one reads block ``done``
+    done: int = 0  # evaluations run so far (each read the same samples)
 
     def sums(self) -> torch.Tensor:
-        """[sum of token cross-entropies, token count] of this rank's rows of the next block (float64)."""
+        """[sum of token cross-entropies, token count] of this rank's rows of the held-out set (float64)."""
         cfg = self.cfg
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         for iteration in range(cfg.eval_iters):
             for micro in range(cfg.ga):
-                tokens = self.data.micro_batch(self.done * cfg.eval_iters + iteration, micro, rank=self.rank,
-                                               dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga).to(self.device)
+                tokens = self.data.micro_batch(iteration, micro, rank=self.rank, dp=cfg.dp, mbs=cfg.mbs,
+                                               ga=cfg.ga).to(self.device)
                 targets = tokens[:, 1:]
                 logits = self.forward(tokens[:, :-1])
                 loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
@@ -71,7 +72,7 @@ class Evaluator:
         return totals
 
     def run(self) -> float:
-        """The per-token mean cross-entropy over the next EVAL_SAMPLES x SL tokens, the same on every rank."""
+        """The per-token mean cross-entropy over the held-out EVAL_SAMPLES x SL tokens, the same on every rank."""
         self.set_training(False)
         try:
             with torch.no_grad():

@@ -212,10 +212,10 @@ class Ledger:
         res.power_metrics = self.power.metrics(len(monitor.records)).model_copy(update=dict(
             zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
         if self.cfg.evaluates:
-            from utils.measure.quality import PER_TOKEN_MEAN, build_quality
+            from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality
 
             res.quality = build_quality(
-                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, platform=self.args.platform,
+                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform=self.args.platform,
                 gpus=self.info.world_size, run_start_unix=self.run_start[1] if self.run_start else None,
                 stop=self.stop_reason, energy_reason="measured by the launcher from its energy counter trace "
                                                      "(train/launch/energy.py); this trainer reads no counter")
