@@ -43,9 +43,10 @@ from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer
 from utils.config.load import ConfigError, load_config
 from utils.io.atomic import atomic_write_text
+from utils.machine.device_counters import open_reader
 from utils.machine.hardware import cpu_name, detect_platform
 from utils.measure.monitor import StepMonitor
-from utils.measure.power import CounterWindow, device_meter, open_reader
+from utils.measure.power import CounterWindow, device_meter
 from utils.spec.registry import model_names
 
 PATTERN = ("on", "off", "off", "on")

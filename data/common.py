@@ -25,7 +25,8 @@ from utils.config.load import Config, load_config
 from utils.config.rules import DATASETS
 from utils.dataset.paths import TokenizerMissingError
 from utils.files.locks import LockError, LockHeld, data_lock_path, hold
-from utils.io.json_input import JsonInputError, one_line, parse_json
+from utils.io.json_input import JsonInputError, parse_json
+from utils.io.sanitise import one_line
 from utils.spec.registry import model_names
 
 EXIT_FAILURE = 1

@@ -36,8 +36,7 @@ from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer
 from utils.io.atomic import atomic_path, temp_sibling
 from utils.io.hashing import sha256_dir, sha256_file
 from utils.machine.environment import installed_versions
-from utils.spec.models import get_shape
-from utils.spec.registry import model_names
+from utils.spec.registry import MODELS
 
 
 @dataclass(frozen=True)
@@ -66,10 +65,9 @@ VALID_SHARE = 50
 def valid_documents(cfg: Config) -> int:
     """How many validation-split documents a corpus with its own split fetches."""
     return max(1, cfg.data_samples // VALID_SHARE)
-# The tokenizer repositories come from the shape table; Llama's and Mistral's are gated (a licence to
-# accept on the Hub, then HF_TOKEN), Qwen's is open.
-TOKENIZER_REPOS: dict[str, str] = {model: get_shape(model).hf_repo for model in model_names()}
-GATED_REPOS = frozenset({TOKENIZER_REPOS["llama"], TOKENIZER_REPOS["mistral"]})
+
+
+# A model's tokenizer repository, and whether it is gated, are its registry row's (utils/spec/registry.py).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "tokenizer.model")
 LOCAL_SUFFIXES = (".jsonl", ".json", ".txt", ".text", ".md")
@@ -255,9 +253,9 @@ def _install_tokenizer(final: Path, build: Callable[[Path], None]) -> list[Path]
     return sorted(p for p in final.rglob("*") if p.is_file())
 
 
-def _hf_token(repo: str) -> str | None:
+def _hf_token(repo: str, gated: bool) -> str | None:
     token = read_secret("HF_TOKEN")
-    if token is None and repo in GATED_REPOS:
+    if token is None and gated:
         raise DataError(
             f"{repo} is a gated repository and HF_TOKEN is not set: accept its licence on "
             f"https://huggingface.co/{repo}, then put HF_TOKEN=<your token> in secrets.env "
@@ -267,21 +265,21 @@ def _hf_token(repo: str) -> str | None:
 
 
 def fetch_real_tokenizer(cfg: Config, model: str, force: bool = False) -> Path:
-    repo = TOKENIZER_REPOS[model]
+    repo, gated = MODELS[model].shape.hf_repo, MODELS[model].gated
     final = tokenizer_dir(cfg, model)
     manifest_path = tokenizer_manifest_path(cfg, model)
     key = {"repo": repo, "files": list(TOKENIZER_FILES)}
     if not force and mf.is_current(manifest_path, key) and final.is_dir():
         print(f"fetch: tokenizer {final} is current; --force to redo")
         return final
-    token = _hf_token(repo)
+    token = _hf_token(repo, gated)
 
     def download(tmp: Path) -> None:
         try:
             download_tokenizer_files(repo, tmp, token)
         except Exception as exc:  # hub errors: gated, not found, offline...
             message = str(exc).replace(token, "<HF_TOKEN>") if token else str(exc)
-            hint = " (is HF_TOKEN in secrets.env valid and the licence accepted?)" if repo in GATED_REPOS else ""
+            hint = " (is HF_TOKEN in secrets.env valid and the licence accepted?)" if gated else ""
             raise DataError(f"cannot download the tokenizer of {repo}{hint}: {type(exc).__name__}: {message}") from None
         shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download metadata
 
@@ -300,7 +298,7 @@ def fetch_sample_tokenizers(cfg: Config, corpus: Path, force: bool = False) -> l
     for model in cfg.models:
         final = tokenizer_dir(cfg, model)
         manifest_path = tokenizer_manifest_path(cfg, model)
-        kind = sample_corpus.TOKENIZER_STYLES[model].kind
+        kind = MODELS[model].tokenizer.kind
         key = {"trained_on": corpus_hash, "bpe_vocab": cfg.sample_vocab, "style": model, "kind": kind,
                "generator": sample_corpus.GENERATOR_VERSION, "versions": versions}
         if not force and mf.is_current(manifest_path, key):

@@ -41,6 +41,7 @@ from utils.config.load import Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import sha256_dir
+from utils.spec.registry import MODELS
 
 REDO = "prepare the data again: ./shell/run_data.sh (./shell/data.sh natively)"
 # Manifest key fields that come straight from a config key.
@@ -92,7 +93,7 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
     Raises :class:`DataError` naming the first manifest that does not fit.
     """
     from data.clean import RULES_VERSION, clean_manifest_path
-    from data.fetch import TOKENIZER_REPOS, fetch_manifest_path, tokenizer_manifest_path
+    from data.fetch import fetch_manifest_path, tokenizer_manifest_path
 
     fetched_path = fetch_manifest_path(cfg)
     fetched = _manifest(fetched_path, "fetch")
@@ -112,7 +113,7 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
     if cfg.dataset == "sample":
         expected = {"bpe_vocab": cfg.sample_vocab, "style": model, "trained_on": raw_hash}
     else:
-        expected = {"repo": TOKENIZER_REPOS[model]}
+        expected = {"repo": MODELS[model].shape.hf_repo}
     _differences(tok_manifest_path, tok_manifest.key, expected)
     if not tok_dir.is_dir():
         raise DataError(f"{tok_dir}: the tokenizer is missing; {REDO}")

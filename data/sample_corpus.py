@@ -10,8 +10,8 @@ gives byte-identical files on every machine.
 
 The tokenizers are the real releases' formats over a small learnt vocabulary: the special
 tokens in their release order, their roles and post-processors, and the release's
-``tokenizer_config.json`` (:data:`TOKENIZER_STYLES`). Llama 3.1: byte-level BPE with its split
-regex, ``<|begin_of_text|>`` prepended by the post-processor, ``<|end_of_text|>`` as EOS and no
+``tokenizer_config.json`` (each model row's ``tokenizer`` in utils/spec/registry.py). Llama 3.1: byte-level BPE
+with its split regex, ``<|begin_of_text|>`` prepended by the post-processor, ``<|end_of_text|>`` as EOS and no
 pad token. Qwen 2.5: NFC, no BOS, ``<|endoftext|>`` as EOS and as pad. Mistral v0.3:
 SentencePiece-style, words marked with ``▁`` (Metaspace), byte fallback to
 ``<0x00>``..``<0xFF>`` pieces, ``<unk>``/``<s>``/``</s>`` and the control tokens at ids 0-9,
@@ -30,6 +30,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from utils.spec.registry import MODELS
+from utils.spec.tokenizer import BYTE_LEVEL, LLAMA3_SPLIT_PATTERN, SENTENCEPIECE, SENTENCEPIECE_SPECIALS, TokenizerStyle
 
 # Bump when the generator's output changes, so manifests see a new input.
 GENERATOR_VERSION = 3  # 3: the slow-tokenizer files (data/slow_tokenizer.py)
@@ -150,77 +153,7 @@ def write_corpus(spec: SampleSpec, out_path: Path) -> int:
 # ---------------------------------------------------------------------------
 # tokenizers
 
-# Llama 3's pre-tokenizer split (public in its tokenizer.json): contractions, words,
-# numbers in groups of up to three digits, punctuation runs, newlines, spaces.
-_SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-# Qwen 2.5's (its tokenizer.json, and what transformers' Qwen2Tokenizer class rebuilds): digits one by one.
-_QWEN_SPLIT_PATTERN = _SPLIT_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
-
-
-BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
-
-
-@dataclass(frozen=True)
-class TokenizerStyle:
-    """A model's tokenizer as its release lays it out, over a small learnt vocabulary.
-
-    The special tokens (in the release's id order), their roles (BOS, EOS, pad, unk), what the
-    post-processor adds and the ``tokenizer_config.json`` keys that decide how ``AutoTokenizer``
-    loads the files are the real ones: the frameworks' dataset code reads exactly these roles
-    (megatron-core's ``GPTDataset`` treats a pad id as padding, so a pad that is the EOS masks
-    every end of document; docs/SAMPLE_ORDER.md), so a test tokenizer that invents them proves
-    nothing about real runs.
-    """
-
-    eos: str
-    bos: str | None
-    pad: str | None  # tokenizer_config.json's pad_token: Qwen names its EOS, Llama 3.1 and Mistral name none
-    specials: tuple[str, ...]  # every added special token, in the release's id order
-    prepend_bos: bool  # the post-processor puts BOS before every text
-    nfc: bool
-    tokenizer_class: str  # tokenizer_config.json's class, loadable by transformers 4.x and 5.x
-    config: tuple[tuple[str, Any], ...] = ()  # the release's further tokenizer_config.json keys
-    kind: str = BYTE_LEVEL  # which base BPE the model's tokenizer is made from
-    unk: str | None = None
-    split_pattern: str = _SPLIT_PATTERN  # byte-level pre-tokenizer's regex
-
-
-# Meta's Llama 3.1 (ids 128000-128010 of 128256; the rest are more reserved tokens).
-_LLAMA31_SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
-                     "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
-                     "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>")
-# Qwen 2.5 (ids 151643-151656; the tool-call and FIM tokens after them are added but not special).
-_QWEN25_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-                    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-                    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
-# Mistral v0.3: <unk> <s> </s> at ids 0-2, then its control tokens (ids 3-9; [control_8].. follow up to 770).
-SENTENCEPIECE_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
-                          "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 BYTE_PIECES = tuple(f"<0x{value:02X}>" for value in range(256))
-
-TOKENIZER_STYLES: dict[str, TokenizerStyle] = {
-    "llama": TokenizerStyle(
-        eos="<|end_of_text|>", bos="<|begin_of_text|>", pad=None, specials=_LLAMA31_SPECIALS, prepend_bos=True,
-        nfc=False, tokenizer_class="PreTrainedTokenizerFast",
-        config=(("clean_up_tokenization_spaces", True), ("model_input_names", ["input_ids", "attention_mask"]),
-                ("model_max_length", 131072))),
-    "qwen": TokenizerStyle(
-        eos="<|endoftext|>", bos=None, pad="<|endoftext|>", specials=_QWEN25_SPECIALS, prepend_bos=False,
-        nfc=True, tokenizer_class="Qwen2Tokenizer", split_pattern=_QWEN_SPLIT_PATTERN,
-        config=(("add_prefix_space", False), ("additional_special_tokens", list(_QWEN25_SPECIALS[1:])),
-                ("clean_up_tokenization_spaces", False), ("errors", "replace"), ("model_max_length", 131072),
-                ("split_special_tokens", False), ("unk_token", None))),
-    "mistral": TokenizerStyle(
-        eos="</s>", bos="<s>", pad=None, specials=SENTENCEPIECE_SPECIALS, prepend_bos=True, nfc=False,
-        tokenizer_class="LlamaTokenizer", kind=SENTENCEPIECE, unk="<unk>",
-        config=(("add_bos_token", True), ("add_eos_token", False), ("clean_up_tokenization_spaces", False),
-                ("legacy", False), ("model_max_length", 1000000000000000019884624838656), ("pad_token", None),
-                ("sp_model_kwargs", {}),
-                ("spaces_between_special_tokens", False), ("use_default_system_prompt", False))),
-}
 
 
 def _texts(corpus_path: Path) -> Iterator[str]:
@@ -245,7 +178,7 @@ def train_base_tokenizer_on(texts: Iterable[str], vocab_size: int, kind: str = B
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = _byte_level_split(_SPLIT_PATTERN)
+    tokenizer.pre_tokenizer = _byte_level_split(LLAMA3_SPLIT_PATTERN)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -346,7 +279,7 @@ def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
 
     from data.slow_tokenizer import write_slow_files
 
-    style = TOKENIZER_STYLES[model]
+    style = MODELS[model].tokenizer
     tokenizer = Tokenizer.from_str(base.to_str())
     tokenizer.add_special_tokens(list(style.specials))
     if style.nfc:

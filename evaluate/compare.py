@@ -35,10 +35,10 @@ from evaluate.render.plots import comparison_figure, loss_parity_figure, save_fi
 from evaluate.render.quality_plot import evaluated, quality_figure
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.files.generated import mark_output_dir
 from utils.io.atomic import atomic_write_text
 from utils.io.output_path import OutputPathError, output_file
 from utils.io.sanitise import safe_text
+from utils.result.names import mark_output_dir
 from utils.spec.registry import platform_names
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2

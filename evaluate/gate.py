@@ -9,7 +9,8 @@ reader as ``evaluate.compare``), or stored runs (``--candidate-runs``). The base
 ``last-ok`` (the default: for each candidate, the last ok run of its workload, platform and framework on its
 device), run ids (``42`` or ``42,43,44``) or a tag (``tag:NAME``). The rules (throughput against
 max(5%, the baseline's run-to-run spread), loss by Megatron-Bridge's convergence rules, cross-vendor
-equivalence against measured noise) are described in ``evaluate/history/gate.py``.
+equivalence against measured noise) are the gate rules of ``train/settings/rules.json``, each with its
+source in docs/CONFORMANCE.md's rules table; ``evaluate/history/gate.py`` applies them.
 
 CI use::
 
@@ -21,18 +22,18 @@ CI use::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from evaluate.history.gate import DEFAULT_FLOOR, GateSettings, Verdict, judge, usable_baseline
+from evaluate.history.gate_report import WORDS, CandidateReport, CheckReport, GateReport
 from evaluate.history.ingest import collect
 from evaluate.history.noise import tolerance
 from evaluate.history.query import LAST_OK, RunView, last_ok, resolve
 from evaluate.history.store import HistoryError, configured_db, open_database, safe_output
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 def _fraction(text: str) -> float:
@@ -73,21 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def report(verdicts: list[Verdict] | None, code: int, error: str | None = None) -> dict:
+def report(verdicts: list[Verdict] | None, code: int, error: str | None = None) -> GateReport:
     """The verdicts as data: per candidate its baseline runs and every check (pass, fail or skip, and the line)."""
-    words = {True: "pass", False: "fail", None: "skip"}
-    return {
-        "verdict": {0: "pass", 1: "regression"}.get(code, "bad input"), "exit_code": code, "error": error,
-        "candidates": [{
-            "candidate": v.candidate.label, "run_id": v.candidate.id, "baseline_run_ids": [b.id for b in v.baseline],
-            "checks": [{"metric": c.metric, "result": words[c.passed], "line": c.line} for c in v.checks],
-        } for v in verdicts or []],
-    }
+    return GateReport(verdict={0: "pass", 1: "regression"}.get(code, "bad input"), exit_code=code, error=error,
+                      candidates=[CandidateReport(
+                          candidate=v.candidate.label, run_id=v.candidate.id,
+                          baseline_run_ids=[b.id for b in v.baseline],
+                          checks=[CheckReport(metric=c.metric, result=WORDS[c.passed], line=c.line) for c in v.checks])
+                          for v in verdicts or []])
 
 
-def _write_report(path: Path | None, data: dict) -> None:
+def _write_report(path: Path | None, data: GateReport) -> None:
     if path is not None:
-        atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=True) + "\n")
+        atomic_write_text(path, data.json_text())
 
 
 def _candidates(args: argparse.Namespace, conn) -> list[RunView]:  # type: ignore[no-untyped-def]

@@ -55,10 +55,11 @@ from evaluate.render.tables import console_table
 from train.settings.expected import contradictions
 from utils.config.cli import exits_on_config_error, number_argument
 from utils.config.load import load_config
-from utils.io.json_input import one_line
-from utils.io.sanitise import safe_text
+from utils.io.sanitise import one_line, safe_text
 from utils.measure.plausible import implausible
-from utils.schema.model import PerformanceMetrics, Result, first_at_target
+from utils.schema.measures import PerformanceMetrics
+from utils.schema.model import Result
+from utils.schema.quality import first_at_target
 
 THROUGHPUT_TOLERANCE = 0.01
 DEFAULT_MIN_STEPS = 5

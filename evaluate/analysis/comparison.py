@@ -28,7 +28,7 @@ from evaluate.analysis.summary import (
     summarize_group,
     summarize_quality,
 )
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 @dataclass

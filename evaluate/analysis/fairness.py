@@ -54,7 +54,8 @@ from evaluate.analysis.results import LoadedResult
 from evaluate.analysis.settings_diff import version_differences
 from train.profiles.recipe import WORKLOAD_NAMES
 from utils.dataset.sample_digest import DIGEST_KEY  # in effective_settings.settings
-from utils.schema.model import HashedFiles, ModelShapeBlock, Result, Workload
+from utils.schema.model import Result
+from utils.schema.run import HashedFiles, ModelShapeBlock, Workload
 
 UNKNOWN = "unknown"
 WORKLOAD_FIELDS = tuple(name for name in Workload.model_fields if name != "unknown")

@@ -21,8 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils.io.json_input import one_line
-from utils.io.sanitise import sanitised
+from utils.io.sanitise import one_line, sanitised
 from utils.measure.plausible import identity, implausible
 from utils.result.file import STATUSES, ResultError, read_result
 from utils.schema.model import Result

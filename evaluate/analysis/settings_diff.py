@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evaluate.analysis.results import LoadedResult
-from utils.schema.model import FrameworkVersions, Scalar
+from utils.schema.block import Scalar
+from utils.schema.hardware import FrameworkVersions
 from utils.spec.registry import FRAMEWORKS
 
 ABSENT = "-"

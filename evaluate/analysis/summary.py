@@ -21,7 +21,9 @@ from evaluate.analysis.fairness import RECIPE_KEYS
 from evaluate.analysis.references import ReferenceMatch, match_references
 from evaluate.analysis.results import LoadedResult, RunGroup
 from evaluate.analysis.stats import Estimate, estimate, pearson, ratio_estimate
-from utils.schema.model import PerformanceMetrics, Result, Scalar
+from utils.schema.block import Scalar
+from utils.schema.measures import PerformanceMetrics
+from utils.schema.model import Result
 
 TOKENS_PER_TRILLION = 1e12
 

@@ -39,8 +39,8 @@ from evaluate.gpu_check.render import losses_text, render_console, render_markdo
 from train.launch.jobs import frameworks_for
 from utils.files.generated import GPU_CHECK_DIR
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import JsonInputError, one_line, read_json
-from utils.io.sanitise import safe_text, sanitised
+from utils.io.json_input import JsonInputError, read_json
+from utils.io.sanitise import one_line, safe_text, sanitised
 from utils.machine.hardware import peak_tflops
 from utils.machine.prescreen import Prescreen
 from utils.measure.plausible import prescreen_problems

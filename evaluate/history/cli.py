@@ -27,7 +27,7 @@ from evaluate.history.store import (
 )
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 from utils.spec.registry import framework_names, model_names, platform_names
 
 TREND_PNG = "history_trend.png"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from evaluate.analysis.stats import Estimate, estimate, ratio_estimate
 from evaluate.analysis.summary import SettingDifference
 from evaluate.history.query import RunView
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 SECTIONS = (("run", "what ran"), ("hardware", "hardware"), ("driver", "driver and CUDA/ROCm"), ("image", "image"),
             ("versions", "framework versions"), ("library", "library versions"), ("profile", "profile"),

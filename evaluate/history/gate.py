@@ -1,34 +1,14 @@
-"""The regression gate's rules: a candidate run against a baseline of stored runs, one line per check.
+"""The regression gate's rules applied: a candidate run against a baseline of stored runs, one line per check.
 
-**Throughput.** The candidate's tokens/s per GPU against the median of the baseline runs. A regression is a
-candidate slower by more than ``max(floor, spread)``: ``floor`` is 5% by default (``--throughput-threshold``;
-Megatron-Bridge's performance scripts fail a run whose timing is more than 5% worse than the golden value:
-``timing_threshold`` in ``scripts/performance/utils/evaluate.py``, NVIDIA-NeMo/Megatron-Bridge at commit
-067f987df03b8355b03192d88d70f1709fedf51a, ``validate_performance``, lines 360 and 381: a signed change below
--5% is a regression), and ``spread`` is the baseline's own
-run-to-run spread, ``(max - min) / median`` of its runs' throughput (with ``--spread off``, or a single
-baseline run, the floor alone). So a noisy baseline does not fail a candidate for noise it shows itself.
-
-**Loss** (same platform). The candidate's loss curve against the baseline's (the per-step mean of the
-baseline runs), over the steps both recorded, by three of the rules of Megatron-Bridge's
-``validate_convergence`` in the same file (defaults at lines 174-182: ``correlation_threshold`` 0.95, the
-``*_loss_tolerance`` values, ``final_loss_tolerance`` and ``max_outlier_ratio``; the magnitude rule of its
-point-wise loop at lines 219-224). The rules, in tprimat's own code:
-
-* Pearson's r of the two curves at least 0.95;
-* per step, ``|candidate - baseline| / |baseline|`` within 10% where the baseline loss is above 2.0, 5% above
-  0.5, else 2%; more than 10% of the steps outside it fails;
-* the final loss within 3%.
-
-(Its other rule, a 3-sigma outlier count of the residuals, is not applied: with the point-wise rule it
-judges the same steps twice.) A curve with a non-finite loss fails; fewer than 3 common steps, another data
-or tokenizer fingerprint, or another samples digest cannot be judged and say so (not a failure).
-
-**Cross-vendor equivalence** (``--cross-vendor``). An AMD run against an NVIDIA run (any two platforms) of the
-same workload, with the same samples digest and initialisation rule recorded on both (refused otherwise: the
-equivalence could not be shown). Pearson's r at least 0.95, and the largest per-step gap and the gap of the
-mean over the last 10 steps within the tolerance of ``evaluate/history/noise.py`` (the largest drift measured
-or published for runs that should be the same). No throughput check: that comparison is ``evaluate.compare``'s.
+The rules and their thresholds are rows of ``train/settings/rules.json`` (its gate rules; docs/CONFORMANCE.md's
+rules table cites each one's source): the throughput against ``max(floor, the baseline's run-to-run spread)``
+after Megatron-Bridge's ``validate_performance``, so a noisy baseline does not fail a candidate for noise it shows
+itself; the loss curve against the baseline's mean curve by three rules of Megatron-Bridge's
+``validate_convergence`` (its fourth, a 3-sigma outlier count, would judge the same steps twice); and with
+``--cross-vendor`` an AMD run against an NVIDIA run of the same samples and initialisation, within the measured
+noise of ``evaluate/history/noise.py`` (no throughput check: that comparison is ``evaluate.compare``'s).
+A curve with a non-finite loss fails; too few common steps, another data or tokenizer fingerprint, or another
+samples digest cannot be judged and say so (not a failure).
 
 A baseline run must be usable (``record.baseline_problem``: ok, a throughput, finite losses); a selector
 naming only unusable runs, no run, or runs of several workloads is refused in one line (exit 2).
@@ -40,20 +20,16 @@ import statistics
 from dataclasses import dataclass, field
 
 from evaluate.analysis.stats import pearson
+from evaluate.history.gate_report import WORDS
 from evaluate.history.noise import curve_gaps, tolerance
 from evaluate.history.query import RunView
 from evaluate.history.store import HistoryError
-from utils.io.json_input import one_line
+from train.settings.rules import RULES
+from utils.io.sanitise import one_line
 
-THROUGHPUT = "tokens_per_second_per_gpu"
-DEFAULT_FLOOR = 0.05
-MIN_CORRELATION = 0.95
-# (baseline loss above, tolerance) in order; below the last bound, LOW_LOSS_TOLERANCE
-LOSS_TOLERANCES = ((2.0, 0.10), (0.5, 0.05))
-LOW_LOSS_TOLERANCE = 0.02
-MAX_OUTLIER_RATIO = 0.10
-FINAL_LOSS_TOLERANCE = 0.03
-MIN_STEPS = 3
+THROUGHPUT = "tokens_per_second_per_gpu"  # the gate rule's key and the stored run's column
+DEFAULT_FLOOR: float = RULES[THROUGHPUT].ref
+MIN_STEPS: int = RULES["loss"].ref
 INIT_FACTS = ("workload.INIT_STD", "workload.SEED", "settings.init_method_std", "settings.output_layer_init_method_std")
 
 
@@ -77,8 +53,7 @@ class Check:
 
     @property
     def shown(self) -> str:
-        word = {True: "PASS", False: "FAIL", None: "SKIP"}[self.passed]
-        return f"{word} {self.line}"
+        return f"{WORDS[self.passed].upper()} {self.line}"
 
 
 @dataclass
@@ -107,10 +82,11 @@ def usable_baseline(views: list[RunView], selector: str) -> list[RunView]:
 
 
 def _tolerance_at(loss: float) -> tuple[float, str]:
-    for bound, value in LOSS_TOLERANCES:
+    *above, (_, otherwise) = RULES["loss per-step tolerance"].ref
+    for bound, value in above:
         if loss > bound:
             return value, f"loss > {bound}"
-    return LOW_LOSS_TOLERANCE, f"loss <= {LOSS_TOLERANCES[-1][0]}"
+    return otherwise, f"loss <= {above[-1][0]}"
 
 
 def check_throughput(candidate: RunView, baseline: list[RunView], settings: GateSettings) -> Check:
@@ -168,7 +144,8 @@ def _correlation_check(a: list[float], b: list[float], metric: str = "loss corre
         same = all(x == y for x, y in zip(a, b, strict=True))
         return Check(metric, True if same else None,
                      f"{metric}: undefined (a constant curve)" + ("; the curves are identical" if same else ""))
-    return Check(metric, r >= MIN_CORRELATION, f"{metric}: Pearson r {r:.4f}, threshold >= {MIN_CORRELATION}")
+    least = RULES[metric].ref
+    return Check(metric, r >= least, f"{metric}: Pearson r {r:.4f}, threshold >= {least}")
 
 
 def check_loss(candidate: RunView, baseline: list[RunView]) -> list[Check]:
@@ -194,13 +171,14 @@ def check_loss(candidate: RunView, baseline: list[RunView]) -> list[Check]:
                  f"{allowed:.0%} for {band})")
     else:
         worst = ""
-    checks.append(Check("loss per-step", ratio <= MAX_OUTLIER_RATIO,
+    share, final = RULES["loss per-step"].ref, RULES["final loss"].ref
+    checks.append(Check("loss per-step", ratio <= share,
                         f"loss per-step: {len(outside)} of {len(steps)} step(s) ({ratio:.1%}) outside the tolerance "
-                        f"by loss magnitude, at most {MAX_OUTLIER_RATIO:.0%} allowed{worst}"))
+                        f"by loss magnitude, at most {share:.0%} allowed{worst}"))
     final_gap = abs(mine[-1] - golden[-1]) / abs(golden[-1]) if golden[-1] else abs(mine[-1])
-    checks.append(Check("final loss", final_gap <= FINAL_LOSS_TOLERANCE,
+    checks.append(Check("final loss", final_gap <= final,
                         f"final loss (step {steps[-1]}): candidate {mine[-1]:.4f} vs baseline {golden[-1]:.4f}: "
-                        f"{final_gap:.2%}, threshold {FINAL_LOSS_TOLERANCE:.0%}"))
+                        f"{final_gap:.2%}, threshold {final:.0%}"))
     return checks
 
 
@@ -262,7 +240,7 @@ def judge(candidate: RunView, baseline: list[RunView], settings: GateSettings) -
     if others:
         raise HistoryError(f"candidate {candidate.label} and baseline {baseline[0].label} ran different platforms or "
                            "frameworks (use --cross-vendor for AMD against NVIDIA loss equivalence)")
-    if c["status"] != "ok":
+    if c["status"] != RULES["status"].ref:
         verdict.checks.append(Check("status", False, f"status: candidate is {c['status']} "
                                                      f"({one_line(c.get('error'), 200)}), an ok run was expected"))
     devices = {v.run["device_name"] for v in baseline}

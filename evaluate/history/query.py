@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from evaluate.history.record import RunRecord, normalized_time
 from evaluate.history.store import HistoryError, runs, series, tags
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 LAST_OK = "last-ok"
 _IDS = re.compile(r"\d+(?:,\d+)*")

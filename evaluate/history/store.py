@@ -56,7 +56,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from utils.config.load import REPO_ROOT, load_config
 from utils.config.secret import read_secret
 from utils.files.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 APPLICATION = HISTORY_APPLICATION
 SCHEMA_VERSION = 3

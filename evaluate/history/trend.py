@@ -26,7 +26,7 @@ from evaluate.history.store import TREND_KEY, HistoryError, runs
 
 # the data and the figure, without SQLAlchemy (evaluate/history/trend_plot.py), re-exported: callers import them here
 from evaluate.history.trend_plot import MAX_MARKS, MAX_POINTS, METRICS, Series, trend_figure, write_png
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 __all__ = ["MAX_MARKS", "MAX_POINTS", "METRICS", "UNKNOWN_DEVICE", "Series", "render_table", "trend_figure",
            "trend_series", "write_png"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from utils.io.atomic import atomic_path
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
     from matplotlib.figure import Figure

@@ -20,12 +20,12 @@ from evaluate.analysis.summary import GroupSummary
 from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 from evaluate.render.plots import draw_curves, legend_label
 from evaluate.render.tables import console_table
-from utils.files.names import frameworks_figure_name
+from utils.result.names import frameworks_figure_name
 from utils.schema.model import Result
 from utils.spec.registry import FRAMEWORKS, MODELS, display_name, framework_color
 
-MODEL_LINES = {"llama": "-", "qwen": "--", "mistral": ":"}
-MODEL_HATCHES = {"llama": "", "qwen": "//", "mistral": ".."}
+MODEL_LINES = {key: model.line for key, model in MODELS.items()}  # the registry's model rows
+MODEL_HATCHES = {key: model.hatch for key, model in MODELS.items()}
 
 TITLE_THROUGHPUT = "Per-GPU throughput (tokens/s/GPU, higher is better)"
 TITLE_LOSS = "Training loss convergence"
@@ -36,7 +36,7 @@ HEADERS = ("Framework", "Status", "Tokens/s/GPU", "Avg Step Time", "Final Loss",
 
 
 def figure_name(platform: str) -> str:
-    return frameworks_figure_name(platform)  # utils/files/names.py: purge and wrap know the name
+    return frameworks_figure_name(platform)  # utils/result/names.py: purge and wrap know the name
 
 
 def _order(summary: GroupSummary) -> tuple[int, int]:

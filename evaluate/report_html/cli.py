@@ -21,9 +21,9 @@ from types import FrameType
 from evaluate.report_html.background import HistoryReader
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.files.generated import mark_output_dir
 from utils.io.atomic import atomic_write_text
 from utils.io.output_path import OutputPathError, output_file
+from utils.result.names import mark_output_dir
 
 PAGE = "report.html"
 PROG = "python -m evaluate.report_html"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

@@ -8,18 +8,20 @@ evaluate/report_html/database.py's, asked for last (:attr:`PageFacts.history`).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+
+from pydantic import ValidationError
 
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.results import LoadedResult
+from evaluate.history.gate_report import GateReport
 from evaluate.report_html.database import HistoryFacts
-from utils.io.json_input import JsonInputError, one_line, read_json
+from utils.io.json_input import JsonInputError, read_json
+from utils.io.sanitise import one_line
 
 GATE_REPORT = "gate.json"  # python -m evaluate.gate --report OUTPUT_DIR/gate.json
 TREND_SHOWN = 8  # runs of each series in the page's trend table (the figure has them all)
@@ -30,7 +32,7 @@ class GateFacts:
     """The gate's JSON report (``python -m evaluate.gate --report``), or why there is none."""
 
     absent: str | None = None
-    report: dict[str, Any] = field(default_factory=dict)
+    report: GateReport | None = None
     source: str = GATE_REPORT
 
 
@@ -93,10 +95,11 @@ def read_gate(path: Path | None, results_dir: Path) -> GateFacts:
     except JsonInputError as exc:
         return GateFacts(absent=f"the gate report {one_line(path.name, 80)} cannot be read: "
                                 f"{one_line(str(exc).replace(str(path), path.name), 200)}", source=path.name)
-    if not isinstance(data, dict) or not isinstance(data.get("candidates", []), list):
+    try:
+        return GateFacts(report=GateReport.model_validate(data), source=path.name)
+    except ValidationError:
         return GateFacts(absent=f"the gate report {one_line(path.name, 80)} is not evaluate.gate's report",
                          source=path.name)
-    return GateFacts(report=data, source=path.name)
 
 
 def gather(comparison: Comparison, results_dir: Path, history: Callable[[], HistoryFacts], gate_path: Path | None,
@@ -108,8 +111,3 @@ def gather(comparison: Comparison, results_dir: Path, history: Callable[[], Hist
     href = os.path.relpath(results_dir.resolve(), page.parent.resolve())
     facts.results_href = "" if href == "." else Path(href).as_posix()
     return facts
-
-
-def dumped(value: Any) -> str:
-    """A foreign JSON value shown as text (the page escapes it)."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

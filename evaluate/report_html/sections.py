@@ -31,26 +31,18 @@ from evaluate.render.rows import (
 )
 from evaluate.render.tables import CELL_CHARS
 from evaluate.report_html.database import Change, HistoryFacts
-from evaluate.report_html.facts import TREND_SHOWN, PageFacts, dumped
+from evaluate.report_html.facts import TREND_SHOWN, PageFacts
 from evaluate.report_html.markup import Markup, details, el, join, link, note, para, svg, table
+from train.settings.rules import RULES, WHY
 from utils.io.sanitise import one_line
-from utils.schema.model import Quality, Result
+from utils.schema.model import Result
+from utils.schema.quality import Quality
 from utils.spec.registry import display_name, framework_color
 
 GLYPHS = {"o": "\u25cf", "s": "\u25a0", "^": "\u25b2"}  # the platform's marker in compare.png, as a character
 MAX_EVIDENCE_ROWS = 1_000  # runs listed one by one; 10,000 results would make a page nobody reads
 MAX_FACT_ROWS = 40
 
-# Why a differing setting matters, by the kind of setting (docs/CONFORMANCE.md explains each key).
-WHY = (
-    (("fusion", "persist_layer_norm", "attention_backend", "flash", "transformer_impl", "kernel"),
-     "another kernel runs the same maths: the throughput measures the kernels, not only the GPU"),
-    (("overlap", "tp_comm", "bucket", "nccl", "rccl", "num_workers", "workers", "pin_memory"),
-     "communication or data loading differ: throughput differs with the same maths"),
-    (("dropout", "eps", "init", "std", "lr", "beta", "weight_decay", "clip", "norm", "seed", "precision", "fp8",
-      "bf16", "fp32", "grad", "loss"),
-     "the training maths differ: loss curves and throughput are not like for like"),
-)
 WORKLOAD_WHY = "a different workload: each side measured different work"
 
 
@@ -60,11 +52,8 @@ def anchor(model: str) -> str:
 
 
 def why(key: str) -> str:
-    lowered = key.lower()
-    for words, reason in WHY:
-        if any(word in lowered for word in words):
-            return reason
-    return "the stacks did not run the same configuration (docs/CONFORMANCE.md names what the setting does)"
+    """Why a differing setting matters: its rule's (train/settings/rules.json), else the table's general reason."""
+    return WHY[RULES[key].why if key in RULES else "configuration"]
 
 
 def who(platform: str, framework: str, text: str) -> Markup:
@@ -302,17 +291,14 @@ def _change(change: Change) -> Markup:
 
 
 def gate_part(facts: PageFacts) -> Markup:
-    gate = facts.gate
-    if gate.absent:
-        return note(gate.absent)
-    report = gate.report
-    rows = [[facts.local(dumped(c.get("candidate"))), dumped(check.get("metric")), dumped(check.get("result")),
-             facts.local(dumped(check.get("line")))]
-            for c in report.get("candidates", []) if isinstance(c, dict)
-            for check in c.get("checks", []) if isinstance(check, dict)]
-    head = para(f"{one_line(gate.source, 200)}: ", el("strong", one_line(dumped(report.get("verdict", "unknown")), 80)),
-                f" (exit {one_line(dumped(report.get('exit_code')), 40)})",
-                f": {one_line(facts.local(dumped(report['error'])), CELL_CHARS)}" if report.get("error") else "")
+    gate, report = facts.gate, facts.gate.report
+    if gate.absent or report is None:
+        return note(gate.absent or "no regression-gate report")
+    rows = [[facts.local(c.candidate), check.metric, check.result, facts.local(check.line)]
+            for c in report.candidates for check in c.checks]
+    head = para(f"{one_line(gate.source, 200)}: ", el("strong", one_line(report.verdict, 80)),
+                f" (exit {report.exit_code})",
+                f": {one_line(facts.local(report.error), CELL_CHARS)}" if report.error else "")
     return join([head, table(["candidate", "check", "result", "line"], rows) if rows else note("No check recorded.")])
 
 

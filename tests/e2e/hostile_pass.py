@@ -243,7 +243,7 @@ def run_case(case: Case, root: Path) -> Outcome:
         problems.append("exit 0 on bad input")
     if (case.expect == "signal" and case.send is not None and code == -case.send and answered_then is False
             and not out.strip() and not err.strip()):
-        # Sent before the project's first import had installed its answer (utils/machine/signals.py): the bare
+        # Sent before the project's first import had installed its answer (utils/io/signals.py): the bare
         # interpreter ends by the signal's default action, as POSIX asks; nothing printed, a shell reports 128 + n.
         return Outcome(case, code, seconds, f"pass (killed by {signal.Signals(case.send).name} before any tprimat "
                                             f"code ran, nothing printed: a shell reports {128 + case.send})")

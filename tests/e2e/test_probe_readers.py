@@ -15,7 +15,7 @@ from tests.helpers.evaluate import make_result
 from tests.helpers.paths import FIXTURES, REPO
 from tests.helpers.shell import clean_env
 from utils.files.disk import OutputDirError, check_writable_dir
-from utils.files.locks import LOCK_DIR
+from utils.io.output_path import LOCK_DIR
 from utils.result.file import read_result
 
 
@@ -132,7 +132,7 @@ def test_a_tokenizer_whose_merges_name_unknown_tokens_is_one_line(tmp_path: Path
 
 def test_a_log_of_more_steps_than_a_result_holds_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """A result's arrays hold at most MAX_STEPS entries (utils/schema/model.py): a longer log is refused in one line
+    """A result's arrays hold at most MAX_STEPS entries (utils/schema/block.py): a longer log is refused in one line
     before its result is built, never a validation traceback (the bound made small here: a log of 10 steps)."""
     import train.logs.assemble as assemble
     from evaluate.extract import main as extract_main

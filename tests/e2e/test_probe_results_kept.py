@@ -20,9 +20,9 @@ from tests.helpers.paths import REPO
 from tests.helpers.shell import script_env, without_comparison
 from train.settings.platform_env import JOB_CACHE_DIRS
 from utils.files.locks import hold, result_lock_path
-from utils.files.run_claim import claim, current_owner
 from utils.files.run_owner import end
 from utils.result.file import status_of
+from utils.result.run_claim import claim, current_owner
 
 JOB = {"PLATFORM": "cpu", "FRAMEWORK": "tran", "MODELS": "llama", "TP": "1", "PP": "1", "CP": "1", "DP": "1",
        "GA": "1", "GPUS_PER_NODE": "1", "MASTER_ADDR": "127.0.0.1"}
@@ -148,7 +148,7 @@ def test_every_writers_name_is_known_to_wrap_and_purge(tmp_path: Path) -> None:
 
 def test_wrap_packs_log_analysis_and_tuned_results(repo: Path, tmp_path: Path) -> None:
     from tests.helpers.shell import clean_env, run_script
-    from utils.files.generated import OUTPUT_MARKER
+    from utils.result.names import OUTPUT_MARKER
 
     out = tmp_path / "out"
     (out / ".tprimat").mkdir(parents=True)
@@ -168,7 +168,7 @@ def test_wrap_packs_log_analysis_and_tuned_results(repo: Path, tmp_path: Path) -
 
 def test_wrap_packs_tprimat_files_under_umask_077(repo: Path, tmp_path: Path) -> None:
     from tests.helpers.shell import clean_env
-    from utils.files.generated import OUTPUT_MARKER
+    from utils.result.names import OUTPUT_MARKER
 
     out = tmp_path / "out"
     (out / ".tprimat").mkdir(parents=True)

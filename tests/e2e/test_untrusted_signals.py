@@ -19,10 +19,10 @@ import pytest
 from tests.helpers.paths import REPO
 from tests.helpers.proc import command_line, descendants, wait_for
 from tests.helpers.shell import script_env, without_comparison
-from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, write_problem
 from utils.files.run_owner import STARTED_REASON
 from utils.machine.rendezvous import port_problem
 from utils.result.file import read_result, update_result, write_result
+from utils.result.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, write_problem
 
 # One tiny tran job on this machine (tests/helpers/shell.py script_env adds the folders and a free port).
 JOB = {"PLATFORM": "cpu", "FRAMEWORK": "tran", "MODELS": "llama", "TP": "1", "PP": "1", "CP": "1", "DP": "1",

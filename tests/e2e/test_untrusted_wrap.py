@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.shell import REPO, clean_env, run_script
 from utils.config.rules import ConfigError
 from utils.config.secret import read_secret, read_secret_bytes
-from utils.files.generated import OUTPUT_MARKER, is_output_dir
+from utils.result.names import OUTPUT_MARKER, is_output_dir
 
 TOKEN = "hf_UNTRUSTEDtoken0123456789abc"
 

@@ -1,4 +1,4 @@
-"""Stand-ins for the GPU side: the NVML and amdsmi Python modules (the calls utils/measure/power.py makes, in
+"""Stand-ins for the GPU side: the NVML and amdsmi Python modules (the calls utils/machine/device_counters.py makes, in
 their units) and a device of chosen speed for the prescreen (utils/machine/prescreen.py).
 
 The fake device answers each timed operation with the time a device of a given speed would take
@@ -37,7 +37,7 @@ def h100(peak: float = 798.0, tbs: float = 2.9) -> FakeDevice:
 
 
 class FakeNvml:
-    """The pynvml calls utils.measure.power makes: power in milliwatts, total energy in millijoules (NVML's units).
+    """The pynvml calls of utils.machine.device_counters: power in milliwatts, energy in millijoules (NVML's units).
 
     ``energy_mj=None`` is a device without an energy counter (NVML raises NotSupported before Volta).
     """

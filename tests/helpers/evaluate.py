@@ -22,10 +22,12 @@ from train.profiles import apply_profile
 from utils.config.load import REPO_ROOT, Config, load_config
 from utils.dataset.fingerprint import fingerprint
 from utils.machine.hardware import peak_tflops
-from utils.measure.metrics import record_steps
 from utils.measure.power import DeviceEnergy, power_metrics
 from utils.result.file import finalize_result, new_result, result_path, write_result
-from utils.schema.model import GpuInfo, Result, Source
+from utils.result.step_log import record_steps
+from utils.schema.hardware import GpuInfo
+from utils.schema.measures import Source
+from utils.schema.model import Result
 from utils.spec.models import flops_per_token, workload_shape
 
 DEVICES = {"amd": ("AMD Instinct MI300X", "rocm", "6.4.1", 192.0),

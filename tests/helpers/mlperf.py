@@ -1,4 +1,5 @@
-"""PROFILE=mlperf results as a launch leaves them, for the MLLOG and compare tests (issue 35).
+"""PROFILE=mlperf results as a launch leaves them, for the MLLOG and compare tests (issue 35), and the carried sample
+of MLPerf's published runs (issue 48).
 
 Built through ``tests/helpers/evaluate.py``'s ``make_result`` (the real result API) with a
 ``quality`` block from ``utils/measure/quality.py`` and the effective settings the preflight
@@ -7,16 +8,29 @@ records, so the MLLOG tprimat derives from them is the one a real run would get.
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tests.helpers.evaluate import make_result, workload_config
+from tests.helpers.paths import REPO
 from train.logs.quality import HELD_OUT
 from train.profiles import apply_profile
 from utils.measure.quality import FIXED_SET, build_quality, make_evaluation
-from utils.schema.model import EffectiveSettings, Result
+from utils.schema.model import Result
+from utils.schema.run import EffectiveSettings
+
+# The carried sample of MLPerf Training v5.1's published Llama 3.1 8B runs (tests/fixtures/mlperf/README.md)
+SAMPLE = REPO / "tests" / "fixtures" / "mlperf" / "v51_sample.tar.xz"
+SUMMARIZER = REPO / "tests" / "fixtures" / "mlperf" / "summarizer_v51_sample.csv"
+# Its systems, by (submitter, system folder): the accelerator and the GPUs
+SAMPLE_SYSTEMS = {("AMD", "MI355X_EPYC_9575F_pytorch"): ("MI355X", 8),
+                  ("Supermicro", "8xMI355X_2xEPYC_9575F"): ("MI355X", 8),
+                  ("Supermicro", "AS-4126GS-NBR-LCC"): ("B200", 8),
+                  **{("University-of-Florida", f"hpg.dgxb200x8.n{n}"): ("B200", 8 * n) for n in (1, 2, 4, 8, 16, 32)}}
 
 # A tiny model at SL 128 and GBS 8, evaluated every 2 steps: the run a cpu pipeline check makes.
 TINY = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "8", "GA": "1",
@@ -43,3 +57,22 @@ def mlperf_result(out_dir: Path, losses: list[float], platform: str = "nvd", fra
             mutate(result)
 
     return make_result(out_dir, platform, framework, mutate=add_quality, **workload)
+
+
+def summarizer_scores(path: Path) -> dict[tuple[str, str], float]:
+    """``python -m mlperf_logging.result_summarizer <tree>/{*} training 5.1.0 --csv OUT``'s detailed CSV: the score of
+    each system by (submitter, system folder)."""
+    scores = {}
+    for row in csv.DictReader(path.open()):
+        system = row["details_url"].rsplit("/systems/", 1)[1][: -len(".json")]
+        if row["llama31_8b:time_to_train"]:
+            scores[(row["submitter"], system)] = float(row["llama31_8b:time_to_train"])
+    return scores
+
+
+def imported_scores(folder: Path) -> dict[tuple[str, str], float]:
+    scores = {}
+    for path in folder.glob("train_*.json"):
+        published = json.loads(path.read_text())["published"]
+        scores[(published["submitter"], published["system_id"])] = published["score_min"]
+    return scores

@@ -30,6 +30,7 @@ SLOWEST_FILES: tuple[str, ...] = (
     "tests/e2e/test_probe_results_kept.py",  # 120-130 s
     "tests/e2e/test_shell_train.py",  # 100-120 s
     "tests/e2e/test_time_to_quality.py",  # 80-95 s
+    "tests/e2e/test_slurm_cluster.py",  # 80 s of CPU: three two-node jobs on a real Slurm
     "tests/unit/evaluate/history/test_history_train.py",  # 85 s, one test
     "tests/e2e/test_job_tree_signals.py",  # 75-80 s
     "tests/e2e/test_multinode.py",  # 60-80 s

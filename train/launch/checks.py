@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from train.launch.contract import LaunchPlan, Plugin, RunContext
 from utils.machine.hardware import device_memory
 from utils.measure.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
-from utils.schema.model import EffectiveSettings, FrameworkVersions, MemoryEstimate
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.measures import MemoryEstimate
+from utils.schema.run import EffectiveSettings
 from utils.spec.models import workload_shape
 
 

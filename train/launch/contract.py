@@ -21,7 +21,9 @@ from train.profiles import IDENTICAL, AppliedProfile
 from utils.config.load import Config
 from utils.machine.cpu_precision import PrecisionChoice
 from utils.measure.memory import Recipe
-from utils.schema.model import EffectiveSettings, FrameworkVersions, Result
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.model import Result
+from utils.schema.run import EffectiveSettings
 
 
 class ResultSlot(Protocol):

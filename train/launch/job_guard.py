@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from utils.files.locks import LOCK_DIR
 from utils.io.atomic import atomic_write_text
+from utils.io.output_path import LOCK_DIR
 
 KILL_AFTER_SIGNALS = 3
 # SIGHUP too (a closed terminal or ssh session, forwarded by shell/jobctl.sh): issue 33 found the job training on.

@@ -33,13 +33,17 @@ from train.launch.contract import RunContext
 from train.launch.energy import Energy, apply_energy
 from train.launch.job_guard import Signals
 from utils.files.disk import OutputDirError
-from utils.files.locks import LOCK_DIR
+from utils.io.output_path import LOCK_DIR
 from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
+from utils.machine.slurm import slurm_ending
 from utils.result.failures import cause_in_log, is_interrupted
 from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
 from utils.result.mllog import mllog_path, mlperf_record
 from utils.result.step_log import recover_result, step_log_path
-from utils.schema.model import GpuInfo, Mlperf, Result, Source, result_bytes
+from utils.schema.hardware import GpuInfo
+from utils.schema.measures import Source
+from utils.schema.mlperf import Mlperf
+from utils.schema.model import Result, result_bytes
 from utils.spec.models import workload_shape
 
 LOG_TAIL_LINES = 30
@@ -150,6 +154,9 @@ class JobResult:
         update_result(result, **fields)
         if signal and result.status != "ok" and not (result.error or "").startswith("interrupted"):
             update_result(result, status="incomplete", error=f"interrupted by {signal}: {result.error}")
+        ending = slurm_ending() if signal and result.status != "ok" else None
+        if ending:  # the signal was Slurm's: scancel or a time limit (issue 51)
+            update_result(result, error=f"{ending}: {result.error}")
         if ctx.profile.mlperf:  # MLLOG from what the run recorded, and MLPerf's checker on it (utils/result/mllog.py)
             update_result(result, mlperf=mlperf_block(result, ctx.result_path))
         return result

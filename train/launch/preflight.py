@@ -46,7 +46,8 @@ from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_di
 from utils.config.cli import exits_on_config_error
 from utils.config.load import Config, ConfigError, load_config
 from utils.dataset.sample_digest import DIGEST_KEY
-from utils.schema.model import EffectiveSettings, FrameworkVersions
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.run import EffectiveSettings
 from utils.spec.models import workload_shape
 from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platform_names
 

@@ -39,24 +39,16 @@ from utils.config.load import Config, default_skip_steps
 from utils.dataset.fingerprint import log_fingerprint
 from utils.io.hashing import sha256_file
 from utils.machine.hardware import collect_gpu_info
-from utils.measure.metrics import finite, framework_reported, memory_metrics, record_steps
+from utils.measure.metrics import finite, framework_reported, memory_metrics
 from utils.measure.power import log_power_metrics, null_power_metrics
 from utils.result.failures import PROBLEM_PATTERNS, is_interrupted, shorten
 from utils.result.file import finalize_result, new_result, update_result
-from utils.schema.model import (
-    MAX_STEPS,
-    Environment,
-    Fingerprint,
-    FrameworkReported,
-    FrameworkVersions,
-    GpuInfo,
-    MemoryMetrics,
-    PerformanceMetrics,
-    PowerMetrics,
-    Result,
-    Source,
-    SourceFile,
-)
+from utils.result.step_log import record_steps
+from utils.schema.block import MAX_STEPS
+from utils.schema.hardware import Environment, FrameworkVersions, GpuInfo
+from utils.schema.measures import FrameworkReported, MemoryMetrics, PerformanceMetrics, PowerMetrics, Source, SourceFile
+from utils.schema.model import Result
+from utils.schema.run import Fingerprint
 from utils.spec.models import ModelShape, workload_shape
 
 MEMORY_REPORT_BASIS = "Megatron memory report (torch allocator, max over reporting ranks)"
@@ -102,7 +94,7 @@ def step_layout(scan: LogScan) -> StepLayout:
     if count > max(MAX_ENTRIES, MAX_GAP_FACTOR * len(iterations)):
         raise LogInputError(f"the log's {len(iterations)} iteration numbers run from {iterations[0]} to "
                             f"{iterations[-1]}, {count} steps apart at most every {stride}: not one run's numbering")
-    if count > MAX_STEPS:  # the result's arrays hold at most this many entries (utils/schema/model.py)
+    if count > MAX_STEPS:  # the result's arrays hold at most this many entries (utils/schema/block.py)
         raise LogInputError(f"the log's iterations {iterations[0]} to {iterations[-1]} every {stride} are {count:,} "
                             f"steps, more than a result holds ({MAX_STEPS:,}: TRAIN_ITERS's bound)")
     return StepLayout(iterations[0], stride, count)

@@ -30,7 +30,7 @@ from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
 from utils.config.load import EvaluationCadence
 from utils.measure.quality import FIXED_SET, HeldOutSet
-from utils.schema.model import Evaluation, Quality
+from utils.schema.quality import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
     "per-token mean over all evaluated tokens: sum of masked token cross-entropy over every eval iteration, "

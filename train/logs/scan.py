@@ -55,7 +55,7 @@ from train.logs.patterns import (
 )
 from utils.measure.plausible import MAX_STEP_TIME_S, STEP_TIME_FLOOR_S, step_time_problem
 from utils.result.failures import classify_line
-from utils.schema.model import Problem
+from utils.schema.measures import Problem
 
 TAIL_LINES = 10
 MAX_LINE_BYTES = 64 * 1024  # an iteration line is well under 1 KiB; a longer line is cut here

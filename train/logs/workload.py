@@ -35,7 +35,8 @@ from train.logs.scan import LogInputError, LogScan
 from utils.config.load import WORKLOAD_KEYS, Config
 from utils.dataset.fingerprint import config_hash
 from utils.machine.hardware import gpu_info_for_device
-from utils.schema.model import GpuInfo, TrainingConfig, Workload
+from utils.schema.hardware import GpuInfo
+from utils.schema.run import TrainingConfig, Workload
 from utils.spec.models import ModelShape, get_shape
 from utils.spec.registry import FRAMEWORKS, MODELS, PLATFORMS, display_name
 

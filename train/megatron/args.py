@@ -50,14 +50,9 @@ from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSI
 from utils.config.load import Config
 from utils.measure.memory import Recipe, megatron_recipe
 from utils.spec.models import ModelShape
+from utils.spec.registry import MODELS
 
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
-
-# len(tokenizer) of the real tokenizers (what Megatron's HuggingFaceTokenizer reports):
-# Llama 3.1: 128000 BPE tokens + 256 reserved special tokens; Qwen 2.5: 151643 + 22 special;
-# Mistral 7B v0.3: 32768 SentencePiece pieces, control tokens included (a multiple of 128 already).
-# Used only when the tokenizer files are not on this machine (e.g. a dry run on a laptop).
-REAL_TOKENIZER_SIZES = {"llama": 128256, "qwen": 151665, "mistral": 32768}
 
 # Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by * TP
 # (megatron/training/tokenizer: vocab_size_with_padding). 128 is Megatron's default;
@@ -131,7 +126,8 @@ def tokenizer_size(cfg: Config, model: str, tokenizer_dir: Path | None) -> tuple
         return vocab_size(load_tokenizer(Path(tokenizer_dir))), f"counted from {tokenizer_dir}"
     if cfg.dataset == "sample":
         return cfg.sample_vocab, f"SAMPLE_VOCAB (tokenizer files not found in {tokenizer_dir})"
-    return REAL_TOKENIZER_SIZES[model], f"known size of the real tokenizer (files not found in {tokenizer_dir})"
+    known = MODELS[model].stacks.megatron_tokenizer_size  # used only where the files are not (a dry run on a laptop)
+    return known, f"known size of the real tokenizer (files not found in {tokenizer_dir})"
 
 
 def vocab_padding(cfg: Config, model: str, shape: ModelShape, tokenizer_dir: Path | None) -> VocabPadding:

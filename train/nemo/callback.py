@@ -30,11 +30,11 @@ from typing import Any
 
 from train.logs.quality import HELD_OUT, NEMO_REDUCTION
 from utils.config.load import Config
-from utils.measure.metrics import framework_reported, record_steps
+from utils.measure.metrics import framework_reported
 from utils.measure.monitor import StepMonitor, StepRecord
 from utils.measure.power import MeasuredWindow, null_power_metrics
 from utils.result.file import finalize_result, write_result
-from utils.result.step_log import StepLog
+from utils.result.step_log import StepLog, record_steps
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
 
@@ -53,7 +53,7 @@ class EvaluationRecorder:
     cfg: Config
     reduction: str = NEMO_REDUCTION
     run_start_unix: float | None = None
-    evaluations: list[Any] = field(default_factory=list)  # utils.schema.model.Evaluation
+    evaluations: list[Any] = field(default_factory=list)  # utils.schema.quality.Evaluation
     stop: str | None = None
     _started: float | None = None
 

@@ -122,7 +122,7 @@ def train(args: argparse.Namespace) -> int:
     from utils.measure.power import MeasuredWindow
     from utils.result.file import new_result, update_result
     from utils.result.step_log import StepLog, step_log_path
-    from utils.schema.model import Source
+    from utils.schema.measures import Source
 
     cfg, profile = apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))

@@ -36,28 +36,10 @@ from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACK
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from utils.config.load import Config
 from utils.spec.models import ModelShape
+from utils.spec.registry import MODELS
 
 NEMO_IMAGE = "nvcr.io/nvidia/nemo:25.04"
 NEMO_VERSION = "2.3 (the NeMo in the 25.04 container)"
-
-# The recipe each model starts from, and the parallel layout it would use if not told.
-RECIPES: dict[str, str] = {
-    "llama": "nemo.collections.llm.recipes.llama31_8b.pretrain_recipe",
-    "qwen": "nemo.collections.llm.recipes.qwen25_7b.pretrain_recipe",
-    "mistral": "nemo.collections.llm.recipes.mistral_7b.pretrain_recipe",
-}
-RECIPE_PARALLEL_DEFAULTS: dict[str, dict[str, int]] = {
-    "llama": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "context_parallel_size": 2},
-    "qwen": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "context_parallel_size": 1},
-    "mistral": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "context_parallel_size": 2},
-}
-
-# Model-config fields a recipe sets that the shape table contradicts. NeMo 2.3's MistralConfig7B
-# (gpt/model/mistral.py) keeps Mistral v0.1's sliding window (window_size [4096, 0]); v0.3 has none
-# (sliding_window null in its config.json, utils/spec/models.py), so every framework runs full causal attention.
-MODEL_EXTRA_FIELDS: dict[str, dict[str, Any]] = {
-    "mistral": {"model.config.window_size": None},
-}
 
 
 PRECISION_PLUGINS: dict[tuple[str, bool], dict[str, Any]] = {
@@ -203,7 +185,7 @@ def model_fields(cfg: Config, model: str, shape: ModelShape) -> dict[str, Any]:
                                            "name": ATTENTION_BACKEND},
         **MODEL_CONFIG_FIXED,
     }
-    if model == "llama" and shape.rope_scaling:
+    if shape.rope_scaling:  # Llama 3.1's
         scaling = shape.rope_scaling
         fields.update({
             "model.config.scale_factor": scaling["factor"],
@@ -282,8 +264,9 @@ def build_overrides(
     see :func:`train.nemo.plugin.resolve_shape`. Under PROFILE=tuned, ``cfg`` carries the
     recipe's batch and layout and :func:`profile_fields` sets its framework settings.
     """
-    if model not in RECIPES:
-        raise ValueError(f"model {model!r}: allowed values are {', '.join(RECIPES)}")
+    if model not in MODELS:
+        raise ValueError(f"model {model!r}: allowed values are {', '.join(MODELS)}")
+    stack = MODELS[model].stacks
     fields: dict[str, Any] = {
         # -- trainer: steps, layout, no validation, no checkpoints, one log line per step
         "trainer.max_steps": cfg.train_iters,
@@ -318,7 +301,7 @@ def build_overrides(
         **({f"trainer.plugins.{key}": value for key, value in FP8_FIXED.items()} if cfg.fp8 else {}),
         # -- model
         **model_fields(cfg, model, shape),
-        **MODEL_EXTRA_FIELDS.get(model, {}),
+        **stack.nemo_fields,  # recipe fields the shape contradicts (the registry's row says why)
         # -- optimizer: Megatron distributed AdamW (decoupled weight decay)
         "optim.config.optimizer": "adam",
         "optim.config.lr": cfg.lr,
@@ -363,10 +346,9 @@ def build_overrides(
     }
     fields.update(evaluation_fields(cfg, data_prefix, valid_prefix, fields["data"]))
     profile_fields(fields, profile)
-    defaults = RECIPE_PARALLEL_DEFAULTS[model]
+    tp, pp, cp = stack.nemo_parallel
     notes = [
-        f"recipe {RECIPES[model]} defaults to TP={defaults['tensor_model_parallel_size']} "
-        f"PP={defaults['pipeline_model_parallel_size']} CP={defaults['context_parallel_size']}; "
+        f"recipe {stack.nemo_recipe} defaults to TP={tp} PP={pp} CP={cp}; "
         f"tprimat sets TP={cfg.tp} PP={cfg.pp} CP={cfg.cp} from config",
         f"GBS={cfg.gbs} = MBS {cfg.mbs} x DP {cfg.dp} x GA {cfg.ga}: Megatron runs GBS/(MBS*DP) = "
         f"{cfg.ga} micro-batches per step",
@@ -376,7 +358,7 @@ def build_overrides(
     ]
     return NemoOverrides(
         model=model,
-        recipe=RECIPES[model],
+        recipe=stack.nemo_recipe,
         recipe_kwargs={"name": f"tprimat_{model}", "dir": str(log_dir), "num_nodes": cfg.nnodes,
                        "num_gpus_per_node": cfg.gpus_per_node},
         fields=fields,

@@ -48,11 +48,8 @@ from utils.dataset.paths import valid_prefix
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
+from utils.spec.registry import MODELS
 
-# Primus v0.5.0 ships no dense Mistral model file (only Mixtral MoE ones), so Mistral starts from
-# the dense Llama 2 7B file (RoPE, RMSNorm, SwiGLU, untied, no RoPE scaling; the same fusions as
-# Llama 3's base) and the overrides set every architecture key from the shape table (docs/MODELS.md).
-PRIMUS_MODEL_FILES = {"llama": "llama3.1_8B.yaml", "qwen": "qwen2.5_7B.yaml", "mistral": "llama2_7B.yaml"}
 RUN_SCRIPT = Path("examples") / "run_pretrain.sh"
 # Why prim refuses EVAL_INTERVAL/EVAL_SAMPLES at the pinned Primus (read in v0.5.0 = bfeac70c and its
 # third_party/Megatron-LM = 847781764f; docs/CONFORMANCE.md).
@@ -127,7 +124,7 @@ def experiment(
             "pre_trainer": {
                 "framework": "megatron",
                 "config": "pre_trainer.yaml",
-                "model": PRIMUS_MODEL_FILES[model],
+                "model": MODELS[model].stacks.primus_model_file,
                 "overrides": primus_overrides(cfg, shape, data_prefix, tokenizer_dir, padding, profile, valid),
             }
         },

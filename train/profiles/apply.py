@@ -37,7 +37,7 @@ from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIEN
 from train.settings.platform_env import PLATFORM_ENV, attention_env
 from utils.config.load import Config, ConfigError
 from utils.config.rules import tensor_split_problem
-from utils.schema.model import ProfileSetting, ProfileSettings
+from utils.schema.run import ProfileSetting, ProfileSettings
 from utils.spec.models import workload_shape
 
 TABLES: dict[str, VendorTable] = {"nvd": nvd.TABLE, "amd": amd.TABLE}

@@ -1,4 +1,4 @@
-"""Which framework code a job runs: ``utils.schema.model.FrameworkVersions`` for this process and its trees.
+"""Which framework code a job runs: ``utils.schema.hardware.FrameworkVersions`` for this process and its trees.
 
 Why a producer of its own: a cross-vendor ``mega`` ratio is only a GPU comparison when
 both runs executed the same Megatron-LM commit (``MEGATRON_REF``), and a ``prim`` or
@@ -22,7 +22,7 @@ from typing import Any
 from utils.config.rules import RULES
 from utils.machine.environment import installed_version
 from utils.machine.torch_build import torch_version
-from utils.schema.model import FrameworkVersions
+from utils.schema.hardware import FrameworkVersions
 
 # The Dockerfiles clone MEGATRON_REF to /opt/tprimat/megatron-lm and write "<ref> <commit>" here.
 MEGATRON_INSTALL = Path("/opt/tprimat/megatron-lm")

@@ -52,7 +52,9 @@ from utils.config.load import Config, ConfigError, load_config
 from utils.io.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.failures import trainer_error
-from utils.schema.model import ModelShapeBlock, Profiling, Result, Source
+from utils.schema.measures import Profiling, Source
+from utils.schema.model import Result
+from utils.schema.run import ModelShapeBlock
 from utils.spec.registry import model_names, platform_names
 
 if TYPE_CHECKING:
@@ -200,7 +202,7 @@ class Ledger:
         self.stop_reason: str | None = None
 
     def fill(self, res: Result) -> None:
-        from utils.measure.metrics import record_steps
+        from utils.result.step_log import record_steps
 
         monitor = self.monitor
         monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)

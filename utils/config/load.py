@@ -52,13 +52,14 @@ from utils.config.rules import PLATFORMS as PLATFORMS
 from utils.config.secret import SECRET_KEYS, write_docker_env_file
 from utils.config.secret import read_secret as read_secret
 from utils.io.output_path import safe_label
-from utils.machine.environment import in_tprimat_container
 from utils.spec.models import check_layers, get_shape
 from utils.spec.registry import FRAMEWORK_ALL, framework_names
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_FILE = REPO_ROOT / "config.env"
 CONTAINER_DATA_DIR = "/data/tprimat"
+# Set by amd.Dockerfile and nvd.Dockerfile.
+CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
 
 # From utils/spec/registry.py, under the names this module's importers use.
 FRAMEWORKS = framework_names()
@@ -79,6 +80,17 @@ def default_skip_steps(steps: int) -> int:
     Log analysis applies the same rule to the steps a log holds (a fragment re-warms).
     """
     return min(max(2, steps // 10), max(steps - 1, 0))
+
+
+def in_tprimat_container(environ: Mapping[str, str] | None = None) -> bool:
+    """Inside a tprimat image: its Dockerfiles set ``TPRIMAT_IN_CONTAINER=1``.
+
+    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
+    container, and a native run there must keep its data in ./data_cache (and record
+    that it ran natively, not in a tprimat image).
+    """
+    env = os.environ if environ is None else environ
+    return env.get(CONTAINER_MARKER) == "1"
 
 
 class EvaluationCadence:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
+from utils.schema.block import MAX_STEPS
 from utils.spec.registry import framework_choices, model_names, platform_names
 
 
@@ -55,11 +56,9 @@ MEGATRON_IMPLS = ("transformer_engine", "local")
 # fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
 # and 2**31 - 1 is the largest every one of them holds exactly.
 MAX_COUNT = 2**31 - 1
-# The most steps a run may have (TRAIN_ITERS): the longest schedule tprimat runs, MLPerf's reference
-# (train/profiles/mlperf.py MAX_STEPS; a run of more is no benchmark). A result holds one entry per step in
-# each per-step array, so this bounds what reading a result may cost in memory (utils/schema/model.py MAX_STEPS,
-# issue 33: a forged 510 MB result took more than 5.5 GB).
-MAX_TRAIN_ITERS = 1_200_000
+# The most steps a run may have (TRAIN_ITERS): the most a result holds (utils/schema/block.py MAX_STEPS, which says
+# why), so that every run's result can be read back.
+MAX_TRAIN_ITERS = MAX_STEPS
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

@@ -22,7 +22,7 @@ from utils.config.load import REPO_ROOT, Config, load_config
 from utils.dataset.paths import valid_prefix_of
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import hash_files, hash_json
-from utils.schema.model import CodeRevision, Fingerprint, HashedFiles
+from utils.schema.run import CodeRevision, Fingerprint, HashedFiles
 from utils.spec.models import ModelShape, get_shape
 from utils.spec.registry import model_names
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.config.load import Config
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 
 class TokenizerMissingError(FileNotFoundError):

@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
-from utils.files.locks import LOCK_DIR
-from utils.io.json_input import one_line
+from utils.io.output_path import LOCK_DIR
+from utils.io.sanitise import one_line
 
 MIN_FREE_BYTES = 64 * 1024 * 1024
 _PROBE_BYTES = 4096

@@ -7,7 +7,7 @@ writers give them (this table), and both refuse a root that cannot be an output 
 folder at all (:func:`check_root`).
 
 The names, by writer (each the owner of its name; this table only recognises them; the top-level
-names of ``OUTPUT_DIR`` come from ``utils/files/names.py``, where each writer's name function and its
+names of ``OUTPUT_DIR`` come from ``utils/result/names.py``, where each writer's name function and its
 pattern sit side by side):
 
 * ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<run>].json``, their
@@ -32,24 +32,16 @@ pattern sit side by side):
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from utils.config.rules import DATASETS
-from utils.files.locks import LOCK_DIR
-from utils.files.names import (  # noqa: F401  (RESULT_NAME, STEPS_SUFFIX: re-exported for their readers)
-    FIXED_OUTPUT_FILES,
-    GPU_CHECK_STEM,
-    RESULT_NAME,
-    STEPS_SUFFIX,
-    is_output_file_name,
-)
 from utils.io.hash_cache import CACHE_NAME
+from utils.io.output_path import LOCK_DIR
+from utils.result.names import FIXED_OUTPUT_FILES, GPU_CHECK_STEM, RESULT_NAME, is_output_file_name
 from utils.spec.registry import model_names
 
 _ALT = "|".join
@@ -74,34 +66,6 @@ ENCODED_NAME = re.compile(
     rf"{_DATASET}-(?:{_MODELS})(?:-valid)?_text_document\.(?:bin|idx|manifest\.json|verify\.json)")
 TOKENIZER_NAME = re.compile(rf"(?:sample-)?(?:{_MODELS})(?:\.manifest\.json)?")
 REPO_CACHES = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
-
-
-# Left by tprimat in every output folder it writes into (results: utils/result/file.py; the comparison:
-# evaluate/compare.py). shell/wrap.sh packs only a folder holding it (issue 26: OUTPUT_DIR=/etc packed /etc).
-OUTPUT_MARKER = f"{LOCK_DIR}/output-folder"
-_MARKER_TEXT = ("This folder holds files tprimat wrote (results, logs, comparisons).\n"
-                "shell/wrap.sh packs only folders holding this file, and only the names utils/files/generated.py"
-                " lists.\n")
-
-
-def mark_output_dir(folder: Path) -> None:
-    """Leave :data:`OUTPUT_MARKER` in ``folder`` (once). A folder that cannot take it only stays unpackable."""
-    marker = Path(folder) / OUTPUT_MARKER
-    if marker.is_file():
-        return
-    with contextlib.suppress(OSError):
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(_MARKER_TEXT)
-
-
-def is_output_dir(folder: Path) -> bool:
-    """Whether tprimat left its marker in ``folder`` (a regular file, not a link to one)."""
-    try:
-        return stat.S_ISREG(os.lstat(Path(folder) / OUTPUT_MARKER).st_mode)
-    except OSError:
-        return False
 
 
 class RootError(ValueError):

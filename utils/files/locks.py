@@ -45,8 +45,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
+from utils.io.output_path import LOCK_DIR
 
-LOCK_DIR = ".tprimat"  # tprimat's bookkeeping folder in DATA_DIR and OUTPUT_DIR
 INHERITED_FDS_ENV = "TPRIMAT_LOCK_FDS"
 _UNSUPPORTED = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
 

@@ -37,7 +37,8 @@ from utils.files.generated import (
     output_targets,
     repo_targets,
 )
-from utils.files.locks import LOCK_DIR, locked_by
+from utils.files.locks import locked_by
+from utils.io.output_path import LOCK_DIR
 
 # Folders of a root that are removed once purging leaves them empty.
 _EMPTY_AFTER = ("logs", "generated", "profiles", "nemo", "tokenizers")

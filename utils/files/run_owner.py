@@ -7,7 +7,7 @@ So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and ev
 
 * ``start`` (before the launcher) claims the result for the run and writes the ``incomplete`` result with
   the reason "started, nothing recorded yet", so a signal at any later moment leaves a result;
-* ``write_problem`` (``utils/files/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
+* ``write_problem`` (``utils/result/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
   id is not the file's current owner does not write (its write is dropped with a line);
 * ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
   the run's id) and, only where the run's ``start`` claimed the file (issue 33: a refused start claims
@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
-from utils.files.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, current_owner
 from utils.machine.rendezvous import seconds_argument as _seconds
+from utils.result.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, current_owner
 
 STARTED_REASON = "shell/train.sh started this job; its launcher has recorded nothing yet"
 REAP_SECONDS = 5.0
@@ -83,7 +83,8 @@ def start(path: Path, platform: str, framework: str, model: str, run_index: int 
     from utils.files.locks import hold, result_lock_path
     from utils.machine.rendezvous import wait_for_port
     from utils.result.file import new_result, write_result
-    from utils.schema.model import GpuInfo, Source
+    from utils.schema.hardware import GpuInfo
+    from utils.schema.measures import Source
     from utils.spec.models import get_shape
 
     cfg = load_config()

@@ -15,7 +15,7 @@ had a trailing comment or CRLF line ends. Here:
   slip through;
 * the archive is built under a temporary name and renamed only when complete;
 * only a folder tprimat wrote into is packed (issue 26: ``OUTPUT_DIR=/etc`` packed 293 files of
-  ``/etc``): it must hold the marker tprimat leaves there (``utils.files.generated.OUTPUT_MARKER``),
+  ``/etc``): it must hold the marker tprimat leaves there (``utils.result.names.OUTPUT_MARKER``),
   and only the names ``utils.files.generated.output_targets`` recognises are packed (results, step
   records, logs, generated configs, traces, comparisons); every other file is left out with one
   line counting them;
@@ -43,10 +43,11 @@ from pathlib import Path
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
 from utils.config.secret import SECRET_KEYS, read_secret_bytes
-from utils.files.generated import OUTPUT_MARKER, TEMP_NAME, RootError, check_root, is_output_dir, output_targets
-from utils.files.locks import LOCK_DIR
+from utils.files.generated import TEMP_NAME, RootError, check_root, output_targets
 from utils.io.atomic import atomic_path
-from utils.io.json_input import one_line
+from utils.io.output_path import LOCK_DIR
+from utils.io.sanitise import one_line
+from utils.result.names import OUTPUT_MARKER, is_output_dir
 
 CHUNK = 1 << 20
 # Shorter values would match by accident and protect nothing (a token is tens of characters).

@@ -22,7 +22,7 @@ so that the good results beside it were never compared. Here every such file is:
   problem, not a crash.
 
 Every failure is a :class:`JsonInputError` (a ``ValueError``) whose message is one line
-naming the file and the first problem; :func:`one_line` makes any foreign text safe to show
+naming the file and the first problem; ``utils/io/sanitise.py``'s ``one_line`` makes any foreign text safe to show
 in such a line (control characters escaped, length bounded).
 """
 
@@ -35,8 +35,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from utils.io.sanitise import SHOWN_CHARS as _SHOWN_CHARS
-from utils.io.sanitise import one_line as _one_line
+from utils.io.sanitise import one_line
 
 # A result of a 1,000,000-step run is about 256 MB (tests/e2e/test_output_guard.py); a larger file is not a result.
 DEFAULT_MAX_BYTES = 512 * 2**20
@@ -49,11 +48,6 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 class JsonInputError(ValueError):
     """A JSON file cannot be used; the message is one line naming the file and the first problem."""
-
-
-def one_line(text: object, limit: int = _SHOWN_CHARS) -> str:
-    """``text`` made safe for a one-line message (``utils/io/sanitise.py``, the one owner of sanitising)."""
-    return _one_line(text, limit)
 
 
 def nesting_depth(text: str) -> int:

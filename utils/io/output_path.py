@@ -19,10 +19,13 @@ import os
 import re
 from pathlib import Path
 
-from utils.io.json_input import one_line
+from utils.io.sanitise import one_line
 
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
 _UNSAFE = re.compile(r"(?:[^A-Za-z0-9._-]|\.{2,})+")
+
+
+LOCK_DIR = ".tprimat"  # tprimat's bookkeeping folder in DATA_DIR and OUTPUT_DIR
 
 
 class OutputPathError(ValueError):

@@ -3,7 +3,7 @@
 The prescreen (``utils/machine/prescreen.py``) records them beside its measurements. Each fact is read
 on its own: one the device or the library cannot give (ECC on a board without it, a query the
 driver does not support) is ``None`` with what the library said, and the others are still read.
-The handle comes from ``utils/measure/power.py``'s openers, the one mapping of a torch device to its
+The handle comes from ``utils/machine/device_counters.py``'s openers, the one mapping of a torch device to its
 NVML/amdsmi handle.
 """
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from utils.machine.device_counters import amdsmi_reader, nvml_reader
 
 # The facts both libraries are asked for (NVML adds driver_cuda_version); ``runtime`` comes from torch.
 FACT_NAMES = ("model", "driver", "memory_total_gib", "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz",
@@ -92,18 +94,16 @@ def amdsmi_facts(amdsmi: Any, handle: Any) -> dict[str, Fact]:
 def device_facts(platform: str, device_index: int = 0, library: Any | None = None) -> dict[str, Fact]:
     """The device's facts through NVML or amdsmi, plus the runtime torch was built for.
 
-    The handle comes from ``utils/measure/power.py``'s opener (the one mapping of a torch device to its
+    The handle comes from ``utils/machine/device_counters.py``'s opener (the one mapping of a torch device to its
     NVML/amdsmi handle). Without the library every fact is ``None`` with the reason.
     """
-    from utils.measure.power import _amdsmi_reader, _nvml_reader
-
     name = "nvidia-ml-py (pynvml)" if platform == "nvd" else "amdsmi"
     try:
         if platform == "nvd":
-            reader = _nvml_reader(device_index, library)
+            reader = nvml_reader(device_index, library)
             facts = nvml_facts(reader.nvml, reader.handle)
         else:
-            reader = _amdsmi_reader(device_index, library)
+            reader = amdsmi_reader(device_index, library)
             facts = amdsmi_facts(reader.amdsmi, reader.handle)
     except Exception as exc:  # ImportError, NVMLError_LibraryNotFound ...
         reason = f"{name} cannot open device {device_index}: {type(exc).__name__}: {exc}"
@@ -177,7 +177,7 @@ class _OnHandle:
 
 
 class NvmlClocks(_OnHandle):
-    """SM clock and clock-event reasons through NVML (the handle of ``utils/measure/power.py``'s opener)."""
+    """SM clock and clock-event reasons through NVML (the handle of ``utils/machine/device_counters.py``'s opener)."""
 
     library = "nvidia-ml-py"
 
@@ -209,13 +209,11 @@ class AmdsmiClocks(_OnHandle):
 
 def clock_reader(platform: str, device_index: int = 0, library: Any | None = None) -> tuple[ClockReader | None, str]:
     """(reader, its library) or (None, why not) for the device the prescreen measures."""
-    from utils.measure.power import _amdsmi_reader, _nvml_reader
-
     try:
         if platform == "nvd":
-            reader = _nvml_reader(device_index, library)
+            reader = nvml_reader(device_index, library)
             return NvmlClocks(reader.nvml, reader.handle), "nvidia-ml-py"
-        reader = _amdsmi_reader(device_index, library)
+        reader = amdsmi_reader(device_index, library)
         return AmdsmiClocks(reader.amdsmi, reader.handle), "amdsmi"
     except Exception as exc:  # ImportError, NVMLError_LibraryNotFound ...
         return None, f"cannot read the clocks of device {device_index}: {type(exc).__name__}: {exc}"

@@ -5,9 +5,9 @@ different ``NCCL_ALGO`` or Transformer Engine version. Secrets are never capture
 only variables with a performance-relevant prefix are kept, and anything whose name
 looks like a credential is dropped even then.
 
-Also the one definition of "inside a tprimat container" (:func:`in_tprimat_container`):
-``utils/config/load.py`` defaults DATA_DIR by it, results record it, and the shell asks it
-(``python -m utils.machine.environment --in-container``), and of an installed package's version
+Results record whether the run was inside a tprimat container (``utils/config/load.py``'s
+:func:`in_tprimat_container`, by which DATA_DIR defaults), and the shell asks it
+(``python -m utils.machine.environment --in-container``). Also the one definition of an installed package's version
 (:func:`installed_version`, read from its metadata: the result, the data manifests, the digest keys and the
 framework versions record it alike).
 """
@@ -22,10 +22,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from utils.config.load import CONTAINER_MARKER, in_tprimat_container
 from utils.machine.host_tunables import read_host_tunables
-
-# Set by amd.Dockerfile and nvd.Dockerfile.
-CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
+from utils.machine.slurm import slurm_job
 
 RELEVANT_PREFIXES = (
     "HSA_", "HIP_", "ROCM_", "ROCR_", "NCCL_", "RCCL_", "NVTE_", "CUDA_", "PYTORCH_", "TORCH_",
@@ -67,17 +66,6 @@ def library_versions() -> dict[str, str]:
     return {name: version for name, version in installed_versions(LIBRARIES).items() if version is not None}
 
 
-def in_tprimat_container(environ: Mapping[str, str] | None = None) -> bool:
-    """Inside a tprimat image: its Dockerfiles set ``TPRIMAT_IN_CONTAINER=1``.
-
-    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
-    container, and a native run there must keep its data in ./data_cache (and record
-    that it ran natively, not in a tprimat image).
-    """
-    env = os.environ if environ is None else environ
-    return env.get(CONTAINER_MARKER) == "1"
-
-
 def container_image(environ: Mapping[str, str] | None = None) -> dict[str, str | bool | None]:
     """Image tag/digest when the orchestration passed them in (TPRIMAT_IMAGE, TPRIMAT_IMAGE_DIGEST)."""
     env = os.environ if environ is None else environ
@@ -106,6 +94,7 @@ def capture_environment(
         "hostname": platform.node(),
         "image": container_image(environ),
         "host_tunables": read_host_tunables(),  # record only (issue 35): governor, NUMA balancing, THP, ASLR ...
+        "slurm": slurm_job(environ),  # the Slurm job (issue 51): id, node list, nodes
     }
 
 

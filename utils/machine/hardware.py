@@ -30,7 +30,7 @@ from utils.config.load import Config, load_config
 from utils.io.sanitise import one_line
 from utils.machine.environment import installed_version
 from utils.machine.torch_build import torch_version
-from utils.schema.model import GpuInfo, PeakTflops
+from utils.schema.hardware import GpuInfo, PeakTflops
 from utils.spec.registry import PLATFORMS as PLATFORM_REGISTRY
 from utils.spec.registry import platform_names
 

@@ -78,7 +78,7 @@ def _cstates(root: Path) -> tuple[str | None, str | None]:
 
 def read_host_tunables(root: Path = Path("/")) -> dict[str, Any]:
     """Every setting readable on this host (Linux), each None with a reason in ``unreadable`` where it is not
-    (the fields of ``utils/schema/model.py``'s ``HostTunables``)."""
+    (the fields of ``utils/schema/hardware.py``'s ``HostTunables``)."""
     values: dict[str, Any] = {}
     unreadable: dict[str, str] = {}
     for key, relative in FILES.items():

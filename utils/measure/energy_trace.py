@@ -4,7 +4,7 @@ Why from outside: Megatron, Primus and NeMo run as tprimat's child process, and 
 the frameworks tprimat runs the loop of could read the counters in-process, so three
 of five stacks had no energy (issue 23). The launcher samples the counters of the GPUs
 of its node (NVML ``nvmlDeviceGetTotalEnergyConsumption``, amdsmi
-``amdsmi_get_energy_count``: the readers of ``utils/measure/power.py``) from before the child
+``amdsmi_get_energy_count``: the readers of ``utils/machine/device_counters.py``) from before the child
 starts until it ends, for every framework, and keeps a trace of timed readings.
 
 The energy of a run is then taken over *the measured steps*, not the whole process:
@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
-from utils.measure.power import JOULES_PER_KWH, Periodic, open_counter
-from utils.schema.model import PowerMetrics
+from utils.machine.device_counters import open_counter
+from utils.measure.power import JOULES_PER_KWH, Periodic
+from utils.schema.measures import PowerMetrics
 
 DEFAULT_INTERVAL_S = 0.5
 MAX_PLAUSIBLE_W = 3000.0  # per GPU, well above any board's limit: a "wrap" implying more is a reset
@@ -39,7 +40,7 @@ _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(\.\d+)?$")
 
 
 class EnergyCounter(Protocol):
-    """One GPU's cumulative energy counter (``utils/measure/power.py``'s NVML and amdsmi readers)."""
+    """One GPU's cumulative energy counter (``utils/machine/device_counters.py``'s NVML and amdsmi readers)."""
 
     counter_method: str
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utils.machine.hardware import DeviceMemory
-from utils.schema.model import MemoryEstimate
+from utils.schema.measures import MemoryEstimate
 from utils.spec.models import ModelShape
 
 GIB = 1024**3

@@ -12,25 +12,23 @@ is judged by the same arithmetic:
   when the peak is unknown (never a guessed peak);
 * a framework's own figures are compared with ours and a gap over 5% is flagged.
 
-:func:`record_steps` is how every collector puts its per-step arrays into a result:
-the arrays and the performance and memory blocks computed from them change together.
+``utils/result/step_log.py``'s :func:`record_steps` puts them into a result with the per-step arrays.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from utils.schema.model import (
+from utils.schema.hardware import GpuInfo
+from utils.schema.measures import (
     Disagreement,
     FlopPair,
     FlopsPerToken,
     FrameworkReported,
-    GpuInfo,
     MemoryMetrics,
     PerformanceMetrics,
-    Result,
     StepStats,
 )
 from utils.spec.models import ModelShape, flops_per_token, mfu
@@ -209,42 +207,3 @@ def framework_reported(
         running_average={k: finite(v) for k, v in (running_average or {}).items()},
         disagreements=found, flagged=any(d.flagged for d in found),
     )
-
-
-def record_steps(
-    result: Result,
-    arrays: Mapping[str, Sequence[float | None]],
-    *,
-    skip_steps: int,
-    shape: ModelShape,
-    world_size: int | None = None,
-    memory: MemoryMetrics | None = None,
-    peak_allocated_gb: float | None = None,
-    peak_reserved_gb: float | None = None,
-    memory_reason: str | None = None,
-) -> PerformanceMetrics:
-    """Put per-step arrays into ``result`` with the performance and memory blocks computed from them.
-
-    GBS and SL come from the result's ``training_config``; the peak FLOP/s from its
-    ``gpu_info`` at the precision it ran (fp8 when ``FP8`` is on), so MFU always
-    matches the recorded device. ``world_size`` defaults to ``training_config.num_gpus``.
-    ``memory`` replaces the allocator summary when the caller has a richer one (a log's
-    memory reports). Returns the new performance block (also ``result.performance_metrics``).
-    """
-    from utils.result.file import update_result
-
-    config = result.training_config
-    peak, precision, reason = peak_for(result.gpu_info, bool(config.workload.FP8))
-    steps = {name: list(arrays.get(name, ())) for name in ("step_times", "loss_values", "learning_rates",
-                                                           "memory_allocated_gb")}
-    performance = performance_metrics(
-        steps["step_times"], skip_steps=skip_steps, global_batch_size=config.global_batch_size,
-        seq_len=config.sequence_length, world_size=world_size or config.num_gpus, shape=shape,
-        peak_tflops=peak, peak_reason=reason, peak_precision=precision,
-    )
-    if memory is None:
-        memory = memory_metrics(steps["memory_allocated_gb"], peak_allocated_gb=peak_allocated_gb,
-                                peak_reserved_gb=peak_reserved_gb, total_memory_gb=result.gpu_info.total_memory_gb,
-                                reason=memory_reason)
-    update_result(result, **steps, performance_metrics=performance, memory_metrics=memory)
-    return performance

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from utils.config.load import Config
-from utils.schema.model import TO_TARGET_FIELDS, Evaluation, Quality, first_at_target
+from utils.schema.quality import TO_TARGET_FIELDS, Evaluation, Quality, first_at_target
 
 # How tran and deep reduce the eval loss (train/tran/evaluation.py): every stack's value is stated in these words.
 PER_TOKEN_MEAN = "per-token mean over all evaluated tokens (sum of token cross-entropy / token count, all ranks)"

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from utils.schema.model import Problem
+from utils.schema.measures import Problem
 
 # Exit codes of a process stopped by SIGINT/SIGTERM (128 + signal), as shells and torchrun report them.
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)

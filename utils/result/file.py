@@ -37,27 +37,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from utils.config.load import Config
-from utils.files.generated import mark_output_dir
-from utils.files.names import result_name
-from utils.files.run_claim import write_problem
 from utils.io.atomic import atomic_write_text
-from utils.io.json_input import JsonInputError, one_line, parse_json, read_json_text
+from utils.io.json_input import JsonInputError, parse_json, read_json_text
 from utils.io.output_path import output_file
+from utils.io.sanitise import one_line
 from utils.machine.environment import capture_environment
 from utils.result.failures import final_status
-from utils.schema.model import (
-    RESULT_LIMITS,
-    SCHEMA_VERSION,
-    Environment,
-    Fingerprint,
-    GpuInfo,
-    ModelShapeBlock,
-    Result,
-    Source,
-    TrainingConfig,
-    Workload,
-    unknown_name,
-)
+from utils.result.names import mark_output_dir, result_name
+from utils.result.run_claim import write_problem
+from utils.schema.hardware import Environment, GpuInfo
+from utils.schema.measures import Source
+from utils.schema.model import RESULT_LIMITS, SCHEMA_PATH, SCHEMA_VERSION, Result, unknown_name
+from utils.schema.run import Fingerprint, ModelShapeBlock, TrainingConfig, Workload
 from utils.spec.models import ModelShape
 
 __all__ = [
@@ -66,7 +57,6 @@ __all__ = [
     "update_result", "write_result",
 ]
 
-SCHEMA_PATH = Path(__file__).parents[1] / "schema" / "schema.json"  # utils/schema/schema.json
 SCHEMA_ID = f"tprimat/result/v{SCHEMA_VERSION}"
 STATUSES = ("ok", "incomplete", "failed")
 STARTED_ERROR = "run started but did not finish"
@@ -83,7 +73,7 @@ def now_iso() -> str:
 def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
                 profile: str = "identical", origin: str | None = None) -> Path:
     """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, an mlperf one ``_mlperf``,
-    repeated runs ``_r<k>``, a log-analysis result ``_from-<origin>`` (``utils/files/names.py`` builds the name,
+    repeated runs ``_r<k>``, a log-analysis result ``_from-<origin>`` (``utils/result/names.py`` builds the name,
     purge and wrap know it).
 
     The profile is in the name so that identical and tuned results of one job live side by side

@@ -34,9 +34,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from utils.files.names import MLLOG_SUFFIX
 from utils.io.atomic import atomic_write_text
-from utils.schema.model import Mlperf, MlperfCheck, MlperfRcp, Result
+from utils.result.names import MLLOG_SUFFIX
+from utils.schema.mlperf import Mlperf, MlperfCheck, MlperfRcp
+from utils.schema.model import Result
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PACKAGE = "mlperf-logging"

@@ -19,14 +19,21 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from utils.files.generated import STEPS_SUFFIX
+from utils.io.hashing import sha256_file
 from utils.io.json_input import parse_json
-from utils.schema.model import Result, SourceFile
+from utils.measure.metrics import memory_metrics, peak_for, performance_metrics
+from utils.measure.power import null_power_metrics
+from utils.result.file import finalize_result, update_result
+from utils.result.names import STEPS_SUFFIX
+from utils.schema.measures import MemoryMetrics, PerformanceMetrics, SourceFile
+from utils.schema.model import Result
+from utils.spec.models import ModelShape
 
-SUFFIX = STEPS_SUFFIX  # the name utils/files/generated.py lists (purge and wrap know it)
+SUFFIX = STEPS_SUFFIX  # the name utils/result/names.py gives it (purge and wrap know it)
 _FIELDS = ("time_s", "loss", "lr", "memory_allocated_gb")
 
 
@@ -108,11 +115,6 @@ def recover_result(path: Path, reason: str) -> Result | None:
 
     ``reason`` says why the trainer wrote no result (its exit); None when the file has no header.
     """
-    from utils.io.hashing import sha256_file
-    from utils.measure.metrics import record_steps
-    from utils.measure.power import null_power_metrics
-    from utils.result.file import finalize_result, update_result
-    from utils.spec.models import ModelShape
 
     read = read_step_log(path)
     if read is None:
@@ -130,3 +132,40 @@ def recover_result(path: Path, reason: str) -> Result | None:
     result.power_metrics = null_power_metrics("the run ended before its energy could be read",
                                               result.training_config.num_gpus)
     return finalize_result(result, "incomplete", reason)
+
+
+def record_steps(
+    result: Result,
+    arrays: Mapping[str, Sequence[float | None]],
+    *,
+    skip_steps: int,
+    shape: ModelShape,
+    world_size: int | None = None,
+    memory: MemoryMetrics | None = None,
+    peak_allocated_gb: float | None = None,
+    peak_reserved_gb: float | None = None,
+    memory_reason: str | None = None,
+) -> PerformanceMetrics:
+    """Put per-step arrays into ``result`` with the performance and memory blocks computed from them.
+
+    GBS and SL come from the result's ``training_config``; the peak FLOP/s from its
+    ``gpu_info`` at the precision it ran (fp8 when ``FP8`` is on), so MFU always
+    matches the recorded device. ``world_size`` defaults to ``training_config.num_gpus``.
+    ``memory`` replaces the allocator summary when the caller has a richer one (a log's
+    memory reports). Returns the new performance block (also ``result.performance_metrics``).
+    """
+    config = result.training_config
+    peak, precision, reason = peak_for(result.gpu_info, bool(config.workload.FP8))
+    steps = {name: list(arrays.get(name, ())) for name in ("step_times", "loss_values", "learning_rates",
+                                                           "memory_allocated_gb")}
+    performance = performance_metrics(
+        steps["step_times"], skip_steps=skip_steps, global_batch_size=config.global_batch_size,
+        seq_len=config.sequence_length, world_size=world_size or config.num_gpus, shape=shape,
+        peak_tflops=peak, peak_reason=reason, peak_precision=precision,
+    )
+    if memory is None:
+        memory = memory_metrics(steps["memory_allocated_gb"], peak_allocated_gb=peak_allocated_gb,
+                                peak_reserved_gb=peak_reserved_gb, total_memory_gb=result.gpu_info.total_memory_gb,
+                                reason=memory_reason)
+    update_result(result, **steps, performance_metrics=performance, memory_metrics=memory)
+    return performance

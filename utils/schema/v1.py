@@ -37,24 +37,24 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from utils.schema.model import (
-    CodeRevision,
-    EffectiveSettings,
-    Environment,
-    Fingerprint,
+from utils.schema.hardware import Environment, GpuInfo, ImageInfo
+from utils.schema.measures import (
     FrameworkReported,
-    GpuInfo,
-    HashedFiles,
-    ImageInfo,
     MemoryMetrics,
-    ModelShapeBlock,
     PerformanceMetrics,
     PowerMetrics,
     Problem,
     Profiling,
-    Result,
     Source,
     StepStats,
+)
+from utils.schema.model import Result
+from utils.schema.run import (
+    CodeRevision,
+    EffectiveSettings,
+    Fingerprint,
+    HashedFiles,
+    ModelShapeBlock,
     TrainingConfig,
     Workload,
 )

@@ -1,23 +1,15 @@
-"""Model shapes and FLOPs: the one table every framework and the FLOPs counter use.
+"""Model shapes by size, MODEL_LAYERS proxies and FLOPs: what every framework and the FLOPs counter use.
 
-Why one table: a comparison is only fair if Megatron, Primus, NeMo and the
-``tran`` reference build the same network. Launchers turn a :class:`ModelShape`
-into their own flags; nothing else hard-codes layer counts or vocab sizes.
+Why one place: a comparison is only fair if Megatron, Primus, NeMo and the ``tran`` reference
+build the same network. Launchers turn a :class:`ModelShape` into their own flags; the shapes
+themselves are the registry's model rows (utils/spec/registry.py, with their sources), and
+nothing else hard-codes layer counts or vocab sizes.
 
 FLOPs follow Megatron's dense formula divided by tokens:
 ``6 * N'`` for the weight matmuls (forward + backward, multiply-add = 2 FLOPs) plus
 ``12 * L * s * h`` for attention scores and values with full attention, or half of
 that when only the causal half is counted. Both conventions are always reported,
 each labelled, because published numbers use either.
-
-Where the full shapes come from: each model's published ``config.json``. Mistral 7B v0.3
-is the published config.json of mistralai/Mistral-7B-v0.3 (the values as mirrored from it,
-and identical in mistralai/Mistral-7B-Instruct-v0.3's config.json at revision c170c708):
-32 layers, hidden 4096, intermediate 14336, 32 heads, 8 key/value heads, vocabulary 32768,
-``rope_theta`` 1e6, ``rms_norm_eps`` 1e-5, ``tie_word_embeddings`` false,
-``max_position_embeddings`` 32768 and ``sliding_window`` null. No model in the table uses
-sliding-window attention (Mistral v0.1's 4096-token window is gone in v0.3), so every
-launcher builds full causal attention; docs/MODELS.md lists the sources.
 """
 
 from __future__ import annotations
@@ -27,99 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from utils.spec.registry import MODELS
+from utils.spec.shape import ModelShape
 
-LLAMA3_ROPE_SCALING: dict[str, Any] = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """Architecture of one decoder-only model at one size."""
-
-    key: str  # a model of utils/spec/registry.py
-    size: str  # "full" | "tiny"
-    display_name: str  # the registry's name, plus " (tiny)" for the tiny shape
-    hf_repo: str  # where the real tokenizer comes from
-    hf_architecture: str  # transformers class used by the tran reference
-    num_layers: int
-    hidden_size: int
-    ffn_hidden_size: int
-    num_attention_heads: int
-    num_query_groups: int  # key/value heads (GQA)
-    vocab_size: int
-    rope_theta: float
-    norm_eps: float
-    qkv_bias: bool
-    max_position_embeddings: int
-    rope_scaling: dict[str, Any] | None = None
-    swiglu: bool = True
-    tied_embeddings: bool = False
-    # MODEL_LAYERS=N: this shape is a proxy with N of the model's ``proxy_of_layers`` layers (width, heads and
-    # vocabulary unchanged); None for the model's own depth.
-    proxy_of_layers: int | None = None
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    def parameter_count(self) -> int:
-        """Parameters including embeddings and norms (for reporting model size)."""
-        h, f, L = self.hidden_size, self.ffn_hidden_size, self.num_layers
-        d, a, g = self.head_dim, self.num_attention_heads, self.num_query_groups
-        attn = h * d * (a + 2 * g) + h * h + (d * (a + 2 * g) if self.qkv_bias else 0)
-        mlp = (3 if self.swiglu else 2) * h * f
-        per_layer = attn + mlp + 2 * h
-        embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
-        return L * per_layer + embeddings + h
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-_FULL = {
-    "llama": ModelShape(
-        key="llama", size="full", display_name=MODELS["llama"].display_name, hf_repo="meta-llama/Llama-3.1-8B",
-        hf_architecture="LlamaForCausalLM", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
-        num_attention_heads=32, num_query_groups=8, vocab_size=128256, rope_theta=500000.0,
-        norm_eps=1e-5, qkv_bias=False, max_position_embeddings=131072, rope_scaling=LLAMA3_ROPE_SCALING,
-    ),
-    "qwen": ModelShape(
-        key="qwen", size="full", display_name=MODELS["qwen"].display_name, hf_repo="Qwen/Qwen2.5-7B",
-        hf_architecture="Qwen2ForCausalLM", num_layers=28, hidden_size=3584, ffn_hidden_size=18944,
-        num_attention_heads=28, num_query_groups=4, vocab_size=152064, rope_theta=1000000.0,
-        norm_eps=1e-6, qkv_bias=True, max_position_embeddings=131072,
-    ),
-    "mistral": ModelShape(
-        key="mistral", size="full", display_name=MODELS["mistral"].display_name, hf_repo="mistralai/Mistral-7B-v0.3",
-        hf_architecture="MistralForCausalLM", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
-        num_attention_heads=32, num_query_groups=8, vocab_size=32768, rope_theta=1000000.0,
-        norm_eps=1e-5, qkv_bias=False, max_position_embeddings=32768,
-    ),
-}
-
-# Tiny shapes keep every architectural feature (GQA ratio 4:1, 7:1 and 4:1, SwiGLU with the
-# same ffn/hidden ratio, QKV bias, RoPE base and scaling, untied embeddings) at
-# dimensions where a step takes well under a second on 2 CPU cores.
-_TINY = {
-    "llama": dataclasses.replace(
-        _FULL["llama"], size="tiny", display_name=f"{MODELS['llama'].display_name} (tiny)", num_layers=2,
-        hidden_size=128, ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=16384,
-    ),
-    "qwen": dataclasses.replace(
-        _FULL["qwen"], size="tiny", display_name=f"{MODELS['qwen'].display_name} (tiny)", num_layers=2,
-        hidden_size=112, ffn_hidden_size=592, num_attention_heads=7, num_query_groups=1, max_position_embeddings=8192,
-    ),
-    # ffn/hidden 3.5 as in 14336/4096, RoPE base 1e6, no QKV bias, no RoPE scaling.
-    "mistral": dataclasses.replace(
-        _FULL["mistral"], size="tiny", display_name=f"{MODELS['mistral'].display_name} (tiny)", num_layers=2,
-        hidden_size=128, ffn_hidden_size=448, num_attention_heads=8, num_query_groups=2, max_position_embeddings=8192,
-    ),
-}
+SIZES = ("full", "tiny")
 
 
 def proxy_label(display_name: str, layers: int, depth: int) -> str:
@@ -143,12 +45,14 @@ def get_shape(model: str, size: str = "full", vocab_size: int | None = None, lay
     model's layers: a labelled proxy (``proxy_of_layers``, :func:`proxy_label`), so one GPU can
     measure what one GPU can hold without the result passing for the whole model.
     """
-    table = {"full": _FULL, "tiny": _TINY}.get(size)
-    if table is None:
-        raise ValueError(f"MODEL_SIZE={size!r}: allowed values are full, tiny")
-    if model not in table:
-        raise ValueError(f"model {model!r}: allowed values are {', '.join(table)}")
-    shape = table[model]
+    if size not in SIZES:
+        raise ValueError(f"MODEL_SIZE={size!r}: allowed values are {', '.join(SIZES)}")
+    if model not in MODELS:
+        raise ValueError(f"model {model!r}: allowed values are {', '.join(MODELS)}")
+    row = MODELS[model]
+    shape = row.shape
+    if size == "tiny":
+        shape = dataclasses.replace(shape, size="tiny", display_name=f"{row.display_name} (tiny)", **row.tiny)
     if vocab_size is not None:
         if vocab_size < 1:
             raise ValueError(f"vocab_size={vocab_size}: must be positive")

@@ -14,6 +14,7 @@ from utils.config.load import (
     FIELD_TYPES,
     REPO_ROOT,
     ConfigError,
+    in_tprimat_container,
     load_config,
     main,
     numeric_keys,
@@ -21,7 +22,7 @@ from utils.config.load import (
     read_secret,
 )
 from utils.config.rules import MAX_COUNT, RULES, base_type
-from utils.machine.environment import container_image, in_tprimat_container
+from utils.machine.environment import container_image
 
 BASE = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env")}
 

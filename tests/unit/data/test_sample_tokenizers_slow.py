@@ -30,7 +30,7 @@ from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
 from utils.config.load import REPO_ROOT
 from utils.dataset.paths import load_tokenizer
 
-# What each model's tokenizer_config.json names, as the release does (data/sample_corpus.py: TOKENIZER_STYLES),
+# What each model's tokenizer_config.json names, as the release does (utils/spec/registry.py, the row's tokenizer),
 # and so the class Megatron's slow path builds. Llama 3.1 names the fast class: no slow file is needed.
 CLASSES = {"llama": "PreTrainedTokenizerFast", "qwen": "Qwen2Tokenizer", "mistral": "LlamaTokenizer"}
 SLOW_FILES = {"llama": set(), "qwen": {"vocab.json", "merges.txt"}, "mistral": {"tokenizer.model"}}

@@ -13,7 +13,7 @@ from tests.helpers.evaluate import make_result
 from tests.helpers.mlperf import FULL, mlperf_result
 from utils.result.file import result_path
 from utils.result.mllog import mllog_path, mlperf_record
-from utils.schema.model import HostTunables
+from utils.schema.hardware import HostTunables
 
 HOSTS = {"amd": HostTunables(cpu_governor="performance", numa_balancing="0", thp_enabled="always", aslr="0"),
          "nvd": HostTunables(cpu_governor="powersave", numa_balancing="0", thp_enabled="madvise", aslr="0")}

@@ -22,7 +22,7 @@ from evaluate.validate import validate_paths
 from tests.helpers.evaluate import make_result
 from train.profiles import amd, nvd
 from utils.result.file import read_result
-from utils.schema.model import EffectiveSettings
+from utils.schema.run import EffectiveSettings
 
 
 def tps(path: Path) -> float:

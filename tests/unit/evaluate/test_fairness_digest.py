@@ -7,7 +7,8 @@ from pathlib import Path
 from evaluate.analysis.fairness import DIGEST_KEY, check_fairness
 from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result
-from utils.schema.model import EffectiveSettings, Result
+from utils.schema.model import Result
+from utils.schema.run import EffectiveSettings
 
 SAME = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64

@@ -13,7 +13,7 @@ import pytest
 from evaluate.analysis.fairness import check_fairness
 from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result
-from utils.schema.model import EffectiveSettings
+from utils.schema.run import EffectiveSettings
 
 IDENTICAL = {"lr_decay_iters": 30, "adam_eps": 1e-8}
 

@@ -25,10 +25,11 @@ from utils.dataset.fingerprint import fingerprint
 from utils.files.generated import output_targets
 from utils.machine import prescreen as ps
 from utils.machine.device_facts import Fact
-from utils.measure.metrics import record_steps
 from utils.measure.power import DeviceEnergy, power_metrics
 from utils.result.file import finalize_result, new_result, result_path, write_result
-from utils.schema.model import EffectiveSettings, Source
+from utils.result.step_log import record_steps
+from utils.schema.measures import Source
+from utils.schema.run import EffectiveSettings
 from utils.spec.models import get_shape
 
 FIXTURES = FIXTURES / "gpu_check"

@@ -157,3 +157,40 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     with pytest.raises(SystemExit) as stop:
         main(["--results-dir", str(tmp_path), "--convergence-band", "2"])
     assert stop.value.code == 2
+
+
+def test_a_differing_setting_is_explained_by_its_rule(tmp_path: Path) -> None:
+    """The "why it matters" column is the setting's rule's (train/settings/rules.json), not a guess from its name."""
+    from evaluate.report_html.sections import why
+    from train.settings.rules import SETTINGS, WHY
+    from utils.schema.run import EffectiveSettings
+
+    assert all(why(rule.key) == WHY[rule.why] for rule in SETTINGS)
+    assert why("num_workers") == WHY["communication"] and why("apply_rope_fusion") == WHY["kernel"]
+    assert why("no_such_setting_fusion") == WHY["configuration"]  # outside the table: the general reason
+
+    def workers(count: int):  # type: ignore[no-untyped-def]
+        def mutate(result):  # type: ignore[no-untyped-def]
+            result.effective_settings = EffectiveSettings(settings={"num_workers": count}, env={}, resolved_by="test")
+        return mutate
+
+    out = tmp_path / "results"
+    make_result(out, "nvd", "mega", seed=1, mutate=workers(2))
+    make_result(out, "amd", "mega", seed=2, mutate=workers(8))
+    assert main(["--results-dir", str(out), "--db", "off"]) == 0
+    text = (out / "report.html").read_text()
+    assert "<td>num_workers</td>" in text and WHY["communication"] in text
+
+
+def test_a_gate_report_of_another_shape_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The page reads the gate's report through its typed model (evaluate/history/gate_report.py), strictly."""
+    from evaluate.report_html.facts import read_gate
+
+    gate = tmp_path / "gate.json"
+    for forged in ({"verdict": "pass", "exit_code": "0"}, {"verdict": "pass", "exit_code": 0, "candidates": [
+            {"candidate": "c", "checks": [{"metric": "m", "result": "maybe", "line": "x"}]}]}, ["not", "a", "report"]):
+        gate.write_text(json.dumps(forged))
+        facts = read_gate(gate, tmp_path)
+        assert facts.report is None and facts.absent == "the gate report gate.json is not evaluate.gate's report"
+    gate.write_text(json.dumps({"verdict": "pass", "exit_code": 0, "error": None, "candidates": []}))
+    assert read_gate(gate, tmp_path).report.verdict == "pass"  # type: ignore[union-attr]

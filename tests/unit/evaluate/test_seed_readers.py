@@ -20,7 +20,7 @@ import pytest
 from tests.helpers.megatron import FIXTURES, make_config
 from train.logs import build_result
 from utils.result.file import write_result
-from utils.schema.model import GpuInfo
+from utils.schema.hardware import GpuInfo
 
 H100 = GpuInfo(device_name="NVIDIA H100 80GB HBM3", device_count=8, total_memory_gb=79.6, software_stack="cuda",
                software_version="12.8", pytorch_version="2.7", driver_version=None,

@@ -18,7 +18,9 @@ from evaluate.analysis.settings_diff import settings_differences
 from evaluate.compare import main as compare_main
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
-from utils.schema.model import EffectiveSettings, FrameworkVersions, Result
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.model import Result
+from utils.schema.run import EffectiveSettings
 
 COMMIT_A = "847781764fe468c90caec16309deded245c1022c"
 COMMIT_B = "3cdfd613e68e8b734a3b9e28de579daaf81f4503"

@@ -13,7 +13,9 @@ from evaluate.analysis.results import load_directory
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
 from utils.result.file import update_result
-from utils.schema.model import FlopPair, Result, Workload
+from utils.schema.measures import FlopPair
+from utils.schema.model import Result
+from utils.schema.run import Workload
 
 
 def run_validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from utils.machine.environment import capture_environment
 from utils.machine.host_tunables import read_host_tunables
-from utils.schema.model import Environment, HostTunables
+from utils.schema.hardware import Environment, HostTunables
 
 
 def _write(root: Path, relative: str, text: str) -> None:

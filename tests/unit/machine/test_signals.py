@@ -1,4 +1,4 @@
-"""How entry points answer a signal (utils/machine/signals.py; train/__init__.py for train's).
+"""How entry points answer a signal (utils/io/signals.py; train/__init__.py for train's).
 
 Issue 33's hostile pass (case S07): ``python -m train.launch.jobs`` answered SIGINT with a KeyboardInterrupt
 traceback, because ``train`` was left out of the answer as a whole (its launcher and trainers handle signals

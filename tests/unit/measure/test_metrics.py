@@ -6,16 +6,10 @@ import pytest
 
 from utils.config.load import REPO_ROOT, load_config
 from utils.machine.hardware import gpu_info_for_device
-from utils.measure.metrics import (
-    disagreement,
-    framework_reported,
-    memory_metrics,
-    performance_metrics,
-    record_steps,
-    step_stats,
-)
+from utils.measure.metrics import disagreement, framework_reported, memory_metrics, performance_metrics, step_stats
 from utils.result.file import new_result
-from utils.schema.model import Source
+from utils.result.step_log import record_steps
+from utils.schema.measures import Source
 from utils.spec.models import flops_per_token, get_shape
 
 

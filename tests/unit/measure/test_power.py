@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.helpers.devices import FakeAmdSmi, FakeNvml
+from utils.machine.device_counters import open_reader
 from utils.measure.power import (
     JOULES_PER_KWH,
     CounterWindow,
@@ -18,7 +19,6 @@ from utils.measure.power import (
     device_meter,
     integrate,
     log_power_metrics,
-    open_reader,
     power_metrics,
 )
 

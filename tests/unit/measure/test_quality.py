@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from utils.config.load import ConfigError, load_config
 from utils.dataset.paths import dataset_prefix, valid_prefix
 from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
-from utils.schema.model import Quality
+from utils.schema.quality import Quality
 
 BASE = {"MODEL_SIZE": "tiny", "MBS": "1", "DP": "1", "GA": "2", "GPUS_PER_NODE": "1", "TRAIN_ITERS": "10",
         "WARMUP_STEPS": "1"}

@@ -11,7 +11,6 @@ import pytest
 
 from utils.config.load import REPO_ROOT, load_config
 from utils.machine.hardware import collect_gpu_info
-from utils.measure.metrics import record_steps
 from utils.result.file import (
     SCHEMA_PATH,
     Interrupted,
@@ -28,7 +27,9 @@ from utils.result.file import (
     update_result,
     write_result,
 )
-from utils.schema.model import Result, Source
+from utils.result.step_log import record_steps
+from utils.schema.measures import Source
+from utils.schema.model import Result
 from utils.spec.models import get_shape
 
 ENV = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "TRAIN_ITERS": "10", "WARMUP_STEPS": "2"}

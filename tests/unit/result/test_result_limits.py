@@ -2,7 +2,7 @@
 
 A 510 MB result, under the 512 MiB byte limit, expanded to more than 5.5 GB in memory and ended compare with a
 MemoryError. Now TRAIN_ITERS has a bound (utils/config/rules.py ``MAX_TRAIN_ITERS``), a result's per-step arrays
-hold at most that many entries (utils/schema/model.py ``MAX_STEPS``), and the reader refuses a file with more bytes,
+hold at most that many entries (utils/schema/block.py ``MAX_STEPS``), and the reader refuses a file with more bytes,
 values or containers than the largest result such a run can write (``RESULT_LIMITS``) before parsing it.
 """
 
@@ -22,19 +22,16 @@ from utils.config.rules import MAX_TRAIN_ITERS, RULES
 from utils.io.json_input import JsonInputError, read_json
 from utils.measure.quality import non_finite_reason
 from utils.result.file import ResultError, read_result
+from utils.schema.block import MAX_INT, MAX_STEPS
 from utils.schema.model import (
-    MAX_INT,
-    MAX_STEPS,
     PER_STEP_ARRAYS,
     RESULT_BASE_CONTAINERS,
     RESULT_BASE_VALUES,
     RESULT_LIMITS,
-    TO_TARGET_FIELDS,
-    Evaluation,
-    Quality,
     Result,
     result_bytes,
 )
+from utils.schema.quality import TO_TARGET_FIELDS, Evaluation, Quality
 
 
 def test_one_bound_of_steps_from_the_config_rules_to_the_reader() -> None:

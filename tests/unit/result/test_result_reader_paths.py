@@ -13,7 +13,8 @@ import pytest
 
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import FIXTURES
-from utils.io.json_input import one_line, read_json_text
+from utils.io.json_input import read_json_text
+from utils.io.sanitise import one_line
 from utils.result import file as result_file
 from utils.result.file import ResultError, read_result, read_the_long_way
 from utils.schema.model import RESULT_LIMITS

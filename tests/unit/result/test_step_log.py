@@ -9,7 +9,7 @@ from utils.config.load import REPO_ROOT, load_config
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import new_result, result_path
 from utils.result.step_log import StepLog, read_step_log, recover_result, step_log_path
-from utils.schema.model import Source
+from utils.schema.measures import Source
 from utils.spec.models import get_shape
 
 

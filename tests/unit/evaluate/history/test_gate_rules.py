@@ -6,16 +6,19 @@ change them: slower steps, a diverging loss, another platform.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from evaluate.history.gate import _tolerance_at, check_loss
+from evaluate.history.gate_report import GateReport
 from evaluate.history.noise import PUBLISHED, curve_gaps, tolerance
 from evaluate.history.query import RunView
 from tests.helpers.evaluate import make_result
 from tests.helpers.history import cli, results
+from train.settings.rules import GATE, RULES
 
 Capture = pytest.CaptureFixture[str]
 
@@ -72,6 +75,8 @@ def test_ten_percent_slower_fails_naming_metric_values_and_threshold(tmp_path: P
     cli(capsys, "--db", db, "--candidate", str(_candidate(tmp_path, change=_slower(1.10))), "--baseline",
         "tag:accepted", "--report", str(report), module="evaluate.gate")
     data = json.loads(report.read_text())
+    assert GateReport.model_validate(data).json_text() == report.read_text()  # the typed model, its JSON unchanged
+    assert {c["metric"] for c in data["candidates"][0]["checks"]} <= {rule.key for rule in GATE}
     assert data["verdict"] == "regression" and data["exit_code"] == 1
     assert data["candidates"][0]["baseline_run_ids"] == [1, 2, 3]
     first = data["candidates"][0]["checks"][0]
@@ -105,6 +110,19 @@ def test_a_diverging_loss_fails(tmp_path: Path, capsys: Capture) -> None:
     skipped = cli(capsys, "--db", db, "--candidate", str(_candidate(tmp_path, change=_diverging)),
                   "--baseline", "tag:accepted", "--no-loss", module="evaluate.gate")
     assert skipped.returncode == 0
+
+
+def test_the_gate_reads_its_thresholds_from_the_rules_table(tmp_path: Path, capsys: Capture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A threshold planted in train/settings/rules.json's gate rules changes the verdict: no second spelling."""
+    db = _baseline(tmp_path, capsys)
+    argv = ("--db", db, "--candidate", str(_candidate(tmp_path, change=_diverging)), "--baseline", "tag:accepted")
+    assert cli(capsys, *argv, module="evaluate.gate").returncode == 1
+    for key, ref in (("loss per-step", 1.0), ("final loss", 10.0)):
+        monkeypatch.setitem(RULES, key, dataclasses.replace(RULES[key], ref=ref))
+    proc = cli(capsys, *argv, module="evaluate.gate")
+    assert proc.returncode == 0, proc.stdout
+    assert "at most 100% allowed" in proc.stdout and "threshold 1000%" in proc.stdout
 
 
 def test_megatron_bridge_tolerances_by_loss_magnitude() -> None:

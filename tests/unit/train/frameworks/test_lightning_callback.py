@@ -19,7 +19,7 @@ from train.nemo.callback import LightningMeasurement
 from utils.config.load import load_config
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import new_result, read_result
-from utils.schema.model import Source
+from utils.schema.measures import Source
 from utils.spec.models import get_shape
 
 if TYPE_CHECKING:
@@ -158,7 +158,8 @@ def test_framework_reported_step_time_is_compared_with_ours(tmp_path):
 
 def test_energy_window_covers_the_measured_steps_only(tmp_path):
     from tests.helpers.devices import FakeNvml
-    from utils.measure.power import MeasuredWindow, device_meter, open_reader
+    from utils.machine.device_counters import open_reader
+    from utils.measure.power import MeasuredWindow, device_meter
 
     measurement = _measurement(tmp_path)
     reader, _ = open_reader("nvd", 0, library=FakeNvml(energy_mj=[0, 1_000_000, 1_900_000]))

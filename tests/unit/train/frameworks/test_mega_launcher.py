@@ -25,6 +25,7 @@ from utils.config.load import REPO_ROOT
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.result.file import read_result
 from utils.spec.models import get_shape
+from utils.spec.registry import MODELS
 
 
 def _flags(cfg, platform: str, model: str) -> dict[str, list[str]]:
@@ -78,7 +79,7 @@ def test_arguments_match_shape_table_and_config(tmp_path: Path, platform: str, m
 def test_padded_vocabulary_equals_shape_table(tmp_path: Path, model: str) -> None:
     cfg = make_config(tmp_path)
     divisor = int(_flags(cfg, "nvd", model)["--make-vocab-size-divisible-by"][0])
-    padded = megatron_args.megatron_padded_vocab(megatron_args.REAL_TOKENIZER_SIZES[model], divisor, cfg.tp)
+    padded = megatron_args.megatron_padded_vocab(MODELS[model].stacks.megatron_tokenizer_size, divisor, cfg.tp)
     assert padded == get_shape(model).vocab_size
     assert divisor == {"llama": 128, "qwen": 512, "mistral": 128}[model]
 

@@ -14,7 +14,7 @@ from evaluate.analysis.fairness import check_fairness
 from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result, workload_config
 from utils.config.load import ConfigError
-from utils.schema.model import EffectiveSettings
+from utils.schema.run import EffectiveSettings
 
 
 def test_default_is_transformer_engine_and_local_is_accepted():

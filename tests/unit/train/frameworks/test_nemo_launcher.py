@@ -117,7 +117,7 @@ def test_collect_names_the_cause_when_no_result_was_written(workspace, log_line,
 def test_collect_prefers_the_callbacks_result(workspace):
     from utils.machine.hardware import collect_gpu_info
     from utils.result.file import finalize_result, new_result, write_result
-    from utils.schema.model import Source
+    from utils.schema.measures import Source
     from utils.spec.models import get_shape
 
     ctx = _ctx(workspace.cfg)

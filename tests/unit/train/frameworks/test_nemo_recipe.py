@@ -11,10 +11,11 @@ import pytest
 
 from tests.helpers.nemo import REPO, make_tokenizer, write_config
 from train.nemo.plugin import overrides_for, resolve_shape
-from train.nemo.recipe import RECIPE_PARALLEL_DEFAULTS, NemoOverrides
+from train.nemo.recipe import NemoOverrides
 from utils.config.load import WORKLOAD_KEYS, load_config
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.spec.models import get_shape
+from utils.spec.registry import MODELS
 
 
 def _cfg(tmp_path: Path, **overrides: str):
@@ -75,9 +76,9 @@ def test_every_workload_key_reaches_a_recipe_field(tmp_path, model):
     checks = _expectations(cfg, fields)
     assert set(checks) == set(WORKLOAD_KEYS), "every workload key must be checked"
     assert [key for key, ok in checks.items() if not ok] == []
-    defaults = RECIPE_PARALLEL_DEFAULTS[model]
+    recipe_tp, _, recipe_cp = MODELS[model].stacks.nemo_parallel
     assert (fields["trainer.strategy.tensor_model_parallel_size"], fields["trainer.strategy.context_parallel_size"]) \
-        != (defaults["tensor_model_parallel_size"], defaults["context_parallel_size"])
+        != (recipe_tp, recipe_cp)
     assert fields["trainer.strategy.sequence_parallel"] is (cfg.tp > 1)
 
 

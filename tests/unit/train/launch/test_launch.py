@@ -16,7 +16,8 @@ from train.launch.torchrun import torchrun_argv
 from utils.config.load import REPO_ROOT, load_config
 from utils.measure.memory import tran_recipe
 from utils.result.file import read_result, result_path
-from utils.schema.model import EffectiveSettings, FrameworkVersions
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.run import EffectiveSettings
 from utils.spec.registry import FRAMEWORKS
 
 
@@ -90,9 +91,9 @@ def test_signal_death_is_incomplete(tmp_path):
 def ok_result(ctx, plan, rc):
     """A stand-in ``collect`` that reports every step done: an ok result."""
     from utils.machine.hardware import collect_gpu_info
-    from utils.measure.metrics import record_steps
     from utils.result.file import finalize_result, new_result
-    from utils.schema.model import Source
+    from utils.result.step_log import record_steps
+    from utils.schema.measures import Source
     from utils.spec.models import get_shape
 
     shape = get_shape("llama", ctx.cfg.model_size)

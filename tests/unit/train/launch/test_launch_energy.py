@@ -11,7 +11,7 @@ import pytest
 from tests.helpers.paths import FIXTURES
 from train.launch.energy import apply_energy, measured_window
 from utils.measure.energy_trace import CounterTrace, Reading
-from utils.schema.model import PerformanceMetrics, PowerMetrics
+from utils.schema.measures import PerformanceMetrics, PowerMetrics
 
 LOG = FIXTURES / "logs" / "megatron_core012_llama.log"
 

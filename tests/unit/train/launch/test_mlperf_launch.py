@@ -20,11 +20,13 @@ from train.tran.plugin import reference_record
 from utils.config.load import REPO_ROOT, load_config
 from utils.machine.hardware import collect_gpu_info
 from utils.measure.memory import tran_recipe
-from utils.measure.metrics import record_steps
 from utils.measure.quality import FIXED_SET, build_quality, make_evaluation
 from utils.result.file import finalize_result, new_result, read_result, update_result
 from utils.result.mllog import mllog_path
-from utils.schema.model import EffectiveSettings, FrameworkVersions, Source
+from utils.result.step_log import record_steps
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.measures import Source
+from utils.schema.run import EffectiveSettings
 from utils.spec.models import workload_shape
 
 TINY_MLPERF = {"PROFILE": "mlperf", "MODEL_SIZE": "tiny", "SL": "128", "MBS": "1", "DP": "1", "GA": "8",

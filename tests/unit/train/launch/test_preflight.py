@@ -26,7 +26,7 @@ from train.settings.expected import FIXED
 from train.settings.platform_env import attention_env
 from train.settings.runner import FrameworkUnavailable
 from utils.config.load import REPO_ROOT
-from utils.schema.model import EffectiveSettings
+from utils.schema.run import EffectiveSettings
 from utils.spec.models import workload_shape
 
 JOBS = [("amd", "mega"), ("nvd", "mega"), ("amd", "prim"), ("nvd", "nemo")]

@@ -15,7 +15,8 @@ from train.logs import build_result
 from train.logs.scan import scan_file, scan_lines
 from utils.config.load import REPO_ROOT
 from utils.result.file import read_result, write_result
-from utils.schema.model import GpuInfo, Result
+from utils.schema.hardware import GpuInfo
+from utils.schema.model import Result
 from utils.spec.models import flops_per_token, get_shape
 
 # Per-iteration times (ms) and losses every fixture was written with (tests/fixtures/logs/README.md).

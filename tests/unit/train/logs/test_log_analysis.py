@@ -24,7 +24,9 @@ from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
 from utils.config.load import REPO_ROOT, load_config
 from utils.result.file import read_result, result_path, write_result
-from utils.schema.model import EffectiveSettings, FrameworkVersions, Result
+from utils.schema.hardware import FrameworkVersions
+from utils.schema.model import Result
+from utils.schema.run import EffectiveSettings
 
 FOREIGN = FIXTURES / "foreign"
 MI300X, H100 = "AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"

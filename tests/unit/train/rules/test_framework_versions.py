@@ -19,7 +19,7 @@ from train.rules.versions import (
     framework_versions,
     tree_commit,
 )
-from utils.schema.model import FrameworkVersions
+from utils.schema.hardware import FrameworkVersions
 
 COMMIT = "847781764fe468c90caec16309deded245c1022c"
 

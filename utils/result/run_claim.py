@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from utils.files.locks import LOCK_DIR
 from utils.io.atomic import atomic_write_text
+from utils.io.output_path import LOCK_DIR
 
 RUN_ID_ENV = "TPRIMAT_RUN_ID"
 CLOSED_PREFIX = "closed:"

@@ -8,13 +8,19 @@ each writer's name is built by a function and recognised by a pattern made from 
 writer cannot name a file the table does not know; ``tests/e2e/test_probe_results_kept.py`` calls every
 writer's name function and checks the table recognises what it returns.
 
-Imports only the registry (utils is the bottom room: evaluate's writers import this, never the reverse).
+Also the marker tprimat leaves in every output folder it writes into (:func:`mark_output_dir`). Imports only the
+registry and utils/io (utils is the bottom room: evaluate's writers import this, never the reverse).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import stat
+from pathlib import Path
 
+from utils.io.output_path import LOCK_DIR
 from utils.spec.registry import PUBLISHED_FRAMEWORK, framework_names, model_names, platform_names
 
 STEPS_SUFFIX = ".steps.jsonl"  # the per-step record beside each result (utils/result/step_log.py)
@@ -77,3 +83,31 @@ FRAMEWORKS_FIGURE = re.compile(rf"compare_{_one_of(platform_names())}_frameworks
 def is_output_file_name(name: str) -> bool:
     """Whether ``name`` is one a writer gives a file at the top of ``OUTPUT_DIR``."""
     return bool(RESULT_NAME.fullmatch(name) or FRAMEWORKS_FIGURE.fullmatch(name) or name in FIXED_OUTPUT_FILES)
+
+
+# Left by tprimat in every output folder it writes into (results: utils/result/file.py; the comparison:
+# evaluate/compare.py). shell/wrap.sh packs only a folder holding it (issue 26: OUTPUT_DIR=/etc packed /etc).
+OUTPUT_MARKER = f"{LOCK_DIR}/output-folder"
+_MARKER_TEXT = ("This folder holds files tprimat wrote (results, logs, comparisons).\n"
+                "shell/wrap.sh packs only folders holding this file, and only the names utils/files/generated.py"
+                " lists.\n")
+
+
+def mark_output_dir(folder: Path) -> None:
+    """Leave :data:`OUTPUT_MARKER` in ``folder`` (once). A folder that cannot take it only stays unpackable."""
+    marker = Path(folder) / OUTPUT_MARKER
+    if marker.is_file():
+        return
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(_MARKER_TEXT)
+
+
+def is_output_dir(folder: Path) -> bool:
+    """Whether tprimat left its marker in ``folder`` (a regular file, not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(Path(folder) / OUTPUT_MARKER).st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,165 @@
+"""MLPerf's score of a system, with mlperf-logging's own arithmetic, and its checkers on request.
+
+The score is what ``python -m mlperf_logging.result_summarizer <submitter folder> training <ruleset>`` prints for
+the system (``_compute_strong_score_standalone``): each counted run's minutes from ``run_start`` to ``run_stop``,
+the olympic mean (the fastest and the slowest run dropped, a run that does not count taking the place of the
+slowest), no score when more runs fail than one (four for unet3d), times the scaling
+factor of the benchmark folder's ``scaling.json`` (the review's RCP normalisation, as published; 1 without one:
+the summarizer reads it before its own RCP check rewrites it). A run counts when the summarizer would read it: its
+log parses, holds ``run_start`` and ``run_stop``, and passes MLPerf's compliance checker. Without ``--check`` the
+checker is not run (2 min 42 s over the v5.1 Llama 3.1 8B tree); a run then counts when it stopped with ``success``
+at an evaluation at or below the target, which is what the checker's rules on ``run_stop`` and ``eval_accuracy``
+require of a published run. With ``--check``, the checker's verdict (in this process, as the summarizer calls it),
+and the RCP checker's verdict and normalisation for the system's batch size (``rcp_checker.check_directory``'s
+steps, on the samples read here).
+
+What the score is not: MLPerf publishes it only for ten runs or more (``benchmark_meta``); with fewer, no score.
+
+Why :func:`olympic_mean` is written here: the summarizer's ``_compute_olympic_average`` is a private function of a
+module whose import (pandas, and scipy through the RCP checker) costs 2.0 s of CPU on this 2-core VM, 40% of the
+import's 5 s budget (issue 48); ``tests/unit/evaluate/mlperf/test_score.py`` holds the two equal, as the reader's
+test holds the reader to the parser. The RCP checker (scipy) is imported by ``--check`` alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlperf_logging.benchmark_meta import get_result_file_counts
+from mlperf_logging.compliance_checker import mlp_compliance
+
+from utils.io.json_input import JsonInputError, parse_json
+from utils.io.sanitise import one_line
+
+USAGE = "training"
+rule_choices = mlp_compliance.rule_choices  # the rulesets mlperf-logging knows (5.1.0 ...)
+NOT_CONVERGED = 1e9  # the RCP checker's samples for a run that did not converge
+
+
+@dataclass
+class Counted:
+    """Whether one run enters its system's score, and why not."""
+
+    minutes: float | None
+    counted: bool
+    reason: str = ""
+    samples: int | None = None  # the RCP checker's samples to converge
+
+
+@dataclass
+class SystemScore:
+    score_min: float | None = None
+    reason: str | None = None
+    scaling: float = 1.0
+    rcp: str | None = None
+    runs: list[Counted] = field(default_factory=list)
+
+
+def max_dropped(benchmark: str) -> int:
+    """How many runs the olympic mean may lose (``_compute_strong_score_standalone``'s own rule)."""
+    return 4 if benchmark == "unet3d" else 1
+
+
+def olympic_mean(scores: list[float], dropped: int, most: int) -> float | None:
+    """The mean without the ``most`` fastest runs and the ``most - dropped`` slowest (the runs that do not count
+    stand for the slowest); None when none is left."""
+    kept = sorted(scores)[most:len(scores) - (most - dropped)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def required_runs(benchmark: str) -> int | None:
+    return get_result_file_counts(USAGE).get(benchmark)
+
+
+def scaling_factor(raw: bytes | None, where: str) -> tuple[float, str | None]:
+    """The factor of a ``scaling.json`` (1 without one), or 1 and why it is not usable."""
+    if raw is None:
+        return 1.0, None
+    try:
+        value = parse_json(raw.decode("utf-8", "replace"), where, max_depth=4).get("scaling_factor")
+    except (JsonInputError, AttributeError) as exc:
+        return 1.0, f"{where}: not a scaling file ({one_line(exc)}): no normalisation applied"
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or not 0 < value < 100:
+        return 1.0, f"{where}: scaling_factor {one_line(value, 40)} is no factor: no normalisation applied"
+    return float(value), None
+
+
+def system_score(benchmark: str, runs: list[Counted], scaling: float) -> SystemScore:
+    """The summarizer's score of one system's runs."""
+    result = SystemScore(scaling=scaling, runs=runs)
+    need = required_runs(benchmark)
+    if need is not None and len(runs) < need:
+        result.reason = f"{len(runs)} runs, MLPerf requires {need}: no score (MLPerf publishes none)"
+        return result
+    scores = [r.minutes for r in runs if r.counted and r.minutes is not None]
+    dropped = len(runs) - len(scores)
+    if dropped > max_dropped(benchmark):
+        result.reason = f"{dropped} runs do not count, MLPerf allows {max_dropped(benchmark)}: no score"
+        return result
+    mean = olympic_mean(scores, dropped, max_dropped(benchmark))
+    if mean is None:
+        result.reason = "no run left after the olympic mean's drops: no score"
+        return result
+    result.score_min = mean * scaling
+    return result
+
+
+def rcp_verdict(benchmark: str, ruleset: str, gbs: int | None, samples: list[int | None]) -> str:
+    """``rcp_checker.check_directory``'s verdict on these runs (pruned RCPs, as the summarizer runs it)."""
+    from mlperf_logging.rcp_checker import rcp_checker  # imports scipy.stats: 1.5 s of CPU, paid by --check alone
+
+    try:
+        checker = rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, False)
+    except (OSError, KeyError, ValueError) as exc:
+        return f"no RCP check: {one_line(exc)}"
+    epochs = [float(s) if s is not None else NOT_CONVERGED for s in samples]
+    if gbs is None:
+        return "Fail: could not detect global_batch_size"
+    if sum(s is None for s in samples) > max_dropped(benchmark):
+        return "Fail: insufficient convergence"
+    record = checker._find_rcp(gbs, "pruned_rcps")
+    low, high = checker._find_top_min_rcp(gbs, "pruned_rcps"), checker._find_bottom_max_rcp(gbs, "pruned_rcps")
+    if record is not None:
+        message = "RCP found"
+    elif low is not None and high is not None:
+        message, record = "RCP Interpolation", checker._create_interp_rcp(gbs, low, high)[1]
+    elif low is None and high is not None:
+        message = "RCP not found but slower convergence on smaller batch size"
+        record = checker._find_min_rcp("pruned_rcps")
+    else:
+        return f"Fail: {'Cannot find any RCPs' if low is None else f'Missing RCP, please submit RCP with BS = {gbs}'}"
+    passed, factor = checker._eval_submission_record(record, epochs, "")
+    if not passed and message.startswith("RCP not found"):
+        message = f"Missing RCP, please submit RCP with BS = {gbs}"
+    norm = f"; it normalises by {float(factor):.6g}" if passed and factor > 1 else ""
+    return f"{'Pass' if passed else 'Fail'}: {message} (mlperf-logging's RCP checker, ruleset {ruleset}){norm}"
+
+
+def compliance(raw: bytes, ruleset: str) -> tuple[bool, str]:
+    """MLPerf's compliance checker on one log, as the summarizer runs it: (passed, its first complaint)."""
+    checker = mlp_compliance.make_checker(usage=USAGE, ruleset=ruleset, quiet=True, werror=False)
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with tempfile.NamedTemporaryFile(prefix="tprimat-mlperf-", suffix=".txt") as log:
+            log.write(raw)
+            log.flush()
+            valid = mlp_compliance.main(log.name, f"{USAGE}_{ruleset}/common.yaml", checker)[0]
+    except Exception as exc:  # the checker's own failure (a rule's Python raising) is its verdict on this log
+        return False, f"the checker stopped: {one_line(exc)}"
+    finally:
+        root.removeHandler(handler)
+    complaint = next((m.strip() for m in records if m.strip() and "Running compliance" not in m
+                      and "Compliance checks" not in m), "")
+    return bool(valid), one_line(complaint.splitlines()[0] if complaint else "", 200)
+
+
+def checker_path(ruleset: str) -> Path:
+    return Path(mlp_compliance.__file__).parent / f"{USAGE}_{ruleset}"

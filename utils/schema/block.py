@@ -1,0 +1,60 @@
+"""What every block of a result is: strict keys, bounded finite figures, and no null without its reason.
+
+Rules every block follows (a result is read from other people's machines, issue 26):
+
+* no NaN or infinity anywhere (``allow_inf_nan=False``): a figure that could not be
+  measured is ``None``, and the block says why (:attr:`Block.NULL_REASONS`, checked here once for every block);
+* figures that cannot be negative (times, throughput, memory, energy) are typed so;
+* unknown keys are rejected (``extra="forbid"``), so a typo is caught on write;
+* figures are bounded (``MAX_INT``, ``MAX_FIGURE``) and per-step arrays hold at most ``MAX_STEPS`` entries, and
+  ``utils.result.file`` validates files in pydantic's strict mode (no ``"8456"`` read as 8456).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Scalar = str | int | float | bool | None
+
+# Upper bounds of every figure (issue 26): a result is foreign input, and a figure of 10**300 passed the
+# schema and then overflowed the statistics that read it. No measured quantity comes near these (a count
+# is a step, a token or a byte count; 1e18 is beyond any throughput, FLOP count per token or energy in J).
+MAX_INT = 2**63 - 1
+MAX_FIGURE = 1e18
+NonNegative = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
+Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+# The most steps a run may have, and so the most entries a per-step array (and the list of evaluations) may hold:
+# the longest schedule tprimat runs, MLPerf's reference (train/profiles/mlperf.py MAX_STEPS; a run of more is no
+# benchmark). It is TRAIN_ITERS's bound (utils/config/rules.py MAX_TRAIN_ITERS), and what reading a result may cost
+# in memory follows from it (utils/schema/model.py RESULT_LIMITS; issue 33: a forged 510 MB result took > 5.5 GB).
+MAX_STEPS = 1_200_000
+
+
+class Block(BaseModel):
+    """Base of every block: strict keys, no non-finite numbers, assignment re-validated, no null without its reason.
+
+    ``NULL_REASONS`` is the one owner of "what cannot be measured is null with a reason": a figure (or a tuple of
+    figures, null when all of them are; ``"*"``: every other field) -> the field that says why it is null, a text
+    (one reason for them all) or a mapping (a reason per figure's name).
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=True)
+    NULL_REASONS: ClassVar[dict[str | tuple[str, ...], str]] = {}
+
+    @model_validator(mode="after")
+    def _null_has_reason(self) -> Block:
+        for figures, where in self.NULL_REASONS.items():
+            names = tuple(n for n in type(self).model_fields if n != where) if figures == "*" else (
+                (figures,) if isinstance(figures, str) else figures)
+            why = getattr(self, where)
+            if isinstance(why, dict):
+                missing = [n for n in names if getattr(self, n) is None and n not in why]
+            else:
+                missing = [] if why or any(getattr(self, n) is not None for n in names) else list(names)
+            if missing:
+                raise ValueError(f"{type(self).__name__}: {', '.join(missing)} null without a reason in '{where}'")
+        return self
