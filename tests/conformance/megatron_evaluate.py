@@ -1,6 +1,6 @@
 """Megatron-LM's own evaluation path on tprimat's ``pretrain_gpt.py`` argv, run twice, in the framework's Python.
 
-``python -m tests.conformance.megatron_evaluate REQUEST.json`` (from the repository root, the Megatron-LM tree named
+``python tests/conformance/megatron_evaluate.py REQUEST.json`` (run by path from the repository root, the tree named
 in the request first on ``sys.path``). Issue 50 asks whether evaluation ``k`` of a ``mega`` job reads the same held-out
 samples each time (MLPerf's measure). Reading the code says no; this runs it: Megatron's ``parse_args`` and
 ``validate_args`` on the argv, ``pretrain_gpt.py``'s own dataset provider, ``build_train_valid_test_data_iterators``
@@ -144,7 +144,7 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.conformance.megatron_evaluate",
+    parser = argparse.ArgumentParser(prog="tests/conformance/megatron_evaluate.py",
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("request", metavar="REQUEST.json")
     options = parser.parse_args(argv)

@@ -14,6 +14,8 @@ from tests.conformance.helpers_conformance import (
     megatron_ref_of,
     needs,
     planned,
+    run_evaluate_probe,
+    trans_validation_samples,
     with_encoded_data,
 )
 from train.launch import preflight as pf
@@ -102,41 +104,15 @@ def test_evaluation_arguments_are_accepted_and_read_back(tmp_path, platform):
 def _evaluate(tmp_path, extra: tuple[str, ...] = ()) -> tuple[dict, dict, object]:
     """Megatron's evaluate() twice on the mega plan's argv (tests/conformance/megatron_evaluate.py): its answer, the
     tokens each evaluation read, and the config. GBS 8 (MBS 1, DP 8, GA 1), 2 global batches per evaluation."""
-    import json
-    import subprocess
-
-    import numpy as np
-
-    from tests.helpers.nemo import REPO
-
     cfg = replace(_config(tmp_path, "bf16-tp1-cp1"), ga=1, sl=256)
     cfg = with_encoded_data(replace(cfg, eval_interval=5 * cfg.gbs, eval_samples=2 * cfg.gbs), valid=True,
                             models=("llama",))
     _, plan = planned(cfg, "nvd", "mega", "llama")
-    out = tmp_path / "evaluate.json"
     request = {"tree": os.environ["TPRIMAT_MEGATRON_LM"], "argv": [*plan.args_after("pretrain_gpt.py"), *extra],
-               "evaluations": 2, "out": str(out)}
-    (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
-    done = subprocess.run([os.environ["TPRIMAT_MEGATRON_PYTHON"], "-m", "tests.conformance.megatron_evaluate",
-                           str(tmp_path / "request.json")], cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    with np.load(f"{out}.npz") as read:
-        return json.loads(out.read_text(encoding="utf-8")), dict(read), cfg
-
-
-def _trans_validation_samples(cfg, first: int, count: int):
-    """Global validation samples [first, first + count) as tran and deep build them (SL + 1 tokens each)."""
-    import numpy as np
-
-    from train.megatron.inputs import index_cache_dir
-    from train.rules.samples import MegatronSamples, valid_num_samples
-    from utils.dataset.paths import eod_id, load_tokenizer, tokenizer_dir, valid_prefix, vocab_size
-
-    tokenizer = load_tokenizer(tokenizer_dir(cfg, "llama"))
-    samples = MegatronSamples(valid_prefix(cfg, "llama"), cfg.sl, cfg.seed,
-                              valid_num_samples(cfg.train_iters, cfg.eval_interval_steps, cfg.eval_samples),
-                              index_cache_dir(cfg), vocab_size(tokenizer), eod_id(tokenizer), split="valid")
-    return np.stack([samples.sample(g) for g in range(first, first + count)])
+               "evaluations": 2}
+    answer, read = run_evaluate_probe(os.environ["TPRIMAT_MEGATRON_PYTHON"], "megatron_evaluate",
+                                      request, tmp_path)
+    return answer, read, cfg
 
 
 def test_megatrons_evaluate_reads_the_next_block_each_time_not_a_fixed_set(tmp_path):
@@ -149,8 +125,8 @@ def test_megatrons_evaluate_reads_the_next_block_each_time_not_a_fixed_set(tmp_p
     e = cfg.eval_samples
     assert answer["eval_iters"] == cfg.eval_iters and answer["data_parallel_size"] == 1
     assert [ev["samples"] for ev in answer["evaluations"]] == [e, e]
-    assert np.array_equal(read["eval1"], _trans_validation_samples(cfg, 0, e))
-    assert np.array_equal(read["eval2"], _trans_validation_samples(cfg, e, e))
+    assert np.array_equal(read["eval1"], trans_validation_samples(cfg, 0, e))
+    assert np.array_equal(read["eval2"], trans_validation_samples(cfg, e, e))
     assert not np.array_equal(read["eval1"], read["eval2"])
     first, second = (ev["loss"] for ev in answer["evaluations"])
     assert first != second  # the same weights, another block
