@@ -79,7 +79,7 @@ from data.encode_paths import (
 from data.file_tokenizer import load_policy_tokenizer
 from data.idx_writer import IndexWriter, optimal_dtype
 from data.token_policy import TokenPolicy, record
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import (
     clean_path,
     dataset_prefix,

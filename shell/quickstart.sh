@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The quick benchmark for newcomers, on the local cpu platform, fully offline:
-#   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare.
+#   .venv (CPU torch) -> sample data + tokenizers -> tran llama and qwen (tiny shapes) -> compare, with
+#   MLPerf Training v5.1's published Llama 3.1 8B runs (a sample, imported) at the end of the page.
 #   FRAMEWORK="tran deep" MODELS="llama qwen mistral" runs every cpu framework on every model (about 3
 #   times as long: three times the jobs, and the first DeepSpeed job builds a small C++ op once).
 # Every workload value below can be overridden from the environment (e.g. TRAIN_ITERS=200).
@@ -51,26 +52,11 @@ export SL="${SL:-256}" MBS="${MBS:-4}" GA="${GA:-2}"
 export TP=1 PP=1 CP=1 DP="${DP:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-1}" NNODES=1 NODE_RANK=0
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-# While the data stage keeps one core busy, the other compiles the bytecode the jobs, the comparison and the page
-# will import (utils/machine/bytecode.py); it is stopped before the first job, so no measured step shares the CPU.
 # shellcheck source=shell/platform.sh
 source "$root/shell/platform.sh"
-bytecode_pid=""
-stop_bytecode() {
-    if [[ -n "$bytecode_pid" ]]; then
-        kill "$bytecode_pid" 2>/dev/null || true
-        wait "$bytecode_pid" 2>/dev/null || true
-        bytecode_pid=""
-    fi
-}
-trap stop_bytecode EXIT
-nice -n 19 "$TPRIMAT_PYTHON" -m utils.machine.bytecode --models "$MODELS" torch.distributed.fsdp \
-    train.launch.launcher train.tran.worker evaluate.history evaluate.compare evaluate.report_html 2>/dev/null &
-bytecode_pid=$!
 
 echo "quickstart: data (DATASET=$DATASET)"
 step "$root/shell/data.sh"
-stop_bytecode
 
 # Each job's preflight computes its model's sample digest (train/settings/samples.py, about 8 s on the 2-core host)
 # unless a dry run stored it before (utils/dataset/digest_cache.py): one dry run per model, each on its own core,
@@ -83,7 +69,7 @@ stop_dry_runs() {
     for pid in "${dry_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     dry_pids=()
 }
-trap 'stop_bytecode; stop_dry_runs' EXIT
+trap stop_dry_runs EXIT
 for model in $MODELS; do
     "$TPRIMAT_PYTHON" -m train.launch --platform cpu --framework tran --model "$model" --dry-run >/dev/null 2>&1 &
     dry_pids+=("$!")
@@ -96,13 +82,18 @@ for pid in "${dry_pids[@]}"; do
     fi
 done
 dry_pids=()
+# MLPerf Training v5.1's published Llama 3.1 8B runs (a carried sample: AMD MI355X and NVIDIA B200 at 8 GPUs, one
+# B200 system at 8 to 256 GPUs), imported beside the results: the page (written by train.sh) ends with them.
+output_dir="$(tprimat_config_get OUTPUT_DIR)"
+echo "quickstart: MLPerf Training v5.1 published runs (tests/fixtures/mlperf sample, imported into $output_dir)"
+step "$TPRIMAT_PYTHON" -m evaluate.mlperf import "$root/tests/fixtures/mlperf/v51_sample.tar.xz" \
+    --output-dir "$output_dir"
 echo "quickstart: training (FRAMEWORK=$FRAMEWORK, MODEL_SIZE=$MODEL_SIZE, TRAIN_ITERS=$TRAIN_ITERS)"
 step "$root/shell/train.sh"
 
-output_dir="$(tprimat_config_get OUTPUT_DIR)"
 echo
 echo "quickstart: done. Results are in $output_dir:"
-echo "  results:    $output_dir/train_cpu_*.json"
+echo "  results:    $output_dir/train_cpu_*.json (and MLPerf's published runs: train_*_mlperf_*_from-*.json)"
 echo "  comparison: $output_dir/compare.png, $output_dir/compare.md, $output_dir/compare_cpu_frameworks.png"
 echo "  logs:       $output_dir/logs/"
 echo "  report:     $output_dir/report.html (open it in a browser: verdict, figures, fairness, history, evidence)"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evaluate.analysis.convergence import DEFAULT_BAND, Convergence, convergence_checks
 from evaluate.analysis.fairness import FairnessReport, check_fairness
+from evaluate.analysis.published import View, views
 from evaluate.analysis.results import LoadedResult, find_result_files, load_results
 from evaluate.analysis.settings_diff import SettingDifference, settings_differences
 from evaluate.analysis.summary import (
@@ -46,6 +47,7 @@ class Comparison:
     convergence: list[Convergence] = field(default_factory=list)
     convergence_band: float = DEFAULT_BAND
     quality_figure_name: str | None = "quality.png"  # evaluate/render/quality_plot.py, beside compare.png
+    published: list[View] = field(default_factory=list)  # MLPerf's published runs, imported: apart (evaluate/mlperf/)
 
     @property
     def converged(self) -> bool:
@@ -103,7 +105,11 @@ def build_comparison(results_dir: Path, allow_mismatch: bool, prices: dict[str, 
               "arrays and figures): counted once", file=sys.stderr)
     if not loaded.results:
         return None
+    # a published run is no tprimat workload: it is judged by MLPerf's rules in its own view, never in a group here
+    published = [r for r in loaded.results if r.result.published is not None]
+    loaded.results = [r for r in loaded.results if r.result.published is None]
     by_model = {model: [summarize_group(g) for g in groups] for model, groups in loaded.groups().items()}
     return Comparison(by_model=by_model, fairness=check_fairness(loaded.results), skipped=loaded.skipped,
                       allow_mismatch=allow_mismatch, prices=prices, settings=settings_differences(loaded.results),
-                      convergence=convergence_checks(by_model, band=band), convergence_band=band)
+                      convergence=convergence_checks(by_model, band=band), convergence_band=band,
+                      published=views(published, loaded.results, prices))

@@ -117,12 +117,20 @@ class FairnessReport:
                 "model shape, training algorithm, precision and FLOP convention; SL, batch sizes and layout are "
                 "the recipes'")
 
+    @property
+    def checked(self) -> bool:
+        """Whether two completed results of one model and profile were checked against each other at all."""
+        return any(len(labels) >= 2 for by_profile in self.profiles.values() for labels in by_profile.values())
+
     def verdict(self) -> str:
         if not self.compared:
             return "no completed results to compare"
         counts = ", ".join(f"{model}: {len(labels)} result(s)" for model, labels in sorted(self.compared.items()))
         if not self.fair:
             return f"NOT FAIR: {len(self.differences)} difference(s) ({counts})"
+        if not self.checked:
+            return (f"NOTHING COMPARED: one completed result per model and profile, so no workload was checked "
+                    f"against another ({counts})")
         kinds = {profile for by_profile in self.profiles.values() for profile in by_profile}
         same = "identical workload, data, tokenizer, model shape and FLOP convention"
         order = [kind for kind in ("identical", "tuned", "mlperf") if kind in kinds] + sorted(

@@ -24,6 +24,7 @@ from evaluate.analysis.stats import Estimate, estimate, pearson, ratio_estimate
 from utils.schema.block import Scalar
 from utils.schema.measures import PerformanceMetrics
 from utils.schema.model import Result
+from utils.spec.registry import display_name
 
 TOKENS_PER_TRILLION = 1e12
 
@@ -360,3 +361,10 @@ def quality_ratios(summaries: list[QualitySummary], top: str = "amd", bottom: st
             if value is not None:
                 out.append(QualityRatio(a, b, value))
     return out
+
+
+def model_title(model: str, groups: Iterable[GroupSummary]) -> str:
+    """A model as a heading or a figure names it: its runs' own shape when they share one (``Llama 3.1 8B (tiny)``,
+    a proxy's label: a tiny cpu run is not the 8B model), else the registry's name of ``model``."""
+    names = {run.result.model_shape.display_name for summary in groups for run in summary.group.runs}
+    return names.pop() if len(names) == 1 else display_name("model", model)

@@ -1,17 +1,11 @@
 """The regression gate's rules applied: a candidate run against a baseline of stored runs, one line per check.
 
-The rules and their thresholds are rows of ``train/settings/rules.json`` (its gate rules; docs/CONFORMANCE.md's
-rules table cites each one's source): the throughput against ``max(floor, the baseline's run-to-run spread)``
-after Megatron-Bridge's ``validate_performance``, so a noisy baseline does not fail a candidate for noise it shows
-itself; the loss curve against the baseline's mean curve by three rules of Megatron-Bridge's
-``validate_convergence`` (its fourth, a 3-sigma outlier count, would judge the same steps twice); and with
-``--cross-vendor`` an AMD run against an NVIDIA run of the same samples and initialisation, within the measured
-noise of ``evaluate/history/noise.py`` (no throughput check: that comparison is ``evaluate.compare``'s).
-A curve with a non-finite loss fails; too few common steps, another data or tokenizer fingerprint, or another
-samples digest cannot be judged and say so (not a failure).
-
-A baseline run must be usable (``record.baseline_problem``: ok, a throughput, finite losses); a selector
-naming only unusable runs, no run, or runs of several workloads is refused in one line (exit 2).
+Each rule and threshold is a gate row of ``train/settings/rules.json`` (docs/CONFORMANCE.md's rules table cites its
+source): throughput against ``max(floor, the baseline's run-to-run spread)``, the loss curve against the baseline's
+mean curve by Megatron-Bridge's convergence rules, and with ``--cross-vendor`` an AMD run against an NVIDIA run of
+the same samples and initialisation within the measured noise. What cannot be judged (too few common steps, other
+data, tokenizer or samples) says so and is not a failure; a selector naming no usable baseline run (ok, a
+throughput, finite losses: ``record.baseline_problem``) or runs of several workloads is refused in one line.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ from evaluate.analysis.stats import pearson
 from evaluate.history.gate_report import WORDS
 from evaluate.history.noise import curve_gaps, tolerance
 from evaluate.history.query import RunView
-from evaluate.history.store import HistoryError
+from evaluate.history.target import HistoryError
 from train.settings.rules import RULES
 from utils.io.sanitise import one_line
 

@@ -29,10 +29,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from evaluate.analysis.results import RESULT_GLOB, find_result_files, unusable_reason
 from evaluate.history.record import RunRecord, make_record, text
-from evaluate.history.store import Database, now_iso, runs, series, tags
+from evaluate.history.store import Database, runs, series, tags
 from utils.io.json_input import DEFAULT_MAX_BYTES
 from utils.io.sanitise import one_line
-from utils.result.file import ResultError, read_result
+from utils.result.file import ResultError, now_iso, read_result
 
 MAX_MEMBERS = 200_000
 MAX_ARCHIVE_BYTES = 8 * 2**30

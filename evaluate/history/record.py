@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # only annotations: a query or a trend never loads the result
     from utils.schema.model import Result
 
 _SETTINGS_FACTS = ("samples_digest",)
+# what identifies an imported MLPerf run (utils/schema/mlperf.py Published) in a diff and across rounds
+PUBLISHED_FACTS = ("round", "submitter", "system", "system_id", "benchmark", "division", "log", "score_min", "counted")
 
 
 def text(value: object) -> str | None:
@@ -116,6 +118,8 @@ def versions(result: Result) -> dict[str, str]:
             found[f"framework.{name}"] = value
     for name, value in env.libraries.items():
         found[f"library.{name}"] = value
+    if result.published is not None:  # an imported MLPerf run: its round marks a trend (release to release)
+        found["mlperf.round"] = result.published.round
     return {key: str(value) for key, value in sorted(found.items()) if value is not None}
 
 
@@ -145,6 +149,8 @@ def details(result: Result) -> dict[str, Any]:
     facts["workload.precision_effective"] = result.training_config.precision_effective
     if result.profile_settings is not None:
         facts["profile.recipe"] = result.profile_settings.recipe
+    if result.published is not None:
+        facts.update({f"published.{k}": v for k, v in result.published.model_dump().items() if k in PUBLISHED_FACTS})
     if result.effective_settings is not None:
         facts.update({f"settings.{k}": v for k, v in result.effective_settings.settings.items()})
         facts["settings.resolved_by"] = result.effective_settings.resolved_by

@@ -12,7 +12,6 @@ exactly. A tprimat ``PROFILE=mlperf`` MLLOG (its ``tprimat_*`` keys) reads the s
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from utils.io.sanitise import one_line
 from utils.measure.quality import with_energy
 from utils.schema.model import Result
 from utils.schema.quality import Evaluation, Quality
+from utils.schema.run import Workload
 from utils.spec.models import get_shape
 from utils.spec.registry import PLATFORMS, PUBLISHED_FRAMEWORK, framework_names
 
@@ -96,9 +96,7 @@ def _workload(facts: RunFacts, gpus: int) -> dict[str, Any]:
     return values
 
 
-_ALL = ("DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY", "WARMUP_STEPS",
-        "TRAIN_ITERS", "WEIGHT_DECAY", "BETA1", "BETA2", "GRAD_CLIP", "INIT_STD", "TP", "PP", "CP", "DP", "GA",
-        "PRECISION", "FP8", "WORLD_SIZE")
+_ALL = tuple(key for key in Workload.model_fields if key != "unknown")
 _V51 = ("MBS", "TP", "PP", "CP", "DP", "PRECISION", "FP8")
 _REASONS = {"DATASET": "the submitter's data: MLPerf's C4 shards (not tprimat's DATASET)",
             "DATA_SAMPLES": "the submitter's data: MLPerf's C4 shards (not tprimat's DATASET)",
@@ -130,11 +128,15 @@ def _quality(facts: RunFacts, bench: Benchmark, gbs: int, sl: int, platform: str
     return with_energy(block, platform=platform, gpus=gpus, energy=None, energy_reason=ENERGY)
 
 
-def _performance(facts: RunFacts, quality: Quality | None, gbs: int, sl: int, gpus: int) -> dict[str, Any] | None:
-    if facts.stop_ms is None or facts.start_ms is None or quality is None or not quality.reached:
+def _performance(facts: RunFacts, quality: Quality | None, gbs: int, sl: int, gpus: int,
+                 own: bool) -> dict[str, Any] | None:
+    """Over the samples to the target; a tprimat run that stopped short of it: over the samples to its last
+    evaluation (a published run that did not converge has no figures: it failed)."""
+    if facts.stop_ms is None or facts.start_ms is None or quality is None or not (quality.reached or own):
         return None
     seconds = (facts.stop_ms - facts.start_ms) / 1000
-    samples = facts.converged_samples or quality.samples_to_target or 0
+    samples = (facts.converged_samples or quality.samples_to_target or 0) if quality.reached \
+        else quality.evaluations[-1].samples
     rate = samples / seconds if seconds > 0 else None
     return {"measured_steps": samples // gbs, "skipped_steps": 0, "step_time_seconds": None,
             "avg_step_time_seconds": None, "median_step_time_seconds": None, "total_time_seconds": seconds,
@@ -143,8 +145,9 @@ def _performance(facts: RunFacts, quality: Quality | None, gbs: int, sl: int, gp
             "steps_per_second": rate / gbs if rate else None, "flops_per_token": None, "tflops_per_gpu": None,
             "peak_tflops": None, "peak_precision": "bf16", "mfu": None,
             "mfu_reason": "not computed for a published run: its log does not state its matrix precision",
-            "throughput_basis": "samples to the target (the last evaluation before run_stop, the RCP checker's) x SL "
-                                "/ time to train (run_stop - run_start, evaluations included: MLPerf's clock)",
+            "throughput_basis": ("samples to the target (the last evaluation before run_stop, the RCP checker's)"
+                                 if quality.reached else "samples to the last evaluation (the target not reached)")
+            + " x SL / time to train (run_stop - run_start, evaluations included: MLPerf's clock)",
             "total_time_basis": "run_stop - run_start: MLPerf's time to train"}
 
 
@@ -164,7 +167,7 @@ def _shape(facts: RunFacts, bench: Benchmark) -> dict[str, Any]:
     return get_shape(bench.model, bench.size).as_dict()
 
 
-def build(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any] | None, round_: str | None,
+def build(run: RunRef, digest: str, facts: RunFacts, system: dict[str, Any] | None, round_: str | None,
           counted: Counted, score: SystemScore | None, check: str | None) -> Result:
     """The result of one run; :class:`ImportRefused` (one line) when it cannot be one."""
     bench = BENCHMARKS.get(facts.benchmark or run.benchmark or "")
@@ -192,7 +195,7 @@ def build(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any] | Non
     workload["MODEL_SIZE"] = shape["size"]
     workload["unknown"].pop("MODEL_SIZE", None)
     quality = _quality(facts, bench, gbs, sl, platform, gpus)
-    perf = _performance(facts, quality, gbs, sl, gpus)
+    perf = _performance(facts, quality, gbs, sl, gpus, own)
     success = facts.stop_status == "success" or (own and facts.stop_status is not None)
     status = "ok" if success and (perf is not None or own) else "incomplete" if facts.stop_ms is None else "failed"
     error = None if status == "ok" else (
@@ -215,17 +218,17 @@ def build(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any] | Non
                                "resolved_by": f"the MLLOG's records before run_start ({run.place})"},
         "performance_metrics": perf, "quality": quality.model_dump() if quality is not None else None,
         "source": {"kind": "mlperf", "log_path": run.place, "format": "MLLOG", "lines": facts.lines,
-                   "files": [{"path": run.place, "sha256": hashlib.sha256(raw).hexdigest()}],
+                   "files": [{"path": run.place, "sha256": digest}],
                    "first_timestamp": iso(facts.start_ms), "last_timestamp": iso(facts.stop_ms)},
     }
     if run.name and run.name.startswith("result_"):
         data["run_index"] = int(run.name[len("result_"):-len(".txt")]) + 1
     if not own:
-        data["published"] = _published(run, raw, facts, system, round_, counted, score, check)
+        data["published"] = _published(run, digest, facts, system, round_, counted, score, check)
     return Result.model_validate(data, strict=True)  # as read_result reads it back
 
 
-def _published(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any], round_: str | None,
+def _published(run: RunRef, digest: str, facts: RunFacts, system: dict[str, Any], round_: str | None,
                counted: Counted, score: SystemScore | None, check: str | None) -> dict[str, Any]:
     text = {k: one_line(system.get(k) or "", 200) for k in ("system_name", "division", "status", "framework")}
     return {"origin": f"MLPerf Training v{round_} (mlcommons/training_results_v{round_}), published by {run.submitter}"
@@ -234,7 +237,7 @@ def _published(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any],
             "system_id": run.system, "benchmark": facts.benchmark or run.benchmark, "division": text["division"],
             "availability": text["status"], "accelerator": one_line(system["accelerator_model_name"], 200),
             "nodes": system["nodes"], "accelerators_per_node": system["per_node"], "framework": text["framework"],
-            "notes": system["notes"], "log": run.place, "log_sha256": hashlib.sha256(raw).hexdigest(),
+            "notes": system["notes"], "log": run.place, "log_sha256": digest,
             "run_status": facts.stop_status, "counted": counted.counted, "counted_reason": counted.reason,
             "score_min": score.score_min if score else None, "score_reason": score.reason if score else None,
             "scaling_factor": score.scaling if score else None, "rcp": score.rcp if score else None,

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import overall
+from evaluate.analysis.summary import model_title
 from evaluate.render.mlperf import console_lines as mlperf_console
+from evaluate.render.mlperf import published_console
 from evaluate.render.rows import (
     QUALITY_HEADERS,
     RESULT_HEADERS,
@@ -35,7 +37,7 @@ def console(comparison: Comparison) -> str:
     lines += [f"  - {d.describe()}" for d in comparison.fairness.differences]
     lines.append(f"convergence: {overall(comparison.convergence)}")
     lines += [f"  - {row[1]} vs {row[2]} ({row[0]}): {row[7]}" for row in convergence_rows(comparison.convergence)]
-    lines += mlperf_console(comparison.runs)
+    lines += mlperf_console(comparison.runs) + published_console(comparison.published)
     for model, headers, rows in settings_tables(comparison.settings):
         lines += ["", f"effective settings that differ ({display_name('model', model)}):",
                   console_table(headers, rows)]
@@ -44,7 +46,7 @@ def console(comparison: Comparison) -> str:
         lines.append(f"  ({own} more setting(s) only some frameworks have: compare.md, collapsed)")
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
-        title = display_name("model", model)
+        title = model_title(model, groups)
         rows = result_rows(groups, comparison.prices, short=True)
         lines += ["", f"== {title} ==", console_table(RESULT_HEADERS, rows)]
         summaries = comparison.quality(model)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import MIN_CORRELATION, TAIL_FRACTION, overall
 from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD
-from evaluate.analysis.summary import GroupSummary, quality_ratios
+from evaluate.analysis.summary import GroupSummary, model_title, quality_ratios
 from evaluate.render.mlperf import markdown_lines as mlperf_markdown
+from evaluate.render.mlperf import published_markdown
 from evaluate.render.rows import (
     CONVERGENCE_HEADERS,
     HARDWARE_HEADERS,
@@ -52,7 +53,7 @@ def markdown(comparison: Comparison) -> str:
     sections = [_verdicts(comparison), _convergence(comparison), _settings(comparison),
                 mlperf_markdown(comparison.runs), _skipped(comparison),
                 _hardware(comparison), *(_model(comparison, model) for model in sorted(comparison.by_model)),
-                _parity_figure(comparison), _method(comparison)]
+                published_markdown(comparison.published), _parity_figure(comparison), _method(comparison)]
     return "\n".join(line for section in sections for line in section)
 
 
@@ -116,7 +117,7 @@ def _hardware(comparison: Comparison) -> list[str]:
 def _model(comparison: Comparison, model: str) -> list[str]:
     """One model's section: its results, what they ran, the AMD/NVIDIA ratios, one platform's frameworks."""
     groups = comparison.by_model[model]
-    return [f"## {display_name('model', model)}", "",
+    return [f"## {model_title(model, groups)}", "",
             markdown_table(RESULT_HEADERS, result_rows(groups, comparison.prices)), "",
             *_model_runs(groups), *_model_ratios(comparison, model), *_model_quality(comparison, model),
             *_model_frameworks(comparison, groups)]

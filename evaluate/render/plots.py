@@ -28,7 +28,7 @@ from typing import Any
 
 from evaluate.analysis.convergence import DEFAULT_BAND, TAIL_FRACTION
 from evaluate.analysis.stats import Estimate
-from evaluate.analysis.summary import GroupSummary, LossParity
+from evaluate.analysis.summary import GroupSummary, LossParity, model_title
 from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 from utils.io.atomic import atomic_path
 from utils.schema.model import Result
@@ -37,6 +37,7 @@ from utils.spec.registry import display_name, framework_color
 PLATFORM_LINES = {"nvd": "-", "amd": "--", "cpu": ":"}
 PLATFORM_MARKERS = {"nvd": "o", "amd": "s", "cpu": "^"}
 PLATFORM_HATCHES = {"nvd": "", "amd": "//", "cpu": ".."}
+MODEL_MARKERS = ("o", "D", "v", "P", "X", "*")  # a figure of several models: one marker per model
 SEPARATOR = " \u00b7 "  # the middle dot of `nvd · mega`
 WARMUP_COLOR = "#cccccc"
 BAND_COLOR = "#888888"
@@ -199,9 +200,13 @@ def draw_curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Se
 
 def _curves(ax, summaries: list[GroupSummary], series: Callable[[Result], Sequence[float | None]],
             ylabel: str, with_model: bool) -> list[tuple[GroupSummary, list[int], list[float]]]:
+    """Platform by line style; by marker too, unless several models share the panel: then the marker is the
+    model's (two models of one framework and platform would otherwise be one colour, one style, one marker)."""
+    models = sorted({s.group.model for s in summaries})
     drawn = draw_curves(ax, summaries, series, ylabel, label=lambda s: legend_label(s, with_model),
                         linestyle=lambda s: PLATFORM_LINES.get(s.group.platform, "-"),
-                        marker=lambda s: PLATFORM_MARKERS.get(s.group.platform, "o"))
+                        marker=lambda s: MODEL_MARKERS[models.index(s.group.model) % len(MODEL_MARKERS)]
+                        if with_model else PLATFORM_MARKERS.get(s.group.platform, "o"))
     if drawn:
         ax.legend(fontsize=7)
     return drawn
@@ -310,7 +315,7 @@ def comparison_figure(by_model: dict[str, list[GroupSummary]], band: float = DEF
         _mfu_panel(axes[TITLE_MFU], summaries, labels)
     for title, ax in axes.items():
         ax.set_title(title, fontsize=11)
-    models = ", ".join(display_name("model", m) for m in sorted(by_model))
+    models = ", ".join(model_title(m, by_model[m]) for m in sorted(by_model))
     runs = sum(len(s.group.runs) for s in summaries)
     figure.suptitle(f"tprimat comparison: {models} ({runs} result files; bars = median, whiskers = 95% interval "
                     "over repeated runs)", fontsize=13)

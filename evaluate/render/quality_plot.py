@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evaluate.analysis.summary import GroupSummary
+from evaluate.analysis.summary import GroupSummary, model_title
 from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 from evaluate.render.plots import PLATFORM_LINES, PLATFORM_MARKERS, SEPARATOR
 from utils.spec.registry import display_name, framework_color
@@ -62,7 +62,7 @@ def draw_model(time_axis: Axes, token_axis: Axes, model: str, groups: list[Group
     for axis, title in ((time_axis, TITLE_TIME), (token_axis, TITLE_TOKENS)):
         for target in sorted(targets):
             axis.axhline(target, color=TARGET_COLOR, linestyle="--", linewidth=1, label=f"target {target:g}")
-        axis.set_title(f"{display_name('model', model)}: {title}", fontsize=9)
+        axis.set_title(f"{model_title(model, groups)}: {title}", fontsize=9)
         axis.set_ylabel("eval loss (nats/token)")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)

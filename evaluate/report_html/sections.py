@@ -15,8 +15,12 @@ from collections.abc import Iterable
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import overall
 from evaluate.analysis.fairness import SHAPE_KEY, Difference
+from evaluate.analysis.published import View
 from evaluate.analysis.stats import INTERVAL_METHOD, RATIO_METHOD, Estimate, estimate, ratio_estimate
-from evaluate.analysis.summary import GroupSummary, fastest
+from evaluate.analysis.summary import GroupSummary, fastest, model_title
+from evaluate.render.mlperf import LEAD as PUBLISHED_LEAD
+from evaluate.render.mlperf import published_tables
+from evaluate.render.mlperf import title as published_title
 from evaluate.render.plots import PLATFORM_MARKERS, left_out_panels, model_figure
 from evaluate.render.quality_plot import model_quality_figure
 from evaluate.render.rows import (
@@ -76,12 +80,12 @@ def _interval(value: Estimate) -> str:
     return f"{value.value:.3f}x [95% {value.low:.3f}, {value.high:.3f}]: {verdict}"
 
 
-def _ratio_line(model: str, a: GroupSummary, b: GroupSummary, what: str) -> Markup | None:
+def _ratio_line(title: str, a: GroupSummary, b: GroupSummary, what: str) -> Markup | None:
     value = ratio_estimate(a.per_run_tokens_per_gpu, b.per_run_tokens_per_gpu)
     if value is None:
         return None
     faster = a if value.value >= 1 else b
-    return el("li", el("strong", display_name("model", model)), ": ", group_label(a), " / ", group_label(b),
+    return el("li", el("strong", title), ": ", group_label(a), " / ", group_label(b),
               f" tokens/s/GPU = {_interval(value)} ({what}); faster: ", group_label(faster))
 
 
@@ -90,22 +94,22 @@ def headline(comparison: Comparison) -> list[Markup]:
     lines = []
     for model in sorted(comparison.by_model):
         groups = comparison.by_model[model]
-        line = None
+        title, line = model_title(model, groups), None
         for profile, what in (("identical", "identical configuration"), ("tuned", "each vendor's tuned recipe")):
             a, b = fastest(groups, "amd", profile), fastest(groups, "nvd", profile)
             if a is not None and b is not None:
-                line = _ratio_line(model, a, b, f"AMD / NVIDIA, {what}")
+                line = _ratio_line(title, a, b, f"AMD / NVIDIA, {what}")
                 break
         if line is None:
             ranked = sorted((s for s in groups if s.tokens_per_gpu is not None),
                             key=lambda s: -s.tokens_per_gpu.value)  # type: ignore[union-attr]
             if len(ranked) >= 2:
-                line = _ratio_line(model, ranked[0], ranked[1], "the fastest two of the compared groups")
+                line = _ratio_line(title, ranked[0], ranked[1], "the fastest two of the compared groups")
             elif ranked:
-                line = el("li", el("strong", display_name("model", model)), ": one completed group, ",
+                line = el("li", el("strong", title), ": one completed group, ",
                           group_label(ranked[0]), f", {ranked[0].tokens_per_gpu.format(1)} tokens/s/GPU")  # type: ignore[union-attr]
             else:
-                line = el("li", el("strong", display_name("model", model)), ": no completed run")
+                line = el("li", el("strong", title), ": no completed run")
         lines.append(line)
     return lines
 
@@ -116,6 +120,8 @@ def verdict(facts: PageFacts) -> Markup:
     word = el("span", "FAIR" if fair else "NOT FAIR", class_="fair" if fair else "unfair")
     if fair and not c.fairness.compared:  # nothing completed: nothing was shown alike, nor unlike
         word = el("span", "NO VERDICT (no completed run to compare)", class_="unfair")
+    elif fair and not c.fairness.checked:  # one result per model: nothing was shown alike either
+        word = el("span", "NO VERDICT (one result per model: nothing compared)", class_="unfair")
     reasons = [] if fair else [el("li", d.describe()) for d in c.fairness.differences[:5]]
     if not c.converged:
         reasons.append(el("li", overall(c.convergence)))
@@ -183,7 +189,7 @@ def model_section(facts: PageFacts, model: str) -> Markup:
     rows = result_rows(groups, c.prices)
     for row, summary in zip(rows, groups, strict=True):
         row[0] = group_label(summary)
-    parts: list[Markup] = [el("h2", display_name("model", model)), table(RESULT_HEADERS, rows)]
+    parts: list[Markup] = [el("h2", model_title(model, groups)), table(RESULT_HEADERS, rows)]
     if not c.prices:
         parts.append(note("Cost per 1T tokens: no --price-per-gpu-hour given."))
     figure = model_figure(groups, c.convergence_band)
@@ -308,7 +314,7 @@ def _versions(result: Result) -> str:
 
 
 def evidence_section(facts: PageFacts) -> Markup:
-    runs = facts.runs
+    runs = facts.comparison.runs
     rows = []
     for run in runs[:MAX_EVIDENCE_ROWS]:
         r = run.result
@@ -343,7 +349,20 @@ def method_section(comparison: Comparison) -> Markup:
         "Colours: one per framework; markers: one per platform, as in compare.png."))), id="method")
 
 
-def contents(models: Iterable[str]) -> Markup:
-    items = [("verdict", "Verdict"), *((anchor(m), display_name("model", m)) for m in sorted(models)),
-             ("fairness", "Fairness"), ("history", "History and gate"), ("evidence", "Evidence"), ("method", "Method")]
+def contents(models: dict[str, list[GroupSummary]], published: Iterable[View] = ()) -> Markup:
+    items = [("verdict", "Verdict"), *((anchor(m), model_title(m, models[m])) for m in sorted(models)),
+             ("fairness", "Fairness"), ("history", "History and gate"), ("evidence", "Evidence"), ("method", "Method"),
+             *((published_anchor(v), f"MLPerf v{v.round} (published)") for v in published)]
     return el("nav", *(join([link(f"#{anchor}", text), " "]) for anchor, text in items))
+
+
+def published_anchor(view: View) -> str:
+    return anchor(f"mlperf {view.benchmark} {view.round}").replace("model-", "", 1)
+
+
+def published_sections(comparison: Comparison) -> list[Markup]:
+    """MLPerf's published runs, imported (evaluate/render/mlperf.py's tables, as compare.md's): the page's last."""
+    return [el("section", el("h2", published_title(view)), para(PUBLISHED_LEAD),
+               *(part for name, headers, rows in published_tables(view)
+                 for part in (el("h3", name), table(headers, rows))),
+               id=published_anchor(view)) for view in comparison.published]

@@ -34,7 +34,7 @@ from train.launch.context import load_plugin
 from train.megatron.inputs import index_cache_dir
 from train.rules.samples import MegatronSamples, valid_num_samples
 from train.rules.versions import tree_commit
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, valid_prefix, vocab_size
 from utils.spec.registry import model_names
 

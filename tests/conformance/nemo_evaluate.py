@@ -73,7 +73,8 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     from train.nemo.entry import build_recipe
     from train.nemo.recipe import NemoOverrides
     from train.settings.probe_common import stand_in_fused_rope
-    from utils.config.load import REPO_ROOT, load_config
+    from utils.config.load import load_config
+    from utils.config.model import REPO_ROOT
     from utils.machine.hardware import collect_gpu_info
     from utils.result.file import new_result
     from utils.schema.measures import Source

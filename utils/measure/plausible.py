@@ -16,7 +16,7 @@ it claims about itself):
   the results it is set beside.
 
 Readers use it: ``evaluate/analysis/results.py`` (compare, validate, gpu_check leave such a result out and say so),
-``evaluate/validate.py``, ``evaluate/gpu_check/cli.py``.
+``evaluate/analysis/validation.py``, ``evaluate/gpu_check/check.py``.
 """
 
 from __future__ import annotations

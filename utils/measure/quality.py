@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.schema.quality import TO_TARGET_FIELDS, Evaluation, Quality, first_at_target
 
 # How tran and deep reduce the eval loss (train/tran/evaluation.py): every stack's value is stated in these words.

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from evaluate.analysis.comparison import build_comparison
 from evaluate.analysis.summary import quality_ratios
-from evaluate.compare import write_outputs
+from evaluate.analysis.validation import check_result
 from evaluate.render.console import console
+from evaluate.render.outputs import write_outputs
 from evaluate.render.rows import quality_rows
-from evaluate.validate import check_result
 from tests.helpers.evaluate import make_result, workload_config
 from train.logs.quality import HELD_OUT
 from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation

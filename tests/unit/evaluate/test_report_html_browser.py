@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, sync_playwright
 
+from evaluate.mlperf.cli import main as import_main
 from evaluate.report_html.cli import main
+from tests.helpers.mlperf import SAMPLE
 from tests.helpers.report_page import HOSTILE, labels, make_page_results
 from tests.helpers.required import require
 
@@ -128,3 +130,23 @@ def test_the_checks_see_a_request_a_console_error_and_a_script(browser: BrowserC
     assert seen.requests == ["http://127.0.0.1:9/x.png"]
     assert any("seen" in line for line in seen.console)
     assert seen.scripts == 1
+
+
+def test_the_quickstart_page_ends_with_mlperfs_published_runs(browser: BrowserContext, tmp_path: Path) -> None:
+    """As shell/quickstart.sh builds it (issue 48): the carried MLPerf v5.1 sample imported beside the results, then the
+    page; its last section is the AMD-against-NVIDIA answer from published runs, with its tables, and nothing runs."""
+    out = make_page_results(tmp_path / "results")
+    assert import_main(["import", str(SAMPLE), "--output-dir", str(out)]) == 0
+    assert main(["--results-dir", str(out), "--db", "off"]) == 0
+    visit = open_page(browser, out / "report.html")
+    assert visit.console == [] and visit.requests == [] and visit.scripts == 0
+    assert "Verdict: FAIR" in visit.text  # the user's own comparison is unchanged by the published runs beside it
+    page = browser.new_page()
+    page.goto((out / "report.html").resolve().as_uri(), wait_until="load")
+    last = page.evaluate("Array.from(document.querySelectorAll('body > section')).pop().innerText")
+    page.close()
+    assert last.startswith("AMD vs NVIDIA: MLPerf Training v5.1, Llama 3.1 8B (published runs, imported)")
+    for part in ("Time to train, AMD / NVIDIA at equal GPU count", "The recipes of each pair",
+                 "Same chip, different submitters", "Scaling: time to train against GPUs", "Every system",
+                 "AMD MI355X_EPYC_9575F_pytorch", "Supermicro AS-4126GS-NBR-LCC", "99.7085"):
+        assert part in last, part

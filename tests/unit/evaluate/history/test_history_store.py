@@ -18,7 +18,8 @@ from sqlalchemy import create_engine, insert, inspect, select, text
 
 from evaluate.history import store
 from evaluate.history.ingest import add_paths, collect
-from evaluate.history.store import HistoryError, open_database, resolve_target
+from evaluate.history.store import open_database
+from evaluate.history.target import HistoryError, resolve_target
 from tests.helpers.history import BACKENDS, cli, database, history, results
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
