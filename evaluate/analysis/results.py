@@ -1,14 +1,9 @@
 """Loading a results directory: every ``train_*.json``, validated, grouped into repeated runs.
 
-Each file becomes a typed :class:`utils.schema.model.Result` through
-:func:`utils.result.file.read_result`: a result is foreign input (a colleague's ``output.zip``), so it is
-read under size and depth limits, validated strictly (no ``"8456"`` read as a number, registry names
-only, bounded figures, no NaN or negative figures; version-1 files migrated), and a file that fails is
-one line naming it and its first problem. A file that cannot be used is named with the reason and left out,
-never a crash and never silent: truncated JSON, a schema violation, and also what is
-not a readable regular file at all (a directory or a FIFO named ``train_x.json``, a
-symlink loop, a dangling link, a file without read permission). The comparison of the
-other files goes on.
+A result is foreign input (a colleague's ``output.zip``): each file is read by ``utils.result.file.read_result``
+under size and depth limits and validated strictly. A file that cannot be used (truncated, a schema violation, a
+directory or FIFO under the name, a symlink loop, no permission) is named with its first problem and left out,
+never a crash and never silent; the other files are compared.
 """
 
 from __future__ import annotations

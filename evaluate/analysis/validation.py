@@ -1,38 +1,12 @@
-"""Validating result files: schema, sanity of the numbers, and fairness across them (``python -m evaluate.validate``).
+"""Validating result files (``python -m evaluate.validate``): the schema, the sanity of the numbers, fairness.
 
-Checks, per result (errors fail the validation, warnings are shown):
-
-* schema (``utils.result.file.read_result``, the typed model, read as foreign input): a
-  non-finite, negative or out-of-bound figure, a number written as a string, a platform,
-  framework or model the registry does not know, a file too large or nested too deep, a
-  missing block or a misspelt key makes the file INVALID, reported with its path and the
-  first problem; a file that cannot be read at all (a directory or a FIFO named
-  ``train_x.json``, a symlink loop, no permission) is UNREADABLE; neither is skipped
-  silently, and neither stops the checks of the other files;
-* ``status`` ok;
-* throughput consistent with the step times: ``tokens_per_second`` equals
-  ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
-  per-step array, and the per-GPU figure times the GPU count gives it back;
-* MFU at most 100% under both FLOP conventions, and recomputed from the device's datasheet peak (cpu: a
-  stated ceiling) and the shape's FLOPs, with no step below the physical floor (``utils/measure/plausible.py``;
-  the loader already leaves such a file out as INVALID);
-* the effective settings the framework resolved before the run (``effective_settings``)
-  agree with the result's own workload (``train/settings/expected.contradictions``);
-* every loss finite and not negative, at least ``--min-steps`` measured steps, loss decreasing on
-  average (mean of the last third below the mean of the first third);
-* the time-to-quality block (issue 34), where the run evaluated: evaluations at steps that are multiples of the
-  evaluation interval and within the steps run, with times and samples increasing, samples = step x GBS and
-  tokens = samples x SL, the target (when reached) one of the evaluations and the first at or below it, a stop at
-  the target the run's last evaluation; a null eval loss is a warning with its reason;
-* the profile: a tuned run must record the vendor recipe it ran and match it
-  (:func:`evaluate.analysis.fairness.recipe_problems`); a run that fell back to the identical
-  profile (``PROFILE_FALLBACK=identical``) is valid and says so in a warning;
-
-and across all results given, the fairness check of :mod:`evaluate.analysis.fairness`
-(per model and profile: every workload key, the effective precision, the model shape and
-the data, tokenizer and FLOP-convention fingerprints equal, the keys a tuned recipe sets
-excepted; what is unknown is a difference). The report is typed (:class:`ValidationReport`); its text is
-evaluate/render/validation.py's, its JSON :meth:`ValidationReport.as_dict`.
+Per result, errors fail the validation and warnings are shown: a file the typed model refuses is INVALID and one
+that is no readable regular file UNREADABLE, each named with its first problem and never stopping the others;
+status ok; ``tokens_per_second`` = GBS x SL / median measured step time within 1% (and per GPU x GPUs); MFU at
+most 100% and plausible (``utils/measure/plausible.py``); the effective settings agree with the workload; losses
+finite, not negative and decreasing on average over at least ``--min-steps`` steps; the quality block consistent
+with itself and the run; a tuned run matches its recipe (:func:`evaluate.analysis.fairness.recipe_problems`).
+Across the results: :mod:`evaluate.analysis.fairness`. The report is typed (:class:`ValidationReport`).
 """
 
 from __future__ import annotations

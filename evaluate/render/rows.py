@@ -12,6 +12,7 @@ from typing import Any
 
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import Convergence
+from evaluate.analysis.results import RunGroup
 from evaluate.analysis.settings_diff import ABSENT, SettingDifference
 from evaluate.analysis.stats import Estimate
 from evaluate.analysis.summary import BestVsBest, GroupSummary, LossParity, QualityRatio, QualitySummary, Ratio
@@ -121,11 +122,15 @@ QUALITY_HEADERS = ["platform / framework", "target loss", "reached", "time to ta
                    "energy to target (kWh)", "GPU-hours", "cost to target"]
 
 
+def run_name(group: RunGroup) -> str:
+    """``AMD Primus (tuned)``: a group as the quality tables and the page name it."""
+    return (f"{display_name('platform', group.platform)} {display_name('framework', group.framework)}"
+            + (" (tuned)" if group.profile == "tuned" else ""))
+
+
 def _quality_name(summary: QualitySummary) -> str:
-    g = summary.group
-    return (f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
-            + (" (tuned)" if g.profile == "tuned" else "")
-            + ("" if summary.fixed_set else " (not MLPerf's measure)"))  # issue 50: not the fixed held-out set
+    """A quality table's row name; a stack that did not score the fixed held-out set says so (issue 50)."""
+    return run_name(summary.group) + ("" if summary.fixed_set else " (not MLPerf's measure)")
 
 
 def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], short: bool = False) -> list[list[str]]:
