@@ -54,9 +54,9 @@ REDUCTION = {"mega": MEGATRON_REDUCTION, "prim": PRIMUS_REDUCTION, "nemo": NEMO_
 # 2849-2856, 2871): StopIteration in the first evaluation for GBS > 1 (tests/conformance/megatron_evaluate.py runs it).
 # Fixed upstream in 241a5ca3f9, first in core_v0.18.0. Primus evaluates through the same iterator.
 MEGATRON_BLOCKS = HeldOutSet(False, (
-    "not MLPerf's measure: evaluation k reads the k-th block of EVAL_SAMPLES validation sequences, not the same set "
-    "each time (Megatron-LM's validation iterator continues, training.py:2871 at 847781764f; its --full-validation "
-    "exhausts a one-pass iterator for GBS > 1 there and is absent at core_v0.12.0; fixed in core_v0.18.0)"))
+    "not MLPerf's measure: evaluation k reads the k-th block of EVAL_SAMPLES validation sequences (Megatron-LM's "
+    "iterator continues, training.py:2871 at 847781764f; --full-validation fails there for GBS > 1 and is absent at "
+    "core_v0.12.0; fixed in core_v0.18.0)"))
 # NeMo's validation sampler starts at 0 for every loader but training's (nemo/lightning/pytorch/plugins/
 # data_sampler.py:81, v2.1.0 and v2.3.0) and Lightning re-iterates the one loader at each validation.
 HELD_OUT = {"mega": MEGATRON_BLOCKS, "prim": MEGATRON_BLOCKS, "nemo": FIXED_SET}
