@@ -20,7 +20,7 @@ from pathlib import Path
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
-from utils.dataset.paths import valid_prefix_of
+from utils.dataset.paths import dataset_prefix, tokenizer_dir, valid_prefix_of
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import hash_files, hash_json
 from utils.schema.run import CodeRevision, Fingerprint, HashedFiles
@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer-dir", type=Path, help="tokenizer directory (default: from config)")
     args = parser.parse_args(argv)
     cfg = load_config()
-    from utils.dataset.paths import dataset_prefix, tokenizer_dir
 
     prefix = args.data_prefix or dataset_prefix(cfg, args.model)
     tok = args.tokenizer_dir or tokenizer_dir(cfg, args.model)
