@@ -69,12 +69,14 @@ def test_every_validation_of_the_recipe_reads_the_same_first_samples(tmp_path):
     from tests.conformance.helpers_conformance import run_evaluate_probe, trans_validation_samples
     from train.nemo.plugin import overrides_for
     from train.rules.samples import valid_num_samples
+    from utils.dataset.paths import job_data
 
     cfg = conformance_config(tmp_path, "bf16-tp1-cp1").replace(mbs=8, dp=1, ga=1, gpus_per_node=1, sl=256)
     cfg = with_encoded_data(cfg.replace(eval_interval=5 * cfg.gbs, eval_samples=2 * cfg.gbs), valid=True,
                             models=("llama",))
     overrides = tmp_path / "overrides.json"
-    overrides.write_text(overrides_for(cfg, "llama", "nemo-evaluate", write=False).to_json(), encoding="utf-8")
+    recipe = overrides_for(cfg, "llama", job_data(cfg, "llama"), "nemo-evaluate", write=False)
+    overrides.write_text(recipe.to_json(), encoding="utf-8")
     request = {"config": cfg.as_env(), "overrides": str(overrides)}
     answer, read = run_evaluate_probe(os.environ["TPRIMAT_NEMO_PYTHON"], "nemo_evaluate", request,
                                       tmp_path)
