@@ -17,15 +17,7 @@ import os
 import sys
 from typing import Any
 
-from train.settings.probe_common import (
-    attention_check,
-    build_transformer_config,
-    megatron_lr_by_step,
-    namespace_values,
-    run,
-    set_environment,
-    stand_in_device_arch,
-)
+from train.settings.probe_common import megatron_record, run, set_environment, stand_in_device_arch
 
 # What pretrain_gpt.py passes to pretrain() as args_defaults (docs/CONFORMANCE.md).
 PRETRAIN_GPT_ARGS_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
@@ -54,14 +46,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     sys.argv = ["pretrain_gpt.py", *request["argv"]]
     args = parse_args()
     validate_args(args, dict(PRETRAIN_GPT_ARGS_DEFAULTS))
-    problem = attention_check(LanguageModule, args.attention_backend)
-    if problem:
-        raise AssertionError(problem)
-    config = build_transformer_config(args)
-    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
-            "transformer_config": config.values,
-            "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")),
-            "stand_ins": arch_stand_ins + config.stand_ins,
+    record = megatron_record(args, LanguageModule, arch_stand_ins)
+    return {**record, "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")),
             "framework": {"megatron_core": megatron_version(), "tree": tree}}
 
 

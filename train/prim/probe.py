@@ -20,15 +20,7 @@ import sys
 from importlib.metadata import version as dist_version
 from typing import Any
 
-from train.settings.probe_common import (
-    attention_check,
-    build_transformer_config,
-    megatron_lr_by_step,
-    namespace_values,
-    run,
-    set_environment,
-    stand_in_device_arch,
-)
+from train.settings.probe_common import megatron_record, run, set_environment, stand_in_device_arch
 
 
 def primus_version(root: str) -> str | None:
@@ -84,15 +76,11 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     # MegatronTrainer.init() -> initialize_megatron(args_defaults={}) -> validate_args(args, {})
     validate_args(args, {})
     validate_args_on_rocm(args)
-    problem = attention_check(LanguageModule, args.attention_backend)
-    if problem:
-        raise AssertionError(problem)
+    record = megatron_record(args, LanguageModule, arch_stand_ins)  # the fused-RoPE stand-in, as the mega probe
     size = request.get("tokenizer_size")
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
-    config = build_transformer_config(args)  # with the fused-RoPE stand-in, exactly as the mega probe
-    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
-            "transformer_config": config.values, "stand_ins": arch_stand_ins + config.stand_ins,
+    return {**record, "padded_vocab_size": padded,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 
