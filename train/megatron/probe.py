@@ -1,14 +1,9 @@
 """Probe: Megatron-LM's own ``parse_args`` + ``validate_args`` on tprimat's ``pretrain_gpt.py`` argv.
 
-Runs inside the framework's Python (``python -m train.megatron.probe``, request
-on stdin, see :mod:`train.settings.probe_common`), with the Megatron-LM tree first on
-``sys.path``. It does what ``pretrain_gpt.py`` does before it builds the model:
-``initialize_megatron`` parses the arguments and validates them with the
-``args_defaults`` that ``pretrain_gpt.py`` passes, with ``WORLD_SIZE`` set as torchrun
-sets it. Then it runs the language module's attention-backend check (the one that
-stops model build when ``NVTE_*`` disagree with ``--attention-backend``) under the
-launcher's environment, and tries to build the ``TransformerConfig`` as the model
-provider would. Standard library and Megatron only.
+Runs inside the framework's Python (``python -m train.megatron.probe``, :mod:`train.settings.probe_common`) with
+the tree first on ``sys.path``: what ``pretrain_gpt.py`` does before building the model (``initialize_megatron``'s
+parsing and validation with its ``args_defaults``, ``WORLD_SIZE`` set), then the attention-backend check under the
+launcher's environment and the ``TransformerConfig``. Standard library and Megatron only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Probe: Primus's own experiment loading, its Megatron argument updates and the validation it runs.
 
-Runs inside the framework's Python (``python -m train.prim.probe``, request
-on stdin, see :mod:`train.settings.probe_common`) with the Primus tree and its
-Megatron-LM backend first on ``sys.path``, from the Primus root (where
-``examples/run_pretrain.sh`` starts it). The steps are Primus's own, in the order its
-trainer runs them before building the model: ``load_primus_config`` (experiment +
-module config + model config + overrides, as ``primus/cli/main.py train pretrain``
-does), ``MegatronTrainer.update_primus_config`` (rank/world size, checkpoint path,
-data paths, sequence parallelism...), Megatron's ``validate_args`` with the defaults
-the trainer passes, ``validate_args_on_rocm``, then the language module's attention
-check under the launcher's environment. Standard library, Primus and Megatron only.
+Runs inside the framework's Python (``python -m train.prim.probe``, :mod:`train.settings.probe_common`) from the
+Primus root, its tree and Megatron backend first on ``sys.path``, in the order its trainer runs them:
+``load_primus_config``, ``update_primus_config``, Megatron's ``validate_args``, ``validate_args_on_rocm``, then
+the attention check. Standard library, Primus and Megatron only.
 """
 
 from __future__ import annotations
