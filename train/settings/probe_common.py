@@ -217,6 +217,17 @@ def build_transformer_config(args: Any) -> BuiltConfig:
     return BuiltConfig(values, stand_ins)
 
 
+def megatron_record(args: Any, language_module_cls: Any, stand_ins: list[str]) -> dict[str, Any]:
+    """What both Megatron probes (mega, prim) report of validated arguments: the attention check first (it stops
+    model build), then the arguments, the LR by step and the ``TransformerConfig`` with every stand-in used."""
+    problem = attention_check(language_module_cls, args.attention_backend)
+    if problem:
+        raise AssertionError(problem)
+    config = build_transformer_config(args)
+    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
+            "transformer_config": config.values, "stand_ins": stand_ins + config.stand_ins}
+
+
 def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:
     return {"lr_step_1": float(rates[1]), "lr_step_2": float(rates.get(2, rates[1])),
             "lr_step_last": float(rates[last])}
