@@ -197,13 +197,9 @@ class BuiltConfig:
 def build_transformer_config(args: Any) -> BuiltConfig:
     """The one way both Megatron probes (mega, prim) build the ``TransformerConfig`` and read it back.
 
-    ``pretrain_gpt.py`` (mega) and Primus's trainer (which calls its Megatron backend's model
-    provider) both build it with ``core_transformer_config_from_args``. Its
-    ``output_layer_init_method_std`` is the std its ``output_layer_init_method`` draws with
-    (:func:`scaled_init_std`): the scaled initialisation every stack must share (issue 23). The
-    fused-RoPE stand-in goes in first, inside this function, so no probe can build the config
-    without it: Megatron refuses ``apply_rope_fusion`` on a host without the kernel
-    (issue 40: the prim probe once built it bare and read no std at all).
+    Both build it with ``core_transformer_config_from_args``; ``output_layer_init_method_std`` is read back
+    (:func:`scaled_init_std`). The fused-RoPE stand-in goes in first, here, so no probe builds the config without it
+    (Megatron refuses ``apply_rope_fusion`` on a host without the kernel).
     """
     stand_ins = stand_in_fused_rope()
     try:
