@@ -43,11 +43,9 @@ def _megatron_datasets() -> tuple[Any, Any, Any]:
 class TokenizerFacts:
     """What ``GPTDataset`` reads from a tokenizer: vocabulary size, EOD, pad and a cache identity.
 
-    Megatron hands the dataset its own tokenizer object; which one depends on the
-    Megatron version (megatron-core 0.12 has none of its own), so this stand-in gives the
-    dataset only the facts it uses. None of them changes which tokens a sample holds:
-    EOD matters only for the resets and the EOD loss mask (all off), and ``pad`` is
-    :data:`NO_PAD`, so no token of a sample is rewritten as padding.
+    Which tokenizer object Megatron hands the dataset depends on its version, so this stand-in gives only the facts it
+    uses; none changes a sample's tokens (EOD only matters for the resets and loss mask, all off; ``pad`` is
+    :data:`NO_PAD`).
     """
 
     def __init__(self, path: Path, vocab_size: int, eod: int) -> None:

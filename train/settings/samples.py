@@ -219,15 +219,11 @@ FRAMEWORK_DATASET_CODE = ("megatron/core/datasets", "megatron/core/tokenizers", 
 def samples_digest(cfg: Config, data: JobData, framework: str, source: SampleSource | None = None
                    ) -> tuple[str | None, str]:
     """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ,
-    :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not
-    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight).
+    :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not here.
 
-    A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``):
-    tran's once per dataset and workload, a framework's own once per dataset, workload, dataset code, tokenizer
-    and Python; the answer is the one the computation gives, word for word. ``source``: where the framework's own
-    samples come from (None: tran's are the job's); its ``built`` / ``error``: those samples as its settings probe
-    already built them (:func:`pending_samples`), or that build's exception; without either its sample probe
-    runs here.
+    A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``), with
+    the same answer word for word. ``source``: where the framework's own samples come from (None: tran's are the
+    job's), already built by its settings probe (:func:`pending_samples`) or built here by its sample probe.
     """
     missing = data_missing(data)
     if missing:
