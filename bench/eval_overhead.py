@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file (atomically)")
     args = parser.parse_args(argv)
     if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+        vars(args).update(QUICK)
     if min(args.pairs, args.steps_per_block) < 1 or args.warmup < 0:
         parser.error("--pairs and --steps-per-block must be >= 1, --warmup >= 0")
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -29,7 +29,12 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from bench.load import Figure, measure
+from bench.load import JOBS, MODELS, Figure, make_results, measure
+from evaluate.history.ingest import add_records
+from evaluate.history.noise import curve_gaps
+from evaluate.history.record import make_record
+from evaluate.history.store import open_database
+from utils.result.file import read_result, status_of
 
 REPO = Path(__file__).resolve().parent.parent
 LIMITS = {"add": (30.0, 500.0), "trend": (5.0, None), "gate": (2.0, None)}  # seconds, MiB
@@ -40,8 +45,6 @@ def _measure(bench: str, size: int, argv: list[str], ok_codes: tuple[int, ...] =
 
 
 def bench_add(count: int, work: Path) -> Figure:
-    from bench.load import make_results
-
     results = work / "results"
     make_results(results, count)
     return _measure("add", count, [sys.executable, "-m", "evaluate.history", "add", str(results),
@@ -51,10 +54,7 @@ def bench_add(count: int, work: Path) -> Figure:
 def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
     """``count`` stored-form records over 12 series, made from real results by changing their keys only."""
     sys.path.insert(0, str(REPO))
-    from bench.load import JOBS, MODELS
-    from evaluate.history.record import make_record
     from tests.helpers.evaluate import make_result
-    from utils.result.file import read_result
 
     with tempfile.TemporaryDirectory() as tmp:
         templates = []
@@ -74,9 +74,6 @@ def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
 
 
 def bench_trend(count: int, work: Path) -> Figure:
-    from evaluate.history.ingest import add_records
-    from evaluate.history.store import open_database
-
     db_path = work / "trend.sqlite"
     with open_database(str(db_path), create=True) as db:
         batch = []
@@ -91,9 +88,6 @@ def bench_trend(count: int, work: Path) -> Figure:
 
 
 def bench_gate(steps: int, work: Path) -> Figure:
-    from evaluate.history.ingest import add_records
-    from evaluate.history.store import open_database
-
     sys.path.insert(0, str(REPO))
     from tests.helpers.evaluate import make_result
 
@@ -120,9 +114,7 @@ def _train(env: dict[str, str], output: Path, frameworks: str, one_core: bool) -
 
 def bench_noise(steps: int, work: Path, data_dir: Path | None) -> dict:
     """Train tiny Llama with tran and deep (2 threads) and tran (1 thread); the pairwise loss gaps."""
-    from evaluate.history.noise import curve_gaps
     from tests.conftest import tiny_environ
-    from utils.result.file import read_result, status_of
 
     data = data_dir or work / "data"
     env = tiny_environ(data, work / "out", MODELS="llama", TRAIN_ITERS=str(steps), WARMUP_STEPS="5",

@@ -189,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+        vars(args).update(QUICK)
     if min(args.quads, args.steps_per_block, args.direct_repeats) < 1 or args.warmup < 0:
         parser.error("--quads, --steps-per-block and --direct-repeats must be >= 1, --warmup >= 0")
     try:
