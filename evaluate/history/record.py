@@ -15,7 +15,9 @@ the result files stay where they were written. What is kept:
   ``library.transformer_engine``, ``workload.SL`` ...);
 * ``baseline_ok``: whether the run may serve as a gate baseline: ``ok``, with a throughput, and with every
   recorded loss finite. A failed or incomplete run, or one whose figures were not finite (recorded as null
-  by its producer), is stored as it is, with the reason it is no baseline.
+  by its producer), is stored as it is, with the reason it is no baseline. A result the gate of every reader
+  refuses (``utils/result/admit.py``: figures that cannot be true) is stored with status ``refused`` and the reasons
+  as its error: listed, never plotted in a trend, never a baseline.
 
 Every text is made storable on both databases (PostgreSQL refuses NUL characters and lone surrogates):
 escaped, never dropped.
@@ -189,16 +191,17 @@ class RunRecord:
         return self.run["content_hash"]
 
 
-def make_record(result: Result, source: str) -> RunRecord:
-    """The stored form of ``result``, read from ``source`` (a path, or ``archive.zip:member``)."""
+def make_record(result: Result, source: str, refused: str | None = None) -> RunRecord:
+    """The stored form of ``result``, read from ``source`` (a path, or ``archive.zip:member``); ``refused``: why the
+    gate refused it (``utils/result/admit.py``), stored as its status and error."""
     gpu, env, perf = result.gpu_info, result.environment, result.performance_metrics
     power, memory = result.power_metrics, result.memory_metrics
     settings = result.effective_settings.settings if result.effective_settings is not None else {}
-    problem = baseline_problem(result)
+    problem = f"refused: {refused}" if refused else baseline_problem(result)
     shape = result.model_shape
     run = {
-        "content_hash": content_hash(result), "source": text(source), "status": result.status,
-        "error": text(result.error), "platform": result.platform, "framework": result.framework,
+        "content_hash": content_hash(result), "source": text(source), "status": "refused" if refused else result.status,
+        "error": text(refused or result.error), "platform": result.platform, "framework": result.framework,
         "model": result.model,
         "model_label": text(shape.display_name if shape.proxy_of_layers is not None else result.model),
         "profile": result.profile, "run_index": result.run_index,
