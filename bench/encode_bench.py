@@ -48,7 +48,8 @@ from bench.llama3_tokenizer import write_llama3_tokenizer
 from data.clean import clean
 from data.common import iter_jsonl_texts, write_jsonl_line
 from data.fetch import fetch_corpus
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
 from utils.io.atomic import atomic_path
 from utils.machine.hardware import cpu_name

@@ -35,7 +35,8 @@ from typing import Any
 import torch
 
 from train.tran.step import Dist, Trainer
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
 from utils.machine.hardware import cpu_name, detect_platform
 from utils.spec.registry import model_names

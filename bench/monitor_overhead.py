@@ -41,7 +41,8 @@ import torch
 from evaluate.analysis.stats import t_critical
 from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
 from utils.machine.device_counters import open_reader
 from utils.machine.hardware import cpu_name, detect_platform

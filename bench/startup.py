@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.workload == "gpu_check":
         env.update(GPU_CHECK_WORKLOAD)
     sys.path.insert(0, str(repo))
-    from utils.config.load import ConfigError, load_config
+    from utils.config.load import load_config
+    from utils.config.rules import ConfigError
     from utils.dataset.paths import tokenizer_dir
     from utils.machine.hardware import cpu_name
 

@@ -41,7 +41,7 @@ from data.common import (
     run_stage,
     write_jsonl_line,
 )
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import clean_path, dataset_dir, raw_path, valid_clean_path, valid_raw_path
 from utils.io.atomic import atomic_path
 from utils.io.hashing import sha256_file

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 from utils.config.rules import DATASETS
 from utils.dataset.paths import TokenizerMissingError
 from utils.files.locks import LockError, LockHeld, data_lock_path, hold

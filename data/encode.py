@@ -11,20 +11,20 @@ encode manifest.
 Start-up is kept small because a whole ``data.encode`` process is what is compared with a
 whole ``preprocess_data`` process (docs/PERFORMANCE.md): the tokenizer is read with the
 ``tokenizers`` library alone (``data/file_tokenizer.py``; no ``transformers``), the ``.bin``/``.idx``
-are written without megatron-core (``data/idx_writer.py``; no torch) and hashed as they are
+are written without megatron-core (``data/encoding/idx_writer.py``; no torch) and hashed as they are
 written, the input's hash comes from the cache the clean stage filled, and the thread pool is
 no larger than the corpus can keep busy (:func:`plan_workers`).
 
 Why it is faster than ``preprocess_data.py``: that tool sends one document at a time
 to a process pool, paying a Python tokenizer call and a pickled list per document.
 Here documents are encoded in batches and written a batch at a time, by one of three
-paths (``data/encode_paths.py``; the log and the manifest say which one ran, and why):
+paths (``data/encoding/paths.py``; the log and the manifest say which one ran, and why):
 
-* ``tiktoken`` (the fast path, ``data/fast_bpe.py``): for byte-level BPE tokenizers whose
+* ``tiktoken`` (the fast path, ``data/encoding/fast_bpe.py``): for byte-level BPE tokenizers whose
   pre-tokenizer is one regex split (Llama 3's full tokenizer, the real-format Llama 3.1 and Qwen 2.5
   ones of tests/helpers/tokenizers.py and the sample tokenizers, tested against preprocess_data), a
   ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
-  ``ENCODE_WORKERS`` threads. Used only after ``data/encode_check.py`` found it equal to
+  ``ENCODE_WORKERS`` threads. Used only after ``data/encoding/check.py`` found it equal to
   the tokenizer's own ids (the ``tokenizers`` library, under the token policy) on the dataset's
   first documents, a seeded random run of them and adversarial texts; any difference, or files
   it cannot express, keep the next path.
@@ -65,8 +65,9 @@ from tqdm import tqdm
 
 from data import manifest as mf
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
-from data.encode_check import dataset_sample
-from data.encode_paths import (
+from data.encoding.check import dataset_sample
+from data.encoding.idx_writer import IndexWriter, optimal_dtype
+from data.encoding.paths import (
     PATH_TIKTOKEN,
     PATH_TOKENIZERS,
     Documents,
@@ -77,9 +78,8 @@ from data.encode_paths import (
     start_head,
 )
 from data.file_tokenizer import load_policy_tokenizer
-from data.idx_writer import IndexWriter, optimal_dtype
 from data.token_policy import TokenPolicy, record
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import (
     clean_path,
     dataset_prefix,

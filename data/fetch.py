@@ -31,7 +31,8 @@ from tqdm import tqdm
 from data import manifest as mf
 from data import sample_corpus
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage, write_jsonl_line
-from utils.config.load import Config, read_secret
+from utils.config.model import Config
+from utils.config.secret import read_secret
 from utils.dataset.paths import dataset_dir, load_tokenizer, raw_path, tokenizer_dir, valid_raw_path
 from utils.io.atomic import atomic_path, temp_sibling
 from utils.io.hashing import sha256_dir, sha256_file

@@ -37,7 +37,7 @@ from data import manifest as mf
 from data.common import DataError
 from data.encode import bin_idx, encode_manifest_path
 from data.token_policy import mismatch
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import sha256_dir

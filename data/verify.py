@@ -44,7 +44,7 @@ from data import manifest as mf
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
 from data.encode import bin_idx, encode_manifest_path, splits
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.megatron_modules import import_dataset_modules
 from utils.dataset.paths import eod_id, load_tokenizer, tokenizer_dir, vocab_size
 from utils.io.hash_cache import cached_sha256

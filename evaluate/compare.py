@@ -23,22 +23,16 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from evaluate.analysis.comparison import Comparison, build_comparison
+from evaluate.analysis.comparison import build_comparison
 from evaluate.analysis.convergence import DEFAULT_BAND
 from evaluate.render.console import console
-from evaluate.render.frameworks import console_all, platform_figures
-from evaluate.render.markdown import markdown
-from evaluate.render.plots import comparison_figure, loss_parity_figure, save_figure
-from evaluate.render.quality_plot import evaluated, quality_figure
+from evaluate.render.frameworks import console_all
+from evaluate.render.outputs import OutputError, write_outputs
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
-from utils.io.atomic import atomic_write_text
-from utils.io.output_path import OutputPathError, output_file
 from utils.io.sanitise import safe_text
-from utils.result.names import mark_output_dir
 from utils.spec.registry import platform_names
 
 EXIT_OK, EXIT_UNFAIR, EXIT_USAGE = 0, 1, 2
@@ -90,48 +84,6 @@ def comparison_options(parser: argparse.ArgumentParser, args: argparse.Namespace
         return parse_prices(args.price_per_gpu_hour)
     except ValueError as exc:
         parser.error(str(exc))
-
-
-class OutputError(Exception):
-    """An output of the comparison cannot be written; the message names the file and the reason."""
-
-
-def _written(output_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
-    """``write(output_dir / name)``: the path resolved by ``utils/io/output_path.py`` (never outside ``output_dir``),
-    any OSError turned into an :class:`OutputError` that names the file."""
-    try:
-        target = output_file(output_dir, name)
-    except OutputPathError as exc:
-        raise OutputError(str(exc)) from None
-    try:
-        return write(target)
-    except OSError as exc:
-        raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
-
-
-def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
-    """compare.png, loss_parity.png (only when a platform pair is comparable), quality.png (only when a result
-    evaluated: evaluate/render/quality_plot.py), compare.md; each atomically."""
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create the output directory {output_dir}: {exc.strerror or exc}") from None
-    mark_output_dir(output_dir)  # tprimat's output folder: shell/wrap.sh packs only such folders
-    figure = comparison_figure(comparison.by_model, comparison.convergence_band)
-    written = [_written(output_dir, comparison.figure_name, lambda path: save_figure(figure, path))]
-    parities = comparison.all_parities()
-    if comparison.parity_figure_name and any(p.reason is None for p in parities):
-        parity = loss_parity_figure(parities)
-        written.append(_written(output_dir, comparison.parity_figure_name, lambda path: save_figure(parity, path)))
-    if comparison.quality_figure_name and evaluated(comparison.by_model):  # time to quality (issue 34)
-        quality = quality_figure(comparison.by_model)
-        written.append(_written(output_dir, comparison.quality_figure_name, lambda path: save_figure(quality, path)))
-    text = safe_text(markdown(comparison))  # utils/io/sanitise.py: nothing a reader's viewer acts on
-    written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
-    # The per-platform framework view (evaluate/render/frameworks.py): compare_<platform>_frameworks.png.
-    for name, platform_figure in platform_figures(comparison.by_model):
-        written.append(_written(output_dir, name, lambda path, shown=platform_figure: save_figure(shown, path)))
-    return written
 
 
 @exits_on_config_error()

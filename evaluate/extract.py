@@ -34,7 +34,8 @@ from train.logs.analyse import AnalysisOptions, analyse_files, analyse_run
 from train.logs.discover import discover
 from train.logs.scan import LOG_FRAMEWORKS, LogInputError
 from utils.config.cli import exits_on_config_error
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.io.sanitise import one_line
 from utils.result.file import ResultError, result_path, write_result
 from utils.schema.model import Result

@@ -30,7 +30,8 @@ from evaluate.history.gate_report import WORDS, CandidateReport, CheckReport, Ga
 from evaluate.history.ingest import collect
 from evaluate.history.noise import tolerance
 from evaluate.history.query import LAST_OK, RunView, last_ok, resolve
-from evaluate.history.store import HistoryError, configured_db, open_database, safe_output
+from evaluate.history.store import open_database, safe_output
+from evaluate.history.target import HistoryError, configured_db
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
 from utils.io.sanitise import one_line

@@ -77,6 +77,8 @@ def amd_gpus() -> dict[str, Any]:
 
 def torch_build() -> dict[str, Any]:
     """What the installed torch was built for, and what it sees."""
+    # imported here: torch is optional (a probe without it records why) and its import is 2.2-3.2 s of CPU on the
+    # 2-core VM (measured 2026-12-07), which ``--help`` and a bad argument are spared
     try:
         import torch
     except ImportError as exc:

@@ -52,26 +52,11 @@ export SL="${SL:-256}" MBS="${MBS:-4}" GA="${GA:-2}"
 export TP=1 PP=1 CP=1 DP="${DP:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-1}" NNODES=1 NODE_RANK=0
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-# While the data stage keeps one core busy, the other compiles the bytecode the jobs, the comparison and the page
-# will import (utils/machine/bytecode.py); it is stopped before the first job, so no measured step shares the CPU.
 # shellcheck source=shell/platform.sh
 source "$root/shell/platform.sh"
-bytecode_pid=""
-stop_bytecode() {
-    if [[ -n "$bytecode_pid" ]]; then
-        kill "$bytecode_pid" 2>/dev/null || true
-        wait "$bytecode_pid" 2>/dev/null || true
-        bytecode_pid=""
-    fi
-}
-trap stop_bytecode EXIT
-nice -n 19 "$TPRIMAT_PYTHON" -m utils.machine.bytecode --models "$MODELS" torch.distributed.fsdp \
-    train.launch.launcher train.tran.worker evaluate.history evaluate.compare evaluate.report_html 2>/dev/null &
-bytecode_pid=$!
 
 echo "quickstart: data (DATASET=$DATASET)"
 step "$root/shell/data.sh"
-stop_bytecode
 
 # Each job's preflight computes its model's sample digest (train/settings/samples.py, about 8 s on the 2-core host)
 # unless a dry run stored it before (utils/dataset/digest_cache.py): one dry run per model, each on its own core,
@@ -84,7 +69,7 @@ stop_dry_runs() {
     for pid in "${dry_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     dry_pids=()
 }
-trap 'stop_bytecode; stop_dry_runs' EXIT
+trap stop_dry_runs EXIT
 for model in $MODELS; do
     "$TPRIMAT_PYTHON" -m train.launch --platform cpu --framework tran --model "$model" --dry-run >/dev/null 2>&1 &
     dry_pids+=("$!")

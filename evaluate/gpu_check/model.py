@@ -1,6 +1,6 @@
 """The GPU check's record (``gpu_check.json``): one row per framework, the prescreen, the verdict.
 
-Built by ``evaluate/gpu_check/cli.py`` from the check's results, rendered by ``evaluate/gpu_check/render.py``.
+Built by ``evaluate/gpu_check/check.py`` from the check's results, rendered by ``evaluate/gpu_check/render.py``.
 """
 
 from __future__ import annotations

@@ -15,16 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from evaluate.history.query import Filters, count_runs, list_runs, resolve
-from evaluate.history.store import (
-    SCHEMA_VERSION,
-    Database,
-    HistoryError,
-    configured_db,
-    open_database,
-    resolve_target,
-    safe_output,
-)
+from evaluate.history.ingest import add_paths, tag_runs
+from evaluate.history.query import Filters, count_runs, list_runs, render_diff, resolve
+from evaluate.history.store import SCHEMA_VERSION, Database, open_database, safe_output
+from evaluate.history.target import HistoryError, configured_db, resolve_target
+from evaluate.history.trend import render_table, trend_series, write_png
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.io.sanitise import one_line
@@ -48,8 +43,6 @@ def _filters(args: argparse.Namespace) -> Filters:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from evaluate.history.ingest import add_paths  # the strict reader and the result model: only to add
-
     target = resolve_target(db_value(args))
     if target is None:
         print("history: HISTORY_DB=off; nothing added")
@@ -92,30 +85,24 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
-    from evaluate.history import trend as trend_view  # numpy: only here
-
     with _open(args) as db, db.read() as conn:
-        series = trend_view.trend_series(conn, _filters(args))
-    print(trend_view.render_table(series, args.last))
+        series = trend_series(conn, _filters(args))
+    print(render_table(series, args.last))
     if args.png != "none":
         png = Path(args.png) if args.png else load_config().output_dir / TREND_PNG
-        written = trend_view.write_png(series, png)
+        written = write_png(series, png)
         print(f"trend figure: {written}" if written else "trend figure: not written (no ok run measured any figure)")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evaluate.history import diff as diff_view  # the comparison's statistics and the result model: only here
-
     with _open(args) as db, db.read() as conn:
         a, b = resolve(conn, args.a), resolve(conn, args.b)
-    print(diff_view.render(a, b, args.a, args.b))
+    print(render_diff(a, b, args.a, args.b))
     return 0
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
-    from evaluate.history.ingest import tag_runs
-
     with _open(args) as db:
         with db.read() as conn:
             views = resolve(conn, args.selector)

@@ -17,7 +17,7 @@ from evaluate.analysis.stats import pearson
 from evaluate.history.gate_report import WORDS
 from evaluate.history.noise import curve_gaps, tolerance
 from evaluate.history.query import RunView
-from evaluate.history.store import HistoryError
+from evaluate.history.target import HistoryError
 from train.settings.rules import RULES
 from utils.io.sanitise import one_line
 

@@ -30,11 +30,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from evaluate.analysis.results import RESULT_GLOB, find_result_files
 from evaluate.history.record import RunRecord, make_record, text
-from evaluate.history.store import Database, now_iso, runs, series, tags
+from evaluate.history.store import Database, runs, series, tags
 from utils.io.json_input import DEFAULT_MAX_BYTES
 from utils.io.sanitise import one_line
 from utils.result.admit import Refused, admit
-from utils.result.file import ResultError
+from utils.result.file import ResultError, now_iso
 from utils.result.names import MLLOG_SUFFIX
 
 MAX_MEMBERS = 200_000

@@ -1,4 +1,5 @@
-"""Reading runs back: filters for ``list`` and ``trend``, selectors for ``diff`` and the gate, and one view of a run.
+"""Reading runs back: filters for ``list`` and ``trend``, selectors for ``diff`` and the gate, one view of a run,
+and what differs between runs.
 
 A selector names runs in one word, as a user or a CI job types it:
 
@@ -10,6 +11,11 @@ A selector names runs in one word, as a user or a CI job types it:
 A filter narrows by platform, framework, model, profile, status, date (``--since``/``--until``, ISO dates
 or times, UTC), device (a case-insensitive part of its name), tag, and a library version
 (``--library torch=2.7.0``, ``--library transformer_engine=2.*``, or just a name: runs that recorded it).
+
+``history diff A B`` (:func:`render_diff`): every recorded fact (``record.details``) whose values differ between
+two runs or groups, in the order a reader looks for a cause (what ran, hardware, driver, image, versions, settings,
+environment, workload, fingerprints; a group shows each value with its count, a fact one side lacks ``-``), beside
+each side's median over its ok runs [95% interval] and B against A (Welch's t-interval on the log ratio).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +31,11 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.engine import Connection
 
+from evaluate.analysis.stats import Estimate, estimate, ratio_estimate
+from evaluate.analysis.summary import SettingDifference
 from evaluate.history.record import RunRecord, normalized_time
-from evaluate.history.store import HistoryError, runs, series, tags
+from evaluate.history.store import runs, series, tags
+from evaluate.history.target import HistoryError
 from utils.io.sanitise import one_line
 
 LAST_OK = "last-ok"
@@ -193,8 +203,13 @@ def resolve(conn: Connection, selector: str) -> list[RunView]:
     return with_series(conn, views)
 
 
-def last_ok(conn: Connection, candidate: RunView) -> RunView | None:
-    """The last run usable as a baseline of the candidate's workload, platform, framework and device."""
+def last_ok(conn: Connection, candidate: RunView, before: str | None = None) -> RunView | None:
+    """The last run usable as a baseline of the candidate's workload, platform, framework and device.
+
+    It ran at or before the candidate (the gate), or, given ``before``, strictly before that time: the page's
+    "since the last run" means since the runs before the candidate's group, not its own repeat runs (``train.sh``
+    adds each run as it ends).
+    """
     r = candidate.run
     statement = (select(runs).where(runs.c.workload_key == r["workload_key"], runs.c.platform == r["platform"],
                                     runs.c.framework == r["framework"], runs.c.baseline_ok.is_(True),
@@ -202,7 +217,9 @@ def last_ok(conn: Connection, candidate: RunView) -> RunView | None:
                  .order_by(runs.c.run_time.desc(), runs.c.id.desc()).limit(1))
     statement = statement.where(runs.c.device_name.is_(None) if r["device_name"] is None
                                 else runs.c.device_name == r["device_name"])
-    if r.get("run_time"):
+    if before is not None:
+        statement = statement.where(runs.c.run_time < before)
+    elif r.get("run_time"):
         statement = statement.where(runs.c.run_time <= r["run_time"])
     row = conn.execute(statement).first()
     return with_series(conn, [RunView(dict(row._mapping))])[0] if row is not None else None
@@ -210,3 +227,112 @@ def last_ok(conn: Connection, candidate: RunView) -> RunView | None:
 
 def count_runs(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
+
+
+# ---------------------------------------------------------------------------
+# history diff
+
+
+SECTIONS = (("run", "what ran"), ("hardware", "hardware"), ("driver", "driver and CUDA/ROCm"), ("image", "image"),
+            ("versions", "framework versions"), ("library", "library versions"), ("profile", "profile"),
+            ("settings", "effective settings"), ("env", "environment"), ("workload", "workload"),
+            ("fingerprint", "fingerprints"))
+METRICS = (("tokens_per_second_per_gpu", "tokens/s/GPU", 1.0, 1, ""), ("tokens_per_second", "tokens/s", 1.0, 1, ""),
+           ("median_step_time", "median step time", 1.0, 4, " s"), ("mfu", "MFU (causal)", 100.0, 2, "%"),
+           ("tokens_per_kwh", "tokens/kWh", 1.0, 0, ""), ("peak_memory_gb", "peak memory", 1.0, 2, " GiB"))
+MISSING = "-"
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    name: str
+    title: str
+    a: Estimate | None
+    b: Estimate | None
+    change: Estimate | None  # B / A - 1
+
+    def format(self, scale: float, digits: int, unit: str) -> str:
+        a = self.a.format(digits, scale, unit) if self.a else "not measured"
+        b = self.b.format(digits, scale, unit) if self.b else "not measured"
+        if self.change is None:
+            return f"{self.title:<18} A {a} | B {b}"
+        c = self.change
+        shown = f"{c.value:+.1%}"
+        if c.has_interval:
+            shown += f" [95% {c.low:+.1%}, {c.high:+.1%}]"  # type: ignore[str-format]
+        else:
+            shown += " (no interval: one run on a side)"
+        return f"{self.title:<18} A {a} | B {b} | B vs A {shown}"
+
+
+def _side_value(views: list[RunView], key: str) -> str:
+    counts = Counter(_text(v.details.get(key, MISSING)) for v in views)
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{value} x{n}" for value, n in sorted(counts.items()))
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return one_line(value, 120)
+
+
+def fact_differences(a: list[RunView], b: list[RunView]) -> list[SettingDifference]:
+    """Every recorded fact whose values differ between the sides, in :data:`SECTIONS` order."""
+    keys = sorted({k for v in a + b for k in v.details})
+    order = {prefix: i for i, (prefix, _) in enumerate(SECTIONS)}
+    keys.sort(key=lambda k: (order.get(k.split(".", 1)[0], len(order)), k))
+    found = []
+    for key in keys:
+        values_a = sorted(_text(v.details.get(key, MISSING)) for v in a)
+        values_b = sorted(_text(v.details.get(key, MISSING)) for v in b)
+        if set(values_a) != set(values_b):
+            found.append(SettingDifference(key, _side_value(a, key), _side_value(b, key)))
+    return found
+
+
+def metric_deltas(a: list[RunView], b: list[RunView]) -> list[MetricDelta]:
+    """Median and 95% interval of each side's ok runs, and B against A."""
+    out = []
+    for name, title, *_ in METRICS:
+        va = [v.run[name] for v in a if v.run["status"] == "ok" and v.run.get(name) is not None]
+        vb = [v.run[name] for v in b if v.run["status"] == "ok" and v.run.get(name) is not None]
+        ratio = ratio_estimate(vb, va)
+        change = None if ratio is None else Estimate(
+            ratio.value - 1, None if ratio.low is None else ratio.low - 1,
+            None if ratio.high is None else ratio.high - 1, ratio.n)
+        out.append(MetricDelta(name, title, estimate(va), estimate(vb), change))
+    return out
+
+
+def render_diff(a: list[RunView], b: list[RunView], a_name: str, b_name: str) -> str:
+    """The diff as text: the two sides, what differs (by section), then the metrics."""
+    lines = [f"A = {one_line(a_name, 80)}: {len(a)} run(s): " + ", ".join(v.label for v in a[:6])
+             + (" ..." if len(a) > 6 else ""),
+             f"B = {one_line(b_name, 80)}: {len(b)} run(s): " + ", ".join(v.label for v in b[:6])
+             + (" ..." if len(b) > 6 else "")]
+    for side, views in (("A", a), ("B", b)):
+        not_ok = [v for v in views if v.run["status"] != "ok"]
+        if not_ok:
+            lines.append(f"{side}: {len(not_ok)} run(s) not ok, left out of the metrics: "
+                         + ", ".join(f"{v.label} ({v.run['status']})" for v in not_ok[:5]))
+    differences = fact_differences(a, b)
+    lines.append("")
+    lines.append(f"What differs ({len(differences)} fact(s)):" if differences else
+                 "What differs: nothing recorded differs (same hardware, versions, settings and workload)")
+    titles = dict(SECTIONS)
+    current = None
+    for diff in differences:
+        section = diff.key.split(".", 1)[0]
+        if section != current:
+            lines.append(f"  [{titles.get(section, section)}]")
+            current = section
+        lines.append(f"    {one_line(diff.key, 80)}: A {diff.first} | B {diff.second}")
+    lines.append("")
+    lines.append("Metrics (ok runs; median [95% interval over repeated runs]):")
+    for delta, (_, _, scale, digits, unit) in zip(metric_deltas(a, b), METRICS, strict=True):
+        if delta.a is None and delta.b is None:
+            continue
+        lines.append("  " + delta.format(scale, digits, unit))
+    return "\n".join(lines)

@@ -1,14 +1,8 @@
-"""The history database: where it is, its schema and versions, and opening it safely.
+"""The history database: its schema and versions, and opening it safely (where it is: ``target.py``).
 
 Why SQLAlchemy Core and not an ORM: the stored record is a handful of flat rows per run, written in bulk
 (10,000 results in one add) and read column-wise (a trend over 100,000 runs); Core's tables and
 statements run unchanged on SQLite (the default, one file) and PostgreSQL (a team's server).
-
-Where (``HISTORY_DB`` in config.env, or ``--db``): a file path (SQLite), a ``sqlite:///`` or
-``postgresql://`` URL, or ``off``. A password is never taken from the config (``utils.config.load`` prints
-every key): it comes from ``HISTORY_DB_PASSWORD`` (environment or ``secrets.env``), libpq's
-``PGPASSWORD`` or ``~/.pgpass``, or a URL given with ``--db``; every message shows the URL with the
-password masked and any error text is scrubbed of it.
 
 Versions: ``tprimat_meta`` holds ``application`` and ``schema_version``. A new database is created at
 version 1 and migrated step by step like any old one (:data:`MIGRATIONS`), so the migration path is the
@@ -26,13 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 from sqlalchemy import (
     Boolean,
@@ -50,25 +41,17 @@ from sqlalchemy import (
     inspect,
     select,
 )
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from utils.config.load import REPO_ROOT, load_config
-from utils.config.secret import read_secret
-from utils.files.generated import HISTORY_APPLICATION, HISTORY_DEFAULT
+from evaluate.history.target import HistoryError, Target, resolve_target, scrub
+from utils.files.generated import HISTORY_APPLICATION
 from utils.io.sanitise import one_line
 
 APPLICATION = HISTORY_APPLICATION
 SCHEMA_VERSION = 3
-DEFAULT_PATH = REPO_ROOT / HISTORY_DEFAULT
-OFF_WORDS = ("off", "none", "false", "0")
-PASSWORD_SECRET = "HISTORY_DB_PASSWORD"
 # An arbitrary constant: the key of the PostgreSQL advisory lock held while a database is created or migrated.
 _ADVISORY_KEY = 7_341_202_636
-
-
-class HistoryError(RuntimeError):
-    """The database cannot be used as asked; one line, never a password."""
 
 
 metadata = MetaData()
@@ -163,15 +146,12 @@ for _index in TREND_INDEXES.values():
 TABLES = ("tprimat_meta", "runs", "series", "tags")
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _create_v1(conn: Connection) -> None:
     """Version 1 as first released: meta, runs and series (no tags, no workload-device index)."""
     metadata.create_all(conn, tables=[meta, runs, series])
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     conn.execute(meta.insert(), [{"key": "application", "value": APPLICATION}, {"key": "schema_version", "value": "1"},
-                                 {"key": "created_at", "value": now_iso()}])
+                                 {"key": "created_at", "value": created}])
 
 
 def _migrate_1_to_2(conn: Connection) -> None:
@@ -185,77 +165,6 @@ def _migrate_2_to_3(conn: Connection) -> None:
 
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3}  # from version k to k + 1
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
-
-
-# ---------------------------------------------------------------------------
-# where the database is
-
-
-@dataclass(frozen=True)
-class Target:
-    """A resolved database location: the URL to connect to and how to show it (password masked)."""
-
-    url: URL
-    shown: str
-    path: Path | None  # the SQLite file, None for a server
-
-    @property
-    def sqlite(self) -> bool:
-        return self.url.get_backend_name() == "sqlite"
-
-    @property
-    def password(self) -> str | None:
-        return self.url.password if isinstance(self.url.password, str) else None
-
-
-def _masked_text(text: str) -> str:
-    """``scheme://user:secret@host`` with the password part replaced, for a URL that did not even parse."""
-    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", text)
-
-
-def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> Target | None:
-    """``value`` (``--db``, else ``HISTORY_DB``; empty: the default file) as a target; None when it is ``off``."""
-    text = (value or "").strip()
-    if text.lower() in OFF_WORDS:
-        return None
-    if not text:
-        path = DEFAULT_PATH
-        return Target(URL.create("sqlite", database=str(path)), str(path), path)
-    if "://" not in text:
-        path = Path(text).expanduser()
-        path = path if path.is_absolute() else (Path.cwd() / path)
-        return Target(URL.create("sqlite", database=str(path)), str(path), path)
-    try:
-        url = make_url(text)
-    except (ArgumentError, ValueError):
-        raise HistoryError(f"history database {one_line(_masked_text(text), 200)}: not a database URL "
-                           "(a file path, sqlite:///PATH or postgresql://USER@HOST/DB)") from None
-    backend = url.get_backend_name()
-    if backend == "sqlite":
-        if not url.database or url.database == ":memory:":
-            raise HistoryError("history database: a sqlite URL needs a file (sqlite:///PATH)")
-        path = Path(url.database).expanduser().absolute()
-        return Target(URL.create("sqlite", database=str(path)), str(path), path)
-    if backend in ("postgresql", "postgres"):
-        url = url.set(drivername="postgresql+psycopg")
-        if url.password is None:
-            secret = read_secret(PASSWORD_SECRET, environ)
-            if secret:
-                url = url.set(password=secret)
-        return Target(url, url.render_as_string(hide_password=True), None)
-    shown = url.render_as_string(hide_password=True)
-    raise HistoryError(f"history database {shown}: backend '{one_line(backend, 40)}' is not supported "
-                       "(SQLite or PostgreSQL)")
-
-
-def scrub(text: object, target: Target | None) -> str:
-    """One line of ``text`` without the target's password (as typed, URL-quoted or in a DSN)."""
-    shown = str(text)
-    password = target.password if target is not None else None
-    if password:
-        for form in {password, quote(password, safe=""), quote_plus(password)}:
-            shown = shown.replace(form, "***")
-    return one_line(_masked_text(shown), 400)
 
 
 def _reason(exc: BaseException, target: Target, lock_timeout: float) -> str:
@@ -436,25 +345,9 @@ def open_database(value: str | Target | None, *, create: bool = False, lock_time
     return db
 
 
-def schema_version(db: Database) -> int:
-    with db.read() as conn:
-        return _stored_version(conn, db.target) or 0
-
-
 def safe_output() -> None:
     """A stored text may hold a lone surrogate (valid JSON, no UTF-8): printed escaped, never a crash."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-
-
-def configured_db() -> str:
-    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
-
-    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
-    """
-    value = (load_config().history_db or "").strip()
-    if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
-        return str(REPO_ROOT / value)
-    return value

@@ -39,6 +39,7 @@ class Read:
 
     run: RunRef
     raw: bytes
+    digest: str
     facts: RunFacts
     system: dict[str, Any] | None
     counted: scoring.Counted | None = None
@@ -80,7 +81,7 @@ def _counted(read: Read, check: bool, ruleset: str | None) -> scoring.Counted:
         why = f"run_stop status {facts.stop_status}: it did not converge"
     elif not why and not reached:
         why = "its last evaluation is above the target"
-    return scoring.Counted(minutes, not why, why, facts.converged_samples)
+    return scoring.Counted(minutes, not why, why)
 
 
 def read_runs(found: Found, benchmark: str, refused: list[str]) -> tuple[list[Read], dict[str, int]]:
@@ -103,7 +104,7 @@ def read_runs(found: Found, benchmark: str, refused: list[str]) -> tuple[list[Re
             if facts.benchmark != benchmark:
                 raise ImportRefused(f"logs benchmark {one_line(facts.benchmark, 40)}, not {benchmark}"
                                     + (" (in its folder)" if run.benchmark else ""))
-            reads.append(Read(run, raw, facts, _system(found, run, systems)))
+            reads.append(Read(run, raw, digest, facts, _system(found, run, systems)))
         except (ImportRefused, OSError, ValueError) as exc:
             refused.append(f"{run.ref.shown}: not imported: {one_line(exc, 300)}")
     return reads, dict(others)
@@ -173,7 +174,7 @@ def _write(read: Read, round_: str | None, score: scoring.SystemScore | None, fo
            refused: list[str], written: set[str]) -> tuple[int, int]:
     """Write one run's result: (1, 1 when its status is ok), or (0, 0) and its refusal."""
     try:
-        result = build(read.run, read.raw, read.facts, read.system, round_, read.counted, score, read.check)
+        result = build(read.run, read.digest, read.facts, read.system, round_, read.counted, score, read.check)
         problems = refusals(result)  # the gate every reader of results applies (utils/result/admit.py)
         if problems:
             raise ImportRefused(f"an impossible figure: {problems[0]}")

@@ -76,11 +76,6 @@ def _decoded(body: str) -> Event:
     return event
 
 
-def _lazy(line: str) -> bool:
-    """A line of the lazy key in mllog's layout: the key once, one token, the metadata object closing the line."""
-    return _LAZY_MARK in line and line.count('"key"') == 1 and line.count(TOKEN) == 1 and line.rstrip().endswith("}}")
-
-
 def read_log(raw: bytes) -> Log:
     """The records of one MLLOG file's bytes (Latin-1, as the parser opens it)."""
     text = raw.decode("latin-1")
@@ -88,7 +83,9 @@ def read_log(raw: bytes) -> Log:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     records = [line for line in lines if TOKEN in line]
-    lazy = [_lazy(line) for line in records]
+    # a line of the lazy key in mllog's layout: the key once, one token, the metadata object closing the line
+    lazy = [_LAZY_MARK in line and line.count('"key"') == 1 and line.count(TOKEN) == 1 and line.rstrip()[-2:] == "}}"
+            for line in records]
     events: list[Event] = []
     failed: list[tuple[str, str]] = []
     for line in compress(records, [not flag for flag in lazy]):

@@ -12,7 +12,6 @@ exactly. A tprimat ``PROFILE=mlperf`` MLLOG (its ``tprimat_*`` keys) reads the s
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from utils.measure.plausible import vendor
 from utils.measure.quality import with_energy
 from utils.schema.model import Result
 from utils.schema.quality import Evaluation, Quality
+from utils.schema.run import Workload
 from utils.spec.models import get_shape
 from utils.spec.registry import PLATFORMS, PUBLISHED_FRAMEWORK, framework_names
 
@@ -90,9 +90,7 @@ def _workload(facts: RunFacts, gpus: int) -> dict[str, Any]:
     return values
 
 
-_ALL = ("DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY", "WARMUP_STEPS",
-        "TRAIN_ITERS", "WEIGHT_DECAY", "BETA1", "BETA2", "GRAD_CLIP", "INIT_STD", "TP", "PP", "CP", "DP", "GA",
-        "PRECISION", "FP8", "WORLD_SIZE")
+_ALL = tuple(key for key in Workload.model_fields if key != "unknown")
 _V51 = ("MBS", "TP", "PP", "CP", "DP", "PRECISION", "FP8")
 _REASONS = {"DATASET": "the submitter's data: MLPerf's C4 shards (not tprimat's DATASET)",
             "DATA_SAMPLES": "the submitter's data: MLPerf's C4 shards (not tprimat's DATASET)",
@@ -163,7 +161,7 @@ def _shape(facts: RunFacts, bench: Benchmark) -> dict[str, Any]:
     return get_shape(bench.model, bench.size).as_dict()
 
 
-def build(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any] | None, round_: str | None,
+def build(run: RunRef, digest: str, facts: RunFacts, system: dict[str, Any] | None, round_: str | None,
           counted: Counted, score: SystemScore | None, check: str | None) -> Result:
     """The result of one run; :class:`ImportRefused` (one line) when it cannot be one."""
     bench = BENCHMARKS.get(facts.benchmark or run.benchmark or "")
@@ -214,17 +212,17 @@ def build(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any] | Non
                                "resolved_by": f"the MLLOG's records before run_start ({run.place})"},
         "performance_metrics": perf, "quality": quality.model_dump() if quality is not None else None,
         "source": {"kind": "mlperf", "log_path": run.place, "format": "MLLOG", "lines": facts.lines,
-                   "files": [{"path": run.place, "sha256": hashlib.sha256(raw).hexdigest()}],
+                   "files": [{"path": run.place, "sha256": digest}],
                    "first_timestamp": iso(facts.start_ms), "last_timestamp": iso(facts.stop_ms)},
     }
     if run.name and run.name.startswith("result_"):
         data["run_index"] = int(run.name[len("result_"):-len(".txt")]) + 1
     if not own:
-        data["published"] = _published(run, raw, facts, system, round_, counted, score, check)
+        data["published"] = _published(run, digest, facts, system, round_, counted, score, check)
     return Result.model_validate(data, strict=True)  # as read_result reads it back
 
 
-def _published(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any], round_: str | None,
+def _published(run: RunRef, digest: str, facts: RunFacts, system: dict[str, Any], round_: str | None,
                counted: Counted, score: SystemScore | None, check: str | None) -> dict[str, Any]:
     text = {k: one_line(system.get(k) or "", 200) for k in ("system_name", "division", "status", "framework")}
     return {"origin": f"MLPerf Training v{round_} (mlcommons/training_results_v{round_}), published by {run.submitter}"
@@ -233,7 +231,7 @@ def _published(run: RunRef, raw: bytes, facts: RunFacts, system: dict[str, Any],
             "system_id": run.system, "benchmark": facts.benchmark or run.benchmark, "division": text["division"],
             "availability": text["status"], "accelerator": one_line(system["accelerator_model_name"], 200),
             "nodes": system["nodes"], "accelerators_per_node": system["per_node"], "framework": text["framework"],
-            "notes": system["notes"], "log": run.place, "log_sha256": hashlib.sha256(raw).hexdigest(),
+            "notes": system["notes"], "log": run.place, "log_sha256": digest,
             "run_status": facts.stop_status, "counted": counted.counted, "counted_reason": counted.reason,
             "score_min": score.score_min if score else None, "score_reason": score.reason if score else None,
             "scaling_factor": score.scaling if score else None, "rcp": score.rcp if score else None,

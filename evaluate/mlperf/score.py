@@ -1,24 +1,17 @@
-"""MLPerf's score of a system, with mlperf-logging's own arithmetic, and its checkers on request.
+"""MLPerf's score of a system, with mlperf-logging's arithmetic, and its checkers on request.
 
-The score is what ``python -m mlperf_logging.result_summarizer <submitter folder> training <ruleset>`` prints for
-the system (``_compute_strong_score_standalone``): each counted run's minutes from ``run_start`` to ``run_stop``,
-the olympic mean (the fastest and the slowest run dropped, a run that does not count taking the place of the
-slowest), no score when more runs fail than one (four for unet3d), times the scaling
-factor of the benchmark folder's ``scaling.json`` (the review's RCP normalisation, as published; 1 without one:
-the summarizer reads it before its own RCP check rewrites it). A run counts when the summarizer would read it: its
-log parses, holds ``run_start`` and ``run_stop``, and passes MLPerf's compliance checker. Without ``--check`` the
-checker is not run (2 min 42 s over the v5.1 Llama 3.1 8B tree); a run then counts when it stopped with ``success``
-at an evaluation at or below the target, which is what the checker's rules on ``run_stop`` and ``eval_accuracy``
-require of a published run. With ``--check``, the checker's verdict (in this process, as the summarizer calls it),
-and the RCP checker's verdict and normalisation for the system's batch size (``rcp_checker.check_directory``'s
-steps, on the samples read here).
+The score is what ``python -m mlperf_logging.result_summarizer <submitter folder> training <ruleset>`` prints
+(``_compute_strong_score_standalone``): the olympic mean of the counted runs' minutes from ``run_start`` to
+``run_stop`` (a run that does not count stands for the slowest; none when more than one, four for unet3d, fail),
+times the ``scaling.json`` beside the runs (the review's RCP normalisation as published; the summarizer reads it
+before its RCP check rewrites it). A run counts when its log parses, holds both ends and passes MLPerf's compliance
+checker. Without ``--check`` (the checker takes 2 min 42 s over v5.1's Llama 3.1 8B tree) a run counts when it stopped
+with ``success`` at an evaluation at or below the target: what the checker's ``run_stop`` and ``eval_accuracy`` rules
+ask of a published run. With ten runs fewer than MLPerf requires (``benchmark_meta``), no score.
 
-What the score is not: MLPerf publishes it only for ten runs or more (``benchmark_meta``); with fewer, no score.
-
-Why :func:`olympic_mean` is written here: the summarizer's ``_compute_olympic_average`` is a private function of a
-module whose import (pandas, and scipy through the RCP checker) costs 2.0 s of CPU on this 2-core VM, 40% of the
-import's 5 s budget (issue 48); ``tests/unit/evaluate/mlperf/test_score.py`` holds the two equal, as the reader's
-test holds the reader to the parser. The RCP checker (scipy) is imported by ``--check`` alone.
+:func:`olympic_mean` is written here because the summarizer's module costs 2.0 s of CPU to import (pandas, scipy),
+40% of the import's 5 s budget; ``tests/unit/evaluate/mlperf/test_score.py`` holds it equal to
+``_compute_olympic_average``. The RCP checker (scipy) is imported by ``--check`` alone.
 """
 
 from __future__ import annotations
@@ -26,8 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from mlperf_logging.benchmark_meta import get_result_file_counts
 from mlperf_logging.compliance_checker import mlp_compliance
@@ -47,7 +39,6 @@ class Counted:
     minutes: float | None
     counted: bool
     reason: str = ""
-    samples: int | None = None  # the RCP checker's samples to converge
 
 
 @dataclass
@@ -56,7 +47,6 @@ class SystemScore:
     reason: str | None = None
     scaling: float = 1.0
     rcp: str | None = None
-    runs: list[Counted] = field(default_factory=list)
 
 
 def max_dropped(benchmark: str) -> int:
@@ -89,23 +79,15 @@ def scaling_factor(raw: bytes | None, where: str) -> tuple[float, str | None]:
 
 
 def system_score(benchmark: str, runs: list[Counted], scaling: float) -> SystemScore:
-    """The summarizer's score of one system's runs."""
-    result = SystemScore(scaling=scaling, runs=runs)
-    need = required_runs(benchmark)
-    if need is not None and len(runs) < need:
-        result.reason = f"{len(runs)} runs, MLPerf requires {need}: no score (MLPerf publishes none)"
-        return result
+    """The summarizer's score of one system's runs, or why there is none."""
+    need, most = required_runs(benchmark), max_dropped(benchmark)
     scores = [r.minutes for r in runs if r.counted and r.minutes is not None]
     dropped = len(runs) - len(scores)
-    if dropped > max_dropped(benchmark):
-        result.reason = f"{dropped} runs do not count, MLPerf allows {max_dropped(benchmark)}: no score"
-        return result
-    mean = olympic_mean(scores, dropped, max_dropped(benchmark))
-    if mean is None:
-        result.reason = "no run left after the olympic mean's drops: no score"
-        return result
-    result.score_min = mean * scaling
-    return result
+    mean = olympic_mean(scores, dropped, most) if dropped <= most else None
+    why = (f"{len(runs)} runs, MLPerf requires {need}: no score (MLPerf publishes none)" if need and len(runs) < need
+           else f"{dropped} runs do not count, MLPerf allows {most}: no score" if dropped > most
+           else "no run left after the olympic mean's drops: no score" if mean is None else None)
+    return SystemScore(None if why else mean * scaling, why, scaling)  # type: ignore[operator]
 
 
 def rcp_verdict(benchmark: str, ruleset: str, gbs: int | None, samples: list[int | None]) -> str:
@@ -159,7 +141,3 @@ def compliance(raw: bytes, ruleset: str) -> tuple[bool, str]:
     complaint = next((m.strip() for m in records if m.strip() and "Running compliance" not in m
                       and "Compliance checks" not in m), "")
     return bool(valid), one_line(complaint.splitlines()[0] if complaint else "", 200)
-
-
-def checker_path(ruleset: str) -> Path:
-    return Path(mlp_compliance.__file__).parent / f"{USAGE}_{ruleset}"

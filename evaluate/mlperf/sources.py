@@ -134,7 +134,7 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
-def _bounded(handle, size_hint: int, budget: list[int]) -> bytes:  # type: ignore[no-untyped-def]
+def _bounded(handle, budget: list[int]) -> bytes:  # type: ignore[no-untyped-def]
     chunks, size = [], 0
     while block := handle.read(1 << 20):
         size += len(block)
@@ -171,7 +171,7 @@ def _zip(path: Path, found: Found, shown: str) -> None:
 
         def read(info: zipfile.ZipInfo = info) -> bytes:
             with archive.open(info) as handle:
-                return _bounded(handle, info.file_size, budget)
+                return _bounded(handle, budget)
 
         _member(found, shown, info.filename, problem, read)
 
@@ -187,7 +187,7 @@ def _tar(path: Path, found: Found, shown: str) -> None:
                 continue
             problem = None if info.isreg() else "a link or a device, not a regular file"
             wanted = problem is None and _name_problem(info.name) is None and _wanted(PurePosixPath(info.name).parts)
-            data = _bounded(archive.extractfile(info), info.size, budget) if wanted else b""
+            data = _bounded(archive.extractfile(info), budget) if wanted else b""
             _member(found, shown, info.name, problem, lambda data=data: data)
 
 

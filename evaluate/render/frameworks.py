@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from evaluate.analysis.results import platform_rank
 from evaluate.analysis.summary import GroupSummary
 from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 from evaluate.render.plots import draw_curves, legend_label
@@ -162,8 +163,6 @@ def console_text(platform: str, summaries: list[GroupSummary]) -> str:
 
 
 def platforms_of(by_model: dict[str, list[GroupSummary]]) -> list[str]:
-    from evaluate.analysis.results import platform_rank
-
     return sorted({s.group.platform for groups in by_model.values() for s in groups}, key=platform_rank)
 
 

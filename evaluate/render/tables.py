@@ -12,6 +12,11 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from utils.io.sanitise import one_line
 
 # Header underlined with ASCII dashes, no other rules: readable in any log and locale (a rich.box.Box).
@@ -41,16 +46,7 @@ def _numeric(text: str) -> bool:
 
 
 def console_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain-text table with a dashed rule under the header; numeric cells right-aligned.
-
-    rich is imported here, not at the top: the report page (evaluate/report_html/) uses this module's cells and
-    Markdown tables only, and rich's console is 0.05 s of its CPU.
-    """
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
+    """Plain-text table with a dashed rule under the header; numeric cells right-aligned."""
     table = Table(box=box.Box(PLAIN_HEAD, ascii=True), show_edge=False, pad_edge=False, header_style="",
                   highlight=False)
     for header in headers:

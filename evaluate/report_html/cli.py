@@ -18,7 +18,11 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from evaluate.report_html.background import HistoryReader
+from evaluate.analysis.comparison import build_comparison
+from evaluate.compare import add_comparison_options, comparison_options
+from evaluate.report_html.database import read_history
+from evaluate.report_html.facts import gather
+from evaluate.report_html.page import render
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.io.atomic import atomic_write_text
@@ -40,8 +44,6 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evaluate.compare import add_comparison_options  # matplotlib, numpy, the result model: after the fork
-
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,25 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def write_page(results_dir: Path, output: Path | None, db: str | None, gate_report: Path | None,
-               prices: dict[str, float], band: float, reader: HistoryReader) -> Path | None:
-    """Build and write the page; None when there is no valid result (the caller says so).
-
-    ``reader`` reads the database's part: in the process :func:`main` started before the imports here, or in this
-    one (evaluate/report_html/background.py).
-    """
-    from evaluate.analysis.comparison import build_comparison
-    from evaluate.report_html.database import history_request
-    from evaluate.report_html.facts import gather
-    from evaluate.report_html.page import render
-
+               prices: dict[str, float], band: float) -> Path | None:
+    """Build and write the page; None when there is no valid result (the caller says so)."""
     comparison = build_comparison(results_dir, True, prices, band)
     if comparison is None:
         return None
     if output is None:
         output = output_file(results_dir, PAGE)
         mark_output_dir(results_dir)
-    reader.ask(history_request(db, comparison))  # read there while the model figures are drawn here
-    text = render(gather(comparison, results_dir, reader.answer, gate_report, output))
+    text = render(gather(comparison, results_dir, read_history(db, comparison), gate_report, output))
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output, text)
     return output
@@ -82,14 +74,6 @@ def write_page(results_dir: Path, output: Path | None, db: str | None, gate_repo
 
 @exits_on_config_error()
 def main(argv: list[str] | None = None) -> int:
-    # first of all: the database's process imports SQLAlchemy while this one imports matplotlib (background.py)
-    with HistoryReader() as reader:
-        return _main(argv, reader)
-
-
-def _main(argv: list[str] | None, reader: HistoryReader) -> int:
-    from evaluate.compare import comparison_options
-
     parser = build_parser()
     args = parser.parse_args(argv)
     prices = comparison_options(parser, args)
@@ -99,8 +83,7 @@ def _main(argv: list[str] | None, reader: HistoryReader) -> int:
         if not results_dir.is_dir():
             print(f"report_html: results directory {results_dir} does not exist", file=sys.stderr)
             return 2
-        written = write_page(results_dir, args.output, args.db, args.gate_report, prices, args.convergence_band,
-                             reader)
+        written = write_page(results_dir, args.output, args.db, args.gate_report, prices, args.convergence_band)
     except Stopped as stop:
         print(f"report_html: stopped by {signal.Signals(stop.signum).name}; no page written", file=sys.stderr)
         return 128 + stop.signum

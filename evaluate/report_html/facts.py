@@ -3,15 +3,13 @@
 Each part that may be absent is a value or a one-line reason, never an exception: a page without a results
 database, without a gate report or without evaluation still says everything else (issue 37). No absolute path of
 this machine goes into the facts: files are named relative to the results folder. The history part is
-evaluate/report_html/database.py's, asked for last (:attr:`PageFacts.history`).
+evaluate/report_html/database.py's.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -40,7 +38,7 @@ class GateFacts:
 class PageFacts:
     comparison: Comparison
     results_dir: Path
-    read_history: Callable[[], HistoryFacts]  # called once, by :attr:`history`
+    history: HistoryFacts
     gate: GateFacts
     logs: dict[Path, str] = field(default_factory=dict)  # result path -> its log, relative to the results folder
     results_href: str = ""  # the results folder relative to the page ("" when the page is in it)
@@ -55,15 +53,6 @@ class PageFacts:
             text = text.replace(folder + "/", "").replace(folder, ".")
         return text
 
-    @cached_property
-    def history(self) -> HistoryFacts:
-        """The database's part of the page, read when the page reaches its history section: after the model
-        figures, which a second process reading the database overlaps (evaluate/report_html/background.py)."""
-        return self.read_history()
-
-    @property
-    def runs(self) -> list[LoadedResult]:
-        return [run for groups in self.comparison.by_model.values() for s in groups for run in s.group.runs]
 
 
 def log_links(results_dir: Path, runs: list[LoadedResult]) -> dict[Path, str]:
@@ -102,12 +91,11 @@ def read_gate(path: Path | None, results_dir: Path) -> GateFacts:
                          source=path.name)
 
 
-def gather(comparison: Comparison, results_dir: Path, history: Callable[[], HistoryFacts], gate_path: Path | None,
+def gather(comparison: Comparison, results_dir: Path, history: HistoryFacts, gate_path: Path | None,
            page: Path) -> PageFacts:
-    """Every fact of the page written at ``page`` (the results' links are made relative to it); ``history`` gives
-    the database's part when the page asks for it (:attr:`PageFacts.history`)."""
+    """Every fact of the page written at ``page`` (the results' links are made relative to it)."""
     facts = PageFacts(comparison, results_dir, history, read_gate(gate_path, results_dir))
-    facts.logs = log_links(results_dir, facts.runs)
+    facts.logs = log_links(results_dir, comparison.runs)
     href = os.path.relpath(results_dir.resolve(), page.parent.resolve())
     facts.results_href = "" if href == "." else Path(href).as_posix()
     return facts

@@ -8,7 +8,6 @@ and logs beside it and to its own sections.
 from __future__ import annotations
 
 from evaluate.analysis.summary import model_title
-from evaluate.report_html.background import InChild
 from evaluate.report_html.facts import PageFacts
 from evaluate.report_html.markup import CSP, Markup, el, esc, join, para
 from evaluate.report_html.sections import (
@@ -41,27 +40,18 @@ pre{background:#f6f6f6;padding:.5em;overflow-x:auto}
 
 
 def render(facts: PageFacts) -> str:
-    """The whole page as text.
-
-    A model's section is mostly its figure (0.3 s of CPU each): with two models or more, every other one is built
-    by a forked child (evaluate/report_html/background.py) while this process builds the others and the sections
-    after them, the trend figure of the history section included.
-    """
+    """The whole page as text."""
     c = facts.comparison
     models = ", ".join(model_title(m, c.by_model[m]) for m in sorted(c.by_model))
-    runs = len(facts.runs)
+    runs = len(c.runs)
     head = el("head", Markup('<meta charset="utf-8">'),
               Markup(f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'),
               Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
               el("title", f"tprimat report: {models}"), el("style", Markup(STYLE)))
-    ordered = sorted(c.by_model)
-    with InChild(lambda: [model_section(facts, m) for m in ordered[1::2]], fork=len(ordered) > 1) as theirs:
-        built = {m: model_section(facts, m) for m in ordered[0::2]}
-        after = [fairness_section(facts), history_section(facts), evidence_section(facts), method_section(c)]
-        built.update(zip(ordered[1::2], theirs.result(), strict=True))
-    sections = [built[m] for m in ordered]
     body = el("body", el("h1", "tprimat report"),
               para(f"{runs:,} result file(s); models: {models}; platforms: "
                    + ", ".join(display_name("platform", p) for p in c.platforms) + "."),
-              contents(c.by_model, c.published), verdict(facts), *sections, *after, *published_sections(c))
+              contents(c.by_model, c.published), verdict(facts), *(model_section(facts, m) for m in sorted(c.by_model)),
+              fairness_section(facts), history_section(facts), evidence_section(facts), method_section(c),
+              *published_sections(c))
     return "<!DOCTYPE html>\n" + join([el("html", head, body, lang="en")]) + "\n"

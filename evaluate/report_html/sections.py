@@ -314,7 +314,7 @@ def _versions(result: Result) -> str:
 
 
 def evidence_section(facts: PageFacts) -> Markup:
-    runs = facts.runs
+    runs = facts.comparison.runs
     rows = []
     for run in runs[:MAX_EVIDENCE_ROWS]:
         r = run.result

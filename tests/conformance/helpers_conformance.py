@@ -29,7 +29,7 @@ from tests.helpers.nemo import make_dataset_stub
 from tests.helpers.tokenizers import real_format_tokenizer
 from train.launch.context import load_plugin
 from train.rules.versions import tree_commit
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir
 from utils.spec.registry import model_names
 

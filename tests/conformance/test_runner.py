@@ -15,7 +15,7 @@ import pytest
 
 from tests.conformance import run
 from train.rules.versions import RECORDED_COMMIT_FILE
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 
 HF_STACK = ("transformers", "tokenizers", "huggingface_hub", "huggingface-hub")
 

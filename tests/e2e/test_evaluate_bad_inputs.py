@@ -19,6 +19,7 @@ import pytest
 import utils.io.json_input
 from evaluate import compare
 from evaluate.compare import main as compare_main
+from evaluate.render import outputs
 from evaluate.validate import main as validate_main
 from tests.helpers.evaluate import make_result
 from tests.helpers.proc import run_module
@@ -214,7 +215,7 @@ def test_full_disk_is_a_write_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     def no_space(path: Path, text: str, fsync: bool = False) -> Path:  # stand-in for a full disk at the write
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(compare, "atomic_write_text", no_space)
+    monkeypatch.setattr(outputs, "atomic_write_text", no_space)
     code, stdout, stderr = run(capsys, compare_main, "--results-dir", str(out))
     assert_one_line_write_error(code, stderr, f"cannot write {out / 'compare.md'}: No space left on device")
     assert stdout == ""  # no console tables for a comparison that was not saved

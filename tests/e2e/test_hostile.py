@@ -1,6 +1,6 @@
 """Every entry point against hostile values of every numeric config key: one line, non-zero, no traceback, no secret.
 
-The keys and their bounds come from the config's own tables (``utils.config.load.numeric_keys()``,
+The keys and their bounds come from the config's own tables (``utils.config.model.numeric_keys()``,
 ``utils.config.rules.RULES``), so a key added there is walked here without anyone writing a test
 for it. Each key gets values of four kinds: non-finite, negative, huge (beyond its maximum, or
 beyond what a float holds) and malformed (``12abc``, ``1_0``, a non-ASCII digit, ``0x10``...).
@@ -26,7 +26,7 @@ import pytest
 from tests.helpers.paths import REPO
 from tests.helpers.shell import clean_env, run_script
 from tests.helpers.workload import tiny_environ
-from utils.config.load import FIELD_TYPES, numeric_keys
+from utils.config.model import FIELD_TYPES, numeric_keys
 from utils.config.rules import RULES, base_type
 
 TOKEN = "hf_HOSTILEtokenneverprinted0123"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from evaluate.analysis.results import load_directory
+from evaluate.analysis.validation import validate_paths
 from evaluate.compare import main as compare_main
-from evaluate.gpu_check.cli import build_check
-from evaluate.validate import validate_paths
+from evaluate.gpu_check.check import build_check
 from tests.helpers.devices import h100
 from tests.helpers.evaluate import gpu_info, make_result
 from utils.machine import prescreen as ps

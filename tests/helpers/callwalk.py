@@ -24,7 +24,13 @@ The counting rule (``tests/house/test_launch_walk.py`` holds the launcher to it)
 * The *trail* is every call of a place in the order reached, a place already walked included (the
   reader goes back to it) and not walked again. *Places* = the distinct functions of the trail. A
   module is *revisited* each time the trail enters it again after leaving it: its revisits = its runs
-  of consecutive places - 1; *climbs back* = all modules' revisits together.
+  of consecutive places - 1; *climbs back* = all modules' revisits together. A *stop* is one such run
+  (the trail's stops = its places with consecutive ones of a module counted once); a module's *visits*
+  are its stops.
+* ``derived`` (issue 47's count): every value read off the context or computed from it carries it too
+  (``ctx.cfg``, ``ctx.data.prefix``, ``plan = plugin.plan(ctx)``, a name bound to any expression that reads
+  one), so a call given any of them is a place; a place in ``utils/`` or ``data/`` is a stop the walk does
+  not go into (those layers take plain values and are held by their own tests).
 
 ``python -m tests.helpers.callwalk train.launch.launcher launch ctx`` prints the trail and the figures.
 """
@@ -41,6 +47,8 @@ from pathlib import Path
 
 from tests.helpers.paths import REPO
 
+# With ``derived``, the lower layers are stops the walk does not go into: they take plain values, not the job.
+LOWER_LAYERS = ("utils.", "data.")
 PACKAGES = ("utils", "data", "train", "evaluate", "bench")
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -270,6 +278,7 @@ class Scope:
     tracked: set[str]
     holder_attributes: set[str]  # in a holder's method: the attributes of ``self`` that were given the context
     root: Path
+    derived: bool = False  # every value read off the context or computed from it carries it too
 
     def is_class(self, call: ast.Call) -> bool:
         """Whether ``call`` builds an object of a class of this repo."""
@@ -278,7 +287,10 @@ class Scope:
         return place is not None and place.name in (load(place.module, self.root) or self.module).classes
 
     def carries(self, node: ast.AST) -> bool:
-        """Whether ``node`` is the context (see the module's rule), not a part read off it."""
+        """Whether ``node`` is the context (see the module's rule), not a part read off it; with ``derived``,
+        whether it reads the context or a value derived from it anywhere (``ctx.cfg.sl``, ``f(ctx)``)."""
+        if self.derived:
+            return bool(_names_in(node) & self.tracked)
         if isinstance(node, ast.Name):
             return node.id in self.tracked
         if isinstance(node, ast.Attribute):
@@ -340,6 +352,8 @@ def _bindings(function: FunctionNode) -> list[tuple[set[str], ast.expr]]:
             found.append((names(node.target), node.value))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             found.append((names(node.optional_vars), node.context_expr))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            found.append((names(node.target), node.iter))
     return found
 
 
@@ -358,11 +372,14 @@ def _holder_attributes(place: Place, tracked: set[str], root: Path) -> set[str]:
     return found
 
 
-def walk(module: str, function: str, parameter: str, root: Path = REPO, doors: bool = False) -> list[Place]:
+def walk(module: str, function: str, parameter: str, root: Path = REPO, doors: bool = False,
+         derived: bool = False) -> list[Place]:
     """The trail of ``parameter`` of ``module.function``: each call of a place, in the order reached.
 
     ``doors``: also list, without walking into them, the calls given only a part of the context (``ctx.cfg``)
-    from the places walked: where the job hands a piece of itself to another room.
+    from the places walked: where the job hands a piece of itself to another room. ``derived``: follow every
+    value derived from the context as the context itself (``ctx.cfg``, ``plan = plugin.plan(ctx)``, what a
+    call given either returns): the count of issue 47.
     """
     trail: list[Place] = []
     walked: set[Place] = set()
@@ -370,7 +387,7 @@ def walk(module: str, function: str, parameter: str, root: Path = REPO, doors: b
 
     def visit(place: Place, tracked: set[str]) -> None:
         trail.append(place)
-        if place in walked:
+        if place in walked or (derived and place.module.startswith(LOWER_LAYERS)):
             return
         walked.add(place)
         node, is_method = _definition(place, root)
@@ -384,7 +401,7 @@ def walk(module: str, function: str, parameter: str, root: Path = REPO, doors: b
             tracked = tracked | {"self"}
         if node is None:
             return
-        scope = Scope(parsed, set(tracked), holders.get(f"{place.module}.{owner}", set()), root)
+        scope = Scope(parsed, set(tracked), holders.get(f"{place.module}.{owner}", set()), root, derived)
         bindings = _bindings(node)
         changed = True
         while changed:  # local names bound to the context, to a fixed point
@@ -443,6 +460,16 @@ def revisits(trail: list[Place]) -> Counter[str]:
     return Counter({module: count - 1 for module, count in runs.items()})
 
 
+def stops(trail: list[Place]) -> list[str]:
+    """The trail's stops: its runs of consecutive places in one module, each named by its module."""
+    return [place.module for index, place in enumerate(trail) if index == 0 or trail[index - 1].module != place.module]
+
+
+def visits(trail: list[Place]) -> Counter[str]:
+    """Module -> its stops on the trail (1 + its revisits)."""
+    return Counter(stops(trail))
+
+
 def report(trail: list[Place]) -> str:
     """The trail, one call a line (a place already walked marked ``again``), and the figures."""
     again = revisits(trail)
@@ -454,6 +481,7 @@ def report(trail: list[Place]) -> str:
     distinct = places(trail)
     worst = again.most_common(1)[0] if again else ("-", 0)
     lines += ["", f"places: {len(distinct)} in {len({p.module for p in distinct})} modules; "
+              f"stops: {len(stops(trail))}; "
               f"climbs back: {sum(again.values())}; most revisited: {worst[0]} ({worst[1]})"]
     lines += [f"  {module}: {count}" for module, count in again.most_common() if count]
     return "\n".join(lines)
@@ -466,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("parameter", help="the parameter to follow, e.g. ctx")
     parser.add_argument("--doors", action="store_true",
                         help="also list the calls given only a part of the context (not walked into)")
+    parser.add_argument("--derived", action="store_true",
+                        help="follow every value derived from the context too (issue 47's count)")
     parser.add_argument("--root", type=Path, default=REPO, help="the checkout to read (default: this one)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
@@ -473,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     if parsed is None or args.function not in parsed.functions:
         print(f"callwalk: no function {args.function} in {args.module}", file=sys.stderr)
         return 2
-    print(report(walk(args.module, args.function, args.parameter, root, doors=args.doors)))
+    print(report(walk(args.module, args.function, args.parameter, root, doors=args.doors, derived=args.derived)))
     return 0
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from train.profiles import apply_profile
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.fingerprint import fingerprint
 from utils.machine.hardware import peak_tflops
 from utils.measure.power import DeviceEnergy, power_metrics

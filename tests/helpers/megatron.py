@@ -7,7 +7,9 @@ from pathlib import Path
 from tests.helpers.paths import FIXTURES
 from train.launch.context import log_path_for
 from train.launch.contract import RunContext
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
+from utils.dataset.paths import job_data
 from utils.result.file import result_path
 
 FIXTURES = FIXTURES / "logs"
@@ -37,7 +39,8 @@ def make_context(cfg: Config, platform: str, framework: str, model: str, dry_run
     return RunContext(
         cfg=cfg, platform=platform, framework=framework, model=model, run_index=None,
         result_path=result_path(cfg.output_dir, platform, framework, model),
-        log_path=log_path_for(cfg, platform, framework, model, None), dry_run=dry_run,
+        log_path=log_path_for(cfg, platform, framework, model, None), data=job_data(cfg, model),
+        dry_run=dry_run,
     )
 
 

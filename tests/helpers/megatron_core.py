@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 
 SIDE_ROOT = REPO_ROOT / ".side"
 # The image each wheel stands for, and the commit whose dataset code it carries (checked by

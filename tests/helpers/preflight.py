@@ -18,7 +18,7 @@ from tests.helpers.megatron import make_config
 from tests.helpers.nemo import make_tokenizer
 from tests.helpers.paths import FAKES
 from train.rules.versions import RECORDED_COMMIT_FILE
-from utils.config.load import Config
+from utils.config.model import Config
 
 FAKE_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

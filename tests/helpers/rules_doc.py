@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.helpers.paths import REPO
 from train.settings.rules import GATE, HOW, NOT_LOCAL, SETTINGS, SOURCES, VERSION, WHY, Rule
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.io.atomic import atomic_write_text
 
 DOC = REPO / "docs" / "CONFORMANCE.md"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.helpers.paths import FAKES, REPO
 from tests.helpers.proc import free_port
-from utils.config.load import Config
+from utils.config.model import Config
 
 CONFIG_KEYS = {name.upper() for name in Config.__dataclass_fields__} | {"GBS"}
 _IGNORED = shutil.ignore_patterns(

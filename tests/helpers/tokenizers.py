@@ -90,7 +90,7 @@ def tiny_byte_level_bpe(out_dir: Path, merges: list[tuple[str, str]], pattern: s
     """A byte-level BPE with exactly these merges (ids in merge order after the 256 bytes) and an EOS."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
-    from data.fast_bpe import byte_level_alphabet
+    from data.encoding.fast_bpe import byte_level_alphabet
 
     vocab = {char: byte for byte, char in byte_level_alphabet().items()}
     for left, right in merges:

@@ -7,7 +7,7 @@ several builds under the same wheel and image. The requests go through the sampl
 (``train/settings/sample_probe.py``), exactly as ``python -m train.settings.sample_probe REQUESTS.json`` runs them;
 each group of BUILDS goes through ``train/settings/probe_common.py: build_samples``, the function the settings
 probe runs for the preflight (issue 38), whose answer (``samples_built`` or ``samples_error``) is written to
-ANSWERS.json in order, for ``train/settings/samples.py: samples_digest(built=..., built_error=...)`` to judge.
+ANSWERS.json in order, for ``train/settings/samples.py: samples_digest`` (``SampleSource.built``/``error``).
 Standard library and the probes' own modules only, as the probes.
 """
 

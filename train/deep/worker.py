@@ -21,7 +21,7 @@ from train.deep.plugin import FRAMEWORK
 from train.rules.schedule import lr_at
 from train.tran.step import Dist, build_model, build_optimizer, model_inputs
 from train.tran.worker import exit_worker, run_worker
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.schema.run import EffectiveSettings
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from train.launch.contract import Plugin, RunContext
 from train.profiles import apply_profile
-from utils.config.load import Config
+from utils.config.model import Config
+from utils.dataset.paths import job_data
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.file import result_path
 from utils.spec.registry import FRAMEWORKS
@@ -28,7 +29,8 @@ def job_context(cfg: Config, platform: str, framework: str, model: str, run_inde
     cfg, precision = apply_cpu_precision(cfg, platform)
     return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
                       result_path=result_path(cfg.output_dir, platform, framework, model, run_index, cfg.profile),
-                      log_path=log_path_for(cfg, platform, framework, model, run_index), dry_run=dry_run,
+                      log_path=log_path_for(cfg, platform, framework, model, run_index), data=job_data(cfg, model),
+                      dry_run=dry_run,
                       profile=profile, precision=precision)
 
 

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from train.profiles import IDENTICAL, AppliedProfile
-from utils.config.load import Config
+from train.settings.samples import SampleSource
+from utils.config.model import Config
+from utils.dataset.paths import JobData
 from utils.machine.cpu_precision import PrecisionChoice
 from utils.measure.memory import Recipe
 from utils.schema.hardware import FrameworkVersions
@@ -45,6 +47,8 @@ class RunContext:
     run_index: int | None
     result_path: Path
     log_path: Path
+    # The job's encoded sets and tokenizer, resolved once from ``cfg`` and ``model`` (utils/dataset/paths.py).
+    data: JobData
     # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
     dry_run: bool = False
     # The result file while the job runs (set by the launcher): tells the job's own result from the placeholder.
@@ -57,12 +61,18 @@ class RunContext:
     precision: PrecisionChoice | None = None
 
 
+@dataclass(eq=False)
 class PreflightError(RuntimeError):
-    """The job would not run the fairness table's settings, or the framework refuses it. One line."""
+    """The job would not run the fairness table's settings, or the framework refuses it. One line, and the
+    setting with both values where one setting differs."""
 
-    def __init__(self, message: str, setting: str | None = None, expected: Any = None, effective: Any = None):
-        super().__init__(message)
-        self.setting, self.expected, self.effective = setting, expected, effective
+    message: str
+    setting: str | None = None
+    expected: Any = None
+    effective: Any = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
 
 @dataclass
@@ -129,14 +139,9 @@ class Resolution:
     # with, for a framework whose own code resolved the record (mega, prim, nemo); None where the record is
     # tprimat's configuration itself (tran, deep), which has no second opinion to be checked against.
     planned_vocab: int | None = None
-    # The Python and the code (put first on its path) whose own dataset builds the job's samples, for the
-    # fed-sample digest (train/settings/samples.py); None: tran's reference samples are the job's.
-    dataset_python: str | None = None
-    dataset_code: Path | None = None
-    # Those samples where the settings probe built them in the same Python (train/settings/samples.py:
-    # pending_samples; the preflight removes their folder), or that build's exception in the framework's words.
-    dataset_samples: Path | None = None
-    dataset_samples_error: str | None = None
+    # Where the framework's own dataset code builds the job's first samples, for the fed-sample digest
+    # (train/settings/samples.py); None: tran's reference samples are the job's.
+    samples: SampleSource | None = None
 
 
 # A job's settings checked before it starts: (the record stored as ``effective_settings``, the framework versions);

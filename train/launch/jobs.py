@@ -27,7 +27,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from utils.config.load import REPO_ROOT, Config, ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
+from utils.config.rules import ConfigError
 from utils.spec.registry import FRAMEWORK_ALL, FRAMEWORKS, VENDOR_STACK_MAP, frameworks_on, platform_names
 
 PLATFORMS = platform_names()

@@ -128,7 +128,7 @@ def show_plan(ctx: RunContext, plugin: Plugin) -> int:
     plan.profile = ctx.profile.render()
     plan.notes += [f"{problem} (a real run stops here)" for problem in checked.problems]
     plan.notes.append(checked.memory.dry_run_note())
-    digest = dry_run_note(ctx.cfg, ctx.model)
+    digest = dry_run_note(ctx.cfg, ctx.data)
     plan.notes += [digest] if digest else []
     plan.notes += [evaluation_note(ctx.cfg), *filter(None, [interval_warning(ctx.cfg)])]  # issue 34
     sys.stdout.write(plan.render())

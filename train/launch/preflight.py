@@ -44,7 +44,9 @@ from train.settings.expected import (
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_digest
 from utils.config.cli import exits_on_config_error
-from utils.config.load import Config, ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
+from utils.config.rules import ConfigError
 from utils.dataset.sample_digest import DIGEST_KEY
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.run import EffectiveSettings
@@ -95,8 +97,8 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
     try:
         return checked_record(ctx, plan, resolution)
     finally:
-        if resolution.dataset_samples is not None:  # built by the settings probe (train/megatron/stack.py)
-            shutil.rmtree(resolution.dataset_samples.parent, ignore_errors=True)
+        if resolution.samples is not None and resolution.samples.built is not None:  # by the settings probe
+            shutil.rmtree(resolution.samples.built.parent, ignore_errors=True)
 
 
 def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) -> EffectiveSettings:
@@ -106,16 +108,15 @@ def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) ->
     if layout:
         raise PreflightError(f"{ctx.framework} on {ctx.platform}: {layout}", setting="cp_comm_type")
     if resolution.planned_vocab is not None:
-        found = differences(required_for(ctx, resolution.planned_vocab), record, ctx.framework)
+        required = required_for(ctx, resolution.planned_vocab)
+        found = differences(required, record, ctx.framework)
         if found:
             key, want, got = found[0]
             more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""
             raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but {required_by(ctx)} "
                                  f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
     try:
-        digest, how = samples_digest(ctx.cfg, ctx.model, ctx.framework, resolution.dataset_python,
-                                     resolution.dataset_code, resolution.dataset_samples,
-                                     resolution.dataset_samples_error)
+        digest, how = samples_digest(ctx.cfg, ctx.data, ctx.framework, resolution.samples)
     except (SamplesDiffer, SamplesUnavailable) as exc:  # a framework failure stops the job too (issue 40)
         raise PreflightError(str(exc), setting=DIGEST_KEY) from None
     record = {**record, DIGEST_KEY: digest}

@@ -34,7 +34,7 @@ from train.launch.contract import LaunchPlan
 from train.logs.patterns import EvaluationLine, clean_line, message_of, parse_iteration
 from train.logs.quality import record_path
 from train.logs.scan import EvaluationReader
-from utils.config.load import Config
+from utils.config.model import Config
 
 # The process that is the elastic agent, never the one to signal (its SIGTERM kills the workers, exit non-zero).
 AGENTS = ("torchrun", "torch.distributed.run", "torch/distributed/run.py")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from utils.config.load import Config
+from utils.config.model import Config
 
 
 def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:

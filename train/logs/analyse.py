@@ -30,9 +30,10 @@ from train.logs.patterns import is_event_file
 from train.logs.scan import LogInputError, LogScan, merge_scans, not_a_text_log, scan_file
 from train.logs.workload import log_framework, log_gpu_info, log_platform, log_workload
 from train.profiles import ProfileError, apply_profile
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 from utils.dataset.fingerprint import fingerprint
-from utils.dataset.paths import dataset_prefix, tokenizer_dir
+from utils.dataset.paths import job_data
 from utils.machine.hardware import gpu_info_for_device
 from utils.result.file import update_result
 from utils.schema.model import Result
@@ -114,7 +115,7 @@ def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Con
         cfg, profile = apply_profile(load(), job["platform"], job["framework"], job["model"])
     except ProfileError as exc:
         raise LogInputError(str(exc)) from None
-    shape = workload_shape(cfg, job["model"])
+    shape, data = workload_shape(cfg, job["model"]), job_data(cfg, job["model"])
     gpu = gpu_info_for_device(job["platform"], options.gpu_name, cfg.world_size) if options.gpu_name else None
     run_index = options.run_index
     if run_index is None and header.get("run_index", "-").isdigit():
@@ -123,7 +124,7 @@ def _config_mode(scan: LogScan, options: AnalysisOptions, load: Callable[[], Con
         cfg, log_path=scan.files[0] if scan.files else Path("-"), platform=job["platform"],
         framework=job["framework"], model=job["model"], returncode=options.returncode, shape=shape, gpu_info=gpu,
         run_index=run_index, scan=scan,
-        fingerprint=fingerprint(cfg, shape, dataset_prefix(cfg, job["model"]), tokenizer_dir(cfg, job["model"])),
+        fingerprint=fingerprint(cfg, shape, data.prefix, data.tokenizer_dir),
     )
     result.environment.captured_by = CAPTURED_BY
     update_result(result, profile=profile.name, profile_settings=profile.block())

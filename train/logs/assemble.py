@@ -35,7 +35,7 @@ from pathlib import Path
 from train.logs.quality import foreign_settings, log_quality, read_record
 from train.logs.scan import LogInputError, LogScan, scan_file
 from train.logs.workload import LogRun, workload_mismatches
-from utils.config.load import Config, default_skip_steps
+from utils.config.model import Config, default_skip_steps
 from utils.dataset.fingerprint import log_fingerprint
 from utils.io.hashing import sha256_file
 from utils.machine.hardware import collect_gpu_info

@@ -27,7 +27,7 @@ from typing import Any
 
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
-from utils.config.load import EvaluationCadence
+from utils.config.model import EvaluationCadence
 from utils.schema.quality import Evaluation, Quality
 
 MEGATRON_REDUCTION = (

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from train.logs.arguments import arg_bool, arg_float, arg_int, arg_text
 from train.logs.scan import LogInputError, LogScan
-from utils.config.load import WORKLOAD_KEYS, Config
+from utils.config.model import WORKLOAD_KEYS, Config
 from utils.dataset.fingerprint import config_hash
 from utils.machine.hardware import gpu_info_for_device
 from utils.schema.hardware import GpuInfo

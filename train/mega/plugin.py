@@ -39,7 +39,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.rules.versions import MegatronRefError, check_megatron_tree
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
@@ -60,14 +60,10 @@ def megatron_args(
 ) -> list[str]:
     """The exact ``pretrain_gpt.py`` argument list for this workload (pure: no process is started).
 
-    ``valid``: the validation prefix, read when evaluation is on (default: ``utils/dataset/paths.py``'s).
+    ``valid``: the validation prefix (the job's ``JobData.valid``), read when evaluation is on.
     """
-    padding = padding or vocab_padding(cfg, shape.key, shape, tokenizer_dir)
+    padding = padding or vocab_padding(cfg, shape, tokenizer_dir)
     settings = megatron_settings(cfg, shape, platform, tokenizer_dir, padding, profile)
-    if cfg.evaluates and valid is None:
-        from utils.dataset.paths import valid_prefix
-
-        valid = valid_prefix(cfg, shape.key)
     settings.update(evaluation_data(cfg, data_prefix, valid), data_cache_path=str(index_cache_dir(cfg)))
     return render_cli(settings)
 
@@ -78,7 +74,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
     root, root_problem = find_megatron(cfg, ctx.platform)
     job = job_inputs(ctx, root_problem)
     argv = [*torchrun_argv(cfg), str(root / "pretrain_gpt.py"),
-            *megatron_args(cfg, job.shape, ctx.platform, job.prefix, job.tokenizer, job.padding, ctx.profile)]
+            *megatron_args(cfg, job.shape, ctx.platform, job.prefix, job.tokenizer, job.padding, ctx.profile,
+                           ctx.data.valid)]
     backend = attention_backend(ctx.platform, ctx.profile, cfg.megatron_impl)
     env = {**launcher_env(ctx.platform, ctx.profile.env), **attention_env(backend)}
     notes = [*job.notes, *evaluation_notes(cfg)]

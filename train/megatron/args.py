@@ -47,7 +47,7 @@ from typing import Any
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION, implementation_settings
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.measure.memory import Recipe, megatron_recipe
 from utils.spec.models import ModelShape
 from utils.spec.registry import MODELS
@@ -117,7 +117,7 @@ def choose_vocab_padding(tokenizer_size: int, target: int, tp: int) -> tuple[int
     return 128, megatron_padded_vocab(tokenizer_size, 128, tp)
 
 
-def tokenizer_size(cfg: Config, model: str, tokenizer_dir: Path | None) -> tuple[int, str]:
+def tokenizer_size(cfg: Config, shape: ModelShape, tokenizer_dir: Path | None) -> tuple[int, str]:
     """``len(tokenizer)`` and where it came from: the files when present, else the known real size."""
     if tokenizer_dir is not None and any((Path(tokenizer_dir) / n).is_file()
                                          for n in ("tokenizer.json", "tokenizer_config.json")):
@@ -126,13 +126,13 @@ def tokenizer_size(cfg: Config, model: str, tokenizer_dir: Path | None) -> tuple
         return vocab_size(load_tokenizer(Path(tokenizer_dir))), f"counted from {tokenizer_dir}"
     if cfg.dataset == "sample":
         return cfg.sample_vocab, f"SAMPLE_VOCAB (tokenizer files not found in {tokenizer_dir})"
-    known = MODELS[model].stacks.megatron_tokenizer_size  # used only where the files are not (a dry run on a laptop)
+    known = MODELS[shape.key].stacks.megatron_tokenizer_size  # only where the files are not (a laptop dry run)
     return known, f"known size of the real tokenizer (files not found in {tokenizer_dir})"
 
 
-def vocab_padding(cfg: Config, model: str, shape: ModelShape, tokenizer_dir: Path | None) -> VocabPadding:
+def vocab_padding(cfg: Config, shape: ModelShape, tokenizer_dir: Path | None) -> VocabPadding:
     """Padding that makes Megatron's embedding the shape table's size (tiny models: the tokenizer's)."""
-    size, source = tokenizer_size(cfg, model, tokenizer_dir)
+    size, source = tokenizer_size(cfg, shape, tokenizer_dir)
     target = shape.vocab_size if shape.size == "full" else size
     divisor, padded = choose_vocab_padding(size, target, cfg.tp)
     return VocabPadding(size, source, target, divisor, padded)

@@ -21,13 +21,14 @@ def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Resu
     The command and the files the plan generated (Primus's experiment YAML) are kept in ``source``.
     """
     cfg = ctx.cfg
-    prefix, tokenizer, shape, padding = model_inputs(ctx)
+    shape, padding = model_inputs(ctx)
     if not padding.matches_target:
         shape = workload_shape(cfg, ctx.model, vocab_size=padding.padded)
+    hashes = fingerprint(cfg, shape, ctx.data.prefix, ctx.data.tokenizer_dir)
     result = build_result(
         cfg, log_path=ctx.log_path, platform=ctx.platform, framework=ctx.framework, model=ctx.model,
         returncode=returncode, shape=shape, gpu_info=collect_gpu_info(ctx.platform, "fp8" if cfg.fp8 else "bf16"),
-        launcher_env=plan.env, run_index=ctx.run_index, fingerprint=fingerprint(cfg, shape, prefix, tokenizer),
+        launcher_env=plan.env, run_index=ctx.run_index, fingerprint=hashes,
         precision_effective=cfg.precision_label, extra_logs=plan.extra_logs,
     )
     source = result.source.model_copy(update={"command": plan.argv,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from train.launch.contract import RunContext
 from train.megatron.args import VocabPadding, vocab_padding
-from utils.config.load import Config
-from utils.dataset.paths import dataset_prefix, missing_files, tokenizer_dir
+from utils.config.model import Config
+from utils.dataset.paths import JobData, missing_files
 from utils.spec.models import ModelShape, workload_shape
 
 
@@ -21,17 +21,15 @@ def index_cache_dir(cfg: Config) -> Path:
     return cfg.data_dir / "megatron_index_cache"
 
 
-def model_inputs(ctx: RunContext) -> tuple[Path, Path, ModelShape, VocabPadding]:
-    """Data prefix, tokenizer directory, model shape and vocabulary padding of the job."""
-    cfg = ctx.cfg
-    prefix, tokenizer = dataset_prefix(cfg, ctx.model), tokenizer_dir(cfg, ctx.model)
-    shape = workload_shape(cfg, ctx.model)
-    return prefix, tokenizer, shape, vocab_padding(cfg, ctx.model, shape, tokenizer)
+def model_inputs(ctx: RunContext) -> tuple[ModelShape, VocabPadding]:
+    """The job's model shape and vocabulary padding (its data and tokenizer: ``ctx.data``)."""
+    shape = workload_shape(ctx.cfg, ctx.model)
+    return shape, vocab_padding(ctx.cfg, shape, ctx.data.tokenizer_dir)
 
 
-def missing_data(data_prefix: Path, tokenizer_dir: Path) -> str | None:
-    """Why the encoded dataset or the tokenizer is not usable, or None when both are there."""
-    missing = missing_files(data_prefix, tokenizer_dir)
+def missing_data(data: JobData) -> str | None:
+    """Why the encoded training set or the tokenizer is not usable, or None when both are there."""
+    missing = missing_files(data.prefix, data.tokenizer_dir)
     if not missing:
         return None
     return f"data not prepared: missing {', '.join(map(str, missing))}; run ./shell/run_data.sh first"

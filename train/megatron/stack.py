@@ -19,7 +19,7 @@ from train.megatron.inputs import missing_data, model_inputs
 from train.megatron.record import megatron_record
 from train.megatron.trees import GPU_ARCH, MEGATRON_PYTHON
 from train.settings.runner import ProbeAnswer, python_for, run_probe
-from train.settings.samples import done_with, pending_samples
+from train.settings.samples import SampleSource, done_with, pending_samples
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.spec.models import ModelShape
 
@@ -38,15 +38,15 @@ class JobInputs:
 def job_inputs(ctx: RunContext, framework_problem: str | None) -> JobInputs:
     """The job's inputs, checked: a missing framework (``framework_problem``) or dataset stops a real run
     with a ``FileNotFoundError``; a dry run carries each as a note and writes nothing."""
-    prefix, tokenizer, shape, padding = model_inputs(ctx)
+    shape, padding = model_inputs(ctx)
     notes = [padding.note()]
-    problems = [p for p in (framework_problem, missing_data(prefix, tokenizer)) if p is not None]
+    problems = [p for p in (framework_problem, missing_data(ctx.data)) if p is not None]
     if problems and not ctx.dry_run:
         raise FileNotFoundError("; ".join(problems))
     notes += [f"{problem} (a real run stops here)" for problem in problems]
-    given, pad_note = framework_tokenizer(tokenizer, ctx.cfg.output_dir, write=not ctx.dry_run)
+    given, pad_note = framework_tokenizer(ctx.data.tokenizer_dir, ctx.cfg.output_dir, write=not ctx.dry_run)
     notes += [pad_note] if pad_note else []
-    return JobInputs(prefix, given, shape, padding, notes)
+    return JobInputs(ctx.data.prefix, given, shape, padding, notes)
 
 
 def ask_probe(ctx: RunContext, plan: LaunchPlan, probe: str, stack: str, request: dict[str, Any],
@@ -54,12 +54,12 @@ def ask_probe(ctx: RunContext, plan: LaunchPlan, probe: str, stack: str, request
     """Run ``probe`` (a module) in the Megatron Python on ``request`` plus what every Megatron probe needs, and
     read its answer as the flat record; ``resolved_by`` words who answered, ``dataset_code`` is the Megatron
     tree whose dataset code the sample digest runs."""
-    _, _, _, padding = model_inputs(ctx)
+    _, padding = model_inputs(ctx)
     python = python_for(MEGATRON_PYTHON)
     request = {**request, "world_size": ctx.cfg.world_size, "env": plan.env,
                "tokenizer_size": padding.tokenizer_size, "device_arch": GPU_ARCH[ctx.platform]}
     # The framework's own first samples in the same Python, where their digest is not stored yet (issue 38).
-    pending = pending_samples(ctx.cfg, ctx.model, ctx.framework, python, dataset_code)
+    pending = pending_samples(ctx.cfg, ctx.data, ctx.framework, python, dataset_code)
     if pending is not None:
         request["samples"] = [pending.request]
     try:
@@ -71,6 +71,6 @@ def ask_probe(ctx: RunContext, plan: LaunchPlan, probe: str, stack: str, request
     record = megatron_record(answer.raw, payload.get("padded_vocab_size"), payload.get("lr_by_step"),
                              payload.get("transformer_config"))
     return Resolution(record, resolved_by(answer), list(payload.get("stand_ins") or []),
-                      planned_vocab=padding.padded, dataset_python=answer.python, dataset_code=dataset_code,
-                      dataset_samples=pending.out if pending is not None else None,
-                      dataset_samples_error=payload.get("samples_error") if pending is not None else None)
+                      planned_vocab=padding.padded,
+                      samples=SampleSource(answer.python, dataset_code, pending.out if pending is not None else None,
+                                           payload.get("samples_error") if pending is not None else None))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from train.megatron.args import ATTENTION_BACKEND
 from train.settings.runner import FrameworkUnavailable
-from utils.config.load import Config
+from utils.config.model import Config
 
 # The preflight's variables (train/settings/runner.py): a Python that imports Megatron-LM (and Primus),
 # and the trees it judges, where they are not the images' (the conformance tests, a laptop).

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from train.logs.quality import NEMO_REDUCTION
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.measure.metrics import framework_reported
 from utils.measure.monitor import StepMonitor, StepRecord
 from utils.measure.power import MeasuredWindow, null_power_metrics

@@ -30,7 +30,8 @@ from typing import Any
 from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.spec.models import workload_shape
 from utils.spec.registry import model_names
 
@@ -117,7 +118,7 @@ def train(args: argparse.Namespace) -> int:
     """Build the recipe with the overrides, attach the callback, train; 0 when the result says ok."""
     from train.nemo.callback import EvaluationRecorder, LightningMeasurement, benchmark_callback_class
     from utils.dataset.fingerprint import fingerprint
-    from utils.dataset.paths import dataset_prefix, tokenizer_dir
+    from utils.dataset.paths import job_data
     from utils.machine.hardware import collect_gpu_info
     from utils.measure.power import MeasuredWindow
     from utils.result.file import new_result, update_result
@@ -126,17 +127,17 @@ def train(args: argparse.Namespace) -> int:
 
     cfg, profile = apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    data = job_data(cfg, args.model)
     if args.overrides:
         overrides = NemoOverrides.from_dict(json.loads(args.overrides.read_text(encoding="utf-8")))
     else:
-        overrides = overrides_for(cfg, args.model, args.result.stem, profile)
+        overrides = overrides_for(cfg, args.model, data, args.result.stem, profile)
     shape = workload_shape(cfg, args.model, vocab_size=overrides.fields["model.config.vocab_size"])
-    prefix, tok = dataset_prefix(cfg, args.model), tokenizer_dir(cfg, args.model)
     result = new_result(
         cfg, platform=PLATFORM, framework=FRAMEWORK, model=args.model, shape=shape,
         gpu_info=collect_gpu_info(PLATFORM), run_index=args.run_index, launcher_env=nemo_env(profile),
         source=Source(kind="callback", log_path=str(args.log) if args.log else None),
-        fingerprint=fingerprint(cfg, shape, prefix, tok) if rank == 0 else None,
+        fingerprint=fingerprint(cfg, shape, data.prefix, data.tokenizer_dir) if rank == 0 else None,
     )
     update_result(result, profile_settings=profile.block())
     measurement = LightningMeasurement(
@@ -151,7 +152,7 @@ def train(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):  # before Lightning installs its own handlers
         signal.signal(signum, _raise_interrupted)
     try:
-        missing = missing_data(cfg, args.model)
+        missing = missing_data(data)
         if missing:
             raise FileNotFoundError(f"dataset files missing: {', '.join(map(str, missing))}; "
                                     "prepare the data first: ./shell/run_data.sh")

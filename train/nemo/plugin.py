@@ -26,8 +26,10 @@ from train.nemo.record import nemo_record
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import python_for, run_probe
-from utils.config.load import REPO_ROOT, Config
+from train.settings.samples import SampleSource
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.dataset.paths import JobData, missing_files
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape, get_shape, workload_shape
@@ -74,18 +76,15 @@ def nemo_dirs(cfg: Config, stem: str) -> tuple[Path, Path]:
     return base / stem, base / "index_cache"
 
 
-def overrides_for(cfg: Config, model: str, stem: str, profile: AppliedProfile = IDENTICAL,
+def overrides_for(cfg: Config, model: str, data: JobData, stem: str, profile: AppliedProfile = IDENTICAL,
                   write: bool = True) -> NemoOverrides:
-    """The recipe overrides; the data module's tokenizer names no pad that is a real token
-    (``utils/dataset/framework_tokenizer.py``; ``write=False``, a dry run, names that copy without writing it)."""
-    from utils.dataset.paths import dataset_prefix, tokenizer_dir, valid_prefix
-
-    tok = tokenizer_dir(cfg, model)
+    """The recipe overrides of ``model`` on its ``data``; the data module's tokenizer names no pad that is a real
+    token (``utils/dataset/framework_tokenizer.py``; ``write=False``, a dry run, names that copy without writing it)."""
     log_dir, index_dir = nemo_dirs(cfg, stem)
-    given, pad_note = framework_tokenizer(tok, cfg.output_dir, write=write)
-    overrides = build_overrides(cfg, model, resolve_shape(cfg, model, tok), data_prefix=dataset_prefix(cfg, model),
+    given, pad_note = framework_tokenizer(data.tokenizer_dir, cfg.output_dir, write=write)
+    overrides = build_overrides(cfg, model, resolve_shape(cfg, model, data.tokenizer_dir), data_prefix=data.prefix,
                                 tokenizer_dir=given, log_dir=log_dir, index_cache_dir=index_dir, profile=profile,
-                                valid_prefix=valid_prefix(cfg, model) if cfg.evaluates else None)
+                                valid_prefix=data.valid)
     if pad_note:
         overrides.notes.append(pad_note)
     return overrides
@@ -95,11 +94,9 @@ def overrides_path(ctx: RunContext) -> Path:
     return ctx.log_path.with_name(f"{ctx.result_path.stem}.nemo_overrides.json")
 
 
-def missing_data(cfg: Config, model: str) -> list[Path]:
+def missing_data(data: JobData) -> list[Path]:
     """The encoded pair's files that are not there (the tokenizer is checked when the recipe is built)."""
-    from utils.dataset.paths import dataset_prefix, missing_files
-
-    return missing_files(dataset_prefix(cfg, model))
+    return missing_files(data.prefix)
 
 
 # ---------------------------------------------------------------------------
@@ -111,14 +108,14 @@ def plan(ctx: RunContext) -> LaunchPlan:
     if ctx.platform != PLATFORM:
         raise ValueError(f"the nemo launcher runs on {PLATFORM} only (FRAMEWORK=nemo on {ctx.platform} maps to "
                          "that platform's own stack)")
-    overrides = overrides_for(ctx.cfg, ctx.model, ctx.result_path.stem, ctx.profile, write=not ctx.dry_run)
+    overrides = overrides_for(ctx.cfg, ctx.model, ctx.data, ctx.result_path.stem, ctx.profile, write=not ctx.dry_run)
     file = overrides_path(ctx)
     argv = [*torchrun_argv(ctx.cfg), "-m", ENTRY_MODULE, "--model", ctx.model,
             "--result", str(ctx.result_path), "--overrides", str(file), "--log", str(ctx.log_path)]
     if ctx.run_index is not None:
         argv += ["--run-index", str(ctx.run_index)]
     notes = [*overrides.notes, f"runs inside {NEMO_IMAGE}; the result is written by tprimat's Lightning callback"]
-    missing = missing_data(ctx.cfg, ctx.model)
+    missing = missing_data(ctx.data)
     if missing:
         notes.append(f"dataset files missing now: {', '.join(map(str, missing))} (prepare the data first)")
     return LaunchPlan(argv=argv, env=nemo_env(ctx.profile), cwd=REPO_ROOT,
@@ -140,9 +137,7 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     NeMo's recipe loads the tokenizer the overrides name. A dry-run plan (the preflight's) names the pad-free copy
     without writing it (``utils/dataset/framework_tokenizer.py``), so it is written here first, where the samples
     digest would write it too: the same content-named copy the run itself uses."""
-    from utils.dataset.paths import tokenizer_dir
-
-    framework_tokenizer(tokenizer_dir(ctx.cfg, ctx.model), ctx.cfg.output_dir)
+    framework_tokenizer(ctx.data.tokenizer_dir, ctx.cfg.output_dir)
     _, text = plan.generated(".nemo_overrides.json")
     with tempfile.TemporaryDirectory(prefix="tprimat-preflight-") as scratch:
         file = Path(scratch) / "overrides.json"
@@ -159,7 +154,7 @@ def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
           f"+ strategy.connect (precision plugin applied), read back, in {answer.python}")
     vocab = json.loads(text)["fields"]["model.config.vocab_size"]
     return Resolution(nemo_record(raw, answer.payload.get("lr_by_step")), by, notes, planned_vocab=vocab,
-                      dataset_python=answer.python)
+                      samples=SampleSource(answer.python))
 
 
 def memory(ctx: RunContext, plan: LaunchPlan) -> Recipe:

@@ -34,7 +34,7 @@ from typing import Any
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.spec.models import ModelShape
 from utils.spec.registry import MODELS
 

@@ -43,8 +43,7 @@ from train.megatron.trees import PRIMUS_TREE, preflight_tree, primus_root
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
-from utils.config.load import Config
-from utils.dataset.paths import valid_prefix
+from utils.config.model import Config
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
@@ -174,9 +173,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
         "MASTER_PORT": str(cfg.master_port),
         "PRIMUS_HIPBLASLT_TUNING_STAGE": "0",
     }
-    valid = valid_prefix(cfg, ctx.model) if cfg.evaluates else None
     text = experiment_yaml(experiment(cfg, ctx.model, job.shape, job.prefix, job.tokenizer, job.padding, ctx.profile,
-                                      valid))
+                                      ctx.data.valid))
     return LaunchPlan(
         argv=["bash", str(RUN_SCRIPT)], cwd=root,
         env={**launcher_env("amd", ctx.profile.env),

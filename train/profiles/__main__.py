@@ -13,7 +13,8 @@ import sys
 
 from train.profiles.apply import TABLES, ProfileError, apply_profile
 from train.profiles.recipe import Borrowed
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 
 
 def jobs() -> list[tuple[str, str, str]]:

@@ -2,7 +2,7 @@
 
 Why one function for every process of a job: the launcher, the preflight and the training
 process each load ``config.env`` themselves; each calls :func:`apply_profile` with the job's
-platform, framework and model and gets the same :class:`~utils.config.load.Config` (a tuned
+platform, framework and model and gets the same :class:`~utils.config.model.Config` (a tuned
 recipe's sequence length, batch sizes and parallel layout replace config.env's, so FLOPs,
 tokens per step and the result's workload follow) and the same :class:`AppliedProfile`
 (the framework settings and environment the launchers render, the rows ``--dry-run``
@@ -35,8 +35,8 @@ from train.profiles import amd, mlperf, nvd
 from train.profiles.recipe import WORKLOAD_FIELDS, WORKLOAD_NAMES, Borrowed, Recipe, VendorTable
 from train.settings.expected import ATTENTION_BACKEND, FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
 from train.settings.platform_env import PLATFORM_ENV, attention_env
-from utils.config.load import Config, ConfigError
-from utils.config.rules import tensor_split_problem
+from utils.config.model import Config
+from utils.config.rules import ConfigError, tensor_split_problem
 from utils.schema.run import ProfileSetting, ProfileSettings
 from utils.spec.models import workload_shape
 

@@ -85,7 +85,7 @@ def nemo(path: str, where: str) -> Source:
 
 @dataclass(frozen=True)
 class MlperfValue:
-    """One value of the rules: the config key it sets (a :class:`~utils.config.load.Config` field) and its sources.
+    """One value of the rules: the config key it sets (a :class:`~utils.config.model.Config` field) and its sources.
 
     ``checked`` says whether MLPerf's compliance checker enforces it (ruleset 6.0.0); the
     others are the rules' or the reference's values the checker only stores or never sees.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from utils.config.load import Config
+from utils.config.model import Config
 
 
 def lr_at(step: int, cfg: Config) -> float:

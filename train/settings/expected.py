@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from train.settings.rules import NOT_LOCAL, RULES, SETTINGS, Job
-from utils.config.load import WORKLOAD_KEYS, Config
+from utils.config.model import WORKLOAD_KEYS, Config
 from utils.spec.models import ModelShape
 
 FIXED: dict[str, Any] = {r.key: r.ref for r in SETTINGS if r.source == "fixed"}
@@ -27,7 +27,7 @@ GRADIENT_ACCUMULATION_FUSION: dict[str, bool] = RULES["gradient_accumulation_fus
 # own local ones for a machine without Transformer Engine and apex (each rule's note says why its value changes).
 MEGATRON_IMPL_FRAMEWORKS = ("mega", "prim")
 LOCAL_IMPL: dict[str, Any] = {r.key: r.local for r in SETTINGS if r.local is not NOT_LOCAL}
-# config.env workload key -> the effective setting that must equal it (utils.config.load.WORKLOAD_KEYS spelling).
+# config.env workload key -> the effective setting that must equal it (utils.config.model.WORKLOAD_KEYS spelling).
 WORKLOAD_SETTINGS = {r.ref.upper(): r.key for r in SETTINGS
                      if r.source == "config.env" and r.ref.upper() in WORKLOAD_KEYS}
 
@@ -79,7 +79,7 @@ def same(want: Any, got: Any) -> bool:
 
 
 def contradictions(workload: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    """Where a result's effective settings contradict its own workload (for ``evaluate/validate.py``).
+    """Where a result's effective settings contradict its own workload (for ``evaluate/analysis/validation.py``).
 
     Only keys present on both sides are compared (a ``tran`` record or an older result may
     lack some); FP8 is compared as on/off.

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from train.rules.init_std import megatron_init_stds
 from train.rules.schedule import lr_at
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.spec.models import ModelShape
 
 TABLE = json.loads(Path(__file__).with_name("rules.json").read_text(encoding="utf-8"))

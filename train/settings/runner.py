@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 
 ANSWER_PREFIX = "TPRIMAT_PROBE "
 PROBE_TIMEOUT_S = 600

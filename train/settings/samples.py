@@ -17,7 +17,7 @@ With held-out evaluation on (issue 34) the digest covers the validation samples 
 first evaluation (at most two global batches), built by the framework's own ``GPTDataset`` as it builds
 ``--valid-data-path`` (:func:`train.settings.sample_probe.split_arguments`) with Megatron's validation size
 (:func:`valid_dataset_samples`), after the training samples, checked against the same split built by the
-virtualenv's megatron-core (:func:`reference_valid_samples`).
+virtualenv's megatron-core (:func:`reference_samples`).
 """
 
 from __future__ import annotations
@@ -34,28 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from utils.config.load import REPO_ROOT, Config
-from utils.dataset.digest_cache import (
-    DigestStore,
-    Entry,
-    entry_key,
-    python_identity,
-    reference_fields,
-    store_folder,
-    tree_digest,
-)
+from utils.config.model import REPO_ROOT, Config
+from utils.dataset.digest_cache import DigestStore, Entry, Window, framework_key, reference_key, store_folder
 from utils.dataset.framework_tokenizer import framework_tokenizer
-from utils.dataset.paths import (
-    dataset_prefix,
-    eod_id,
-    load_tokenizer,
-    missing_files,
-    tokenizer_dir,
-    valid_prefix,
-    vocab_size,
-)
+from utils.dataset.paths import JobData, eod_id, vocab_size
 from utils.dataset.sample_digest import DIGEST_KEY, FedSample, digest_samples, first_difference, global_sample_count
-from utils.io.hashing import sha256_dir
 
 SAMPLE_PROBE = "train.settings.sample_probe"
 # How each framework builds the tokenizer its dataset gets (train/settings/sample_probe.py).
@@ -71,6 +54,18 @@ class SamplesUnavailable(RuntimeError):
     """The framework's own dataset or tokenizer code failed in its Python: its exception, in one line."""
 
 
+@dataclass(frozen=True)
+class SampleSource:
+    """Where a framework's own first samples come from (what its plugin's ``resolve`` answers beside the record)."""
+
+    python: str  # the Python whose own dataset code builds them
+    code: Path | None = None  # the code put first on its path (a Megatron tree); None: the Python's own
+    # Those samples where the settings probe built them in the same Python (pending_samples; the preflight
+    # removes their folder), or that build's exception in the framework's words.
+    built: Path | None = None
+    error: str | None = None
+
+
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
 
@@ -81,10 +76,8 @@ def framework_error(stderr: str) -> str:
     return found[-1] if found else " | ".join(lines[-2:]) or "no output"
 
 
-def data_missing(cfg: Config, model: str) -> str | None:
-    missing = missing_files(dataset_prefix(cfg, model), tokenizer_dir(cfg, model))
-    if cfg.evaluates:
-        missing += missing_files(valid_prefix(cfg, model))
+def data_missing(data: JobData) -> str | None:
+    missing = data.missing()
     return f"no samples digest: {', '.join(map(str, missing))} not here" if missing else None
 
 
@@ -100,52 +93,49 @@ def valid_digest_count(cfg: Config) -> int:
     return min(cfg.eval_samples, global_sample_count(cfg.gbs))
 
 
-def reference_valid_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
-    """The validation samples as Megatron builds ``--valid-data-path`` (the virtualenv's megatron-core, tran's
-    tokenizer facts: no token rewritten), every position in the loss."""
-    from train.rules.samples import TokenizerFacts, _megatron_datasets
+def sample_window(cfg: Config, data: JobData) -> Window:
+    """What decides the job's first samples besides its data: the digest store's key (with the data's files)."""
+    valid = (valid_dataset_samples(cfg), valid_digest_count(cfg)) if data.valid is not None else None
+    return Window(cfg.sl, cfg.seed, cfg.gbs, (cfg.train_iters * cfg.gbs, global_sample_count(cfg.gbs)), valid)
+
+
+def reference_samples(data: JobData, window: Window, work: Path) -> list[FedSample]:
+    """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded;
+    where the job evaluates, then the first samples of the first evaluation as Megatron builds
+    ``--valid-data-path`` (the virtualenv's megatron-core, tran's tokenizer facts: no token rewritten)."""
+    from train.rules.samples import MegatronSamples, TokenizerFacts, _megatron_datasets
     from train.settings.sample_probe import split_arguments
 
+    tokenizer = data.tokenizer
+    vocab, eod = vocab_size(tokenizer), eod_id(tokenizer)
+    (dataset_samples, count), ones = window.train, np.ones(window.seq_len, dtype=np.float32)
+    samples = MegatronSamples(prefix=data.prefix, seq_len=window.seq_len, seed=window.seed,
+                              num_samples=dataset_samples, cache_dir=work / "tran_cache", vocab_size=vocab, eod=eod)
+    found = [FedSample(w[:-1], w[1:], ones)
+             for w in (samples.sample(index) for index in range(min(count, len(samples.dataset))))]
+    if data.valid is None or window.valid is None:
+        return found
     BlendedMegatronDatasetBuilder, GPTDataset, GPTDatasetConfig = _megatron_datasets()
-
-    tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
-    prefix = valid_prefix(cfg, model)
+    (dataset_samples, count), cache_dir = window.valid, work / "tran_valid_cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     config = GPTDatasetConfig(
-        random_seed=cfg.seed, sequence_length=cfg.sl, **split_arguments(str(prefix), valid=True),
+        random_seed=window.seed, sequence_length=window.seq_len, **split_arguments(str(data.valid), valid=True),
         num_dataset_builder_threads=1, path_to_cache=str(cache_dir), mmap_bin_files=True,
-        tokenizer=TokenizerFacts(prefix, vocab_size(tokenizer), eod_id(tokenizer)), reset_position_ids=False,
+        tokenizer=TokenizerFacts(data.valid, vocab, eod), reset_position_ids=False,
         reset_attention_mask=False, eod_mask_loss=False, create_attention_mask=False)
-    dataset = BlendedMegatronDatasetBuilder(GPTDataset, [0, valid_dataset_samples(cfg), 0], lambda: True,
-                                           config).build()[1]
-    items = [dataset[index] for index in range(min(valid_digest_count(cfg), len(dataset)))]
-    return [FedSample(item["tokens"].numpy(), item["labels"].numpy(), np.ones(cfg.sl, dtype=np.float32))
-            for item in items]
+    dataset = BlendedMegatronDatasetBuilder(GPTDataset, [0, dataset_samples, 0], lambda: True, config).build()[1]
+    return found + [FedSample(item["tokens"].numpy(), item["labels"].numpy(), ones)
+                    for item in (dataset[index] for index in range(min(count, len(dataset))))]
 
 
-def reference_samples(cfg: Config, model: str, cache_dir: Path) -> list[FedSample]:
-    """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded."""
-    from train.rules.samples import MegatronSamples
-
-    tokenizer = load_tokenizer(tokenizer_dir(cfg, model))
-    samples = MegatronSamples(prefix=dataset_prefix(cfg, model), seq_len=cfg.sl, seed=cfg.seed,
-                              num_samples=cfg.train_iters * cfg.gbs, cache_dir=cache_dir,
-                              vocab_size=vocab_size(tokenizer), eod=eod_id(tokenizer))
-    windows = [samples.sample(index) for index in range(min(global_sample_count(cfg.gbs), len(samples.dataset)))]
-    return [FedSample(w[:-1], w[1:], np.ones(cfg.sl, dtype=np.float32)) for w in windows]
-
-
-def framework_samples(cfg: Config, model: str, framework: str, python: str, code_path: Path | None,
-                      work: Path, given: Path | None = None) -> list[FedSample]:
+def framework_samples(data: JobData, window: Window, framework: str, python: str, code_path: Path | None,
+                      work: Path, given: Path) -> list[FedSample]:
     """The same samples from ``framework``'s own dataset code, in its Python (``code_path`` first on the path);
-    ``given`` is the tokenizer directory the framework is handed (``framework_tokenizer``'s, made here if None)."""
-    if given is None:
-        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
-    request = [sample_request(cfg, model, framework, given, work)]
-    if cfg.evaluates:  # the validation samples in the same process, after the training ones
-        request.append({**request[0], "prefix": str(valid_prefix(cfg, model)), "split": "valid",
-                        "num_samples": valid_digest_count(cfg), "dataset_samples": valid_dataset_samples(cfg),
-                        "out": str(work / "valid_samples.npz")})
+    ``given`` is the tokenizer directory the framework is handed (``framework_tokenizer``'s)."""
+    request = [sample_request(data, window, framework, given, work)]
+    if data.valid is not None and window.valid is not None:  # the validation samples, after the training ones
+        request.append({**request[0], "prefix": str(data.valid), "split": "valid", "num_samples": window.valid[1],
+                        "dataset_samples": window.valid[0], "out": str(work / "valid_samples.npz")})
     (work / "request.json").write_text(json.dumps(request), encoding="utf-8")
     path = [str(code_path)] if code_path else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -159,9 +149,7 @@ def framework_samples(cfg: Config, model: str, framework: str, python: str, code
     except OSError as exc:
         raise SamplesUnavailable(f"{framework}'s Python {python} cannot be started: {exc}") from None
     if proc.returncode != 0:
-        raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
-                                 f"{framework_error(proc.stderr)} (train/settings/sample_probe.py, "
-                                 f"{tokenizer_kind_note(framework)})")
+        raise unavailable(framework, python, proc.stderr)
     found: list[FedSample] = []
     for one in request:
         written = Path(one["out"])
@@ -171,11 +159,11 @@ def framework_samples(cfg: Config, model: str, framework: str, python: str, code
     return found
 
 
-def sample_request(cfg: Config, model: str, framework: str, given: Path, work: Path) -> dict[str, Any]:
+def sample_request(data: JobData, window: Window, framework: str, given: Path, work: Path) -> dict[str, Any]:
     """One request of ``train/settings/sample_probe.py`` (its ``.npz`` in ``work``)."""
     return {"tokenizer": TOKENIZER_KIND[framework], "tokenizer_dir": str(given),
-            "prefix": str(dataset_prefix(cfg, model)), "seq_len": cfg.sl, "seed": cfg.seed,
-            "num_samples": global_sample_count(cfg.gbs), "dataset_samples": cfg.train_iters * cfg.gbs,
+            "prefix": str(data.prefix), "seq_len": window.seq_len, "seed": window.seed,
+            "num_samples": window.train[1], "dataset_samples": window.train[0],
             "cache_dir": str(work / "index_cache"), "out": str(work / "samples.npz")}
 
 
@@ -199,22 +187,24 @@ class PendingSamples:
         return Path(self.request["out"])
 
 
-def pending_samples(cfg: Config, model: str, framework: str, python: str, code_path: Path | None
+def pending_samples(cfg: Config, data: JobData, framework: str, python: str, code_path: Path | None
                     ) -> PendingSamples | None:
     """The samples ``framework``'s probe should build alongside its settings; None where none are needed (a
     framework without its own dataset code, the data not here, or its digest already stored)."""
-    if framework not in TOKENIZER_KIND or data_missing(cfg, model) or cfg.evaluates:
+    if framework not in TOKENIZER_KIND or data_missing(data) or cfg.evaluates:
         return None  # with evaluation on, framework_samples builds both splits in the sample probe
+    window = sample_window(cfg, data)
     try:
-        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
-        reference = _reference_fields(cfg, model)
-        key = entry_key(_framework_fields(framework, entry_key(reference), given, python, code_path))
+        given, _ = framework_tokenizer(data.tokenizer_dir, cfg.output_dir)
+        reference, _ = reference_key(data, window, REPO_ROOT)
+        key, _ = framework_key(framework, TOKENIZER_KIND[framework], reference, given, python, code_path,
+                               FRAMEWORK_DATASET_CODE)
     except Exception:  # whatever fails here fails again in samples_digest, which says it as before
         return None
-    if _store(cfg).get(key) is not None:
+    if DigestStore(store_folder(cfg.data_dir, cfg.output_dir)).get(key) is not None:
         return None
     work = Path(tempfile.mkdtemp(prefix="tprimat-samples-"))
-    return PendingSamples({**sample_request(cfg, model, framework, given, work),
+    return PendingSamples({**sample_request(data, window, framework, given, work),
                            "code_path": str(code_path) if code_path else None}, work)
 
 
@@ -224,137 +214,113 @@ def done_with(pending: PendingSamples | None) -> None:
         shutil.rmtree(pending.work, ignore_errors=True)
 
 
-def _store(cfg: Config) -> DigestStore:
-    return DigestStore(store_folder(cfg.data_dir, cfg.output_dir))
-
-
-def _reference_fields(cfg: Config, model: str) -> dict[str, Any]:
-    fields = {"kind": "reference", **reference_fields(
-        dataset_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed, cfg.gbs, cfg.train_iters * cfg.gbs,
-        global_sample_count(cfg.gbs), REPO_ROOT)}
-    if cfg.evaluates:  # the digest covers the first validation samples too
-        fields["valid"] = reference_fields(valid_prefix(cfg, model), tokenizer_dir(cfg, model), cfg.sl, cfg.seed,
-                                           cfg.gbs, valid_dataset_samples(cfg), valid_digest_count(cfg), REPO_ROOT)
-    return fields
-
-
-def _framework_fields(framework: str, reference_key: str, given: Path, python: str, code_path: Path | None
-                      ) -> dict[str, Any]:
-    return {"kind": framework, "reference": reference_key, "tokenizer_kind": TOKENIZER_KIND[framework],
-            "given_tokenizer_sha256": sha256_dir(Path(given)), "python": python_identity(python, os.environ),
-            "code_path": str(code_path) if code_path else None,
-            "code": tree_digest(code_path, FRAMEWORK_DATASET_CODE) if code_path else None}
-
-
-def tokenizer_kind_note(framework: str) -> str:
-    return f"tokenizer built as {framework} builds it: {TOKENIZER_KIND.get(framework, 'none')}"
+def unavailable(framework: str, python: str, stderr: str) -> SamplesUnavailable:
+    """The framework's own dataset or tokenizer code failed in its Python: its exception line, in one line."""
+    return SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
+                              f"{framework_error(stderr)} (train/settings/sample_probe.py, tokenizer built as "
+                              f"{framework} builds it: {TOKENIZER_KIND.get(framework, 'none')})")
 
 
 # The folders of a Megatron tree (or megatron-core wheel) whose code builds a framework's samples and its tokenizer.
 FRAMEWORK_DATASET_CODE = ("megatron/core/datasets", "megatron/core/tokenizers", "megatron/training/tokenizer")
 
 
-def samples_digest(cfg: Config, model: str, framework: str, python: str | None = None,
-                   code_path: Path | None = None, built: Path | None = None,
-                   built_error: str | None = None) -> tuple[str | None, str]:
+def samples_digest(cfg: Config, data: JobData, framework: str, source: SampleSource | None = None
+                   ) -> tuple[str | None, str]:
     """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ,
     :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not
     here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight).
 
     A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``):
     tran's once per dataset and workload, a framework's own once per dataset, workload, dataset code, tokenizer
-    and Python; the answer is the one the computation gives, word for word. ``built`` / ``built_error``: the
-    framework's samples as its settings probe already built them (:func:`pending_samples`), or that build's
-    exception; without either its sample probe runs here.
+    and Python; the answer is the one the computation gives, word for word. ``source``: where the framework's own
+    samples come from (None: tran's are the job's); its ``built`` / ``error``: those samples as its settings probe
+    already built them (:func:`pending_samples`), or that build's exception; without either its sample probe
+    runs here.
     """
-    missing = data_missing(cfg, model)
+    missing = data_missing(data)
     if missing:
         return None, missing
-    store = _store(cfg)
-    reference = _reference_fields(cfg, model)
-    reference_key = entry_key(reference)
-    known = store.get(reference_key)
-    if framework not in TOKENIZER_KIND or python is None:
+    window = sample_window(cfg, data)
+    store = DigestStore(store_folder(cfg.data_dir, cfg.output_dir))
+    reference, reference_fields = reference_key(data, window, REPO_ROOT)
+    known = store.get(reference)
+    if framework not in TOKENIZER_KIND or source is None:
         if known is not None:
             return known.digest, known.how
         with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
-            ours, failed = _reference(cfg, model, Path(scratch))
+            ours, failed = _reference(data, window, Path(scratch))
         if ours is None:
             return None, failed
-        entry = _store_reference(cfg, store, reference_key, reference, ours)
+        entry = _store_reference(store, reference, reference_fields, ours, data)
         return entry.digest, entry.how
+    python, code_path = source.python, source.code
     try:
-        given, _ = framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)
+        given, _ = framework_tokenizer(data.tokenizer_dir, cfg.output_dir)
     except Exception:  # a tokenizer tran cannot read either is said as tran's failure, as before
         if known is None:
             with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
-                ours, failed = _reference(cfg, model, Path(scratch))
+                ours, failed = _reference(data, window, Path(scratch))
             if ours is None:
                 return None, failed
         raise
-    fields = _framework_fields(framework, reference_key, given, python, code_path)
-    key = entry_key(fields)
+    key, fields = framework_key(framework, TOKENIZER_KIND[framework], reference, given, python, code_path,
+                                FRAMEWORK_DATASET_CODE)
     theirs_known = store.get(key)
     if theirs_known is not None:
         return theirs_known.digest, theirs_known.how
     with tempfile.TemporaryDirectory(prefix="tprimat-samples-") as scratch:
         ours = None
         if known is None:  # tran's samples first: data tran cannot read is said as before
-            ours, failed = _reference(cfg, model, Path(scratch))
+            ours, failed = _reference(data, window, Path(scratch))
             if ours is None:
                 return None, failed
-            known = _store_reference(cfg, store, reference_key, reference, ours)
-        if built_error is not None:
-            raise SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
-                                     f"{framework_error(built_error)} (train/settings/sample_probe.py, "
-                                     f"{tokenizer_kind_note(framework)})")
-        if built is not None and built.is_file():
-            theirs = read_samples(built)
+            known = _store_reference(store, reference, reference_fields, ours, data)
+        if source.error is not None:
+            raise unavailable(framework, python, source.error)
+        if source.built is not None and source.built.is_file():
+            theirs = read_samples(source.built)
         else:
-            theirs = framework_samples(cfg, model, framework, python, code_path, Path(scratch), given)
+            theirs = framework_samples(data, window, framework, python, code_path, Path(scratch), given)
         digest = digest_samples(theirs)
         if digest != known.digest:  # name the first difference (tran's samples rebuilt where they came from the store)
-            ours = ours if ours is not None else _reference(cfg, model, Path(scratch))[0]
+            ours = ours if ours is not None else _reference(data, window, Path(scratch))[0]
             difference = first_difference(theirs, ours) if ours is not None else "their digest differs from tran's"
             if difference is not None:
-                training = global_sample_count(cfg.gbs)
-                where = f" (samples from {training} on are validation samples)" if cfg.evaluates else ""
+                where = f" (samples from {window.train[1]} on are validation samples)" if cfg.evaluates else ""
                 raise SamplesDiffer(f"{framework}'s dataset feeds other samples than tran's: {difference} "
                                     f"({framework} against tran{where}); docs/SAMPLE_ORDER.md")
-    valid = len(theirs) - global_sample_count(cfg.gbs)
+    valid = len(theirs) - window.train[1]
     held_out = f" ({valid} of them validation samples)" if cfg.evaluates else ""
     entry = Entry(digest, f"{len(theirs)} samples{held_out} of {framework}'s own GPTDataset, equal to tran's")
     store.put(key, entry, fields)
     return entry.digest, entry.how
 
 
-def _store_reference(cfg: Config, store: DigestStore, key: str, fields: dict[str, Any],
-                     ours: list[FedSample]) -> Entry:
+def _store_reference(store: DigestStore, key: str, fields: dict[str, Any], ours: list[FedSample],
+                     data: JobData) -> Entry:
     """tran's samples as a stored digest entry, in the words the preflight record gives them."""
-    held_out = " and its validation split" if cfg.evaluates else ""
+    held_out = " and its validation split" if data.valid is not None else ""
     entry = Entry(digest_samples(ours), f"{len(ours)} samples of train/rules/samples.py{held_out}")
     store.put(key, entry, fields)
     return entry
 
 
-def _reference(cfg: Config, model: str, work: Path) -> tuple[list[FedSample] | None, str]:
+def _reference(data: JobData, window: Window, work: Path) -> tuple[list[FedSample] | None, str]:
     """tran's samples, or (None, why not) where they cannot be built."""
     try:
-        ours = reference_samples(cfg, model, work / "tran_cache")
-        if cfg.evaluates:
-            ours += reference_valid_samples(cfg, model, work / "tran_valid_cache")
-        return ours, ""
+        return reference_samples(data, window, work), ""
     except Exception as exc:  # unreadable data or tokenizer: data/ready.py reports it before a real launch
         return None, f"no samples digest: tran's samples cannot be built ({type(exc).__name__}: {exc})"
 
 
-def dry_run_note(cfg: Config, model: str) -> str | None:
+def dry_run_note(cfg: Config, data: JobData) -> str | None:
     """The dry run's line: the digest of tran's samples (what the preflight checks every framework against),
     where the encoded data is here and readable; None otherwise (the dry run says nothing it cannot know)."""
-    if data_missing(cfg, model):
+    if data_missing(data):
         return None
     try:
-        digest, _ = samples_digest(cfg, model, "tran")
+        digest, _ = samples_digest(cfg, data, "tran")
     except Exception:  # data that cannot be read yet is data/ready.py's to report before a real launch
         return None
     held_out = " and the first validation samples" if cfg.evaluates else ""

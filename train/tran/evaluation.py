@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from utils.config.load import Config
+from utils.config.model import Config
 
 # input ids [MBS, SL] -> logits [MBS, SL, vocab]
 Forward = Callable[[torch.Tensor], torch.Tensor]

@@ -17,7 +17,7 @@ from train.launch.job_result import collect_own_result
 from train.launch.torchrun import worker_argv
 from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
-from utils.config.load import REPO_ROOT, Config
+from utils.config.model import REPO_ROOT, Config
 from utils.measure.memory import Recipe, tran_recipe
 from utils.schema.model import Result
 from utils.spec.models import workload_shape

@@ -37,7 +37,7 @@ import torch
 
 from train.rules.schedule import lr_at
 from train.tran.init import init_like_megatron
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.schema.run import EffectiveSettings
 
 

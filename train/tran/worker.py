@@ -48,7 +48,9 @@ from train.profiles import apply_profile
 from train.rules.schedule import lr_at
 from train.tran.plugin import check_supported
 from train.tran.step import Dist, Trainer
-from utils.config.load import Config, ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
+from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.failures import trainer_error

@@ -7,7 +7,7 @@ covered by them without anyone writing a test for it (every number needs both bo
 alone and need no row: every float must be finite (``nan``/``inf`` would pass a bound
 check and then break the result's JSON), and every list must be non-empty.
 
-``utils/config/load.py`` owns the config; it converts the text and calls :func:`check_rules`,
+``utils/config/model.py`` owns the config; ``load.py`` converts the text, and ``model.py`` calls :func:`check_rules`,
 then its own cross-key checks.
 """
 
@@ -124,7 +124,7 @@ RULES: dict[str, Rule] = {
     "cpu_precision": Rule(choices=CPU_PRECISIONS, fold_case=True),
     # DeepSpeed's ZeRO stages: 0 off, 1 optimizer state, 2 + gradients, 3 + parameters partitioned.
     "zero_stage": Rule(minimum=0, maximum=3, describe="0, 1, 2 or 3 (a DeepSpeed ZeRO stage)"),
-    # A proxy's depth: at least one layer; the model's own depth is the upper bound (utils/config/load.py checks it
+    # A proxy's depth: at least one layer; the model's own depth is the upper bound (utils/config/model.py checks it
     # per model, since it depends on MODELS and MODEL_SIZE).
     "model_layers": _COUNT,
     "profile": Rule(choices=PROFILES, fold_case=True),

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from utils.dataset.paths import JobData
 from utils.io.atomic import atomic_write_text
 from utils.io.hashing import sha256_dir
 from utils.machine.environment import installed_versions
@@ -83,13 +84,42 @@ def tree_digest(root: Path, folders: Iterable[str], suffix: str = ".py") -> str:
     return digest.hexdigest()
 
 
-def reference_fields(prefix: Path, tokenizer: Path, seq_len: int, seed: int, gbs: int, dataset_samples: int,
-                     samples: int, repo: Path) -> dict[str, Any]:
-    """What decides tran's samples of one dataset: the encoded pair, the tokenizer, the workload, code, versions."""
-    return {"bin": file_identity(Path(f"{prefix}.bin")), "idx": file_identity(Path(f"{prefix}.idx")),
-            "tokenizer_sha256": sha256_dir(Path(tokenizer)), "seq_len": seq_len, "seed": seed, "gbs": gbs,
-            "dataset_samples": dataset_samples, "samples": samples,
-            "versions": installed_versions(REFERENCE_DISTRIBUTIONS), "code": files_digest(repo, REFERENCE_CODE)}
+@dataclass(frozen=True)
+class Window:
+    """What decides a job's first samples besides its data: SL, SEED, GBS and, per split, (its dataset's size,
+    how many samples the digest covers); ``valid`` is None where the job does not evaluate."""
+
+    seq_len: int
+    seed: int
+    gbs: int
+    train: tuple[int, int]
+    valid: tuple[int, int] | None
+
+
+def reference_key(data: JobData, window: Window, repo: Path) -> tuple[str, dict[str, Any]]:
+    """(key, fields) of tran's samples of a job: the encoded sets, the tokenizer, the window, the code, the versions."""
+    code = files_digest(repo, REFERENCE_CODE)
+    splits = [(data.prefix, window.train)]
+    if data.valid is not None and window.valid is not None:  # the digest covers the first validation samples too
+        splits.append((data.valid, window.valid))
+    found = [{"bin": file_identity(Path(f"{prefix}.bin")), "idx": file_identity(Path(f"{prefix}.idx")),
+              "seq_len": window.seq_len, "seed": window.seed, "gbs": window.gbs, "dataset_samples": size,
+              "samples": count, "code": code} for prefix, (size, count) in splits]
+    tokenizer, versions = sha256_dir(data.tokenizer_dir), installed_versions(REFERENCE_DISTRIBUTIONS)
+    for one in found:
+        one.update(tokenizer_sha256=tokenizer, versions=versions)
+    fields = {"kind": "reference", **found[0], **({"valid": found[1]} if len(found) > 1 else {})}
+    return entry_key(fields), fields
+
+
+def framework_key(framework: str, tokenizer_kind: str, reference: str, given: Path, python: str,
+                  code_path: Path | None, code_folders: Iterable[str]) -> tuple[str, dict[str, Any]]:
+    """(key, fields) of a framework's own samples: tran's key, the tokenizer it is given, its Python and its code."""
+    fields = {"kind": framework, "reference": reference, "tokenizer_kind": tokenizer_kind,
+              "code_path": str(code_path) if code_path else None,
+              "code": tree_digest(code_path, code_folders) if code_path else None,
+              "given_tokenizer_sha256": sha256_dir(Path(given)), "python": python_identity(python, os.environ)}
+    return entry_key(fields), fields
 
 
 def python_identity(python: str, environ: Mapping[str, str]) -> dict[str, Any]:

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import valid_prefix_of
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import hash_files, hash_json

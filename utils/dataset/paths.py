@@ -16,10 +16,11 @@ Layout under ``DATA_DIR``::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.io.sanitise import one_line
 
 
@@ -79,6 +80,34 @@ def valid_prefix_of(train_prefix: Path) -> Path:
     name = Path(train_prefix).name
     stem = name.removesuffix(TEXT_DOCUMENT)
     return Path(train_prefix).with_name(f"{stem}-valid{TEXT_DOCUMENT}")
+
+
+@dataclass(frozen=True)
+class JobData:
+    """One job's data, resolved once where its run context is made (``train/launch/context.py``) and handed on:
+    what every framework reads and the fed-sample digest checks, so no room works it out again from the config.
+
+    ``valid`` is the held-out set's prefix when the job evaluates (issue 34), else None.
+    """
+
+    prefix: Path
+    valid: Path | None
+    tokenizer_dir: Path
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer, loaded at first use (:func:`load_tokenizer` keeps it for the process)."""
+        return load_tokenizer(self.tokenizer_dir)
+
+    def missing(self) -> list[Path]:
+        """The files of the encoded sets and the tokenizer that are not here (:func:`missing_files`)."""
+        return missing_files(self.prefix, self.tokenizer_dir) + (missing_files(self.valid) if self.valid else [])
+
+
+def job_data(cfg: Config, model: str) -> JobData:
+    """``model``'s data under ``cfg``: the one place a job's files are named."""
+    prefix = dataset_prefix(cfg, model)
+    return JobData(prefix, valid_prefix_of(prefix) if cfg.evaluates else None, tokenizer_dir(cfg, model))
 
 
 def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.files.build_context", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="an empty folder to fill (shell/build.sh makes a temporary one)")
     args = parser.parse_args(argv)
-    from utils.config.load import REPO_ROOT
+    from utils.config.model import REPO_ROOT
     from utils.config.rules import ConfigError
 
     if not args.target.is_dir() or any(args.target.iterdir()):

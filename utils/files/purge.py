@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(a PostgreSQL database is never dropped)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     args = parser.parse_args(argv)
-    from utils.config.load import REPO_ROOT, load_config
+    from utils.config.load import load_config
+    from utils.config.model import REPO_ROOT
 
     with OneLineFailure("purge", (RootError, PurgeError), cannot="remove") as failure:
         cfg = load_config()

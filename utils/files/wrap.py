@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         "line); env files and files containing a secret (HF_TOKEN's bytes as the secrets loader reads them: "
         "environment, else secrets.env) make it refuse, naming the files but never the value.")
     parser.parse_args(argv)
-    from utils.config.load import REPO_ROOT, load_config
+    from utils.config.load import load_config
+    from utils.config.model import REPO_ROOT
 
     with OneLineFailure("wrap", (RootError, WrapRefused), cannot="pack") as failure:
         cfg = load_config()

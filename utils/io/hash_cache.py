@@ -79,7 +79,7 @@ def _store(cache: Path, name: str, stat: os.stat_result, digest: str) -> None:
 
 
 def remember_sha256(path: Path, digest: str, cache_dir: Path | None = None) -> None:
-    """Record the sha256 of a file its writer hashed while writing it (``data/idx_writer.py``), as of now.
+    """Record the sha256 of a file its writer hashed while writing it (``data/encoding/idx_writer.py``), as of now.
 
     Why: a writer that streamed the bytes through the hash already knows it; reading a
     multi-gigabyte file back only to hash it again is the cost this cache exists to avoid.

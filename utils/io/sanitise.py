@@ -8,7 +8,7 @@ is structural, at two places no renderer can skip:
 
 * where foreign records enter the renderers: :func:`sanitised` returns a typed record (a result, a prescreen)
   whose every string is one line with nothing a terminal or Markdown acts on (``evaluate/analysis/results.py``'s loader
-  and ``evaluate/gpu_check/cli.py``'s prescreen reader use it, so every table, report and plot draws from clean text);
+  and ``evaluate/gpu_check/check.py``'s prescreen reader use it, so every table, report and plot draws from clean text);
 * where text leaves the program: :func:`one_line` for a field or a message that quotes input (every table cell
   of ``evaluate/render/tables.py``, console and Markdown), :func:`safe_text` for a whole rendered document
   (``compare.md``, ``gpu_check.md``, the console reports): line breaks kept, every other control character,

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.config.load import Config
+from utils.config.model import Config
 
 AUTO = "auto"
 CPU_PLATFORM = "cpu"

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 from utils.io.sanitise import one_line
 from utils.machine.environment import installed_version
 from utils.machine.torch_build import torch_version
@@ -243,7 +244,7 @@ def resolve_platform(cfg: Config | None = None, environ: Mapping[str, str] | Non
 
     ``cfg`` is the loaded config (whose ``platform`` already merges the environment over the
     file); without one it is loaded here, so a bad ``PLATFORM`` anywhere is a
-    :class:`~utils.config.load.ConfigError` that lists the valid values.
+    :class:`~utils.config.rules.ConfigError` that lists the valid values.
     """
     if cfg is None:
         cfg = load_config(environ=environ)

@@ -393,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from utils.config.load import ConfigError, load_config
+    from utils.config.load import load_config
+    from utils.config.rules import ConfigError
     from utils.machine.hardware import device_memory
     from utils.spec.models import workload_shape
     from utils.spec.registry import framework_names, model_names, platform_names

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.schema.quality import TO_TARGET_FIELDS, Evaluation, Quality, first_at_target
 
 # How tran and deep reduce the eval loss (train/tran/evaluation.py): every stack's value is stated in these words.

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.io.atomic import atomic_write_text
 from utils.io.json_input import JsonInputError, parse_json, read_json_text
 from utils.io.output_path import output_file

@@ -17,7 +17,7 @@ from utils.spec.models import ModelShape
 
 
 class Workload(Block):
-    """Every fairness key in ``config.env`` spelling (``utils.config.load.WORKLOAD_KEYS``).
+    """Every fairness key in ``config.env`` spelling (``utils.config.model.WORKLOAD_KEYS``).
 
     A key the producer could not know (a foreign log that never states SL, say) is
     ``None`` with the reason in ``unknown``; a tprimat launch knows all of them.

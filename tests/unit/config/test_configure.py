@@ -9,19 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from utils.config.load import (
-    CONTAINER_DATA_DIR,
-    FIELD_TYPES,
-    REPO_ROOT,
-    ConfigError,
-    in_tprimat_container,
-    load_config,
-    main,
-    numeric_keys,
-    parse_env_file,
-    read_secret,
-)
-from utils.config.rules import MAX_COUNT, RULES, base_type
+from utils.config.load import CONTAINER_DATA_DIR, in_tprimat_container, load_config, main, parse_env_file
+from utils.config.model import FIELD_TYPES, REPO_ROOT, numeric_keys
+from utils.config.rules import MAX_COUNT, RULES, ConfigError, base_type
+from utils.config.secret import read_secret
 from utils.machine.environment import container_image
 
 BASE = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env")}

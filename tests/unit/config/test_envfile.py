@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from utils.config.envfile import EnvFileError, parse_env_text, read_env_file
-from utils.config.load import ConfigError, read_secret
-from utils.config.secret import docker_env_lines
+from utils.config.rules import ConfigError
+from utils.config.secret import docker_env_lines, read_secret
 
 SHELL_LINES = [
     "K=plain",

@@ -112,7 +112,7 @@ def test_model_layers_out_of_range_is_one_line(layers):
 
 
 def test_workload_shape_applies_model_size_and_layers():
-    from utils.config.load import Config
+    from utils.config.model import Config
     from utils.spec.models import workload_shape
 
     assert workload_shape(Config(model_layers=8), "mistral").display_name == "Mistral 7B v0.3 [8 of 32 layers]"

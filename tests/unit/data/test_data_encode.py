@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import encode, encode_paths, verify
+from data import encode, verify
+from data.encoding import paths as encode_paths
 from tests.helpers.data import use_data_env
 from utils.dataset.paths import load_tokenizer
 

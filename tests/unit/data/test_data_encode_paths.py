@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from bench.llama3_tokenizer import write_llama3_tokenizer
-from data import encode, encode_paths
+from data import encode
 from data.common import iter_jsonl_texts
-from data.encode_check import dataset_sample
-from data.fast_bpe import DOCUMENT_BREAK, FastBpe
+from data.encoding import paths as encode_paths
+from data.encoding.check import dataset_sample
+from data.encoding.fast_bpe import DOCUMENT_BREAK, FastBpe
 from data.file_tokenizer import PolicyTokenizer
 from tests.helpers.data import copy_tree, use_data_env
 from tests.helpers.preprocess import preprocess_data_in_process

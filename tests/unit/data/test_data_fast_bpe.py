@@ -1,4 +1,4 @@
-"""data/fast_bpe.py and data/encode_check.py: what the fast path accepts, refuses, and how its check sees."""
+"""data/encoding/fast_bpe.py and data/encoding/check.py: what the fast path accepts, refuses, and how its check sees."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench.llama3_tokenizer import write_llama3_tokenizer
-from data.encode_check import adversarial_texts, dataset_sample, first_difference, split_difference
-from data.fast_bpe import DOCUMENT_BREAK, FastBpe, NotExpressible, Wrapping, byte_level_alphabet, check_merges
+from data.encoding.check import adversarial_texts, dataset_sample, first_difference, split_difference
+from data.encoding.fast_bpe import DOCUMENT_BREAK, FastBpe, NotExpressible, Wrapping, byte_level_alphabet, check_merges
 from tests.helpers.tokenizers import copy_tokenizer, edit_tokenizer_json, tiny_byte_level_bpe
 from utils.dataset.paths import load_tokenizer
 

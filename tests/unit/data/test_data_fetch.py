@@ -10,7 +10,7 @@ import pytest
 
 from data import fetch
 from tests.helpers.data import use_data_env
-from utils.config import load as configure
+from utils.config.secret import read_secret
 from utils.dataset.paths import load_tokenizer
 
 
@@ -138,7 +138,7 @@ def test_empty_hub_stream_is_an_error(tmp_path: Path, monkeypatch: pytest.Monkey
 def _no_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secrets = tmp_path / "secrets.env"
     monkeypatch.setattr(fetch, "read_secret",
-                        lambda name: configure.read_secret(name, secrets_file=secrets))
+                        lambda name: read_secret(name, secrets_file=secrets))
 
 
 def test_gated_llama_without_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

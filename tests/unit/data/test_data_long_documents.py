@@ -1,7 +1,7 @@
 """Long documents are encoded in bounded pieces, exactly, or refused with a clear limit (issue 12).
 
 A 50 MB document encoded at once by the tokenizers library takes about 700 bytes per token
-(6.6 GB); data/long_documents.py cuts such documents at word boundaries. These tests use a
+(6.6 GB); data/encoding/long_documents.py cuts such documents at word boundaries. These tests use a
 small limit so that the sample tokenizers' documents are "long", and compare with the
 ``tokenizer(text)`` call Megatron-LM's preprocess_data.py makes.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import long_documents
-from data.encode_paths import TokenizerEncoder, _documents_from_lists
-from data.long_documents import LongDocumentError, PieceEncoder, pieces
+from data.encoding import long_documents
+from data.encoding.long_documents import LongDocumentError, PieceEncoder, pieces
+from data.encoding.paths import TokenizerEncoder, _documents_from_lists
 from utils.dataset.paths import eod_id, load_tokenizer
 
 LIMIT = 20_000

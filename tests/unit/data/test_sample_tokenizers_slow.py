@@ -27,7 +27,7 @@ from data.clean import normalize
 from data.sample_corpus import SampleSpec, generate_documents
 from tests.helpers.megatron_core import side_pythonpath, transformers_pin
 from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 from utils.dataset.paths import load_tokenizer
 
 # What each model's tokenizer_config.json names, as the release does (utils/spec/registry.py, the row's tokenizer),

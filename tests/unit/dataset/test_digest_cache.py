@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.tokenizers import real_format_tokenizer
-from utils.config.load import REPO_ROOT, Config, load_config
+from train.settings.samples import SampleSource
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.digest_cache import DigestStore, Entry, entry_key, store_folder
-from utils.dataset.paths import dataset_prefix, load_tokenizer, tokenizer_dir
+from utils.dataset.paths import dataset_prefix, job_data, load_tokenizer, tokenizer_dir
 
 SEQ_LEN = 32
 
@@ -64,35 +66,40 @@ def _clear(cfg: Config) -> None:
 
 
 def test_the_stored_digest_is_the_fresh_one_word_for_word(prepared: Config, samples_module, monkeypatch) -> None:
+    llama = job_data(prepared, "llama")
     _clear(prepared)
-    first = samples_module.samples_digest(prepared, "llama", "tran")
+    first = samples_module.samples_digest(prepared, llama, "tran")
     assert first[0].startswith("sha256:") and len(samples_module.calls) == 1 and len(_entries(prepared)) == 1
-    again = samples_module.samples_digest(prepared, "llama", "deep")  # another job, same dataset and workload
+    again = samples_module.samples_digest(prepared, llama, "deep")  # another job, same dataset and workload
     assert again == first and len(samples_module.calls) == 1  # not built again
     monkeypatch.setattr(samples_module, "store_folder", lambda data_dir, output_dir: None)  # no store: as before
-    assert samples_module.samples_digest(prepared, "llama", "tran") == first and len(samples_module.calls) == 2
-    assert samples_module.dry_run_note(prepared, "llama").startswith(f"samples_digest {first[0]}: ")
+    assert samples_module.samples_digest(prepared, llama, "tran") == first and len(samples_module.calls) == 2
+    assert samples_module.dry_run_note(prepared, llama).startswith(f"samples_digest {first[0]}: ")
 
 
 def test_what_decides_the_samples_gives_a_new_key(prepared: Config, samples_module, tmp_path: Path) -> None:
+    llama = job_data(prepared, "llama")
     _clear(prepared)
-    base = samples_module.samples_digest(prepared, "llama", "tran")
-    other_seed = samples_module.samples_digest(replace(prepared, seed=prepared.seed + 1), "llama", "tran")
+    base = samples_module.samples_digest(prepared, llama, "tran")
+    seeded = replace(prepared, seed=prepared.seed + 1)
+    other_seed = samples_module.samples_digest(seeded, job_data(seeded, "llama"), "tran")
     assert other_seed[0] != base[0] and len(samples_module.calls) == 2
-    assert samples_module.samples_digest(replace(prepared, train_iters=21), "llama", "tran")[1] == base[1]
+    longer = replace(prepared, train_iters=21)
+    assert samples_module.samples_digest(longer, job_data(longer, "llama"), "tran")[1] == base[1]
     assert len(samples_module.calls) == 3  # the dataset's size decides the shuffle
     bin_path = Path(f"{dataset_prefix(prepared, 'llama')}.bin")
     bin_path.write_bytes(bin_path.read_bytes())  # rewritten in place with the same bytes: a new identity
-    assert samples_module.samples_digest(prepared, "llama", "tran") == base and len(samples_module.calls) == 4
+    assert samples_module.samples_digest(prepared, llama, "tran") == base and len(samples_module.calls) == 4
 
 
 def test_a_malformed_entry_is_computed_again(prepared: Config, samples_module) -> None:
+    llama = job_data(prepared, "llama")
     _clear(prepared)
-    fresh = samples_module.samples_digest(prepared, "llama", "tran")
+    fresh = samples_module.samples_digest(prepared, llama, "tran")
     (entry,) = _entries(prepared)
     for text in ("{not json", json.dumps({"key": entry.stem, "digest": "md5:x", "how": "?"}), "[]"):
         entry.write_text(text, encoding="utf-8")
-        assert samples_module.samples_digest(prepared, "llama", "tran") == fresh
+        assert samples_module.samples_digest(prepared, llama, "tran") == fresh
     assert len(samples_module.calls) == 4 and json.loads(entry.read_text())["digest"] == fresh[0]
 
 
@@ -115,32 +122,33 @@ def test_a_frameworks_own_digest_is_kept_per_python_and_a_difference_still_stops
         prepared: Config, samples_module, monkeypatch) -> None:
     """mega's own samples (here tran's, from a stand-in for the probe) are stored; a new PYTHONPATH is a new key;
     samples that differ stop the job even where tran's digest came from the store (tran's rebuilt to name where)."""
+    llama = job_data(prepared, "llama")
     _clear(prepared)
     probed = []
 
-    def fake_probe(cfg, model, framework, python, code_path, work, given=None):
+    def fake_probe(data, window, framework, python, code_path, work, given):
         probed.append(given)
-        return samples_module.reference_samples(cfg, model, work / "probe")
+        return samples_module.reference_samples(data, window, work / "probe")
 
     monkeypatch.setattr(samples_module, "framework_samples", fake_probe)
-    tran = samples_module.samples_digest(prepared, "llama", "tran")
-    digest, how = samples_module.samples_digest(prepared, "llama", "mega", sys.executable)
+    tran = samples_module.samples_digest(prepared, llama, "tran")
+    digest, how = samples_module.samples_digest(prepared, llama, "mega", SampleSource(sys.executable))
     assert digest == tran[0] and how.endswith("equal to tran's") and len(probed) == 1
-    assert samples_module.samples_digest(prepared, "llama", "mega", sys.executable) == (digest, how)
+    assert samples_module.samples_digest(prepared, llama, "mega", SampleSource(sys.executable)) == (digest, how)
     assert len(probed) == 1  # the framework's Python was not started again
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/nowhere", os.environ.get("PYTHONPATH", "")]))
-    assert samples_module.samples_digest(prepared, "llama", "mega", sys.executable) == (digest, how)
+    assert samples_module.samples_digest(prepared, llama, "mega", SampleSource(sys.executable)) == (digest, how)
     assert len(probed) == 2
 
-    def other_samples(cfg, model, framework, python, code_path, work, given=None):
-        found = samples_module.reference_samples(cfg, model, work / "probe")
+    def other_samples(data, window, framework, python, code_path, work, given):
+        found = samples_module.reference_samples(data, window, work / "probe")
         found[1].tokens[3] = 0
         return found
 
     monkeypatch.setattr(samples_module, "framework_samples", other_samples)
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     with pytest.raises(samples_module.SamplesDiffer, match=r"sample 1, position 3: tokens \d+ against \d+"):
-        samples_module.samples_digest(prepared, "llama", "mega", sys.executable)
+        samples_module.samples_digest(prepared, llama, "mega", SampleSource(sys.executable))
 
 
 def test_the_settings_probe_builds_the_pending_samples_in_the_same_python(prepared: Config, samples_module,
@@ -148,27 +156,29 @@ def test_the_settings_probe_builds_the_pending_samples_in_the_same_python(prepar
     """mega's settings probe gets the sample request where the store lacks the digest (one fresh Python, issue 38);
     the preflight reads its .npz as it read the sample probe's, and the framework's failure is said in the same
     words; a stored digest sends no request."""
+    llama = job_data(prepared, "llama")
     import numpy as np
 
     _clear(prepared)
-    pending = samples_module.pending_samples(prepared, "llama", "mega", sys.executable, None)
+    pending = samples_module.pending_samples(prepared, llama, "mega", sys.executable, None)
     assert pending is not None and pending.request["tokenizer"] == "megatron-core" and pending.work.is_dir()
-    ours = samples_module.reference_samples(prepared, "llama", tmp_path / "tran")
+    ours = samples_module.reference_samples(llama, samples_module.sample_window(prepared, llama), tmp_path / "tran")
     np.savez(pending.out, tokens=np.stack([s.tokens for s in ours]), labels=np.stack([s.labels for s in ours]),
              loss_mask=np.stack([s.loss_mask for s in ours]))
     monkeypatch.setattr(samples_module, "framework_samples", lambda *a, **k: pytest.fail("no second Python"))
-    digest, how = samples_module.samples_digest(prepared, "llama", "mega", sys.executable, None, pending.out)
+    built = SampleSource(sys.executable, built=pending.out)
+    digest, how = samples_module.samples_digest(prepared, llama, "mega", built)
     assert how == f"{len(ours)} samples of mega's own GPTDataset, equal to tran's"
-    assert digest == samples_module.samples_digest(prepared, "llama", "tran")[0]
+    assert digest == samples_module.samples_digest(prepared, llama, "tran")[0]
     samples_module.done_with(pending)
     assert not pending.work.exists()
-    assert samples_module.pending_samples(prepared, "llama", "mega", sys.executable, None) is None  # stored now
-    assert samples_module.pending_samples(prepared, "llama", "tran", sys.executable, None) is None
+    assert samples_module.pending_samples(prepared, llama, "mega", sys.executable, None) is None  # stored now
+    assert samples_module.pending_samples(prepared, llama, "tran", sys.executable, None) is None
     monkeypatch.setenv("PYTHONPATH", "/another")
     failed = "Traceback (most recent call last):\n  ...\nValueError: Unable to instantiate HuggingFace AutoTokenizer"
     with pytest.raises(samples_module.SamplesUnavailable, match=r"^mega's own dataset or tokenizer code failed in "
                        r".*: ValueError: Unable to instantiate HuggingFace AutoTokenizer \(train/settings/"):
-        samples_module.samples_digest(prepared, "llama", "mega", sys.executable, None, None, failed)
+        samples_module.samples_digest(prepared, llama, "mega", SampleSource(sys.executable, None, None, failed))
 
 
 def test_the_probe_answers_its_settings_and_the_samples_outcome(monkeypatch, capsys) -> None:

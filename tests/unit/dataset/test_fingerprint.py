@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers.evaluate import fake_dataset, workload_config
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 from utils.dataset.fingerprint import FLOP_CONVENTION, data_fingerprint, fingerprint, tokenizer_fingerprint
 from utils.io.hashing import hash_json, sha256_dir, sha256_file
 from utils.spec.models import get_shape

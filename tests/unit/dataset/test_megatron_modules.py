@@ -18,7 +18,7 @@ from importlib.metadata import version
 import pytest
 
 from tests.helpers.megatron_core import side_env
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 
 PROBE = textwrap.dedent("""
     import json, sys

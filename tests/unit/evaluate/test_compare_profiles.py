@@ -16,9 +16,9 @@ from evaluate.analysis.references import match_references
 from evaluate.analysis.results import load_directory
 from evaluate.analysis.stats import ratio_estimate
 from evaluate.analysis.summary import best_vs_best, platform_ratios, summarize_group
+from evaluate.analysis.validation import validate_paths
 from evaluate.compare import main as compare_main
 from evaluate.validate import main as validate_main
-from evaluate.validate import validate_paths
 from tests.helpers.evaluate import make_result
 from train.profiles import amd, nvd
 from utils.result.file import read_result

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluate.analysis.comparison import build_comparison
-from evaluate.compare import write_outputs
+from evaluate.analysis.validation import check_result
 from evaluate.render.console import console
-from evaluate.validate import check_result
+from evaluate.render.outputs import write_outputs
 from tests.helpers.evaluate import make_result, workload_config
 from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
 from utils.result.file import read_result

@@ -1,4 +1,4 @@
-"""The GPU check's table (evaluate/gpu_check/cli.py) from results and a Megatron log.
+"""The GPU check's table (evaluate/gpu_check/check.py, cli.py) from results and a Megatron log.
 
 FIXTURES BUILT FROM REPORTED FIGURES (tests/fixtures/gpu_check/README.md): the tran/deep results and
 the mega log carry the tokens/s, peak memory, power and first two losses issue 25 reports for the
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.gpu_check import cli as gc
+from evaluate.gpu_check import check as gc
+from evaluate.gpu_check.cli import main as gpu_check_main
 from evaluate.gpu_check.model import GpuCheck, Row
 from tests.helpers.devices import h100
 from tests.helpers.evaluate import fake_dataset, gpu_info, workload_config
@@ -188,7 +189,7 @@ def test_main_writes_the_table_and_exits_by_the_verdict(check_dir, tmp_path):
     out = tmp_path / "output"
     argv = ["--results-dir", str(check_dir), "--platform", "nvd", "--prescreen", str(check_dir / "prescreen.json"),
             "--out-dir", str(out), "--frameworks", *CHECKED]
-    assert gc.main(argv, say=printed.append) == 0
+    assert gpu_check_main(argv, say=printed.append) == 0
     markdown = (out / "gpu_check.md").read_text()
     assert "| framework | status | tokens/s | MFU datasheet | MFU measured peak |" in markdown
     assert "| tran | ok | 26,358 | 38.4% | 47.7% | 60.3 |" in markdown
@@ -201,16 +202,17 @@ def test_main_writes_the_table_and_exits_by_the_verdict(check_dir, tmp_path):
     assert any(line.startswith("GEMM bf16 peak: 798.0 TFLOP/s measured (n=8192) against 989.4 datasheet = 80.7%")
                for line in console)
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # no temp file left behind
-    assert gc.main(argv[:-4], say=printed.append) == 1  # all nvd frameworks: nemo missing
+    assert gpu_check_main(argv[:-4], say=printed.append) == 1  # all nvd frameworks: nemo missing
 
 
 def test_bad_input_is_exit_2(tmp_path, capsys):
-    assert gc.main(["--results-dir", str(tmp_path / "nope"), "--platform", "nvd", "--out-dir", str(tmp_path)]) == 2
+    assert gpu_check_main(["--results-dir", str(tmp_path / "nope"), "--platform", "nvd",
+                           "--out-dir", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert gc.main(["--results-dir", str(tmp_path), "--platform", "nvd", "--out-dir", str(tmp_path),
+    assert gpu_check_main(["--results-dir", str(tmp_path), "--platform", "nvd", "--out-dir", str(tmp_path),
                     "--frameworks", "prim"], say=lambda _: None) == 1  # prim on nvd is nemo: mapped, then missing
     with pytest.raises(SystemExit) as exit_info:
-        gc.main(["--results-dir", str(tmp_path), "--platform", "tpu", "--out-dir", str(tmp_path)])
+        gpu_check_main(["--results-dir", str(tmp_path), "--platform", "tpu", "--out-dir", str(tmp_path)])
     assert exit_info.value.code == 2
 
 

@@ -113,12 +113,14 @@ def test_a_python_without_sqlalchemy_still_gets_its_page(tmp_path: Path, monkeyp
             raise ModuleNotFoundError("No module named 'sqlalchemy'")
         return real_import(name, *args, **kwargs)
 
-    for name in [n for n in sys.modules if n.startswith(("sqlalchemy", "evaluate.history"))]:
-        monkeypatch.delitem(sys.modules, name)
+    for name in [n for n in sys.modules if n.startswith(("sqlalchemy", "evaluate.history", "evaluate.report_html"))]:
+        monkeypatch.delitem(sys.modules, name)  # the page's modules are imported again, without SQLAlchemy
     monkeypatch.setattr(builtins, "__import__", no_sqlalchemy)
+    from evaluate.report_html.cli import main as main_without_sqlalchemy
+
     out = tmp_path / "results"
     make_result(out, "nvd", "mega", with_power=False)
-    assert main(["--results-dir", str(out), "--db", str(tmp_path / "history.sqlite")]) == 0
+    assert main_without_sqlalchemy(["--results-dir", str(out), "--db", str(tmp_path / "history.sqlite")]) == 0
     text = (out / "report.html").read_text()
     assert "the results database cannot be read here: No module named" in text and "sqlalchemy" in text
 

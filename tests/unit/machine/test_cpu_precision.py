@@ -15,7 +15,9 @@ from evaluate.analysis.fairness import check_fairness
 from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result
 from train.launch.context import job_context
-from utils.config.load import REPO_ROOT, ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
+from utils.config.rules import ConfigError
 from utils.machine.cpu_precision import (
     PrecisionChoice,
     apply_cpu_precision,

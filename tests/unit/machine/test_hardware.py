@@ -13,7 +13,8 @@ import pytest
 
 import utils.machine.hardware
 from tests.helpers.paths import REPO
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.machine.hardware import collect_gpu_info, detect_platform, peak_tflops, resolve_platform
 
 

@@ -341,7 +341,7 @@ def test_nvml_clock_reasons_are_decoded_by_name():
 
 
 def test_the_checks_verdict_says_power_capped():
-    from evaluate.gpu_check.cli import verdict_of
+    from evaluate.gpu_check.check import verdict_of
 
     assert verdict_of([], [], 700.0) == ("ready", verdict_of([], [], 700.0)[1])
     assert verdict_of([], [], 700.0)[1].startswith("ready, power-capped at 700 W: ")

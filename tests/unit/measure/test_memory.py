@@ -149,7 +149,7 @@ def test_bad_recipes_are_refused():
 
 
 def _cfg(dp: int, zero_stage: int = 1):
-    from utils.config.load import Config
+    from utils.config.model import Config
 
     return Config(dp=dp, ga=8, gpus_per_node=dp, zero_stage=zero_stage)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.machine.hardware import gpu_info_for_device
 from utils.measure.metrics import disagreement, framework_reported, memory_metrics, performance_metrics, step_stats
 from utils.result.file import new_result

@@ -7,7 +7,8 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 from utils.dataset.paths import dataset_prefix, valid_prefix
 from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
 from utils.schema.quality import Quality

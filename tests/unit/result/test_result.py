@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import (
     SCHEMA_PATH,

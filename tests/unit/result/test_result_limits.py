@@ -17,8 +17,8 @@ import pytest
 
 from tests.helpers.evaluate import make_result
 from tests.helpers.paths import REPO
-from utils.config.load import ConfigError, load_config
-from utils.config.rules import MAX_TRAIN_ITERS, RULES
+from utils.config.load import load_config
+from utils.config.rules import MAX_TRAIN_ITERS, RULES, ConfigError
 from utils.io.json_input import JsonInputError, read_json
 from utils.measure.quality import non_finite_reason
 from utils.result.file import ResultError, read_result

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import new_result, result_path
 from utils.result.step_log import StepLog, read_step_log, recover_result, step_log_path

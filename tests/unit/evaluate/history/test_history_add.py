@@ -15,7 +15,8 @@ from sqlalchemy import func, select
 
 from evaluate.history import store
 from evaluate.history.ingest import add_records, collect
-from evaluate.history.store import HistoryError, open_database
+from evaluate.history.store import open_database
+from evaluate.history.target import HistoryError
 from tests.helpers.evaluate import make_result
 from tests.helpers.history import BACKENDS, REPO, cli, database, history, results
 

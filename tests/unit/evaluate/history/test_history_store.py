@@ -18,7 +18,8 @@ from sqlalchemy import create_engine, insert, inspect, select, text
 
 from evaluate.history import store
 from evaluate.history.ingest import add_paths, collect
-from evaluate.history.store import HistoryError, open_database, resolve_target
+from evaluate.history.store import open_database
+from evaluate.history.target import HistoryError, resolve_target, scrub
 from tests.helpers.history import BACKENDS, cli, database, history, results
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
@@ -191,7 +192,7 @@ def test_scrub_removes_the_password_wherever_an_error_quotes_it() -> None:
     assert target is not None and target.password == "p@ss/w0rd x"
     for said in ("FATAL: password 'p@ss/w0rd x' rejected", "dsn: password=p%40ss%2Fw0rd%20x host=db",
                  "url: postgresql://u@db/h?password=p%40ss%2Fw0rd+x"):
-        shown = store.scrub(said, target)
+        shown = scrub(said, target)
         assert "w0rd" not in shown and "***" in shown, shown
 
 

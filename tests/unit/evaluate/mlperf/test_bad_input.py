@@ -126,3 +126,18 @@ def test_a_zip_with_hostile_member_names(tree, tmp_path, capsys):
     assert len(lines_about(done.stderr, "refused: an absolute, '..', backslash")) == 3
     assert len(lines_about(done.stderr, "refused: a symbolic link")) == 1
     assert not list((tmp_path / "out").glob("train_*.json"))
+
+
+def test_check_runs_mlperfs_checkers_and_a_failed_log_does_not_count(tree, tmp_path, capsys):
+    """--check: MLPerf's compliance checker on every log (as the summarizer runs it) and the RCP checker on the
+    system; a log whose AdamW beta 1 is not the reference's fails, and the score drops it as the summarizer does."""
+    beta = "\"key\": \"opt_adamw_beta_1\", \"value\": "
+    edit(runs(tree) / "result_8.txt", beta + "0.9", beta + "0.8")
+    done = main_in_process(main, capsys, "import", str(tree), "--check", "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 0 and "9 counted" in done.stdout
+    assert "MLPerf's compliance checker: FAILED (CHECK for 'opt_adamw_beta_1' failed" in \
+        lines_about(done.stderr, "result_8.txt")[0]
+    checked = [json.loads(p.read_text())["published"] for p in (tmp_path / "out").glob("train_*.json")]
+    assert sorted(p["check"] for p in checked) == ["FAILED"] + ["SUCCESS"] * 9
+    assert all(p["rcp"].startswith("Pass: RCP found (mlperf-logging's RCP checker, ruleset 5.1.0); it normalises by")
+               for p in checked)

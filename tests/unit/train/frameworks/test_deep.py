@@ -18,7 +18,9 @@ from tests.helpers.workload import tiny_environ
 from train.deep import plugin as deep_plugin
 from train.launch.context import log_path_for
 from train.launch.contract import RunContext
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
+from utils.dataset.paths import job_data
 from utils.result.file import read_result, result_path
 
 LAUNCH = ("train.launch.launcher", "--platform", "cpu", "--framework", "deep")
@@ -27,7 +29,8 @@ LAUNCH = ("train.launch.launcher", "--platform", "cpu", "--framework", "deep")
 def _ctx(cfg: Config, platform: str, model: str = "llama", dry_run: bool = False) -> RunContext:
     return RunContext(cfg=cfg, platform=platform, framework="deep", model=model, run_index=None,
                       result_path=result_path(cfg.output_dir, platform, "deep", model),
-                      log_path=log_path_for(cfg, platform, "deep", model, None), dry_run=dry_run)
+                      log_path=log_path_for(cfg, platform, "deep", model, None), data=job_data(cfg, model),
+                      dry_run=dry_run)
 
 
 @pytest.mark.parametrize(("stage", "precision"), [("0", "bf16"), ("1", "bf16"), ("2", "fp16"), ("3", "fp32")])

@@ -21,7 +21,7 @@ from train.mega import plugin as mega_plugin
 from train.megatron import args as megatron_args
 from train.megatron import trees
 from train.settings.platform_env import ATTENTION_BACKEND_ENV, PLATFORM_ENV
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.result.file import read_result
 from utils.spec.models import get_shape

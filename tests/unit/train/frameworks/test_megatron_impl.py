@@ -13,7 +13,7 @@ import pytest
 from evaluate.analysis.fairness import check_fairness
 from evaluate.analysis.results import load_directory
 from tests.helpers.evaluate import make_result, workload_config
-from utils.config.load import ConfigError
+from utils.config.rules import ConfigError
 from utils.schema.run import EffectiveSettings
 
 

@@ -17,7 +17,7 @@ from train.nemo import entry as nemo_entry
 from train.nemo import plugin as nemo_plugin
 from train.nemo.recipe import NemoOverrides
 from utils.config.load import load_config
-from utils.dataset.paths import tokenizer_dir
+from utils.dataset.paths import job_data, tokenizer_dir
 from utils.result.file import read_result, result_path
 
 
@@ -34,7 +34,7 @@ def workspace(tmp_path):
 def _ctx(cfg, model="llama", platform="nvd", run_index=None):
     return RunContext(cfg=cfg, platform=platform, framework="nemo", model=model, run_index=run_index,
                       result_path=result_path(cfg.output_dir, platform, "nemo", model, run_index),
-                      log_path=log_path_for(cfg, platform, "nemo", model, run_index))
+                      log_path=log_path_for(cfg, platform, "nemo", model, run_index), data=job_data(cfg, model))
 
 
 def test_plan_runs_torchrun_with_the_nvidia_environment(workspace):
@@ -187,7 +187,8 @@ def test_overrides_apply_to_the_recipes_real_strategy_shapes(workspace, model):
         model=SimpleNamespace(config=SimpleNamespace()), optim=SimpleNamespace(config=SimpleNamespace()),
         data=None, log=None, resume="auto",
     )
-    overrides = nemo_plugin.overrides_for(workspace.cfg, model, f"train_nvd_nemo_{model}")
+    cfg = workspace.cfg
+    overrides = nemo_plugin.overrides_for(cfg, model, job_data(cfg, model), f"train_nvd_nemo_{model}")
     # Fields whose objects are NeMo classes (data module, scheduler, logger, the bf16_mixed() factory)
     # need NeMo; the strategy, DDP, plugin and model fields are what the Qwen crash was about.
     fields = {path: value for path, value in overrides.fields.items()

@@ -19,7 +19,7 @@ import pytest
 from tests.helpers.nemo import REPO, make_dataset_stub, make_tokenizer, write_config
 from train.nemo.plugin import overrides_for
 from utils.config.load import load_config
-from utils.dataset.paths import dataset_prefix, tokenizer_dir
+from utils.dataset.paths import dataset_prefix, job_data, tokenizer_dir
 
 
 def _nemo_python() -> str | None:
@@ -47,7 +47,7 @@ def test_real_recipe_takes_every_override(tmp_path, model):
                       environ={})
     vocab = make_tokenizer(tokenizer_dir(cfg, model), 300)
     make_dataset_stub(dataset_prefix(cfg, model))
-    overrides = overrides_for(cfg, model, "stem")
+    overrides = overrides_for(cfg, model, job_data(cfg, model), "stem")
     file = tmp_path / "overrides.json"
     file.write_text(overrides.to_json(), encoding="utf-8")
     # run_path, not the script itself: a script's folder goes first on sys.path, where nemo.py would shadow NeMo

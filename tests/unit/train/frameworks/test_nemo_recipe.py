@@ -12,8 +12,9 @@ import pytest
 from tests.helpers.nemo import REPO, make_tokenizer, write_config
 from train.nemo.plugin import overrides_for, resolve_shape
 from train.nemo.recipe import NemoOverrides
-from utils.config.load import WORKLOAD_KEYS, load_config
-from utils.dataset.paths import dataset_prefix, tokenizer_dir
+from utils.config.load import load_config
+from utils.config.model import WORKLOAD_KEYS
+from utils.dataset.paths import dataset_prefix, job_data, tokenizer_dir
 from utils.spec.models import get_shape
 from utils.spec.registry import MODELS
 
@@ -71,7 +72,7 @@ def test_every_workload_key_reaches_a_recipe_field(tmp_path, model):
     layout = {"llama": {"TP": "2", "CP": "1", "DP": "4"}, "qwen": {"TP": "1", "CP": "2", "DP": "4"},
               "mistral": {"TP": "2", "CP": "1", "DP": "4"}}[model]
     cfg, _ = _with_tokenizer(tmp_path, model, **layout)
-    overrides = overrides_for(cfg, model, "train_nvd_nemo_" + model)
+    overrides = overrides_for(cfg, model, job_data(cfg, model), "train_nvd_nemo_" + model)
     fields = {**overrides.fields, "_model": model}
     checks = _expectations(cfg, fields)
     assert set(checks) == set(WORKLOAD_KEYS), "every workload key must be checked"
@@ -85,7 +86,7 @@ def test_every_workload_key_reaches_a_recipe_field(tmp_path, model):
 @pytest.mark.parametrize("model", ["llama", "qwen", "mistral"])
 def test_data_module_reads_the_prepared_dataset_with_the_real_tokenizer(tmp_path, model):
     cfg, _ = _with_tokenizer(tmp_path, model)
-    data = overrides_for(cfg, model, "stem").fields["data"]
+    data = overrides_for(cfg, model, job_data(cfg, model), "stem").fields["data"]
     assert data["_target_"] == "nemo.collections.llm.gpt.data.pre_training.PreTrainingDataModule"
     assert data["paths"] == [str(cfg.data_dir / f"sample-{model}_text_document")]
     assert data["tokenizer"]["pretrained_model_name"] == str(cfg.data_dir / "tokenizers" / f"sample-{model}")
@@ -98,20 +99,20 @@ def test_mistral_recipe_and_no_sliding_window(tmp_path):
     # NeMo 2.3's MistralConfig7B keeps v0.1's 4096-token window; v0.3 (the shape table) has none.
     cfg, _ = _with_tokenizer(tmp_path, "mistral")
     _with_tokenizer(tmp_path, "llama")
-    overrides = overrides_for(cfg, "mistral", "stem")
+    overrides = overrides_for(cfg, "mistral", job_data(cfg, "mistral"), "stem")
     assert overrides.recipe == "nemo.collections.llm.recipes.mistral_7b.pretrain_recipe"
     assert "model.config.window_size" in overrides.fields and overrides.fields["model.config.window_size"] is None
     assert overrides.fields["model.config.rotary_base"] == 1e6
     assert overrides.fields["model.config.vocab_size"] == get_shape("mistral").vocab_size == 32768
-    assert "model.config.window_size" not in overrides_for(cfg, "llama", "stem").fields
+    assert "model.config.window_size" not in overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem").fields
     # MistralConfig7B's cp_comm_type is a2a (for that window); every stack runs p2p (issue 40, finding 5)
     assert overrides.fields["model.config.cp_comm_type"] == "p2p"
-    assert overrides_for(cfg, "llama", "stem").fields["model.config.cp_comm_type"] == "p2p"
+    assert overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem").fields["model.config.cp_comm_type"] == "p2p"
 
 
 def test_no_validation_checkpoint_or_resume(tmp_path):
     cfg, _ = _with_tokenizer(tmp_path, "llama")
-    fields = overrides_for(cfg, "llama", "stem").fields
+    fields = overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem").fields
     assert fields["trainer.limit_val_batches"] == 0 and fields["trainer.num_sanity_val_steps"] == 0
     assert fields["trainer.val_check_interval"] == cfg.train_iters  # an int: NeMo's data module divides by it
     assert fields["trainer.enable_checkpointing"] is False
@@ -122,7 +123,7 @@ def test_no_validation_checkpoint_or_resume(tmp_path):
 
 def test_tiny_models_take_the_tokenizer_vocabulary(tmp_path):
     cfg, size = _with_tokenizer(tmp_path, "qwen", words=777, MODEL_SIZE="tiny")
-    fields = overrides_for(cfg, "qwen", "stem").fields
+    fields = overrides_for(cfg, "qwen", job_data(cfg, "qwen"), "stem").fields
     assert size == 779
     assert fields["model.config.vocab_size"] == 779
     tiny = get_shape("qwen", "tiny")
@@ -133,7 +134,7 @@ def test_tiny_models_take_the_tokenizer_vocabulary(tmp_path):
 
 def test_full_models_keep_the_table_vocabulary_and_reject_a_too_large_tokenizer(tmp_path):
     cfg, _ = _with_tokenizer(tmp_path, "llama", words=1000)
-    fields = overrides_for(cfg, "llama", "stem").fields
+    fields = overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem").fields
     assert fields["model.config.vocab_size"] == 128256
     assert fields["model.config.rotary_base"] == 500000.0 and fields["model.config.scale_factor"] == 8.0
     assert fields["model.config.add_qkv_bias"] is False
@@ -146,7 +147,7 @@ def test_full_models_keep_the_table_vocabulary_and_reject_a_too_large_tokenizer(
 def test_missing_tokenizer_is_a_clear_error(tmp_path):
     cfg = _cfg(tmp_path)
     with pytest.raises(FileNotFoundError, match="prepare the data first"):
-        overrides_for(cfg, "llama", "stem")
+        overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem")
 
 
 @pytest.mark.parametrize(("decay", "target"), [
@@ -155,7 +156,7 @@ def test_missing_tokenizer_is_a_clear_error(tmp_path):
 ])
 def test_lr_decay_picks_the_scheduler(tmp_path, decay, target):
     cfg, _ = _with_tokenizer(tmp_path, "llama", LR_DECAY=decay)
-    scheduler = overrides_for(cfg, "llama", "stem").fields["optim.lr_scheduler"]
+    scheduler = overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem").fields["optim.lr_scheduler"]
     assert scheduler["_target_"] == f"nemo.lightning.pytorch.optim.{target}"
     assert scheduler["max_steps"] == cfg.train_iters  # NeMo's default would be 10
 
@@ -168,14 +169,14 @@ def test_lr_decay_picks_the_scheduler(tmp_path, decay, target):
 ])
 def test_precision_plugin_and_optimizer_flags_agree(tmp_path, precision, fp8, plugin, bf16, fp16):
     cfg, _ = _with_tokenizer(tmp_path, "qwen", PRECISION=precision, FP8=fp8)
-    fields = overrides_for(cfg, "qwen", "stem").fields
+    fields = overrides_for(cfg, "qwen", job_data(cfg, "qwen"), "stem").fields
     assert fields["trainer.plugins"]["_target_"].rsplit(".", 1)[1] == plugin
     assert (fields["optim.config.bf16"], fields["optim.config.fp16"]) == (bf16, fp16)
 
 
 def test_overrides_are_plain_json_and_round_trip(tmp_path):
     cfg, _ = _with_tokenizer(tmp_path, "llama")
-    overrides = overrides_for(cfg, "llama", "stem")
+    overrides = overrides_for(cfg, "llama", job_data(cfg, "llama"), "stem")
     data = json.loads(overrides.to_json())
     assert NemoOverrides.from_dict(data) == overrides
     assert data["recipe"] == "nemo.collections.llm.recipes.llama31_8b.pretrain_recipe"

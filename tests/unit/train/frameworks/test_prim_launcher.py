@@ -82,7 +82,7 @@ def test_yaml_and_megatron_command_agree(tmp_path: Path) -> None:
     document, cfg = _document(tmp_path, "qwen", **DIFFERENT_FROM_PRIMUS)
     overrides = document["modules"]["pre_trainer"]["overrides"]
     shape = get_shape("qwen")
-    padding = megatron_args.vocab_padding(cfg, "qwen", shape, tokenizer_dir(cfg, "qwen"))
+    padding = megatron_args.vocab_padding(cfg, shape, tokenizer_dir(cfg, "qwen"))
     shared = megatron_args.megatron_settings(cfg, shape, "amd", tokenizer_dir(cfg, "qwen"), padding)
     # The one deliberate exception: Primus always sets a checkpoint path, so Megatron needs an
     # interval; one past the last step writes nothing during the run (mega: no path, no interval).

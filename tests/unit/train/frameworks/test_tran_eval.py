@@ -18,7 +18,8 @@ from tests.helpers.proc import free_port
 from tests.helpers.workload import tiny_environ
 from train.rules.samples import valid_num_samples
 from train.tran.step import Dist, Trainer
-from utils.config.load import Config, load_config
+from utils.config.load import load_config
+from utils.config.model import Config
 
 EVAL = {"EVAL_INTERVAL": "16", "EVAL_SAMPLES": "8"}  # every 4 steps of GBS 4, two global batches
 

@@ -19,7 +19,7 @@ import torch
 from tests.helpers.paths import REPO
 from tests.helpers.proc import PYTHON
 from train.tran.step import Dist
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.result.file import read_result
 
 LOSS_TOLERANCE = 1e-3  # relative, per step

@@ -16,7 +16,7 @@ from tests.helpers.megatron_core import WHEELS, side_env
 from train.rules.init_std import megatron_init_stds
 from train.tran.init import init_like_megatron
 from train.tran.step import build_model
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 from utils.spec.models import get_shape
 
 
@@ -77,7 +77,8 @@ def test_tran_and_deep_record_the_scaled_std(tmp_path) -> None:
     from tests.helpers.workload import tiny_environ
     from train.launch.context import job_context
     from train.tran.plugin import reference_record
-    from utils.config.load import REPO_ROOT, load_config
+    from utils.config.load import load_config
+    from utils.config.model import REPO_ROOT
 
     cfg = load_config(REPO_ROOT / "config.env", environ=tiny_environ(tmp_path / "data", tmp_path / "out"))
     record = reference_record(job_context(cfg, "cpu", "tran", "llama"))

@@ -14,8 +14,9 @@ import torch
 from train.launch.contract import RunContext
 from train.rules.schedule import lr_at
 from train.tran.step import Dist, Trainer, build_model
-from utils.config.load import Config, load_config
-from utils.dataset.paths import load_tokenizer, tokenizer_dir, vocab_size
+from utils.config.load import load_config
+from utils.config.model import Config
+from utils.dataset.paths import job_data, load_tokenizer, tokenizer_dir, vocab_size
 from utils.result.file import read_result
 from utils.spec.models import get_shape
 
@@ -92,16 +93,17 @@ def test_plan_sets_omp_threads_on_cpu_only(tmp_path: Path) -> None:
 
     cfg = Config(dp=2, gpus_per_node=2, output_dir=tmp_path)
     ctx = RunContext(cfg=cfg, platform="cpu", framework="tran", model="llama", run_index=2,
-                     result_path=tmp_path / "r.json", log_path=tmp_path / "r.log")
+                     result_path=tmp_path / "r.json", log_path=tmp_path / "r.log", data=job_data(cfg, "llama"))
     plan = tran_plugin.plan(ctx)
     cores = len(os.sched_getaffinity(0))
     if "OMP_NUM_THREADS" not in os.environ:
         assert plan.env["OMP_NUM_THREADS"] == str(max(1, cores // 2))
     assert plan.argv[plan.argv.index("-m", 3) + 1] == "train.tran.worker"
     assert plan.argv[-2:] == ["--run-index", "2"]
-    gpu = tran_plugin.plan(RunContext(cfg=Config(dp=8, gpus_per_node=8), platform="nvd", framework="tran",
-                                     model="qwen", run_index=None, result_path=tmp_path / "q.json",
-                                     log_path=tmp_path / "q.log"))
+    eight = Config(dp=8, gpus_per_node=8)
+    gpu = tran_plugin.plan(RunContext(cfg=eight, platform="nvd", framework="tran", model="qwen", run_index=None,
+                                      result_path=tmp_path / "q.json", log_path=tmp_path / "q.log",
+                                      data=job_data(eight, "qwen")))
     assert "OMP_NUM_THREADS" not in gpu.env and "CUDA_DEVICE_MAX_CONNECTIONS" in gpu.env
     assert "--nproc-per-node=8" in gpu.argv
     assert tran_plugin.collect(ctx, plan, 1) is None  # no result file: the launcher records the failure

@@ -22,7 +22,7 @@ from train.mega import plugin as mega_plugin
 from train.megatron import args as megatron_args
 from train.nemo.plugin import overrides_for
 from train.prim import plugin as prim_plugin
-from utils.dataset.paths import dataset_prefix, tokenizer_dir, valid_prefix
+from utils.dataset.paths import dataset_prefix, job_data, tokenizer_dir, valid_prefix
 from utils.spec.models import get_shape
 
 # GBS 64 (the fixture workload: MBS 1 x DP 8 x GA 8): evaluate 128 samples (2 global batches) every 320 (5 steps)
@@ -31,8 +31,8 @@ EVAL = {"EVAL_INTERVAL": "320", "EVAL_SAMPLES": "128"}
 
 def _mega_flags(cfg, model: str = "llama") -> dict[str, list[str]]:
     shape = get_shape(model, cfg.model_size)
-    return parse_flags(mega_plugin.megatron_args(cfg, shape, "nvd", dataset_prefix(cfg, model),
-                                                 tokenizer_dir(cfg, model)))
+    data = job_data(cfg, model)
+    return parse_flags(mega_plugin.megatron_args(cfg, shape, "nvd", data.prefix, data.tokenizer_dir, valid=data.valid))
 
 
 def test_megatron_arguments_with_evaluation_on_and_off(tmp_path: Path) -> None:
@@ -75,10 +75,11 @@ def test_primus_gets_the_evaluation_keys_but_refuses_them_before_launch(tmp_path
 
 def test_nemo_recipe_fields_validate_on_the_validation_prefix(tmp_path: Path) -> None:
     make_tokenizer(tokenizer_dir(make_config(tmp_path), "llama"), 300)
-    off = overrides_for(make_config(tmp_path), "llama", "x", write=False).fields
+    plain = make_config(tmp_path)
+    off = overrides_for(plain, "llama", job_data(plain, "llama"), "x", write=False).fields
     assert off["trainer.limit_val_batches"] == 0 and isinstance(off["data"]["paths"], list)
     cfg = make_config(tmp_path, **EVAL)
-    fields = overrides_for(cfg, "llama", "x", write=False).fields
+    fields = overrides_for(cfg, "llama", job_data(cfg, "llama"), "x", write=False).fields
     assert fields["trainer.limit_val_batches"] == 2 and fields["trainer.val_check_interval"] == 5
     assert fields["trainer.num_sanity_val_steps"] == 0 and fields["trainer.limit_test_batches"] == 0
     valid = str(valid_prefix(cfg, "llama"))

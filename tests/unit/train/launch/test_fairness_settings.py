@@ -28,7 +28,7 @@ def test_no_overlap_distributed_optimizer_and_bf16_gradient_reduction_everywhere
         # Without this flag Megatron's validate_args turns bf16 gradient reduction into fp32.
         assert "--grad-reduce-in-bf16" in flags
 
-    primus = primus_overrides(cfg, shape, prefix, tokenizer, vocab_padding(cfg, model, shape, tokenizer))
+    primus = primus_overrides(cfg, shape, prefix, tokenizer, vocab_padding(cfg, shape, tokenizer))
     assert primus["use_distributed_optimizer"] is True
     assert primus["overlap_grad_reduce"] is False and primus["overlap_param_gather"] is False
     assert primus["grad_reduce_in_bf16"] is True
@@ -64,7 +64,7 @@ def _generated(tmp_path: Path, model: str, **config: str) -> tuple[dict, dict, d
     shape = get_shape(model, "full")
     prefix, tokenizer = tmp_path / "data" / f"bc-{model}_text_document", tmp_path / "data" / "tokenizers" / model
     flags = parse_flags(megatron_args(cfg, shape, "amd", prefix, tokenizer))
-    primus = primus_overrides(cfg, shape, prefix, tokenizer, vocab_padding(cfg, model, shape, tokenizer))
+    primus = primus_overrides(cfg, shape, prefix, tokenizer, vocab_padding(cfg, shape, tokenizer))
     nemo = build_overrides(cfg, model, shape, data_prefix=prefix, tokenizer_dir=tokenizer,
                            log_dir=tmp_path / "logs", index_cache_dir=tmp_path / "cache").fields
     return flags, primus, nemo

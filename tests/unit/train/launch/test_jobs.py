@@ -20,7 +20,8 @@ from train.launch.jobs import (
     select_jobs,
     summarize,
 )
-from utils.config.load import ConfigError, load_config
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
 
 
 def _cfg(tmp_path: Path, **env: str):

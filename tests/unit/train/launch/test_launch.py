@@ -13,7 +13,9 @@ from train.launch.contract import LaunchPlan, RunContext
 from train.launch.job_result import collect_own_result
 from train.launch.launcher import launch, writes_result
 from train.launch.torchrun import torchrun_argv
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
+from utils.dataset.paths import job_data
 from utils.measure.memory import tran_recipe
 from utils.result.file import read_result, result_path
 from utils.schema.hardware import FrameworkVersions
@@ -27,7 +29,7 @@ def context(tmp_path: Path, framework: str = "tran", **overrides: str) -> RunCon
     cfg = load_config(environ=env)
     return RunContext(cfg=cfg, platform="cpu", framework=framework, model="llama", run_index=None,
                       result_path=result_path(cfg.output_dir, "cpu", framework, "llama"),
-                      log_path=log_path_for(cfg, "cpu", framework, "llama", None))
+                      log_path=log_path_for(cfg, "cpu", framework, "llama", None), data=job_data(cfg, "llama"))
 
 
 def stand_in_preflight(ctx, plan):

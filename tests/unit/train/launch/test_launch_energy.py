@@ -69,7 +69,7 @@ def test_without_counters_the_result_keeps_its_own_energy_or_gets_the_reason() -
 
 def test_energy_to_target_comes_from_the_trace_between_the_first_step_and_the_target() -> None:
     """Issue 34: the launcher fills the quality block's energy to target from its counter trace."""
-    from utils.config.load import Config
+    from utils.config.model import Config
     from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
 
     cfg = Config(dp=8, ga=1, train_iters=20, warmup_steps=1, eval_interval=40, eval_samples=8, target_loss=5.0)

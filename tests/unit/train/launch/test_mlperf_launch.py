@@ -17,7 +17,8 @@ from train.launch.context import job_context
 from train.launch.contract import LaunchPlan
 from train.launch.launcher import launch
 from train.tran.plugin import reference_record
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.machine.hardware import collect_gpu_info
 from utils.measure.memory import tran_recipe
 from utils.measure.quality import build_quality, make_evaluation

@@ -25,7 +25,7 @@ from train.launch.context import load_plugin
 from train.settings.expected import FIXED
 from train.settings.platform_env import attention_env
 from train.settings.runner import FrameworkUnavailable
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 from utils.schema.run import EffectiveSettings
 from utils.spec.models import workload_shape
 

@@ -13,7 +13,7 @@ from tests.helpers import rules_doc
 from train.settings import rules
 from train.settings.expected import differences, expected_settings, implementation_settings
 from train.settings.rules import DERIVED, GATE, HOW, RULES, SETTINGS, SOURCES, WHY, Rule
-from utils.config.load import Config
+from utils.config.model import Config
 from utils.spec.models import ModelShape, get_shape
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.megatron import FIXTURE_WORKLOAD, FIXTURES, make_config
 from train.logs import build_result
 from train.logs.scan import scan_file, scan_lines
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 from utils.result.file import read_result, write_result
 from utils.schema.hardware import GpuInfo
 from utils.schema.model import Result

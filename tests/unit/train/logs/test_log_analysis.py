@@ -22,7 +22,9 @@ from train.launch.contract import LaunchPlan, RunContext
 from train.launch.launcher import launch
 from train.logs.analyse import AnalysisOptions, analyse_files
 from train.logs.scan import LogInputError
-from utils.config.load import REPO_ROOT, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
+from utils.dataset.paths import job_data
 from utils.result.file import read_result, result_path, write_result
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.model import Result
@@ -202,7 +204,7 @@ def tprimat_launch(tmp_path: Path, fixture: str, **overrides: str) -> RunContext
     cfg = load_config(environ=env)
     ctx = RunContext(cfg=cfg, platform="amd", framework="mega", model="llama", run_index=None,
                      result_path=result_path(cfg.output_dir, "amd", "mega", "llama"),
-                     log_path=log_path_for(cfg, "amd", "mega", "llama", None))
+                     log_path=log_path_for(cfg, "amd", "mega", "llama", None), data=job_data(cfg, "llama"))
     script = f"import sys; sys.stdout.write(open({str(FIXTURES / fixture)!r}).read())"
 
     class StandIn:

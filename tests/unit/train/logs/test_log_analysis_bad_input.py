@@ -14,7 +14,7 @@ import pytest
 from tests.fixtures.logs.generate_foreign import LLAMA, megatron_line
 from tests.helpers.megatron import FIXTURES
 from train.logs.scan import MAX_LINE_BYTES, scan_file
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 
 FOREIGN = FIXTURES / "foreign"
 

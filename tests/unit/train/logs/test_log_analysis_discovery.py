@@ -16,7 +16,7 @@ from tests.fixtures.logs.generate_foreign import LLAMA, megatron_args, megatron_
 from tests.helpers.events import write_lightning_events, write_megatron_events
 from tests.helpers.megatron import FIXTURES
 from train.logs.discover import discover, run_key
-from utils.config.load import REPO_ROOT
+from utils.config.model import REPO_ROOT
 
 FOREIGN = FIXTURES / "foreign"
 PRIMUS_RUN = "primus_llama_run/output/amd/tprimat/llama3.1_8B-pretrain/logs/pre_trainer/rank-*"

@@ -39,8 +39,10 @@ from tests.helpers.megatron_core import (
 )
 from tests.helpers.preflight import fake_megatron
 from tests.helpers.tokenizers import REAL_FORMAT_MODELS, real_format_tokenizer
-from utils.config.load import REPO_ROOT, Config, load_config
-from utils.dataset.paths import dataset_prefix, eod_id, load_tokenizer, tokenizer_dir, vocab_size
+from train.settings.samples import SampleSource
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
+from utils.dataset.paths import dataset_prefix, eod_id, job_data, load_tokenizer, tokenizer_dir, vocab_size
 
 SEQ_LEN = 64
 SAMPLES = 400  # one reader: enough for a cache aliased by the first samples to empty the mask
@@ -65,7 +67,8 @@ def launch_tokenizer_dir(cfg: Config, model: str, launcher: str) -> Path:
         return Path(argv[argv.index("--tokenizer-model") + 1])
     from train.nemo.plugin import overrides_for
 
-    return Path(overrides_for(cfg, model, "conformance").fields["data"]["tokenizer"]["pretrained_model_name"])
+    overrides = overrides_for(cfg, model, job_data(cfg, model), "conformance")
+    return Path(overrides.fields["data"]["tokenizer"]["pretrained_model_name"])
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +150,7 @@ def stack_runs(prepared: Config, with_validation: Config, tmp_path_factory: pyte
     """Every stack's samples of every model, and its validation samples (issue 34): one probe process per stack;
     the mega stacks' processes also build the preflight's samples of :func:`preflight_builds`, keyed
     (what, model, image)."""
-    from train.settings.samples import sample_request, valid_dataset_samples, valid_digest_count
+    from train.settings.samples import sample_request, sample_window, valid_dataset_samples, valid_digest_count
     from utils.dataset.framework_tokenizer import framework_tokenizer
     from utils.dataset.paths import valid_prefix
 
@@ -163,7 +166,8 @@ def stack_runs(prepared: Config, with_validation: Config, tmp_path_factory: pyte
                      for model in REAL_FORMAT_MODELS]
         configs = preflight_builds(prepared, image, tmp_path_factory) if launcher == "mega" else {}
         # what samples_digest asks of the framework's Python: the tokenizer it is given, as the preflight gives it
-        groups = [[sample_request(cfg, model, "mega", framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)[0],
+        groups = [[sample_request(job_data(cfg, model), sample_window(cfg, job_data(cfg, model)), "mega",
+                                  framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)[0],
                                   tmp_path_factory.mktemp(f"{what}-{model}-{image}"))]
                   for (what, model), cfg in configs.items()]
         results, answers = wheel_run(version, requests, tmp_path_factory.mktemp(f"wheel-{version}-{image}"), image,
@@ -196,7 +200,8 @@ def digest_of(build: Build, model: str) -> tuple[str | None, str]:
     from train.settings.samples import samples_digest
 
     assert build.error is None and build.out.is_file(), build
-    return samples_digest(build.cfg, model, "mega", sys.executable, side_env("0.15.0"), built=build.out)
+    return samples_digest(build.cfg, job_data(build.cfg, model), "mega",
+                          SampleSource(sys.executable, side_env("0.15.0"), built=build.out))
 
 
 @pytest.mark.parametrize("model", REAL_FORMAT_MODELS)
@@ -229,11 +234,11 @@ def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(
     site = side_env("0.15.0")
     monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))  # after the wheel: the amd image's transformers
     digest, how = digest_of(built["digest", "qwen", "amd"], "qwen")
-    reference, _ = samples.samples_digest(cfg, "qwen", "tran")
+    reference, _ = samples.samples_digest(cfg, job_data(cfg, "qwen"), "tran")
     assert digest is not None and digest == reference and "equal to tran's" in how
     monkeypatch.setattr(samples, "framework_tokenizer", lambda source, output_dir: (source, None))  # today's bug
     with pytest.raises(samples.SamplesDiffer, match=r"sample \d+, position \d+: (tokens|labels) \d+ against \d+"):
-        samples.samples_digest(cfg, "qwen", "mega", sys.executable, site)
+        samples.samples_digest(cfg, job_data(cfg, "qwen"), "mega", SampleSource(sys.executable, site))
 
 
 def test_the_dry_run_states_trans_digest_where_the_data_is_here(prepared: Config, tmp_path: Path) -> None:
@@ -241,9 +246,10 @@ def test_the_dry_run_states_trans_digest_where_the_data_is_here(prepared: Config
 
     from train.settings.samples import dry_run_note, samples_digest
 
-    digest, _ = samples_digest(prepared, "llama", "tran")
-    assert dry_run_note(prepared, "llama").startswith(f"samples_digest {digest}: ")
-    assert dry_run_note(replace(prepared, data_dir=tmp_path / "nothing"), "llama") is None
+    digest, _ = samples_digest(prepared, job_data(prepared, "llama"), "tran")
+    assert dry_run_note(prepared, job_data(prepared, "llama")).startswith(f"samples_digest {digest}: ")
+    nothing = replace(prepared, data_dir=tmp_path / "nothing")
+    assert dry_run_note(nothing, job_data(nothing, "llama")) is None
 
 
 def _without_slow_files(cfg: Config, model: str, root: Path) -> Config:
@@ -280,9 +286,11 @@ def test_the_preflight_stops_when_megatrons_own_tokenizer_cannot_be_built(
     bare = built["bare", model, image]
     assert bare.error is not None, f"built with tokenizer.json alone: {bare}"
     with pytest.raises(samples.SamplesUnavailable, match=r"Unable to instantiate HuggingFace AutoTokenizer"):
-        samples.samples_digest(bare.cfg, model, "mega", sys.executable, side_env("0.15.0"), built_error=bare.error)
-    digest, how = samples.samples_digest(replace(bare.cfg, data_dir=bare.cfg.data_dir.parent / "nothing"), model,
-                                         "mega", sys.executable, side_env("0.15.0"))
+        samples.samples_digest(bare.cfg, job_data(bare.cfg, model), "mega",
+                               SampleSource(sys.executable, side_env("0.15.0"), error=bare.error))
+    elsewhere = replace(bare.cfg, data_dir=bare.cfg.data_dir.parent / "nothing")
+    digest, how = samples.samples_digest(elsewhere, job_data(elsewhere, model), "mega",
+                                         SampleSource(sys.executable, side_env("0.15.0")))
     assert digest is None and how.startswith("no samples digest:")  # only missing data skips the digest
 
 
@@ -299,7 +307,7 @@ def test_a_tokenizer_that_cannot_be_built_stops_the_job_from_the_sample_probes_o
     monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))
     bare = _without_slow_files(replace(prepared, train_iters=2, mbs=8), "qwen", tmp_path)
     with pytest.raises(samples.SamplesUnavailable, match=r"Unable to instantiate HuggingFace AutoTokenizer"):
-        samples.samples_digest(bare, "qwen", "mega", sys.executable, side_env("0.15.0"))
+        samples.samples_digest(bare, job_data(bare, "qwen"), "mega", SampleSource(sys.executable, side_env("0.15.0")))
 
 
 def test_a_tree_without_compiled_helpers_gets_them_from_megatrons_compile_helpers(
@@ -327,7 +335,7 @@ def test_a_tree_without_compiled_helpers_gets_them_from_megatrons_compile_helper
         compiled.unlink()
     monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))
     cfg = replace(prepared, train_iters=2, mbs=8)
-    digest, how = samples.samples_digest(cfg, "llama", "mega", sys.executable, tree)
+    digest, how = samples.samples_digest(cfg, job_data(cfg, "llama"), "mega", SampleSource(sys.executable, tree))
     assert digest is not None and "equal to tran's" in how, how
     assert list(datasets.glob("helpers_cpp*.so")), "compile_helpers wrote no module into the tree"
 
@@ -339,9 +347,11 @@ def test_validation_samples_are_trans_on_each_stacks_own_dataset_code(
         model: str) -> None:
     """Issue 34: the validation split as each stack's own megatron-core builds --valid-data-path (NeMo: its data
     module's "validation" path) at Megatron's size, equal to tran's, so equal across stacks."""
-    from train.settings.samples import reference_valid_samples
+    from train.settings.samples import reference_samples, sample_window
 
-    reference = reference_valid_samples(with_validation, model, tmp_path / "tran")
+    data = job_data(with_validation, model)
+    window = sample_window(with_validation, data)
+    reference = reference_samples(data, window, tmp_path / "tran")[window.train[1]:]
     ours = Samples(*(np.stack([getattr(s, name) for s in reference]) for name in ("tokens", "labels", "loss_mask")))
     assert len(reference) == 16
     difference = first_difference(stack_samples[stack, model, "valid"].samples, ours)
@@ -356,9 +366,11 @@ def test_the_preflight_digest_covers_the_validation_samples(with_validation: Con
     from train.settings import samples
 
     monkeypatch.setenv("PYTHONPATH", str(transformers_env("amd")))
-    digest, how = samples.samples_digest(with_validation, "llama", "mega", sys.executable, side_env("0.15.0"))
-    reference, _ = samples.samples_digest(with_validation, "llama", "tran")
+    llama = job_data(with_validation, "llama")
+    source = SampleSource(sys.executable, side_env("0.15.0"))
+    digest, how = samples.samples_digest(with_validation, llama, "mega", source)
+    reference, _ = samples.samples_digest(with_validation, llama, "tran")
     assert digest == reference and "(16 of them validation samples)" in how, how
     off = replace(with_validation, eval_interval=0, eval_samples=0)
-    training_only, _ = samples.samples_digest(off, "llama", "tran")
+    training_only, _ = samples.samples_digest(off, job_data(off, "llama"), "tran")
     assert training_only != digest

@@ -34,7 +34,8 @@ from train.mega.plugin import megatron_args
 from train.megatron.args import megatron_settings, vocab_padding
 from train.rules.samples import MegatronSamples
 from train.tran.step import model_inputs
-from utils.config.load import REPO_ROOT, Config, load_config
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import dataset_prefix, tokenizer_dir
 from utils.spec.models import get_shape
 
@@ -188,7 +189,7 @@ def test_missing_dataset_names_the_fix(tmp_path: Path) -> None:
 def test_mega_launcher_and_tran_use_the_same_index_cache(sample_cfg: Callable[..., Config]) -> None:
     cfg = sample_cfg()
     shape = get_shape("llama", "tiny", vocab_size=2048)
-    padding = vocab_padding(cfg, "llama", shape, tokenizer_dir(cfg, "llama"))
+    padding = vocab_padding(cfg, shape, tokenizer_dir(cfg, "llama"))
     settings = megatron_settings(cfg, shape, "nvd", tokenizer_dir(cfg, "llama"), padding)
     assert settings["dataloader_type"] == "single" and settings["eod_mask_loss"] is False
     argv = megatron_args(cfg, shape, "nvd", dataset_prefix(cfg, "llama"), tokenizer_dir(cfg, "llama"), padding)

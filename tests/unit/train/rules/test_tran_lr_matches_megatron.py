@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from train.rules.schedule import lr_at
-from utils.config.load import Config
+from utils.config.model import Config
 
 
 def megatron_applied_rates(cfg: Config) -> list[float]:

@@ -1,7 +1,7 @@
 """Exactness gate of the fast tokenizer path: the same ids as ``tokenizer(text)``, or the reason why not.
 
 ``data/encode.py`` runs :func:`first_difference` before it encodes a dataset with
-``data/fast_bpe.py``. The texts compared are the dataset's first documents, a run of
+``data/encoding/fast_bpe.py``. The texts compared are the dataset's first documents, a run of
 documents from a seeded random place in it (:func:`dataset_sample`), and
 :func:`adversarial_texts`: every code point of the Basic Multilingual Plane and of the
 supplementary blocks real text uses, in runs between letters, digits, marks and spaces
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from data.common import iter_jsonl_texts
-from data.fast_bpe import DOCUMENT_BREAK, FastBpe, Wrapping, byte_level_alphabet
+from data.encoding.fast_bpe import DOCUMENT_BREAK, FastBpe, Wrapping, byte_level_alphabet
 
 SAMPLE_DOCUMENTS = 64  # from the start of the dataset, and again from a seeded random place
 

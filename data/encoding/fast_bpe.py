@@ -4,7 +4,7 @@ Why: a byte-level BPE whose pre-tokenizer is one regex split (Llama 3's, the sam
 tokenizers of ``data/sample_corpus.py``; Qwen 2.5's has the same shape) is what ``tiktoken`` implements,
 and its BPE is several times faster than the ``tokenizers`` one (docs/PERFORMANCE.md).
 This module only *builds* such an encoding and encodes with it; whether its ids equal
-``tokenizer(text)`` on a given dataset is decided by ``data/encode_check.py`` before
+``tokenizer(text)`` on a given dataset is decided by ``data/encoding/check.py`` before
 ``data/encode.py`` uses it.
 
 What is taken from where:
@@ -203,7 +203,7 @@ def special_tokens(added: dict[int, Any], nfc: bool, ranks: dict[bytes, int]) ->
 
 @dataclass
 class FastBpe:
-    """A ``tiktoken`` encoding equal (by construction; checked by ``data/encode_check.py``) to a tokenizer's BPE."""
+    """A ``tiktoken`` encoding equal (by construction; checked by ``data/encoding/check.py``) to a tokenizer's BPE."""
 
     encoding: Any
     specials: dict[str, int]

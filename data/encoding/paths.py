@@ -1,7 +1,7 @@
 """The tokenizer paths of ``data/encode.py``: which implementation encodes a dataset, and how.
 
-``choose_encoder`` returns the fast path (``data/fast_bpe.py``, exact by
-``data/encode_check.py``) or the tokenizer itself, with one line saying why; each encoder
+``choose_encoder`` returns the fast path (``data/encoding/fast_bpe.py``, exact by
+``data/encoding/check.py``) or the tokenizer itself, with one line saying why; each encoder
 turns a batch of texts into the tokens to write (eod included) and each document's length.
 ``start_head`` begins the fast path from ``tokenizer.json`` while the tokenizer loads.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from data.encode_check import adversarial_texts, first_difference
-from data.fast_bpe import FastBpe, NotExpressible, Wrapping
-from data.long_documents import PieceEncoder
+from data.encoding.check import adversarial_texts, first_difference
+from data.encoding.fast_bpe import FastBpe, NotExpressible, Wrapping
+from data.encoding.long_documents import PieceEncoder
 
 BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-length documents stay bounded
 # Encoded by the fast path on the idle core while the tokenizer loads and the check runs, which
@@ -100,7 +100,7 @@ class TokenizerEncoder:
     def __call__(self, texts: list[str]) -> Documents:
         if self.long is None or all(len(text) <= self.long.limit for text in texts):
             return _documents_from_lists(self.ids(texts), self.eod, self.dtype)
-        # Long documents in bounded pieces (data/long_documents.py), the others as one batch.
+        # Long documents in bounded pieces (data/encoding/long_documents.py), the others as one batch.
         short = [index for index, text in enumerate(texts) if len(text) <= self.long.limit]
         short_ids = dict(zip(short, self.ids([texts[index] for index in short]), strict=True))
         documents = []
@@ -112,7 +112,7 @@ class TokenizerEncoder:
 
 
 class FastEncoder:
-    """Batches through ``data/fast_bpe.py``; a batch it cannot take exactly goes to the tokenizer."""
+    """Batches through ``data/encoding/fast_bpe.py``; a batch it cannot take exactly goes to the tokenizer."""
 
     path = PATH_TIKTOKEN
 
@@ -189,7 +189,7 @@ def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Seq
         return fallback, f"fast path not used: {exc}"
     adversarial = adversarial_texts(list(fast.specials))
     # A bounded stretch of each dataset text: the reference tokenizer(text) of a whole book-length
-    # document would take gigabytes (data/long_documents.py), and a stretch checks the same rules.
+    # document would take gigabytes (data/encoding/long_documents.py), and a stretch checks the same rules.
     sample = [text[:CHECK_TEXT_CHARS] for text in check_texts]
     difference = first_difference(tokenizer, fast, wrapping, sample, adversarial)
     if difference is not None:

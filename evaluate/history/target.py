@@ -1,0 +1,110 @@
+"""Where the history database is, and how it is named in a message: never with its password.
+
+``HISTORY_DB`` in config.env, or ``--db``: a file path (SQLite), a ``sqlite:///`` or ``postgresql://`` URL, or
+``off``. A password is never taken from the config (``utils.config.load`` prints every key): it comes from
+``HISTORY_DB_PASSWORD`` (environment or ``secrets.env``), libpq's ``PGPASSWORD`` or ``~/.pgpass``, or a URL given
+with ``--db``; every message shows the URL with the password masked and any error text is scrubbed of it
+(:func:`scrub`). Opening the database is evaluate/history/store.py's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
+from utils.config.secret import read_secret
+from utils.files.generated import HISTORY_DEFAULT
+from utils.io.sanitise import one_line
+
+DEFAULT_PATH = REPO_ROOT / HISTORY_DEFAULT
+OFF_WORDS = ("off", "none", "false", "0")
+PASSWORD_SECRET = "HISTORY_DB_PASSWORD"
+
+
+class HistoryError(RuntimeError):
+    """The database cannot be used as asked; one line, never a password."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved database location: the URL to connect to and how to show it (password masked)."""
+
+    url: URL
+    shown: str
+    path: Path | None  # the SQLite file, None for a server
+
+    @property
+    def sqlite(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def password(self) -> str | None:
+        return self.url.password if isinstance(self.url.password, str) else None
+
+
+def _masked_text(text: str) -> str:
+    """``scheme://user:secret@host`` with the password part replaced, for a URL that did not even parse."""
+    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", text)
+
+
+def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> Target | None:
+    """``value`` (``--db``, else ``HISTORY_DB``; empty: the default file) as a target; None when it is ``off``."""
+    text = (value or "").strip()
+    if text.lower() in OFF_WORDS:
+        return None
+    if not text:
+        path = DEFAULT_PATH
+        return Target(URL.create("sqlite", database=str(path)), str(path), path)
+    if "://" not in text:
+        path = Path(text).expanduser()
+        path = path if path.is_absolute() else (Path.cwd() / path)
+        return Target(URL.create("sqlite", database=str(path)), str(path), path)
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError):
+        raise HistoryError(f"history database {one_line(_masked_text(text), 200)}: not a database URL "
+                           "(a file path, sqlite:///PATH or postgresql://USER@HOST/DB)") from None
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise HistoryError("history database: a sqlite URL needs a file (sqlite:///PATH)")
+        path = Path(url.database).expanduser().absolute()
+        return Target(URL.create("sqlite", database=str(path)), str(path), path)
+    if backend in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+        if url.password is None:
+            secret = read_secret(PASSWORD_SECRET, environ)
+            if secret:
+                url = url.set(password=secret)
+        return Target(url, url.render_as_string(hide_password=True), None)
+    shown = url.render_as_string(hide_password=True)
+    raise HistoryError(f"history database {shown}: backend '{one_line(backend, 40)}' is not supported "
+                       "(SQLite or PostgreSQL)")
+
+
+def scrub(text: object, target: Target | None) -> str:
+    """One line of ``text`` without the target's password (as typed, URL-quoted or in a DSN)."""
+    shown = str(text)
+    password = target.password if target is not None else None
+    if password:
+        for form in {password, quote(password, safe=""), quote_plus(password)}:
+            shown = shown.replace(form, "***")
+    return one_line(_masked_text(shown), 400)
+
+
+def configured_db() -> str:
+    """``HISTORY_DB`` from config.env and the environment (empty: the default file).
+
+    A relative path is the repository's, as for ``OUTPUT_DIR`` (a ``--db`` path is the working folder's).
+    """
+    value = (load_config().history_db or "").strip()
+    if value and "://" not in value and value.lower() not in OFF_WORDS and not Path(value).expanduser().is_absolute():
+        return str(REPO_ROOT / value)
+    return value
