@@ -1,21 +1,10 @@
 """Compare every result in a directory: ``compare.png``, ``loss_parity.png``, ``compare.md`` and per platform
 ``compare_<platform>_frameworks.png`` (the frameworks of one platform side by side, evaluate/render/frameworks.py).
 
-Loads each ``train_*.json`` of ``--results-dir`` (default: the config's ``OUTPUT_DIR``) as
-foreign input (``evaluate/analysis/results.py``), skipping invalid or truncated files with a warning
-that names each and its first problem and a line that counts them, groups results by model
-and by (platform, framework), aggregates repeated runs (median and 95% interval), and writes
-the figure and the report next to the results (or to ``--output-dir``); every output path is
-resolved by ``utils/io/output_path.py`` and never leaves that folder.
-
-Workloads that differ (any fairness key or fingerprint, see
-:mod:`evaluate.analysis.fairness`) are refused with the list of differences and exit status
-1, unless ``--allow-mismatch`` is given; the report's first line then says so.
-Exit status: 0 written, 1 refused (unfair), 2 nothing to compare, bad usage, or an
-output that cannot be written (one line naming the file and the reason; 1 means
-"unfair" and nothing else).
-
-CLI: ``python -m evaluate.compare [--results-dir DIR] [--price-per-gpu-hour amd=2.5 nvd=3.0]``
+The comparison is evaluate/analysis/comparison.py's, its files evaluate/render/outputs.py's (inside
+``--output-dir``, default the results folder). Workloads that differ (:mod:`evaluate.analysis.fairness`) are
+refused with the differences unless ``--allow-mismatch``, and then the report's first line says so. Exit status: 0
+written, 1 refused (unfair, and nothing else), 2 nothing to compare, bad usage or an output that cannot be written.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Log-analysis mode: Megatron-LM, Primus and NeMo logs or TensorBoard events -> tprimat results, no GPU.
 
-A thin command line over :mod:`train.logs` (the producer the ``mega`` and ``prim``
-launchers use after a run). ``PATH`` is one of:
-
-* a log or event file: one result, printed (or written with ``--output``);
-* a folder (``--output-dir`` required): every run found in it (logs recognised by
-  content, per-rank logs of one run grouped, event files per directory), one result
-  per run written atomically into ``--output-dir``, and a table of what was found,
-  written and skipped, with the reasons.
-
-A log of a tprimat launch (its first line is the launcher's ``tprimat launch:`` header)
-is measured against config.env strictly; any other log (or ``--from-log``) gives its
-own workload, with the keys it does not state null and the reason recorded
-(``train/logs/analyse.py``).
-
-Exit codes: 0 every result is ``ok``; 1 a result is incomplete or failed, or a log in
-a folder could not be used; 2 bad input (no such path, an empty, binary or
-unrecognisable file, a self-contradicting log, a folder with nothing recognisable) or
-a write error. Nothing is half-written.
+A thin command line over :mod:`train.logs`. ``PATH`` is a log or event file (one result, printed or written with
+``--output``) or a folder (``--output-dir``: one result per run found, and a table of what was found, written and
+skipped). A tprimat launch's log is measured against config.env; any other log (or ``--from-log``) gives its own
+workload, what it does not state null with the reason. Exit 0 every result ok; 1 one is not, or a log could not be
+used; 2 bad input or a write error. Nothing is half-written.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Did the compared frameworks train the same model? A convergence check of their loss curves.
 
-Why: identical settings and data are not enough. On an H100 the first losses of tran,
-deep and mega agreed to 3-4 digits (same data), then diverged to 6.44, 7.27 and 7.33
-(a 13% gap) because the initialisations differed, and the comparison still said FAIR
-(issue 23). Throughput of runs that do not learn alike is not a like-for-like figure.
-
-For every pair of completed results of one model and profile on the same workload
-(the same data and tokenizer fingerprints, seed, GBS and SL, and the same
-``samples_digest`` where both record one), over the measured (post-warm-up) steps
-both have:
-
-- **gap**: the relative gap of the mean loss over the last ``TAIL_FRACTION`` (20%) of
-  those steps, ``|a - b| / ((a + b) / 2)`` (symmetric: neither side is the reference);
-- **correlation**: Pearson's r of the two curves over the same steps (Megatron-Bridge's
-  golden-run gate uses the same idea).
-
-The pair is *not fair* when the gap exceeds the band (default 5%, ``--convergence-band``)
-or r is below ``MIN_CORRELATION`` (0.95). A curve with a non-finite loss, fewer than
-``MIN_STEPS`` common measured steps, or a constant curve "cannot judge convergence":
-said so, never a crash and never a false FAIR.
+Identical settings and data are not enough: runs whose initialisations differed agreed on their first losses and
+then drifted 13% apart, and throughput of runs that do not learn alike is no like-for-like figure. For every pair
+of completed results of one model and profile on the same tokens (fingerprints, seed, GBS, SL, samples digest),
+over the measured steps both have: the **gap** of the mean loss over the last ``TAIL_FRACTION`` of the steps,
+``|a - b| / ((a + b) / 2)``, and Pearson's **correlation** (as Megatron-Bridge's golden-run gate). Not fair: a gap
+over the band (``--convergence-band``) or r below ``MIN_CORRELATION``. A non-finite loss, fewer than
+``MIN_STEPS`` common steps or a constant curve "cannot judge convergence": never a false FAIR.
 """
 
 from __future__ import annotations

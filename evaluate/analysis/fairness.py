@@ -1,46 +1,13 @@
 """Fairness: are the results being compared the same workload?
 
-Two results are comparable only if every key of the fairness table (``train/settings/expected.py``,
-``training_config.workload`` in ``config.env`` spelling), the profile, the precision
-that actually ran, the model shape, and the fingerprints of data, tokenizer and FLOP
-convention are identical. The seeds of this project printed "AMD 6.34x faster" from
-runs with different parallelism and precision; this module is what makes tprimat
-refuse that.
-
-Something that is not known cannot prove anything, so it counts as a difference
-("cannot verify"), never as a match: a missing fingerprint, a workload key that is
-null (its reason is in ``workload.unknown``, e.g. a foreign log that never stated
-it), an unrecorded effective precision.
-
-Megatron's two transformer implementations (``MEGATRON_IMPL``: Transformer Engine, or its local
-layers without the fused kernels) run different code for the same model, so results that resolved
-different ``transformer_impl`` values are flagged as not like-for-like.
-
-Results of different models are never compared with each other, and results of
-different profiles neither (``PROFILE=identical`` against ``tuned`` is no comparison at
-all), so the check runs per model and profile. Only ``ok`` results take part: failed and
-incomplete runs are shown in reports but never enter a ratio.
-
-The fed samples must be the same too: each result records ``samples_digest`` in its effective
-settings (a hash of the tokens, labels and loss mask of the first two global batches, built by
-the framework's own dataset code; docs/SAMPLE_ORDER.md). Results whose digests differ did not
-train on the same data, whatever their fingerprints say; one result without a digest among
-others with one cannot be verified. Results that all predate the digest are judged without it.
-
-Two keys of the fairness table are not in the workload block: ``LR_DECAY_ITERS`` (where the LR decay
-ends; empty is TRAIN_ITERS) and ``ADAM_EPS``, added for MLPerf's rules (issue 35). Every preflight
-checks the framework resolved them to config.env's (train/settings/expected.py), and the result
-records what it resolved (``effective_settings``: ``lr_decay_iters``, ``adam_eps``), so they are
-compared from there, numbers to 12 significant digits: two runs that decayed over another horizon or
-used another epsilon are not one workload. As with the digest, a result without them among others
-with them cannot be verified, and results that all predate them are judged without them.
-
-Under the tuned profile each vendor runs its own published recipe (``train/profiles/``),
-so the keys a recipe sets (SL, MBS, GBS, the parallel layout) may differ between vendors;
-everything else (data, tokenizer, model shape, training algorithm, precision, FLOP
-convention) must still be equal. A tuned run is fair when it matches its vendor recipe:
-it records the recipe, and its workload and resolved settings are the recipe's values
-(:func:`recipe_problems`). The verdict says which recipes the runs matched.
+Comparable only if every key of the fairness table (``train/settings/expected.py``, ``training_config.workload``
+in config.env's spelling), the profile, the precision that ran, the model shape, the data, tokenizer and FLOP
+convention fingerprints, the fed samples (``samples_digest``, docs/SAMPLE_ORDER.md) and the resolved
+``lr_decay_iters`` and ``adam_eps`` are identical; results that resolved different Megatron ``transformer_impl``
+are not like-for-like either. What is not known proves nothing, so it is a difference ("cannot verify"), except
+where every result predates the record. The check runs per model and profile over ``ok`` results only. Under the
+tuned profile the keys a vendor recipe sets may differ: a tuned run is fair when it records its recipe and matches
+it (:func:`recipe_problems`).
 """
 
 from __future__ import annotations

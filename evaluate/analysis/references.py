@@ -1,18 +1,10 @@
 """Published reference points (``evaluate/analysis/references.json``) and matching results against them.
 
-A measured number means more next to what others published for the same
-workload. A result matches a reference when model, full model size, precision (FP8
-or not), sequence length, the global batch size (where the reference states one) and
-GPU family agree. A *tuned* result below ``flag_below_fraction`` (half) of a published
-point is almost always a misconfiguration (wrong parallelism, no fused kernels, FP8
-silently off), so it is flagged rather than reported as a hardware verdict. An
-*identical*-profile result that happens to match is shown but never flagged: it runs
-the fairness table (no overlap, the same settings on both vendors), not the
-configuration the vendor published its number with.
-
-Each reference names its source precisely (repository, path and version, or document
-and table), the attention convention of its FLOP figure, and whether it was verified
-in that source.
+A result matches a reference when model, full size, precision (FP8 or not), sequence length, global batch size
+(where stated) and GPU family agree. A *tuned* result below ``flag_below_fraction`` of a published point is almost
+always misconfigured, so it is flagged rather than reported as a hardware verdict; an *identical*-profile result is
+shown but never flagged (it runs the fairness table, not the vendor's configuration). Each reference names its
+source, the attention convention of its FLOP figure, and whether it was verified there.
 """
 
 from __future__ import annotations

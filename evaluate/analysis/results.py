@@ -1,9 +1,9 @@
 """Loading a results directory: every ``train_*.json``, read through the one gate, grouped into repeated runs.
 
-Each file becomes a typed :class:`utils.schema.model.Result` through :func:`utils.result.admit.admit`: a result is
-foreign input (a colleague's ``output.zip``), so it is read strictly, under limits, and its figures, platform and
-MLPerf verdict are checked (that module says which). A file that cannot be used is named with the reason and left
-out, never a crash and never silent; the comparison of the other files goes on.
+A result is foreign input (a colleague's ``output.zip``): each file is read through the one gate,
+``utils.result.admit.admit`` (the strict reader, plausibility, the platform's evidence, an MLPerf verdict re-checked).
+A file that cannot be used is named with its first problem and left out, never a crash and never silent; the other
+files are compared.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The settings and framework versions that differ between the results of one comparison.
 
-Two kinds of difference a reader must see before believing a ratio:
-
-* effective settings: what each framework resolved with its own code before the run
-  (``effective_settings.settings``, train/launch/preflight.py). Only the keys whose values
-  differ between the compared results are listed, so the table shows exactly where two
-  stacks did not run the same thing (attention backend, fusions, data-loader workers ...);
-* framework versions: two results of the same framework that ran different code
-  (another Megatron-LM commit, NeMo release, DeepSpeed ...) measure two framework
-  versions, not two GPUs. :func:`version_differences` lists them for the fairness
-  verdict (evaluate/analysis/fairness.py).
+The effective settings each framework resolved with its own code (``effective_settings``,
+train/launch/preflight.py), only the keys whose values differ: where two stacks did not run the same thing. And
+:func:`version_differences`: two results of one framework that ran different code measure two versions, not two
+GPUs (the fairness verdict's, evaluate/analysis/fairness.py).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Run-to-run statistics: the median of repeated runs and a 95% interval around it.
 
-Why a t-interval and not a bootstrap: benchmarks repeat a job 3 to 5 times
-(``RUNS``), and a bootstrap over 3 values can only ever return the sample range
-resampled, which understates the uncertainty. The Student-t interval widens as it
-should with few runs. We report the **median** of the runs as the central value
-(robust to one slow outlier) and the **95% Student-t interval of the mean** as its
-uncertainty; one run has no run-to-run interval and says so.
-
-Ratios (AMD / NVIDIA) take the ratio of medians, and their interval comes from a
-Welch t-interval on the log of the ratio (delta method), so an interval on a ratio
-is never narrower than the noise of either side allows.
-
-Per-step statistics of a single run come from :func:`utils.measure.monitor.summarize`.
+The median of the runs (robust to one slow outlier) with the 95% Student-t interval of the mean: with 3 to 5 runs a
+bootstrap only resamples the range and understates the uncertainty, the t-interval widens as it should. One run
+has no interval and says so. A ratio is the ratio of medians with a Welch t-interval on its log (delta method), so
+it is never narrower than either side's noise allows.
 """
 
 from __future__ import annotations

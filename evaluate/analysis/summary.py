@@ -1,14 +1,9 @@
 """From run groups to the numbers a report shows: per-group summaries, ratios, loss parity.
 
-Only ``ok`` runs enter a summary; failed and incomplete runs are counted and shown
-by their status, never averaged in. Repeated runs give a median and a 95% interval
-(:mod:`evaluate.analysis.stats`); every ratio is computed from the per-run values of both
-sides, so its interval carries the run-to-run noise of both platforms.
-
-Two kinds of AMD/NVIDIA ratio, never mixed: under the identical profile every AMD
-framework against every NVIDIA one (the same configuration); under the tuned profile
-the best against the best (:func:`best_vs_best`: each vendor's fastest tuned result,
-each at its own published recipe), with the settings in which the two runs differ.
+Only ``ok`` runs enter a summary (failed and incomplete ones are shown by status, never averaged in); repeated runs
+give a median and a 95% interval, and every ratio comes from both sides' per-run values. Two AMD/NVIDIA ratios,
+never mixed: identical profile, every AMD framework against every NVIDIA one; tuned profile, each vendor's fastest
+tuned result against the other's (:func:`best_vs_best`), with the settings in which they differ.
 """
 
 from __future__ import annotations

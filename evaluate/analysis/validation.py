@@ -1,30 +1,13 @@
-"""Validating result files: schema, sanity of the numbers, and fairness across them (``python -m evaluate.validate``).
+"""Validating result files (``python -m evaluate.validate``): the schema, the sanity of the numbers, fairness.
 
-Checks, per result (errors fail the validation, warnings are shown):
-
-* what every reader checks (``utils/result/admit.py``): the strict schema, figures the hardware can give (MFU,
-  the step floor), losses a cross-entropy can be, the quality block's times and sizes against the run, the
-  platform's evidence and a PROFILE=mlperf verdict re-checked; a file refused there is INVALID with its reason,
-  one that cannot be read at all (a directory or a FIFO named ``train_x.json``, a symlink loop) UNREADABLE;
-* ``status`` ok;
-* throughput consistent with the step times: ``tokens_per_second`` equals
-  ``GBS * SL / median(measured step times)`` within 1%, recomputed from the
-  per-step array, and the per-GPU figure times the GPU count gives it back; MFU at most 100%;
-* the effective settings the framework resolved before the run (``effective_settings``)
-  agree with the result's own workload (``train/settings/expected.contradictions``);
-* every loss finite, at least ``--min-steps`` measured steps, loss decreasing on average (mean of the last third
-  below the mean of the first third);
-* the time-to-quality block's schedule: evaluations at multiples of the evaluation interval, samples increasing,
-  a stop at the target the run's last evaluation; a null eval loss is a warning with its reason;
-* the profile: a tuned run must record the vendor recipe it ran and match it
-  (:func:`evaluate.analysis.fairness.recipe_problems`); a run that fell back to the identical
-  profile (``PROFILE_FALLBACK=identical``) is valid and says so in a warning;
-
-and across all results given, the fairness check of :mod:`evaluate.analysis.fairness`
-(per model and profile: every workload key, the effective precision, the model shape and
-the data, tokenizer and FLOP-convention fingerprints equal, the keys a tuned recipe sets
-excepted; what is unknown is a difference). The report is typed (:class:`ValidationReport`); its text is
-evaluate/render/validation.py's, its JSON :meth:`ValidationReport.as_dict`.
+Per result, errors fail the validation and warnings are shown: a file the gate of every reader refuses
+(``utils/result/admit.py``: the typed model, plausibility, losses, the quality block's times and sizes against the run,
+the platform's evidence, an MLPerf verdict) is INVALID and one that is no readable regular file UNREADABLE, each named
+with its first problem and never stopping the others; status ok; ``tokens_per_second`` = GBS x SL / median measured
+step time within 1% (and per GPU x GPUs); MFU at most 100%; the effective settings agree with the workload; losses
+finite and decreasing on average over at least ``--min-steps`` steps; the quality block's schedule; a tuned run
+matches its recipe (:func:`evaluate.analysis.fairness.recipe_problems`). Across the results:
+:mod:`evaluate.analysis.fairness`. The report is typed (:class:`ValidationReport`).
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
 """The GPU self-check's judgement: one row per framework of the platform, built from its results, and a verdict.
 
-``shell/gpu_check.sh`` runs the prescreen (``utils/machine/prescreen.py``) and a short training job per
-framework, then this module. It only reads: the results (through ``evaluate/analysis/results.py``), the
-figures their owners computed (``utils/measure/metrics.py``'s performance and framework-reported blocks,
-``utils/measure/power.py``'s energy), and the prescreen record. The one figure it forms itself is the MFU
-against the *measured* GEMM peak, through the same ``utils.spec.models.mfu`` the results use.
-
-Per framework: status; tokens/s; MFU against the datasheet and against the measured GEMM peak
-(both with full attention, as the results' ``mfu.full``); peak memory beside the pre-launch
-estimate; energy and tokens/kWh; the first two losses and their gap to the reference framework's
-(``tran`` when it ran, else the first that did), which must stay within :data:`LOSS_TOLERANCE`;
-tprimat's median step time against the framework's own printed figures (the results'
-``framework_reported`` block, gaps and 5% flag from ``utils/measure/metrics.py``): its own step time
-where tprimat times the steps in-process (NeMo's ``train_step_timing``), its own TFLOP/s where
-tprimat's step times are the ones the framework printed (Megatron and Primus iteration lines). A
-figure that is not there is ``None`` with the reason, listed under the table
-(``evaluate/gpu_check/model.py`` the record, ``evaluate/gpu_check/render.py`` the text, ``cli.py`` the
-command that writes them).
-
-The verdict is one line: ``ready``; ``degraded`` with the lines that are off (prescreen under 80% of
-the datasheet, losses apart, a framework's own figures apart from tprimat's, memory over its estimate,
-results not like-for-like); ``broken`` with the framework(s) that did not train and why.
+It only reads: the results, the figures their owners computed, and the prescreen record
+(``utils/machine/prescreen.py``); the one figure it forms is the MFU against the measured GEMM peak
+(``utils.spec.models.mfu``). Per framework: status, tokens/s, MFU against the datasheet and the measured peak,
+peak memory against its pre-launch estimate, energy, the first two losses against the reference framework's
+(within :data:`LOSS_TOLERANCE`), and tprimat's step time against the framework's own figures; a missing figure is
+``None`` with its reason. The verdict: ``ready``; ``degraded`` with the lines that are off; ``broken`` with the
+frameworks that did not train and why.
 """
 
 from __future__ import annotations
@@ -36,7 +22,7 @@ from evaluate.gpu_check.render import losses_text
 from utils.io.json_input import JsonInputError, read_json
 from utils.io.sanitise import one_line, sanitised
 from utils.machine.hardware import peak_tflops
-from utils.machine.prescreen import Prescreen
+from utils.machine.prescreen_record import Prescreen
 from utils.measure.plausible import prescreen_problems
 from utils.schema.model import Result
 from utils.spec.models import get_shape, mfu
@@ -46,7 +32,6 @@ LOSS_TOLERANCE = 0.02  # the first two losses of every framework within 2% of th
 FIRST_LOSSES = 2
 MEMORY_TOLERANCE = 0.15  # a measured peak more than 15% over the pre-launch estimate is a degraded line
 REFERENCE_FRAMEWORK = "tran"  # the vendor-neutral reference (docs/RUNNING.md)
-ESTIMATE_FIELD = "memory_estimate"  # the memory check's block (issue 22): the pre-launch estimate, peak_gb
 
 
 # ---------------------------------------------------------------------------
@@ -64,14 +49,6 @@ def workload_label(result: Result) -> str:
     if shape.num_layers == depth or shape.display_name.endswith(label):  # a proxy's shape may carry its label already
         return shape.display_name
     return f"{shape.display_name} {label}"
-
-
-def memory_estimate(result: Result) -> tuple[float | None, str | None]:
-    """The pre-launch memory estimate the result carries (``memory_estimate.peak_gb``), or why there is none."""
-    estimate = getattr(result, ESTIMATE_FIELD, None)  # results written before the memory check have no such block
-    if estimate is not None:
-        return float(estimate.peak_gb), None
-    return None, f"no pre-launch memory estimate in this result ({ESTIMATE_FIELD})"
 
 
 def _performance(row: Row, result: Result, measured_peak: float | None, peak_reason: str | None) -> None:
@@ -110,9 +87,10 @@ def _memory_and_energy(row: Row, result: Result) -> None:
             else memory.device_used_peak_gb
     if row.peak_memory_gb is None:
         row.missing["peak mem"] = (memory.reason if memory else None) or "the result has no memory block"
-    row.memory_estimate_gb, reason = memory_estimate(result)
-    if reason:
-        row.missing["estimate"] = reason
+    if result.memory_estimate is not None:
+        row.memory_estimate_gb = float(result.memory_estimate.peak_gb)
+    else:
+        row.missing["estimate"] = "no pre-launch memory estimate in this result (memory_estimate)"
     power = result.power_metrics
     if power is not None:
         row.energy_kwh, row.tokens_per_kwh = power.energy_kwh, power.tokens_per_kwh

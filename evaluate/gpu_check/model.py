@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from utils.machine.prescreen import Prescreen
+from utils.machine.prescreen_record import Prescreen
 
 Verdict = Literal["ready", "degraded", "broken"]
 

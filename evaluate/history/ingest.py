@@ -1,18 +1,11 @@
 """Adding results: from files, folders and ``output.zip`` archives, read as untrusted input, in one transaction.
 
-Every file goes through :func:`utils.result.admit.admit`, the gate every reader of results uses: a file that is
-no valid result is one line naming it and the first problem, and the other files are still added; a valid result
-that cannot be true (its figures, platform evidence or MLPerf verdict) is stored as refused, with its reasons, and
-never serves as a baseline.
-
-Archive members are never extracted by name: a member called ``train_*.json`` (at any depth) is read into
-memory under the same size limit, refused when it is a link, encrypted, an absolute or ``..`` name, or
-compressed past :data:`MAX_RATIO` (a zip bomb), then written to a private temporary file for the reader.
-The archive itself is bounded in members and in total uncompressed bytes.
-
-Reading happens before the database is touched, so the write lock is held only for the inserts. The
-inserts are one transaction: ``ON CONFLICT (content_hash) DO NOTHING`` makes adding a result twice (or
-two writers adding it at once) store it once, and a failure stores nothing of the batch.
+Every file goes through ``utils.result.admit.admit`` (the gate every reader uses): a file that is no valid result
+is one line, the others are added; a valid result that cannot be true is stored as refused, with its reasons, never a
+baseline. Archive members are never extracted by name: a ``train_*.json`` member (and its MLLOG) is read into memory
+under the same limit, refused when a link, encrypted, absolute or ``..``, or compressed past :data:`MAX_RATIO`; the
+archive is bounded in members and bytes. Everything is read before the write lock is taken; the inserts are one
+transaction with ``ON CONFLICT (content_hash) DO NOTHING``, so a result added twice is stored once.
 """
 
 from __future__ import annotations

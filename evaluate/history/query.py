@@ -1,21 +1,11 @@
 """Reading runs back: filters for ``list`` and ``trend``, selectors for ``diff`` and the gate, one view of a run,
 and what differs between runs.
 
-A selector names runs in one word, as a user or a CI job types it:
-
-* ``42`` (a run id) or ``42,43,44`` (several: a group of repeated runs);
-* ``tag:nightly`` or a bare ``nightly``: every run with that tag (``history add --tag``, ``history tag``);
-* ``last-ok`` (the gate's default): the last ok run of the candidate's workload on the candidate's device,
-  resolved by the gate, which knows the candidate.
-
-A filter narrows by platform, framework, model, profile, status, date (``--since``/``--until``, ISO dates
-or times, UTC), device (a case-insensitive part of its name), tag, and a library version
-(``--library torch=2.7.0``, ``--library transformer_engine=2.*``, or just a name: runs that recorded it).
-
-``history diff A B`` (:func:`render_diff`): every recorded fact (``record.details``) whose values differ between
-two runs or groups, in the order a reader looks for a cause (what ran, hardware, driver, image, versions, settings,
-environment, workload, fingerprints; a group shows each value with its count, a fact one side lacks ``-``), beside
-each side's median over its ok runs [95% interval] and B against A (Welch's t-interval on the log ratio).
+A selector: ``42`` or ``42,43,44`` (run ids), ``tag:nightly`` or a bare ``nightly``, or ``last-ok`` (the gate's
+default, resolved by the gate, which knows the candidate). A filter narrows by platform, framework, model, profile,
+status, date (``--since``/``--until``, UTC), device (part of its name), tag and library version
+(``--library torch=2.7.*``). ``history diff A B`` (:func:`render_diff`): every recorded fact whose values differ,
+in the order a reader looks for a cause, beside each side's median over its ok runs [95% interval] and B against A.
 """
 
 from __future__ import annotations

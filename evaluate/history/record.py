@@ -1,26 +1,12 @@
 """One result as the history stores it: a ``runs`` row, a ``series`` row, and the keys that find it again.
 
-Why flat rows and not the result file: a trend reads three figures of 100,000 runs, a diff compares a
-few hundred facts of a few runs, the gate reads step arrays of a dozen runs; none needs the rest, and
-the result files stay where they were written. What is kept:
-
-* ``content_hash``: SHA-256 of the result as the typed model serialises it: the key of idempotent adds;
-* ``workload_key``: SHA-256 of what makes two runs the same job, whatever ran it and where: the model
-  (and a ``MODEL_LAYERS`` proxy's depth), the profile and every workload key (``training_config.workload``);
-* the figures (tokens/s and per GPU, median step time, MFU under both attention conventions, TFLOP/s,
-  tokens/kWh, energy, peak memory), the hardware and software versions, fingerprints and status;
-* ``versions``: the versions a trend marks when they change (driver, CUDA/ROCm, torch, image, every
-  framework and library version);
-* ``details``: every fact a diff compares, flat (``hardware.device_name``, ``settings.attention_backend``,
-  ``library.transformer_engine``, ``workload.SL`` ...);
-* ``baseline_ok``: whether the run may serve as a gate baseline: ``ok``, with a throughput, and with every
-  recorded loss finite. A failed or incomplete run, or one whose figures were not finite (recorded as null
-  by its producer), is stored as it is, with the reason it is no baseline. A result the gate of every reader
-  refuses (``utils/result/admit.py``: figures that cannot be true) is stored with status ``refused`` and the reasons
-  as its error: listed, never plotted in a trend, never a baseline.
-
-Every text is made storable on both databases (PostgreSQL refuses NUL characters and lone surrogates):
-escaped, never dropped.
+Flat rows, not the result file: a trend reads three figures of 100,000 runs, a diff a few hundred facts of a few
+runs, the gate the step arrays of a dozen. ``content_hash`` makes adds idempotent; ``workload_key`` names the same
+job wherever it ran (model, proxy depth, profile, workload); ``versions`` are what a trend marks when they change;
+``details`` every fact a diff compares, flat; ``baseline_ok`` whether the run may be a gate baseline (ok, a
+throughput, every loss finite), else the reason; a result the gate refuses (``utils/result/admit.py``) is stored with
+status ``refused`` and its reasons as error: listed, never plotted, never a baseline. Every text is escaped so that
+both databases store it (PostgreSQL refuses NUL and lone surrogates).
 """
 
 from __future__ import annotations

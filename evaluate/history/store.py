@@ -1,19 +1,12 @@
 """The history database: its schema and versions, and opening it safely (where it is: ``target.py``).
 
-Why SQLAlchemy Core and not an ORM: the stored record is a handful of flat rows per run, written in bulk
-(10,000 results in one add) and read column-wise (a trend over 100,000 runs); Core's tables and
-statements run unchanged on SQLite (the default, one file) and PostgreSQL (a team's server).
-
-Versions: ``tprimat_meta`` holds ``application`` and ``schema_version``. A new database is created at
-version 1 and migrated step by step like any old one (:data:`MIGRATIONS`), so the migration path is the
-path every database takes. Refused in one line (:class:`HistoryError`, exit 2 in the CLIs), with nothing
-written: a file that is no SQLite database, a database holding tables but no ``tprimat_meta`` (not
-tprimat's), a schema newer than this code, a database locked past ``lock_timeout`` or read-only when a
-write is needed, and a server that cannot be reached.
-
-SQLite specifics: the module opens transactions itself (``BEGIN`` to read, ``BEGIN IMMEDIATE`` to write),
-so two writers queue on the file lock instead of failing half-way, and a write is one transaction.
-PostgreSQL: creation and migration hold an advisory lock, so two first writers do not both create.
+SQLAlchemy Core, not an ORM: a run is a few flat rows, written in bulk and read column-wise, and Core's statements
+run unchanged on SQLite and PostgreSQL. ``tprimat_meta`` holds the application and schema version; a new database
+is created at version 1 and migrated step by step like any old one (:data:`MIGRATIONS`). Refused in one line with
+nothing written: no SQLite file, another application's tables, a newer schema, a lock past ``lock_timeout``, a
+read-only file for a write, an unreachable server. SQLite: this module opens every transaction (``BEGIN
+IMMEDIATE`` to write), so two writers queue instead of failing half-way; PostgreSQL: creation and migration hold
+an advisory lock.
 """
 
 from __future__ import annotations

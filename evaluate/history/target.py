@@ -1,10 +1,9 @@
 """Where the history database is, and how it is named in a message: never with its password.
 
 ``HISTORY_DB`` in config.env, or ``--db``: a file path (SQLite), a ``sqlite:///`` or ``postgresql://`` URL, or
-``off``. A password is never taken from the config (``utils.config.load`` prints every key): it comes from
-``HISTORY_DB_PASSWORD`` (environment or ``secrets.env``), libpq's ``PGPASSWORD`` or ``~/.pgpass``, or a URL given
-with ``--db``; every message shows the URL with the password masked and any error text is scrubbed of it
-(:func:`scrub`). Opening the database is evaluate/history/store.py's.
+``off``. A password never comes from the config (which is printed): it is ``HISTORY_DB_PASSWORD`` (environment or
+``secrets.env``), libpq's ``PGPASSWORD`` or ``~/.pgpass``, or a ``--db`` URL; every message masks it
+(:func:`scrub`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """``history trend``: tokens/s per GPU, MFU and tokens per kWh of each job over time, version changes marked.
 
-A series is one (platform, framework, model, profile, device): the same job on the same kind of device, so
-a point that moves is the software, the driver or the node, not the comparison. Where the recorded versions
-(driver, CUDA/ROCm, torch, image, framework and library versions) differ from the previous run of the
-series, the run is marked with what changed, in the table and as a dotted line in the PNG. Failed and
-incomplete runs are listed with their status and never plotted; a figure not measured is ``-``.
-
-The PNG (matplotlib, Agg) has one panel per metric; every ok run is plotted (a series of more than
-:data:`MAX_POINTS` runs as the medians of consecutive runs, which the title says, with how many per point), the
-table shows the last ``--last`` runs of each series.
+A series is one job on one kind of device (platform, framework, model, profile, device), so a point that moves is
+the software, the driver or the node. A run whose recorded versions differ from the one before is marked with what
+changed (a dotted line in the figure). Failed runs are listed, never plotted. The figure has one panel per metric;
+a series of more than :data:`MAX_POINTS` runs is drawn as medians of consecutive runs, and the title says so.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The per-platform framework comparison: every framework of one platform side by side (seed 004's view).
 
-For each platform with results, ``compare`` writes ``compare_<platform>_frameworks.png``, a 2x2
-figure (per-GPU throughput bars per framework and model, loss curves, step duration over
-time, average step time bars), and prints console tables per model (Tokens/s/GPU, Avg Step
-Time, Final Loss, Total Time) with a summary of the winners. It reads the same
-:class:`evaluate.analysis.GroupSummary` objects as the cross-vendor report and changes
-nothing in it: this view answers "which framework is fastest on this machine", the
-report "how do the vendors compare".
-
-Only ``ok`` runs are drawn; a framework whose runs failed is listed with its status, never
-as a zero bar.
+Per platform, ``compare_<platform>_frameworks.png`` (throughput bars, loss curves, step duration, average step
+time) and console tables per model with the winners: "which framework is fastest on this machine", from the same
+summaries as the cross-vendor report. Only ``ok`` runs are drawn; a failed framework is listed, never a zero bar.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """compare's MLPerf view: each PROFILE=mlperf run's compliance verdict, vendor pairs whose host settings differ, and
 MLPerf's published runs imported (``evaluate/analysis/published.py``): the tables of compare.md and the page.
 
-Why here: the verdict is stored in each result (``mlperf`` block, ``utils/result/mllog.py``);
-a reader of a comparison must see per run whether its MLLOG met MLPerf's closed-division
-rules, and what the checker said when not, beside the throughput. Host settings
-(``environment.host_tunables``, ``utils/machine/host_tunables.py``) are what MLPerf
-submitters tune outside the framework; an AMD and an NVIDIA run on hosts set differently
-measure the hosts as well, so each such pair is listed with the settings that differ.
+A reader must see per run whether its MLLOG met MLPerf's closed-division rules (the result's ``mlperf`` block) and
+which host settings an AMD and an NVIDIA run differ in (``environment.host_tunables``): hosts set differently
+measure the hosts as well.
 """
 
 from __future__ import annotations

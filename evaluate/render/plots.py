@@ -1,21 +1,10 @@
 """The comparison figures, built as matplotlib ``Figure`` objects (Agg, no display needed).
 
-``comparison_figure`` has up to seven panels: throughput per GPU (with 95% intervals over
-repeated runs and the matching published reference), training loss, step time per
-step, average step time, and, each only where some result measured it, tokens per kWh,
-peak memory and MFU under both FLOP conventions (issue 37: no empty panel; on cpu the
-figure has four). ``model_figure`` is one model's throughput and loss for the HTML page
-(evaluate/report_html/).
-
-Read at a glance (issue 23): one colour per framework (the registry's fixed palette,
-``utils/spec/registry.py``), one line style, marker and hatch per platform, legends that read
-``nvd · mega``. Warm-up steps are drawn and shaded but never set a curve's axis: the
-axis fits the measured steps (a first step of 11.7 s no longer flattens 2 s steps),
-and a warm-up value off the scale is written in the shaded band. The loss panel shows
-the convergence band of ``evaluate/analysis/convergence.py`` over the last 20% of the steps.
-``loss_parity_figure`` overlays the loss curves of two platforms on identical data
-and plots their relative gap. Building figures in functions that return them lets
-tests inspect axes titles rather than just a file's existence.
+``comparison_figure``: throughput per GPU (95% intervals, the matching published reference), loss, step time per
+step and on average, and only where some result measured them tokens per kWh, peak memory and MFU (no empty
+panel). ``model_figure``: one model's throughput and loss for the page. ``loss_parity_figure``: two platforms' loss
+curves on identical data and their gap. One colour per framework (the registry's), one line style, marker and
+hatch per platform. Warm-up steps are drawn and shaded but never set an axis: the axis fits the measured steps.
 """
 
 from __future__ import annotations

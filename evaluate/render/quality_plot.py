@@ -1,12 +1,8 @@
-"""The time-to-quality figure (issue 34): held-out eval loss against wall-clock time and against tokens.
+"""The time-to-quality figure: held-out eval loss against wall-clock time and against tokens.
 
-The one owner of the eval-loss drawing: ``python -m evaluate.compare`` writes :func:`quality_figure` as
-``quality.png`` beside ``compare.png`` when any result evaluated (``evaluate/render/markdown.py`` links it in
-``compare.md``), and the HTML page (``evaluate/report_html/sections.py``) draws each model's panels with
-:func:`model_quality_figure`. One line per run that evaluated (framework colour, platform line style and marker, as
-in ``evaluate/render/plots.py``), the target loss as a horizontal line, a non-finite evaluation as a gap. Built as a
-matplotlib ``Figure`` (Agg, no display needed) with fixed margins: one draw, not a constrained layout's
-measuring of every label again (docs/PERFORMANCE.md, the page).
+The one owner of the eval-loss drawing: compare's ``quality.png`` (:func:`quality_figure`) and the page's panels
+(:func:`model_quality_figure`). One line per run that evaluated (framework colour, platform line style and marker,
+as in plots.py), the target as a horizontal line, a non-finite evaluation as a gap; fixed margins, one draw.
 """
 
 from __future__ import annotations

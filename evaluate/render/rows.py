@@ -12,6 +12,7 @@ from typing import Any
 
 from evaluate.analysis.comparison import Comparison
 from evaluate.analysis.convergence import Convergence
+from evaluate.analysis.results import RunGroup
 from evaluate.analysis.settings_diff import ABSENT, SettingDifference
 from evaluate.analysis.stats import Estimate
 from evaluate.analysis.summary import BestVsBest, GroupSummary, LossParity, QualityRatio, QualitySummary, Ratio
@@ -121,10 +122,10 @@ QUALITY_HEADERS = ["platform / framework", "target loss", "reached", "time to ta
                    "energy to target (kWh)", "GPU-hours", "cost to target"]
 
 
-def _quality_name(summary: QualitySummary) -> str:
-    g = summary.group
-    return (f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
-            + (" (tuned)" if g.profile == "tuned" else ""))
+def run_name(group: RunGroup) -> str:
+    """``AMD Primus (tuned)``: a group as the quality tables and the page name it."""
+    return (f"{display_name('platform', group.platform)} {display_name('framework', group.framework)}"
+            + (" (tuned)" if group.profile == "tuned" else ""))
 
 
 def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], short: bool = False) -> list[list[str]]:
@@ -136,7 +137,7 @@ def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], shor
         price = prices.get(q.group.platform)
         cost = q.cost(price)
         rows.append([
-            _quality_name(q), "n/a" if q.target_loss is None else f"{q.target_loss:g}", f"{reached} of {runs}",
+            run_name(q.group), "n/a" if q.target_loss is None else f"{q.target_loss:g}", f"{reached} of {runs}",
             est(q.time_s, 1), est(q.tokens, 0), _not_measured(q.energy_kwh, q.energy_reason, 4, short),
             _not_measured(q.gpu_hours, q.gpu_hours_reason, 4, short),
             "no price given" if price is None else ("$" + est(cost, 2) if cost is not None else "n/a"),
@@ -145,13 +146,13 @@ def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], shor
 
 
 def quality_ratio_rows(ratios: list[QualityRatio]) -> list[list[str]]:
-    return [[_quality_name(r.numerator), _quality_name(r.denominator), r.value.format(3),
+    return [[run_name(r.numerator.group), run_name(r.denominator.group), r.value.format(3),
              "AMD faster" if r.value.value < 1 else "NVIDIA faster" if r.value.value > 1 else "equal"]
             for r in ratios]
 
 
 def not_reached_rows(summaries: list[QualitySummary]) -> list[list[str]]:
-    return [[name, _quality_name(q), why] for q in summaries for name, why in q.not_reached]
+    return [[name, run_name(q.group), why] for q in summaries for name, why in q.not_reached]
 
 
 def _verdict(value: float) -> str:

@@ -1,9 +1,7 @@
 """Tables for the console (through ``rich``) and for Markdown, from the same rows and the same cells.
 
-Numbers are right-aligned in the console so columns of throughput line up; Markdown
-gets the same cell texts, so the report and the terminal never disagree. Console
-tables are plain text (no colour, no box-drawing characters, nothing wrapped or cut),
-because they end up in logs and in CI output as often as on a terminal.
+Console tables are plain text (no colour, no box drawing, nothing wrapped or cut: they end up in logs and CI),
+numbers right-aligned; Markdown gets the same cell texts.
 """
 
 from __future__ import annotations

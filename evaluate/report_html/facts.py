@@ -1,9 +1,8 @@
 """What the page shows, gathered once: the comparison, the history, the gate's verdicts, each run's files.
 
-Each part that may be absent is a value or a one-line reason, never an exception: a page without a results
-database, without a gate report or without evaluation still says everything else (issue 37). No absolute path of
-this machine goes into the facts: files are named relative to the results folder. The history part is
-evaluate/report_html/database.py's.
+A part that may be absent is a value or a one-line reason, never an exception, so a page without a database, a
+gate report or evaluation still says everything else. No absolute path of this machine goes in: files are named
+relative to the results folder.
 """
 
 from __future__ import annotations

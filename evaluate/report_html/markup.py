@@ -1,15 +1,10 @@
 """Building the page's HTML so that every foreign text is escaped: :class:`Markup` is the only trusted string.
 
-Strings from a result file (a device name, an error, a file name, a setting's value), the results database and the
-gate's report are foreign input: a forged ``device_name`` holding ``<script>`` must render as text (issue 37), and
-an escape sequence or a bidirectional override must show as its escape, as in every other renderer. So nothing here
-pastes raw text into markup: :func:`esc` first makes the text inert with ``utils/io/sanitise.py`` (the one owner
-of sanitising, issue 33: controls, bidi overrides, lone surrogates shown as their escapes, line breaks kept), then
-escapes it for HTML (a table cell is also one line, :func:`utils.io.sanitise.one_line`); :func:`el` escapes
-every child that is not :class:`Markup` and every attribute value, a link points only at a file name inside the
-output folder (percent-encoded, so never a ``javascript:`` URL), and a figure is matplotlib's own
-SVG (its texts XML-escaped by matplotlib) with the XML prologue cut. The page also forbids every script and every
-network request with its Content-Security-Policy (:data:`CSP`): an escaping slip would still run nothing.
+A result's strings, the database's and the gate report's are foreign: :func:`esc` makes text inert with
+``utils/io/sanitise.py`` and then escapes it for HTML; :func:`el` escapes every child that is not :class:`Markup`
+and every attribute; a link points only at a file inside the output folder (percent-encoded, never
+``javascript:``); a figure is matplotlib's own SVG. The Content-Security-Policy (:data:`CSP`) forbids every
+script and network request, so an escaping slip would still run nothing.
 """
 
 from __future__ import annotations

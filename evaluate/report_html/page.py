@@ -1,8 +1,7 @@
 """The page as one HTML document: head (the Content-Security-Policy, the style), contents, the sections.
 
-Self-contained (issue 37): no script, no stylesheet, font or image fetched; figures inline (SVG, or PNG as data:
-URLs); it opens from disk or from inside ``output.zip`` with no network. The only links are to the result files
-and logs beside it and to its own sections.
+Self-contained: no script and nothing fetched, figures inline; it opens from disk or inside ``output.zip``, and
+links only to the result files and logs beside it and to its own sections.
 """
 
 from __future__ import annotations

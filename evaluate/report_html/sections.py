@@ -1,10 +1,7 @@
 """The page's sections in reading order: verdict, one section per model, fairness, history and gate, evidence.
 
-Each section is built from :class:`evaluate.report_html.facts.PageFacts` through ``markup.py`` only, so every
-foreign text is escaped. The cells of the tables are the Markdown report's own (``evaluate/render/rows.py``'s row
-builders: the same numbers with units and thousands separators, failed and incomplete runs counted apart, never
-averaged in), so the page, ``compare.md`` and the console never disagree. A part with no data is one line saying
-why (:func:`markup.note`), never an empty box.
+Built through ``markup.py`` only, so every foreign text is escaped; the table cells are evaluate/render/rows.py's,
+so the page, ``compare.md`` and the console never disagree. A part with no data is one line saying why.
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ from evaluate.render.rows import (
     failed_rows,
     parity_rows,
     result_rows,
+    run_name,
     settings_tables,
 )
 from evaluate.render.tables import CELL_CHARS
@@ -68,8 +66,7 @@ def who(platform: str, framework: str, text: str) -> Markup:
 
 def group_label(summary: GroupSummary) -> Markup:
     g = summary.group
-    text = f"{display_name('platform', g.platform)} {display_name('framework', g.framework)}"
-    return who(g.platform, g.framework, text + (" (tuned)" if g.profile == "tuned" else ""))
+    return who(g.platform, g.framework, run_name(g))
 
 
 def _interval(value: Estimate) -> str:

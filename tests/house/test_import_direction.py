@@ -7,6 +7,7 @@ including the function-local ones, so a lazy import cannot hide a dependency the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,14 +29,15 @@ EVALUATE_ROOMS = {
 }
 
 
+def _imports(folder: str, wrong: Callable[[str], bool], root: Path) -> list[str]:
+    """``path:line imports module`` for every import under ``folder`` that ``wrong`` refuses."""
+    return [f"{path.relative_to(root)}:{line} imports {module}" for path in sorted((root / folder).rglob("*.py"))
+            for line, module in imported_modules(path, root) if wrong(module)]
+
+
 def violations(package: str, root: Path = REPO) -> list[str]:
-    """``path:line imports module`` for every import of ``package`` against the direction."""
-    out = []
-    for path in sorted((root / package).rglob("*.py")):
-        for line, module in imported_modules(path, root):
-            if module.split(".")[0] in FORBIDDEN[package]:
-                out.append(f"{path.relative_to(root)}:{line} imports {module}")
-    return out
+    """Every import of ``package`` against the direction."""
+    return _imports(package, lambda module: module.split(".")[0] in FORBIDDEN[package], root)
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -55,15 +57,10 @@ def test_the_check_sees_function_local_and_relative_imports(tmp_path: Path) -> N
 
 
 def room_violations(room: str, root: Path = REPO) -> list[str]:
-    """``path:line imports module`` for every import of an evaluate package that ``room`` may not use."""
+    """Every import of an evaluate package that ``room`` may not use."""
     allowed = EVALUATE_ROOMS[room]
-    out = []
-    for path in sorted((root / room).rglob("*.py")):
-        for line, module in imported_modules(path, root):
-            if module.split(".")[0] == "evaluate" and not any(
-                    module == name or module.startswith(name + ".") for name in allowed):
-                out.append(f"{path.relative_to(root)}:{line} imports {module}")
-    return out
+    return _imports(room, lambda module: module.split(".")[0] == "evaluate" and not any(
+        module == name or module.startswith(name + ".") for name in allowed), root)
 
 
 @pytest.mark.parametrize("room", sorted(EVALUATE_ROOMS))

@@ -24,6 +24,9 @@ import sys
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
+from utils.config.rules import ConfigError
 
 IGNORE_FILE = ".dockerignore"
 
@@ -81,8 +84,6 @@ def ignored(rel: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
 
 def configured_folders(repo: Path) -> dict[str, str]:
     """``{key: path relative to the repository}`` for DATA_DIR, OUTPUT_DIR and HF_HOME when they lie inside it."""
-    from utils.config.load import load_config
-
     cfg = load_config()
     inside = {}
     real_repo = Path(os.path.realpath(repo))
@@ -142,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.files.build_context", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="an empty folder to fill (shell/build.sh makes a temporary one)")
     args = parser.parse_args(argv)
-    from utils.config.model import REPO_ROOT
-    from utils.config.rules import ConfigError
 
     if not args.target.is_dir() or any(args.target.iterdir()):
         print(f"build_context: {args.target} must be an existing empty folder", file=sys.stderr)

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
+from utils.config.load import load_config
 from utils.io.output_path import LOCK_DIR
 from utils.io.sanitise import one_line
 
@@ -127,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--min-free-mb", type=float, default=MIN_FREE_BYTES / 2**20,
                        help=f"room required, in MiB (default {MIN_FREE_BYTES // 2**20})")
     args = parser.parse_args(argv)
-    from utils.config.load import load_config
 
     cfg = load_config()
     if not (args.min_free_mb >= 0 and args.min_free_mb < 2**40):

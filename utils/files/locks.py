@@ -45,6 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
+from utils.config.load import load_config
 from utils.io.output_path import LOCK_DIR
 
 INHERITED_FDS_ENV = "TPRIMAT_LOCK_FDS"
@@ -253,7 +254,6 @@ def release_fd(fd: int) -> None:
 
 
 def _data_lock() -> tuple[Path, str]:
-    from utils.config.load import load_config
 
     data_dir = load_config().data_dir
     return data_lock_path(data_dir), f"DATA_DIR {data_dir}"

@@ -26,6 +26,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.files.generated import (
     HISTORY_APPLICATION,
     HISTORY_DEFAULT,
@@ -164,8 +166,6 @@ def main(argv: list[str] | None = None) -> int:
                              "(a PostgreSQL database is never dropped)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     args = parser.parse_args(argv)
-    from utils.config.load import load_config
-    from utils.config.model import REPO_ROOT
 
     with OneLineFailure("purge", (RootError, PurgeError), cannot="remove") as failure:
         cfg = load_config()

@@ -29,8 +29,16 @@ import time
 from pathlib import Path
 
 from utils.config.cli import exits_on_config_error
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
+from utils.files.locks import LockHeld, hold, result_lock_path
 from utils.machine.rendezvous import seconds_argument as _seconds
+from utils.machine.rendezvous import wait_for_port
+from utils.result.file import ResultError, new_result, read_result, update_result, write_result
 from utils.result.run_claim import CLOSED_PREFIX, RUN_ID_ENV, claim, current_owner
+from utils.schema.hardware import GpuInfo
+from utils.schema.measures import Source
+from utils.spec.models import get_shape
 
 STARTED_REASON = "shell/train.sh started this job; its launcher has recorded nothing yet"
 REAP_SECONDS = 5.0
@@ -79,14 +87,6 @@ def start(path: Path, platform: str, framework: str, model: str, run_index: int 
     ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed first (the job before this one
     may have left it in TIME_WAIT or to a process that is still exiting).
     """
-    from utils.config.load import load_config
-    from utils.files.locks import hold, result_lock_path
-    from utils.machine.rendezvous import wait_for_port
-    from utils.result.file import new_result, write_result
-    from utils.schema.hardware import GpuInfo
-    from utils.schema.measures import Source
-    from utils.spec.models import get_shape
-
     cfg = load_config()
     busy = wait_for_port(cfg.master_port, wait_port) if wait_port > 0 and cfg.node_rank == 0 else None
     stack = {"amd": "rocm", "nvd": "cuda"}.get(platform, "cpu")
@@ -105,8 +105,6 @@ def start(path: Path, platform: str, framework: str, model: str, run_index: int 
 
 def end(path: Path, run_id: str, stopped_by: str | None) -> list[str]:
     """Stop what is left of the run, word a stopped job's reason, close the run; the lines to show."""
-    from utils.result.file import ResultError, read_result, update_result, write_result
-
     lines = []
     left = reap(run_id)
     if left:
@@ -145,9 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     for each in (p_start, p_end):
         each.add_argument("--run-id", required=True)
     args = parser.parse_args(argv)
-    from utils.config.rules import ConfigError
-    from utils.files.locks import LockHeld
-    from utils.result.file import ResultError
 
     try:
         if args.command == "start":

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
+from utils.config.load import load_config
+from utils.config.model import REPO_ROOT
 from utils.config.secret import SECRET_KEYS, read_secret_bytes
 from utils.files.generated import TEMP_NAME, RootError, check_root, output_targets
 from utils.io.atomic import atomic_path
@@ -215,8 +217,6 @@ def main(argv: list[str] | None = None) -> int:
         "line); env files and files containing a secret (HF_TOKEN's bytes as the secrets loader reads them: "
         "environment, else secrets.env) make it refuse, naming the files but never the value.")
     parser.parse_args(argv)
-    from utils.config.load import load_config
-    from utils.config.model import REPO_ROOT
 
     with OneLineFailure("wrap", (RootError, WrapRefused), cannot="pack") as failure:
         cfg = load_config()

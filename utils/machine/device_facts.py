@@ -114,7 +114,7 @@ def device_facts(platform: str, device_index: int = 0, library: Any | None = Non
 
 def _runtime() -> Fact:
     try:
-        import torch
+        import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
     except ImportError as exc:
         return Fact(reason=f"torch is not installed: {exc}")
     hip = getattr(torch.version, "hip", None)

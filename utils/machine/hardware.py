@@ -203,7 +203,7 @@ def _which(tool: str) -> bool:
 
 def _torch():
     try:
-        import torch
+        import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
     except ImportError:
         return None
     return torch
@@ -271,6 +271,7 @@ def _amd_driver() -> str | None:
     if version_file.is_file():
         return version_file.read_text().strip() or None
     try:
+        # local: amdsmi exists only on AMD hosts
         from amdsmi import amdsmi_get_gpu_driver_info, amdsmi_get_processor_handles, amdsmi_init
 
         amdsmi_init()
@@ -353,10 +354,9 @@ def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
                            software_version=None, pytorch_version=version, driver_version=driver,
                            peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
                            peak_tflops_source=peak_source(name), cpu_name=cpu_name())
-    reason = "no accelerator on platform cpu: peak FLOP/s unknown, MFU not computed"
-    if platform != "cpu":
-        reason = (f"platform {platform}: the GPU is not queried before the job starts (no GPU runtime in the "
-                  "launcher); the job's result records it")
+    reason = ("no accelerator on platform cpu: peak FLOP/s unknown, MFU not computed" if platform == "cpu" else
+              f"platform {platform}: the GPU is not queried before the job starts (no GPU runtime in the launcher); "
+              "the job's result records it")
     return GpuInfo(device_name=None, device_count=0, total_memory_gb=None, software_stack="cpu",
                    software_version=None, pytorch_version=version, driver_version=None, peak_tflops=PeakTflops(),
                    peak_tflops_reason=reason, cpu_name=cpu_name())

@@ -22,8 +22,8 @@ power-capped at N W", a note, not a warning (issue 38). The
 arithmetic only sees a :class:`Device` (two timed operations), so the tests drive it with a fake
 device on cpu; the real one is :class:`TorchDevice` (CUDA/HIP events around the timed loop).
 
-``python -m utils.machine.prescreen --platform nvd --out PATH`` writes the typed :class:`Prescreen` JSON
-(atomically) and prints one line per measurement. No GPU: one line and exit 2.
+``python -m utils.machine.prescreen --platform nvd --out PATH`` writes the typed ``Prescreen`` JSON
+(``utils/machine/prescreen_record.py``, atomically) and prints one line per measurement. No GPU: one line and exit 2.
 """
 
 from __future__ import annotations
@@ -40,11 +40,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from utils.io.atomic import atomic_write_text
 from utils.machine.device_facts import IDLE_REASON, ClockReader, ClockSample, Fact, clock_reader, device_facts
 from utils.machine.hardware import PLATFORMS, memory_bandwidth_tbs, peak_source, peak_tflops
+from utils.machine.prescreen_record import ClockRecord, CopyBandwidth, GemmPoint, GemmSweep, Prescreen
 
 GEMM_SIZES = (2048, 4096, 8192, 16384)
 GEMM_TARGET_S = 4.0  # seconds of back-to-back multiplies per size: ~17 s for the sweep
@@ -74,81 +73,6 @@ class Device(Protocol):
     def gemm_seconds(self, n: int, iterations: int) -> float: ...
 
     def copy_seconds(self, nbytes: int, iterations: int) -> float: ...
-
-
-# ---------------------------------------------------------------------------
-# the typed record
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class GemmPoint(Model):
-    """One size of the sweep: ``iterations`` multiplies of bf16 ``n x n`` matrices took ``seconds``."""
-
-    n: int = Field(ge=1)
-    iterations: int = Field(ge=1)
-    seconds: float = Field(gt=0)
-    tflops: float = Field(ge=0)
-
-
-class GemmSweep(Model):
-    points: list[GemmPoint]
-    measured_peak_tflops: float | None
-    best_n: int | None
-    datasheet_tflops: float | None
-    datasheet_source: str | None
-    fraction_of_datasheet: float | None
-    reason: str | None = None
-
-
-class CopyBandwidth(Model):
-    bytes: int = Field(ge=1)
-    iterations: int = Field(ge=1)
-    seconds: float = Field(gt=0)
-    bytes_moved_per_copy: int = Field(ge=1)
-    measured_tbs: float = Field(ge=0)
-    datasheet_tbs: float | None
-    datasheet_source: str | None
-    fraction_of_datasheet: float | None
-    reason: str | None = None
-
-
-class ClockRecord(Model):
-    """The device's SM clock and clock-event reasons while the best GEMM size ran, and what that clock allows.
-
-    ``at_max_clock_tflops`` is the measured peak scaled to the maximum SM clock (measured x max / sustained): the
-    figure the device would give if its clock were not held down. Samples where the device reported itself idle
-    are left out (not the sweep's clock)."""
-
-    library: str | None
-    samples: int = Field(ge=0)
-    during_n: int | None
-    sm_clock_sustained_mhz: float | None
-    sm_clock_max_mhz: float | None
-    reasons: dict[str, float] = Field(default_factory=dict)  # reason -> share of the samples it was active in
-    power_limit_w: float | None
-    at_max_clock_tflops: float | None
-    at_max_clock_fraction: float | None
-    reason: str | None = None
-
-
-class Prescreen(Model):
-    """What ``python -m utils.machine.prescreen`` measured on one device (``<check dir>/prescreen.json``)."""
-
-    platform: str
-    device_index: int = 0
-    device_name: str
-    measured_at: str
-    duration_s: float = Field(ge=0)
-    gemm: GemmSweep
-    copy_bandwidth: CopyBandwidth
-    facts: dict[str, Fact]
-    warnings: list[str] = Field(default_factory=list)
-    clocks: ClockRecord | None = None
-    power_capped_w: float | None = None  # a GEMM peak under WARN_FRACTION explained by the power cap (not a warning)
-    notes: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -346,7 +270,7 @@ class TorchDevice:
     """Logical device ``index`` through torch; the timed loops run between two device events."""
 
     def __init__(self, index: int = 0) -> None:
-        import torch
+        import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
 
         self.torch = torch
         self.index = index
@@ -398,7 +322,7 @@ def open_device(platform: str, index: int = 0) -> TorchDevice:
     if platform not in GPU_PLATFORMS:
         raise NoGpu(f"platform {platform} has no GPU to prescreen (use it on an nvd or amd node)")
     try:
-        import torch
+        import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
     except ImportError as exc:
         raise NoGpu(f"torch is not installed ({exc}): no GPU to prescreen") from None
     if not torch.cuda.is_available() or torch.cuda.device_count() <= index:

@@ -24,6 +24,7 @@ import threading
 import time
 
 from utils.config.cli import exits_on_config_error, number_argument
+from utils.config.load import load_config
 
 RESOLVE_SECONDS = 5.0
 PORT_WAIT_SECONDS = 30.0
@@ -97,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait", type=seconds_argument, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS for MASTER_PORT to be freed (default 0: check once)")
     args = parser.parse_args(argv)
-    from utils.config.load import load_config
 
     cfg = load_config()
     problem = resolve_problem(cfg.master_addr)

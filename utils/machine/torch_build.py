@@ -33,7 +33,7 @@ def torch_version() -> ModuleType | None:
                 alone.loader.exec_module(module)
                 return module
     try:
-        import torch
+        import torch  # local: the point of this module is not to pay its ~4.6 s import (above)
     except ImportError:
         return None
     return torch.version

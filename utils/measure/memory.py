@@ -52,13 +52,18 @@ them.
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from utils.machine.hardware import DeviceMemory
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
+from utils.machine.hardware import DeviceMemory, device_memory
 from utils.schema.measures import MemoryEstimate
-from utils.spec.models import ModelShape
+from utils.spec.models import ModelShape, workload_shape
+from utils.spec.registry import framework_names, model_names, platform_names
 
 GIB = 1024**3
 # DeepSpeed's default reduce_bucket_size (5e8 elements) in bf16: the contiguous-gradient bucket of ZeRO-1/2.
@@ -390,14 +395,7 @@ def verdict(result: Estimate, force: bool = False) -> Verdict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
 
-    from utils.config.load import load_config
-    from utils.config.rules import ConfigError
-    from utils.machine.hardware import device_memory
-    from utils.spec.models import workload_shape
-    from utils.spec.registry import framework_names, model_names, platform_names
 
     parser = argparse.ArgumentParser(
         prog="python -m utils.measure.memory",

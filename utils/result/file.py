@@ -49,6 +49,7 @@ from utils.schema.hardware import Environment, GpuInfo
 from utils.schema.measures import Source
 from utils.schema.model import RESULT_LIMITS, SCHEMA_PATH, SCHEMA_VERSION, Result, unknown_name
 from utils.schema.run import Fingerprint, ModelShapeBlock, TrainingConfig, Workload
+from utils.schema.v1 import migrate
 from utils.spec.models import ModelShape
 
 __all__ = [
@@ -267,7 +268,6 @@ def read_the_long_way(text: str, where: str) -> Result:
     if not isinstance(data, dict):
         raise ResultError(f"{where}: (top level): a result is a JSON object, not {type(data).__name__}")
     if data.get("schema_version") == 1:
-        from utils.schema.v1 import migrate
 
         try:
             data = migrate(data)

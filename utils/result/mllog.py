@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from datetime import datetime
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,6 @@ def mllog_path(result_path: Path) -> Path:
 
 def package_version() -> str | None:
     """The installed mlperf-logging's version, or None when it is not installed."""
-    from importlib import metadata
-
     try:
         return metadata.version(PACKAGE)
     except metadata.PackageNotFoundError:
@@ -138,6 +137,7 @@ def _trained_seconds(result: Result) -> float:
 
 def mllog_text(result: Result) -> str:
     """The MLLOG lines of one run, written by ``mllog.MLLogger`` with the run's own times; :class:`MllogError`."""
+    # local: mlperf-logging takes ~0.25 s to import (-X importtime) and only PROFILE=mlperf needs it
     from mlperf_logging.mllog import constants as c
     from mlperf_logging.mllog.mllog import MLLogger
 
@@ -262,8 +262,6 @@ def check(path: Path, ruleset: str) -> MlperfCheck:
 
 def rcp_point(gbs: int | None, ruleset: str = RULESET_OF_RECORD) -> MlperfRcp:
     """What the package's reference convergence points say about this GBS (one run cannot be RCP-checked)."""
-    from importlib import resources
-
     name = f"rcp_checker/training_{ruleset}/rcps_{BENCHMARK}.json"
     source = f"{PACKAGE} {package_version()}: mlperf_logging/{name}"
     try:

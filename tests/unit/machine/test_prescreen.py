@@ -17,6 +17,7 @@ from tests.helpers.devices import H100, FakeDevice, h100
 from utils.machine import device_facts as df
 from utils.machine import prescreen as ps
 from utils.machine.hardware import memory_bandwidth_tbs, peak_tflops
+from utils.machine.prescreen_record import Prescreen
 
 
 def test_gemm_sweep_peak_is_the_best_size_against_the_datasheet():
@@ -83,7 +84,7 @@ def test_unknown_device_has_no_datasheet_and_says_why():
     assert "not in the peak table" in record.gemm.reason
     assert record.copy_bandwidth.datasheet_tbs is None and "bandwidth table" in record.copy_bandwidth.reason
     assert record.warnings == []
-    assert ps.Prescreen.model_validate_json(record.model_dump_json()) == record
+    assert Prescreen.model_validate_json(record.model_dump_json()) == record
 
 
 class NotSupported(Exception):
@@ -170,7 +171,7 @@ def test_written_record_reads_back(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ps, "device_facts", lambda platform: df.device_facts(platform, 0, FakeNvml()))
     out = tmp_path / "check" / "prescreen.json"
     assert ps.main(["--platform", "nvd", "--out", str(out)]) == 0
-    record = ps.Prescreen.model_validate(json.loads(out.read_text()))
+    record = Prescreen.model_validate(json.loads(out.read_text()))
     assert record.gemm.measured_peak_tflops == pytest.approx(798.0)
     assert "80.7% of the datasheet's 989.4" in capsys.readouterr().out
 
@@ -280,7 +281,7 @@ def test_a_power_capped_device_is_ready_power_capped_not_a_warning():
     assert any(line.startswith("ready, power-capped at 700 W: GEMM peak 672 TFLOP/s is 68%") for line in lines)
     assert any("SM clock 1,500 MHz sustained of 1,980 max; clock-event reasons: sw_power_cap 100%" in line
                and "would be 887 TFLOP/s = 90% of the datasheet" in line for line in lines)
-    assert ps.Prescreen.model_validate_json(record.model_dump_json()) == record
+    assert Prescreen.model_validate_json(record.model_dump_json()) == record
 
 
 def test_a_thermal_slowdown_or_a_low_peak_at_full_clock_stays_a_warning_with_the_reason():
