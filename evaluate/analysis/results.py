@@ -15,7 +15,7 @@ from pathlib import Path
 
 from utils.io.sanitise import one_line, sanitised
 from utils.measure.plausible import identity
-from utils.result.admit import Unreadable, admit
+from utils.result.admit import Refused, Unreadable, admit
 from utils.result.file import STATUSES, ResultError
 from utils.schema.model import Result
 from utils.spec.registry import PLATFORMS
@@ -130,6 +130,7 @@ class LoadedDirectory:
     skipped: list[tuple[Path, str]]
     unreadable: set[Path] = field(default_factory=set)
     duplicates: list[tuple[Path, Path]] = field(default_factory=list)  # (a copy, the file of the run it repeats)
+    refused: list[LoadedResult] = field(default_factory=list)  # of ``skipped``: valid results that cannot be true
 
     def groups(self) -> dict[str, list[RunGroup]]:
         """Model -> run groups, in a stable order (profile identical first, registry platform order, frameworks)."""
@@ -159,6 +160,8 @@ def load_results(paths: list[Path]) -> LoadedDirectory:
         except ResultError as exc:
             if isinstance(exc, Unreadable):
                 loaded.unreadable.add(path)
+            elif isinstance(exc, Refused):  # validate still checks it in full
+                loaded.refused.append(LoadedResult(path, sanitised(exc.result)))
             loaded.skipped.append((path, one_line(exc, 600)))
             continue
         key = identity(result)

@@ -1,13 +1,14 @@
 """Validating result files (``python -m evaluate.validate``): the schema, the sanity of the numbers, fairness.
 
-Per result, errors fail the validation and warnings are shown: a file the gate of every reader refuses
-(``utils/result/admit.py``: the typed model, plausibility, losses, the quality block's times and sizes against the run,
-the platform's evidence, an MLPerf verdict) is INVALID and one that is no readable regular file UNREADABLE, each named
-with its first problem and never stopping the others; status ok; ``tokens_per_second`` = GBS x SL / median measured
-step time within 1% (and per GPU x GPUs); MFU at most 100%; the effective settings agree with the workload; losses
-finite and decreasing on average over at least ``--min-steps`` steps; the quality block's schedule; a tuned run
-matches its recipe (:func:`evaluate.analysis.fairness.recipe_problems`). Across the results:
-:mod:`evaluate.analysis.fairness`. The report is typed (:class:`ValidationReport`).
+Per result, errors fail the validation and warnings are shown: a file the typed model refuses is INVALID and one
+that is no readable regular file UNREADABLE, each named with its first problem and never stopping the others; each
+reason the gate of every reader refuses a result for (``utils/result/admit.py``: plausibility, losses, the quality
+block's times and sizes against the run, the platform's evidence, an MLPerf verdict); status ok;
+``tokens_per_second`` = GBS x SL / median measured step time within 1% (and per GPU x GPUs); MFU at most 100%; the
+effective settings agree with the workload; losses finite and decreasing on average over at least ``--min-steps``
+steps; the quality block's schedule; a tuned run matches its recipe
+(:func:`evaluate.analysis.fairness.recipe_problems`). Across the results: :mod:`evaluate.analysis.fairness`. The
+report is typed (:class:`ValidationReport`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from evaluate.analysis.fairness import FairnessReport, check_fairness, recipe_pr
 from evaluate.analysis.results import LoadedDirectory, find_result_files, load_results
 from train.settings.expected import contradictions
 from utils.io.sanitise import one_line
-from utils.measure.plausible import implausible
+from utils.result.admit import refusals
 from utils.schema.measures import PerformanceMetrics
 from utils.schema.model import Result
 from utils.schema.quality import first_at_target
@@ -162,7 +163,7 @@ def check_result(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS)
             if disagreement.flagged:
                 warnings.append(f"framework's own {disagreement.metric} differs from ours by "
                                 f"{disagreement.relative_gap:.1%} (over the {disagreement.tolerance:.0%} tolerance)")
-    errors.extend(f"implausible: {problem}" for problem in implausible(result))  # the loader refuses these too
+    errors.extend(f"implausible: {problem}" for problem in refusals(result, path))  # why the gate refuses it
     _check_losses(result, errors, warnings)
     _check_quality(result, errors, warnings)
     _check_profile(result, errors, warnings)
@@ -206,8 +207,11 @@ def guarded_check(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS
 
 
 def validate_loaded(loaded: LoadedDirectory, min_steps: int = DEFAULT_MIN_STEPS) -> ValidationReport:
-    checks = [guarded_check(r.result, r.path, min_steps) for r in loaded.results]
-    return ValidationReport(checks, loaded.skipped, check_fairness(loaded.results), loaded.unreadable)
+    checked = sorted(loaded.results + loaded.refused, key=lambda r: r.path)  # a refused result: each reason its line
+    refused = {r.path for r in loaded.refused}
+    return ValidationReport([guarded_check(r.result, r.path, min_steps) for r in checked],
+                            [(path, why) for path, why in loaded.skipped if path not in refused],
+                            check_fairness(loaded.results), loaded.unreadable)
 
 
 def collect_paths(inputs: list[Path]) -> list[Path]:

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from evaluate.analysis.results import load_results
+from evaluate.analysis.validation import validate_paths
+from evaluate.history.ingest import add_paths
+from evaluate.history.store import open_database
 from tests.helpers.evaluate import make_result, workload_config
+from tests.helpers.history import cli
 from tests.helpers.mlperf import FULL, mlperf_result
 from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
 from utils.result.admit import Refused, Unreadable, admit, refusals
@@ -86,6 +91,30 @@ def test_each_bound_broken_alone_is_refused_with_its_reason(genuine: Path, tmp_p
     assert len(refused.value.reasons) == 1 and words in refused.value.reasons[0], refused.value.reasons
     assert refused.value.result.platform == "nvd" and str(forged) in str(refused.value)
 
+
+
+@pytest.mark.parametrize("bound", FORGERIES)
+def test_every_reader_refuses_what_compare_refuses(genuine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   bound: str) -> None:
+    """One mutated figure, every reader: compare and the page leave it out, validate calls it INVALID with its
+    reason, ``history add`` stores it as refused (never a baseline), the gate refuses it as a candidate."""
+    forge, words = FORGERIES[bound]
+    data = json.loads(genuine.read_text())
+    forge(data)
+    forged = tmp_path / genuine.name
+    forged.write_text(json.dumps(data))
+    loaded = load_results([forged])
+    assert not loaded.results and words in loaded.skipped[0][1], "compare and the page leave it out"
+    report = validate_paths([forged])
+    assert not report.ok and any(words in error for error in report.checks[0].errors), "validate: INVALID"
+    db = str(tmp_path / "history.sqlite")
+    with open_database(db, create=True) as opened:
+        _, messages = add_paths(opened, [forged])
+    assert len(messages) == 1 and "stored as refused, never a baseline" in messages[0] and words in messages[0]
+    stored = json.loads(cli(capsys, "list", "--db", db, "--json").stdout)
+    assert [(r["status"], r["baseline_ok"]) for r in stored] == [("refused", False)], "the database marks it"
+    proc = cli(capsys, "--db", db, "--candidate", str(forged), "--baseline", "1", module="evaluate.gate")
+    assert proc.returncode == 2 and proc.stderr.startswith("gate: candidate refused:") and words in proc.stderr
 
 def test_a_cpu_result_on_a_gpu_stack_is_refused(tmp_path: Path) -> None:
     path = make_result(tmp_path, "cpu", "tran")
