@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import snapshot_download
 from tqdm import tqdm
 
 from data import manifest as mf
@@ -89,15 +90,13 @@ def tokenizer_manifest_path(cfg: Config, model: str) -> Path:
 
 def open_hub_stream(source: HubDataset) -> Iterable[dict[str, Any]]:
     """Stream a Hub corpus record by record; nothing beyond what is read is downloaded."""
-    from datasets import load_dataset
+    from datasets import load_dataset  # 3.2 s to import (python -X importtime): the Hub corpora only
 
     return load_dataset(source.repo, source.config, split=source.split, streaming=True)
 
 
 def download_tokenizer_files(repo: str, destination: Path, token: str | None) -> None:
     """Download only the tokenizer files of a model repository."""
-    from huggingface_hub import snapshot_download
-
     snapshot_download(repo_id=repo, allow_patterns=list(TOKENIZER_FILES), local_dir=str(destination), token=token)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tiktoken
 
 from data.common import iter_jsonl_texts
 from data.encoding.fast_bpe import DOCUMENT_BREAK, FastBpe, Wrapping, byte_level_alphabet
@@ -115,8 +116,6 @@ def split_difference(tokenizer: Any, fast: FastBpe, texts: Sequence[str]) -> str
     encodes to one probe token per piece, in order, and a piece boundary in another place
     gives another sequence.
     """
-    import tiktoken
-
     pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer
     texts = [unicodedata.normalize("NFC", text) if fast.nfc else text for text in texts]
     cuts = [[text[start:end] for _, (start, end) in pre_tokenizer.pre_tokenize_str(text)] for text in texts]

@@ -19,6 +19,7 @@ import torch
 
 from train.deep.plugin import FRAMEWORK
 from train.rules.schedule import lr_at
+from train.tran.evaluation import Evaluator, valid_samples
 from train.tran.step import Dist, build_model, build_optimizer, model_inputs
 from train.tran.worker import exit_worker, run_worker
 from utils.config.model import Config
@@ -84,6 +85,7 @@ def _no_inference_shm_op() -> None:
     The op is marked incompatible in DeepSpeed's own table (``deepspeed.ops.__compatible_ops__``), the one place
     ``build_shm_op`` reads; a DeepSpeed without that table is left as it is.
     """
+    # deepspeed: 5.3 s to import (python -X importtime); only where DeepSpeed's ops are patched
     import deepspeed.ops
 
     table = getattr(deepspeed.ops, "__compatible_ops__", None)
@@ -132,8 +134,6 @@ class DeepSpeedTrainer:
 
     def evaluator(self) -> Any:
         """This rank's held-out evaluation (train/tran/evaluation.py) through the engine's forward."""
-        from train.tran.evaluation import Evaluator, valid_samples
-
         info = self.dist_info
         return Evaluator(self.cfg, info.rank, info.world_size, info.device,
                          valid_samples(self.cfg, self.model_name, self.data),

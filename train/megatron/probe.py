@@ -33,6 +33,7 @@ PRETRAIN_GPT_ARGS_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 
 def megatron_version() -> str | None:
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.core import package_info
     except ImportError:
         return None
@@ -45,6 +46,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     set_environment(request.get("env", {}))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
     os.environ["RANK"] = "0"
+    # the framework's own code: importable only in its Python, where the probe runs (after set_environment)
     from megatron.core.models.common.language_module.language_module import LanguageModule
     from megatron.training.arguments import parse_args, validate_args
 
@@ -67,6 +69,7 @@ def padded_vocab(args: Any, tokenizer_size: int | None) -> int | None:
     """Megatron's own padding of the tokenizer's size (what its tokenizer builder sets)."""
     if tokenizer_size is None:
         return None
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training.tokenizer.tokenizer import _vocab_size_with_padding
 
     return int(_vocab_size_with_padding(int(tokenizer_size), args, logging_enabled=False))

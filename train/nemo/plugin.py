@@ -29,7 +29,7 @@ from train.settings.runner import python_for, run_probe
 from train.settings.samples import SampleSource
 from utils.config.model import REPO_ROOT, Config
 from utils.dataset.framework_tokenizer import framework_tokenizer
-from utils.dataset.paths import JobData, missing_files
+from utils.dataset.paths import JobData, load_tokenizer, missing_files, vocab_size
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape, get_shape, workload_shape
@@ -58,8 +58,6 @@ def resolve_shape(cfg: Config, model: str, tokenizer_dir: Path) -> ModelShape:
     Raises ``FileNotFoundError`` (a missing tokenizer) or ``ValueError`` (a tokenizer
     with more ids than the model's embedding has rows).
     """
-    from utils.dataset.paths import load_tokenizer, vocab_size
-
     tokens = vocab_size(load_tokenizer(tokenizer_dir))
     if cfg.model_size == "tiny":
         return get_shape(model, "tiny", vocab_size=tokens, layers=cfg.model_layers)

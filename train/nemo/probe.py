@@ -71,6 +71,7 @@ def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[s
     SGD at the configured LR, as Megatron's optimizer starts); Lightning steps it after
     every optimizer step, so step ``k`` uses the rate after ``k - 1`` scheduler steps.
     """
+    # the framework's own code: importable only in its Python, where the probe runs
     import torch
 
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
@@ -86,6 +87,7 @@ def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[s
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     set_environment(request.get("env", {}))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
+    # the framework's own code, in its Python only; after set_environment, which it reads
     import fiddle as fdl
     from megatron.core.models.common.language_module.language_module import LanguageModule
 
@@ -111,6 +113,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     plugin = strategy.precision_plugin
     scheduler = getattr(optim, "lr_scheduler", None)
     lr_by_step = nemo_lr_by_step(scheduler, model, float(model.optim.config.lr), int(recipe.trainer.max_steps))
+    # the framework's own code: importable only in its Python, where the probe runs
     import nemo
 
     return {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from importlib.metadata import version as dist_version
 from typing import Any
 
 from train.settings.probe_common import (
@@ -32,6 +33,7 @@ from train.settings.probe_common import (
 
 def primus_version(root: str) -> str | None:
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         import primus
     except ImportError:
         return None
@@ -39,8 +41,6 @@ def primus_version(root: str) -> str | None:
     if version:
         return str(version)
     try:
-        from importlib.metadata import version as dist_version
-
         return dist_version("primus")
     except Exception:  # not an installed distribution: the tree's commit says it
         return None
@@ -54,6 +54,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     os.environ["WORLD_SIZE"] = str(request["world_size"])
     os.environ["RANK"] = "0"
     os.environ["LOCAL_RANK"] = "0"
+    # the framework's own code: importable only in its Python, where the probe runs (after set_environment)
     from megatron.core.models.common.language_module.language_module import LanguageModule
     from megatron.training.arguments import validate_args
     from primus.core.launcher.parser import load_primus_config

@@ -1,17 +1,10 @@
 """The environment each launcher sets, per platform: one documented place.
 
-Every framework on a platform (``mega``, ``prim``/``nemo``, ``tran``) starts from the
-same variables, so two frameworks on one machine differ in their code, not in
-their communication or allocator settings. Every variable here changes
-performance or correctness, so every one is recorded in the result
-(``environment.launcher_set``). Values already present in the caller's environment
-win, so a user can still experiment (``NCCL_ALGO=Ring ...``) and the result shows
-what actually ran.
-
-Sources: AMD's Primus launcher (``examples/run_pretrain.sh`` of the release in
-``rocm/primus:v25.11``, and its later ``runner/helpers/envs/base_env.sh``), ROCm's
-Megatron-LM ``examples/llama/train_llama3.sh``, NVIDIA's Megatron-LM Llama 3
-example and NeMo's performance recipes.
+Every framework on a platform starts from the same variables, so two frameworks differ in their code, not in
+communication or allocator settings; each is recorded in the result (``environment.launcher_set``), and a value
+already in the caller's environment wins. Sources: Primus's ``examples/run_pretrain.sh`` (``rocm/primus:v25.11``)
+and ``runner/helpers/envs/base_env.sh``, ROCm Megatron-LM's ``examples/llama/train_llama3.sh``, NVIDIA's
+Megatron-LM Llama 3 example and NeMo's performance recipes.
 """
 
 from __future__ import annotations

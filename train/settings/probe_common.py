@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import enum
 import functools
+import importlib.util
 import io
 import json
 import os
@@ -97,8 +98,6 @@ def attention_check(language_module_cls: Any, backend: Any) -> str | None:
 
 
 def have_transformer_engine() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("transformer_engine") is not None
 
 
@@ -110,6 +109,7 @@ def stand_in_fused_rope() -> list[str]:
     is replaced. The stand-in is never called: no model is built. Returned: what was stood in.
     """
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.core.models.common.embeddings import rope_utils
     except ImportError:
         return []
@@ -132,6 +132,7 @@ def stand_in_device_arch(major: int) -> list[str]:
     validation asks no architecture needs nothing, and torch is not imported for it (the stand-in trees of
     tests/fakes/: each probe of the suite would import torch for nothing).
     """
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import arguments
 
     if not hasattr(arguments, "get_device_arch_version"):
@@ -152,6 +153,7 @@ def megatron_lr_by_step(args: Any) -> dict[str, float]:
     it by the global batch size after every optimizer step, so step ``k`` uses the rate
     set after ``k - 1`` increments.
     """
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import global_vars
     from megatron.training.training import get_optimizer_param_scheduler
 
@@ -205,6 +207,7 @@ def build_transformer_config(args: Any) -> BuiltConfig:
     """
     stand_ins = stand_in_fused_rope()
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.training.arguments import core_transformer_config_from_args
 
         config = core_transformer_config_from_args(args)
@@ -314,6 +317,7 @@ def build_samples(requests: list[dict[str, Any]]) -> dict[str, Any]:
     lines; the traceback on stderr), never a rejection of the settings."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
+        # after the settings: megatron-core's datasets only when samples are asked for
         from train.settings.sample_probe import samples
 
         for one in requests:

@@ -28,7 +28,7 @@ SCALED_PROJECTIONS = ("o_proj", "down_proj")
 
 def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int) -> InitStds:
     """Re-initialise ``model`` in place by Megatron's rule (call it after seeding, before wrapping in DDP/DeepSpeed)."""
-    import torch
+    import torch  # 4.8 s to import (python -X importtime); the launcher imports this file for the record's std
 
     stds = megatron_init_stds(init_std, num_layers)
     with torch.no_grad():
@@ -37,7 +37,7 @@ def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int)
 
 
 def _init(model: torch.nn.Module, stds: InitStds) -> None:
-    import torch
+    import torch  # as above: not at the launcher's start
 
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear):

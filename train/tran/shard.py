@@ -18,6 +18,8 @@ import time
 from typing import Any
 
 import torch
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -38,8 +40,6 @@ def compile_layers(model: torch.nn.Module) -> int:
 
 def shard(model: torch.nn.Module, precision: str) -> torch.nn.Module:
     """``fully_shard`` each decoder layer, then the root, with bf16 (PRECISION) compute and fp32 reduction."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
     policy = MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
     for layer in decoder_layers(model):
         fully_shard(layer, mp_policy=policy)
@@ -49,9 +49,6 @@ def shard(model: torch.nn.Module, precision: str) -> torch.nn.Module:
 
 def read_back(model: torch.nn.Module) -> dict[str, Any]:
     """What the built model shards and casts: the fully_shard modules' policies and the parameters' placements."""
-    from torch.distributed.fsdp import FSDPModule
-    from torch.distributed.tensor import DTensor
-
     modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
     policies = set()
     for module in modules:
