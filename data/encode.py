@@ -171,13 +171,10 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
                      write_manifest: Callable[[EncodeStats], object] | None = None) -> EncodeStats:
     """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
 
-    ``tokenizer``: a :class:`~data.file_tokenizer.FileTokenizer` (its token policy decides the
-    special tokens) or a ``transformers`` tokenizer (``tokenizer(text)``'s own). ``check_texts`` are
-    the dataset documents the fast path must reproduce before it is used (default: the first
-    batch); ``tokenizer_json`` the file it is built from (default: the ``tokenizer.json`` in the
-    tokenizer's directory); ``fast_path=False`` keeps to the tokenizer; ``head`` is
-    :func:`start_head`'s early start on the documents before ``texts``; ``write_manifest`` is
-    called with the stats once the pair is complete, inside the step that publishes it.
+    ``tokenizer``: a :class:`~data.file_tokenizer.FileTokenizer` or a ``transformers`` tokenizer. ``check_texts``: the
+    documents the fast path must reproduce first (default: the first batch), ``tokenizer_json`` its file;
+    ``fast_path=False`` keeps to the tokenizer; ``head``: :func:`start_head`'s early start; ``write_manifest`` is called
+    with the stats inside the step that publishes the pair.
     """
     vocab = vocab_size(tokenizer)
     eod = eod_id(tokenizer)

@@ -1,16 +1,10 @@
 """Stage 1: get the raw corpus and the tokenizers into ``DATA_DIR``.
 
-* ``bc`` / ``c4``: the first ``DATA_SAMPLES`` documents streamed with ``datasets``
-  (nothing else of the corpus is downloaded), written to ``<dataset>/raw.jsonl``.
-* ``sample``: a deterministic generated corpus (``data/sample_corpus.py``), offline.
-* ``local:<path>``: a JSONL file (``text`` field), a plain-text file (documents
-  separated by blank lines) or a directory of such files, copied to ``raw.jsonl``.
-* Tokenizers: the real ones through ``huggingface_hub`` (tokenizer files only) into
-  ``tokenizers/<model>``; for ``sample`` a BPE trained on the corpus into
-  ``tokenizers/sample-<model>``. Both load through ``utils.dataset.paths.load_tokenizer``.
-
-The two network calls (:func:`open_hub_stream`, :func:`download_tokenizer_files`)
-are deliberately thin so everything around them is tested offline.
+``bc`` / ``c4``: the first ``DATA_SAMPLES`` documents streamed with ``datasets``; ``sample``: the generated corpus
+(``data/sample_corpus.py``); ``local:<path>``: JSONL, plain text or a directory, copied to ``raw.jsonl``.
+Tokenizers: the real ones' files through ``huggingface_hub``, or for ``sample`` a BPE trained on the corpus.
+The two network calls (:func:`open_hub_stream`, :func:`download_tokenizer_files`) are thin so the rest is tested
+offline.
 """
 
 from __future__ import annotations

@@ -77,13 +77,10 @@ SHM_OP = "deepspeed_shm_comm"
 def _no_inference_shm_op() -> None:
     """Keep DeepSpeed from compiling its shared-memory all-reduce op for a cpu job.
 
-    Why: DeepSpeed 0.19.8's ``TorchBackend.__init__`` (deepspeed/comm/torch.py, ``build_shm_op``) JIT-compiles
-    ``deepspeed_shm_comm`` whenever the cpu accelerator reports it compatible, the first time in each checkout:
-    40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"). Only its ``inference_all_reduce``
-    uses the op; training's all-reduce, reduce-scatter and all-gather are ``torch.distributed``'s (gloo on cpu)
-    either way, so the steps, losses and settings a cpu job records do not change. GPU accelerators have no such op.
-    The op is marked incompatible in DeepSpeed's own table (``deepspeed.ops.__compatible_ops__``), the one place
-    ``build_shm_op`` reads; a DeepSpeed without that table is left as it is.
+    DeepSpeed 0.19.8's ``TorchBackend.__init__`` (``build_shm_op``) JIT-compiles ``deepspeed_shm_comm`` for the cpu
+    accelerator: 40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"). Only
+    ``inference_all_reduce`` uses it; training's collectives are ``torch.distributed``'s either way. The op is marked
+    incompatible in ``deepspeed.ops.__compatible_ops__``, the one place ``build_shm_op`` reads.
     """
     # deepspeed: 5.3 s to import (python -X importtime); only where DeepSpeed's ops are patched
     import deepspeed.ops

@@ -271,12 +271,9 @@ def read_own_result(ctx: RunContext) -> Result | None:
 def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
     """``collect`` of the in-process plugins (tran, deep, nemo): the result global rank 0 wrote.
 
-    Without one: the steps rank 0 recorded as it went (``utils/result/step_log.py``: a trainer
-    killed with SIGKILL keeps every step it measured), as an ``incomplete`` result with
-    the cause; else a result naming the cause found in the log (out of memory,
-    NCCL/RCCL, NaN, as ``utils/result/failures.py`` classifies it); with no such cause (a
-    generic exception says less than the traceback around it), None, and the launcher
-    records the exit code and the log's tail.
+    Without one: the steps rank 0 recorded (``utils/result/step_log.py``) as an ``incomplete`` result with the cause;
+    else a result naming the cause in the log (``utils/result/failures.py``); with none, None, and the launcher records
+    the exit code and the log's tail.
     """
     result = read_own_result(ctx)
     if result is not None:

@@ -122,12 +122,9 @@ def show_plan(ctx: RunContext, plugin: Plugin) -> int:
 def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -> Checked | Refusal:
     """The checks before a job, in their one order: plan, memory, rendezvous port and dataset, preflight.
 
-    A dry run (``ctx.dry_run``) has every check but the preflight, prints nothing and is refused only
-    when it cannot be planned: what the checks found is its notes. A real run prints each finding in
-    one line and is refused by the first that stops it: a plan that cannot be made, a job that cannot
-    fit its GPU (unless ``--force``), a taken port or an unusable dataset, settings the framework would
-    not run as the fairness table requires (the framework's own code is asked, so a GPU hour is never
-    spent on a run that would crash at model build or run other settings), a signal before the start.
+    A dry run has every check but the preflight, prints nothing and is refused only when it cannot be planned. A real
+    run prints each finding in one line and is refused by the first that stops it (``--force`` passes the memory
+    check), or by a signal before the start.
     """
     try:
         plan = plugin.plan(ctx)

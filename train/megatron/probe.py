@@ -1,14 +1,9 @@
 """Probe: Megatron-LM's own ``parse_args`` + ``validate_args`` on tprimat's ``pretrain_gpt.py`` argv.
 
-Runs inside the framework's Python (``python -m train.megatron.probe``, request
-on stdin, see :mod:`train.settings.probe_common`), with the Megatron-LM tree first on
-``sys.path``. It does what ``pretrain_gpt.py`` does before it builds the model:
-``initialize_megatron`` parses the arguments and validates them with the
-``args_defaults`` that ``pretrain_gpt.py`` passes, with ``WORLD_SIZE`` set as torchrun
-sets it. Then it runs the language module's attention-backend check (the one that
-stops model build when ``NVTE_*`` disagree with ``--attention-backend``) under the
-launcher's environment, and tries to build the ``TransformerConfig`` as the model
-provider would. Standard library and Megatron only.
+Runs inside the framework's Python (``python -m train.megatron.probe``, :mod:`train.settings.probe_common`) with
+the tree first on ``sys.path``: what ``pretrain_gpt.py`` does before building the model (``initialize_megatron``'s
+parsing and validation with its ``args_defaults``, ``WORLD_SIZE`` set), then the attention-backend check under the
+launcher's environment and the ``TransformerConfig``. Standard library and Megatron only.
 """
 
 from __future__ import annotations
@@ -17,15 +12,7 @@ import os
 import sys
 from typing import Any
 
-from train.settings.probe_common import (
-    attention_check,
-    build_transformer_config,
-    megatron_lr_by_step,
-    namespace_values,
-    run,
-    set_environment,
-    stand_in_device_arch,
-)
+from train.settings.probe_common import megatron_record, run, set_environment, stand_in_device_arch
 
 # What pretrain_gpt.py passes to pretrain() as args_defaults (docs/CONFORMANCE.md).
 PRETRAIN_GPT_ARGS_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
@@ -54,14 +41,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     sys.argv = ["pretrain_gpt.py", *request["argv"]]
     args = parse_args()
     validate_args(args, dict(PRETRAIN_GPT_ARGS_DEFAULTS))
-    problem = attention_check(LanguageModule, args.attention_backend)
-    if problem:
-        raise AssertionError(problem)
-    config = build_transformer_config(args)
-    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
-            "transformer_config": config.values,
-            "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")),
-            "stand_ins": arch_stand_ins + config.stand_ins,
+    record = megatron_record(args, LanguageModule, arch_stand_ins)
+    return {**record, "padded_vocab_size": padded_vocab(args, request.get("tokenizer_size")),
             "framework": {"megatron_core": megatron_version(), "tree": tree}}
 
 

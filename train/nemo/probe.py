@@ -1,16 +1,10 @@
 """Probe: NeMo 2's recipe with tprimat's overrides, built and connected as ``llm.pretrain`` does, read back.
 
-Runs inside the NeMo Python (``python -m train.nemo.probe``, request on stdin,
-see :mod:`train.settings.probe_common`). It builds the recipe with the same function
-the training process uses (``train.nemo.entry.build_recipe``), builds it with fiddle,
-then runs NeMo's own connection steps: ``optim.connect(model)`` (``llm.api._setup``)
-and ``trainer.strategy.connect(model)`` (what ``trainer.fit`` does first), which is
-where the precision plugin's dtype settings overwrite the model, optimizer and DDP
-configs. The values are read back from the connected objects, not from the recipe.
-
-The one change made for the probe: the trainer is built with ``accelerator="cpu"``
-so Lightning can construct it on a machine without a GPU (the strategy, plugin and
-every other field are the recipe's). No network is built and no process group starts.
+Runs inside the NeMo Python (``python -m train.nemo.probe``, request on stdin, :mod:`train.settings.probe_common`):
+the recipe from ``train.nemo.entry.build_recipe``, built with fiddle, then NeMo's own ``optim.connect(model)`` and
+``trainer.strategy.connect(model)``, where the precision plugin overwrites the model, optimizer and DDP configs;
+values are read back from the connected objects. Only change: ``accelerator="cpu"``, so Lightning builds the
+trainer without a GPU; no network is built and no process group starts.
 """
 
 from __future__ import annotations

@@ -211,16 +211,12 @@ def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
 
 def evaluation_fields(cfg: Config, data_prefix: Path, valid_prefix: Path | None,
                       data: dict[str, Any]) -> dict[str, Any]:
-    """The recipe fields of held-out evaluation (issue 34); {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off.
+    """The recipe fields of held-out evaluation; {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off.
 
-    NeMo 2.3 validates through Lightning: ``limit_val_batches`` global batches (an int: NeMo's
-    ``PreTrainingDataModule.build`` sizes the validation set as ``(max_steps // val_check_interval + 1) x
-    limit_val_batches x GBS``, Megatron's formula, ``nemo/collections/llm/gpt/data/pre_training.py:254-261``)
-    every ``val_check_interval`` steps, no sanity check. The data module takes the validation prefix as a split of
-    its own: ``paths`` with all three keys (a missing one is a ``KeyError``, a ``None`` one fails its asset check,
-    l.66-82, 189-197), so the test split names the validation prefix too and is never read
-    (``limit_test_batches`` 0). ``split`` is then ignored with NeMo's warning (l.190-193): the training prefix is
-    all training, the ``data_split`` the fairness table states.
+    NeMo 2.3 validates through Lightning: ``limit_val_batches`` global batches every ``val_check_interval`` steps, the
+    validation set sized by Megatron's formula (``nemo/collections/llm/gpt/data/pre_training.py:254-261``). The data
+    module needs all three ``paths`` keys (l.66-82, 189-197), so the test split names the validation prefix too and is
+    never read (``limit_test_batches`` 0); ``split`` is then ignored (l.190-193): the training prefix is all training.
     """
     if not cfg.evaluates or valid_prefix is None:
         return {}

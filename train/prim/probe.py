@@ -1,15 +1,9 @@
 """Probe: Primus's own experiment loading, its Megatron argument updates and the validation it runs.
 
-Runs inside the framework's Python (``python -m train.prim.probe``, request
-on stdin, see :mod:`train.settings.probe_common`) with the Primus tree and its
-Megatron-LM backend first on ``sys.path``, from the Primus root (where
-``examples/run_pretrain.sh`` starts it). The steps are Primus's own, in the order its
-trainer runs them before building the model: ``load_primus_config`` (experiment +
-module config + model config + overrides, as ``primus/cli/main.py train pretrain``
-does), ``MegatronTrainer.update_primus_config`` (rank/world size, checkpoint path,
-data paths, sequence parallelism...), Megatron's ``validate_args`` with the defaults
-the trainer passes, ``validate_args_on_rocm``, then the language module's attention
-check under the launcher's environment. Standard library, Primus and Megatron only.
+Runs inside the framework's Python (``python -m train.prim.probe``, :mod:`train.settings.probe_common`) from the
+Primus root, its tree and Megatron backend first on ``sys.path``, in the order its trainer runs them:
+``load_primus_config``, ``update_primus_config``, Megatron's ``validate_args``, ``validate_args_on_rocm``, then
+the attention check. Standard library, Primus and Megatron only.
 """
 
 from __future__ import annotations
@@ -20,15 +14,7 @@ import sys
 from importlib.metadata import version as dist_version
 from typing import Any
 
-from train.settings.probe_common import (
-    attention_check,
-    build_transformer_config,
-    megatron_lr_by_step,
-    namespace_values,
-    run,
-    set_environment,
-    stand_in_device_arch,
-)
+from train.settings.probe_common import megatron_record, run, set_environment, stand_in_device_arch
 
 
 def primus_version(root: str) -> str | None:
@@ -84,15 +70,11 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     # MegatronTrainer.init() -> initialize_megatron(args_defaults={}) -> validate_args(args, {})
     validate_args(args, {})
     validate_args_on_rocm(args)
-    problem = attention_check(LanguageModule, args.attention_backend)
-    if problem:
-        raise AssertionError(problem)
+    record = megatron_record(args, LanguageModule, arch_stand_ins)  # the fused-RoPE stand-in, as the mega probe
     size = request.get("tokenizer_size")
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
-    config = build_transformer_config(args)  # with the fused-RoPE stand-in, exactly as the mega probe
-    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
-            "transformer_config": config.values, "stand_ins": arch_stand_ins + config.stand_ins,
+    return {**record, "padded_vocab_size": padded,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 

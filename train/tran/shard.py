@@ -1,15 +1,10 @@
 """tran's data-parallel wrapping: FSDP2 per decoder layer and root, torch.compile per layer, and what ran, read back.
 
-Why FSDP2 (PyTorch's own ``torch.distributed.fsdp.fully_shard``) and not DDP: DDP replicates fp32 weights,
-gradients and AdamW states (16 bytes per parameter plus its gradient buckets) on every rank, which no 80 GB GPU
-holds for an 8B model (issue 22, utils/measure/memory.py). Under ``fully_shard`` every rank keeps 1/DP of the fp32
-master weights, gradients and AdamW states; each decoder layer's weights are all-gathered in bf16 just before it runs
-(``MixedPrecisionPolicy(param_dtype=bfloat16)``) and its gradients reduce-scattered in fp32
-(``reduce_dtype=float32``), so no autocast re-casts the weights every micro-batch. One ``fully_shard`` per
-decoder layer plus one on the root (embedding, final norm, output layer), as torchtitan does for Llama 3.
-
-The settings the results and the fairness table show are read back from the built model
-(:func:`read_back`), never copied from the config.
+DDP replicates fp32 weights, gradients and AdamW states on every rank, which no 80 GB GPU holds for an 8B model
+(utils/measure/memory.py). ``fully_shard`` keeps 1/DP of them per rank, all-gathers each layer's weights in bf16
+just before it runs and reduce-scatters its gradients in fp32, so no autocast re-casts weights every micro-batch;
+one ``fully_shard`` per decoder layer plus the root, as torchtitan does. The settings shown are read back from the
+built model (:func:`read_back`), never copied from the config.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from utils.machine.cpu_precision import apply_cpu_precision
 from utils.machine.hardware import collect_gpu_info, detect_platform
 from utils.measure.monitor import StepMonitor
 from utils.measure.power import MeasuredWindow
-from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
+from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
 from utils.result.failures import trainer_error
 from utils.result.file import Interrupted, new_result, result_guard
 from utils.result.step_log import StepLog, record_steps, step_log_path
@@ -201,7 +201,7 @@ class Ledger:
             zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
         if self.cfg.evaluates:
             res.quality = build_quality(
-                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, platform=self.args.platform,
+                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform=self.args.platform,
                 gpus=self.info.world_size, run_start_unix=self.run_start[1] if self.run_start else None,
                 stop=self.stop_reason, energy_reason="measured by the launcher from its energy counter trace "
                                                      "(train/launch/energy.py); this trainer reads no counter")
@@ -391,15 +391,10 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
 def exit_worker(code: int) -> NoReturn:
     """End a torchrun worker with ``code`` once its work is done, without the interpreter's finalization.
 
-    Why: gloo has no shutdown. Its worker threads live until the process group's C++ object dies, and the
-    DDP/FSDP2/DeepSpeed models keep that object alive past ``destroy_process_group``. A gloo thread still
-    releasing the last collective's work when the main thread finalizes the interpreter must take the GIL to
-    drop the tensors' Python objects; Python refuses a finalizing interpreter's GIL with ``pthread_exit``, whose
-    unwind meets a ``noexcept`` destructor, and ``std::terminate`` aborts the rank ("terminate called without an
-    active exception") after every step and the result are done. A core dump of it is read in
-    docs/PERFORMANCE.md ("The teardown abort"). Everything the job leaves is written before this: rank 0's result
-    atomically (utils/io/atomic.py), the log through the flushed streams below. So the process ends as the OS's
-    ``_exit`` does, and no thread can run into a finalizing interpreter.
+    gloo has no shutdown: a gloo thread still releasing the last collective when the interpreter finalizes is refused
+    the GIL with ``pthread_exit``, meets a ``noexcept`` destructor and aborts the rank after all is done
+    (docs/PERFORMANCE.md, "The teardown abort"). Everything the job leaves is written before this (the result
+    atomically, the log flushed below), so the process ends as ``_exit`` does.
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
