@@ -43,12 +43,16 @@ class Quality(Block):
     such evaluation. ``stopped_at_target``: the run ended there (STOP_AT_TARGET), which is an ``ok`` ending.
     ``stop_reason`` says why the run ended before TRAIN_ITERS (target reached, a NaN eval loss). ``reduction`` says how
     this stack reduces the eval loss (docs/ARCHITECTURE.md, issue 34: the per-token mean over all evaluated tokens).
+    ``fixed_set``: every evaluation read the same first ``eval_samples`` validation sequences, MLPerf's measure (issue
+    50); False: each read the next block; None: not recorded (a result written before issue 50). ``measure`` says it.
     """
 
     eval_samples: Positive
     eval_interval_samples: Positive
     eval_interval_steps: Positive
     reduction: str
+    fixed_set: bool | None = None
+    measure: str | None = None
     target_loss: Annotated[float, Field(gt=0, le=MAX_FIGURE)] | None = None
     stop_at_target: bool = True
     run_start_unix: NonNegative | None = None
