@@ -1,9 +1,6 @@
 """Validate result files: schema, sanity of the numbers, and fairness across them.
 
-The checks are evaluate/analysis/validation.py's, the text evaluate/render/validation.py's. Exit status: 0 valid,
-1 a check failed, 2 nothing to validate or bad usage.
-
-CLI: ``python -m evaluate.validate [FILE|DIR ...] [--json] [--min-steps N]`` (default: the config's ``OUTPUT_DIR``).
+The checks are evaluate/analysis/validation.py's, the text evaluate/render/validation.py's.
 """
 
 from __future__ import annotations
@@ -33,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-steps", type=_count, default=DEFAULT_MIN_STEPS,
                         help=f"fewest measured steps a result may have (default {DEFAULT_MIN_STEPS})")
     args = parser.parse_args(argv)
-    inputs = args.paths
-    if not inputs:
-        inputs = [load_config().output_dir]
+    inputs = args.paths or [load_config().output_dir]
     missing = [p for p in inputs if not os.path.lexists(p)]  # a link (even a loop) is reported by the loader
     if missing:
         print(f"error: no such file or directory: {', '.join(map(str, missing))}", file=sys.stderr)

@@ -1,14 +1,10 @@
 """Validating result files (``python -m evaluate.validate``): the schema, the sanity of the numbers, fairness.
 
-Per result, errors fail the validation and warnings are shown: a file the typed model refuses is INVALID and one
-that is no readable regular file UNREADABLE, each named with its first problem and never stopping the others; each
-reason the gate of every reader refuses a result for (``utils/result/admit.py``: plausibility, losses, the quality
-block's times and sizes against the run, the platform's evidence, an MLPerf verdict); status ok;
-``tokens_per_second`` = GBS x SL / median measured step time within 1% (and per GPU x GPUs); MFU at most 100%; the
-effective settings agree with the workload; losses finite and decreasing on average over at least ``--min-steps``
-steps; the quality block's schedule; a tuned run matches its recipe
-(:func:`evaluate.analysis.fairness.recipe_problems`). Across the results: :mod:`evaluate.analysis.fairness`. The
-report is typed (:class:`ValidationReport`).
+Per result, errors fail the validation and warnings are shown: a file the model refuses is INVALID, one that is no
+readable regular file UNREADABLE; each reason the gate refuses a result for (``utils/result/admit.py``); status ok;
+throughput = GBS x SL / median step time within 1%; MFU at most 100%; settings that agree with the workload; losses
+finite and decreasing over ``--min-steps``; the quality block's schedule; a tuned run's recipe. Across the results:
+:mod:`evaluate.analysis.fairness`.
 """
 
 from __future__ import annotations
@@ -195,11 +191,8 @@ class ValidationReport:
 
 
 def guarded_check(result: Result, path: Path, min_steps: int = DEFAULT_MIN_STEPS) -> ResultCheck:
-    """:func:`check_result`, with any failure of the checks themselves an error of this file only.
-
-    A schema-valid file is still foreign input; whatever its figures do to the arithmetic, the
-    other files are checked and the report is printed.
-    """
+    """:func:`check_result`, with any failure of the checks themselves an error of this file only (a schema-valid
+    file is still foreign input)."""
     try:
         return check_result(result, path, min_steps)
     except Exception as exc:  # one file's problem, never the whole validation's

@@ -1,11 +1,9 @@
 """The regression gate's rules applied: a candidate run against a baseline of stored runs, one line per check.
 
-Each rule and threshold is a gate row of ``train/settings/rules.json`` (docs/CONFORMANCE.md's rules table cites its
-source): throughput against ``max(floor, the baseline's run-to-run spread)``, the loss curve against the baseline's
-mean curve by Megatron-Bridge's convergence rules, and with ``--cross-vendor`` an AMD run against an NVIDIA run of
-the same samples and initialisation within the measured noise. What cannot be judged (too few common steps, other
-data, tokenizer or samples) says so and is not a failure; a selector naming no usable baseline run (ok, a
-throughput, finite losses: ``record.baseline_problem``) or runs of several workloads is refused in one line.
+Each rule and threshold is a gate row of ``train/settings/rules.json``: throughput against ``max(floor, the
+baseline's spread)``, the loss curve by Megatron-Bridge's convergence rules, and with ``--cross-vendor`` an AMD run
+against an NVIDIA run within the measured noise. What cannot be judged says so and is no failure; a selector naming
+no usable baseline run, or runs of several workloads, is refused in one line.
 """
 
 from __future__ import annotations

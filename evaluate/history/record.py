@@ -1,12 +1,9 @@
 """One result as the history stores it: a ``runs`` row, a ``series`` row, and the keys that find it again.
 
-Flat rows, not the result file: a trend reads three figures of 100,000 runs, a diff a few hundred facts of a few
-runs, the gate the step arrays of a dozen. ``content_hash`` makes adds idempotent; ``workload_key`` names the same
-job wherever it ran (model, proxy depth, profile, workload); ``versions`` are what a trend marks when they change;
-``details`` every fact a diff compares, flat; ``baseline_ok`` whether the run may be a gate baseline (ok, a
-throughput, every loss finite), else the reason; a result the gate refuses (``utils/result/admit.py``) is stored with
-status ``refused`` and its reasons as error: listed, never plotted, never a baseline. Every text is escaped so that
-both databases store it (PostgreSQL refuses NUL and lone surrogates).
+Flat rows, not the result file: a trend reads three figures of 100,000 runs. ``content_hash`` makes adds
+idempotent; ``workload_key`` names the same job wherever it ran; ``baseline_ok`` whether the run may be a gate
+baseline, else why; a refused result is stored with status ``refused``. Every text is escaped so that both databases
+store it (PostgreSQL refuses NUL and lone surrogates).
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # only annotations: a query or a trend never loads the result model (docs/PERFORMANCE.md)
     from utils.schema.model import Result
 
-_SETTINGS_FACTS = ("samples_digest",)
 # what identifies an imported MLPerf run (utils/schema/mlperf.py Published) in a diff and across rounds
 PUBLISHED_FACTS = ("round", "submitter", "system", "system_id", "benchmark", "division", "log", "score_min", "counted")
 
@@ -51,12 +47,8 @@ def _json(value: Any) -> str:
 
 
 def content_hash(result: Result) -> str:
-    """SHA-256 of the result as the typed model serialises it (fields in the model's order, figures as read).
-
-    The serialisation is pydantic's own (fast, deterministic): the same file, or the same result written again,
-    gives the same hash whatever its indentation; a free-form block (environment variables, settings) written
-    in another key order would count as other content.
-    """
+    """SHA-256 of the result as pydantic serialises it: the same result gives the same hash whatever its
+    indentation (a free-form block in another key order counts as other content)."""
     try:
         text_form = result.model_dump_json()
     except ValueError:  # a lone surrogate (valid JSON, no UTF-8): the same fields, ASCII-escaped
