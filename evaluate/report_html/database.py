@@ -54,10 +54,7 @@ class HistoryFacts:
 
 
 def _history_reason(exc: Exception, shown: str | None) -> str:
-    text = str(exc)
-    if shown:
-        text = text.replace(shown, "HISTORY_DB")
-    return one_line(text, 300)
+    return one_line(str(exc).replace(shown, "HISTORY_DB") if shown else str(exc), 300)
 
 
 def read_history(db_value: str | None, comparison: Comparison) -> HistoryFacts:

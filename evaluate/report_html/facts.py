@@ -52,7 +52,6 @@ class PageFacts:
         return text
 
 
-
 def log_links(results_dir: Path, runs: list[LoadedResult]) -> dict[Path, str]:
     """Each run's log inside the results folder (``logs/<result stem>.log``, multi-node ``..._node<k>.log``)."""
     logs = results_dir / "logs"
