@@ -172,7 +172,7 @@ def test_verdict_refuses_forces_and_warns():
 
 def test_nvd_reads_the_gpu_from_nvidia_smi_without_torch(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"
-    fake.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771'\n")
+    fake.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771, 570.86'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     seen = device_memory("nvd")
