@@ -252,11 +252,8 @@ def _special_tokens_map(style: TokenizerStyle) -> dict[str, Any]:
 def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
     """Give the base BPE a model's special tokens, post-processor and config; save it as the release is saved.
 
-    ``tokenizer.json`` comes from the ``tokenizers`` library; ``tokenizer_config.json`` and
-    ``special_tokens_map.json`` are written with the release's keys (not by ``save_pretrained``,
-    whose output depends on the transformers version: transformers 5 records its own class
-    name, which the 4.x releases in the NeMo and Primus images cannot load). The slow class's files
-    come last, from the saved ``tokenizer.json`` (``data/slow_tokenizer.py``).
+    The config files are written with the release's keys, not by ``save_pretrained`` (transformers 5 records a class
+    name the images' 4.x cannot load); the slow class's files come last (``data/slow_tokenizer.py``).
     """
 
     style = MODELS[model].tokenizer

@@ -1,13 +1,9 @@
 """Exactness gate of the fast tokenizer path: the same ids as ``tokenizer(text)``, or the reason why not.
 
-``data/encode.py`` runs :func:`first_difference` before it encodes a dataset with
-``data/encoding/fast_bpe.py``. The texts compared are the dataset's first documents, a run of
-documents from a seeded random place in it (:func:`dataset_sample`), and
-:func:`adversarial_texts`: every code point of the Basic Multilingual Plane and of the
-supplementary blocks real text uses, in runs between letters, digits, marks and spaces
-(where the two regex engines' Unicode tables disagree, a piece boundary moves), long whitespace runs, digit runs,
-contractions, and look-alikes of the tokenizer's own special tokens. One differing
-document is enough to refuse the fast path: there is no "mostly identical".
+``data/encode.py`` runs :func:`first_difference` on the dataset's first documents, a seeded random run of them
+(:func:`dataset_sample`) and :func:`adversarial_texts` (code point sweeps where two regex engines' Unicode tables
+may disagree, whitespace and digit runs, contractions, special-token look-alikes). One differing document refuses
+the fast path.
 """
 
 from __future__ import annotations

@@ -81,11 +81,8 @@ def vocabulary_bytes(vocab: dict[str, int]) -> dict[bytes, int]:
 def check_merges(vocab: dict[str, int], merges: Sequence[Any]) -> None:
     """Every merge makes a known token, and merges come in the order of the ids they make.
 
-    ``tiktoken`` merges by the rank (id) of the result, the ``tokenizers`` BPE by the
-    merge's position in the list; the two agree only if those orders are the same. (A merge
-    naming an unknown token as one of its parts cannot reach this far: the ``tokenizers``
-    library refuses such a file when the tokenizer is loaded.) Vectorised, because Llama 3
-    lists 280,147 merges and this runs before every encode.
+    ``tiktoken`` merges by the result's rank (id), ``tokenizers`` by list position: they agree only if the orders are
+    the same. Vectorised: Llama 3 lists 280,147 merges and this runs before every encode.
     """
     if all(isinstance(merge, str) for merge in merges):
         # Byte-level tokens never contain U+0020 (the alphabet maps the space byte to "Ġ"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from train.launch.contract import LaunchPlan, Plugin, RunContext
 from utils.machine.hardware import device_memory
-from utils.measure.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
+from utils.measure.memory import Estimate, Verdict, estimate, recipe_for, verdict
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.measures import MemoryEstimate
 from utils.schema.run import EffectiveSettings
@@ -46,7 +46,7 @@ def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool 
     own = getattr(plugin, "memory", None)
     recipe = own(ctx, plan) if own is not None else recipe_for(ctx.framework, ctx.cfg)
     shape = workload_shape(ctx.cfg, ctx.model)
-    result = estimate(shape, Layout.of(ctx.cfg), recipe, device_memory(ctx.platform))
+    result = estimate(shape, ctx.cfg, recipe, device_memory(ctx.platform))
     return MemoryCheck(result, verdict(result, force=force), force)
 
 

@@ -1,12 +1,9 @@
-"""The launcher's energy measurement of a job, for every framework (issue 23): one code path for all five.
+"""The launcher's energy measurement of a job, for every framework: one code path for all five.
 
-The launcher samples its node's GPU energy counters from before the child starts until it ends
-(``utils/measure/energy_trace.py``), then takes the energy over the measured steps' window: Megatron's
-and Primus's iteration lines (their timestamps) for the frameworks that log, the synchronized
-window the in-process trainers (tran, deep, NeMo's callback) record in
-``power_metrics.window_start_unix``/``window_end_unix``. The launcher's figures replace the
-result's own when they hold energy; otherwise the result keeps its own figures if they hold
-energy, and else the launcher's null with its reason.
+The launcher samples its node's GPU energy counters around the child (``utils/measure/energy_trace.py``) and takes
+the energy over the measured steps' window: the iteration lines' timestamps for Megatron and Primus, the window the
+in-process trainers record (``power_metrics.window_start_unix``/``window_end_unix``). Its figures replace the
+result's own when they hold energy; else the result's own, else the launcher's null with its reason.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ x EVAL_SAMPLES`` samples; evaluation ``k`` reads samples ``[(k-1)E, kE)``, ``E =
 
 Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples ``(s*GA + m) * MBS*DP + r*MBS + b``
 for micro-batch ``m`` of step ``s``: :meth:`MegatronSamples.micro_batch` returns those, each ``SL + 1`` tokens.
+Every evaluation of ``tran`` and ``deep`` reads validation samples ``[0, EVAL_SAMPLES)`` (MLPerf's fixed held-out
+set): ``micro_batch`` with ``step = i`` for eval iteration ``i``, in a set sized as Megatron and NeMo size it.
 """
 
 from __future__ import annotations
@@ -41,11 +43,9 @@ def _megatron_datasets() -> tuple[Any, Any, Any]:
 class TokenizerFacts:
     """What ``GPTDataset`` reads from a tokenizer: vocabulary size, EOD, pad and a cache identity.
 
-    Megatron hands the dataset its own tokenizer object; which one depends on the
-    Megatron version (megatron-core 0.12 has none of its own), so this stand-in gives the
-    dataset only the facts it uses. None of them changes which tokens a sample holds:
-    EOD matters only for the resets and the EOD loss mask (all off), and ``pad`` is
-    :data:`NO_PAD`, so no token of a sample is rewritten as padding.
+    Which tokenizer object Megatron hands the dataset depends on its version, so this stand-in gives only the facts it
+    uses; none changes a sample's tokens (EOD only matters for the resets and loss mask, all off; ``pad`` is
+    :data:`NO_PAD`).
     """
 
     def __init__(self, path: Path, vocab_size: int, eod: int) -> None:

@@ -126,11 +126,9 @@ def stand_in_fused_rope() -> list[str]:
 def stand_in_device_arch(major: int) -> list[str]:
     """Give Megatron's argument validation the target GPU's architecture on a host without a GPU.
 
-    ``validate_args`` asks ``get_device_arch_version()`` (the first GPU's compute-capability
-    major) when TP or CP > 1. Where the job runs there is a GPU and nothing is replaced; on a
-    CPU host the request names the target's (9: H100, and MI300X's gfx942 as ROCm reports it). A tree whose
-    validation asks no architecture needs nothing, and torch is not imported for it (the stand-in trees of
-    tests/fakes/: each probe of the suite would import torch for nothing).
+    ``validate_args`` asks ``get_device_arch_version()`` when TP or CP > 1; on a CPU host the request names the
+    target's (9: H100, and MI300X as ROCm reports it). A tree whose validation asks none needs nothing, and torch is
+    not imported for it (the stand-in trees of tests/fakes/).
     """
     # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import arguments
@@ -171,11 +169,8 @@ def megatron_lr_by_step(args: Any) -> dict[str, float]:
 def scaled_init_std(config: Any) -> float | str:
     """The std of a built ``TransformerConfig``'s (or NeMo ``GPTConfig``'s) ``output_layer_init_method``.
 
-    Read back from the init method its ``__post_init__`` set, not recomputed from
-    ``init_method_std``: megatron-core (0.12 to 0.16) sets ``scaled_init_method_normal``'s
-    ``functools.partial(torch.nn.init.normal_, mean=0.0, std=...)``. Any other callable (a
-    recipe's own init method) has no std to read: the answer is a string naming it, which the
-    preflight reports as the effective value instead of assuming Megatron's rule.
+    Read back from the ``functools.partial`` megatron-core (0.12 to 0.16) sets, not recomputed; any other callable has
+    no std to read, and the answer is a string naming it, which the preflight reports as the effective value.
     """
     method = getattr(config, "output_layer_init_method", None)
     if isinstance(method, functools.partial):

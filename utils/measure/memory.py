@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utils.config.load import load_config
+from utils.config.model import Config
 from utils.config.rules import ConfigError
 from utils.machine.hardware import DeviceMemory, device_memory
 from utils.schema.measures import MemoryEstimate
@@ -114,27 +115,6 @@ class Recipe:
     fixed_bytes: int = 0
     shard_with_cp: bool = False  # Megatron's distributed optimizer shards over DP x CP
     notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The parallel layout and batch of one job (the config's TP, PP, CP, DP, MBS, SL, GA)."""
-
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    dp: int = 1
-    mbs: int = 1
-    sl: int = 2048
-    ga: int = 1
-
-    @classmethod
-    def of(cls, cfg: Any) -> Layout:
-        return cls(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, dp=cfg.dp, mbs=cfg.mbs, sl=cfg.sl, ga=cfg.ga)
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
 
 
 # ---------------------------------------------------------------------------
@@ -281,7 +261,7 @@ def _peak(terms: dict[str, int]) -> tuple[int, str]:
     return (persistent + backward, "backward") if backward >= step else (persistent + step, "optimizer step")
 
 
-def _stage_parameters(shape: ModelShape, layout: Layout) -> tuple[int, int, int]:
+def _stage_parameters(shape: ModelShape, layout: Config) -> tuple[int, int, int]:
     """(parameters on the larger pipeline stage of one GPU, of its matrices, of one of its layers)."""
     embedding = shape.vocab_size * shape.hidden_size
     layer = (shape.parameter_count() - embedding * (1 if shape.tied_embeddings else 2) - shape.hidden_size)
@@ -298,8 +278,9 @@ def _stage_parameters(shape: ModelShape, layout: Layout) -> tuple[int, int, int]
     return math.ceil(stage / layout.tp), math.ceil(matrices / layout.tp), math.ceil(layer / layout.tp)
 
 
-def estimate(shape: ModelShape, layout: Layout, recipe: Recipe, device: DeviceMemory | None = None) -> Estimate:
-    """Peak memory per GPU of ``recipe`` training ``shape`` in ``layout`` (see the module docstring)."""
+def estimate(shape: ModelShape, layout: Config, recipe: Recipe, device: DeviceMemory | None = None) -> Estimate:
+    """Peak memory per GPU of ``recipe`` training ``shape`` in the parallel layout and batch of the config ``layout``
+    (its TP, PP, CP, DP, MBS, SL, GA; see the module docstring)."""
     params, matrices, layer = _stage_parameters(shape, layout)
     shards = layout.dp * (layout.cp if recipe.shard_with_cp else 1)
     states = recipe.states
@@ -386,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     for framework in args.framework:
         recipe = recipe_for(framework, cfg, **options.get(framework, {"transformer_impl": args.transformer_impl}))
-        result = estimate(shape, Layout.of(cfg), recipe, device)
+        result = estimate(shape, cfg, recipe, device)
         print(f"{shape.display_name}: {result.line()} [peak in the {result.phase}]")
         if args.terms:
             print("  " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in result.terms.items() if v))
