@@ -156,3 +156,14 @@ def test_an_output_folder_that_cannot_be_made_is_one_line(tree, tmp_path, capsys
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"mlperf: --output-dir {out}: ")
     assert where != "file" or out.read_text() == "mine\n"
+
+
+def test_an_accelerator_naming_both_vendors_is_refused(tree, tmp_path, capsys):
+    """Issue 49's hostile pass (M44): "NVIDIA H100 ... AMD MI355X" was imported as amd (the first vendor named)."""
+    description = tree / "AMD" / "systems" / f"{SYSTEM}.json"
+    data = json.loads(description.read_text())
+    data["accelerator_model_name"] = "NVIDIA H100 \x1b[2J AMD MI355X"
+    description.write_text(json.dumps(data))
+    done = run_import(capsys, tmp_path, tree)
+    assert done.returncode == 1 and "(0 ok)" in done.stdout and "\x1b" not in done.stderr
+    assert len(lines_about(done.stderr, "names neither vendor or both")) == 10
