@@ -22,6 +22,7 @@ from evaluate.mlperf.score import Counted, SystemScore
 from evaluate.mlperf.sources import RunRef
 from train.profiles.mlperf import BENCHMARK, MODEL, value_of
 from utils.io.sanitise import one_line
+from utils.measure.plausible import vendor
 from utils.measure.quality import with_energy
 from utils.schema.model import Result
 from utils.schema.quality import Evaluation, Quality
@@ -42,7 +43,6 @@ class Benchmark:
 
 BENCHMARKS = {BENCHMARK: Benchmark(MODEL, "full", value_of("target_loss"),
                                    "train/profiles/mlperf.py target_loss (MLPerf's eval_accuracy <= 3.3)")}
-VENDORS = {"amd": ("AMD", "INSTINCT", "MI2", "MI3"), "nvd": ("NVIDIA", "H100", "H200", "B200", "B300", "A100")}
 REDUCTION = "the submitter's eval_accuracy: MLPerf's log perplexity on its held-out sequences"
 ENERGY = "an MLLOG holds no energy reading"
 # A closed-division run uses the reference's quality measure (training_policies training_rules.adoc line 443): the
@@ -63,12 +63,6 @@ WORKLOAD_KEYS = {"global_batch_size": ("GBS", "count"), "max_sequence_length": (
 
 class ImportRefused(ValueError):
     """The run cannot be a result; the message is the one-line reason."""
-
-
-def vendor(text: str | None) -> str | None:
-    """``amd`` or ``nvd`` for an accelerator's name (None: neither vendor named)."""
-    upper = (text or "").upper()
-    return next((key for key, marks in VENDORS.items() if any(m in upper for m in marks)), None)
 
 
 def iso(ms: float | None) -> str | None:

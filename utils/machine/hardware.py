@@ -57,11 +57,8 @@ PEAK_SOURCES = {
 }
 
 
-# Device memory in GiB (2**30 bytes, the unit of the results' memory_metrics), matched like the peak table, most
-# specific first. The memory check (utils/measure/memory.py) compares its estimate with it when no GPU is visible (a dry
-# run on another machine); a visible GPU's own total (torch.cuda.get_device_properties) always wins. Vendors sell HBM in
-# binary gigabytes and the runtime reports a little less than the stacks hold (ECC and driver reservations), so a
-# tabulated nominal capacity is an upper bound; each row's comment says its source (the H100's was measured).
+# Device memory in GiB, matched like the peak table, for the memory check where no GPU is visible (a visible GPU's own
+# total wins). A nominal capacity is an upper bound (ECC and driver reservations); each row's comment says its source.
 DEVICE_MEMORY_GIB: tuple[tuple[str, float], ...] = (
     ("MI355X", 288.0),  # AMD Instinct MI355X product page: 288 GB HBM3E (nominal)
     ("MI325X", 256.0),  # AMD Instinct MI325X datasheet: 256 GB HBM3E (nominal)

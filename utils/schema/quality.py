@@ -84,6 +84,9 @@ class Quality(Block):
             if self.samples_to_target is not None and self.samples_to_target != first.samples:
                 raise ValueError(f"quality: samples_to_target={self.samples_to_target} but the first evaluation at "
                                  f"the target is at {first.samples} samples")
+            if self.tokens_to_target is not None and self.tokens_to_target != first.tokens:
+                raise ValueError(f"quality: tokens_to_target={self.tokens_to_target} but the first evaluation at "
+                                 f"the target is at {first.tokens} tokens")
             if self.time_to_target_s is not None and self.time_to_target_s != first.seconds:
                 raise ValueError(f"quality: time_to_target_s={self.time_to_target_s} but the first evaluation at the "
                                  f"target ended at {first.seconds} s")

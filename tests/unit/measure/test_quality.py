@@ -97,6 +97,10 @@ def test_the_block_refuses_inconsistent_figures():
         Quality.model_validate({**data, "evaluations": data["evaluations"][::-1]})
     with pytest.raises(ValidationError, match="time_to_target_s"):
         Quality.model_validate({**data, "time_to_target_s": 1.0})
+    with pytest.raises(ValidationError, match="samples_to_target"):
+        Quality.model_validate({**data, "samples_to_target": data["samples_to_target"] + 1})
+    with pytest.raises(ValidationError, match="tokens_to_target"):
+        Quality.model_validate({**data, "tokens_to_target": data["tokens_to_target"] + 1})
     names = ("time_to_target_s", "samples_to_target", "tokens_to_target", "energy_to_target_kwh",
              "gpu_hours_to_target")
     with pytest.raises(ValidationError, match="not reached, but"):
