@@ -1,19 +1,11 @@
-"""A log's held-out evaluations as the result's ``quality`` block (issue 34), for tprimat launches and foreign logs.
+"""A log's held-out evaluations as the result's ``quality`` block, for tprimat launches and foreign logs.
 
-The arithmetic (samples, tokens, figures to target, nulls with reasons) is ``utils/measure/quality.py``'s; this
-module only says where each evaluation's numbers come from in a log:
-
-* the step and the loss: the evaluation line (``train/logs/patterns.py``: Megatron's and Primus's validation
-  lines, NeMo's ``val_loss``); only in-loop evaluations of the first validation set count (Megatron's extra
-  evaluation after the loop is not one a time to target can use);
-* the wall time from the first training step's start: for a job tprimat launched, the arrival of the lines on the
-  launcher's clock (``train/launch/target_watch.py``'s record: the first iteration line's arrival less its step
-  time is the start, each evaluation line's arrival its end, both in Unix time, so the energy trace can be read
-  between them); for a log alone, the sum of the logged step times up to the evaluation's step plus the logged
-  evaluation times so far (Megatron's ``evaluate`` timer; a log without them says so, and the time is a lower
-  bound). Megatron's own ``elapsed time per iteration`` leaves evaluation out
-  (``megatron/training/training.py:2359, 2389`` at 847781764f), so the two are added, never taken from one;
-* how the stack reduces the eval loss (:data:`REDUCTION`), from its own code at the pinned versions.
+The arithmetic is ``utils/measure/quality.py``'s; this module says where each number comes from: the step and the
+loss from the in-loop evaluation lines of the first validation set (``train/logs/patterns.py``); the wall time
+from the first step's start from ``train/launch/target_watch.py``'s arrival record for a tprimat launch, else the
+logged step times plus the ``evaluate`` timer (a lower bound, said so; Megatron's ``elapsed time per iteration``
+leaves evaluation out, ``megatron/training/training.py:2359, 2389``); the reduction (:data:`REDUCTION`) and which
+held-out samples each evaluation reads (:data:`HELD_OUT`) from each stack's code.
 """
 
 from __future__ import annotations
@@ -28,6 +20,7 @@ from typing import Any
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
 from utils.config.model import EvaluationCadence
+from utils.measure.quality import FIXED_SET, HeldOutSet, build_quality, make_evaluation, stop_reason
 from utils.schema.quality import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
@@ -46,6 +39,18 @@ PRIMUS_REDUCTION = (
     "Megatron's evaluate() as Primus runs it: a per-token mean from Primus v26.2 (8c5bc42d) on; Primus v0.7.0's "
     "evaluator kept only the last eval iteration's mean (primus/backends/megatron/training/evaluator.py:112)")
 REDUCTION = {"mega": MEGATRON_REDUCTION, "prim": PRIMUS_REDUCTION, "nemo": NEMO_REDUCTION}
+# Megatron's validation iterator goes on across evaluations (847781764f training.py:2871; core_v0.12.0 l.2378-2383,
+# 2440-2441), so evaluation k reads the k-th block, and no pinned line offers a fixed set that works: --full-validation
+# is absent at core_v0.12.0 and at 847781764f counts sequences as iterations over a one-pass iterator (l.2719-2720,
+# 2849-2856, 2871): StopIteration in the first evaluation for GBS > 1 (tests/conformance/megatron_evaluate.py runs it).
+# Fixed upstream in 241a5ca3f9, first in core_v0.18.0. Primus evaluates through the same iterator.
+MEGATRON_BLOCKS = HeldOutSet(False, (
+    "not MLPerf's measure: evaluation k reads the k-th block of EVAL_SAMPLES validation sequences (Megatron-LM's "
+    "iterator continues, training.py:2871 at 847781764f; --full-validation fails there for GBS > 1 and is absent at "
+    "core_v0.12.0; fixed in core_v0.18.0)"))
+# NeMo's validation sampler starts at 0 for every loader but training's (nemo/lightning/pytorch/plugins/
+# data_sampler.py:81, v2.1.0 and v2.3.0) and Lightning re-iterates the one loader at each validation.
+HELD_OUT = {"mega": MEGATRON_BLOCKS, "prim": MEGATRON_BLOCKS, "nemo": FIXED_SET}
 # The launcher's record of a job's evaluation lines, beside its log (train/launch/target_watch.py writes it).
 RECORD_SUFFIX = ".evaluations.jsonl"
 
@@ -109,8 +114,6 @@ def log_evaluations(settings: Any, lines: Sequence[EvaluationLine], iterations: 
     ``settings`` is a ``Config`` (a tprimat launch) or :class:`LogEvaluationSettings` (a foreign log);
     ``record`` the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone.
     """
-    from utils.measure.quality import make_evaluation
-
     start, arrivals, _ = arrival_times(record)
     notes: list[str] = []
     step_times = {r.iteration: r.step_time_s for r in iterations if r.step_time_s is not None}
@@ -149,8 +152,6 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
     The run ended after an evaluation when the launcher stopped it there (its record), or, for a log alone, when
     the last evaluation's loss is not finite and no later step was logged.
     """
-    from utils.measure.quality import build_quality, stop_reason
-
     if not settings.evaluates:
         return None, []
     evaluations, start, notes = log_evaluations(settings, lines, iterations, record)
@@ -165,8 +166,8 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
     energy_reason = ("the launcher's energy trace is applied after collection" if record else
                      "a log alone carries no energy trace")
     quality = build_quality(settings, evaluations, reduction=REDUCTION.get(framework, MEGATRON_REDUCTION),
-                            platform=platform, gpus=gpus, run_start_unix=start, stop=stop,
-                            energy_reason=energy_reason)
+                            held_out=HELD_OUT.get(framework, MEGATRON_BLOCKS), platform=platform, gpus=gpus,
+                            run_start_unix=start, stop=stop, energy_reason=energy_reason)
     return quality, notes
 
 

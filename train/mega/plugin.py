@@ -1,18 +1,10 @@
 """``mega``: Megatron-LM's own ``pretrain_gpt.py`` on AMD and NVIDIA, read back from its log.
 
-Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` builds the exact ``torchrun ...
-pretrain_gpt.py`` command from the typed config and the model shape table (flags
-from :mod:`train.megatron.args`, shared with Primus); :func:`collect` turns the
-log into the typed result with :mod:`train.megatron.collect` (shared with Primus);
-:func:`resolve` asks Megatron-LM's own ``parse_args`` + ``validate_args`` what the
-argv means (:mod:`train.megatron.probe`).
-
-Megatron-LM is taken from ``MEGATRON_PATH``, else from the image: ``/opt/megatron-lm``
-(NeMo image, nvd) or ``$PRIMUS_PATH/third_party/Megatron-LM`` (Primus image, amd,
-``PRIMUS_PATH`` defaulting to ``/workspace/Primus``). When it or the prepared data is
-missing, a real run stops with that reason (the launcher records a failed result);
-``--dry-run`` still prints the full command, with the reason as a note, so the
-command can be reviewed on a machine without Megatron.
+Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` builds the ``torchrun ... pretrain_gpt.py`` command
+(flags from :mod:`train.megatron.args`, shared with Primus); :func:`collect` reads the log
+(:mod:`train.megatron.collect`); :func:`resolve` asks Megatron-LM's own argument validation
+(:mod:`train.megatron.probe`). Megatron-LM comes from ``MEGATRON_PATH``, else the image's tree; when it or the data
+is missing a real run fails with the reason, while ``--dry-run`` still prints the command with a note.
 """
 
 from __future__ import annotations
@@ -22,6 +14,7 @@ from pathlib import Path
 
 from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.launch.torchrun import torchrun_argv
+from train.logs.quality import MEGATRON_BLOCKS
 from train.megatron.args import (
     VocabPadding,
     attention_backend,
@@ -41,6 +34,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.model import Config
 from utils.measure.memory import Recipe
+from utils.measure.quality import held_out_notes
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
 
@@ -92,8 +86,7 @@ def evaluation_notes(cfg: Config) -> list[str]:
               if cfg.target_loss is not None and cfg.stop_at_target else
               "a NaN evaluation stops the run (SIGTERM to one worker, --exit-signal-handler); no target stop")
     return [f"evaluation: {cfg.eval_iters} global batches ({cfg.eval_samples} samples) after every "
-            f"{cfg.eval_interval_steps} steps, the next block of the validation set each time (Megatron's iterator "
-            f"continues); {target}"]
+            f"{cfg.eval_interval_steps} steps; {target}", *held_out_notes(cfg, MEGATRON_BLOCKS)]
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

@@ -1,18 +1,13 @@
-"""Held-out evaluation of ``tran`` and ``deep`` (issue 34): Megatron's validation samples, a per-token mean.
+"""Held-out evaluation of ``tran`` and ``deep``: Megatron's validation samples, a per-token mean.
 
-Both trainers evaluate here, so the same weights and samples give them the same eval loss
-(tests/unit/train/frameworks/test_tran_eval.py checks it on cpu):
-
-* samples: the validation split of megatron-core's ``GPTDataset`` built as Megatron builds it for
-  ``--valid-data-path`` (train/rules/samples.py), evaluation ``k`` (0-based here) reading global samples
-  ``[k E, (k+1) E)`` in Megatron's micro-batch order (eval iteration ``i`` is step ``k x EVAL_ITERS + i`` of that
-  order, every rank its own rows), as Megatron's continuing validation iterator does;
-* reduction: the sum of the token cross-entropies over all ``EVAL_SAMPLES x SL`` evaluated tokens, in float64,
-  all-reduced with the token count over the ranks, divided once: the per-token mean Megatron's ``evaluate()``
-  computes (and MLPerf's log perplexity). No token is masked (no EOD loss mask, no pad: docs/SAMPLE_ORDER.md);
-* mode: ``eval()`` and ``torch.no_grad()`` around the forwards, ``train()`` after (no dropout in tprimat's shapes, so
-  only autograd differs); the forward is the trainer's own (tran: its FSDP2 model under its precision;
-  deep: the DeepSpeed engine), so an evaluation runs the numerics that training runs.
+Both trainers evaluate here, so the same weights and samples give the same eval loss. Every evaluation reads the
+same global samples ``[0, E)`` of the validation ``GPTDataset`` (train/rules/samples.py) in Megatron's order: one
+fixed held-out set, MLPerf's measure (its NeMo restarts the validation sampler at 0,
+``nemo/lightning/pytorch/plugins/data_sampler.py:81`` at v2.1.0), so the curve moves only because the weights do;
+the token cross-entropies are summed in float64 and all-reduced with the token count, divided once (Megatron's
+``evaluate()``; no token masked: docs/SAMPLE_ORDER.md); the forward is the trainer's own under ``eval()`` and
+``no_grad``. A stop request is agreed over the ranks before every micro-batch, so an evaluation is abandoned
+within one forward and not recorded (a rank leaving alone would strand the others in a collective).
 """
 
 from __future__ import annotations
@@ -24,7 +19,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from train.megatron.inputs import index_cache_dir
+from train.rules.samples import MegatronSamples, valid_num_samples
 from utils.config.model import Config
+from utils.dataset.paths import valid_prefix
 
 # input ids [MBS, SL] -> logits [MBS, SL, vocab]
 Forward = Callable[[torch.Tensor], torch.Tensor]
@@ -32,10 +30,6 @@ Forward = Callable[[torch.Tensor], torch.Tensor]
 
 def valid_samples(cfg: Config, model: str, train_samples: Any) -> Any:
     """The validation split's :class:`~train.rules.samples.MegatronSamples` beside a model's training samples."""
-    from train.megatron.inputs import index_cache_dir
-    from train.rules.samples import MegatronSamples, valid_num_samples
-    from utils.dataset.paths import valid_prefix
-
     size = valid_num_samples(cfg.train_iters, cfg.eval_interval_steps, cfg.eval_samples)
     return MegatronSamples(valid_prefix(cfg, model), cfg.sl, cfg.seed, size, index_cache_dir(cfg),
                            train_samples.vocab_size, train_samples.eod, split="valid")
@@ -43,7 +37,7 @@ def valid_samples(cfg: Config, model: str, train_samples: Any) -> Any:
 
 @dataclass
 class Evaluator:
-    """One rank's held-out evaluation: :meth:`run` evaluates the next block of EVAL_SAMPLES samples."""
+    """One rank's held-out evaluation: :meth:`run` evaluates the first EVAL_SAMPLES validation samples."""
 
     cfg: Config
     rank: int
@@ -52,16 +46,26 @@ class Evaluator:
     data: Any  # the validation MegatronSamples
     forward: Forward
     set_training: Callable[[bool], None]
-    done: int = 0  # evaluations run so far: the next one reads block ``done``
+    done: int = 0  # evaluations run so far (each read the same samples)
 
-    def sums(self) -> torch.Tensor:
-        """[sum of token cross-entropies, token count] of this rank's rows of the next block (float64)."""
+    def agreed(self, asked: bool) -> bool:
+        """Whether any rank was ``asked`` to stop: the same answer on every rank (one all-reduce of a flag)."""
+        if self.world_size == 1:
+            return asked
+        flag = torch.tensor([float(asked)], device=self.device)
+        dist.all_reduce(flag)
+        return bool(flag.item() > 0)
+
+    def sums(self, stopping: Callable[[], bool]) -> torch.Tensor | None:
+        """[sum of token cross-entropies, token count] of this rank's held-out rows (float64); None: stopped"""
         cfg = self.cfg
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         for iteration in range(cfg.eval_iters):
             for micro in range(cfg.ga):
-                tokens = self.data.micro_batch(self.done * cfg.eval_iters + iteration, micro, rank=self.rank,
-                                               dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga).to(self.device)
+                if self.agreed(stopping()):
+                    return None
+                tokens = self.data.micro_batch(iteration, micro, rank=self.rank, dp=cfg.dp, mbs=cfg.mbs,
+                                               ga=cfg.ga).to(self.device)
                 targets = tokens[:, 1:]
                 logits = self.forward(tokens[:, :-1])
                 loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
@@ -70,12 +74,17 @@ class Evaluator:
                 totals[1] += targets.numel()
         return totals
 
-    def run(self) -> float:
-        """The per-token mean cross-entropy over the next EVAL_SAMPLES x SL tokens, the same on every rank."""
+    def run(self, stopping: Callable[[], bool] = lambda: False) -> float | None:
+        """The per-token mean cross-entropy over the held-out set's EVAL_SAMPLES x SL tokens, the same on every rank.
+
+        None when ``stopping()`` turned true on some rank during it: abandoned on every rank at the same micro-batch.
+        """
         self.set_training(False)
         try:
             with torch.no_grad():
-                totals = self.sums()
+                totals = self.sums(stopping)
+            if totals is None:
+                return None
             if self.world_size > 1:
                 dist.all_reduce(totals)
         finally:

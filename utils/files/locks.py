@@ -1,32 +1,16 @@
 """One writer at a time: a lock file that names its holder.
 
-Why: two data preparations on one ``DATA_DIR``, or two launchers writing one result
-file, race on the same temporary and final names (issue 12 saw one preparation die
-with a raw ``FileNotFoundError`` on the other's temporary file). A second writer
-must fail at once and say who holds the lock, and a lock left by a killed process
-must not block the next run.
+Why: two preparations of one ``DATA_DIR``, or two launchers of one result, race on the same names; a second writer
+must fail at once saying who holds the lock, and a killed holder must not block the next run.
 
-How: ``fcntl.flock`` (non-blocking) on a file under ``<dir>/.tprimat/``. The kernel
-releases the lock when its holder exits, however it exits, so a killed holder never
-blocks anyone. The file's content names the holder (pid, host, start time, command)
-for the message a second writer prints; a normal release empties it, so content
-found by the next taker means the previous holder was killed, and the takeover is
-noted on stderr. The file itself stays (empty): deleting a lock file while another
-process has it open would let two holders in.
-
-Where ``flock`` is not supported (some cluster filesystems), the content alone
-decides: a holder on this host that is still running holds the lock, a dead one is
-taken over; a holder on another host cannot be checked and is reported as holding it.
-
-Inheritance: a shell script can hold a lock for all its children (``shell/data.sh``
-holds ``DATA_DIR``'s across the four stages). It opens the lock file on a descriptor,
-``python -m utils.files.locks acquire --fd N`` locks that descriptor (a ``flock`` belongs to
-the open file, so it stays held while the shell keeps the descriptor), and
-``TPRIMAT_LOCK_FDS=N`` tells the children: a child that needs the same lock finds it
-on the inherited descriptor and goes on. Within one process a lock is re-entrant.
-
-CLI (for ``shell/data.sh``): ``python -m utils.files.locks path data`` prints ``DATA_DIR``'s lock
-file, ``acquire data --fd N ...`` and ``release --fd N`` lock and release it (see ``--help``).
+How: a non-blocking ``fcntl.flock`` on a file under ``<dir>/.tprimat/``, which the kernel releases however its
+holder exits. The file names the holder (pid, host, start, command); a normal release empties it, so content found by
+the next taker means a killed holder (noted on stderr). The file stays: deleting it while open would let two holders
+in. Where ``flock`` is unsupported the content decides (a live holder on this host holds; another host's cannot be
+checked and holds). A shell script can hold a lock for its children: it opens the file on a descriptor,
+``python -m utils.files.locks acquire --fd N`` locks it, and ``TPRIMAT_LOCK_FDS=N`` tells the children, which find it
+inherited (``shell/data.sh`` holds ``DATA_DIR``'s; ``shell/train.sh`` a result's, ``path result FILE``, from a job's
+claim to its end). Within one process a lock is re-entrant.
 """
 
 from __future__ import annotations
@@ -185,14 +169,20 @@ def lock_fd(fd: int, path: Path, what: str, holder: Holder) -> str | None:
     return note
 
 
+def lock_descriptor(fd: int, path: Path, what: str, holder: Holder) -> str | None:
+    """Lock descriptor ``fd``, which the calling shell opened on ``path`` and keeps: the lock lasts as long as it does.
+    Returns a takeover note or None; raises LockHeld, or LockError when ``fd`` is not open on ``path``."""
+    found, wanted = os.fstat(fd), os.stat(path)
+    if (found.st_dev, found.st_ino) != (wanted.st_dev, wanted.st_ino):
+        raise LockError(errno.EBADF, f"descriptor {fd} is not open on {path}")
+    return lock_fd(fd, path, what, holder)
+
+
 @contextlib.contextmanager
 def hold(path: Path, what: str, command: str | None = None) -> Iterator[None]:
-    """Hold the lock at ``path`` for the block; ``what`` names the guarded thing in messages.
-
-    Raises :class:`LockHeld` at once when another process holds it, :class:`LockError`
-    when the lock file cannot be created. An inherited lock (``TPRIMAT_LOCK_FDS``) is used
-    as it is and left to its owner.
-    """
+    """Hold the lock at ``path`` for the block (``what`` names the guarded thing in messages). :class:`LockHeld` at once
+    when another process holds it, :class:`LockError` when the file cannot be created; an inherited lock
+    (``TPRIMAT_LOCK_FDS``) is used as it is and left to its owner."""
     path = Path(path).absolute()
     if path in _HELD:
         _HELD[path][1] += 1
@@ -254,7 +244,6 @@ def release_fd(fd: int) -> None:
 
 
 def _data_lock() -> tuple[Path, str]:
-
     data_dir = load_config().data_dir
     return data_lock_path(data_dir), f"DATA_DIR {data_dir}"
 
@@ -267,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         "exec 9<>\"$lock\"; python -m utils.files.locks acquire data --fd 9 --holder-pid $$ --command CMD; "
         "export TPRIMAT_LOCK_FDS=9; ...; python -m utils.files.locks release --fd 9.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config), creating its folder")
-    p_path.add_argument("kind", choices=("data",))
+    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config) or of the result "
+                            "FILE, creating its folder")
+    p_path.add_argument("kind", choices=("data", "result"))
+    p_path.add_argument("file", nargs="?", type=Path, help="the result file (kind result)")
     p_acq = sub.add_parser("acquire", help="lock descriptor FD (open on the lock file) for the calling shell")
     p_acq.add_argument("kind", choices=("data",))
     p_acq.add_argument("--holder-pid", type=int, required=True, help="the shell's pid ($$), recorded as holder")
@@ -277,19 +268,19 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_acq, p_rel):
         p.add_argument("--fd", type=int, required=True, help="a descriptor the calling shell opened on the lock file")
     args = parser.parse_args(argv)
+    result_file = getattr(args, "file", None)
+    if args.command == "path" and (args.kind == "result") != (result_file is not None):
+        parser.error("path result needs the result FILE, path data none")
     try:
         if args.command == "release":
             release_fd(args.fd)
             return 0
-        path, what = _data_lock()
+        path, what = (result_lock_path(result_file).absolute(), "the result") if result_file else _data_lock()
         if args.command == "path":
             path.parent.mkdir(parents=True, exist_ok=True)
             print(path)
             return 0
-        if (os.fstat(args.fd).st_dev, os.fstat(args.fd).st_ino) != (os.stat(path).st_dev, os.stat(path).st_ino):
-            print(f"tprimat: descriptor {args.fd} is not open on {path}", file=sys.stderr)
-            return 2
-        note = lock_fd(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
+        note = lock_descriptor(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
         if note:
             print(note, file=sys.stderr)
     except (LockHeld, LockError) as exc:

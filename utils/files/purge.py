@@ -1,17 +1,12 @@
 """Delete what tprimat generated, and nothing else, whatever ``OUTPUT_DIR`` and ``DATA_DIR`` say.
 
-What counts as generated is ``utils/files/generated.py``'s table of names; a root folder is first
-checked there too (never ``/``, home, the repository, ``.git``, a virtualenv or a folder of
-the project's own files, also when reached through a link). Inside a root, only matching
-names are deleted: other files stay, links are never followed nor deleted, and folders are
-removed only when tprimat created them whole or they are left empty. Every target is
-checked once more right before it goes (still inside its root, still not a link), so no
-mistake above can widen a deletion. A root whose lock a running job holds is refused.
-
-With ``--with-history`` also the results database (``HISTORY_DB``), only when it is a SQLite file whose
-``tprimat_meta`` table names tprimat's history (never a PostgreSQL server's database, never a link).
-
-CLI (``shell/purge.sh`` runs it): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
+Generated means a name in ``utils/files/generated.py``'s table, and a root is checked there first (never ``/``, home,
+the repository, ``.git``, a virtualenv, a project folder, also through a link). Links are never followed nor deleted,
+folders go only when tprimat created them whole or they are left empty, every target is checked again right before
+it goes, and a root whose lock a running job holds is refused, as is an ``OUTPUT_DIR`` without tprimat's marker (a
+user's own ``report.html`` is not tprimat's; wrap refuses such a folder too). ``--with-history`` also removes
+``HISTORY_DB`` when it is a SQLite file holding tprimat's history (never a PostgreSQL database, never a link).
+CLI (``shell/purge.sh``): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -41,6 +36,8 @@ from utils.files.generated import (
 )
 from utils.files.locks import locked_by
 from utils.io.output_path import LOCK_DIR
+from utils.io.sanitise import one_line
+from utils.result.names import NOT_MARKED, is_output_dir
 
 # Folders of a root that are removed once purging leaves them empty.
 _EMPTY_AFTER = ("logs", "generated", "profiles", "nemo", "tokenizers")
@@ -61,10 +58,8 @@ def _is_history_file(path: Path) -> bool:
 
 
 def history_targets(value: str | None, repo: Path) -> list[Target]:
-    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history.
-
-    A PostgreSQL database is never dropped by purge; a file that is a link, or no tprimat history, is refused.
-    """
+    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history. A PostgreSQL
+    database is never dropped by purge; a file that is a link, or no tprimat history, is refused."""
     text = (value or "").strip()
     if text.lower() in ("off", "none", "false", "0"):
         return []
@@ -93,18 +88,18 @@ def _running_job(root: Path, label: str) -> None:
 
 def plan_purge(repo: Path, output_dir: Path, data_dir: Path, with_data: bool, home: Path | None = None,
                given: dict[str, str] | None = None) -> list[tuple[Path, Target]]:
-    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches.
-
-    ``given`` holds the folders as the user wrote them (``..`` is refused before resolving).
-    """
+    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches. ``given``
+    holds the folders as the user wrote them (``..`` is refused before resolving)."""
     given = given or {}
     roots = [("OUTPUT_DIR", output_dir)] + ([("DATA_DIR", data_dir)] if with_data else [])
     planned: list[tuple[Path, Target]] = []
     for label, folder in roots:
         root = check_root(folder, label, repo, home, given.get(label))
         _running_job(root, label)
-        finder = output_targets if label == "OUTPUT_DIR" else data_targets
-        planned += [(root, target) for target in finder(root)]
+        targets = output_targets(root) if label == "OUTPUT_DIR" else data_targets(root)
+        if label == "OUTPUT_DIR" and targets and not is_output_dir(root):
+            raise PurgeError(f"refusing to purge OUTPUT_DIR={one_line(root, 300)}: {NOT_MARKED}; nothing removed")
+        planned += [(root, target) for target in targets]
     repo = Path(os.path.realpath(repo))
     # Never into the output or data folders (each has its own rules above), purged or not.
     skip = tuple(Path(os.path.realpath(folder)) for folder in (output_dir, data_dir))
