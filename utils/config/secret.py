@@ -13,34 +13,32 @@ or surrounding whitespace is refused, never cleaned up (:func:`read_secret_bytes
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from utils.config.envfile import EnvFileError, read_env_file
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_path
+from utils.io.sanitise import unsafe_character
 
 # secrets.env lives at the repository root (this file is utils/config/secret.py).
 DEFAULT_SECRETS_FILE = Path(__file__).resolve().parents[2] / "secrets.env"
 # The secrets tprimat uses; only these reach a container.
 SECRET_KEYS = ("HF_TOKEN", "HISTORY_DB_PASSWORD")  # the second: evaluate/history/store.py
-
-
-_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 
 
 def _checked(name: str, value: bytes, where: str) -> bytes | None:
     """``value`` when it can be a token; refused in one line that never shows it (issue 26).
 
-    A control character (NUL included) or whitespace around the value is refused rather than
+    A control character (NUL, C1 and bidirectional controls included; bytes that are no UTF-8 too: they decode to
+    lone surrogates, utils/io/sanitise.py) or whitespace around the value is refused rather than
     stripped: a stripped or decoded value is not the bytes a log would hold, and the leak check
     before packing (``utils/files/wrap.py``) must look for exactly those bytes.
     """
     if not value:
         return None
-    if _CONTROL.search(value):
+    if unsafe_character(os.fsdecode(value)):
         raise ConfigError(f"{name} from {where}: the value holds a control character; refused (value not shown)")
     if value.strip(_WHITESPACE) != value:
         raise ConfigError(f"{name} from {where}: the value has whitespace around it; refused (value not shown)")
