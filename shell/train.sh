@@ -5,11 +5,13 @@
 # OUTPUT_DIR is checked first (a writable directory with room): if results cannot be written, no job runs.
 # SIGINT/SIGTERM/SIGHUP reach the running job's whole process tree (shell/jobctl.sh); its launcher records it
 # incomplete, no further job starts, and train.sh exits with 128 + the signal's number.
-# Each job is a run with an id (utils/files/run_owner.py): before its launcher starts, train.sh writes the job's
+# Each job is a run with an id (utils/files/run_owner.py): before its launcher starts, train.sh locks the job's
+# result (descriptor 8, held until the run ends, so no second train.sh takes it in between) and writes its
 # incomplete result (so a signal at any moment leaves one); after it, every process left of the run is
 # stopped, the run is closed (a late write of it is dropped), and the next job waits for MASTER_PORT.
 # After each job its result (ok, incomplete or failed) is added to the results database HISTORY_DB
-# (python -m evaluate.history add; HISTORY_DB=off skips it); a failed add is one line, never a failed run.
+# (python -m evaluate.history add; HISTORY_DB=off skips it), under the same signal forwarding as the jobs; a failed
+# add is one line, never a failed run. Once a signal came, no add starts (the result stays for a later add).
 # Exit status: 0 when every job exited 0 with an ok result, 1 otherwise, 2 on a config error.
 set -uo pipefail
 
@@ -87,8 +89,14 @@ for line in "${jobs[@]}"; do
         [[ "$run_index" == "-" ]] || owner_args+=(--run-index "$run_index")
         # The previous job's processes are gone (run_owner end); give its port a bounded time to be freed.
         [[ $number -eq 1 ]] || owner_args+=(--wait-port 30)
-        if ! tprimat_python_module utils.files.run_owner start --result "$result" --run-id "$run_id" \
-            "${owner_args[@]}"; then
+        # The result's lock belongs to the open file on descriptor 8, which this shell keeps from the claim to the
+        # run's end; the launcher finds it there (TPRIMAT_LOCK_FDS, utils/files/locks.py).
+        lock_file="$(tprimat_python_module utils.files.locks path result "$result")" && exec 8<>"$lock_file" \
+            && tprimat_python_module utils.files.run_owner start --result "$result" --run-id "$run_id" \
+                --lock-fd 8 --holder-pid "$$" "${owner_args[@]}"
+        started=$?
+        if [[ $started -ne 0 ]]; then
+            exec 8>&-
             # Refused (another run holds the result, or it cannot be written): this job does not run, and this
             # run closes nothing, so the holder's result stays its own (issue 33).
             echo "train.sh: $label: not started, the result is not this run's to write; continuing" >&2
@@ -100,16 +108,18 @@ for line in "${jobs[@]}"; do
         # Stopped before the first job started: its result says so (the others are listed as not started).
         code="$(tprimat_signal_status)"
     else
-        tprimat_run env TPRIMAT_RUN_ID="$run_id" bash "$script" "${run_args[@]}" "${launcher_args[@]}"
+        tprimat_run env TPRIMAT_RUN_ID="$run_id" ${run_id:+TPRIMAT_LOCK_FDS=8} bash "$script" "${run_args[@]}" \
+            "${launcher_args[@]}"
         code=$?
     fi
     if [[ -n "$run_id" ]]; then
-        tprimat_python_module utils.files.run_owner end --result "$result" --run-id "$run_id" \
+        tprimat_python_module utils.files.run_owner end --result "$result" --run-id "$run_id" --lock-fd 8 \
             ${TPRIMAT_SIGNAL:+--signal "$TPRIMAT_SIGNAL"}
+        exec 8>&-
     fi
     # The results database (HISTORY_DB; evaluate/history/): every result, ok, incomplete or failed, after its job.
     if [[ $dry_run -eq 0 && -f "$result" && ! "${history_db,,}" =~ ^(off|none|false|0)$ ]]; then
-        "$TPRIMAT_PYTHON" -m evaluate.history add --quiet "$result" \
+        [[ -z "$TPRIMAT_SIGNAL" ]] && tprimat_run "$TPRIMAT_PYTHON" -m evaluate.history add --quiet "$result" \
             || echo "train.sh: $label: the result was not added to the history database; it stays in $output_dir" >&2
     fi
     if [[ -n "$TPRIMAT_SIGNAL" ]]; then

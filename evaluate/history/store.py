@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from urllib.parse import quote
@@ -239,8 +241,24 @@ def _engine(target: Target, lock_timeout: float, read_only: bool) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("tprimat_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            if not conn.get_execution_options().get("tprimat_write", False):
+                conn.exec_driver_sql("BEGIN")
+                return
+            # The write lock is waited for here, in SQLite waits of 0.1 s: a signal is answered between two (inside
+            # one SQLite wait of lock_timeout, a SIGTERM to train.sh's history add took 28 s: issue 49).
+            raw, deadline = conn.connection.dbapi_connection, time.monotonic() + lock_timeout
+            raw.execute("PRAGMA busy_timeout = 100")
+            try:
+                while time.monotonic() < deadline:
+                    try:
+                        raw.execute("BEGIN IMMEDIATE")
+                        return
+                    except sqlite3.OperationalError as exc:
+                        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                            break
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the last try: its error is said as any other
+            finally:
+                raw.execute(f"PRAGMA busy_timeout = {int(lock_timeout * 1000)}")
 
         return engine
     engine = create_engine(target.url, connect_args={"connect_timeout": 10}, pool_pre_ping=False)

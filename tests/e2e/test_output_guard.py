@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,14 +26,15 @@ from tests.helpers.workload import tiny_environ
 from tests.unit.train.launch.test_launch import context, ok_result, plugin
 from train.launch.launcher import launch
 from utils.files.disk import OutputDirError, check_writable_dir
+from utils.io.output_path import LOCK_DIR
 from utils.result.file import read_result
 
 
 @contextlib.contextmanager
-def mounted_tmpfs(path: Path, size: str, read_only: bool = False) -> Iterator[Path]:
-    """A tmpfs of ``size`` at ``path``; skips the test where it cannot be mounted (not root, no privilege)."""
+def mounted_tmpfs(path: Path, size: str, read_only: bool = False, inodes: int | None = None) -> Iterator[Path]:
+    """A tmpfs of ``size`` (and ``inodes``) at ``path``; skips the test where it cannot be mounted (not root)."""
     path.mkdir(parents=True, exist_ok=True)
-    options = f"size={size}" + (",ro" if read_only else "")
+    options = f"size={size}" + (",ro" if read_only else "") + (f",nr_inodes={inodes}" if inodes else "")
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
                           text=True)
     if proc.returncode != 0:
@@ -64,6 +67,57 @@ def test_read_only_and_tiny_filesystems(tmp_path: Path) -> None:
         check_writable_dir(ro)
     with mounted_tmpfs(tmp_path / "tiny", "64k") as tiny, pytest.raises(OutputDirError, match=r"has only 64\.0 KiB"):
         check_writable_dir(tiny)
+
+
+@pytest.mark.parametrize("how", ["statvfs", "tmpfs"])
+def test_a_folder_with_few_free_inodes_is_refused_naming_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              how: str) -> None:
+    """Issue 49: 4 free inodes passed the check (bytes only) and the job failed with ENOSPC; now one line."""
+    if how == "statvfs":  # a filesystem that reports 4 free inodes of a million, with bytes to spare
+        real = os.statvfs(tmp_path)
+        fields = [*real[:5], 10**6, 4, 4, *real[8:]]  # f_files, f_ffree, f_favail
+        monkeypatch.setattr(utils.files.disk.os, "statvfs", lambda _path: os.statvfs_result(fields))
+        folder = contextlib.nullcontext(tmp_path / "out")
+    else:
+        folder = mounted_tmpfs(tmp_path / "out", "128m", inodes=8)
+    with folder as out, pytest.raises(OutputDirError, match=r"has only [0-9] free inodes .* at least 1024"):
+        check_writable_dir(out)
+
+
+def test_a_check_never_removes_the_bookkeeping_folder_another_check_probes(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49 (two Slurm nodes, one OUTPUT_DIR, 1 run in 3): node A made ``.tprimat``, B probed in it, A removed it.
+
+    The interleaving is forced: A pauses in its probe of the bookkeeping folder until B is in its own, and B goes on
+    once A's check has returned. Each check returns or raises within the test's bounds (no deadlock either way).
+    """
+    out = tmp_path / "shared"
+    real, b_inside, a_done = utils.files.disk._probe_write, threading.Event(), threading.Event()
+
+    def probe(folder: Path) -> None:
+        if folder.name == LOCK_DIR:
+            (b_inside.set() or a_done.wait(10)) if threading.current_thread().name == "B" else b_inside.wait(10)
+        real(folder)
+
+    monkeypatch.setattr(utils.files.disk, "_probe_write", probe)
+    failures: list[str] = []
+
+    def check(name: str) -> None:
+        try:
+            check_writable_dir(out)
+        except OutputDirError as exc:
+            failures.append(f"{name}: {exc}")
+        finally:
+            a_done.set() if name == "A" else None
+
+    threads = [threading.Thread(target=check, args=(name,), name=name) for name in "AB"]
+    threads[0].start()
+    while not out.exists() and threads[0].is_alive():
+        time.sleep(0.01)
+    threads[1].start()
+    for thread in threads:
+        thread.join(30)
+    assert failures == []
 
 
 @pytest.mark.parametrize("kind", ["file", "tiny"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +69,41 @@ def test_a_refused_second_train_sh_leaves_the_first_runs_result(repo: Path, tmp_
     assert "not started" in text and not ran.exists(), text
     assert current_owner(result) == "first-run", text
     assert result.read_bytes() == before, "the first run's result is untouched"
+
+
+def _launcher_standin(repo: Path, finished: Path, seconds: float) -> None:
+    """The job does to the result what the launcher does: takes its lock, writes the finished result ``seconds`` on."""
+    _job(repo, f"""cd "$(dirname "$0")/.." && exec {sys.executable} - <<'EOF'
+import os, time
+from pathlib import Path
+from utils.files.locks import hold, result_lock_path
+from utils.result.file import read_result, write_result
+result = Path(os.environ["OUTPUT_DIR"]) / "train_cpu_tran_llama.json"
+with hold(result_lock_path(result), "the result"):
+    time.sleep({seconds})
+    write_result(result, read_result(Path("{finished}")))
+EOF""")
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5, 1, pytest.param(12, marks=pytest.mark.slow)])
+def test_a_second_train_sh_never_takes_the_claim_of_a_live_run(repo: Path, tmp_path: Path, delay: float) -> None:
+    """Issue 49: a second train.sh on the same OUTPUT_DIR ``delay`` s after the first; one runs, one is refused.
+
+    The lock was held only while ``run_owner start`` wrote, and again by the launcher after its start-up: a second
+    start in that gap took the claim, and the first run's finished result was dropped as "replaced". train.sh now
+    holds the lock from the claim to the run's end. At 0.05 s either may win: whichever runs keeps its result.
+    """
+    _launcher_standin(without_comparison(repo), _finished_result(tmp_path / "finished"), seconds=delay + 4)
+    env = script_env(tmp_path, **JOB)
+    train = ["bash", str(repo / "shell" / "train.sh")]
+    first = subprocess.Popen(train, env=env, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(delay)
+    second = subprocess.run(train, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
+    texts = {first.communicate(timeout=300)[0]: first.returncode, second.stdout + second.stderr: second.returncode}
+    assert sorted(texts.values()) == [0, 1], texts
+    refused = next(text for text, code in texts.items() if code == 1)
+    assert "not started" in refused and "the result is locked by pid" in refused, refused
+    assert status_of(Path(env["OUTPUT_DIR"]) / "train_cpu_tran_llama.json") == "ok", texts
 
 
 @contextlib.contextmanager

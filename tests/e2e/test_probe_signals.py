@@ -95,3 +95,111 @@ def test_an_evaluate_entry_point_answers_a_signal_in_one_line(tmp_path: Path, mo
         pytest.skip("the command finished before the signal arrived")  # its own verdict: nothing to answer
     assert proc.returncode == 128 + signum, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].endswith(f"stopped by {signal.Signals(signum).name}")
+
+
+# ---------------------------------------------------------------------------
+# issue 49, family 7: a signal during an evaluation, and during train.sh's history add
+
+
+@pytest.mark.slow  # a tiny tran run in-process (about 10 s)
+def test_sigterm_during_a_long_evaluation_acts_within_a_second(sample_data_dir: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluation asks for the stop before each forward; the run stops there, no further training step.
+
+    Before: the evaluation ran to its end (92 s in the probe) and one more training step ran. The SIGTERM is sent
+    from inside the evaluation's second forward, so it arrives during it; that forward is the last one.
+    """
+    import argparse
+
+    import torch
+
+    from tests.helpers.workload import tiny_environ
+    from train.tran.step import Dist, Trainer
+    from train.tran.worker import StopRequest, train
+    from utils.config.load import load_config
+    from utils.result.file import Interrupted
+
+    forwards: list[float] = []
+    sent: list[float] = []
+    made = Trainer.evaluator
+
+    def evaluator(self: Trainer):  # type: ignore[no-untyped-def]
+        built = made(self)
+        forward = built.forward
+
+        def counted(tokens: torch.Tensor) -> torch.Tensor:
+            forwards.append(time.monotonic())
+            if len(forwards) == 2:
+                sent.append(time.monotonic())
+                os.kill(os.getpid(), signal.SIGTERM)
+            return forward(tokens)
+
+        built.forward = counted
+        return built
+
+    monkeypatch.setattr(Trainer, "evaluator", evaluator)
+    cfg = load_config(environ=tiny_environ(sample_data_dir, tmp_path / "out", TRAIN_ITERS="12", EVAL_INTERVAL="16",
+                                           EVAL_SAMPLES="32"))  # after step 4 of GBS 4: 8 forwards of 4 samples
+    path = tmp_path / "out" / "train_cpu_tran_llama.json"
+    args = argparse.Namespace(model="llama", platform="cpu", result=path, run_index=None, log_path=None)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(Interrupted):
+            train(cfg, args, Dist(0, 0, 1, torch.device("cpu")), StopRequest())
+        stopped = time.monotonic()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    result = read_result(path)
+    assert len(forwards) == 2, f"{len(forwards)} evaluation forwards ran; the one the signal arrived in is the last"
+    assert stopped - sent[0] < 1.0, f"{stopped - sent[0]:.2f} s from the signal to the run's end"
+    assert result.status == "incomplete" and "SIGTERM" in (result.error or ""), result.error
+    assert len(result.step_times) == 4, "no training step after the evaluation the signal stopped"
+    assert result.quality is None or not result.quality.evaluations, "an abandoned evaluation is not recorded"
+
+
+def test_sigterm_to_train_sh_during_its_history_add_acts_within_a_second(repo: Path, tmp_path: Path) -> None:
+    """train.sh runs ``history add`` under its signal forwarding, and the add waits for the lock in steps.
+
+    Before: the add ran outside the forwarding (bash keeps a trap until its foreground child ends) and waited for
+    the lock inside SQLite (28 s in the probe). The database is held locked by this test throughout.
+    """
+    import sqlite3
+
+    finished = make_result(tmp_path / "finished", "nvd", "tran")
+    (repo / "train" / "train_cpu_tran_llama.sh").write_text(
+        f'#!/usr/bin/env bash\ncp {finished} "$OUTPUT_DIR/train_cpu_tran_llama.json"\n')
+    database = tmp_path / "history.db"
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    env = script_env(tmp_path, **JOB, HISTORY_DB=str(database))
+    log = tmp_path / "train.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(["bash", str(repo / "shell" / "train.sh")], env=env, cwd=repo, stdout=sink,
+                                stderr=subprocess.STDOUT)
+    try:
+        def waiting_add() -> int | None:  # the add's pid once it sleeps in the lock wait
+            for entry in Path("/proc").glob("[0-9]*"):
+                try:
+                    if b"evaluate.history\0add" in (entry / "cmdline").read_bytes() and \
+                            (entry / "wchan").read_text() == "hrtimer_nanosleep":
+                        return int(entry.name)
+                except OSError:
+                    continue
+            return None
+
+        wait_for(lambda: waiting_add() or proc.poll() is not None, 120, "the history add to wait for the lock")
+        add = waiting_add()
+        assert add is not None, log.read_text()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # to train.sh only
+        wait_for(lambda: "evaluate.history: stopped by SIGTERM" in log.read_text(), 30, "the add to answer")
+        answered = time.monotonic() - sent
+        wait_for(lambda: not _alive(add), 10, "the add to end")
+        code = proc.wait(timeout=120)
+    finally:
+        holder.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert answered < 1.0, f"the add answered {answered:.2f} s after the signal"
+    assert code == 143, log.read_text()

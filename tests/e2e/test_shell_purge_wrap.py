@@ -147,6 +147,17 @@ def test_only_generated_files_go_from_a_folder_holding_others(repo: Path, tmp_pa
     assert not (out / "nemo" / "index_cache").exists()
 
 
+def test_purge_refuses_a_folder_tprimat_did_not_write(repo: Path, tmp_path: Path) -> None:
+    """Issue 49: purge deleted a user's own report.html and compare.md from a folder without tprimat's marker."""
+    out = tmp_path / "mine"
+    _make(out, ["report.html", "compare.md", "train_cpu_tran_llama.json", ".tprimat/x.lock"])
+    proc = run_script(repo, "shell/purge.sh", env=clean_env(tmp_path, OUTPUT_DIR=str(out)))
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "holds no .tprimat/output-folder marker" in proc.stderr and "nothing removed" in proc.stderr
+    assert _tree(out) == {"report.html", "compare.md", "train_cpu_tran_llama.json", ".tprimat/x.lock"}
+    assert (repo / "output.zip").exists(), "nothing at all is removed"
+
+
 def test_default_output_is_emptied_and_data_needs_with_data(repo: Path, tmp_path: Path) -> None:
     proc = run_script(repo, "shell/purge.sh", env=clean_env(tmp_path, OUTPUT_DIR=""))
     assert proc.returncode == 0, proc.stderr

@@ -79,9 +79,6 @@ def job_env(cluster: dict[str, str], sample_data_dir: Path, tmp_path: Path):  # 
 
 def sbatch(checkout: Path, env: dict[str, str], step: str, out: Path, wait: bool = True) -> subprocess.Popen[str]:
     """``sbatch --wait --nodes=2 shell/slurm.sbatch STEP`` from the checkout; its first line is the job id."""
-    # The bookkeeping folder made beforehand: two nodes' output checks race on one they create and remove (the
-    # race is reported to the owner of utils/files/disk.py, who fixes it there).
-    (Path(env["OUTPUT_DIR"]) / ".tprimat").mkdir(parents=True, exist_ok=True)
     argv = ["sbatch", "--parsable", "--nodes=2", f"--output={out}", "shell/slurm.sbatch", step]
     return subprocess.Popen(argv[:1] + ["--wait"] * wait + argv[1:], cwd=checkout, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -12,7 +12,10 @@ Both trainers evaluate here, so the same weights and samples give them the same 
   computes (and MLPerf's log perplexity). No token is masked (no EOD loss mask, no pad: docs/SAMPLE_ORDER.md);
 * mode: ``eval()`` and ``torch.no_grad()`` around the forwards, ``train()`` after (no dropout in tprimat's shapes, so
   only autograd differs); the forward is the trainer's own (tran: its FSDP2 model under its precision;
-  deep: the DeepSpeed engine), so an evaluation runs the numerics that training runs.
+  deep: the DeepSpeed engine), so an evaluation runs the numerics that training runs;
+* a stop request (SIGTERM) is asked before every micro-batch, agreed over the ranks (the signal reaches them at
+  different micro-batches, and a rank that left alone would leave the others in a collective): the evaluation is
+  abandoned within one forward, not recorded (issue 49: a long evaluation took 92 s to answer SIGTERM).
 """
 
 from __future__ import annotations
@@ -54,12 +57,22 @@ class Evaluator:
     set_training: Callable[[bool], None]
     done: int = 0  # evaluations run so far: the next one reads block ``done``
 
-    def sums(self) -> torch.Tensor:
-        """[sum of token cross-entropies, token count] of this rank's rows of the next block (float64)."""
+    def agreed(self, asked: bool) -> bool:
+        """Whether any rank was ``asked`` to stop: the same answer on every rank (one all-reduce of a flag)."""
+        if self.world_size == 1:
+            return asked
+        flag = torch.tensor([float(asked)], device=self.device)
+        dist.all_reduce(flag)
+        return bool(flag.item() > 0)
+
+    def sums(self, stopping: Callable[[], bool]) -> torch.Tensor | None:
+        """[sum of token cross-entropies, token count] of this rank's rows of the next block (float64); None: stopped"""
         cfg = self.cfg
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         for iteration in range(cfg.eval_iters):
             for micro in range(cfg.ga):
+                if self.agreed(stopping()):
+                    return None
                 tokens = self.data.micro_batch(self.done * cfg.eval_iters + iteration, micro, rank=self.rank,
                                                dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga).to(self.device)
                 targets = tokens[:, 1:]
@@ -70,12 +83,17 @@ class Evaluator:
                 totals[1] += targets.numel()
         return totals
 
-    def run(self) -> float:
-        """The per-token mean cross-entropy over the next EVAL_SAMPLES x SL tokens, the same on every rank."""
+    def run(self, stopping: Callable[[], bool] = lambda: False) -> float | None:
+        """The per-token mean cross-entropy over the next EVAL_SAMPLES x SL tokens, the same on every rank.
+
+        None when ``stopping()`` turned true on some rank during it: abandoned on every rank at the same micro-batch.
+        """
         self.set_training(False)
         try:
             with torch.no_grad():
-                totals = self.sums()
+                totals = self.sums(stopping)
+            if totals is None:
+                return None
             if self.world_size > 1:
                 dist.all_reduce(totals)
         finally:

@@ -228,15 +228,17 @@ class Ledger:
         """The first training step starts: the origin of the evaluations' times (MLPerf's run_start)."""
         self.run_start = (time.perf_counter(), time.time())
 
-    def evaluate(self, evaluator: Any, step: int) -> str | None:
+    def evaluate(self, evaluator: Any, step: int, stop: StopRequest) -> str | None:
         """Evaluate after ``step`` (1-based) steps; returns why the run stops here (None: it goes on)."""
         from utils.measure.quality import make_evaluation, stop_reason
 
         if self.run_start is None:
             raise RuntimeError("evaluate() before start_run()")
         began = time.perf_counter()
-        loss = evaluator.run()
+        loss = evaluator.run(lambda: stop.signum is not None)
         ended = time.perf_counter()
+        if loss is None:  # a signal during the evaluation: abandoned on every rank, nothing recorded
+            return "stopped during the evaluation"
         since = ended - self.run_start[0]
         evaluation = make_evaluation(self.cfg, step=step, loss=loss, seconds=since, eval_seconds=ended - began,
                                      unix_s=self.run_start[1] + since)
@@ -351,9 +353,9 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
                 if prof is not None:
                     prof.step()
                 ledger.report(monitor.drain())
-                if evaluator is not None and (index + 1) % cfg.eval_interval_steps == 0 \
-                        and ledger.evaluate(evaluator, index + 1):
-                    break  # every rank has the same all-reduced eval loss, so all stop here
+                if evaluator is not None and (index + 1) % cfg.eval_interval_steps == 0 and (
+                        ledger.evaluate(evaluator, index + 1, stop) or evaluator.agreed(stop.signum is not None)):
+                    break  # the eval loss is all-reduced and the stop agreed: every rank stops here, no further step
                 if stop_agreed(flag, index):
                     break
             ledger.report(monitor.finish())

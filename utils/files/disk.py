@@ -10,7 +10,11 @@ and it must have room. A failure is one line naming the key, the path and the re
 Room: :data:`MIN_FREE_BYTES` is a floor, not an estimate. A job writes its log, its
 per-step record and its result (together well under a megabyte for 500 steps, logs of
 vendor frameworks a few megabytes); 64 MiB leaves room for that many times over, so
-less than that means the disk is, for practical purposes, full. What still fails later
+less than that means the disk is, for practical purposes, full. Files need inodes too (issue 49: a folder with 4
+free inodes passed, and the job then failed with ENOSPC): :data:`MIN_FREE_INODES` is the same kind of floor
+(a job makes a few dozen files: result, log, step record, locks, torchrun's per-rank logs, the comparison),
+checked where the filesystem counts inodes at all (``f_files`` 0: btrfs and some network filesystems have
+no fixed table). What still fails later
 (another process filling the disk mid-run) is handled where the result is written
 (``train/launch/launcher.py``): the old file or a failed result stays, never a truncated one.
 
@@ -22,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
+import uuid
 from pathlib import Path
 
 from utils.config.cli import OneLineFailure, exits_on_config_error
@@ -32,6 +38,7 @@ from utils.io.output_path import LOCK_DIR
 from utils.io.sanitise import one_line
 
 MIN_FREE_BYTES = 64 * 1024 * 1024
+MIN_FREE_INODES = 1024
 _PROBE_BYTES = 4096
 
 
@@ -47,20 +54,17 @@ def _size(value: int) -> str:
     return str(value)
 
 
-def free_bytes(path: Path) -> int:
-    """Bytes an unprivileged writer may still use on ``path``'s filesystem."""
-    stats = os.statvfs(path)
-    return stats.f_bavail * stats.f_frsize
-
-
 def _reason(exc: BaseException) -> str:
     return one_line(getattr(exc, "strerror", None) or exc, 300)
 
 
 def _probe_write(folder: Path) -> None:
-    """Create, write, sync and rename a probe file in ``folder`` as an atomic result write does; remove it."""
-    probe = folder / f".tprimat-write-probe-{os.getpid()}"
-    final = folder / f".tprimat-write-probe-{os.getpid()}-renamed"
+    """Create, write, sync and rename a probe file in ``folder`` as an atomic result write does; remove it.
+
+    The name is random, not the pid: nodes sharing ``OUTPUT_DIR`` may have the same pid.
+    """
+    probe = folder / f".tprimat-write-probe-{uuid.uuid4().hex}"
+    final = probe.with_name(probe.name + "-renamed")
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -91,30 +95,31 @@ def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: in
         raise
     except (OSError, ValueError) as exc:
         raise OutputDirError(f"{where} cannot be created: {_reason(exc)}") from None
-    # What a result write does, in the folder and in its bookkeeping folder (locks, reserves, the marker): a file
-    # created, written, synced and renamed into place. Any failure, whatever the file system says, refuses the
-    # folder before a job runs (issue 33: the check passed folders a result could not be written into).
+    # What a result write does, in the folder and in its bookkeeping folder (locks, reserves, the marker) where
+    # there is one: a file created, written, synced and renamed into place. Any failure, whatever the file system
+    # says, refuses the folder before a job runs (issue 33: the check passed folders a result could not be written
+    # into). A missing bookkeeping folder is neither made nor probed: the first writer makes it in the folder just
+    # probed, and a check that made and removed it raced another node's check of a shared OUTPUT_DIR (issue 49).
     bookkeeping = path / LOCK_DIR
-    created = not os.path.lexists(bookkeeping)
+    for folder in (path, bookkeeping) if os.path.lexists(bookkeeping) else (path,):
+        try:
+            if not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+            _probe_write(folder)
+        except (OSError, ValueError) as exc:
+            shown = where if folder == path else f"{where}: its bookkeeping folder {LOCK_DIR}"
+            raise OutputDirError(f"{shown} is not writable: {_reason(exc)}") from None
     try:
-        for folder in (path, bookkeeping):
-            try:
-                folder.mkdir(exist_ok=True)
-                _probe_write(folder)
-            except (OSError, ValueError) as exc:
-                shown = where if folder == path else f"{where}: its bookkeeping folder {LOCK_DIR}"
-                raise OutputDirError(f"{shown} is not writable: {_reason(exc)}") from None
-    finally:
-        if created:  # the check leaves nothing behind
-            with contextlib.suppress(OSError):
-                bookkeeping.rmdir()
-    try:
-        free = free_bytes(path)
+        stats = os.statvfs(path)
     except OSError as exc:
         raise OutputDirError(f"{where}: cannot read its free space: {exc.strerror or exc}") from None
+    free = stats.f_bavail * stats.f_frsize
     if free < min_free_bytes:
         raise OutputDirError(f"{where} has only {_size(free)} free; a run needs at least {_size(min_free_bytes)} "
                              "for its logs and results (free some space or point it elsewhere)")
+    if stats.f_files and stats.f_favail < MIN_FREE_INODES:
+        raise OutputDirError(f"{where} has only {stats.f_favail} free inodes (one per file); a run needs at least "
+                             f"{MIN_FREE_INODES} for its logs and results (delete files or point it elsewhere)")
     return path
 
 

@@ -25,8 +25,9 @@ the open file, so it stays held while the shell keeps the descriptor), and
 ``TPRIMAT_LOCK_FDS=N`` tells the children: a child that needs the same lock finds it
 on the inherited descriptor and goes on. Within one process a lock is re-entrant.
 
-CLI (for ``shell/data.sh``): ``python -m utils.files.locks path data`` prints ``DATA_DIR``'s lock
-file, ``acquire data --fd N ...`` and ``release --fd N`` lock and release it (see ``--help``).
+CLI (for the shell scripts): ``python -m utils.files.locks path data`` prints ``DATA_DIR``'s lock file
+(``path result FILE``: a result file's, which ``shell/train.sh`` holds from a job's claim to its end through
+``utils/files/run_owner.py``), ``acquire data --fd N ...`` and ``release --fd N`` lock and release it (see ``--help``).
 """
 
 from __future__ import annotations
@@ -185,6 +186,17 @@ def lock_fd(fd: int, path: Path, what: str, holder: Holder) -> str | None:
     return note
 
 
+def lock_descriptor(fd: int, path: Path, what: str, holder: Holder) -> str | None:
+    """Lock descriptor ``fd``, which the calling shell opened on ``path`` and keeps: the lock lasts as long as it does.
+
+    Returns a takeover note or None; raises LockHeld, or LockError when ``fd`` is not open on ``path``.
+    """
+    found, wanted = os.fstat(fd), os.stat(path)
+    if (found.st_dev, found.st_ino) != (wanted.st_dev, wanted.st_ino):
+        raise LockError(errno.EBADF, f"descriptor {fd} is not open on {path}")
+    return lock_fd(fd, path, what, holder)
+
+
 @contextlib.contextmanager
 def hold(path: Path, what: str, command: str | None = None) -> Iterator[None]:
     """Hold the lock at ``path`` for the block; ``what`` names the guarded thing in messages.
@@ -254,7 +266,6 @@ def release_fd(fd: int) -> None:
 
 
 def _data_lock() -> tuple[Path, str]:
-
     data_dir = load_config().data_dir
     return data_lock_path(data_dir), f"DATA_DIR {data_dir}"
 
@@ -267,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         "exec 9<>\"$lock\"; python -m utils.files.locks acquire data --fd 9 --holder-pid $$ --command CMD; "
         "export TPRIMAT_LOCK_FDS=9; ...; python -m utils.files.locks release --fd 9.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config), creating its folder")
-    p_path.add_argument("kind", choices=("data",))
+    p_path = sub.add_parser("path", help="print the lock file of DATA_DIR (from the config) or of the result "
+                            "FILE, creating its folder")
+    p_path.add_argument("kind", choices=("data", "result"))
+    p_path.add_argument("file", nargs="?", type=Path, help="the result file (kind result)")
     p_acq = sub.add_parser("acquire", help="lock descriptor FD (open on the lock file) for the calling shell")
     p_acq.add_argument("kind", choices=("data",))
     p_acq.add_argument("--holder-pid", type=int, required=True, help="the shell's pid ($$), recorded as holder")
@@ -277,19 +290,19 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_acq, p_rel):
         p.add_argument("--fd", type=int, required=True, help="a descriptor the calling shell opened on the lock file")
     args = parser.parse_args(argv)
+    result_file = getattr(args, "file", None)
+    if args.command == "path" and (args.kind == "result") != (result_file is not None):
+        parser.error("path result needs the result FILE, path data none")
     try:
         if args.command == "release":
             release_fd(args.fd)
             return 0
-        path, what = _data_lock()
+        path, what = (result_lock_path(result_file).absolute(), "the result") if result_file else _data_lock()
         if args.command == "path":
             path.parent.mkdir(parents=True, exist_ok=True)
             print(path)
             return 0
-        if (os.fstat(args.fd).st_dev, os.fstat(args.fd).st_ino) != (os.stat(path).st_dev, os.stat(path).st_ino):
-            print(f"tprimat: descriptor {args.fd} is not open on {path}", file=sys.stderr)
-            return 2
-        note = lock_fd(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
+        note = lock_descriptor(args.fd, path, what, Holder.me(args.command, pid=args.holder_pid))
         if note:
             print(note, file=sys.stderr)
     except (LockHeld, LockError) as exc:

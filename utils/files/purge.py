@@ -6,7 +6,9 @@ the project's own files, also when reached through a link). Inside a root, only 
 names are deleted: other files stay, links are never followed nor deleted, and folders are
 removed only when tprimat created them whole or they are left empty. Every target is
 checked once more right before it goes (still inside its root, still not a link), so no
-mistake above can widen a deletion. A root whose lock a running job holds is refused.
+mistake above can widen a deletion. A root whose lock a running job holds is refused, and so is an
+``OUTPUT_DIR`` holding files of tprimat's names but not its marker (issue 49: purge deleted a user's own
+``report.html`` and ``compare.md`` from a folder tprimat never wrote; wrap refuses such a folder too).
 
 With ``--with-history`` also the results database (``HISTORY_DB``), only when it is a SQLite file whose
 ``tprimat_meta`` table names tprimat's history (never a PostgreSQL server's database, never a link).
@@ -41,6 +43,8 @@ from utils.files.generated import (
 )
 from utils.files.locks import locked_by
 from utils.io.output_path import LOCK_DIR
+from utils.io.sanitise import one_line
+from utils.result.names import NOT_MARKED, is_output_dir
 
 # Folders of a root that are removed once purging leaves them empty.
 _EMPTY_AFTER = ("logs", "generated", "profiles", "nemo", "tokenizers")
@@ -103,8 +107,10 @@ def plan_purge(repo: Path, output_dir: Path, data_dir: Path, with_data: bool, ho
     for label, folder in roots:
         root = check_root(folder, label, repo, home, given.get(label))
         _running_job(root, label)
-        finder = output_targets if label == "OUTPUT_DIR" else data_targets
-        planned += [(root, target) for target in finder(root)]
+        targets = output_targets(root) if label == "OUTPUT_DIR" else data_targets(root)
+        if label == "OUTPUT_DIR" and targets and not is_output_dir(root):
+            raise PurgeError(f"refusing to purge OUTPUT_DIR={one_line(root, 300)}: {NOT_MARKED}; nothing removed")
+        planned += [(root, target) for target in targets]
     repo = Path(os.path.realpath(repo))
     # Never into the output or data folders (each has its own rules above), purged or not.
     skip = tuple(Path(os.path.realpath(folder)) for folder in (output_dir, data_dir))

@@ -5,14 +5,18 @@ result at all (the job was just "missing"); and after a SIGKILL of the launcher,
 rewrote the job's result from ``incomplete`` to ``failed``, contradicting the table ``train.sh`` had printed.
 So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and every process under it):
 
-* ``start`` (before the launcher) claims the result for the run and writes the ``incomplete`` result with
-  the reason "started, nothing recorded yet", so a signal at any later moment leaves a result;
+* ``start`` (before the launcher) locks the result on the descriptor train.sh opened on its lock file and
+  keeps until ``end`` (issue 49: a lock held only while ``start`` wrote, and taken again by the launcher after
+  its start-up, let a second train.sh take the claim in between and the first run's finished result was
+  dropped), claims the result for the run and writes the ``incomplete`` result with the reason "started,
+  nothing recorded yet", so a signal at any later moment leaves a result; the launcher finds the lock on the
+  inherited descriptor (``TPRIMAT_LOCK_FDS``, ``utils/files/locks.py``);
 * ``write_problem`` (``utils/result/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
   id is not the file's current owner does not write (its write is dropped with a line);
 * ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
   the run's id) and, only where the run's ``start`` claimed the file (issue 33: a refused start claims
   nothing, and closing the holder's claim lost its finished result), words the reason when a signal stopped
-  the job before its launcher wrote anything, and closes the run, so no late write of it lands.
+  the job before its launcher wrote anything, closes the run, so no late write of it lands, and releases the lock.
 
 The owner is a small file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
 CLI: ``python -m utils.files.run_owner start|end ...`` (see ``--help``); train.sh is its caller.
@@ -31,7 +35,7 @@ from pathlib import Path
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
-from utils.files.locks import LockHeld, hold, result_lock_path
+from utils.files.locks import Holder, LockError, LockHeld, lock_descriptor, release_fd, result_lock_path
 from utils.machine.rendezvous import seconds_argument as _seconds
 from utils.machine.rendezvous import wait_for_port
 from utils.result.file import ResultError, new_result, read_result, update_result, write_result
@@ -81,11 +85,12 @@ def reap(run_id: str, seconds: float = REAP_SECONDS) -> int:
 
 
 def start(path: Path, platform: str, framework: str, model: str, run_index: int | None, run_id: str,
-          wait_port: float = 0.0) -> list[str]:
-    """Claim ``path`` for ``run_id`` and write the ``incomplete`` result a stopped job leaves; the lines to show.
+          lock_fd: int, holder_pid: int, wait_port: float = 0.0) -> list[str]:
+    """Lock and claim ``path`` for ``run_id``, write the ``incomplete`` result a stopped job leaves; the lines to show.
 
-    ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed first (the job before this one
-    may have left it in TIME_WAIT or to a process that is still exiting).
+    ``lock_fd``: train.sh's descriptor on the result's lock file, locked for ``holder_pid`` (train.sh) until ``end``
+    (LockHeld: another run holds it). ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed
+    first (the job before this one may have left it in TIME_WAIT or to a process that is still exiting).
     """
     cfg = load_config()
     busy = wait_for_port(cfg.master_port, wait_port) if wait_port > 0 and cfg.node_rank == 0 else None
@@ -97,14 +102,23 @@ def start(path: Path, platform: str, framework: str, model: str, run_index: int 
                         shape=get_shape(model, cfg.model_size), gpu_info=gpu, source=Source(kind="callback"),
                         run_index=run_index)
     result.error = STARTED_REASON
-    with hold(result_lock_path(path), "the result", command="shell/train.sh (run start)"):
-        claim(path, run_id)
-        write_result(path, result)
-    return [f"{busy}; starting the job anyway"] if busy else []
+    note = lock_descriptor(lock_fd, result_lock_path(path).absolute(), "the result",
+                           Holder.me("shell/train.sh (run start)", pid=holder_pid))
+    claim(path, run_id)
+    write_result(path, result)
+    return [line for line in (note, busy and f"{busy}; starting the job anyway") if line]
 
 
-def end(path: Path, run_id: str, stopped_by: str | None) -> list[str]:
-    """Stop what is left of the run, word a stopped job's reason, close the run; the lines to show."""
+def end(path: Path, run_id: str, stopped_by: str | None, lock_fd: int | None = None) -> list[str]:
+    """Stop what is left of the run, word a stopped job's reason, close the run, release ``lock_fd``; the lines."""
+    try:
+        return _end(path, run_id, stopped_by)
+    finally:
+        if lock_fd is not None:
+            release_fd(lock_fd)
+
+
+def _end(path: Path, run_id: str, stopped_by: str | None) -> list[str]:
     lines = []
     left = reap(run_id)
     if left:
@@ -140,21 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     p_end = sub.add_parser("end", help="stop what is left of the run and close it")
     p_end.add_argument("--result", type=Path, required=True)
     p_end.add_argument("--signal", choices=["INT", "TERM", "HUP"], help="the signal that stopped the job, if any")
+    p_start.add_argument("--holder-pid", type=int, required=True, help="train.sh's pid ($$), the lock's holder")
     for each in (p_start, p_end):
         each.add_argument("--run-id", required=True)
+        each.add_argument("--lock-fd", type=int, required=each is p_start, metavar="FD",
+                          help="the descriptor train.sh opened on the result's lock file (utils.files.locks path "
+                          "result FILE): locked by start, released by end")
     args = parser.parse_args(argv)
 
     try:
         if args.command == "start":
             lines = start(args.result, args.platform, args.framework, args.model, args.run_index, args.run_id,
-                          args.wait_port)
+                          args.lock_fd, args.holder_pid, args.wait_port)
         else:
-            lines = end(args.result, args.run_id, args.signal)
+            lines = end(args.result, args.run_id, args.signal, args.lock_fd)
         for line in lines:
             print(f"train.sh: {line}", file=sys.stderr)
     except ConfigError:
         raise  # a ValueError too, but said by exits_on_config_error
-    except (LockHeld, ResultError, ValueError, OSError) as exc:
+    except (LockHeld, LockError, ResultError, ValueError, OSError) as exc:
         print(f"run_owner: {args.result}: {exc}", file=sys.stderr)
         return 1
     return 0

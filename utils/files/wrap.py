@@ -49,7 +49,7 @@ from utils.files.generated import TEMP_NAME, RootError, check_root, output_targe
 from utils.io.atomic import atomic_path
 from utils.io.output_path import LOCK_DIR
 from utils.io.sanitise import one_line
-from utils.result.names import OUTPUT_MARKER, is_output_dir
+from utils.result.names import NOT_MARKED, OUTPUT_MARKER, is_output_dir
 
 CHUNK = 1 << 20
 # Shorter values would match by accident and protect nothing (a token is tens of characters).
@@ -223,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         given = os.environ.get("OUTPUT_DIR", "").strip() or None
         root = check_root(cfg.output_dir, "OUTPUT_DIR", REPO_ROOT, given=given)
         if root.is_dir() and not is_output_dir(root):
-            raise RootError(f"refusing OUTPUT_DIR={one_line(root, 300)}: it holds no {OUTPUT_MARKER} marker, so "
-                            "tprimat did not write it (each folder it writes results or a comparison into has one)")
+            raise RootError(f"refusing OUTPUT_DIR={one_line(root, 300)}: {NOT_MARKED}")
         contents = collect(root) if root.is_dir() else Contents()
         for line in contents.skipped:
             print(f"wrap: skipped {one_line(line, 400)}", file=sys.stderr)

@@ -67,28 +67,19 @@ PEAK_SOURCES = {
 # specific first. The memory check (utils/measure/memory.py) compares its estimate with it when no GPU is visible (a dry
 # run on another machine); a visible GPU's own total (torch.cuda.get_device_properties) always wins. Vendors sell HBM in
 # binary gigabytes and the runtime reports a little less than the stacks hold (ECC and driver reservations), so a
-# tabulated nominal capacity is an upper bound; MEMORY_SOURCES says which entries were measured.
+# tabulated nominal capacity is an upper bound; each row's comment says its source (the H100's was measured).
 DEVICE_MEMORY_GIB: tuple[tuple[str, float], ...] = (
-    ("MI355X", 288.0),
-    ("MI325X", 256.0),
-    ("MI300X", 192.0),
-    ("B200", 180.0),
-    ("H200", 141.0),
-    ("H100 PCIe", 80.0),
-    ("H100 NVL", 94.0),
-    ("H100", 79.2),  # SXM 80GB HBM3
+    ("MI355X", 288.0),  # AMD Instinct MI355X product page: 288 GB HBM3E (nominal)
+    ("MI325X", 256.0),  # AMD Instinct MI325X datasheet: 256 GB HBM3E (nominal)
+    ("MI300X", 192.0),  # AMD Instinct MI300X datasheet: 192 GB HBM3 (nominal)
+    ("B200", 180.0),  # NVIDIA DGX B200 datasheet: 1,440 GB over 8 GPUs, 180 GB each (nominal)
+    ("H200", 141.0),  # NVIDIA H200 SXM datasheet: 141 GB HBM3e (nominal)
+    ("H100 PCIe", 80.0),  # NVIDIA H100 PCIe datasheet: 80 GB HBM2e (nominal)
+    ("H100 NVL", 94.0),  # NVIDIA H100 NVL datasheet: 94 GB HBM3 (nominal)
+    # SXM 80GB HBM3: torch.cuda.get_device_properties(0).total_memory on an NVIDIA H100 80GB HBM3, 2026-11-24
+    # (issue 22's measurement: 79.2 GiB of the datasheet's 80 GB)
+    ("H100", 79.2),
 )
-MEMORY_SOURCES = {
-    "MI355X": "AMD Instinct MI355X product page: 288 GB HBM3E (nominal)",
-    "MI325X": "AMD Instinct MI325X datasheet: 256 GB HBM3E (nominal)",
-    "MI300X": "AMD Instinct MI300X datasheet: 192 GB HBM3 (nominal)",
-    "B200": "NVIDIA DGX B200 datasheet: 1,440 GB over 8 GPUs, 180 GB each (nominal)",
-    "H200": "NVIDIA H200 SXM datasheet: 141 GB HBM3e (nominal)",
-    "H100 PCIe": "NVIDIA H100 PCIe datasheet: 80 GB HBM2e (nominal)",
-    "H100 NVL": "NVIDIA H100 NVL datasheet: 94 GB HBM3 (nominal)",
-    "H100": ("torch.cuda.get_device_properties(0).total_memory on an NVIDIA H100 80GB HBM3, 2026-11-24 "
-             "(issue 22's measurement: 79.2 GiB of the datasheet's 80 GB)"),
-}
 # The GPU a platform's dry run is sized for when this machine has none: the devices the project's figures are for.
 REFERENCE_DEVICES = {"nvd": "NVIDIA H100 80GB HBM3", "amd": "AMD Instinct MI300X"}
 
@@ -102,12 +93,6 @@ def device_memory_gib(device_name: str | None) -> tuple[float | None, str | None
         if marker.upper() in upper:
             return gib, None
     return None, f"device {device_name!r} is not in the memory table (utils/machine/hardware.py): memory check not done"
-
-
-def memory_source(device_name: str | None) -> str | None:
-    """Where the tabulated memory of ``device_name`` comes from, or None when it is not tabulated."""
-    upper = (device_name or "").upper()
-    return next((MEMORY_SOURCES[m] for m, _ in DEVICE_MEMORY_GIB if upper and m.upper() in upper), None)
 
 
 def peak_source(device_name: str | None) -> str | None:

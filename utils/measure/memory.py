@@ -44,10 +44,6 @@ implementation, fp32 softmax). The coefficients below were derived from the kern
 images) was not measured and is derived the same way. Not modelled: FP8 weight caches, activation recomputation,
 the CUDA context and communicator buffers outside the caching allocator, and fragmentation; the fit check
 therefore warns when the estimate is within 10% of the GPU's memory.
-
-Why one file over 400 lines: the coefficient table, the frameworks' recipes and the estimate change together (a
-new term touches all three), and ``python -m utils.measure.memory``, which prints docs/PERFORMANCE.md's tables, reads
-them.
 """
 
 from __future__ import annotations
@@ -395,8 +391,6 @@ def verdict(result: Estimate, force: bool = False) -> Verdict:
 
 
 def main(argv: list[str] | None = None) -> int:
-
-
     parser = argparse.ArgumentParser(
         prog="python -m utils.measure.memory",
         description="Estimated peak memory per GPU of a job of config.env (plus environment overrides: DP=8 "

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import torch
+
 from utils.measure.metrics import finite
 
 GIB = 1024**3
@@ -104,8 +106,6 @@ class WallCheck:
 
 
 def cuda_event() -> DeviceEvent:
-    import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
-
     return torch.cuda.Event(enable_timing=True)
 
 
@@ -150,14 +150,10 @@ class StepMonitor:
 
     def _sync(self) -> None:
         if self._on_gpu:
-            import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
-
             torch.cuda.synchronize(self.device)
 
     def _allocated_gb(self) -> float | None:
         if self._on_gpu:
-            import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
-
             return torch.cuda.memory_allocated(self.device) / GIB  # the allocator's counter: no sync
         return None
 
@@ -253,8 +249,6 @@ class StepMonitor:
     def peak_memory(self) -> tuple[float | None, float | None]:
         """(peak allocated, peak reserved) in GiB on a GPU; (None, None) on cpu."""
         if self._on_gpu:
-            import torch  # local: importing torch takes ~4.6 s on the 2-core host (-X importtime)
-
             return (torch.cuda.max_memory_allocated(self.device) / GIB,
                     torch.cuda.max_memory_reserved(self.device) / GIB)
         return None, None

@@ -52,12 +52,6 @@ from utils.schema.run import Fingerprint, ModelShapeBlock, TrainingConfig, Workl
 from utils.schema.v1 import migrate
 from utils.spec.models import ModelShape
 
-__all__ = [
-    "SCHEMA_PATH", "SCHEMA_VERSION", "STATUSES", "Interrupted", "ResultError", "finalize_result", "new_result",
-    "now_iso", "read_result", "result_guard", "result_path", "schema_text", "status_of", "training_config",
-    "update_result", "write_result",
-]
-
 SCHEMA_ID = f"tprimat/result/v{SCHEMA_VERSION}"
 STATUSES = ("ok", "incomplete", "failed")
 STARTED_ERROR = "run started but did not finish"

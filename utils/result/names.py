@@ -111,3 +111,7 @@ def is_output_dir(folder: Path) -> bool:
         return stat.S_ISREG(os.lstat(Path(folder) / OUTPUT_MARKER).st_mode)
     except OSError:
         return False
+
+
+NOT_MARKED = (f"it holds no {OUTPUT_MARKER} marker, so tprimat did not write it (each folder it writes results or a "
+              "comparison into has one)")  # why wrap and purge refuse such a folder

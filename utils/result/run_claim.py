@@ -9,7 +9,6 @@ file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written at
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,10 +17,6 @@ from utils.io.output_path import LOCK_DIR
 
 RUN_ID_ENV = "TPRIMAT_RUN_ID"
 CLOSED_PREFIX = "closed:"
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex
 
 
 def owner_path(result_path: Path) -> Path:

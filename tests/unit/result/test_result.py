@@ -13,7 +13,6 @@ from utils.config.load import load_config
 from utils.config.model import REPO_ROOT
 from utils.machine.hardware import collect_gpu_info
 from utils.result.file import (
-    SCHEMA_PATH,
     Interrupted,
     ResultError,
     finalize_result,
@@ -30,7 +29,7 @@ from utils.result.file import (
 )
 from utils.result.step_log import record_steps
 from utils.schema.measures import Source
-from utils.schema.model import Result
+from utils.schema.model import SCHEMA_PATH, Result
 from utils.spec.models import get_shape
 
 ENV = {"TPRIMAT_CONFIG": str(REPO_ROOT / "config.env"), "TRAIN_ITERS": "10", "WARMUP_STEPS": "2"}

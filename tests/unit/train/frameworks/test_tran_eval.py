@@ -74,7 +74,7 @@ def test_a_nan_eval_loss_is_recorded_and_stops_the_run(eval_cfg: Callable[..., C
     from train.tran.worker import StopRequest, train
     from utils.result.file import read_result
 
-    monkeypatch.setattr(Evaluator, "run", lambda self: math.nan)
+    monkeypatch.setattr(Evaluator, "run", lambda self, *_: math.nan)
     path = tmp_path / "train_cpu_tran_llama.json"
     args = argparse.Namespace(model="llama", platform="cpu", result=path, run_index=None, log_path=None)
     with pytest.raises(FloatingPointError, match="not finite"):
