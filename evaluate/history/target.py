@@ -90,7 +90,8 @@ def _server(url: URL, environ: dict[str, str] | None) -> Target:
     """A PostgreSQL target with one password, in the URL's password field (a ``?password=`` moved there, else the
     secret's), refused in one line that never shows it when the URL spells it ambiguously."""
     query = url.query.get("password")
-    if "@" in (url.host or "") + (url.database or "") or not isinstance(query, (str, type(None))) or (query and url.password is not None):
+    twice = not isinstance(query, (str, type(None))) or (query is not None and url.password is not None)
+    if twice or "@" in (url.host or "") + (url.database or ""):
         raise HistoryError("history database URL: more than one '@' or password in it (value not shown); write an "
                            "'@' of a password as %40")
     if isinstance(query, str):
