@@ -47,7 +47,7 @@ from typing import Any
 from bench.llama3_tokenizer import write_llama3_tokenizer
 from data.clean import clean
 from data.common import iter_jsonl_texts, write_jsonl_line
-from data.fetch import fetch_corpus
+from data.fetch import fetch_corpus, fetch_sample_tokenizers
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir
@@ -167,8 +167,6 @@ def prepare(cfg: Config, tokenizer: str, model: str, shape: str = "documents") -
     if tokenizer == "llama3":
         write_llama3_tokenizer(tok_dir)
     else:
-        from data.fetch import fetch_sample_tokenizers
-
         fetch_sample_tokenizers(cfg.replace(sample_vocab=8192), raw_path(cfg))
     return cfg, tok_dir
 

@@ -45,6 +45,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from utils.config.load import load_config
+from utils.config.rules import ConfigError
+from utils.dataset.paths import tokenizer_dir
+from utils.io.atomic import atomic_write_text
+from utils.machine.hardware import cpu_name
+
 REPO = Path(__file__).resolve().parent.parent
 PARTS = ("imports", "preflight", "launch")
 # shell/gpu_check.sh's workload (its `export` line), so the launcher plans exactly the check's jobs.
@@ -223,10 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.workload == "gpu_check":
         env.update(GPU_CHECK_WORKLOAD)
     sys.path.insert(0, str(repo))
-    from utils.config.load import load_config
-    from utils.config.rules import ConfigError
-    from utils.dataset.paths import tokenizer_dir
-    from utils.machine.hardware import cpu_name
 
     try:
         cfg = load_config(environ=env)
@@ -254,8 +256,6 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asdict(figure)))
     print(table(figures))
     if args.out is not None:
-        from utils.io.atomic import atomic_write_text
-
         atomic_write_text(args.out, json.dumps({**head, "figures": [asdict(f) for f in figures]}, indent=1) + "\n")
     return 0
 

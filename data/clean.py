@@ -1,22 +1,10 @@
 """Stage 2: normalise ``raw.jsonl`` into ``clean.jsonl`` and drop documents not worth training on.
 
-Rules, applied in this order to every document (streamed, one at a time):
-
-1. Unicode NFC, so the same text always has the same code points (and tokens);
-   control and zero-width characters removed.
-2. Whitespace: CR/LF unified to ``\\n``, every other whitespace run (tabs, NBSP...)
-   becomes one space, lines stripped, three or more newlines become a paragraph break.
-3. Drop the document if it is now empty, or shorter than ``MIN_DOC_CHARS`` characters.
-4. Drop exact duplicates of an earlier kept document (16-byte digests in memory,
-   so memory grows with the document count, never with the corpus size).
-5. Hold documents out for the validation set (``valid.jsonl``, issue 34), never to reach ``clean.jsonl``:
-   for ``c4``, C4's own validation split (``valid_raw.jsonl``, fetched beside the training split, cleaned
-   first by these rules; a training document equal to one of them is dropped as a duplicate); for every
-   other corpus, the documents whose digest falls in one of :data:`HOLDOUT_BUCKETS` buckets (a 2% share),
-   decided by the text alone, so the choice is deterministic, independent of order and corpus size, and an
-   exact duplicate can never land on both sides.
-
-How many documents each rule dropped is printed and recorded in the manifest.
+Per document, streamed, in this order: Unicode NFC without control and zero-width characters; whitespace
+normalised (one space, stripped lines, paragraph breaks); dropped when empty or shorter than ``MIN_DOC_CHARS``;
+dropped when an exact duplicate (16-byte digests in memory); held out for ``valid.jsonl`` (C4's own validation
+split for ``c4``, else the documents whose digest falls in :data:`HOLDOUT_BUCKETS`: decided by the text alone, so
+a duplicate never lands on both sides). Each rule's drop count is printed and recorded in the manifest.
 """
 
 from __future__ import annotations

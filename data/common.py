@@ -1,13 +1,8 @@
 """Shared plumbing of the data stages: errors, JSONL streaming, CLI glue.
 
-Every stage follows the same rules so a failure anywhere looks the same: a
-:class:`DataError` (or a filesystem error: a full disk, a read-only ``DATA_DIR``)
-becomes ``<stage>: error: <message>`` on stderr and exit code 1, and nothing is
-written under its final name until it is complete. Each stage holds ``DATA_DIR``'s
-lock (``utils/files/locks.py``): a second preparation of the same directory fails at once,
-naming the holder, instead of tripping over the first one's temporary files.
-SIGINT and SIGTERM unwind the stage like an error (temporary files removed, the lock
-released) and it exits with 128 + the signal number.
+Every stage fails the same way: a :class:`DataError` or a filesystem error becomes ``<stage>: error: <message>``
+and exit 1, nothing written under its final name until complete; each holds ``DATA_DIR``'s lock
+(``utils/files/locks.py``); SIGINT and SIGTERM unwind like an error and exit with 128 + the signal.
 """
 
 from __future__ import annotations

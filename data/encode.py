@@ -1,47 +1,19 @@
 """Stage 3: tokenize ``clean.jsonl`` into a Megatron indexed dataset per model.
 
 Output: ``<DATA_DIR>/<dataset>-<model>_text_document.{bin,idx}`` (``utils.dataset.paths.dataset_prefix``),
-byte for byte what Megatron-LM's ``tools/preprocess_data.py --append-eod`` at
-``MEGATRON_REF`` 847781764f writes: one document per input line, no BOS (``BOS_POLICY=megatron``;
-``BOS_POLICY=tokenizer`` keeps the tokenizer's own BOS, as core_v0.12.0 did: data/token_policy.py),
-the eos id appended as EOD after every non-empty document, dtype by megatron-core's rule (uint16
-below 65500 tokens of vocabulary, else int32). The policy and the version it matches are in the
-encode manifest.
+byte for byte what Megatron-LM's ``tools/preprocess_data.py --append-eod`` at ``MEGATRON_REF`` writes: one
+document per line, the BOS per data/token_policy.py, the eos id appended after every non-empty document, dtype by
+megatron-core's rule (uint16 below 65500 tokens of vocabulary, else int32); the encode manifest records the policy.
 
-Start-up is kept small because a whole ``data.encode`` process is what is compared with a
-whole ``preprocess_data`` process (docs/PERFORMANCE.md): the tokenizer is read with the
-``tokenizers`` library alone (``data/file_tokenizer.py``; no ``transformers``), the ``.bin``/``.idx``
-are written without megatron-core (``data/encoding/idx_writer.py``; no torch) and hashed as they are
-written, the input's hash comes from the cache the clean stage filled, and the thread pool is
-no larger than the corpus can keep busy (:func:`plan_workers`).
+Documents are encoded in batches by one of three paths (``data/encoding/paths.py``; the log and manifest say which):
+``tiktoken`` built from the tokenizer's files (``data/encoding/fast_bpe.py``), used only after
+``data/encoding/check.py`` found its ids equal to the tokenizer's; else ``tokenizers``' ``encode_batch_fast``;
+else ``tokenizer(texts)`` for a tokenizer without a Rust backend. Start-up stays small (no ``transformers``, no
+torch: ``data/file_tokenizer.py``, ``data/encoding/idx_writer.py``) because a whole process is what is compared
+with ``preprocess_data``. Memory is bounded by a few batches in flight plus the per-document index.
 
-Why it is faster than ``preprocess_data.py``: that tool sends one document at a time
-to a process pool, paying a Python tokenizer call and a pickled list per document.
-Here documents are encoded in batches and written a batch at a time, by one of three
-paths (``data/encoding/paths.py``; the log and the manifest say which one ran, and why):
-
-* ``tiktoken`` (the fast path, ``data/encoding/fast_bpe.py``): for byte-level BPE tokenizers whose
-  pre-tokenizer is one regex split (Llama 3's full tokenizer, the real-format Llama 3.1 and Qwen 2.5
-  ones of tests/helpers/tokenizers.py and the sample tokenizers, tested against preprocess_data), a
-  ``tiktoken`` encoding built from the tokenizer's own files, one call per batch on
-  ``ENCODE_WORKERS`` threads. Used only after ``data/encoding/check.py`` found it equal to
-  the tokenizer's own ids (the ``tokenizers`` library, under the token policy) on the dataset's
-  first documents, a seeded random run of them and adversarial texts; any difference, or files
-  it cannot express, keep the next path.
-* ``tokenizers``: the tokenizer's Rust ``encode_batch_fast``, which spreads a batch over
-  ``ENCODE_WORKERS`` threads.
-* ``transformers``: ``tokenizer(texts)`` itself, when a caller hands in a tokenizer without a
-  Rust backend.
-
-The fast path starts from ``tokenizer.json`` while the tokenizer itself loads, and nothing it
-encodes is written before the check has passed. The main thread writes the finished batches in order while
-the next ones are encoded.
-Memory is bounded by a few batches in flight plus the per-document index (as in Megatron).
-
-An interrupted run never leaves a ``.bin`` without its ``.idx`` and manifest: the old outputs
-are removed before a redo, new ones are built under temporary names, and the two renames and
-the manifest are one step that SIGINT/SIGTERM cannot split (they are held until it is done;
-tests/unit/data/test_data_encode_atomic.py kills an encode mid-way).
+An interrupted run never leaves a ``.bin`` without its ``.idx`` and manifest: new outputs are built under
+temporary names, and the renames and the manifest are one step that SIGINT/SIGTERM cannot split.
 """
 
 from __future__ import annotations
@@ -199,13 +171,10 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
                      write_manifest: Callable[[EncodeStats], object] | None = None) -> EncodeStats:
     """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
 
-    ``tokenizer``: a :class:`~data.file_tokenizer.FileTokenizer` (its token policy decides the
-    special tokens) or a ``transformers`` tokenizer (``tokenizer(text)``'s own). ``check_texts`` are
-    the dataset documents the fast path must reproduce before it is used (default: the first
-    batch); ``tokenizer_json`` the file it is built from (default: the ``tokenizer.json`` in the
-    tokenizer's directory); ``fast_path=False`` keeps to the tokenizer; ``head`` is
-    :func:`start_head`'s early start on the documents before ``texts``; ``write_manifest`` is
-    called with the stats once the pair is complete, inside the step that publishes it.
+    ``tokenizer``: a :class:`~data.file_tokenizer.FileTokenizer` or a ``transformers`` tokenizer. ``check_texts``: the
+    documents the fast path must reproduce first (default: the first batch), ``tokenizer_json`` its file;
+    ``fast_path=False`` keeps to the tokenizer; ``head``: :func:`start_head`'s early start; ``write_manifest`` is called
+    with the stats inside the step that publishes the pair.
     """
     vocab = vocab_size(tokenizer)
     eod = eod_id(tokenizer)

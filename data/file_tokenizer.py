@@ -1,20 +1,11 @@
 """A tokenizer directory read with the ``tokenizers`` library alone: what ``data/encode.py`` encodes with.
 
-Why not ``transformers.AutoTokenizer``: importing it costs about 5 s on a 2-core machine
-(issue 24 measured start-up as most of ``data.encode``'s wall time), while the ids come from
-the same Rust tokenizer built from the same ``tokenizer.json``. This class answers the few
-calls the encode paths make of a tokenizer (``__call__``, ``backend_tokenizer``, ``len()``,
-``eos_token_id``, ``bos_token_id``), with ``add_special_tokens`` defaulting to the token
-policy's choice (``data/token_policy.py``). That these ids are the ones Megatron's
-``preprocess_data`` writes is tested against Megatron's own tokenizer code
-(tests/unit/data/test_data_token_policy.py, tests/conformance/test_conformance_preprocess_data.py), and
+Importing ``transformers.AutoTokenizer`` costs about 5 s on a 2-core machine, while the ids come from the same
+Rust tokenizer. This class answers the few calls the encode paths make (``__call__``, ``backend_tokenizer``,
+``len()``, ``eos_token_id``, ``bos_token_id``) under the token policy (``data/token_policy.py``); special tokens
+are read as ``transformers`` reads them, EOD is eos (else sep) as in megatron.core. A config declaring tokens
+``tokenizer.json`` lacks is loaded with ``transformers`` instead (:func:`load_policy_tokenizer`).
 ``data/verify.py`` re-encodes sampled documents of every dataset with ``transformers``.
-
-The special tokens are read as ``transformers`` reads them: ``tokenizer_config.json``, then
-``special_tokens_map.json``; EOD is the eos token, or the sep token when there is no eos
-(megatron.core's ``HuggingFaceTokenizer`` does the same). A directory whose config declares
-tokens ``tokenizer.json`` lacks (``transformers`` would add them at load) is loaded with
-``transformers`` instead (:func:`load_policy_tokenizer`), under the same policy.
 """
 
 from __future__ import annotations
@@ -23,8 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Tokenizer
+
 from data.common import DataError
 from data.token_policy import adds_specials
+from utils.dataset.paths import load_tokenizer
 from utils.io.json_input import JsonInputError, read_json
 
 
@@ -62,8 +56,6 @@ class FileTokenizer:
     """``tokenizer.json`` + the special tokens its directory names, under one token policy."""
 
     def __init__(self, directory: Path, policy: str) -> None:
-        from tokenizers import Tokenizer
-
         self.name_or_path = str(directory)
         self.policy_specials = adds_specials(policy)
         path = directory / "tokenizer.json"
@@ -161,7 +153,6 @@ def load_policy_tokenizer(directory: Path, policy: str) -> FileTokenizer | Polic
     beyond = declared_beyond_file(directory, tokenizer.backend_tokenizer)
     if beyond is None:
         return tokenizer
-    from utils.dataset.paths import load_tokenizer
 
     print(f"encode: note: {directory.name}'s config declares {beyond!r}, which tokenizer.json lacks; "
           "loading it with transformers")

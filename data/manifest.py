@@ -1,19 +1,11 @@
 """Small JSON manifests that make every data stage idempotent.
 
-A manifest records the *key* of a stage run (everything that determines its output:
-parameters, input hashes, tool versions) and the sha256 of each output. A stage is
-skipped only when the key is unchanged and every output still has its recorded
-hash, so an edited input, a new library version or a truncated output all redo
-the work. Paths are stored relative to the manifest's folder so a ``DATA_DIR``
-mounted elsewhere (``/data/tprimat`` in a container) stays valid. Output hashes are cached
-by file identity in the manifest's folder (``utils/io/hash_cache.py``), so checking that a
-multi-gigabyte output is unchanged costs a ``stat``, not a re-hash.
-
-Every manifest is read through the typed model :class:`Manifest` (issue 26: a manifest is
-input like any other file). Valid JSON of the wrong shape (``"outputs": [1, 2]``) is
-:class:`ManifestMalformed`, one line such as ``manifest malformed: outputs must be a
-mapping``: a stage that finds one redoes its work; ``data/ready.py`` and ``data/verify.py``
-refuse the dataset with that line, and the launcher's failed result gives it as its reason.
+A manifest records a stage run's *key* (parameters, input hashes, tool versions) and each output's sha256; a stage
+is skipped only when the key is unchanged and every output keeps its hash. Paths are relative to the manifest's
+folder, so a ``DATA_DIR`` mounted elsewhere stays valid; hashes are cached by file identity
+(``utils/io/hash_cache.py``). Every manifest is read through :class:`Manifest`: a wrong shape is
+:class:`ManifestMalformed` in one line (``manifest malformed: outputs must be a mapping``), which a stage redoes
+and ``data/ready.py`` / ``data/verify.py`` refuse.
 """
 
 from __future__ import annotations

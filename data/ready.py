@@ -1,31 +1,11 @@
 """Is this dataset the one the config asks for, and did exactly these bytes pass verification?
 
-Why: issue 12 trained on a ``.bin`` edited after encoding, and on a dataset prepared with
-other data settings, without a word; and a dataset ``data.verify`` rejects ended
-training in an ``IndexError`` that did not mention the data. So every training job
-(``train/launch/launcher.py``, the same call for every framework) asks :func:`check_dataset`
-before it starts, and ``data/verify.py`` reports the same settings problems.
-
-What is checked, each failure naming the file:
-
-* the chain of manifests the stages wrote (``data/manifest.py``): the corpus was fetched
-  with this config's source settings (``DATASET``, ``DATA_SAMPLES``, or ``SEED`` and
-  ``SAMPLE_MB`` for the generated corpus), cleaned with ``MIN_DOC_CHARS``, the tokenizer
-  is the model's (``SAMPLE_VOCAB`` for generated ones), and each stage consumed exactly
-  what the previous one recorded (hashes of ``raw.jsonl`` and ``clean.jsonl`` as written);
-* the ``.bin``/``.idx`` on disk are what ``data.encode`` wrote (sha256, through
-  ``utils/io/hash_cache.py``, so an unchanged dataset is hashed once) and the tokenizer is
-  the one it encoded with;
-* ``data.verify`` passed on exactly these bytes (its ``.verify.json`` names their hashes);
-* the dataset's token policy (``BOS_POLICY``, recorded by ``data.encode``: data/token_policy.py) is
-  the one the config asks for;
-* with evaluation on (issue 34), the held-out validation pair passes the same checks: encoded from the
-  ``valid.jsonl`` data.clean wrote with the same tokenizer, unchanged since, verified. A run that evaluates
-  without one is refused here, before launch, in one line.
-
-Every manifest is read through its typed model (``data/manifest.py``): a malformed one is one line,
-``<file>: manifest malformed: outputs must be a mapping``, which the launcher gives as its reason.
-
+Every training job asks :func:`check_dataset` before it starts (``train/launch/launcher.py``), so an edited
+``.bin`` or a dataset prepared with other data settings is refused in one line naming the file, not met later as
+an ``IndexError``. Checked: the chain of manifests (``data/manifest.py``: source settings, ``MIN_DOC_CHARS``, the
+model's tokenizer, each stage consuming what the previous one recorded); the ``.bin``/``.idx`` hashes
+(``utils/io/hash_cache.py``) and tokenizer as ``data.encode`` recorded them; a ``.verify.json`` naming these
+hashes; the token policy (data/token_policy.py); with evaluation on, the same for the held-out validation pair.
 Nothing here re-reads the corpus: raw and clean text are vouched for by their manifests.
 """
 
@@ -34,8 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from data import manifest as mf
+from data.clean import RULES_VERSION, clean_manifest_path
 from data.common import DataError
 from data.encode import bin_idx, encode_manifest_path
+from data.fetch import _corpus_key, fetch_manifest_path, tokenizer_manifest_path
 from data.token_policy import mismatch
 from utils.config.model import Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix
@@ -80,8 +62,6 @@ def _differences(manifest_path: Path, recorded: dict[str, object], expected: dic
 
 def _source_settings(cfg: Config) -> dict[str, object]:
     """The fetch manifest's key fields this config determines (without hashing a local corpus)."""
-    from data.fetch import _corpus_key
-
     if cfg.dataset.startswith("local:"):
         return {"source": "local"}
     return _corpus_key(cfg)
@@ -92,9 +72,6 @@ def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
 
     Raises :class:`DataError` naming the first manifest that does not fit.
     """
-    from data.clean import RULES_VERSION, clean_manifest_path
-    from data.fetch import fetch_manifest_path, tokenizer_manifest_path
-
     fetched_path = fetch_manifest_path(cfg)
     fetched = _manifest(fetched_path, "fetch")
     _differences(fetched_path, fetched.key, _source_settings(cfg))
@@ -166,8 +143,6 @@ def check_dataset(cfg: Config, model: str) -> Path:
 
 def _check_validation_set(cfg: Config, model: str, tok_hash: str) -> None:
     """The held-out pair an evaluating run reads: encoded from data.clean's valid.jsonl, unchanged, verified."""
-    from data.clean import clean_manifest_path
-
     valid = valid_prefix(cfg, model)
     if not all(p.is_file() for p in bin_idx(valid)):
         raise DataError(f"evaluation (EVAL_INTERVAL={cfg.eval_interval}, EVAL_SAMPLES={cfg.eval_samples}) needs the "

@@ -1,24 +1,11 @@
 """The offline ``DATASET=sample`` corpus and its per-model BPE tokenizers.
 
-Why generated text: CI and the quick benchmark must run the whole pipeline with no
-network, yet still exercise what real data exercises: a long-tailed vocabulary,
-sentences and documents of very different lengths, non-ASCII text for byte-level
-BPE, and the documents ``data/clean.py`` exists to drop (empty, too short,
-duplicated, badly spaced). Everything is drawn from :class:`random.Random` seeded
-with ``SEED``, whose stream is stable across Python versions, so the same config
-gives byte-identical files on every machine.
-
-The tokenizers are the real releases' formats over a small learnt vocabulary: the special
-tokens in their release order, their roles and post-processors, and the release's
-``tokenizer_config.json`` (each model row's ``tokenizer`` in utils/spec/registry.py). Llama 3.1: byte-level BPE
-with its split regex, ``<|begin_of_text|>`` prepended by the post-processor, ``<|end_of_text|>`` as EOS and no
-pad token. Qwen 2.5: NFC, no BOS, ``<|endoftext|>`` as EOS and as pad. Mistral v0.3:
-SentencePiece-style, words marked with ``▁`` (Metaspace), byte fallback to
-``<0x00>``..``<0xFF>`` pieces, ``<unk>``/``<s>``/``</s>`` and the control tokens at ids 0-9,
-``<s>`` prepended as BOS, ``</s>`` as EOS and no pad token. ``AutoTokenizer.from_pretrained``
-loads them exactly like a downloaded tokenizer, fast or slow: like the releases, Qwen's directory
-also holds ``vocab.json`` + ``merges.txt`` and Mistral's a SentencePiece ``tokenizer.model``
-(``data/slow_tokenizer.py``), which the slow classes Megatron-LM's tokenizer asks for are built from.
+CI and the quick benchmark run the whole pipeline offline, yet exercise what real data does: a long-tailed
+vocabulary, varied lengths, non-ASCII text, and the documents ``data/clean.py`` drops. Everything is drawn from
+:class:`random.Random` seeded with ``SEED``, so the same config gives byte-identical files on every machine.
+The tokenizers have the real releases' formats over a small learnt vocabulary: special tokens, roles,
+post-processors and ``tokenizer_config.json`` (each model row's ``tokenizer`` in utils/spec/registry.py), plus the
+slow classes' files (``data/slow_tokenizer.py``), so ``AutoTokenizer.from_pretrained`` loads them as a download.
 """
 
 from __future__ import annotations
@@ -31,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from data.slow_tokenizer import write_slow_files
 from utils.spec.registry import MODELS
 from utils.spec.tokenizer import BYTE_LEVEL, LLAMA3_SPLIT_PATTERN, SENTENCEPIECE, SENTENCEPIECE_SPECIALS, TokenizerStyle
 
@@ -175,7 +165,6 @@ def train_base_tokenizer_on(texts: Iterable[str], vocab_size: int, kind: str = B
     """:func:`train_base_tokenizer` over texts in memory (the tests' small tokenizers)."""
     if kind == SENTENCEPIECE:
         return _train_sentencepiece_style(texts, vocab_size)
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = _byte_level_split(LLAMA3_SPLIT_PATTERN)
@@ -198,8 +187,6 @@ def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
     are then inserted after them as ordinary vocabulary (as in SentencePiece models), so a
     decode that skips special tokens still turns them back into their bytes.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
     tokenizer.decoder = decoders.Sequence([
@@ -219,16 +206,12 @@ def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
 
 
 def _byte_level_split(pattern: str):
-    from tokenizers import Regex, pre_tokenizers
-
     return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def _post_processor(style: TokenizerStyle, bos_id: int | None):
     """The release's post-processor: Llama 3.1 and Mistral prepend BOS, Qwen's only fixes offsets."""
-    from tokenizers import processors
-
     bos_template = None
     if style.prepend_bos and style.bos and bos_id is not None:
         bos_template = processors.TemplateProcessing(
@@ -269,15 +252,9 @@ def _special_tokens_map(style: TokenizerStyle) -> dict[str, Any]:
 def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
     """Give the base BPE a model's special tokens, post-processor and config; save it as the release is saved.
 
-    ``tokenizer.json`` comes from the ``tokenizers`` library; ``tokenizer_config.json`` and
-    ``special_tokens_map.json`` are written with the release's keys (not by ``save_pretrained``,
-    whose output depends on the transformers version: transformers 5 records its own class
-    name, which the 4.x releases in the NeMo and Primus images cannot load). The slow class's files
-    come last, from the saved ``tokenizer.json`` (``data/slow_tokenizer.py``).
+    The config files are written with the release's keys, not by ``save_pretrained`` (transformers 5 records a class
+    name the images' 4.x cannot load); the slow class's files come last (``data/slow_tokenizer.py``).
     """
-    from tokenizers import Tokenizer, normalizers
-
-    from data.slow_tokenizer import write_slow_files
 
     style = MODELS[model].tokenizer
     tokenizer = Tokenizer.from_str(base.to_str())

@@ -1,32 +1,17 @@
 """The slow-tokenizer files a release carries, written from the fast ``tokenizer.json`` of a sample tokenizer.
 
-Why: Megatron-LM at ``MEGATRON_REF`` builds its dataset tokenizer through ``megatron.core.tokenizers``,
-whose Hugging Face path asks ``AutoTokenizer`` for the *slow* class (``use_fast`` defaults to False:
-847781764f ``megatron/core/tokenizers/text/libraries/huggingface_tokenizer.py:37,67-73``). Under the
-images' transformers (4.51.3, 4.57.1) that class is built from its own files, not from
-``tokenizer.json``: ``Qwen2Tokenizer`` from ``vocab.json`` + ``merges.txt``, ``LlamaTokenizer`` (Mistral
-v0.3) from a SentencePiece ``tokenizer.model``. The releases carry those files (``data/fetch.py:
-TOKENIZER_FILES``); the ``DATASET=sample`` tokenizers once did not, and ``mega`` could not build its
-dataset for Qwen and Mistral (issue 40). Llama 3.1's ``tokenizer_config.json`` names
-``PreTrainedTokenizerFast``, whose slow path is the fast class: it needs nothing more.
+Why: Megatron-LM at ``MEGATRON_REF`` asks ``AutoTokenizer`` for the *slow* class (``use_fast`` False:
+``megatron/core/tokenizers/text/libraries/huggingface_tokenizer.py:37,67-73``), which reads its own files:
+``Qwen2Tokenizer`` ``vocab.json`` + ``merges.txt``, ``LlamaTokenizer`` (Mistral v0.3) a SentencePiece
+``tokenizer.model``. Llama 3.1's ``PreTrainedTokenizerFast`` needs nothing more.
 
-The files are written in pure Python from the same vocabulary and merges, so every class reads the
-same ids: ``vocab.json`` is the BPE model's vocabulary in id order (added tokens come from
-``tokenizer_config.json``'s ``added_tokens_decoder``, as in the release), ``merges.txt`` its merges in
-rank order. ``tokenizer.model`` is a SentencePiece ``ModelProto`` laid out as Mistral v0.3's: a BPE
-model, identity normalizer that adds the dummy prefix and keeps whitespace, byte fallback, ``<unk>``
-UNKNOWN, the other special tokens CONTROL, the ``<0x..>`` byte pieces BYTE and every learnt piece
-NORMAL, scored by the rank of the merge that made it (SentencePiece's BPE merges the pair whose piece
-scores highest, so the ranks of ``tokenizer.json`` decide both). The message is encoded here by hand
-(protocol-buffer wire format: varint keys ``field << 3 | wire type``) so the data tools need neither
-sentencepiece nor protobuf; the field numbers are those of sentencepiece's ``sentencepiece_model.proto``
-(``ModelProto`` 1-3, ``SentencePiece`` 1-3, ``TrainerSpec`` 3, 4, 35, 40-43, 45-47, ``NormalizerSpec`` 1, 3-5).
+The files come from the same vocabulary and merges, so every class reads the same ids. ``tokenizer.model`` is a
+SentencePiece ``ModelProto`` laid out as Mistral v0.3's (BPE, byte fallback, pieces scored by merge rank),
+encoded here in protocol-buffer wire format by hand so the data tools need neither sentencepiece nor protobuf;
+field numbers from sentencepiece's ``sentencepiece_model.proto``.
 
-One difference the slow class keeps, as for the real release: transformers' slow ``LlamaTokenizer``
-always puts "▁" before a text (``add_prefix_space``) while the fast Metaspace pre-tokenizer does not
-when the text already starts with a space, so a text that *starts with whitespace* gets one more
-token from the slow class. ``data/clean.py`` strips every document, so no document the pipeline
-encodes starts with whitespace (docs/SAMPLE_ORDER.md).
+The slow ``LlamaTokenizer`` always puts "▁" before a text, so a text starting with whitespace gets one more token
+than from the fast class; ``data/clean.py`` strips every document (docs/SAMPLE_ORDER.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
 """Which special tokens ``data/encode.py`` writes around each document: the ``BOS_POLICY`` setting.
 
-Why a policy and not "the tokenizer's": the ids Megatron-LM's ``tools/preprocess_data.py
---append-eod`` writes depend on its version (issue 24). At ``MEGATRON_REF`` 847781764f it
-builds ``megatron.core.tokenizers``' ``HuggingFaceTokenizer``, whose ``text_to_ids`` is
-``tokenize`` + ``convert_tokens_to_ids``: no BOS and no other post-processor token, whatever
-the tokenizer files say; then the eos id as EOD after every non-empty document. Up to
-core_v0.12.0 its legacy ``_HuggingFaceTokenizer.tokenize`` was ``tokenizer(text).input_ids``,
-so Llama 3.1's post-processor put ``<|begin_of_text|>`` first (one more token per document).
-(``--legacy-tokenizer`` at 847781764f does not restore that: its worker initializer never sets
-``Encoder.tokenizer``.) So:
+The ids ``tools/preprocess_data.py --append-eod`` writes depend on Megatron's version: at ``MEGATRON_REF`` its
+``HuggingFaceTokenizer.text_to_ids`` is ``tokenize`` + ``convert_tokens_to_ids`` (no BOS), up to core_v0.12.0 it was
+``tokenizer(text).input_ids`` (Llama 3.1's ``<|begin_of_text|>`` first). So:
 
-* ``megatron`` (default): the ids of ``tokenizer(text, add_special_tokens=False)`` + EOD,
-  byte-identical to ``preprocess_data@847781764f`` (tests/conformance/test_conformance_preprocess_data.py,
-  tests/unit/data/test_data_token_policy.py with the megatron-core wheel's tokenizer code);
-* ``tokenizer``: ``tokenizer(text)`` (its own BOS/EOS post-processor) + EOD, as
-  ``preprocess_data@core_v0.12.0`` wrote.
+* ``megatron`` (default): ``tokenizer(text, add_special_tokens=False)`` + EOD, byte-identical to
+  ``preprocess_data@847781764f`` (tests/conformance/test_conformance_preprocess_data.py);
+* ``tokenizer``: ``tokenizer(text)`` + EOD, as ``preprocess_data@core_v0.12.0`` wrote.
 
-The policy and the Megatron version it matches are recorded in the encode manifest
-(:class:`TokenPolicy`); ``data/ready.py`` refuses a dataset whose policy is not the one the
-config asks for. docs/SAMPLE_ORDER.md ("BOS") says why the default is fair to every framework.
+The policy is recorded in the encode manifest (:class:`TokenPolicy`) and ``data/ready.py`` refuses another one;
+docs/SAMPLE_ORDER.md ("BOS") says why the default is fair to every framework.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """Stage 4: prove each ``.bin/.idx`` pair is a correct Megatron dataset of the clean corpus.
 
-Checks, each failing with the file and the problem named:
+Each check fails naming the file: the ``.idx`` header by hand (megatron-core only ``assert``s it), then
+megatron-core's ``IndexedDataset``; the encode manifest belongs to this pair (sizes, sha256) and this
+``clean.jsonl``, and the manifest chain fits the config (``data/ready.py``); one sequence per document; offsets
+and ``.bin`` size consistent; token ids below the vocabulary, every document ending in EOD; sampled documents
+round-trip and re-encode with ``transformers`` under the token policy to the stored tokens (``data.encode`` reads
+the tokenizer files without ``transformers``: ``data/file_tokenizer.py``).
 
-* the ``.idx`` header by hand first (magic, version 1, a known dtype code, the dtype
-  megatron-core's rule gives for this tokenizer's vocabulary), because megatron-core
-  only ``assert``s these;
-* the ``.idx`` size the header implies, then opening with megatron-core's
-  ``IndexedDataset`` (the reader every framework uses);
-* the encode manifest, which must belong to this very pair (sizes, then sha256: an
-  ``.bin`` edited in place after encoding keeps its size) and this ``clean.jsonl`` (a
-  stale or half-installed pair is rejected), and the chain of manifests before it must
-  fit the config (``data/ready.py``: a dataset built with other data settings is reported);
-* sequence and document counts (one sequence per document, as ``preprocess_data.py``
-  writes without ``--split-sentences``) against the clean corpus and the encode manifest;
-* byte offsets consistent with the lengths, and the ``.bin`` size against the index
-  (a truncated ``.bin`` fails here);
-* every token id below the vocabulary size, every document ending in EOD;
-* a round trip on sampled documents: decoding gives the clean text back, and
-  re-encoding it with ``transformers`` as the dataset's token policy says (``BOS_POLICY=megatron``:
-  megatron.core's ``HuggingFaceTokenizer.text_to_ids``, i.e. ``tokenize`` + ``convert_tokens_to_ids``;
-  ``tokenizer``: ``tokenizer(text)``) gives the stored tokens: the check that ``data.encode``, which
-  reads the tokenizer files without ``transformers`` (``data/file_tokenizer.py``), wrote what
-  Megatron's tool would.
-
-A passing run records ``<prefix>.verify.json`` with the hashes it checked (training
-refuses a pair without one, ``data/ready.py``); an unchanged pair is not re-checked, and
-hashes are cached by file identity (``utils/io/hash_cache.py``), so re-verification is fast.
+A passing run records ``<prefix>.verify.json`` with the hashes it checked (training refuses a pair without one);
+an unchanged pair is not re-checked.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Exactness gate of the fast tokenizer path: the same ids as ``tokenizer(text)``, or the reason why not.
 
-``data/encode.py`` runs :func:`first_difference` before it encodes a dataset with
-``data/encoding/fast_bpe.py``. The texts compared are the dataset's first documents, a run of
-documents from a seeded random place in it (:func:`dataset_sample`), and
-:func:`adversarial_texts`: every code point of the Basic Multilingual Plane and of the
-supplementary blocks real text uses, in runs between letters, digits, marks and spaces
-(where the two regex engines' Unicode tables disagree, a piece boundary moves), long whitespace runs, digit runs,
-contractions, and look-alikes of the tokenizer's own special tokens. One differing
-document is enough to refuse the fast path: there is no "mostly identical".
+``data/encode.py`` runs :func:`first_difference` on the dataset's first documents, a seeded random run of them
+(:func:`dataset_sample`) and :func:`adversarial_texts` (code point sweeps where two regex engines' Unicode tables
+may disagree, whitespace and digit runs, contractions, special-token look-alikes). One differing document refuses
+the fast path.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tiktoken
 
 from data.common import iter_jsonl_texts
 from data.encoding.fast_bpe import DOCUMENT_BREAK, FastBpe, Wrapping, byte_level_alphabet
@@ -115,8 +112,6 @@ def split_difference(tokenizer: Any, fast: FastBpe, texts: Sequence[str]) -> str
     encodes to one probe token per piece, in order, and a piece boundary in another place
     gives another sequence.
     """
-    import tiktoken
-
     pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer
     texts = [unicodedata.normalize("NFC", text) if fast.nfc else text for text in texts]
     cuts = [[text[start:end] for _, (start, end) in pre_tokenizer.pre_tokenize_str(text)] for text in texts]
@@ -153,13 +148,9 @@ def first_difference(tokenizer: Any, fast: FastBpe, wrapping: Wrapping, sample: 
                      adversarial: Sequence[str]) -> str | None:
     """None when the fast path gives ``tokenizer(text)``'s ids for every text; else one line saying where not.
 
-    Three checks, cheapest first: the regex split on every text (:func:`split_difference`,
-    which covers the code point sweep), every token on its own (:func:`whole_token_difference`),
-    then the ids of the dataset sample and of the adversarial texts other than the sweep.
-    The reference ids are ``tokenizer(texts)``, the batched form of the ``tokenizer(text)``
-    call Megatron-LM's ``tools/preprocess_data.py`` makes per document: for a fast tokenizer
-    it runs the same encoding per text, on all cores. Both of the fast path's ways to encode
-    a batch (joined, and one document at a time) must agree with it.
+    Cheapest first: the regex split on every text (:func:`split_difference`), every token on its own
+    (:func:`whole_token_difference`), then the ids of the sample and the adversarial texts against ``tokenizer(texts)``
+    (the batched form of ``preprocess_data.py``'s per-document call), both ways the fast path encodes a batch.
     """
     sweep = set(_code_point_texts())
     reason = split_difference(tokenizer, fast, [*sample, *adversarial]) or whole_token_difference(tokenizer, fast)

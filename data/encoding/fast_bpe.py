@@ -1,35 +1,13 @@
 """The fast tokenizer path of ``data/encode.py``: a ``tiktoken`` encoding built from a tokenizer's own files.
 
-Why: a byte-level BPE whose pre-tokenizer is one regex split (Llama 3's, the sample
-tokenizers of ``data/sample_corpus.py``; Qwen 2.5's has the same shape) is what ``tiktoken`` implements,
-and its BPE is several times faster than the ``tokenizers`` one (docs/PERFORMANCE.md).
-This module only *builds* such an encoding and encodes with it; whether its ids equal
-``tokenizer(text)`` on a given dataset is decided by ``data/encoding/check.py`` before
-``data/encode.py`` uses it.
-
-What is taken from where:
-
-- ranks: ``tokenizer.json``'s BPE vocabulary, each token mapped from the byte-level
-  alphabet back to its bytes; a token's rank is its id, which ``tiktoken`` also uses as
-  merge priority, so the merges must be listed in the order of the ids they produce;
-- split pattern and normaliser: ``tokenizer.json``'s pre-tokenizer and normaliser;
-- special tokens: every added token (the ``tokenizers`` library cuts all of them out of
-  the text before the split, as ``tiktoken`` does with its special tokens).
-
-The file alone is enough to start (:meth:`FastBpe.from_file`, so encoding can begin while
-the tokenizer loads); :meth:`FastBpe.check_loaded` then requires the loaded tokenizer to
-run the same pattern, normaliser and added tokens, since ``transformers`` may change them
-at load.
-
-Anything else (another model type, a normaliser other than NFC, a pre-tokenizer other
-than one regex split followed by the byte-level mapping, inconsistent files, a pattern
-``tiktoken``'s regex engine rejects) raises :class:`NotExpressible` with the reason, and
-``data/encode.py`` keeps its ``tokenizers`` path.
-
-Documents are encoded a batch at a time in one ``tiktoken`` call: the batch is joined
-with a separator registered as an extra special token, so each document is split and
-encoded exactly as on its own (special tokens end the regex's view of the text), and the
-call releases the GIL for the whole batch.
+A byte-level BPE whose pre-tokenizer is one regex split (Llama 3, Qwen 2.5, the sample tokenizers) is what
+``tiktoken`` implements, several times faster (docs/PERFORMANCE.md). This module only builds and runs the
+encoding; ``data/encoding/check.py`` decides whether its ids equal the tokenizer's. Ranks are the BPE
+vocabulary's ids (also ``tiktoken``'s merge priority), the pattern and normaliser come from ``tokenizer.json``,
+every added token is a special token. :meth:`FastBpe.from_file` starts from the file while the tokenizer loads;
+:meth:`FastBpe.check_loaded` then requires the loaded one to match. Anything else raises :class:`NotExpressible`
+and ``data/encode.py`` keeps its ``tokenizers`` path. A batch is one ``tiktoken`` call (GIL released), the
+documents joined by a separator registered as a special token, so each is encoded exactly as on its own.
 """
 
 from __future__ import annotations
@@ -46,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import tiktoken
 
 # Registered as one more special token to cut a joined batch back into documents. Its
 # private-use characters make it unlikely in text; a document that does contain it is
@@ -102,11 +81,8 @@ def vocabulary_bytes(vocab: dict[str, int]) -> dict[bytes, int]:
 def check_merges(vocab: dict[str, int], merges: Sequence[Any]) -> None:
     """Every merge makes a known token, and merges come in the order of the ids they make.
 
-    ``tiktoken`` merges by the rank (id) of the result, the ``tokenizers`` BPE by the
-    merge's position in the list; the two agree only if those orders are the same. (A merge
-    naming an unknown token as one of its parts cannot reach this far: the ``tokenizers``
-    library refuses such a file when the tokenizer is loaded.) Vectorised, because Llama 3
-    lists 280,147 merges and this runs before every encode.
+    ``tiktoken`` merges by the result's rank (id), ``tokenizers`` by list position: they agree only if the orders are
+    the same. Vectorised: Llama 3 lists 280,147 merges and this runs before every encode.
     """
     if all(isinstance(merge, str) for merge in merges):
         # Byte-level tokens never contain U+0020 (the alphabet maps the space byte to "Ġ"),
@@ -242,10 +218,6 @@ class FastBpe:
                  for entry in spec.get("added_tokens") or []}
         specials = special_tokens(added, nfc, ranks)
         break_id = max(max(ranks.values()), max(specials.values(), default=0)) + 1
-        try:
-            import tiktoken
-        except ImportError:
-            raise NotExpressible("tiktoken is not installed") from None
         try:
             encoding = tiktoken.Encoding(f"tprimat:{tokenizer_json.parent.name}", pat_str=pattern,
                                          mergeable_ranks=ranks, special_tokens={**specials, DOCUMENT_BREAK: break_id})

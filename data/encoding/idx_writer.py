@@ -1,16 +1,9 @@
 """Megatron's indexed dataset (``.bin``/``.idx``) written without importing megatron-core, hashed as it is written.
 
-Why not megatron-core's ``IndexedDatasetBuilder``: importing it imports megatron.core and
-torch, about 10 s on a 2-core machine, longer than encoding a 200 MB corpus takes
-(issue 24: start-up was most of ``data.encode``'s wall time). The format is small and fixed
-(``megatron/core/datasets/indexed_dataset.py``'s ``_IndexWriter``
-and ``IndexedDatasetBuilder.add_document``), and what this writes is checked byte for byte
-against the builder (tests/helpers/preprocess.py, in tests/unit/data/test_data_encode.py) and against Megatron-LM's own
-``tools/preprocess_data.py`` (tests/conformance/test_conformance_preprocess_data.py);
-``data/verify.py`` reads every dataset back with megatron-core's ``IndexedDataset``.
-
-Both files are hashed while they are written, so nothing reads a multi-gigabyte ``.bin``
-again to record its sha256 in the encode manifest.
+Importing megatron-core's ``IndexedDatasetBuilder`` imports torch, about 10 s on a 2-core machine, longer than
+encoding a 200 MB corpus. The format is small and fixed (``megatron/core/datasets/indexed_dataset.py``); the output
+is checked byte for byte against the builder (tests/unit/data/test_data_encode.py) and ``preprocess_data.py``
+(tests/conformance/test_conformance_preprocess_data.py). Hashing while writing spares re-reading the ``.bin``.
 """
 
 from __future__ import annotations

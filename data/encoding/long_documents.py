@@ -1,20 +1,11 @@
 """Long documents in bounded pieces: one 50 MB document must not take gigabytes to encode.
 
-The ``tokenizers`` library keeps a per-token ``Encoding`` (offsets, words, type ids,
-attention mask) for the whole text, so memory grows with the document: about
-650-700 bytes per token, 6.6 GB for a 50 MB document (docs/PERFORMANCE.md). A document
-longer than :data:`LONG_DOCUMENT_CHARS` is therefore cut into pieces at *word
-boundaries* (a space that follows a non-space and precedes a letter or digit), each
-piece is encoded without special tokens, and the tokenizer's own special tokens
-(:func:`special_wrapping`) are put around the whole once, as ``tokenizer(text)`` does.
-
-Exact, or not at all: for a byte-level BPE whose pre-tokenizer splits before such a
-space, the pieces' ids concatenated are the whole text's ids. That is true of Llama 3
-and Qwen 2.5's regex split, but not of every tokenizer (SentencePiece-style ones mark
-the first word of a text differently), so before the first long document of a dataset
-is encoded this way, :func:`PieceEncoder.check` compares both on a bounded stretch of
-that document cut into small pieces. If they differ, long documents are refused with a
-clear limit instead of silently encoded another way (:class:`LongDocumentError`).
+``tokenizers`` keeps a per-token ``Encoding`` for the whole text (about 650-700 bytes per token,
+docs/PERFORMANCE.md), so a document longer than :data:`LONG_DOCUMENT_CHARS` is cut at word boundaries, the pieces
+encoded without special tokens and the tokenizer's own (:func:`special_wrapping`) put around the whole once.
+Exact or not at all: this holds for a BPE whose pre-tokenizer splits before such a space (Llama 3, Qwen 2.5), not
+for every tokenizer, so :func:`PieceEncoder.check` compares both ways on a stretch of the first long document and
+refuses long documents when they differ (:class:`LongDocumentError`).
 """
 
 from __future__ import annotations

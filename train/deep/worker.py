@@ -19,6 +19,7 @@ import torch
 
 from train.deep.plugin import FRAMEWORK
 from train.rules.schedule import lr_at
+from train.tran.evaluation import Evaluator, valid_samples
 from train.tran.step import Dist, build_model, build_optimizer, model_inputs
 from train.tran.worker import exit_worker, run_worker
 from utils.config.model import Config
@@ -76,14 +77,12 @@ SHM_OP = "deepspeed_shm_comm"
 def _no_inference_shm_op() -> None:
     """Keep DeepSpeed from compiling its shared-memory all-reduce op for a cpu job.
 
-    Why: DeepSpeed 0.19.8's ``TorchBackend.__init__`` (deepspeed/comm/torch.py, ``build_shm_op``) JIT-compiles
-    ``deepspeed_shm_comm`` whenever the cpu accelerator reports it compatible, the first time in each checkout:
-    40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"). Only its ``inference_all_reduce``
-    uses the op; training's all-reduce, reduce-scatter and all-gather are ``torch.distributed``'s (gloo on cpu)
-    either way, so the steps, losses and settings a cpu job records do not change. GPU accelerators have no such op.
-    The op is marked incompatible in DeepSpeed's own table (``deepspeed.ops.__compatible_ops__``), the one place
-    ``build_shm_op`` reads; a DeepSpeed without that table is left as it is.
+    DeepSpeed 0.19.8's ``TorchBackend.__init__`` (``build_shm_op``) JIT-compiles ``deepspeed_shm_comm`` for the cpu
+    accelerator: 40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"). Only
+    ``inference_all_reduce`` uses it; training's collectives are ``torch.distributed``'s either way. The op is marked
+    incompatible in ``deepspeed.ops.__compatible_ops__``, the one place ``build_shm_op`` reads.
     """
+    # deepspeed: 5.3 s to import (python -X importtime); only where DeepSpeed's ops are patched
     import deepspeed.ops
 
     table = getattr(deepspeed.ops, "__compatible_ops__", None)
@@ -132,8 +131,6 @@ class DeepSpeedTrainer:
 
     def evaluator(self) -> Any:
         """This rank's held-out evaluation (train/tran/evaluation.py) through the engine's forward."""
-        from train.tran.evaluation import Evaluator, valid_samples
-
         info = self.dist_info
         return Evaluator(self.cfg, info.rank, info.world_size, info.device,
                          valid_samples(self.cfg, self.model_name, self.data),

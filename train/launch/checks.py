@@ -1,15 +1,10 @@
 """What the checks before a launch find: the memory check, and the verdict a job starts or stops with.
 
-:func:`check_memory`: will the job fit its GPU (``utils/measure/memory.py`` sizes it). :class:`Checked` (the
-job may start) and :class:`Refusal` (it may not, in one line) are what ``train/launch/launcher.py``'s
-``check_job`` decides, in its one order of the checks, and what ``train/launch/job_result.py`` records.
-
-Every framework's plugin says how it holds the model (:meth:`train.launch.contract.Plugin.memory`: a
-:class:`utils.measure.memory.Recipe`: its sharding, precision, kernels); this room adds the workload's shape
-(MODEL_LAYERS included) and layout and the GPU's memory (``utils/machine/hardware.py``), and decides: the dry run
-prints the estimate, a job that cannot fit is refused before it starts in one line naming both numbers
-(``--force`` runs it with a warning recorded in the result), a GPU the table does not know is a warning
-and a ``null`` with a reason, never silence. The estimate is stored in the result beside the measured peak.
+:func:`check_memory` sizes the job (``utils/measure/memory.py``) from the plugin's
+:meth:`~train.launch.contract.Plugin.memory` recipe, the workload and the GPU: the dry run prints the estimate, a
+job that cannot fit is refused in one line naming both numbers (``--force`` runs it, warned), an unknown GPU is a
+``null`` with a reason. :class:`Checked` and :class:`Refusal` are what ``check_job`` decides
+(``train/launch/launcher.py``) and ``train/launch/job_result.py`` records.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from dataclasses import dataclass, field
 
 from train.launch.contract import LaunchPlan, Plugin, RunContext
 from utils.machine.hardware import device_memory
-from utils.measure.memory import Estimate, Layout, Verdict, estimate, recipe_for, verdict
+from utils.measure.memory import Estimate, Verdict, estimate, recipe_for, verdict
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.measures import MemoryEstimate
 from utils.schema.run import EffectiveSettings
@@ -51,7 +46,7 @@ def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool 
     own = getattr(plugin, "memory", None)
     recipe = own(ctx, plan) if own is not None else recipe_for(ctx.framework, ctx.cfg)
     shape = workload_shape(ctx.cfg, ctx.model)
-    result = estimate(shape, Layout.of(ctx.cfg), recipe, device_memory(ctx.platform))
+    result = estimate(shape, ctx.cfg, recipe, device_memory(ctx.platform))
     return MemoryCheck(result, verdict(result, force=force), force)
 
 

@@ -1,12 +1,9 @@
-"""The launcher's energy measurement of a job, for every framework (issue 23): one code path for all five.
+"""The launcher's energy measurement of a job, for every framework: one code path for all five.
 
-The launcher samples its node's GPU energy counters from before the child starts until it ends
-(``utils/measure/energy_trace.py``), then takes the energy over the measured steps' window: Megatron's
-and Primus's iteration lines (their timestamps) for the frameworks that log, the synchronized
-window the in-process trainers (tran, deep, NeMo's callback) record in
-``power_metrics.window_start_unix``/``window_end_unix``. The launcher's figures replace the
-result's own when they hold energy; otherwise the result keeps its own figures if they hold
-energy, and else the launcher's null with its reason.
+The launcher samples its node's GPU energy counters around the child (``utils/measure/energy_trace.py``) and takes
+the energy over the measured steps' window: the iteration lines' timestamps for Megatron and Primus, the window the
+in-process trainers record (``power_metrics.window_start_unix``/``window_end_unix``). Its figures replace the
+result's own when they hold energy; else the result's own, else the launcher's null with its reason.
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 
 from train.launch.context import RunContext
+from train.logs.scan import scan_file
 from utils.measure.energy_trace import (
     CounterTrace,
     StepWindow,
@@ -24,6 +22,7 @@ from utils.measure.energy_trace import (
     open_trace,
     window_power_metrics,
 )
+from utils.measure.quality import with_energy
 from utils.schema.model import Result
 
 # The node's counter trace over a job's run, or (None, why there is none).
@@ -50,7 +49,6 @@ def measured_window(ctx: RunContext, result: Result) -> tuple[StepWindow | None,
         return monitor_window(power.window_start_unix, power.window_end_unix, perf.measured_steps)
     if ctx.log_path is None or not ctx.log_path.is_file():
         return None, "no log and no trainer window: no window to measure energy on"
-    from train.logs.scan import scan_file
 
     scan = scan_file(ctx.log_path)
     return megatron_window([(r.iteration, r.timestamp, r.step_time_s) for r in scan.iterations], perf.skipped_steps)
@@ -64,7 +62,6 @@ def apply_energy(ctx: RunContext, result: Result, trace: CounterTrace | None, re
                                 reason=why)
     own = result.power_metrics
     if getattr(result, "quality", None) is not None:  # a result with evaluations (a Result always has the field)
-        from utils.measure.quality import with_energy
 
         def between(start: float, end: float) -> tuple[float | None, str | None]:
             return energy_between(trace, start, end, gpus_total)  # type: ignore[arg-type]

@@ -1,20 +1,11 @@
 """A job's process under guard: its signals and its log (for ``train/launch/launcher.py``).
 
-Each piece answers a way issue 12 lost a job's outcome (the result file's part is
-``train/launch/job_result.py``'s ``ResultFile``):
-
-* :class:`Signals`: SIGINT/SIGTERM to the launcher become a flag and are forwarded to
-  the job's process group (the trainer and everything it started; a third signal kills
-  the group), so stopping the launcher stops the job and the launcher lives to record
-  it ``incomplete`` with the signal, then exits with 128 + its number;
-* :func:`run_logged`: when the log can no longer be written (a full disk), the job's
-  output is still read (a full pipe would block the job) and shown, with one note;
-* :func:`die_with_parent`: the job's first process (torchrun) gets SIGTERM from the kernel when the
-  launcher dies, even by SIGKILL, so it stops its workers and frees ``MASTER_PORT`` (issue 26: after
-  a SIGKILL of the launcher, torchrun and its worker lived on and held the port);
-* :func:`job_scratch`: a folder of the job's own inside ``OUTPUT_DIR``'s bookkeeping folder, removed when the
-  job ends, for what its processes would otherwise leave in TMPDIR (issue 33: torchrun's per-rank log folder
-  ``torchelastic_<random>/``, made there for every job and never removed).
+* :class:`Signals`: SIGINT/SIGTERM become a flag forwarded to the job's process group (a third kills it), so the
+  launcher lives to record the job ``incomplete`` and exits 128 + the signal;
+* :func:`run_logged`: a log that can no longer be written (full disk) does not block the job's output;
+* :func:`die_with_parent`: torchrun gets SIGTERM when the launcher dies, even by SIGKILL, and frees ``MASTER_PORT``;
+* :func:`job_scratch`: the job's own TMPDIR inside ``OUTPUT_DIR``'s bookkeeping folder, removed at the end
+  (torchrun leaves ``torchelastic_<random>/`` behind otherwise).
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """A job's one result: its pieces collected as the job goes, the :class:`Result` emitted once, however the job ends.
 
-:class:`JobResult` is the only place the launcher (``train/launch/launcher.py``) builds a job's result. It
-collects the memory check's estimate and warnings, the preflight's effective settings and framework
-versions, the profile, the framework's own result (or the launcher's reason why there is none), the energy
-over the measured window (``train/launch/energy.py``) and the status a signal leaves, and composes them
-once, in :meth:`JobResult.emit`. Every ending goes through it: ok, failed, incomplete, stopped by a
-signal, refused before the start.
-
-:class:`ResultFile` keeps the ending on record (issue 12 lost jobs' outcomes): before the job starts, room
-for its final result is set aside (a reserve file the size of the result it can produce) and an
-``incomplete`` placeholder replaces any older result, so even a launcher killed outright leaves a result
-that says so; the reserve is released just before the final write. If that write still fails (ENOSPC), a
-compact ``failed`` result is tried, and if even that fails the placeholder stays: never a truncated file,
-never a crash after "ok".
-
-The plugins that measure in-process (``tran``, ``deep``, ``nemo``) collect with :func:`collect_own_result`.
+:class:`JobResult` is the only place the launcher builds a job's result: the memory estimate, the preflight's
+settings and versions, the profile, the framework's own result (or why there is none), the energy
+(``train/launch/energy.py``) and the status a signal leaves, composed once in :meth:`JobResult.emit` for every
+ending. :class:`ResultFile` keeps the ending on record: room for the final result is reserved and an
+``incomplete`` placeholder replaces any older result before the start, so even a launcher killed outright leaves a
+result that says so; a failed final write falls back to a compact ``failed`` one, never a truncated file.
+In-process plugins (``tran``, ``deep``, ``nemo``) collect with :func:`collect_own_result`.
 """
 
 from __future__ import annotations
@@ -279,12 +271,9 @@ def read_own_result(ctx: RunContext) -> Result | None:
 def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
     """``collect`` of the in-process plugins (tran, deep, nemo): the result global rank 0 wrote.
 
-    Without one: the steps rank 0 recorded as it went (``utils/result/step_log.py``: a trainer
-    killed with SIGKILL keeps every step it measured), as an ``incomplete`` result with
-    the cause; else a result naming the cause found in the log (out of memory,
-    NCCL/RCCL, NaN, as ``utils/result/failures.py`` classifies it); with no such cause (a
-    generic exception says less than the traceback around it), None, and the launcher
-    records the exit code and the log's tail.
+    Without one: the steps rank 0 recorded (``utils/result/step_log.py``) as an ``incomplete`` result with the cause;
+    else a result naming the cause in the log (``utils/result/failures.py``); with none, None, and the launcher records
+    the exit code and the log's tail.
     """
     result = read_own_result(ctx)
     if result is not None:

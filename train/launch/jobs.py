@@ -1,14 +1,8 @@
 """Which training jobs a platform runs: framework selection, the prim<->nemo mapping, repeats.
 
-This is the one place that decides what ``FRAMEWORK`` means on a platform, so that
-``shell/train.sh`` (which loops over the jobs) and ``train/launch/launcher.py`` (which runs one)
-cannot disagree. ``FRAMEWORK`` is ``all`` (every framework of the platform, from
-``utils/spec/registry.py``), one name, or several (``"tran mega"``, run in that order). Each
-vendor's own stack stands in for the other's: ``prim`` (Primus, AMD) asked for on ``nvd``
-runs ``nemo`` (NeMo, NVIDIA) and the reverse, always with a printed note so a mapped job is
-never mistaken for the framework that was asked for.
-
-CLI (run from the repository root)::
+The one place that decides what ``FRAMEWORK`` means (``all``, one name, or several in order), so
+``shell/train.sh`` and ``train/launch/launcher.py`` cannot disagree. ``prim`` asked for on ``nvd`` runs ``nemo``
+and the reverse, always with a printed note.
 
     python -m train.launch.jobs [--platform P]          # one job per line, tab-separated, for shell loops
     python -m train.launch.jobs --summary CODES_FILE     # after the loop: table of exit codes and result status
@@ -27,9 +21,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from train.profiles import ProfileError, apply_profile
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
 from utils.config.rules import ConfigError
+from utils.machine.hardware import resolve_platform
+from utils.result.file import result_path, status_of
 from utils.spec.registry import FRAMEWORK_ALL, FRAMEWORKS, VENDOR_STACK_MAP, frameworks_on, platform_names
 
 PLATFORMS = platform_names()
@@ -118,9 +115,6 @@ def plan_jobs(cfg: Config, platform: str) -> tuple[list[Job], list[str]]:
 
     With ``RUNS=1`` the result file has no run suffix; with more, runs are numbered from 1.
     """
-    from train.profiles import ProfileError, apply_profile
-    from utils.result.file import result_path  # the result module owns file naming
-
     frameworks, notes = frameworks_for(platform, cfg.framework)
     run_indices: list[int | None] = [None] if cfg.runs == 1 else list(range(1, cfg.runs + 1))
     jobs: list[Job] = []
@@ -169,8 +163,6 @@ def read_exit_codes(path: Path) -> dict[str, int]:
 
 
 def summarize(jobs: list[Job], exit_codes: dict[str, int]) -> list[JobOutcome]:
-    from utils.result.file import status_of
-
     outcomes = []
     for job in jobs:
         code = exit_codes.get(str(job.result))
@@ -215,7 +207,6 @@ def format_summary(outcomes: list[JobOutcome], output_dir: Path) -> str:
 def _platform(requested: str | None, cfg: Config) -> str:
     if requested:
         return requested
-    from utils.machine.hardware import resolve_platform
 
     return resolve_platform(cfg)
 

@@ -1,29 +1,14 @@
 """Shared launcher: one code path from a ``train_<platform>_<framework>_<model>.sh`` to a result file.
 
-The launcher keeps backends apart from launching (as optimum-benchmark does): each
-framework is a package with a plugin module that implements :class:`train.launch.contract.Plugin`
-(``plan``, ``collect``, ``resolve``, ``framework_trees``, ``memory``, ``preflight``); this file knows
-frameworks only through that contract. Which module is a framework's plugin, and which node of a
-multi-node job writes its result, are entries of ``utils/spec/registry.py``.
-
-A job's life (docs/ARCHITECTURE.md, "A job's life"), the same for every framework:
-
-* entry, :func:`launch`: ``OUTPUT_DIR`` must take results (``utils/files/disk.py``) and the result
-  file's lock must be free (``utils/files/locks.py``: one launcher per result file); the node that
-  writes the result sets room aside and an ``incomplete`` placeholder over any older result
-  (``train/launch/job_result.py``);
-* checks, :func:`check_job`, written once for the dry run and both kinds of node: the plan, the memory
-  check (``train/launch/checks.py``), the rendezvous port and the dataset (``data/ready.py``), the
-  preflight (``train/launch/preflight.py``); a refusal is one line, plus a ``failed`` result where the
-  node writes one;
-* run: the generated files written, the command run with its output tee'd to a log, SIGINT/SIGTERM
-  forwarded to its process group (``train/launch/job_guard.py``), the node's GPU energy counters sampled
-  around it (``train/launch/energy.py``);
-* collect: the plugin's ``collect`` reads the framework's result (a trainer killed before it wrote one
-  is recovered from its per-step record, ``utils/result/step_log.py``);
-* one result: :class:`train.launch.job_result.JobResult` composes it from every piece and writes it;
-  a crash, a non-zero exit or a missing result become ``status: failed|incomplete`` with the reason and
-  the log's tail; the launcher exits 0 (ok), 1, or 128 + the signal that stopped it.
+Backends are kept apart from launching (as optimum-benchmark does): each framework's plugin implements
+:class:`train.launch.contract.Plugin`, and ``utils/spec/registry.py`` names the plugin module and the node that
+writes the result. A job's life (docs/ARCHITECTURE.md, "A job's life"), the same for every framework:
+:func:`launch` claims the result file (``utils/files/locks.py``, ``train/launch/job_result.py``);
+:func:`check_job`, written once for the dry run and both kinds of node, runs the plan, the memory check
+(``train/launch/checks.py``), the dataset (``data/ready.py``) and the preflight; the command runs with its output
+tee'd to a log and signals forwarded (``train/launch/job_guard.py``), energy sampled around it
+(``train/launch/energy.py``); the plugin's ``collect`` reads the result and
+:class:`train.launch.job_result.JobResult` writes it. Exit 0 (ok), 1, or 128 + the signal that stopped it.
 """
 
 from __future__ import annotations
@@ -35,6 +20,8 @@ import shlex
 import sys
 from dataclasses import replace
 
+from data.common import DataError
+from data.ready import check_dataset
 from train.launch.checks import Checked, MemoryCheck, Refusal, check_memory
 from train.launch.context import job_context, load_plugin
 from train.launch.contract import LaunchPlan, Plugin, PreflightError, RunContext
@@ -76,9 +63,6 @@ def writes_result(ctx: RunContext) -> bool:
 
 def dataset_problem(ctx: RunContext) -> str | None:
     """Why the job's dataset must not be trained on (not the config's, changed, unverified), or None."""
-    from data.common import DataError
-    from data.ready import check_dataset
-
     try:
         check_dataset(ctx.cfg, ctx.model)
     except (DataError, OSError) as exc:
@@ -138,12 +122,9 @@ def show_plan(ctx: RunContext, plugin: Plugin) -> int:
 def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -> Checked | Refusal:
     """The checks before a job, in their one order: plan, memory, rendezvous port and dataset, preflight.
 
-    A dry run (``ctx.dry_run``) has every check but the preflight, prints nothing and is refused only
-    when it cannot be planned: what the checks found is its notes. A real run prints each finding in
-    one line and is refused by the first that stops it: a plan that cannot be made, a job that cannot
-    fit its GPU (unless ``--force``), a taken port or an unusable dataset, settings the framework would
-    not run as the fairness table requires (the framework's own code is asked, so a GPU hour is never
-    spent on a run that would crash at model build or run other settings), a signal before the start.
+    A dry run has every check but the preflight, prints nothing and is refused only when it cannot be planned. A real
+    run prints each finding in one line and is refused by the first that stops it (``--force`` passes the memory
+    check), or by a signal before the start.
     """
     try:
         plan = plugin.plan(ctx)

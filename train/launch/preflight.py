@@ -1,26 +1,11 @@
 """Preflight: the settings a vendor job will really run, resolved by the framework's own code, checked in seconds.
 
-Why: three of the four NVIDIA vendor jobs once would have crashed at model build or run
-other settings than the fairness table (issue 10). Before a GPU hour is spent, each
-framework is asked what it makes of tprimat's generated configuration:
-
-* ``mega``: Megatron-LM's ``parse_args`` + ``validate_args`` on the exact argv, with the
-  world size set, plus the language module's attention check under the launcher's
-  environment (:mod:`train.megatron.probe`), in the ``MEGATRON_REF`` tree;
-* ``prim``: Primus's experiment loading and overrides, its trainer's argument updates,
-  Megatron's validation and Primus's ROCm checks (:mod:`train.prim.probe`);
-* ``nemo``: the recipe with the overrides applied, built and connected to the strategy
-  and precision plugin as ``llm.pretrain`` does (:mod:`train.nemo.probe`);
-* ``tran``, ``deep``: tprimat is the framework; its record says so.
-
-Each framework's plugin does its own asking (``resolve(ctx, plan)`` of
-:class:`train.launch.contract.Plugin`, in ``train/<framework>/``); this driver knows none of them.
-The flat record is compared with :func:`train.settings.expected.expected_settings`
-(config.env + the fairness table). A difference, or a rejection by the framework, raises
-:class:`PreflightError` whose one-line message names the setting and both values.
-
-``python -m train.launch.preflight --platform P --framework F --model M [--json]`` runs it for
-one job. ``preflight(ctx, plan)`` is the function the launcher calls before a real run.
+Before a GPU hour is spent, each framework's plugin (``resolve(ctx, plan)``) asks its own code what it makes of
+the generated configuration (:mod:`train.megatron.probe`, :mod:`train.prim.probe`, :mod:`train.nemo.probe`;
+``tran`` and ``deep`` are tprimat's own). The flat record is compared with
+:func:`train.settings.expected.expected_settings`; a difference or a rejection raises :class:`PreflightError`
+naming the setting and both values. ``python -m train.launch.preflight --platform P --framework F --model M
+[--json]`` runs it for one job; the launcher calls ``preflight(ctx, plan)`` before a real run.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """The launcher's eye on a Megatron-style job's evaluations: their arrival times, and the stop at the target.
 
-Megatron-LM and Primus have no early stop at a target loss (issue 34). The launcher already reads the job's
-output line by line (``train/launch/job_guard.py: run_logged``); this watcher sees each line as it arrives:
-
-* each in-loop evaluation line (``train/logs/patterns.py: parse_evaluation``, Megatron's format at
-  MEGATRON_REF) and the first iteration line are stamped with the host's wall clock on arrival and appended to
-  a record beside the log (:func:`record_path`), from which :mod:`train.megatron.collect` builds the result's
-  ``quality`` block: Megatron's lines carry no time of their own at second resolution (``elapsed time per
-  iteration`` even leaves evaluation out, ``megatron/training/training.py:2359, 2389`` at 847781764f);
-* with STOP_AT_TARGET and a TARGET_LOSS, the first evaluation at or below the target (or a NaN/Inf one) ends
-  the run gracefully: SIGTERM to **one worker process** (not torchrun, not the process group), which Megatron's
-  ``--exit-signal-handler`` turns into a flag all ranks agree on after the step (``training.py:1830-1845``,
-  ``dist_signal_handler.py:29-82``); every rank leaves with exit code 0 and no post-training evaluation. At most
-  one more training step runs; the figures to target count to the evaluation line's arrival, not the exit.
-  Signalling torchrun would make its agent kill the workers and exit non-zero (a failed run).
-
-The launcher makes one with :func:`watcher_for` (None when the job needs none) and hands it to ``run_logged``.
+Megatron-LM and Primus have no early stop at a target loss, and their lines carry no usable time (``elapsed time
+per iteration`` leaves evaluation out, ``megatron/training/training.py:2359, 2389``). The watcher sees each line
+of ``run_logged`` as it arrives: the first iteration line and each in-loop evaluation line are stamped with the
+host's clock into a record beside the log (:func:`record_path`, read by :mod:`train.megatron.collect`). With
+STOP_AT_TARGET, the first evaluation at or below TARGET_LOSS (or NaN/Inf) sends SIGTERM to **one worker**, which
+``--exit-signal-handler`` turns into a stop all ranks agree on after the step, exit code 0
+(``training.py:1830-1845``); signalling torchrun would make it kill the workers and fail the run.
+:func:`watcher_for` makes one (None when the job needs none).
 """
 
 from __future__ import annotations

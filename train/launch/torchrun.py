@@ -27,11 +27,9 @@ def torchrun_argv(cfg: Config, nproc_per_node: int | None = None) -> list[str]:
 def worker_argv(cfg: Config, platform: str, module: str) -> tuple[list[str], dict[str, str]]:
     """How a ``tran``/``deep`` worker module starts: the command and the variables tprimat sets for it.
 
-    A cpu job of one process (one node, GPUS_PER_NODE=1) starts the worker itself, with the variables torchrun
-    gives its single worker, so the worker joins its one-rank process group exactly as under torchrun. Why: on
-    the 2-core cpu host torchrun's own interpreter (torch and the elastic agent imported to watch one process)
-    costs about 4 s a job (docs/PERFORMANCE.md, "The quick benchmark"). Every other job, and every GPU job,
-    keeps torchrun.
+    A one-process cpu job starts the worker itself with the variables torchrun would give it, sparing torchrun's own
+    interpreter (about 4 s a job on the 2-core host: docs/PERFORMANCE.md, "The quick benchmark"); every other job keeps
+    torchrun.
     """
     if platform == "cpu" and cfg.nnodes == 1 and cfg.gpus_per_node == 1:
         env = {"RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0", "ROLE_RANK": "0", "WORLD_SIZE": "1",

@@ -1,22 +1,10 @@
 """Log-analysis mode: the files of one run (text logs or TensorBoard event files) -> its result.
 
-How the workload is decided (``mode``):
-
-* ``config``: the run is a tprimat launch, so its workload is the config's
-  (``config.env`` + environment) and the log is checked against it strictly
-  (:func:`train.logs.assemble.build_result`). A log is recognised as a tprimat launch by
-  the header line ``tprimat launch: platform=... framework=... model=... config=<hash>``
-  that ``train/launch/launcher.py`` writes first into every job's log; the header also names the
-  job, and its workload hash must still match the config. Logs written before launches
-  had headers can be read this way with ``--from-config``.
-* ``log``: any other log, or ``--from-log``: the workload is what the log says
-  (:mod:`train.logs.workload`); nothing is taken from config.env.
-* ``auto`` (the default) picks ``config`` when the header is there, else ``log``.
-
-TensorBoard event files never carry the header: they are always read in ``log`` mode.
-Bad input (empty, binary, nothing recognisable, a self-contradicting log, a model not
-in the shape table) raises :class:`~train.logs.scan.LogInputError` with one line that
-says why; nothing is written for it.
+``mode``: ``config`` checks a tprimat launch strictly against the config's workload
+(:func:`train.logs.assemble.build_result`), recognised by the header ``tprimat launch: ... config=<hash>`` that
+``train/launch/launcher.py`` writes first (``--from-config`` forces it); ``log`` takes the workload from the log
+(:mod:`train.logs.workload`, ``--from-log``); ``auto`` picks ``config`` when the header is there. TensorBoard files
+are always ``log``. Bad input raises :class:`~train.logs.scan.LogInputError` in one line; nothing is written.
 """
 
 from __future__ import annotations
@@ -165,7 +153,7 @@ def analyse_run(paths: list[Path], options: AnalysisOptions, load: Callable[[], 
     why); :class:`LogInputError` when they are, but cannot become a result.
     """
     if paths and all(is_event_file(p) for p in paths):
-        from train.logs.tensorboard import scan_events
+        from train.logs.tensorboard import scan_events  # tensorboard's protobufs: 0.7 s (-X importtime)
 
         try:
             scans = [scan_events(paths)]

@@ -1,29 +1,12 @@
 """Megatron-LM's arguments block: the parser of its format, and the typed values a workload needs.
 
-Megatron-LM (and Primus, which calls the same argument validation) prints every
-parsed argument once at start, on rank 0 (Megatron-LM's ``_print_args`` in
-``megatron/training/arguments.py``)::
-
-    ------------------------ arguments ------------------------
-      accumulate_allreduce_grads_in_fp32 .............. False
-      seq_length ...................................... 2048
-    -------------------- end of arguments ---------------------
-
-Each line is two spaces, the argument's dest name, ``48 - len(name)`` dots (none for
-longer names), a space and ``str(value)`` (checked against Megatron-LM at core_v0.12.0,
-core_v0.15.0 and 847781764f and Primus v0.5.0: tests/fixtures/logs/README.md). The dot
-count is checked, so a line that only looks similar (a warning printed by another rank
-in the middle of the block) is not taken for an argument. Primus routes ``print`` through
-its loguru logger at DEBUG level, so its block is in the per-rank DEBUG file sink
-(``logs/<module>/rank-0/debug.log``), each line behind a prefix
-(``[...][DEBUG] [---arguments.py:N] :   seq_length ... 2048``) that the caller strips
-(:func:`train.logs.patterns.message_of`). Megatron's TensorBoard writer records the same
-values as text summaries, one per argument, which :mod:`train.logs.tensorboard` keeps in
-the same form (dest name -> printed text).
-
-Values stay the printed text until asked for (:func:`arg_int` and friends convert one,
-``None`` when it is ``None`` or not of the asked type), so an unusual value never stops
-the scan.
+Megatron-LM and Primus print every parsed argument once at start (``_print_args`` in
+``megatron/training/arguments.py``): two spaces, the dest name, ``48 - len(name)`` dots, a space and
+``str(value)`` (versions: tests/fixtures/logs/README.md). The dot count is checked, so another rank's line in the
+middle of the block is not taken for an argument. Primus's block is in its per-rank DEBUG log behind a loguru
+prefix the caller strips (:func:`train.logs.patterns.message_of`); TensorBoard's text summaries give the same
+values (:mod:`train.logs.tensorboard`). Values stay text until asked for (:func:`arg_int` and friends: ``None``
+when not of the asked type), so an unusual value never stops the scan.
 """
 
 from __future__ import annotations

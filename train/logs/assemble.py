@@ -1,26 +1,12 @@
 """From a scanned log (or TensorBoard events) to the typed, validated result of one run.
 
-Two entry points share one measurement (:func:`measure`):
-
-* :func:`build_result`: a run tprimat launched; the workload is the config's, and the
-  log is checked against it (a log of another workload is ``failed``). The ``mega`` and
-  ``prim`` launchers use it after a run, ``evaluate.extract`` for a log that carries
-  tprimat's launch header.
-* :func:`build_log_result`: a run tprimat did not launch; the workload is what the log
-  says (:mod:`train.logs.workload`), unknown keys null with the reason.
-
-Step arrays start at the first logged iteration (``Result.first_step``) and, when the
-framework logged every k-th iteration, hold one entry per logged iteration
-(``Result.step_interval``). Warm-up counts from the first entry, so a resumed run
-re-warms. Missing entries inside are null, listed in a warning and left out of every
-statistic. Step times are the per-iteration (instantaneous) values, never the
-framework's running averages; throughput, FLOPs and MFU are then computed by
-``utils/measure/metrics.py`` exactly as for every other framework. The framework's own
-TFLOP/s and tokens/s are kept in ``performance_metrics.framework_reported`` and a gap
-above 5% is flagged. Energy comes from Megatron's ``--log-energy`` fields through
-``utils/measure/power.py``. Failures are data: an exit code, out-of-memory, NCCL/RCCL errors,
-NaN loss or a log that stops early give ``status: failed|incomplete`` with the reason,
-finalised by ``utils/result/file.py`` ("k of n steps done" included).
+:func:`build_result`: a run tprimat launched, checked against the config's workload. :func:`build_log_result`: a
+run tprimat did not launch; the workload is what the log says (:mod:`train.logs.workload`). Both share
+:func:`measure`. Step arrays start at the first logged iteration (``Result.first_step``), one entry per logged
+iteration (``Result.step_interval``); missing entries are null, warned and left out of every statistic. Step
+times are per-iteration values, never running averages; throughput and MFU come from ``utils/measure/metrics.py``
+as for every framework, the framework's own figures kept in ``framework_reported`` (a gap above 5% flagged).
+Failures are data: ``status: failed|incomplete`` with the reason (``utils/result/file.py``).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Discovery: the runs in a folder of copied logs (``amd-logs/``, ``nvi-logs/``...), grouped per run.
 
-A folder is walked without following links or entering hidden directories. Each
-regular file is one of:
-
-* a TensorBoard event file (``events.out.tfevents...``): the event files of one
-  directory are one run (a restarted writer adds a file beside the first);
-* a text file: a candidate log, recognised later by its content (iteration lines,
-  an arguments block or tprimat's launch header: :mod:`train.logs.analyse`);
-* anything else (empty, binary): skipped here, with the reason.
-
-Per-rank and per-node logs of one run are grouped by their paths, with the rank or
-node number taken out: ``rank0.log``/``rank7.log``, ``..._node0.log``/``..._node1.log``,
-NeMo's ``nemo_log_globalrank-0_localrank-0.txt``, Primus's per-rank sink directories
-``logs/<module>/rank-<r>/{debug,info,warning,error}.log`` and torchrun's
-``--log-dir`` layout ``<run>/attempt_<k>/<local rank>/{stdout,stderr}.log``. The files of
-a group are ordered rank 0 first, where the arguments block is printed.
+Walked without following links or entering hidden directories. A TensorBoard directory is one run; a text file is
+a candidate log, recognised later by content (:mod:`train.logs.analyse`); anything else is skipped with the
+reason. Per-rank and per-node logs are grouped by their paths with the rank or node number taken out
+(``rank0.log``, ``_node1.log``, NeMo's ``globalrank-0``, Primus's ``logs/<module>/rank-<r>/``, torchrun's
+``attempt_<k>/<local rank>/``), rank 0 first, where the arguments block is printed.
 """
 
 from __future__ import annotations

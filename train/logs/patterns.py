@@ -1,41 +1,18 @@
 """The regex table of Megatron-LM and Primus log lines, and the parsing of one line.
 
-Formats (the versions each was checked against: tests/fixtures/logs/README.md):
-Megatron-LM's `` [2025-05-01 10:00:00] iteration  3/ 100 |
-... | elapsed time per iteration (ms): 9876.5 |`` (core_v0.12; newer versions add
-microseconds and ``energy``/``power`` fields, older ones have no timestamp and no
-throughput); Primus legacy ``inst/avg`` pairs for elapsed time, ``throughput per GPU``
-and ``tokens per GPU`` plus ``hip mem usage/free/total/usage_ratio``; Primus newer
-``compute per GPU (TFLOP/s/GPU): X (avg Y)`` and ``tokens/s/GPU inst/harmonic mean:
-X/Y``. Lines come wrapped in loguru prefixes, ANSI colours and torchrun
-``[defaultN]:`` tags, which are ignored: fields are found by their labels anywhere
-in a line. Megatron's memory report lines (``memory (MB)`` and the GB variant) give
-allocator memory. Failure lines are classified by ``utils/result/failures.py``, not here.
+Formats and the versions each was checked against: tests/fixtures/logs/README.md. Fields are found by their
+labels anywhere in a line, so loguru prefixes, ANSI colours and torchrun ``[defaultN]:`` tags do not matter
+(core_v0.12 even prints ``...sizes: Nonetensor-model-parallel size`` without a separator). Besides iteration and
+memory lines, a log tells what ran: world-size lines, NeMo's ``ProgressPrinter`` line (0-based), tprimat's launch
+header (:func:`launch_header`) and platform markers (RCCL/HIP/MI300; NCCL+cuda/H100), reported with their line.
+Failure lines are ``utils/result/failures.py``'s.
 
-Besides iteration lines, a log tells what ran: Megatron's ``using world size: ...``
-line (core_v0.12 prints ``...sizes: Nonetensor-model-parallel size`` with no
-separator, so sizes are found by their own labels), Primus's ``-world_size:`` line and
-its ``[rank-r/N]`` prefix, Lightning's ``Initializing distributed: ... MEMBER: r/N``,
-NeMo's ``ProgressPrinter`` line (``Training epoch E, iteration i/n | key: value ...``,
-0-based), and the header line tprimat's launcher writes first (:func:`launch_header`),
-which marks a log of a tprimat launch. Platform markers (RCCL, HIP, ``hip mem usage``,
-an MI300-class name; ``NCCL version x+cuda``, ``CUDA out of memory``, an H100-class
-name) are evidence of where a foreign log ran, reported with the line they came from.
-
-Evaluation lines (issue 34), as :func:`parse_evaluation` reads them:
-
-* Megatron-LM at ``MEGATRON_REF`` (847781764f) prints, on the last rank, `` validation{suffix} loss at
-  {prefix} | {key} value: {v:.6E} | {key} PPL: {exp(min(20, v)):.6E} | `` between two lines of dashes
-  (``megatron/training/training.py:2672-2700``); ``prefix`` is ``iteration N`` in the training loop
-  (l.2366), ``iteration N on validation set`` after training (l.774), ``iteration N on test set``
-  (l.790); ``suffix`` is ``-i`` only with several validation sets. A non-finite value prints as
-  ``NAN``/``INF``. Just before it, ``timers.log(['evaluate'])`` (l.2602) prints the evaluation's duration as
-  ``    evaluate ....: (min, max)`` in milliseconds (``megatron/core/timers.py:318-335``). Primus runs the
-  same Megatron code; its lines carry its loguru prefix (stripped by :func:`message_of`);
-* NeMo 2.3's ``ProgressPrinter`` prints ``Validation: iteration i/n`` per validation step and carries the
-  value as ``val_loss: {v:.4}`` on the following training lines
-  (``nemo/lightning/pytorch/callbacks/progress_printer.py:55-63, 170-183``): the evaluation after step N is
-  read from the first training line after the validation block (printed 0-based as ``iteration N``).
+Evaluation lines (:func:`parse_evaluation`): Megatron-LM prints `` validation{suffix} loss at {prefix} | {key}
+value: {v:.6E} | ...`` on the last rank (``megatron/training/training.py:2672-2700``; ``prefix`` ``iteration N``
+in the loop, ``... on validation set`` after it), preceded by the ``evaluate`` timer in milliseconds
+(``megatron/core/timers.py:318-335``); Primus's are the same behind its prefix. NeMo 2.3 carries ``val_loss:
+{v:.4}`` on the training lines after a ``Validation: iteration i/n`` block
+(``nemo/lightning/pytorch/callbacks/progress_printer.py:55-63, 170-183``).
 """
 
 from __future__ import annotations

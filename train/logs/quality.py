@@ -1,19 +1,11 @@
-"""A log's held-out evaluations as the result's ``quality`` block (issue 34), for tprimat launches and foreign logs.
+"""A log's held-out evaluations as the result's ``quality`` block, for tprimat launches and foreign logs.
 
-The arithmetic (samples, tokens, figures to target, nulls with reasons) is ``utils/measure/quality.py``'s; this
-module only says where each evaluation's numbers come from in a log:
-
-* the step and the loss: the evaluation line (``train/logs/patterns.py``: Megatron's and Primus's validation
-  lines, NeMo's ``val_loss``); only in-loop evaluations of the first validation set count (Megatron's extra
-  evaluation after the loop is not one a time to target can use);
-* the wall time from the first training step's start: for a job tprimat launched, the arrival of the lines on the
-  launcher's clock (``train/launch/target_watch.py``'s record: the first iteration line's arrival less its step
-  time is the start, each evaluation line's arrival its end, both in Unix time, so the energy trace can be read
-  between them); for a log alone, the sum of the logged step times up to the evaluation's step plus the logged
-  evaluation times so far (Megatron's ``evaluate`` timer; a log without them says so, and the time is a lower
-  bound). Megatron's own ``elapsed time per iteration`` leaves evaluation out
-  (``megatron/training/training.py:2359, 2389`` at 847781764f), so the two are added, never taken from one;
-* how the stack reduces the eval loss (:data:`REDUCTION`), from its own code at the pinned versions.
+The arithmetic is ``utils/measure/quality.py``'s; this module says where each number comes from: the step and the
+loss from the in-loop evaluation lines of the first validation set (``train/logs/patterns.py``); the wall time
+from the first step's start from ``train/launch/target_watch.py``'s arrival record for a tprimat launch, else the
+logged step times plus the ``evaluate`` timer (a lower bound, said so; Megatron's ``elapsed time per iteration``
+leaves evaluation out, ``megatron/training/training.py:2359, 2389``); the reduction (:data:`REDUCTION`) from each
+stack's code.
 """
 
 from __future__ import annotations
@@ -28,6 +20,7 @@ from typing import Any
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
 from utils.config.model import EvaluationCadence
+from utils.measure.quality import build_quality, make_evaluation, stop_reason
 from utils.schema.quality import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
@@ -109,8 +102,6 @@ def log_evaluations(settings: Any, lines: Sequence[EvaluationLine], iterations: 
     ``settings`` is a ``Config`` (a tprimat launch) or :class:`LogEvaluationSettings` (a foreign log);
     ``record`` the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone.
     """
-    from utils.measure.quality import make_evaluation
-
     start, arrivals, _ = arrival_times(record)
     notes: list[str] = []
     step_times = {r.iteration: r.step_time_s for r in iterations if r.step_time_s is not None}
@@ -149,8 +140,6 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
     The run ended after an evaluation when the launcher stopped it there (its record), or, for a log alone, when
     the last evaluation's loss is not finite and no later step was logged.
     """
-    from utils.measure.quality import build_quality, stop_reason
-
     if not settings.evaluates:
         return None, []
     evaluations, start, notes = log_evaluations(settings, lines, iterations, record)

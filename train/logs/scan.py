@@ -1,23 +1,10 @@
 """The streaming scan of a training log: iterations, memory reports, problems, and what the log says ran.
 
-A log is read line by line (a multi-gigabyte log never sits in memory). Only
-``\\n`` ends a line: a progress bar's ``\\r`` does not, so the file is read as bytes
-and each line decoded on its own (invalid UTF-8 becomes U+FFFD, never an error). A
-line longer than :data:`MAX_LINE_BYTES` is cut there (the rest is skipped unread into
-memory) and counted in ``warnings``. Problem lines (out of memory, NCCL/RCCL, NaN,
-other exceptions) are classified by ``utils/result/failures.py``, the one classifier every
-producer uses.
-
-Besides the measurements, the scan keeps what a log tells about its run, for logs
-tprimat did not launch: Megatron's arguments block (:mod:`train.logs.arguments`), the
-world size from each line that states it, tprimat's launch header, and platform
-evidence (patterns in :mod:`train.logs.patterns`); and the evaluations it printed (Megatron's and
-Primus's validation lines with the ``evaluate`` timer just before them, NeMo's ``val_loss`` after a
-validation block), as :class:`train.logs.patterns.EvaluationLine` in ``evaluations``.
-
-A truncated final line or an iteration line without a step time is reported in
-``warnings``, never used; an iteration logged twice (lines forwarded to rank 0) is
-kept once. :func:`merge_scans` joins the per-rank logs of one run.
+Read line by line as bytes (only ``\n`` ends a line; invalid UTF-8 becomes U+FFFD), lines past
+:data:`MAX_LINE_BYTES` cut and counted in ``warnings``. Problem lines are classified by
+``utils/result/failures.py``. For logs tprimat did not launch it also keeps the arguments block, world size,
+launch header and platform evidence (:mod:`train.logs.patterns`), and the printed evaluations. A truncated final
+line is a warning, never used; an iteration logged twice is kept once. :func:`merge_scans` joins per-rank logs.
 """
 
 from __future__ import annotations

@@ -1,31 +1,16 @@
 """TensorBoard event files -> the same :class:`~train.logs.scan.LogScan` a text log gives.
 
-Read with the ``tensorboard`` package's own record reader and protobuf classes (no
-hand-written parser): ``tensorboard.compat.tensorflow_stub.pywrap_tensorflow.PyRecordReader_New``
-checks each record's CRC and raises ``DataLossError`` on a cut or corrupt record. That
-reader is used directly rather than through ``EventFileLoader``, which stops silently at
-such a record, because a truncated file must be reported, not passed off as complete.
-Records are read one at a time, so a large file never sits in memory.
+Read with the ``tensorboard`` package's own ``PyRecordReader_New``, which checks each record's CRC and raises
+``DataLossError`` on a cut record (``EventFileLoader`` stops silently: a truncated file must be reported), one
+record at a time. Tags are checked, never assumed (versions: tests/fixtures/logs/README.md):
 
-Which tags a file holds is checked, never assumed (the tags below; the
-framework versions these were checked against: tests/fixtures/logs/README.md):
+* Megatron-LM (last rank): ``lm loss``, ``learning-rate``, ``batch-size``, ``grad-norm``; ``iteration-time`` and
+  ``throughput`` only with ``--log-timers-to-tensorboard``; energy, power and memory tags; 1-based step; every
+  argument as ``<arg>/text_summary``.
+* Lightning under NeMo 2: ``train_step_timing in s``, ``reduced_train_loss``, ``lr``, ``TFLOPS_per_GPU``...;
+  the step is 0-based, so iteration = step + 1.
 
-* Megatron-LM (``--tensorboard-dir``, written by the last rank): ``learning-rate``,
-  ``batch-size``, ``lm loss``, ``loss-scale``, ``grad-norm``; ``iteration-time`` (seconds)
-  and ``throughput`` (TFLOP/s/GPU, with ``--log-throughput``) only with
-  ``--log-timers-to-tensorboard``; ``iter-energy/gpu``, ``power/gpu`` (``--log-energy``),
-  ``mem-*-bytes`` (``--log-memory-to-tensorboard``); the step is the 1-based iteration.
-  Megatron also writes every argument as a text summary (``<arg>/text_summary``,
-  ``str(value)``), read like its printed arguments block.
-* Lightning ``TensorBoardLogger`` under NeMo 2: ``train_step_timing in s``,
-  ``reduced_train_loss``, ``lr``, ``global_batch_size``, ``TFLOPS_per_GPU``,
-  ``tokens_per_sec_per_gpu``; the step is Lightning's global step before the optimizer
-  step (0-based), so iteration = step + 1. With ``log_every_n_steps`` > 1 each logged
-  value is one step's, not an interval's average.
-
-Without a step-time tag, step times are the differences between consecutive logged
-steps' event wall-clock times, divided by the steps between them; the scan's
-``log_format`` and warnings say so.
+Without a step-time tag, step times come from the events' wall-clock times; ``log_format`` and warnings say so.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """What a log tprimat did not launch says about its run: workload, model, framework and platform.
 
-Nothing is guessed. Each workload key comes from the first of these that states it:
-
-1. Megatron's arguments block (or the same arguments in Megatron's TensorBoard text
-   summaries), read by :mod:`train.logs.arguments`;
-2. the iteration lines: global batch size, total iterations (``iteration i/N``);
-3. lines that state the world size: Megatron's ``using world size`` line, Primus's
-   ``-world_size`` line and ``[rank-r/N]`` prefix, Lightning's ``MEMBER: r/N``.
-
-A key no source states is ``None`` with the reason in ``workload.unknown`` (SL unknown
-means tokens/s and MFU are null: ``utils/measure/metrics.py``). Two sources that disagree (the
-arguments say GBS 128, the iteration lines 64; two world sizes) make the log
-unusable: :class:`~train.logs.scan.LogInputError` names both.
-
-The model is recognised from the arguments' dimensions against the shape table
-(``utils/spec/models.py``); a log that states none needs ``--model``, and a log whose
-dimensions match no model of the table cannot be measured (its FLOPs are unknown).
-
-For a log of a tprimat launch the config is the workload; :func:`workload_mismatches`
-lists where the log disagrees with it (its launch header's config hash, the iteration
-lines, the arguments block), which makes such a log ``failed``.
+Nothing is guessed: each key comes from the first source that states it (the arguments block or its TensorBoard
+summaries, :mod:`train.logs.arguments`; the iteration lines; the world-size lines). A key none states is ``None``
+with the reason in ``workload.unknown``; two sources that disagree raise :class:`~train.logs.scan.LogInputError`
+naming both. The model is recognised from the dimensions against ``utils/spec/models.py`` (else ``--model``).
+For a tprimat launch the config is the workload; :func:`workload_mismatches` lists where the log disagrees.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """``mega``: Megatron-LM's own ``pretrain_gpt.py`` on AMD and NVIDIA, read back from its log.
 
-Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` builds the exact ``torchrun ...
-pretrain_gpt.py`` command from the typed config and the model shape table (flags
-from :mod:`train.megatron.args`, shared with Primus); :func:`collect` turns the
-log into the typed result with :mod:`train.megatron.collect` (shared with Primus);
-:func:`resolve` asks Megatron-LM's own ``parse_args`` + ``validate_args`` what the
-argv means (:mod:`train.megatron.probe`).
-
-Megatron-LM is taken from ``MEGATRON_PATH``, else from the image: ``/opt/megatron-lm``
-(NeMo image, nvd) or ``$PRIMUS_PATH/third_party/Megatron-LM`` (Primus image, amd,
-``PRIMUS_PATH`` defaulting to ``/workspace/Primus``). When it or the prepared data is
-missing, a real run stops with that reason (the launcher records a failed result);
-``--dry-run`` still prints the full command, with the reason as a note, so the
-command can be reviewed on a machine without Megatron.
+Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` builds the ``torchrun ... pretrain_gpt.py`` command
+(flags from :mod:`train.megatron.args`, shared with Primus); :func:`collect` reads the log
+(:mod:`train.megatron.collect`); :func:`resolve` asks Megatron-LM's own argument validation
+(:mod:`train.megatron.probe`). Megatron-LM comes from ``MEGATRON_PATH``, else the image's tree; when it or the data
+is missing a real run fails with the reason, while ``--dry-run`` still prints the command with a note.
 """
 
 from __future__ import annotations

@@ -1,40 +1,14 @@
 """The Megatron-LM settings of one tprimat workload, shared by the ``mega`` and ``prim`` launchers.
 
-Why one table: Megatron-LM's ``pretrain_gpt.py`` and Primus (which runs the same
-Megatron trainer) must build the same network and train it the same way. Both
-launchers render :func:`megatron_settings`, keyed by Megatron's argument *dest*
-names (``num_query_groups``, ``lr_warmup_iters``...). Those are exactly the keys
-Primus accepts in an experiment's ``overrides``, and :func:`render_cli` turns them
-into ``--num-query-groups 8`` style flags, so the two launchers cannot drift apart.
-
-Choices that are not config keys, and why:
-
-* every choice that is not a ``config.env`` key comes from the fairness table,
-  :data:`train.settings.expected.FIXED`, which the preflight also checks the resolved
-  settings against (docs/CONFORMANCE.md lists where each framework's default differs);
-* dropout 0 (Megatron defaults to 0.1; Llama and Qwen train without dropout);
-* ``dataloader_type: single``: Megatron's sequential sampler. Primus's trainer
-  defaults to ``cyclic`` (a shuffling sampler), which would feed different tokens;
-* ``eod_mask_loss: false`` (Megatron's default; Primus's examples turn it on);
-* ``use_distributed_optimizer`` on, ``overlap_grad_reduce`` and ``overlap_param_gather``
-  off, as the user's fairness table fixes them for both vendors (the vendors' own recipes
-  turn overlap on; it changes speed, not the maths, but it must be the same everywhere);
-* gradients reduced in bf16 when PRECISION=bf16 (``--grad-reduce-in-bf16``): the fairness
-  table's ``grad_reduce_in_fp32: False``. Without the flag Megatron's argument validation
-  switches bf16 runs to fp32 accumulation and all-reduce (docs/CONFORMANCE.md);
-* ``sequence_parallel`` whenever TP > 1 (both vendors' recipes do);
-* attention backend per platform: ``fused`` (cuDNN through Transformer Engine) on
-  NVIDIA, as NVIDIA's Llama 3 8B H100 example does; ``auto`` on AMD, Primus's
-  default, where ROCm Transformer Engine picks its CK kernels. The launchers export the
-  matching ``NVTE_*_ATTN`` switches (:func:`train.settings.platform_env.attention_env`), because
-  Megatron refuses to build the model when they disagree with the backend;
-* no gradient-accumulation fusion on AMD (Primus's and ROCm Megatron's examples
-  switch it off: the fused wgrad kernel is a CUDA/apex one);
-* vocabulary padding: see :func:`choose_vocab_padding`;
-* ``transformer_impl`` from ``MEGATRON_IMPL``: Transformer Engine (the images'), or Megatron's local
-  layers with the fusions that need Transformer Engine or apex off and attention backend ``auto``
-  (:data:`train.settings.expected.LOCAL_IMPL`, with the Megatron checks that require each).
-* held-out evaluation (issue 34), off by default: see :func:`evaluation_settings`.
+Both launchers render :func:`megatron_settings`, keyed by Megatron's argument *dest* names: exactly the keys Primus
+accepts in an experiment's ``overrides``, and :func:`render_cli` turns them into ``--num-query-groups 8`` flags, so
+the two cannot drift apart. Every choice that is not a ``config.env`` key comes from the fairness table
+(:data:`train.settings.expected.FIXED`, which the preflight checks; docs/CONFORMANCE.md lists each framework's
+default that differs): no dropout, ``dataloader_type single`` (Primus defaults to a shuffling sampler), no overlap,
+gradients reduced in bf16 under bf16 (``--grad-reduce-in-bf16``; else Megatron switches to fp32), the attention
+backend per platform with matching ``NVTE_*`` switches (:func:`train.settings.platform_env.attention_env`), no
+gradient-accumulation fusion on AMD, ``MEGATRON_IMPL`` (:data:`train.settings.expected.LOCAL_IMPL`), vocabulary
+padding (:func:`choose_vocab_padding`) and held-out evaluation (:func:`evaluation_settings`).
 """
 
 from __future__ import annotations
@@ -48,6 +22,7 @@ from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION, implementation_settings
 from utils.config.model import Config
+from utils.dataset.paths import load_tokenizer, vocab_size
 from utils.measure.memory import Recipe, megatron_recipe
 from utils.spec.models import ModelShape
 from utils.spec.registry import MODELS
@@ -121,8 +96,6 @@ def tokenizer_size(cfg: Config, shape: ModelShape, tokenizer_dir: Path | None) -
     """``len(tokenizer)`` and where it came from: the files when present, else the known real size."""
     if tokenizer_dir is not None and any((Path(tokenizer_dir) / n).is_file()
                                          for n in ("tokenizer.json", "tokenizer_config.json")):
-        from utils.dataset.paths import load_tokenizer, vocab_size
-
         return vocab_size(load_tokenizer(Path(tokenizer_dir))), f"counted from {tokenizer_dir}"
     if cfg.dataset == "sample":
         return cfg.sample_vocab, f"SAMPLE_VOCAB (tokenizer files not found in {tokenizer_dir})"
@@ -295,21 +268,12 @@ def megatron_settings(
 def evaluation_settings(cfg: Config) -> dict[str, Any]:
     """Megatron's own evaluation arguments (dest names) when EVAL_INTERVAL/EVAL_SAMPLES turn it on; {} when off.
 
-    At MEGATRON_REF (847781764f, ``megatron/training/arguments.py:2104-2111, 2702-2713``):
-
-    * ``eval_iters`` global batches per evaluation (EVAL_SAMPLES / GBS) and ``eval_interval`` in steps
-      (EVAL_INTERVAL / GBS): ``training.py:2356`` evaluates after steps N, 2N, ... and once more after the loop
-      (l.773-787), never at step 0; each evaluation reads the next block of the validation set (its iterator
-      continues, l.2871);
-    * never ``full_validation``: at this commit it exhausts a one-epoch iterator during the first evaluation
-      for any GBS > 1 (``training.py:2719-2720, 2856``; fixed upstream only in 241a5ca3f9);
-    * ``exit_signal_handler``: the launcher's graceful stop at the target or at a NaN evaluation
-      (``train/launch/target_watch.py``) is a SIGTERM to one worker, which this handler turns into an exit after
-      the step on every rank (``training.py:1830-1845``; SIGTERM only: there is no ``--exit-signal`` at this
-      commit). It costs one small all-gather per step (``dist_signal_handler.py:29-59``), so only with evaluation.
-
-    The data arguments (``--train-data-path``/``--valid-data-path``, one source only, ``arguments.py:1041-1044``)
-    are each launcher's (:func:`evaluation_data`).
+    At MEGATRON_REF (``megatron/training/arguments.py:2104-2111, 2702-2713``): ``eval_iters`` batches every
+    ``eval_interval`` steps, the validation iterator continuing (``training.py:2356, 2871``); never
+    ``full_validation`` (it exhausts a one-epoch iterator at the first evaluation for GBS > 1, ``training.py:2719``);
+    ``exit_signal_handler`` turns the launcher's SIGTERM to one worker (``train/launch/target_watch.py``) into a stop
+    after the step on every rank (``training.py:1830-1845``), at one small all-gather per step, so only with
+    evaluation. The data arguments are :func:`evaluation_data`'s.
     """
     if not cfg.evaluates:
         return {}

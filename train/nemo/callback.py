@@ -1,21 +1,12 @@
 """tprimat's measurement inside a Lightning run (NeMo 2 trains through Lightning).
 
-The measurement is a plain object, :class:`LightningMeasurement`, testable without
-Lightning; the Lightning ``Callback`` around it (:func:`benchmark_callback_class`,
-``BenchmarkCallback``) is built on first use, so this module imports where
-lightning is not installed. Steps are timed by ``utils/measure/monitor.py``'s event
-timer, summarised by ``utils/measure/metrics.py``, energy measured by ``utils/measure/power.py``,
-and the ending finalised by ``utils/result/file.py``: the same producers as every
-other framework.
-
-Held-out evaluation (issue 34): :class:`EvaluationRecorder` reads NeMo's ``val_loss`` after each
-validation (``trainer.callback_metrics``, full precision; the printer shows 4 digits), stamps it with the
-host's wall clock from the first training step's start, stops the run through Lightning's
-``trainer.should_stop`` at the first evaluation at or below TARGET_LOSS (or a non-finite one; agreed on all
-ranks, as Lightning's own EarlyStopping does, whose strict ``<`` and patience are not the rule here), and
-moves the validation sampler on so that evaluation k reads the k-th block of the validation set, as Megatron's
-continuing iterator does (NeMo 2.3's sampler restarts at 0 every validation:
-``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``). The block is ``utils/measure/quality.py``'s.
+:class:`LightningMeasurement` is plain and testable without Lightning; the ``Callback`` around it
+(:func:`benchmark_callback_class`) is built on first use, so this module imports without lightning. Timing,
+summary, energy and ending come from ``utils/measure/`` and ``utils/result/file.py``, as for every framework.
+:class:`EvaluationRecorder` reads ``val_loss`` after each validation, stops through ``trainer.should_stop`` at
+TARGET_LOSS or a non-finite value (agreed on all ranks), and moves the validation sampler on so evaluation k reads
+the k-th block, as Megatron's continuing iterator does (NeMo 2.3's restarts at 0:
+``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``).
 """
 
 from __future__ import annotations
@@ -32,6 +23,7 @@ from utils.config.model import Config
 from utils.measure.metrics import framework_reported
 from utils.measure.monitor import StepMonitor, StepRecord
 from utils.measure.power import MeasuredWindow, null_power_metrics
+from utils.measure.quality import build_quality, make_evaluation, stop_reason
 from utils.result.file import finalize_result, write_result
 from utils.result.step_log import StepLog, record_steps
 from utils.schema.model import Result
@@ -65,8 +57,6 @@ class EvaluationRecorder:
 
     def validation_end(self, step: int, loss: float) -> str | None:
         """Record the evaluation after training step ``step``; why the run must stop now, or None."""
-        from utils.measure.quality import make_evaluation, stop_reason
-
         now = time.time()
         start = self.run_start_unix if self.run_start_unix is not None else now
         evaluation = make_evaluation(self.cfg, step=step, loss=loss, seconds=now - start,
@@ -79,8 +69,6 @@ class EvaluationRecorder:
 
     def block(self, platform: str, gpus: int) -> Any:
         """The result's ``quality`` block (the launcher adds the energy to target from its trace)."""
-        from utils.measure.quality import build_quality
-
         return build_quality(self.cfg, self.evaluations, reduction=self.reduction, platform=platform, gpus=gpus,
                              run_start_unix=self.run_start_unix, stop=self.stop,
                              energy_reason="energy to target is the launcher's (its counter trace)")
@@ -231,6 +219,7 @@ def _device_scalar(value: Any) -> Any:
 
 def _gather_objects(local: Any) -> list[Any]:
     """Every rank's value on every rank (a collective: all ranks reach train end), or just ours alone."""
+    # torch: 4.8 s to import (python -X importtime); the tests import this module without a process group
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -241,6 +230,7 @@ def _gather_objects(local: Any) -> list[Any]:
 
 
 def _build_benchmark_callback_class() -> type:
+    # Lightning: NeMo's image only (the class is built there)
     from lightning.pytorch.callbacks import Callback
 
     class BenchmarkCallback(Callback):

@@ -1,19 +1,10 @@
 """The ``nemo`` training entry: one process per GPU under torchrun, inside the NeMo image.
 
-Started by the plan of :mod:`train.nemo.plugin` (``python -m train.nemo.entry --model
-llama --result PATH --overrides FILE``). It builds ``llm.llama31_8b`` /
-``llm.qwen25_7b`` ``pretrain_recipe``, applies every override the plugin wrote (an
-unknown field is an error, never skipped), appends tprimat's
-:class:`train.nemo.callback.BenchmarkCallback` to the trainer and runs it in this
-process; global rank 0 writes the result.
-
-How it runs: ``nemo_run.run(recipe, direct=True)`` (what NeMo 2.3's own recipe tests
-call under torchrun) is, in nemo-run 0.4 (``run/task.py: direct_run_fn``), exactly
-``fdl.build(recipe)()``: build the recipe with fiddle and call it in this process.
-tprimat does those two steps itself so that it can append its callback to the *built*
-trainer in between: fiddle copies configured values while building, and the callback
-instance tprimat checks afterwards must be the one Lightning calls. torchrun provides
-the ranks; Lightning picks them up from its environment.
+``python -m train.nemo.entry --model llama --result PATH --overrides FILE`` (planned by :mod:`train.nemo.plugin`)
+builds the model's ``pretrain_recipe``, applies every override (an unknown field is an error), appends
+:class:`train.nemo.callback.BenchmarkCallback` and runs; global rank 0 writes the result. ``nemo_run.run(recipe,
+direct=True)`` is ``fdl.build(recipe)()`` in nemo-run 0.4 (``run/task.py: direct_run_fn``); tprimat does the two
+steps itself to append its callback to the *built* trainer (fiddle copies configured values while building).
 """
 
 from __future__ import annotations
@@ -22,16 +13,25 @@ import argparse
 import importlib
 import json
 import os
+import random
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from train.nemo.callback import EvaluationRecorder, LightningMeasurement, benchmark_callback_class
 from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
+from utils.dataset.fingerprint import fingerprint
+from utils.dataset.paths import job_data
+from utils.machine.hardware import collect_gpu_info
+from utils.measure.power import MeasuredWindow
+from utils.result.file import Interrupted, new_result, update_result
+from utils.result.step_log import StepLog, step_log_path
+from utils.schema.measures import Source
 from utils.spec.models import workload_shape
 from utils.spec.registry import model_names
 
@@ -73,6 +73,7 @@ def apply_overrides(recipe: Any, overrides: NemoOverrides, run: Any) -> None:
 
 
 def build_recipe(overrides: NemoOverrides) -> Any:
+    # NeMo's image only: nemo_run, fiddle, Lightning, Megatron are not in the launcher's Python
     import nemo_run as run
 
     recipe = _resolve(overrides.recipe)(**overrides.recipe_kwargs)
@@ -82,8 +83,7 @@ def build_recipe(overrides: NemoOverrides) -> Any:
 
 def reseed(seed: int) -> None:
     """What NeMo 2.3 does at start-up with its fixed seed 1234, with SEED instead (model init, dropout)."""
-    import random
-
+    # NeMo's image only (torch: 4.8 s to import, python -X importtime; `--help` runs without it)
     import numpy as np
     import torch
     from megatron.core import parallel_state, tensor_parallel
@@ -97,6 +97,7 @@ def reseed(seed: int) -> None:
 
 
 def seed_callback(seed: int) -> Any:
+    # NeMo's image only
     from lightning.pytorch.callbacks import Callback
 
     class ReseedCallback(Callback):
@@ -109,22 +110,11 @@ def seed_callback(seed: int) -> Any:
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
-    from utils.result.file import Interrupted
-
     raise Interrupted(signum)
 
 
 def train(args: argparse.Namespace) -> int:
     """Build the recipe with the overrides, attach the callback, train; 0 when the result says ok."""
-    from train.nemo.callback import EvaluationRecorder, LightningMeasurement, benchmark_callback_class
-    from utils.dataset.fingerprint import fingerprint
-    from utils.dataset.paths import job_data
-    from utils.machine.hardware import collect_gpu_info
-    from utils.measure.power import MeasuredWindow
-    from utils.result.file import new_result, update_result
-    from utils.result.step_log import StepLog, step_log_path
-    from utils.schema.measures import Source
-
     cfg, profile = apply_profile(load_config(), PLATFORM, FRAMEWORK, args.model)
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     data = job_data(cfg, args.model)
@@ -156,6 +146,7 @@ def train(args: argparse.Namespace) -> int:
         if missing:
             raise FileNotFoundError(f"dataset files missing: {', '.join(map(str, missing))}; "
                                     "prepare the data first: ./shell/run_data.sh")
+        # NeMo's image only
         import fiddle as fdl
 
         pretrain = fdl.build(build_recipe(overrides))

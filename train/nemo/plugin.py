@@ -1,14 +1,9 @@
 """The ``nemo`` launcher plugin: NeMo 2 pretraining recipes on NVIDIA, measured by tprimat's own callback.
 
-Plugin (:class:`train.launch.contract.Plugin`): :func:`plan` writes the recipe overrides (from
-:mod:`train.nemo.recipe`, NeMo-free, so planning and ``train.launch.launcher --dry-run`` need
-no NeMo) to a JSON file next to the log and starts ``torchrun -m train.nemo.entry``
-with the NVIDIA environment; :func:`collect` reads the result the callback wrote,
-or turns the log into a failed result with the cause (``utils/result/failures.py``) when
-the process died before it could write one; :func:`resolve` asks NeMo what the recipe
-with the overrides becomes (:mod:`train.nemo.probe`). The training entry that runs inside the
-NeMo image is :mod:`train.nemo.entry`; its Lightning callback is
-:mod:`train.nemo.callback`.
+:func:`plan` writes the overrides (:mod:`train.nemo.recipe`, NeMo-free, so ``--dry-run`` needs no NeMo) beside the
+log and starts ``torchrun -m train.nemo.entry``; :func:`collect` reads the callback's result
+(:mod:`train.nemo.callback`) or turns the log into a failed one with the cause; :func:`resolve` asks NeMo
+(:mod:`train.nemo.probe`).
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ from train.settings.runner import python_for, run_probe
 from train.settings.samples import SampleSource
 from utils.config.model import REPO_ROOT, Config
 from utils.dataset.framework_tokenizer import framework_tokenizer
-from utils.dataset.paths import JobData, missing_files
+from utils.dataset.paths import JobData, load_tokenizer, missing_files, vocab_size
 from utils.measure.memory import Recipe
 from utils.schema.model import Result
 from utils.spec.models import ModelShape, get_shape, workload_shape
@@ -58,8 +53,6 @@ def resolve_shape(cfg: Config, model: str, tokenizer_dir: Path) -> ModelShape:
     Raises ``FileNotFoundError`` (a missing tokenizer) or ``ValueError`` (a tokenizer
     with more ids than the model's embedding has rows).
     """
-    from utils.dataset.paths import load_tokenizer, vocab_size
-
     tokens = vocab_size(load_tokenizer(tokenizer_dir))
     if cfg.model_size == "tiny":
         return get_shape(model, "tiny", vocab_size=tokens, layers=cfg.model_layers)

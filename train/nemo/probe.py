@@ -1,16 +1,10 @@
 """Probe: NeMo 2's recipe with tprimat's overrides, built and connected as ``llm.pretrain`` does, read back.
 
-Runs inside the NeMo Python (``python -m train.nemo.probe``, request on stdin,
-see :mod:`train.settings.probe_common`). It builds the recipe with the same function
-the training process uses (``train.nemo.entry.build_recipe``), builds it with fiddle,
-then runs NeMo's own connection steps: ``optim.connect(model)`` (``llm.api._setup``)
-and ``trainer.strategy.connect(model)`` (what ``trainer.fit`` does first), which is
-where the precision plugin's dtype settings overwrite the model, optimizer and DDP
-configs. The values are read back from the connected objects, not from the recipe.
-
-The one change made for the probe: the trainer is built with ``accelerator="cpu"``
-so Lightning can construct it on a machine without a GPU (the strategy, plugin and
-every other field are the recipe's). No network is built and no process group starts.
+Runs inside the NeMo Python (``python -m train.nemo.probe``, request on stdin, :mod:`train.settings.probe_common`):
+the recipe from ``train.nemo.entry.build_recipe``, built with fiddle, then NeMo's own ``optim.connect(model)`` and
+``trainer.strategy.connect(model)``, where the precision plugin overwrites the model, optimizer and DDP configs;
+values are read back from the connected objects. Only change: ``accelerator="cpu"``, so Lightning builds the
+trainer without a GPU; no network is built and no process group starts.
 """
 
 from __future__ import annotations
@@ -71,6 +65,7 @@ def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[s
     SGD at the configured LR, as Megatron's optimizer starts); Lightning steps it after
     every optimizer step, so step ``k`` uses the rate after ``k - 1`` scheduler steps.
     """
+    # the framework's own code: importable only in its Python, where the probe runs
     import torch
 
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
@@ -86,6 +81,7 @@ def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[s
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     set_environment(request.get("env", {}))
     os.environ["WORLD_SIZE"] = str(request["world_size"])
+    # the framework's own code, in its Python only; after set_environment, which it reads
     import fiddle as fdl
     from megatron.core.models.common.language_module.language_module import LanguageModule
 
@@ -111,6 +107,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     plugin = strategy.precision_plugin
     scheduler = getattr(optim, "lr_scheduler", None)
     lr_by_step = nemo_lr_by_step(scheduler, model, float(model.optim.config.lr), int(recipe.trainer.max_steps))
+    # the framework's own code: importable only in its Python, where the probe runs
     import nemo
 
     return {

@@ -1,27 +1,13 @@
 """Config -> NeMo 2 recipe-field overrides, as plain data: no NeMo import anywhere in this file.
 
-Why a separate, NeMo-free module: ``--dry-run`` and the tests must show exactly which
-recipe fields the ``nemo`` launcher sets on a machine without NeMo, and the training
-process must apply *that same* summary, not a second copy of the mapping. So the
-mapping is data: ``{"trainer.max_steps": 500, "data": {"_target_": ...}, ...}``,
-serialisable to JSON, and ``train/nemo/plugin.py`` turns it into recipe edits inside
-the ``nvcr.io/nvidia/nemo:25.04`` image (NeMo 2.3).
+``--dry-run`` and the tests show the fields the ``nemo`` launcher sets on a machine without NeMo, and the training
+process applies that same summary (``train/nemo/plugin.py``, NeMo 2.3 in ``nvcr.io/nvidia/nemo:25.04``). Every
+workload key is set explicitly: the recipes carry their own defaults (context parallelism 2 and a mock data module
+in ``llama31_8b``, TP 2 in ``qwen25_7b``, Adam epsilon 1e-5, periodic checkpoints, resume); attribute paths from
+NeMo v2.3.0's ``recipes/``, ``gpt/data/pre_training.py`` and ``lightning/pytorch/optim/lr_scheduler.py``.
 
-Every workload key of ``config.env`` is set explicitly, because the recipes carry
-their own defaults that differ from tprimat's: ``llama31_8b`` uses context
-parallelism 2 and a MockDataModule with a GPT-2-sized vocabulary unless told
-otherwise; ``qwen25_7b`` uses tensor parallelism 2, 3e-5 minimum LR and 500
-warm-up steps; both use Adam epsilon 1e-5 (Megatron-LM and PyTorch use 1e-8),
-write checkpoints every 15 minutes, validate, and resume from old checkpoints.
-Attribute paths were read from the NeMo v2.3.0 sources (``recipes/llama31_8b.py``,
-``recipes/qwen25_7b.py``, ``recipes/qwen2.py``, ``recipes/optim/adam.py``,
-``recipes/log/default.py``, ``gpt/data/pre_training.py``,
-``lightning/pytorch/optim/lr_scheduler.py``).
-
-Object values are ``{"_target_": "module.attr", "_call_": "config"|"factory"|"member", **kwargs}``:
-``config`` becomes ``nemo_run.Config(target, **kwargs)``, ``factory`` calls the
-NeMo recipe factory (e.g. ``bf16_mixed()``) which returns such a Config, ``member``
-is the enum member ``target[name]`` (``AttnBackend.fused``).
+Object values are ``{"_target_": "module.attr", "_call_": "config"|"factory"|"member", **kwargs}``: a
+``nemo_run.Config``, a recipe factory's result (``bf16_mixed()``), or an enum member (``AttnBackend.fused``).
 """
 
 from __future__ import annotations
@@ -225,16 +211,12 @@ def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
 
 def evaluation_fields(cfg: Config, data_prefix: Path, valid_prefix: Path | None,
                       data: dict[str, Any]) -> dict[str, Any]:
-    """The recipe fields of held-out evaluation (issue 34); {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off.
+    """The recipe fields of held-out evaluation; {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off.
 
-    NeMo 2.3 validates through Lightning: ``limit_val_batches`` global batches (an int: NeMo's
-    ``PreTrainingDataModule.build`` sizes the validation set as ``(max_steps // val_check_interval + 1) x
-    limit_val_batches x GBS``, Megatron's formula, ``nemo/collections/llm/gpt/data/pre_training.py:254-261``)
-    every ``val_check_interval`` steps, no sanity check. The data module takes the validation prefix as a split of
-    its own: ``paths`` with all three keys (a missing one is a ``KeyError``, a ``None`` one fails its asset check,
-    l.66-82, 189-197), so the test split names the validation prefix too and is never read
-    (``limit_test_batches`` 0). ``split`` is then ignored with NeMo's warning (l.190-193): the training prefix is
-    all training, the ``data_split`` the fairness table states.
+    NeMo 2.3 validates through Lightning: ``limit_val_batches`` global batches every ``val_check_interval`` steps, the
+    validation set sized by Megatron's formula (``nemo/collections/llm/gpt/data/pre_training.py:254-261``). The data
+    module needs all three ``paths`` keys (l.66-82, 189-197), so the test split names the validation prefix too and is
+    never read (``limit_test_batches`` 0); ``split`` is then ignored (l.190-193): the training prefix is all training.
     """
     if not cfg.evaluates or valid_prefix is None:
         return {}

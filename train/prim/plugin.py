@@ -1,28 +1,12 @@
 """``prim``: AMD's Primus (Megatron backend) on MI300X, with an experiment file tprimat writes itself.
 
-Plugin (:class:`train.launch.contract.Plugin`). Primus's shipped experiments carry their own
-workload (Qwen 2.5 7B at sequence length 2048, micro batch 10, global batch 640,
-mock data, its own learning rate...), so tprimat never runs them: :func:`experiment`
-builds a fresh experiment in Primus's ``modules.pre_trainer`` layout whose
-``overrides`` set every workload key and every architecture key from the same
-:func:`train.megatron.args.megatron_settings` the ``mega`` launcher uses. The
-architecture keys matter: Primus's ``qwen2.5_7B.yaml`` has no QKV bias and its
-``llama3.1_8B.yaml`` no Llama 3.1 RoPE scaling, which the models need.
-
-Data: ``train_data_path`` (not ``data_path``), because Primus's preparation step
-downloads BookCorpus whenever ``train_data_path`` is empty; ``mock_data: false``;
-the local tokenizer directory. Nothing is saved (``save: null``,
-``disable_last_saving: true``).
-
-Held-out evaluation (issue 34): the experiment carries Megatron's evaluation keys and ``valid_data_path``
-like ``mega``'s arguments, but Primus v0.5.0 cannot evaluate (:data:`CANNOT_EVALUATE`), so a real run with
-evaluation on is refused before launch in one line; the dry run shows the settings with that note.
-
-The run is ``bash examples/run_pretrain.sh`` from ``PRIMUS_PATH`` with ``EXP`` set
-to the generated file (under ``<OUTPUT_DIR>/generated/``) and ``TRAIN_LOG`` beside
-tprimat's own log; :func:`collect` extracts the result from the captured output,
-falling back to ``TRAIN_LOG``. :func:`resolve` asks Primus's own experiment loading and
-Megatron's validation what the experiment means (:mod:`train.prim.probe`).
+Primus's shipped experiments carry their own workload, so :func:`experiment` builds a fresh ``modules.pre_trainer``
+experiment whose ``overrides`` set every workload and architecture key from the same
+:func:`train.megatron.args.megatron_settings` as ``mega`` (Primus's model files lack Qwen's QKV bias and Llama
+3.1's RoPE scaling). Data goes in ``train_data_path`` (an empty one makes Primus download BookCorpus); nothing is
+saved. Primus v0.5.0 cannot evaluate (:data:`CANNOT_EVALUATE`): a real run with evaluation is refused before
+launch. The run is ``bash examples/run_pretrain.sh`` with ``EXP`` set to the generated file; :func:`collect`
+reads the captured output, else ``TRAIN_LOG``; :func:`resolve` asks Primus itself (:mod:`train.prim.probe`).
 """
 
 from __future__ import annotations

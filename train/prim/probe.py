@@ -1,15 +1,9 @@
 """Probe: Primus's own experiment loading, its Megatron argument updates and the validation it runs.
 
-Runs inside the framework's Python (``python -m train.prim.probe``, request
-on stdin, see :mod:`train.settings.probe_common`) with the Primus tree and its
-Megatron-LM backend first on ``sys.path``, from the Primus root (where
-``examples/run_pretrain.sh`` starts it). The steps are Primus's own, in the order its
-trainer runs them before building the model: ``load_primus_config`` (experiment +
-module config + model config + overrides, as ``primus/cli/main.py train pretrain``
-does), ``MegatronTrainer.update_primus_config`` (rank/world size, checkpoint path,
-data paths, sequence parallelism...), Megatron's ``validate_args`` with the defaults
-the trainer passes, ``validate_args_on_rocm``, then the language module's attention
-check under the launcher's environment. Standard library, Primus and Megatron only.
+Runs inside the framework's Python (``python -m train.prim.probe``, :mod:`train.settings.probe_common`) from the
+Primus root, its tree and Megatron backend first on ``sys.path``, in the order its trainer runs them:
+``load_primus_config``, ``update_primus_config``, Megatron's ``validate_args``, ``validate_args_on_rocm``, then
+the attention check. Standard library, Primus and Megatron only.
 """
 
 from __future__ import annotations
@@ -17,21 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from importlib.metadata import version as dist_version
 from typing import Any
 
-from train.settings.probe_common import (
-    attention_check,
-    build_transformer_config,
-    megatron_lr_by_step,
-    namespace_values,
-    run,
-    set_environment,
-    stand_in_device_arch,
-)
+from train.settings.probe_common import megatron_record, run, set_environment, stand_in_device_arch
 
 
 def primus_version(root: str) -> str | None:
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         import primus
     except ImportError:
         return None
@@ -39,8 +27,6 @@ def primus_version(root: str) -> str | None:
     if version:
         return str(version)
     try:
-        from importlib.metadata import version as dist_version
-
         return dist_version("primus")
     except Exception:  # not an installed distribution: the tree's commit says it
         return None
@@ -54,6 +40,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     os.environ["WORLD_SIZE"] = str(request["world_size"])
     os.environ["RANK"] = "0"
     os.environ["LOCAL_RANK"] = "0"
+    # the framework's own code: importable only in its Python, where the probe runs (after set_environment)
     from megatron.core.models.common.language_module.language_module import LanguageModule
     from megatron.training.arguments import validate_args
     from primus.core.launcher.parser import load_primus_config
@@ -83,15 +70,11 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     # MegatronTrainer.init() -> initialize_megatron(args_defaults={}) -> validate_args(args, {})
     validate_args(args, {})
     validate_args_on_rocm(args)
-    problem = attention_check(LanguageModule, args.attention_backend)
-    if problem:
-        raise AssertionError(problem)
+    record = megatron_record(args, LanguageModule, arch_stand_ins)  # the fused-RoPE stand-in, as the mega probe
     size = request.get("tokenizer_size")
     # Primus builds its tokenizer itself and pads with the trainer's own rule.
     padded = MegatronPretrainTrainer.vocab_size_with_padding(trainer, int(size), args) if size else None
-    config = build_transformer_config(args)  # with the fused-RoPE stand-in, exactly as the mega probe
-    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args), "padded_vocab_size": padded,
-            "transformer_config": config.values, "stand_ins": arch_stand_ins + config.stand_ins,
+    return {**record, "padded_vocab_size": padded,
             "framework": {"primus": primus_version(root), "tree": root, "backend": backend}}
 
 

@@ -1,18 +1,9 @@
 """AMD's published MI300X recipes for Llama 3.1 8B and Qwen 2.5 7B, as data (``mega`` and ``prim`` on ``amd``).
 
-Source: Primus v0.5.0 (``bfeac70c``, the Primus in ``rocm/primus:v25.11``): the example
-experiments ``examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml`` and
-``qwen2.5_7B-pretrain.yaml`` (their ``overrides``) and the environment
-``examples/run_pretrain.sh`` exports. FP8 is Primus's ``fp8: hybrid`` option with the scaling
-settings of ``primus/configs/modules/megatron/trainer_base.yaml`` (the example configs run
-BF16; the option is the one Primus's other examples name). Settings the examples do not
-state stay at the identical profile's values (docs/PROFILES.md).
-
-Primus-Turbo exists only in Primus: its settings apply to ``prim``; ``mega`` on AMD runs the
-same batch, layout, overlap and environment with Megatron-LM's own kernels, and its result
-says so. Values the examples set that would change the model (``init_method_std``,
-``norm_epsilon``, ``max_position_embeddings``), the training algorithm or the data are listed
-as not taken.
+Source: Primus v0.5.0 (``bfeac70c``, ``rocm/primus:v25.11``): ``examples/megatron/configs/MI300X/*-pretrain.yaml``
+overrides and ``examples/run_pretrain.sh``'s environment; FP8 is ``fp8: hybrid`` with ``trainer_base.yaml``'s
+scaling. Unstated settings stay identical (docs/PROFILES.md). Primus-Turbo settings apply to ``prim`` only;
+values that would change the model, the algorithm or the data are listed as not taken.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """PROFILE for one job: the configuration it runs (identical, tuned or mlperf), checked against the node, with sources.
 
-Why one function for every process of a job: the launcher, the preflight and the training
-process each load ``config.env`` themselves; each calls :func:`apply_profile` with the job's
-platform, framework and model and gets the same :class:`~utils.config.model.Config` (a tuned
-recipe's sequence length, batch sizes and parallel layout replace config.env's, so FLOPs,
-tokens per step and the result's workload follow) and the same :class:`AppliedProfile`
-(the framework settings and environment the launchers render, the rows ``--dry-run``
-prints, the block the result records).
-
-Rules, in order:
-
-* ``PROFILE=identical``: config.env and the fairness table, unchanged.
-* ``PROFILE=tuned``: the vendor recipe for (platform, framework, model, precision) from
-  ``train/profiles/nvd.py`` / ``amd.py``. None: an error naming the recipes that exist,
-  unless ``PROFILE_FALLBACK=identical``, which runs the identical profile and records why.
-* Settings a recipe does not state stay at the identical profile's values.
-* The recipe must fit the node: its layout must divide the world size, the global batch
-  size must divide into micro-batches over the data-parallel ranks, context parallelism
-  needs a sequence length divisible by 2 x CP, tensor parallelism must divide the heads,
-  pipeline parallelism the layers, sequence parallelism needs TP > 1, and the sequence
-  length must not exceed the model's positions. Each error names the recipe and the key.
-* ``PROFILE=mlperf``: MLPerf Training's Llama 3.1 8B rules (``train/profiles/mlperf.py``) as
-  config.env values on every framework (no framework setting changes); GA follows from the
-  rules' GBS over config.env's MBS and DP. Another model is an error; ``MODEL_SIZE=tiny`` keeps
-  config.env's sequence length, batch and evaluation cadence (a pipeline check, said so).
+The launcher, the preflight and the training process each call :func:`apply_profile` and get the same
+:class:`~utils.config.model.Config` (a tuned recipe's layout and batch replace config.env's, so FLOPs and the
+workload follow) and :class:`AppliedProfile` (the settings the launchers render and the result records).
+``identical``: config.env and the fairness table. ``tuned``: the vendor recipe (``train/profiles/nvd.py`` /
+``amd.py``), unstated settings at the identical values; none is an error unless ``PROFILE_FALLBACK=identical``.
+The recipe must fit the node (each error names the recipe and the key). ``mlperf``: ``train/profiles/mlperf.py``
+as config.env values, Llama only.
 """
 
 from __future__ import annotations

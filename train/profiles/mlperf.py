@@ -1,30 +1,16 @@
 """PROFILE=mlperf: MLPerf Training's Llama 3.1 8B rules (closed division) on every stack, each value cited.
 
-Why a profile of its own: MLPerf Training is the one public time-to-quality benchmark both
-vendors submit to, but each submits only its own tuned stack. This profile runs the same
-rules on Megatron-LM, Primus, NeMo, ``tran`` and ``deep``, on both vendors: the reference's
-sequence length, an RCP pair of global batch size and learning rate, its warm-up, the
-1,200,000-step cosine horizon, AdamW's constants, the evaluation cadence and size and the
-target log perplexity. Its results are named ``..._mlperf.json`` and never enter a ratio with
-``identical`` or ``tuned`` ones (comparisons pair results of one profile only).
+MLPerf is the one public time-to-quality benchmark both vendors submit to, each on its own stack; this profile
+runs its rules (sequence length, an RCP pair of GBS and LR, warm-up, cosine horizon, AdamW constants, evaluation
+cadence, target log perplexity) on every stack. Every value is a ``config.env`` key, so the fairness table and
+the preflight follow from the configuration alone; layout and precision stay config.env's. Results are named
+``..._mlperf.json`` and never paired with another profile's. Not an MLPerf submission; a tiny or proxy model
+says so. MLLOG: :mod:`evaluate.render.mlperf`.
 
-Unlike ``tuned`` (a vendor's performance recipe in framework settings), every value here is a
-``config.env`` key, so the fairness table, the preflight and every framework's own spelling
-follow from the configuration alone; no framework setting changes. Layout (MBS, TP, PP, CP)
-and precision stay config.env's: MLPerf leaves them free, and the precision is declared in
-the dry run, the result and the MLLOG (``lowest_numerical_precision_in_*``).
-
-What it is not: an MLPerf submission (no MLCommons review, no ten-run RCP check), and with
-``MODEL_SIZE=tiny`` or a ``MODEL_LAYERS`` proxy not even MLPerf's model; such runs say so.
-MLLOG and the compliance checker: :mod:`evaluate.render.mlperf`.
-
-Sources (commits read with ``fetch``; docs/CONFORMANCE.md section "MLPerf"): the reference
-``mlcommons/training`` ``small_llm_pretraining/nemo/`` (:data:`REF_COMMIT`), the rules ``mlcommons/training_policies``
-``training_rules.adoc`` (:data:`RULES_COMMIT`), the checker's rules
-``mlcommons/logging`` ``training_6.0.0/closed_llama31_8b.yaml`` and the reference convergence
-points ``rcp_checker/training_6.0.0/rcps_llama31_8b.json`` (tag ``6.0.0-rc6``, byte-identical in
-the pinned ``mlperf-logging==4.1.68``), and NeMo v2.1.0 (the NeMo every reference image installs)
-for the optimizer defaults the reference does not override.
+Sources (docs/CONFORMANCE.md section "MLPerf"): ``mlcommons/training`` ``small_llm_pretraining/nemo/``
+(:data:`REF_COMMIT`), ``mlcommons/training_policies`` (:data:`RULES_COMMIT`), ``mlcommons/logging``'s
+``closed_llama31_8b.yaml`` and ``rcps_llama31_8b.json`` (pinned ``mlperf-logging==4.1.68``), NeMo v2.1.0's
+optimizer defaults.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """NVIDIA's published performance recipe for Llama 3 8B on H100, as data (``mega`` and ``nemo`` on ``nvd``).
 
-Source: NeMo v2.3.0 (the NeMo in ``nvcr.io/nvidia/nemo:25.04``), ``scripts/performance``:
-``llm/pretrain_llama3_8b.py`` builds ``llama3_8b.pretrain_recipe(performance_mode=True)``
-(``recipes/llama3_8b.py: pretrain_performance_optimizations``), applies the row of
-``recommended_model_configs/model_configs_h100.csv`` with ``utils.py:
-set_primary_perf_configs`` and runs under ``utils.py: slurm_executor``'s environment and
-``PerfEnvPlugin`` (``nemo/lightning/run/plugins.py``). The newer Megatron-Bridge recipe
-(``src/megatron/bridge/perf_recipes/llama/h100/llama3.py``, v0.6.0) targets later containers
-and a different API; docs/PROFILES.md lists how it differs and why it is not the one used.
-
-Both NVIDIA frameworks run this table (``mega`` as Megatron-LM arguments, ``nemo`` as recipe
-fields, :mod:`train.profiles.frameworks`). NeMo v2.3.0 publishes no Qwen 2.5 7B performance
-recipe (no csv row, no ``performance_mode`` in ``recipes/qwen25_7b.py``), so Qwen runs the
-Llama recipe's parallel and performance settings, and its result says so.
+Source: NeMo v2.3.0 (``nvcr.io/nvidia/nemo:25.04``) ``scripts/performance``: ``llm/pretrain_llama3_8b.py`` with
+``recipes/llama3_8b.py: pretrain_performance_optimizations``, the row of
+``recommended_model_configs/model_configs_h100.csv`` and ``PerfEnvPlugin``'s environment. docs/PROFILES.md says
+why not Megatron-Bridge's newer recipe. NeMo publishes no Qwen 2.5 7B performance recipe, so Qwen runs the Llama
+recipe's settings, and its result says so.
 """
 
 from __future__ import annotations

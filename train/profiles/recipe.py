@@ -1,17 +1,9 @@
 """The shape of a vendor recipe as data: every value with the file and version it was read from.
 
-Why data and not code: a tuned run is only worth its name if each setting can be traced
-to what the vendor published, so every value sits beside its :class:`Source`
-(repository, path, version, and where in the file), ``--dry-run`` prints them, and the
-result records the ones that differ from the identical profile. The tables themselves
-are ``train/profiles/nvd.py`` and ``train/profiles/amd.py``; :mod:`train.profiles.apply`
-turns one into the settings a job runs.
-
-Keys are tprimat's flat names, the same as the preflight's effective-settings record
-(:mod:`train.settings.expected`): the workload keys ``seq_length``, ``micro_batch_size``,
-``global_batch_size``, ``tensor_model_parallel_size``, ``pipeline_model_parallel_size``,
-``context_parallel_size`` become config values; every other key is a framework setting
-that :mod:`train.profiles.frameworks` spells for Megatron-LM, Primus or NeMo.
+A tuned run is only worth its name if each setting traces to what the vendor published: each value sits beside its
+:class:`Source`, ``--dry-run`` prints them, the result records those that differ from identical. Keys are the
+preflight's flat names; the workload keys (sequence length, batch sizes, parallel sizes) become config values,
+every other key is a framework setting that :mod:`train.profiles.frameworks` spells per framework.
 """
 
 from __future__ import annotations

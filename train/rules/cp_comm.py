@@ -1,22 +1,11 @@
 """Context parallelism's communication type: one value on every stack, and the layouts Transformer Engine refuses.
 
-Why (issue 40): with CP > 1, NeMo 2.3's Mistral recipe ran all-to-all (``MistralConfig7B.cp_comm_type = "a2a"``,
-NVIDIA/NeMo v2.3.0 ``nemo/collections/llm/gpt/model/mistral.py:63``, chosen because Transformer Engine runs
-sliding-window attention under CP only with ``a2a`` or ``all_gather``: TransformerEngine ``bee4649c``
-``transformer_engine/pytorch/attention.py:3572-3575``), while mega and prim ran point-to-point (Megatron-LM's
-``--cp-comm-type`` defaults to ``["p2p"]``, 847781764f ``megatron/training/arguments.py:2666``, 3cdfd613 ``:2155``;
-Primus v0.5.0 ``primus/configs/models/megatron/language_model.yaml:154``). tprimat removes the window of
-Mistral v0.3 (``train/nemo/recipe.py``), so nothing requires ``a2a``: the fairness table fixes ``p2p`` for every
-stack (``train/settings/expected.py``) and every record reads the value back.
-
-How a value is read (:func:`effective_cp_comm_type`): the ``TransformerConfig``'s ``cp_comm_type`` (one string, or
-one per layer), which Megatron's Transformer Engine layer turns into ``p2p`` when it is None (847781764f
-``megatron/core/extensions/transformer_engine.py:924-925``, 3cdfd613 ``:679-680``).
-
-What TE cannot run (:func:`cp_layout_problem`): its all-to-all attention asserts that each rank's query heads and
-key/value heads divide by the CP size (``attention.py:3057-3059`` at ``bee4649c``, NeMo 25.04's TE), so
-Mistral (8 key/value heads) at TP 8 x CP 2 under ``a2a`` would stop at the first attention call: refused before
-launch, naming the layout.
+NeMo 2.3's Mistral recipe runs ``a2a`` (``nemo/collections/llm/gpt/model/mistral.py:63``, for sliding-window
+attention), Megatron-LM and Primus ``p2p`` (``megatron/training/arguments.py:2666`` at 847781764f). tprimat
+removes Mistral v0.3's window, so the fairness table fixes ``p2p`` everywhere and every record reads it back:
+:func:`effective_cp_comm_type` (the ``TransformerConfig``'s value; None becomes ``p2p`` in
+``megatron/core/extensions/transformer_engine.py:924-925``). :func:`cp_layout_problem`: TE's all-to-all asserts
+that the query and key/value heads divide by CP (``attention.py:3057-3059`` at ``bee4649c``): refused before launch.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Megatron's initialisation rule as two numbers, for every trainer, probe record and the fairness table.
 
-Why its own room: the fairness table (``train/settings/expected.py``) requires the scaled std
-of every stack, ``tran`` and ``deep`` initialise their transformers models with it
-(``train/tran/init.py``), and the shared rooms must not import a framework package
-(``tests/unit/train/launch/test_plugin_contract.py``). Pure Python: the launcher imports it without torch.
-
-megatron-core's ``TransformerConfig.__post_init__`` draws every weight from normal(0,
-``init_method_std``) (``init_method_normal``) except the attention output and MLP down
-projections, which get ``scaled_init_method_normal(init_method_std, num_layers)``: std
-``init_method_std / sqrt(2 * num_layers)`` (a multiplier of 1 instead of 2 only for hybrid
-Mamba models, which tprimat does not train). docs/CONFORMANCE.md names the versions checked.
+Its own room because the fairness table, ``train/tran/init.py`` and the preflight all need it and the shared rooms
+must not import a framework package; pure Python. megatron-core draws every weight from normal(0,
+``init_method_std``) except the attention output and MLP down projections: ``init_method_std / sqrt(2 *
+num_layers)`` (``scaled_init_method_normal``). docs/CONFORMANCE.md names the versions checked.
 """
 
 from __future__ import annotations

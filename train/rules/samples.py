@@ -1,42 +1,18 @@
 """The reference samples: megatron-core's ``GPTDataset``, read in Megatron's order.
 
-A shared room: ``tran`` and ``deep`` train on these samples, and the preflight's digest
-(``train/settings/samples.py``) checks every other stack's against them.
+``tran`` and ``deep`` train on these samples, and the preflight's digest (``train/settings/samples.py``) checks
+every other stack's against them. Building megatron-core's own dataset (as ``mega``, ``prim`` and ``nemo`` do) is
+the only way to get the same token sequences in the same order; the wheels ship its compiled ``helpers_cpp``.
 
-Why megatron-core's dataset and not a sampler of our own: ``mega``, ``prim`` and ``nemo``
-all read the encoded ``.bin``/``.idx`` through ``GPTDataset`` built by
-``BlendedMegatronDatasetBuilder``, whose document, sample and shuffle indices decide
-which tokens form sample ``g``. Building the very same dataset here is the only way
-``tran`` and ``deep`` train on the same token sequences in the same order. The
-megatron-core wheels ship the compiled ``helpers_cpp`` extension those indices need,
-so no compiler is involved at run time.
+Configured as ``pretrain_gpt.py`` configures it for the ``mega`` launcher (docs/SAMPLE_ORDER.md): one prefix,
+split ``100,0,0``, SEED, SL, no resets and no EOD loss mask, sizes ``[TRAIN_ITERS * GBS, 0, 0]`` (the number of
+samples decides the epochs the shuffle covers, so it must match), the index cache in
+``<DATA_DIR>/megatron_index_cache`` (shared with ``mega``/``prim``), no attention mask per sample.
+The held-out validation set is built as for ``--valid-data-path V`` with ``(TRAIN_ITERS // EVAL_INTERVAL_STEPS + 1)
+x EVAL_SAMPLES`` samples; evaluation ``k`` reads samples ``[(k-1)E, kE)``, ``E = EVAL_SAMPLES``.
 
-The dataset is configured as Megatron-LM's ``pretrain_gpt.py`` configures it for the
-``mega`` launcher's arguments (docs/SAMPLE_ORDER.md has the upstream references):
-
-* one prefix, no weights (``--data-path <prefix>``), split ``100,0,0``;
-* ``random_seed`` SEED, ``sequence_length`` SL, memory-mapped ``.bin``;
-* no position-id or attention-mask resets and no EOD loss mask (Megatron's defaults);
-* sizes ``[TRAIN_ITERS * GBS, 0, 0]``: what ``pretrain_gpt.py`` asks for with ``--eval-iters 0``.
-  The number of samples decides how many epochs the shuffle covers, so it must match;
-* the index cache in ``<DATA_DIR>/megatron_index_cache`` (shared with ``mega``/``prim``; the
-  file names hash the description, so a cache written by either is read by the other only
-  when the description is the same);
-* ``create_attention_mask`` off: the mask is a tensor the data loader may hand to the
-  model, not part of a sample; building an SL x SL mask per sample would only cost time.
-
-The held-out validation samples (issue 34) are built as Megatron builds them for ``--valid-data-path V``
-(``BlendedMegatronDatasetBuilder``'s per-split branch: a ``GPTDataset`` over every document of ``V``, index split
-``valid``) with ``(TRAIN_ITERS // EVAL_INTERVAL_STEPS + 1) x EVAL_SAMPLES`` samples: the size decides the epochs the
-shuffle covers, so it must be Megatron's (``get_train_valid_test_num_samples``). Megatron's validation iterator
-continues across evaluations, so evaluation ``k`` (1-based) reads samples ``[(k-1)E, kE)``, ``E = EVAL_SAMPLES``:
-:meth:`MegatronSamples.micro_batch` with ``step = (k-1) x EVAL_ITERS + i`` for eval iteration ``i``.
-
-Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples
-``(s*GA + m) * MBS*DP + r*MBS + b`` (``b < MBS``) for micro-batch ``m`` of step ``s``: the
-global order does not depend on how many ranks read it. :meth:`MegatronSamples.micro_batch`
-returns exactly those samples, each as its ``SL + 1`` tokens (Megatron's ``tokens`` plus the
-last of its ``labels``).
+Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples ``(s*GA + m) * MBS*DP + r*MBS + b``
+for micro-batch ``m`` of step ``s``: :meth:`MegatronSamples.micro_batch` returns those, each ``SL + 1`` tokens.
 """
 
 from __future__ import annotations
@@ -65,11 +41,9 @@ def _megatron_datasets() -> tuple[Any, Any, Any]:
 class TokenizerFacts:
     """What ``GPTDataset`` reads from a tokenizer: vocabulary size, EOD, pad and a cache identity.
 
-    Megatron hands the dataset its own tokenizer object; which one depends on the
-    Megatron version (megatron-core 0.12 has none of its own), so this stand-in gives the
-    dataset only the facts it uses. None of them changes which tokens a sample holds:
-    EOD matters only for the resets and the EOD loss mask (all off), and ``pad`` is
-    :data:`NO_PAD`, so no token of a sample is rewritten as padding.
+    Which tokenizer object Megatron hands the dataset depends on its version, so this stand-in gives only the facts it
+    uses; none changes a sample's tokens (EOD only matters for the resets and loss mask, all off; ``pad`` is
+    :data:`NO_PAD`).
     """
 
     def __init__(self, path: Path, vocab_size: int, eod: int) -> None:

@@ -15,13 +15,8 @@ from utils.config.model import Config
 def lr_at(step: int, cfg: Config) -> float:
     """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at ``cfg.decay_iters``.
 
-    ``cfg.decay_iters`` is LR_DECAY_ITERS, else TRAIN_ITERS (Megatron's ``--lr-decay-iters``).
-
-    Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS`` (warm-up
-    ``LR*k/W``, cosine ``MIN_LR + (LR-MIN_LR) * (1 + cos(pi*r)) / 2``, ``r`` the decay
-    fraction). Megatron's scheduler starts at 0 and advances *after* each optimizer step,
-    so its iteration ``k`` (1-based) trains with ``lr_at(k - 1)`` (the first step at LR 0
-    with warm-up) and then logs ``lr_at(k)``, the rate of the next iteration.
+    Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS``. It advances *after* each optimizer
+    step, so Megatron's iteration ``k`` (1-based) trains with ``lr_at(k - 1)`` and logs ``lr_at(k)``.
     """
     if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
         return cfg.lr * step / cfg.warmup_steps

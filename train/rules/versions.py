@@ -1,15 +1,9 @@
 """Which framework code a job runs: ``utils.schema.hardware.FrameworkVersions`` for this process and its trees.
 
-Why a producer of its own: a cross-vendor ``mega`` ratio is only a GPU comparison when
-both runs executed the same Megatron-LM commit (``MEGATRON_REF``), and a ``prim`` or
-``nemo`` result means little without the Primus/NeMo release behind it. Versions come
-from what is installed (package metadata), the Megatron-LM tree's recorded commit
-(written by the Dockerfiles at build time, see :data:`RECORDED_COMMIT_FILE`) or its git
-metadata, and the Primus tree's git metadata; anything unknown is ``None`` with the
-reason in ``unknown``, never a guess.
-
-Also the owner of ``MEGATRON_REF`` checks: :func:`check_megatron_ref` (a well-formed
-value) and :func:`check_megatron_tree` (the tree ``mega`` would run is that commit).
+A cross-vendor ``mega`` ratio is a GPU comparison only when both runs executed the same Megatron-LM commit. Versions
+come from package metadata, the tree's recorded commit (:data:`RECORDED_COMMIT_FILE`, written by the Dockerfiles)
+or git metadata; anything unknown is ``None`` with the reason. Also :func:`check_megatron_ref` and
+:func:`check_megatron_tree` (the tree ``mega`` would run is ``MEGATRON_REF``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What a vendor job must run, per setting: the setting rules of ``train/settings/rules.py`` applied to one job.
 
-Why here and nowhere else: the launchers (``train/megatron/args.py``, ``train/nemo/recipe.py``,
-``train/prim/plugin.py``) take the settings that are not ``config.env`` keys from :data:`FIXED`, and the preflight
-compares what each framework *resolved* with :func:`expected_settings`. One table feeds both, so a framework that
-silently changes a value (Megatron's bf16 gradient-reduce rule, a NeMo precision plugin, a Primus default) is
-caught, and the table cannot disagree with what was asked for. The names below are views of the table, never a
-second spelling of it.
-
-Keys are tprimat's flat names (mostly Megatron's argument names); docs/CONFORMANCE.md's generated table explains
-each one and where its value comes from.
+The launchers take the settings that are not ``config.env`` keys from :data:`FIXED`, and the preflight compares
+what each framework *resolved* with :func:`expected_settings`: one table feeds both, so a framework that silently
+changes a value is caught. The names below are views of the table, never a second spelling of it; keys are
+tprimat's flat names, explained in docs/CONFORMANCE.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The environment each launcher sets, per platform: one documented place.
 
-Every framework on a platform (``mega``, ``prim``/``nemo``, ``tran``) starts from the
-same variables, so two frameworks on one machine differ in their code, not in
-their communication or allocator settings. Every variable here changes
-performance or correctness, so every one is recorded in the result
-(``environment.launcher_set``). Values already present in the caller's environment
-win, so a user can still experiment (``NCCL_ALGO=Ring ...``) and the result shows
-what actually ran.
-
-Sources: AMD's Primus launcher (``examples/run_pretrain.sh`` of the release in
-``rocm/primus:v25.11``, and its later ``runner/helpers/envs/base_env.sh``), ROCm's
-Megatron-LM ``examples/llama/train_llama3.sh``, NVIDIA's Megatron-LM Llama 3
-example and NeMo's performance recipes.
+Every framework on a platform starts from the same variables, so two frameworks differ in their code, not in
+communication or allocator settings; each is recorded in the result (``environment.launcher_set``), and a value
+already in the caller's environment wins. Sources: Primus's ``examples/run_pretrain.sh`` (``rocm/primus:v25.11``)
+and ``runner/helpers/envs/base_env.sh``, ROCm Megatron-LM's ``examples/llama/train_llama3.sh``, NVIDIA's
+Megatron-LM Llama 3 example and NeMo's performance recipes.
 """
 
 from __future__ import annotations
@@ -59,11 +52,8 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
         "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         "TOKENIZERS_PARALLELISM": "false",
-        # What Primus's examples/run_pretrain.sh (v0.5.0, the rocm/primus:v25.11 release) exports besides
-        # the above, so mega on AMD runs under the same communication and kernel settings as prim
-        # (docs/CONFORMANCE.md; tests/conformance checks this table against that script):
-        # RCCL: no MSCCL++ either; InfiniBand GID 3 and no cross-NIC rings (multi-node); PXN off and
-        # 512 KiB network chunks for point-to-point (multi-node).
+        # The rest of Primus v0.5.0's examples/run_pretrain.sh, so mega on AMD runs prim's communication and
+        # kernel settings (tests/conformance checks this table against that script).
         "RCCL_MSCCLPP_ENABLE": "0",
         "NCCL_IB_GID_INDEX": "3",
         "NCCL_CROSS_NIC": "0",
@@ -80,11 +70,8 @@ PLATFORM_ENV: dict[str, dict[str, str]] = {
 }
 
 
-# The Transformer Engine switches each Megatron attention backend requires. Megatron's language
-# module asserts that NVTE_FLASH_ATTN/NVTE_FUSED_ATTN/NVTE_UNFUSED_ATTN are unset or equal to these
-# values for the configured --attention-backend, and stops at model build otherwise
-# (docs/CONFORMANCE.md). They are exported outright, never inherited, for the backend
-# train/megatron/args.py chooses, so an NVTE_* variable left in a shell cannot crash the job.
+# The NVTE_* switches each Megatron attention backend requires (its language module stops at model build when they
+# disagree: docs/CONFORMANCE.md), exported outright so an NVTE_* variable left in a shell cannot crash the job.
 ATTENTION_BACKEND_ENV: dict[str, dict[str, str]] = {
     "flash": {"NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"},
     "fused": {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1", "NVTE_UNFUSED_ATTN": "0"},
@@ -112,9 +99,7 @@ def launcher_env(platform: str, extra: Mapping[str, str] | None = None,
 
 
 # Where torch's compile and build caches go when the caller names none: under DATA_DIR's bookkeeping folder, so a
-# job leaves nothing in TMPDIR or the home folder (issue 33, family 5) and the cache still serves the next job (it
-# was /tmp/torchinductor_<user>, kept across jobs). Not part of launcher_env: where a cache lives changes no figure,
-# so the result does not record it. shell/data.sh gives its stages the same TORCHINDUCTOR_CACHE_DIR.
+# job leaves nothing in TMPDIR or home and the cache serves the next job. Not in launcher_env: it changes no figure.
 CACHE_FOLDER = Path(".tprimat") / "cache"  # utils/files/locks.py LOCK_DIR: shell/purge.sh removes it with the locks
 JOB_CACHE_DIRS: dict[str, str] = {
     "TORCHINDUCTOR_CACHE_DIR": "torchinductor",  # /tmp/torchinductor_<user>: made by importing torch._inductor
@@ -126,8 +111,7 @@ JOB_CACHE_DIRS: dict[str, str] = {
 def cache_env(data_dir: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{variable: <DATA_DIR>/.tprimat/cache/<folder>}`` for each cache the caller's environment does not place.
 
-    Empty when the folder cannot be made (a read-only DATA_DIR): the job then runs with torch's defaults, as before,
-    rather than fail on a cache it cannot write.
+    Empty when the folder cannot be made (a read-only DATA_DIR): torch's defaults rather than a failed job.
     """
     env = os.environ if environ is None else environ
     wanted = {key: Path(data_dir) / CACHE_FOLDER / folder for key, folder in JOB_CACHE_DIRS.items() if key not in env}

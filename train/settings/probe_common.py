@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import enum
 import functools
+import importlib.util
 import io
 import json
 import os
@@ -97,8 +98,6 @@ def attention_check(language_module_cls: Any, backend: Any) -> str | None:
 
 
 def have_transformer_engine() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("transformer_engine") is not None
 
 
@@ -110,6 +109,7 @@ def stand_in_fused_rope() -> list[str]:
     is replaced. The stand-in is never called: no model is built. Returned: what was stood in.
     """
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.core.models.common.embeddings import rope_utils
     except ImportError:
         return []
@@ -126,12 +126,11 @@ def stand_in_fused_rope() -> list[str]:
 def stand_in_device_arch(major: int) -> list[str]:
     """Give Megatron's argument validation the target GPU's architecture on a host without a GPU.
 
-    ``validate_args`` asks ``get_device_arch_version()`` (the first GPU's compute-capability
-    major) when TP or CP > 1. Where the job runs there is a GPU and nothing is replaced; on a
-    CPU host the request names the target's (9: H100, and MI300X's gfx942 as ROCm reports it). A tree whose
-    validation asks no architecture needs nothing, and torch is not imported for it (the stand-in trees of
-    tests/fakes/: each probe of the suite would import torch for nothing).
+    ``validate_args`` asks ``get_device_arch_version()`` when TP or CP > 1; on a CPU host the request names the
+    target's (9: H100, and MI300X as ROCm reports it). A tree whose validation asks none needs nothing, and torch is
+    not imported for it (the stand-in trees of tests/fakes/).
     """
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import arguments
 
     if not hasattr(arguments, "get_device_arch_version"):
@@ -152,6 +151,7 @@ def megatron_lr_by_step(args: Any) -> dict[str, float]:
     it by the global batch size after every optimizer step, so step ``k`` uses the rate
     set after ``k - 1`` increments.
     """
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import global_vars
     from megatron.training.training import get_optimizer_param_scheduler
 
@@ -169,11 +169,8 @@ def megatron_lr_by_step(args: Any) -> dict[str, float]:
 def scaled_init_std(config: Any) -> float | str:
     """The std of a built ``TransformerConfig``'s (or NeMo ``GPTConfig``'s) ``output_layer_init_method``.
 
-    Read back from the init method its ``__post_init__`` set, not recomputed from
-    ``init_method_std``: megatron-core (0.12 to 0.16) sets ``scaled_init_method_normal``'s
-    ``functools.partial(torch.nn.init.normal_, mean=0.0, std=...)``. Any other callable (a
-    recipe's own init method) has no std to read: the answer is a string naming it, which the
-    preflight reports as the effective value instead of assuming Megatron's rule.
+    Read back from the ``functools.partial`` megatron-core (0.12 to 0.16) sets, not recomputed; any other callable has
+    no std to read, and the answer is a string naming it, which the preflight reports as the effective value.
     """
     method = getattr(config, "output_layer_init_method", None)
     if isinstance(method, functools.partial):
@@ -195,16 +192,13 @@ class BuiltConfig:
 def build_transformer_config(args: Any) -> BuiltConfig:
     """The one way both Megatron probes (mega, prim) build the ``TransformerConfig`` and read it back.
 
-    ``pretrain_gpt.py`` (mega) and Primus's trainer (which calls its Megatron backend's model
-    provider) both build it with ``core_transformer_config_from_args``. Its
-    ``output_layer_init_method_std`` is the std its ``output_layer_init_method`` draws with
-    (:func:`scaled_init_std`): the scaled initialisation every stack must share (issue 23). The
-    fused-RoPE stand-in goes in first, inside this function, so no probe can build the config
-    without it: Megatron refuses ``apply_rope_fusion`` on a host without the kernel
-    (issue 40: the prim probe once built it bare and read no std at all).
+    Both build it with ``core_transformer_config_from_args``; ``output_layer_init_method_std`` is read back
+    (:func:`scaled_init_std`). The fused-RoPE stand-in goes in first, here, so no probe builds the config without it
+    (Megatron refuses ``apply_rope_fusion`` on a host without the kernel).
     """
     stand_ins = stand_in_fused_rope()
     try:
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.training.arguments import core_transformer_config_from_args
 
         config = core_transformer_config_from_args(args)
@@ -212,6 +206,17 @@ def build_transformer_config(args: Any) -> BuiltConfig:
         return BuiltConfig({"_error": f"{type(exc).__name__}: {exc}"}, stand_ins)
     values = {**namespace_values(config), "output_layer_init_method_std": scaled_init_std(config)}
     return BuiltConfig(values, stand_ins)
+
+
+def megatron_record(args: Any, language_module_cls: Any, stand_ins: list[str]) -> dict[str, Any]:
+    """What both Megatron probes (mega, prim) report of validated arguments: the attention check first (it stops
+    model build), then the arguments, the LR by step and the ``TransformerConfig`` with every stand-in used."""
+    problem = attention_check(language_module_cls, args.attention_backend)
+    if problem:
+        raise AssertionError(problem)
+    config = build_transformer_config(args)
+    return {"raw": namespace_values(args), "lr_by_step": megatron_lr_by_step(args),
+            "transformer_config": config.values, "stand_ins": stand_ins + config.stand_ins}
 
 
 def lr_steps(rates: dict[int, float], last: int) -> dict[str, float]:
@@ -314,6 +319,7 @@ def build_samples(requests: list[dict[str, Any]]) -> dict[str, Any]:
     lines; the traceback on stderr), never a rejection of the settings."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
+        # after the settings: megatron-core's datasets only when samples are asked for
         from train.settings.sample_probe import samples
 
         for one in requests:

@@ -1,16 +1,11 @@
 """The rules as data: tprimat's fairness and gate rules, one row each, in one versioned table (``rules.json``).
 
-Why a table: a rule written once is checked, explained and documented from the same row, as mlcommons/logging
-keeps its compliance rules in files its checker reads. The launchers and the preflight take every setting's
-expected value from it (``train/settings/expected.py``), the regression gate its thresholds
-(``evaluate/history/gate.py``), the page its explanation of a differing setting (``WHY``), and
-docs/CONFORMANCE.md's rules table is generated from it (``tests/helpers/rules_doc.py``, held by a test).
-
-A row is ``Rule(key, source, ref, how, exempt, why, note, local)``: the setting (or the gate's metric), where its
-expected value comes from (a key of :data:`SOURCES`; ``ref`` says what there: a Config field, a ModelShape field,
-a derivation of :data:`DERIVED`, the value, a value per platform, a threshold), how it is compared (:data:`HOW`,
-or a gate rule's own comparison), the frameworks (or gate modes) it does not apply to with why, why a difference
-matters (:data:`WHY`), its upstream source, and its value under MEGATRON_IMPL=local.
+A rule written once is checked, explained and documented from the same row, as mlcommons/logging keeps its
+compliance rules: the launchers and the preflight (``train/settings/expected.py``), the gate's thresholds
+(``evaluate/history/gate.py``), the page's explanations (``WHY``) and docs/CONFORMANCE.md's table
+(``tests/helpers/rules_doc.py``). A row is ``Rule(key, source, ref, how, exempt, why, note, local)``: where the
+expected value comes from (:data:`SOURCES`, :data:`DERIVED`), how it is compared (:data:`HOW`), who is exempt and
+why, why a difference matters, and its value under MEGATRON_IMPL=local.
 """
 
 from __future__ import annotations

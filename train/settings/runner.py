@@ -1,14 +1,8 @@
 """Start a probe in the framework's own Python and return its answer; locate that Python and the trees.
 
-Inside the images the framework's Python is the image's ``python3`` (the one running
-tprimat) and the trees are at the image paths (``MEGATRON_PATH``/``MEGATRON_REF``'s
-install, ``PRIMUS_PATH``). Elsewhere (the conformance tests, a laptop) these variables
-point at upstream checkouts and the Pythons beside them:
-
-* ``TPRIMAT_MEGATRON_LM``: the Megatron-LM tree ``mega`` is judged by;
-* ``TPRIMAT_PRIMUS``: the Primus tree (its Megatron is ``third_party/Megatron-LM``);
-* ``TPRIMAT_MEGATRON_PYTHON``: a Python that can import Megatron-LM (and Primus);
-* ``TPRIMAT_NEMO_PYTHON``: a Python with NeMo 2 and nemo_run.
+Inside the images that is the image's ``python3`` and trees (``MEGATRON_PATH``, ``PRIMUS_PATH``); elsewhere
+``TPRIMAT_MEGATRON_LM``, ``TPRIMAT_PRIMUS``, ``TPRIMAT_MEGATRON_PYTHON`` and ``TPRIMAT_NEMO_PYTHON`` point at
+upstream checkouts and the Pythons beside them.
 """
 
 from __future__ import annotations

@@ -1,44 +1,28 @@
 """Samples of a framework's own megatron-core ``GPTDataset``: run in the framework's Python.
 
-``python -m train.settings.sample_probe REQUESTS.json`` (a list of requests, each naming its ``.npz``
-output and, with ``"split": "valid"``, a held-out validation set built as Megatron builds ``--valid-data-path``;
-one process, so torch is imported once), with the framework's code first on ``PYTHONPATH``:
-the preflight runs it in the image's Python over the ``MEGATRON_REF`` tree, Primus's submodule or
-NeMo's megatron-core (``train/settings/samples.py``), the tests over the megatron-core wheels
-(``tests/helpers/megatron_core.py``). It imports only the standard library, numpy, transformers and
-the framework, so the dataset code judged is the framework's.
+``python -m train.settings.sample_probe REQUESTS.json`` (each request names its ``.npz`` output; ``"split":
+"valid"`` builds a held-out set as ``--valid-data-path`` does), with the framework's code first on ``PYTHONPATH``
+(``train/settings/samples.py``; the tests use the megatron-core wheels). It imports only the standard library,
+numpy, transformers and the framework, so the dataset code judged is the framework's.
 
-Megatron's dataset indices come from its compiled ``helpers_cpp`` module. The wheels ship it; a
-Megatron-LM tree does not until ``pretrain_gpt.py`` compiles it at start-up
-(``megatron/training/initialize.py: _compile_dependencies``, after this probe runs in the
-preflight). So where it cannot be imported, the probe compiles it into the tree first with
-Megatron's own ``megatron.core.datasets.utils.compile_helpers`` (``make`` on the tree's
-``megatron/core/datasets/Makefile``), with this Python's directory and its base installation's
-first on ``PATH``, so the ``python3`` and ``python3-config`` the Makefile asks build a module this
-Python imports. The Dockerfiles compile it at image build the same way, so a container's first
-preflight finds it (issue 40).
+A Megatron-LM tree has no compiled ``helpers_cpp`` until ``pretrain_gpt.py`` builds it at start-up, after the
+preflight: where it cannot be imported the probe compiles it with Megatron's own ``compile_helpers``, this
+Python's directories first on ``PATH`` so the Makefile builds a module this Python imports.
 
-The tokenizer handed to the dataset is built the way each stack builds it:
-
-* ``megatron-core``: ``megatron.core.tokenizers.MegatronTokenizer.from_pretrained`` with the metadata
-  ``{"library": "huggingface"}``: what Megatron-LM's ``pretrain_gpt.py`` at ``MEGATRON_REF`` calls
-  (``megatron/core/tokenizers/text/utils/build_tokenizer.py: build_tokenizer``) for
-  ``--tokenizer-type HuggingFaceTokenizer``; the class is the wheel's own. A tree of the 0.12 line has no
-  ``megatron.core.tokenizers``; its ``pretrain_gpt.py`` hands the dataset ``get_tokenizer()``, the legacy
-  class below (core_v0.12.0 ``pretrain_gpt.py:262``), and so does the probe.
-* ``megatron-legacy``: Primus v0.5.0 builds Megatron-LM's legacy ``_HuggingFaceTokenizer``
-  (``megatron/training/tokenizer/tokenizer.py``) from its tree.
-* ``nemo``: NeMo 2.3's own ``AutoTokenizer`` (``use_fast=True``, as the recipe configures it).
-* ``nemo-roles``: where NeMo is not installed (the wheels in CI); the dataset reads three of its
-  facts (``nemo/collections/common/tokenizers/tokenizer_spec.py``: ``pad`` is ``pad_id``, the
-  Hugging Face tokenizer's pad token id or None; ``eod`` is the EOS id; ``vocab_size`` is
-  ``len(tokenizer)``), which :class:`NemoRoles` gives from the same files.
+The tokenizer handed to the dataset is built the way each stack builds it: ``megatron-core``
+(``MegatronTokenizer.from_pretrained``, or the legacy class for a 0.12 tree), ``megatron-legacy`` (Primus v0.5.0's
+``_HuggingFaceTokenizer``), ``nemo`` (NeMo 2.3's ``AutoTokenizer``), ``nemo-roles`` where NeMo is not installed
+(:class:`NemoRoles` gives the three facts the dataset reads: pad, eod, vocab_size).
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import os
 import sys
+import sysconfig
 from collections import OrderedDict
 from pathlib import Path
 
@@ -49,6 +33,7 @@ class NemoRoles:
     """What megatron-core's ``GPTDataset`` reads from NeMo 2.3's ``AutoTokenizer`` over ``path``."""
 
     def __init__(self, path: str) -> None:
+        # transformers: 2.5 s to import (python -X importtime), only for NeMo's tokenizer
         from transformers import AutoTokenizer
 
         hf = AutoTokenizer.from_pretrained(path, use_fast=True)
@@ -62,6 +47,7 @@ class NemoRoles:
 def dataset_tokenizer(kind: str, path: str):
     if kind == "megatron-core":
         try:
+            # the framework's own code: importable only in its Python, where the probe runs
             from megatron.core.tokenizers import MegatronTokenizer
         except ModuleNotFoundError as exc:  # a Megatron-LM before megatron.core.tokenizers (the 0.12 line)
             if exc.name != "megatron.core.tokenizers":
@@ -71,10 +57,12 @@ def dataset_tokenizer(kind: str, path: str):
         return MegatronTokenizer.from_pretrained(tokenizer_path=path, metadata_path={"library": "huggingface"},
                                                  vocab_file=None, merges_file=None)
     if kind == "megatron-legacy":
+        # the framework's own code: importable only in its Python, where the probe runs
         from megatron.training.tokenizer.tokenizer import _HuggingFaceTokenizer
 
         return _HuggingFaceTokenizer(path)
     if kind == "nemo":
+        # the framework's own code: importable only in its Python, where the probe runs
         from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
 
         return AutoTokenizer(path, use_fast=True)
@@ -89,15 +77,12 @@ def ensure_dataset_helpers() -> str | None:
     Returns what was done (None: they were there). Raises ``ImportError`` when they still do not
     import, naming the compiler's failure: the framework's dataset could not be built.
     """
-    import importlib
-    import os
-    import sysconfig
-
     try:
         importlib.import_module("megatron.core.datasets.helpers_cpp")
         return None
     except ImportError:
         pass
+    # the framework's own code: importable only in its Python, where the probe runs
     from megatron.core.datasets import utils
 
     first = [os.path.dirname(sys.executable), sysconfig.get_config_var("BINDIR") or ""]
@@ -126,6 +111,7 @@ def split_arguments(prefix: str, valid: bool) -> dict:
 
 def samples(request: dict) -> None:
     """Build the dataset of one request and write its first ``num_samples`` samples to ``request["out"]``."""
+    # the framework's own code, in its Python only (split_arguments is imported without it)
     import megatron.core
     import transformers
 
@@ -159,8 +145,6 @@ def samples(request: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="python -m train.settings.sample_probe",
         description="Build samples with the framework's own megatron-core GPTDataset (run in the framework's "

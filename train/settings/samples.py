@@ -1,23 +1,12 @@
 """The fed-sample digest of a job: its first two global batches, built by the framework's own dataset code.
 
-Why: equal data and tokenizer fingerprints did not prove equal training data (issue 21: Qwen's
-EOD tokens were rewritten and masked on three stacks). The preflight builds the first two global
-batches with each framework's own ``GPTDataset`` and tokenizer class, in the framework's Python
-(:mod:`train.settings.sample_probe`), compares them with ``tran``'s (``train/rules/samples.py``, the
-reference every framework must equal) and records their digest (``utils/dataset/sample_digest.py``) in
-``effective_settings``. A difference stops the job before training, naming the first differing
-sample and position. Where the encoded data is not on this machine, there is no digest and the
-record says why. Where the framework's own dataset or tokenizer code fails (an exception in its
-probe, a time-out), the job stops before launch naming that exception (:class:`SamplesUnavailable`):
-the same code would fail in training, after model and optimizer setup, on the GPUs (issue 40).
-Data ``tran`` itself cannot read is ``data/ready.py``'s to report, which a launch checks before
-the preflight; a probe-less framework (``tran``, ``deep``) gets tran's digest.
-
-With held-out evaluation on (issue 34) the digest covers the validation samples too: the first samples of the
-first evaluation (at most two global batches), built by the framework's own ``GPTDataset`` as it builds
-``--valid-data-path`` (:func:`train.settings.sample_probe.split_arguments`) with Megatron's validation size
-(:func:`valid_dataset_samples`), after the training samples, checked against the same split built by the
-virtualenv's megatron-core (:func:`reference_samples`).
+Equal data and tokenizer fingerprints do not prove equal training data, so the preflight builds the first two
+global batches with each framework's own ``GPTDataset`` and tokenizer in its Python
+(:mod:`train.settings.sample_probe`), compares them with ``tran``'s (``train/rules/samples.py``) and records their
+digest (``utils/dataset/sample_digest.py``). A difference stops the job naming the first differing sample; data
+not on this machine gives no digest, with the reason; a probe that fails stops the job before launch
+(:class:`SamplesUnavailable`), as the same code would fail on the GPUs. With evaluation on, the first validation
+samples are checked too (:func:`valid_dataset_samples`, :func:`reference_samples`).
 """
 
 from __future__ import annotations
@@ -103,6 +92,7 @@ def reference_samples(data: JobData, window: Window, work: Path) -> list[FedSamp
     """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded;
     where the job evaluates, then the first samples of the first evaluation as Megatron builds
     ``--valid-data-path`` (the virtualenv's megatron-core, tran's tokenizer facts: no token rewritten)."""
+    # torch and megatron-core's datasets: 5.3 s to import (python -X importtime), only where tran's samples are built
     from train.rules.samples import MegatronSamples, TokenizerFacts, _megatron_datasets
     from train.settings.sample_probe import split_arguments
 
@@ -228,15 +218,11 @@ FRAMEWORK_DATASET_CODE = ("megatron/core/datasets", "megatron/core/tokenizers", 
 def samples_digest(cfg: Config, data: JobData, framework: str, source: SampleSource | None = None
                    ) -> tuple[str | None, str]:
     """(digest or None, how it was obtained or why not); :class:`SamplesDiffer` when the framework's differ,
-    :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not
-    here (or tran cannot read it: ``data/ready.py`` stops such a launch before the preflight).
+    :class:`SamplesUnavailable` when its own dataset or tokenizer code fails. None only where the data is not here.
 
-    A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``):
-    tran's once per dataset and workload, a framework's own once per dataset, workload, dataset code, tokenizer
-    and Python; the answer is the one the computation gives, word for word. ``source``: where the framework's own
-    samples come from (None: tran's are the job's); its ``built`` / ``error``: those samples as its settings probe
-    already built them (:func:`pending_samples`), or that build's exception; without either its sample probe
-    runs here.
+    A digest computed before on this machine for the same inputs is reused (``utils/dataset/digest_cache.py``), with
+    the same answer word for word. ``source``: where the framework's own samples come from (None: tran's are the
+    job's), already built by its settings probe (:func:`pending_samples`) or built here by its sample probe.
     """
     missing = data_missing(data)
     if missing:

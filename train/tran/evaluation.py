@@ -1,21 +1,11 @@
-"""Held-out evaluation of ``tran`` and ``deep`` (issue 34): Megatron's validation samples, a per-token mean.
+"""Held-out evaluation of ``tran`` and ``deep``: Megatron's validation samples, a per-token mean.
 
-Both trainers evaluate here, so the same weights and samples give them the same eval loss
-(tests/unit/train/frameworks/test_tran_eval.py checks it on cpu):
-
-* samples: the validation split of megatron-core's ``GPTDataset`` built as Megatron builds it for
-  ``--valid-data-path`` (train/rules/samples.py), evaluation ``k`` (0-based here) reading global samples
-  ``[k E, (k+1) E)`` in Megatron's micro-batch order (eval iteration ``i`` is step ``k x EVAL_ITERS + i`` of that
-  order, every rank its own rows), as Megatron's continuing validation iterator does;
-* reduction: the sum of the token cross-entropies over all ``EVAL_SAMPLES x SL`` evaluated tokens, in float64,
-  all-reduced with the token count over the ranks, divided once: the per-token mean Megatron's ``evaluate()``
-  computes (and MLPerf's log perplexity). No token is masked (no EOD loss mask, no pad: docs/SAMPLE_ORDER.md);
-* mode: ``eval()`` and ``torch.no_grad()`` around the forwards, ``train()`` after (no dropout in tprimat's shapes, so
-  only autograd differs); the forward is the trainer's own (tran: its FSDP2 model under its precision;
-  deep: the DeepSpeed engine), so an evaluation runs the numerics that training runs;
-* a stop request (SIGTERM) is asked before every micro-batch, agreed over the ranks (the signal reaches them at
-  different micro-batches, and a rank that left alone would leave the others in a collective): the evaluation is
-  abandoned within one forward, not recorded (issue 49: a long evaluation took 92 s to answer SIGTERM).
+Both trainers evaluate here, so the same weights and samples give the same eval loss. Evaluation ``k`` reads
+global samples ``[k E, (k+1) E)`` of the validation ``GPTDataset`` (train/rules/samples.py) in Megatron's order;
+the token cross-entropies are summed in float64 and all-reduced with the token count, divided once (Megatron's
+``evaluate()``; no token masked: docs/SAMPLE_ORDER.md); the forward is the trainer's own under ``eval()`` and
+``no_grad``. A stop request is agreed over the ranks before every micro-batch, so an evaluation is abandoned
+within one forward and not recorded (a rank leaving alone would strand the others in a collective).
 """
 
 from __future__ import annotations
@@ -27,7 +17,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from train.megatron.inputs import index_cache_dir
+from train.rules.samples import MegatronSamples, valid_num_samples
 from utils.config.model import Config
+from utils.dataset.paths import valid_prefix
 
 # input ids [MBS, SL] -> logits [MBS, SL, vocab]
 Forward = Callable[[torch.Tensor], torch.Tensor]
@@ -35,10 +28,6 @@ Forward = Callable[[torch.Tensor], torch.Tensor]
 
 def valid_samples(cfg: Config, model: str, train_samples: Any) -> Any:
     """The validation split's :class:`~train.rules.samples.MegatronSamples` beside a model's training samples."""
-    from train.megatron.inputs import index_cache_dir
-    from train.rules.samples import MegatronSamples, valid_num_samples
-    from utils.dataset.paths import valid_prefix
-
     size = valid_num_samples(cfg.train_iters, cfg.eval_interval_steps, cfg.eval_samples)
     return MegatronSamples(valid_prefix(cfg, model), cfg.sl, cfg.seed, size, index_cache_dir(cfg),
                            train_samples.vocab_size, train_samples.eod, split="valid")

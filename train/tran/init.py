@@ -1,16 +1,9 @@
 """Megatron's initialisation for the transformers models that ``tran`` and ``deep`` build.
 
-Why: every Megatron-based stack (mega, prim, nemo) initialises with megatron-core's
-``TransformerConfig`` rule, and the transformers classes do not. Megatron draws every
-weight from normal(0, ``init_method_std``) except the two projections that write into
-the residual stream, the attention output projection and the MLP down projection,
-which use ``init_method_std / sqrt(2 * num_layers)`` (``output_layer_init_method`` =
-``scaled_init_method_normal``, megatron/core/transformer/transformer_config.py and
-megatron/core/utils.py; used by attention.py's ``linear_proj`` and mlp.py's ``linear_fc2``);
-embeddings and the output layer use ``init_method_std``; biases start at zero and norm
-weights at one. transformers initialises every Linear with one std (``initializer_range``),
-so with 32 layers its residual projections started 8x larger than Megatron's (0.02 vs
-0.0025), and on an H100 tran's loss curve left mega's after a few steps (issue 23).
+Every Megatron-based stack initialises with megatron-core's rule (:mod:`train.rules.init_std`): normal(0,
+``init_method_std``), the attention output and MLP down projections at ``init_method_std / sqrt(2 * num_layers)``,
+biases zero, norms one. transformers uses one std for every Linear, so with 32 layers its residual projections
+would start 8x larger than Megatron's and tran's loss curve would leave mega's.
 """
 
 from __future__ import annotations
@@ -28,7 +21,7 @@ SCALED_PROJECTIONS = ("o_proj", "down_proj")
 
 def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int) -> InitStds:
     """Re-initialise ``model`` in place by Megatron's rule (call it after seeding, before wrapping in DDP/DeepSpeed)."""
-    import torch
+    import torch  # 4.8 s to import (python -X importtime); the launcher imports this file for the record's std
 
     stds = megatron_init_stds(init_std, num_layers)
     with torch.no_grad():
@@ -37,7 +30,7 @@ def init_like_megatron(model: torch.nn.Module, init_std: float, num_layers: int)
 
 
 def _init(model: torch.nn.Module, stds: InitStds) -> None:
-    import torch
+    import torch  # as above: not at the launcher's start
 
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear):

@@ -1,15 +1,10 @@
 """tran's data-parallel wrapping: FSDP2 per decoder layer and root, torch.compile per layer, and what ran, read back.
 
-Why FSDP2 (PyTorch's own ``torch.distributed.fsdp.fully_shard``) and not DDP: DDP replicates fp32 weights,
-gradients and AdamW states (16 bytes per parameter plus its gradient buckets) on every rank, which no 80 GB GPU
-holds for an 8B model (issue 22, utils/measure/memory.py). Under ``fully_shard`` every rank keeps 1/DP of the fp32
-master weights, gradients and AdamW states; each decoder layer's weights are all-gathered in bf16 just before it runs
-(``MixedPrecisionPolicy(param_dtype=bfloat16)``) and its gradients reduce-scattered in fp32
-(``reduce_dtype=float32``), so no autocast re-casts the weights every micro-batch. One ``fully_shard`` per
-decoder layer plus one on the root (embedding, final norm, output layer), as torchtitan does for Llama 3.
-
-The settings the results and the fairness table show are read back from the built model
-(:func:`read_back`), never copied from the config.
+DDP replicates fp32 weights, gradients and AdamW states on every rank, which no 80 GB GPU holds for an 8B model
+(utils/measure/memory.py). ``fully_shard`` keeps 1/DP of them per rank, all-gathers each layer's weights in bf16
+just before it runs and reduce-scatters its gradients in fp32, so no autocast re-casts weights every micro-batch;
+one ``fully_shard`` per decoder layer plus the root, as torchtitan does. The settings shown are read back from the
+built model (:func:`read_back`), never copied from the config.
 """
 
 from __future__ import annotations
@@ -18,6 +13,8 @@ import time
 from typing import Any
 
 import torch
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -38,8 +35,6 @@ def compile_layers(model: torch.nn.Module) -> int:
 
 def shard(model: torch.nn.Module, precision: str) -> torch.nn.Module:
     """``fully_shard`` each decoder layer, then the root, with bf16 (PRECISION) compute and fp32 reduction."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
     policy = MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
     for layer in decoder_layers(model):
         fully_shard(layer, mp_policy=policy)
@@ -49,9 +44,6 @@ def shard(model: torch.nn.Module, precision: str) -> torch.nn.Module:
 
 def read_back(model: torch.nn.Module) -> dict[str, Any]:
     """What the built model shards and casts: the fully_shard modules' policies and the parameters' placements."""
-    from torch.distributed.fsdp import FSDPModule
-    from torch.distributed.tensor import DTensor
-
     modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
     policies = set()
     for module in modules:

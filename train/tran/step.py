@@ -1,28 +1,13 @@
 """One rank's model, optimizer and precision for the ``tran`` reference trainer (its LR: train/rules/schedule.py).
 
-Kept apart from ``train/tran/worker.py`` (launching, distributed set-up, the measured
-loop) so each file reads in one sitting and ``bench/monitor_overhead.py`` can drive
-the very same optimizer step without the monitor.
-
-Choices that affect comparability, all deliberate:
-
-* the model is the transformers class named by the shape table, randomly
-  initialised as Megatron does (train/tran/init.py: normal, std ``INIT_STD``, the attention output and MLP
-  down projections ``INIT_STD / sqrt(2 * layers)``) directly on the device, SDPA attention,
-  untied embeddings, RoPE (with llama3 scaling for Llama);
-* AdamW (eps ADAM_EPS, 1e-8 by default) with weight decay on matrices only (not on norms and biases), as
-  Megatron does; gradient clipping on the global norm;
-* the loss is token-mean cross entropy in fp32 over SL next-token targets;
-* FSDP2 (``train/tran/shard.py``): one ``fully_shard`` per decoder layer plus the root, compute in
-  PRECISION's dtype (``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``), fp32 master
-  weights, gradients and AdamW states sharded over the DP ranks, no autocast; gradients are
-  reduce-scattered after every micro-batch and summed in fp32 in the shards (FSDP2 holding unsharded
-  gradients across micro-batches would cost the full model's gradients again);
-* TRAN_COMPILE: ``torch.compile`` of each decoder layer, compiled by one forward and backward pass
-  before the measured loop (:meth:`Trainer.warm_up`), so the compile time is kept apart from the steps.
-
-``Trainer(sharding="ddp")`` is the loop before issue 22 (DDP, fp32 weights under autocast), kept as the
-reference FSDP2's loss curve is checked against (tests/unit/train/frameworks/test_tran_fsdp.py).
+Kept apart from ``train/tran/worker.py`` so ``bench/monitor_overhead.py`` drives the very same optimizer step.
+Choices that affect comparability: the transformers class of the shape table, initialised as Megatron does
+(train/tran/init.py) on the device, SDPA, untied embeddings; AdamW with weight decay on matrices only, clipping on
+the global norm; token-mean cross entropy in fp32; FSDP2 (``train/tran/shard.py``) per decoder layer with fp32
+master weights and reductions, gradients reduce-scattered after every micro-batch (holding unsharded gradients
+would cost the full model's gradients again); TRAN_COMPILE compiles each layer before the measured loop
+(:meth:`Trainer.warm_up`). ``Trainer(sharding="ddp")`` is the reference FSDP2's loss curve is checked against
+(tests/unit/train/frameworks/test_tran_fsdp.py).
 """
 
 from __future__ import annotations
@@ -34,11 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import transformers
 
+from train.megatron.inputs import index_cache_dir
+from train.rules.samples import MegatronSamples
 from train.rules.schedule import lr_at
+from train.tran.evaluation import Evaluator, valid_samples
 from train.tran.init import init_like_megatron
+from train.tran.shard import compile_layers, decoder_layers, read_back, shard, timed
 from utils.config.model import Config
+from utils.dataset import paths as dataset
 from utils.schema.run import EffectiveSettings
+from utils.spec.models import get_shape, workload_shape
 
 
 @dataclass(frozen=True)
@@ -71,8 +64,6 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
 
     Shared by ``tran`` and ``deep`` (train/deep/worker.py), so both train the same network.
     """
-    import transformers
-
     common = dict(
         vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, intermediate_size=shape.ffn_hidden_size,
         num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_attention_heads,
@@ -106,11 +97,6 @@ def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
     The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
     must hold every token id. Shared by ``tran`` and ``deep``.
     """
-    from train.megatron.inputs import index_cache_dir
-    from train.rules.samples import MegatronSamples
-    from utils.dataset import paths as dataset
-    from utils.spec.models import get_shape, workload_shape
-
     prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
     tokenizer = dataset.load_tokenizer(tokenizer_dir)
     vocab = dataset.vocab_size(tokenizer)
@@ -147,8 +133,6 @@ def precision_setup(cfg: Config, device: torch.device) -> tuple[torch.dtype | No
 
 def ensure_process_group(device: torch.device) -> None:
     """A process group for FSDP2 when the job has none (one rank started without torchrun, as in-process tests)."""
-    import torch.distributed as dist
-
     if not dist.is_initialized():
         dist.init_process_group("gloo" if device.type == "cpu" else "nccl", store=dist.HashStore(), rank=0,
                                 world_size=1)
@@ -177,8 +161,6 @@ class Trainer:
     settings: dict[str, Any] = field(default_factory=dict)  # read back from the built model (shard.read_back)
 
     def __post_init__(self) -> None:
-        from train.tran.shard import compile_layers, decoder_layers, read_back, shard
-
         cfg, device = self.cfg, self.dist_info.device
         self.shape, self.prefix, self.tokenizer_dir, self.data = model_inputs(cfg, self.model_name)
         torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
@@ -230,8 +212,6 @@ class Trainer:
 
     def evaluator(self) -> Any:
         """This rank's held-out evaluation (train/tran/evaluation.py) through this model and precision."""
-        from train.tran.evaluation import Evaluator, valid_samples
-
         info = self.dist_info
 
         def forward(input_ids: torch.Tensor) -> torch.Tensor:
@@ -245,8 +225,6 @@ class Trainer:
     def warm_up(self) -> float:
         """One forward and backward pass of the first micro-batch, which compiles the layers; its gradients are
         dropped. Returns its seconds: the compile time, kept out of the measured steps (it includes one pass)."""
-        from train.tran.shard import timed
-
         def one_pass() -> None:
             self._micro_batch_loss(0, 0).backward()
             self.optimizer.zero_grad(set_to_none=True)

@@ -1,29 +1,14 @@
 """``tran``: the vendor-neutral reference trainer, the same file on cpu, nvd and amd.
 
-Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` built from the shape table
-(random init, no download, SDPA attention), a plain PyTorch loop with AdamW, warm-up
-then cosine/linear/constant decay, gradient clipping and accumulation, FSDP2 mixed
-precision (train/tran/shard.py) under ``torchrun`` (gloo on cpu, "nccl" on GPUs, which ROCm
-maps to RCCL). tran is data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
+A Hugging Face causal LM built from the shape table (random init, SDPA), a plain PyTorch loop with AdamW, the
+schedule, clipping and accumulation, FSDP2 mixed precision (train/tran/shard.py) under ``torchrun``.
+Data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked. ``deep`` (train/deep/worker.py) reuses
+:func:`run_worker` and :func:`train`; both end through :func:`exit_worker`.
 
-This module is the training entry run by ``torchrun``: ``python -m train.tran.worker
---model llama --result PATH`` (its launcher plugin is ``train/tran/plugin.py``). ``deep``
-(train/deep/worker.py) reuses the worker entry (:func:`run_worker`) and the measured loop
-(:func:`train`) with its DeepSpeed trainer. Both processes end through :func:`exit_worker`, without the
-interpreter's finalization (why: its docstring).
-
-Evaluation (issue 34, EVAL_INTERVAL/EVAL_SAMPLES): after every EVAL_INTERVAL_STEPS-th step the trainer's
-``evaluator()`` (train/tran/evaluation.py) evaluates the next held-out block; the time from the first step's start
-to each evaluation's end is recorded (``utils/measure/quality.py`` turns the evaluations into the result's
-``quality`` block); the loop stops after an evaluation at or below TARGET_LOSS (STOP_AT_TARGET: an ``ok`` ending)
-or with a non-finite eval loss (``failed``, the reason stated). Step times exclude evaluations.
-
-Measurement: ``StepMonitor`` brackets each optimizer step (first micro-batch to
-``optimizer.step``); the recorded loss is the mean over micro-batches averaged over
-DP ranks; rank 0 writes the result through ``result_guard``, so SIGTERM or an error
-still leaves a valid ``incomplete``/``failed`` file. SIGTERM is turned into a flag that
-every rank checks after each step, agreed through the loss all-reduce, so all ranks
-stop after the same step and no collective is left half-entered.
+Every EVAL_INTERVAL_STEPS-th step the evaluator (train/tran/evaluation.py) reads the next held-out block; the
+loop stops at TARGET_LOSS (STOP_AT_TARGET) or a non-finite eval loss. Step times exclude evaluations.
+``StepMonitor`` brackets each optimizer step; rank 0 writes the result through ``result_guard``. SIGTERM sets a
+flag agreed through the loss all-reduce, so all ranks stop after the same step.
 """
 
 from __future__ import annotations
@@ -51,12 +36,20 @@ from train.tran.step import Dist, Trainer
 from utils.config.load import load_config
 from utils.config.model import Config
 from utils.config.rules import ConfigError
+from utils.dataset.fingerprint import fingerprint
 from utils.io.atomic import atomic_path
 from utils.machine.cpu_precision import apply_cpu_precision
+from utils.machine.hardware import collect_gpu_info, detect_platform
+from utils.measure.monitor import StepMonitor
+from utils.measure.power import MeasuredWindow
+from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
 from utils.result.failures import trainer_error
+from utils.result.file import Interrupted, new_result, result_guard
+from utils.result.step_log import StepLog, record_steps, step_log_path
 from utils.schema.measures import Profiling, Source
 from utils.schema.model import Result
 from utils.schema.run import ModelShapeBlock
+from utils.spec.models import workload_shape
 from utils.spec.registry import model_names, platform_names
 
 if TYPE_CHECKING:
@@ -177,13 +170,6 @@ class Ledger:
     """
 
     def __init__(self, cfg: Config, args: argparse.Namespace, info: Dist, framework: str) -> None:
-        from utils.machine.hardware import collect_gpu_info
-        from utils.measure.monitor import StepMonitor
-        from utils.measure.power import MeasuredWindow
-        from utils.result.file import new_result
-        from utils.result.step_log import StepLog
-        from utils.spec.models import workload_shape
-
         self.cfg, self.args, self.info = cfg, args, info
         set_by_launcher = [k for k in os.environ.get("TPRIMAT_LAUNCHER_ENV", "").split(",") if k in os.environ]
         self.result = new_result(
@@ -204,8 +190,6 @@ class Ledger:
         self.stop_reason: str | None = None
 
     def fill(self, res: Result) -> None:
-        from utils.result.step_log import record_steps
-
         monitor = self.monitor
         monitor.finish()  # the steps still in the device queue (idempotent; keeps what was read on a failed device)
         peak_allocated, peak_reserved = monitor.peak_memory()
@@ -216,8 +200,6 @@ class Ledger:
         res.power_metrics = self.power.metrics(len(monitor.records)).model_copy(update=dict(
             zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
         if self.cfg.evaluates:
-            from utils.measure.quality import PER_TOKEN_MEAN, build_quality
-
             res.quality = build_quality(
                 self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, platform=self.args.platform,
                 gpus=self.info.world_size, run_start_unix=self.run_start[1] if self.run_start else None,
@@ -230,8 +212,6 @@ class Ledger:
 
     def evaluate(self, evaluator: Any, step: int, stop: StopRequest) -> str | None:
         """Evaluate after ``step`` (1-based) steps; returns why the run stops here (None: it goes on)."""
-        from utils.measure.quality import make_evaluation, stop_reason
-
         if self.run_start is None:
             raise RuntimeError("evaluate() before start_run()")
         began = time.perf_counter()
@@ -255,9 +235,6 @@ class Ledger:
 
     def describe(self, trainer: Any) -> None:
         """What ran, as the trainer built it: shape, effective settings, precision, compilation, fingerprint."""
-        from utils.dataset.fingerprint import fingerprint
-        from utils.result.step_log import StepLog, step_log_path
-
         result, cfg = self.result, self.cfg
         self.shape = trainer.shape
         if hasattr(trainer, "effective_settings"):
@@ -325,8 +302,6 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
     returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
     ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
     """
-    from utils.result.file import Interrupted, result_guard
-
     ledger = Ledger(cfg, args, info, framework)
     monitor = ledger.monitor
     path = args.result if info.rank == 0 else None
@@ -390,8 +365,6 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
         cfg = load_config()
         check_supported(cfg)
         if args.platform is None:
-            from utils.machine.hardware import detect_platform
-
             args.platform = cfg.platform or detect_platform()
         cfg, _ = apply_profile(cfg, args.platform, framework, args.model)  # no recipe: identical, or the error
         cfg, _ = apply_cpu_precision(cfg, args.platform)  # cpu: the launcher's choice (train/launch/context.py)
@@ -399,7 +372,6 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(trainer_error(framework, str(exc)), file=sys.stderr)  # the launcher's reason (utils/result/failures.py)
         return 2
-    from utils.result.file import Interrupted
 
     try:
         train(cfg, args, info, stop, framework, bind(args) if bind is not None else Trainer)
@@ -419,15 +391,10 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
 def exit_worker(code: int) -> NoReturn:
     """End a torchrun worker with ``code`` once its work is done, without the interpreter's finalization.
 
-    Why: gloo has no shutdown. Its worker threads live until the process group's C++ object dies, and the
-    DDP/FSDP2/DeepSpeed models keep that object alive past ``destroy_process_group``. A gloo thread still
-    releasing the last collective's work when the main thread finalizes the interpreter must take the GIL to
-    drop the tensors' Python objects; Python refuses a finalizing interpreter's GIL with ``pthread_exit``, whose
-    unwind meets a ``noexcept`` destructor, and ``std::terminate`` aborts the rank ("terminate called without an
-    active exception") after every step and the result are done. A core dump of it is read in
-    docs/PERFORMANCE.md ("The teardown abort"). Everything the job leaves is written before this: rank 0's result
-    atomically (utils/io/atomic.py), the log through the flushed streams below. So the process ends as the OS's
-    ``_exit`` does, and no thread can run into a finalizing interpreter.
+    gloo has no shutdown: a gloo thread still releasing the last collective when the interpreter finalizes is refused
+    the GIL with ``pthread_exit``, meets a ``noexcept`` destructor and aborts the rank after all is done
+    (docs/PERFORMANCE.md, "The teardown abort"). Everything the job leaves is written before this (the result
+    atomically, the log flushed below), so the process ends as ``_exit`` does.
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -1,13 +1,8 @@
 """A bad configuration at a command line: one ``config error: ...`` line on stderr and exit status 2.
 
-Every tprimat CLI says a bad ``config.env`` value (or environment override) the same way, so the shell
-scripts and the tests can tell it from the command's own failures (status 1). The words and the status are
-written here once; a CLI's ``main`` lets :class:`~utils.config.rules.ConfigError` escape and wears
-:func:`exits_on_config_error`, which keeps ``main`` returning an ``int`` like every other exit it has.
-
-The CLIs' other one-line answers live here too, each said once: a bad number on the command line
-(:func:`number_argument`, an argparse ``type``) and an expected failure of the work itself
-(:class:`OneLineFailure`: ``<prog>: <why>`` and status 1).
+Every CLI says a bad ``config.env`` value the same way, so scripts and tests can tell it from the command's own failures
+(status 1): ``main`` lets :class:`~utils.config.rules.ConfigError` escape and wears :func:`exits_on_config_error`. The
+CLIs' other one-line answers are said here once too: :func:`number_argument` and :class:`OneLineFailure`.
 """
 
 from __future__ import annotations
@@ -30,11 +25,9 @@ N = TypeVar("N", int, float)
 
 
 def exits_on_config_error(prog: str = "") -> Callable[[Callable[P, int]], Callable[P, int]]:
-    """Decorate a CLI's ``main``: a ``ConfigError`` it raises becomes ``[prog: ]config error: ...`` and 2.
-
-    ``prog`` is the prefix the CLI puts before its other messages, when it has one (``data.clean``,
-    ``evaluate.extract``); without it the line starts with ``config error:``.
-    """
+    """Decorate a CLI's ``main``: a ``ConfigError`` it raises becomes ``[prog: ]config error: ...`` and 2. ``prog`` is
+    the prefix the CLI puts before its other messages, when it has one (``data.clean``, ``evaluate.extract``); without
+    it the line starts with ``config error:``."""
     head = f"{prog}: config error" if prog else "config error"
 
     def decorate(main: Callable[P, int]) -> Callable[P, int]:
@@ -69,13 +62,9 @@ def number_argument(convert: Callable[[str], N], noun: str, allowed: Callable[[N
 
 
 class OneLineFailure:
-    """An expected failure of a CLI's work as one ``<prog>: <why>`` line on stderr and status 1.
-
-    ``with OneLineFailure(prog, errors) as failure:`` around the work; after it ``failure.status`` is 0 when
-    nothing failed. An exception of ``errors`` is the line as it reads; with ``cannot`` (a verb), an ``OSError``
-    is ``<prog>: cannot <verb> <file>: <why>`` (a full disk, a file another process removed); anything else
-    passes through.
-    """
+    """An expected failure of a CLI's work as one ``<prog>: <why>`` line on stderr and status 1. ``with
+    OneLineFailure(prog, errors) as failure:``; ``failure.status`` is 0 when nothing failed. With ``cannot`` (a verb) an
+    ``OSError`` reads ``<prog>: cannot <verb> <file>: <why>``; any other exception passes through."""
 
     def __init__(self, prog: str, errors: tuple[type[BaseException], ...], cannot: str | None = None) -> None:
         self.prog = prog

@@ -1,19 +1,10 @@
 """Read ``KEY=value`` files (``config.env``, ``secrets.env``) exactly as a POSIX shell reads them.
 
-Why a shell's rules: these files are written by people who think in shell syntax
-(``MODELS="llama qwen"``, ``export HF_TOKEN=...``, a trailing ``# comment``, CRLF line
-ends from an editor on Windows). A value read differently from what a shell would
-assign is a workload, or a token, that is silently not the one the user wrote. So every
-line is one simple assignment; quotes, backslash escapes, ``export``, comments and CRLF
-behave as in a shell, and whatever a shell would read differently (``$VAR`` expansion,
-an open quote, ``;``) is an error naming the file, line and key. Three deliberate
-departures, each for what the writer meant: a CR before the line end is dropped (bash
-would keep it in the value), a leading byte-order mark is skipped, and several unquoted
-words are one value joined by single spaces (``MODELS=llama qwen`` is a list, as the
-loader has always read it, where bash would run ``qwen``).
-
-``secret=True`` (``secrets.env``) keeps the line and the value out of every message:
-an error there names only the file, the line number and the key.
+Why a shell's rules: people write these files in shell syntax, and a value read differently from what a shell would
+assign is silently not the workload or token they wrote. Quotes, escapes, ``export``, comments behave as in a shell;
+what a shell would read differently (``$VAR``, an open quote, ``;``) is an error naming file, line and key. Three
+departures, for what the writer meant: a CR before the line end and a leading BOM are dropped, and several unquoted
+words are one value (``MODELS=llama qwen`` is a list). ``secret=True`` keeps lines and values out of every message.
 """
 
 from __future__ import annotations

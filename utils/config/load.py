@@ -1,13 +1,9 @@
 """The one loader of ``config.env`` plus environment overrides: text in, one checked ``Config`` out.
 
-Every framework launcher, data stage and evaluator reads the workload through :func:`load_config`, so a result can
-record exactly what it ran with and two results can be compared key by key. The field's real type
-(``typing.get_type_hints`` of ``utils/config/model.py``'s :class:`Config`) converts each text, then the config is
-checked there (``check_config``). The file itself is read as a shell reads it (``utils/config/envfile.py``); secrets
-(``read_secret``) come from ``utils/config/secret.py`` and never enter a Config.
-
-The shell asks this module instead of parsing files itself (``--get KEY``, ``--docker-env-file PATH``); run
-``python -m utils.config.load --help``.
+Every launcher, data stage and evaluator reads the workload through :func:`load_config`, so a result records exactly
+what it ran with. Each text is converted by its field's type in ``utils/config/model.py`` and checked there; the file
+is read as a shell reads it (``utils/config/envfile.py``); secrets never enter a Config (``utils/config/secret.py``).
+The shell asks this module (``--get KEY``, ``--docker-env-file PATH``) instead of parsing files itself.
 """
 
 from __future__ import annotations
@@ -35,12 +31,8 @@ CONTAINER_MARKER = "TPRIMAT_IN_CONTAINER"
 
 
 def in_tprimat_container(environ: Mapping[str, str] | None = None) -> bool:
-    """Inside a tprimat image: its Dockerfiles set ``TPRIMAT_IN_CONTAINER=1``.
-
-    Deliberately not ``/.dockerenv``: a developer machine or CI runner may itself be a
-    container, and a native run there must keep its data in ./data_cache (and record
-    that it ran natively, not in a tprimat image).
-    """
+    """Inside a tprimat image: its Dockerfiles set ``TPRIMAT_IN_CONTAINER=1`` (not ``/.dockerenv``: a developer
+    machine or CI runner may itself be a container, and a native run there keeps its data in ./data_cache)."""
     env = os.environ if environ is None else environ
     return env.get(CONTAINER_MARKER) == "1"
 
@@ -115,11 +107,8 @@ def _merged_values(config_file: Path | str | None, env: Mapping[str, str]) -> di
 
 
 def duplicate_notes(config_file: Path | str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """One note per list key whose value repeats a word: every list key keeps each word once, in first order.
-
-    Issue 26: ``MODELS="llama llama"`` ran one job twice into one file and reported "2 of 2 ok", while a
-    repeated FRAMEWORK was collapsed. :func:`_convert` now collapses every list the same way; this says so.
-    """
+    """One note per list key whose value repeats a word: :func:`_convert` keeps each word once, in first order
+    (``MODELS="llama llama"`` would run one job twice into one file)."""
     env = dict(os.environ if environ is None else environ)
     notes = []
     for key, raw in _merged_values(config_file, env).items():
@@ -136,12 +125,8 @@ def load_config(
     config_file: Path | str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Config:
-    """Load ``config.env`` (or ``TPRIMAT_CONFIG``) and apply environment overrides.
-
-    ``environ`` defaults to ``os.environ``; tests pass a dict. An environment
-    variable with a config key's name wins over the file, which is how
-    ``MBS=2 ./shell/run_train.sh`` works.
-    """
+    """Load ``config.env`` (or ``TPRIMAT_CONFIG``) with environment overrides (``environ``, default ``os.environ``):
+    a variable named like a config key wins over the file (``MBS=2 ./shell/run_train.sh``)."""
     env = dict(os.environ if environ is None else environ)
     merged = _merged_values(config_file, env)
     kwargs: dict[str, Any] = {}
@@ -171,11 +156,8 @@ def load_config(
 
 
 def docker_env_values(cfg: Config) -> dict[str, str]:
-    """The config part of the env file handed to ``docker run``: every key but GBS.
-
-    GBS is left out: it is derived, and a fixed GBS in the container would turn a later
-    MBS/DP/GA override there (e.g. in entry.sh) into a mismatch error.
-    """
+    """The config part of the env file handed to ``docker run``: every key but GBS (derived: a fixed GBS would turn
+    a later MBS/DP/GA override in the container into a mismatch error)."""
     return {key: value for key, value in cfg.as_env().items() if key != "GBS"}
 
 

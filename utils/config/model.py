@@ -23,9 +23,8 @@ from utils.spec.registry import FRAMEWORK_ALL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# Keys of the workload that must be identical for two results to be comparable
-# (the fairness table: train/settings/expected.py). Paths, ranks and ports are not
-# part of the workload.
+# Keys of the workload that must be identical for two results to be comparable (the fairness table:
+# train/settings/expected.py). Paths, ranks and ports are not part of the workload.
 WORKLOAD_KEYS = (
     "DATASET", "DATA_SAMPLES", "MODEL_SIZE", "SEED", "MBS", "GBS", "SL", "LR", "MIN_LR", "LR_DECAY",
     "WARMUP_STEPS", "TRAIN_ITERS", "WEIGHT_DECAY", "BETA1", "BETA2", "GRAD_CLIP", "INIT_STD",
@@ -68,7 +67,7 @@ class EvaluationCadence:
 
 @dataclass(frozen=True)
 class Config(EvaluationCadence):
-    """The effective workload. Field names are the ``config.env`` keys, lower-cased."""
+    """The effective workload. Field names are the ``config.env`` keys, lower-cased; config.env says what each means."""
 
     platform: str | None = None
     dataset: str = "bc"
@@ -88,9 +87,8 @@ class Config(EvaluationCadence):
     beta2: float = 0.95
     grad_clip: float = 1.0
     init_std: float = 0.02
-    # ---- MLPerf schedule horizon and Adam epsilon (issue 35) ----
-    lr_decay_iters: int | None = None  # the step the decay ends at (empty: TRAIN_ITERS); MLPerf's is 1,200,000
-    adam_eps: float = 1e-8  # Megatron-LM's and torch.optim.AdamW's default; MLPerf's Llama 3.1 8B rules say 1e-5
+    lr_decay_iters: int | None = None
+    adam_eps: float = 1e-8
     tp: int = 1
     pp: int = 1
     cp: int = 1
@@ -98,25 +96,19 @@ class Config(EvaluationCadence):
     ga: int = 8
     precision: str = "bf16"
     fp8: bool = False
-    # CPU_PRECISION: the precision cpu jobs compute in; auto: PRECISION where the CPU has it natively, else fp32
-    # (utils/machine/cpu_precision.py); GPU platforms ignore it
     cpu_precision: str = "auto"
-    zero_stage: int = 1  # DeepSpeed ZeRO stage of the deep framework (train/deep/worker.py)
-    # MODEL_LAYERS=N: a labelled proxy with N of the model's layers (utils/spec/models.py); empty: the whole model
+    zero_stage: int = 1
     model_layers: int | None = None
-    # TRAN_COMPILE: torch.compile per decoder layer in tran; empty: on for GPU platforms, off on cpu
     tran_compile: bool | None = None
-    # identical: the fairness table everywhere; tuned: each vendor's published recipe; mlperf: MLPerf Training's
-    # Llama 3.1 8B rules on every stack (train/profiles/)
     profile: str = "identical"
-    profile_fallback: str | None = None  # "identical": a job without a recipe runs identical under tuned
+    profile_fallback: str | None = None
     data_samples: int = 50000
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / "data_cache")
     sample_mb: float = 4.0
     sample_vocab: int = 8192
     min_doc_chars: int = 16
     encode_workers: int = 0
-    bos_policy: str = "megatron"  # data/token_policy.py: megatron (no BOS, as preprocess_data) | tokenizer
+    bos_policy: str = "megatron"
     output_dir: Path = field(default_factory=lambda: REPO_ROOT / "output")
     hf_home: Path | None = None
     nnodes: int = 1
@@ -132,18 +124,10 @@ class Config(EvaluationCadence):
     megatron_path: Path | None = None
     primus_path: Path | None = None
     megatron_ref: str = "847781764fe468c90caec16309deded245c1022c"
-    # Megatron's transformer implementation for mega and prim: the images' Transformer Engine, or Megatron's own
-    # local layers where Transformer Engine and apex are missing (train/megatron/args.py turns their fusions off)
     megatron_impl: str = "transformer_engine"
-    # HISTORY_DB: the results database (evaluate/history/store.py): a path, a sqlite:/// or postgresql:// URL, or
-    # off; empty: history/tprimat-history.sqlite in the repository. Never a password (every key is printable).
     history_db: str | None = None
-    # ---- time to quality (issue 34; evaluation is off by default, so throughput runs are unchanged) ----
-    # EVAL_INTERVAL: training samples between held-out evaluations (0: off); EVAL_SAMPLES: held-out sequences per
-    # evaluation. With evaluation on, both are positive multiples of GBS (every stack evaluates in whole batches).
     eval_interval: int = 0
     eval_samples: int = 0
-    # TARGET_LOSS: the eval loss a run aims at (empty: none); STOP_AT_TARGET: end after the first evaluation at or below
     target_loss: float | None = None
     stop_at_target: bool = True
 

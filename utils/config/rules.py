@@ -1,15 +1,10 @@
 """The per-key rules of the config: what each ``config.env`` key accepts beyond its type.
 
-Why a table: every key is checked the same way (choices, minimum, maximum), a new key
-is one row, and the hostile-input tests walk the table itself, so a key added here is
-covered by them without anyone writing a test for it (every number needs both bounds:
-``tests/e2e/test_hostile.py`` sends each one a huge value). Checks that follow from the type
-alone need no row: every float must be finite (``nan``/``inf`` would pass a bound
-check and then break the result's JSON), every list must be non-empty, and no text may hold a character
-``utils/io/sanitise.py`` escapes (C0 and C1 controls, bidirectional controls) or be longer than a path can be.
-
-``utils/config/model.py`` owns the config; ``load.py`` converts the text, and ``model.py`` calls :func:`check_rules`,
-then its own cross-key checks.
+Why a table: every key is checked the same way (choices, minimum, maximum), a new key is one row, and the
+hostile-input tests walk the table itself (``tests/e2e/test_hostile.py`` sends every number a huge value, so each
+needs both bounds). Finite floats, non-empty lists and text without a character
+``utils/io/sanitise.py`` escapes (C0, C1, bidirectional controls), no longer than a path, follow from the type
+and need no row.
 """
 
 from __future__ import annotations
@@ -40,22 +35,15 @@ MODEL_NAMES = model_names()
 MODEL_SIZES = ("full", "tiny")
 DATASETS = ("bc", "c4", "sample")
 PRECISIONS = ("bf16", "fp16", "fp32")
-# CPU_PRECISION: what cpu jobs compute in (utils/machine/cpu_precision.py); auto follows the CPU's native support.
 CPU_PRECISIONS = ("auto", *PRECISIONS)
 LR_DECAYS = ("cosine", "linear", "constant")
-# PROFILE: the fairness table on every stack, each vendor's published recipe, or MLPerf Training's Llama 3.1 8B
-# rules on every stack (train/profiles/).
 PROFILES = ("identical", "tuned", "mlperf")
-# PROFILE_FALLBACK: what a job with no vendor recipe runs under PROFILE=tuned (empty: it is an error).
 PROFILE_FALLBACKS = ("identical",)
-# BOS_POLICY: which ids data/encode.py writes around a document (data/token_policy.py).
 BOS_POLICIES = ("megatron", "tokenizer")
-# MEGATRON_IMPL: Megatron's --transformer-impl (mega and prim); local runs without Transformer Engine or apex.
 MEGATRON_IMPLS = ("transformer_engine", "local")
 
-# Upper bound of every count (steps, sizes, ranks, workers): these values reach C int
-# fields (NCCL ranks and world sizes, data-loader and dataset indices) and JSON readers,
-# and 2**31 - 1 is the largest every one of them holds exactly.
+# Upper bound of every count (steps, sizes, ranks, workers): these values reach C int fields (NCCL ranks and world
+# sizes, data-loader and dataset indices) and JSON readers, and 2**31 - 1 is the largest every one holds exactly.
 MAX_COUNT = 2**31 - 1
 # The most steps a run may have (TRAIN_ITERS): the most a result holds (utils/schema/block.py MAX_STEPS, which says
 # why), so that every run's result can be read back.
@@ -66,13 +54,10 @@ MAX_TEXT = 4096
 
 @dataclass(frozen=True)
 class Rule:
-    """What one key accepts beyond its type.
-
-    ``choices`` apply to each word of a list key; ``pattern`` to a text key as a whole. Bounds are inclusive unless
-    ``above_minimum`` / ``below_maximum``. ``path_prefix`` admits ``<prefix><path>``
-    besides the choices (``DATASET=local:/corpus.jsonl``). ``describe`` replaces the
-    generic bound message where a range reads better as one phrase.
-    """
+    """What one key accepts beyond its type. ``choices`` apply to each word of a list key; ``pattern`` to a text key as
+    a whole. Bounds are inclusive unless ``above_minimum`` / ``below_maximum``. ``path_prefix`` admits
+    ``<prefix><path>`` besides the choices (``DATASET=local:/corpus.jsonl``). ``describe`` replaces the generic bound
+    message where a range reads better as one phrase."""
 
     choices: tuple[str, ...] = ()
     minimum: float | None = None
@@ -130,11 +115,8 @@ RULES: dict[str, Rule] = {
     # per model, since it depends on MODELS and MODEL_SIZE).
     "model_layers": _COUNT,
     "profile": Rule(choices=PROFILES, fold_case=True),
-    # ---- MLPerf schedule horizon and Adam epsilon (issue 35: PROFILE=mlperf sets them) ----
-    # LR_DECAY_ITERS: the step at which the decay reaches MIN_LR (empty: TRAIN_ITERS). MLPerf's cosine ends at
-    # 1,200,000 steps whatever the run's length, so a run stopped at its target never reaches the end.
     "lr_decay_iters": _COUNT,
-    # ADAM_EPS: Adam's epsilon; above 1 it would dominate every second-moment estimate (recipes use 1e-8 to 1e-5).
+    # Adam's epsilon above 1 would dominate every second-moment estimate (recipes use 1e-8 to 1e-5).
     "adam_eps": Rule(minimum=0.0, above_minimum=True, maximum=1.0),
     "profile_fallback": Rule(choices=PROFILE_FALLBACKS, fold_case=True),
     "data_samples": _COUNT,
@@ -157,14 +139,13 @@ RULES: dict[str, Rule] = {
     "measure_skip_steps": _INDEX,
     "profile_step_start": _INDEX,
     "profile_step_end": _INDEX,
-    # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters
-    # git allows in a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
     "megatron_impl": Rule(choices=MEGATRON_IMPLS),
-    # ---- time to quality (issue 34): sample counts (0 = evaluation off) and a loss in nats per token;
-    # a cross-entropy of 1000 nats is beyond any vocabulary (ln of the vocabulary size is ~12), so larger is a typo
+    # A cross-entropy of 1000 nats per token is beyond any vocabulary (ln of its size is ~12): larger is a typo.
     "eval_interval": _INDEX,
     "eval_samples": _INDEX,
     "target_loss": Rule(minimum=0.0, above_minimum=True, maximum=1000.0),
+    # A git tag or commit of Megatron-LM, cloned into both images (docs/CONFORMANCE.md): the characters git allows in
+    # a ref name, so the value is safe to pass to `git checkout` and a Docker build argument.
     "megatron_ref": Rule(pattern=r"(?!.*\.\.)(?:[0-9a-f]{7,40}|[A-Za-z0-9][A-Za-z0-9._/-]{0,99})",
                          describe="a Megatron-LM tag or commit, e.g. core_v0.12.0 or 847781764f"),
 }
@@ -218,12 +199,9 @@ def _check_choice(key: str, word: str, rule: Rule) -> None:
 
 
 def _text_problem(key: str, value: Any) -> str | None:
-    """Why a text, path or list value is refused (None: it is not): a control character or one that reorders
-    what a reader sees, or more characters than a path can have.
-
-    Issue 26: a line break in ``OUTPUT_DIR`` split ``shell/train.sh``'s job list into a phantom second
-    job, and such a value reaches file names, docker's env file and logs. No path or name needs one.
-    """
+    """Why a text, path or list value is refused (None: it is not): a control character or one that reorders what
+    a reader sees, or more characters than a path can have. Such a value reaches file names, docker's env file, logs
+    and the shell's job list; no path or name needs one."""
     words = value if isinstance(value, tuple) else (value,)
     for word in words:
         if not isinstance(word, (str, PurePath)):
@@ -237,10 +215,7 @@ def _text_problem(key: str, value: Any) -> str | None:
 
 def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> None:
     """Type-level checks (finite floats, non-empty lists, no control character in a text) and each key's row of
-    :data:`RULES`.
-
-    ``values`` and ``field_types`` are keyed by field name (the lower-cased config key).
-    """
+    :data:`RULES`. ``values`` and ``field_types`` are keyed by field name (the lower-cased config key)."""
     for name, hint in field_types.items():
         key, value = name.upper(), values[name]
         if value is None:
@@ -274,12 +249,8 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
 
 
 def launch_problem(platform: str, model_size: str) -> str | None:
-    """A setting that cannot run on ``platform`` at all, refused before a job starts (None: none).
-
-    Issue 26: ``MODEL_SIZE=full`` on ``cpu`` started an 8B job that died out of memory minutes later. The cpu
-    platform runs the pipeline at tiny shapes only; a general memory estimate for the GPU platforms is not
-    this rule's job.
-    """
+    """A setting that cannot run on ``platform`` at all, refused before a job starts (None: none): the cpu platform
+    runs tiny shapes only (a full model would die out of memory minutes later)."""
     if platform == "cpu" and model_size == "full":
         return ("MODEL_SIZE=full on PLATFORM=cpu: the cpu platform runs tiny shapes only (a full 7-8B model does "
                 "not train in a CPU's memory and time); set MODEL_SIZE=tiny")
@@ -287,11 +258,8 @@ def launch_problem(platform: str, model_size: str) -> str | None:
 
 
 def sequence_problem(seq_len: int, shape: Any) -> str | None:
-    """Why ``shape`` cannot take ``seq_len`` tokens a sequence (None: it can), refused before launch.
-
-    Issue 33: ``SL=2147483647`` on cpu was accepted, ran 3 minutes at 11.9 GB without a step and left a 1.95 GB
-    index cache in DATA_DIR. A shape's context is its ``max_position_embeddings`` (``utils/spec/models.py``).
-    """
+    """Why ``shape`` cannot take ``seq_len`` tokens a sequence (its ``max_position_embeddings``; None: it can),
+    refused before launch rather than after minutes without a step."""
     if seq_len <= shape.max_position_embeddings:
         return None
     return (f"SL={seq_len} is longer than {shape.display_name} can take ({shape.max_position_embeddings} positions); "
@@ -299,14 +267,10 @@ def sequence_problem(seq_len: int, shape: Any) -> str | None:
 
 
 def tensor_split_problem(shape: Any, tp: int) -> str | None:
-    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can).
-
-    Every vendor stack splits the attention heads and the key/value (query) groups over the TP ranks, and
-    Megatron's ``TransformerConfig`` refuses a TP that divides either not (847781764f
-    ``megatron/core/transformer/transformer_config.py:726,741``; core_v0.12.0 ``:559,574``); NeMo's config is
-    that class. Issue 40: Qwen 2.5 7B at TP 8 (28 heads, 4 groups) passed the loader and the dry run and was
-    refused only in the preflight, by a message about the initialisation. ``tran`` and ``deep`` run TP 1.
-    """
+    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can). Every vendor stack
+    splits the heads and the query groups over TP, and Megatron's ``TransformerConfig`` refuses a TP that divides either
+    not (847781764f ``megatron/core/transformer/transformer_config.py:726,741``); refused here, before launch, with a
+    message about the shape. ``tran`` and ``deep`` run TP 1."""
     heads, groups = shape.num_attention_heads, shape.num_query_groups
     if tp <= 1 or (heads % tp == 0 and groups % tp == 0):
         return None

@@ -1,13 +1,9 @@
 """The one secrets loader (``HF_TOKEN``) and the env file that carries config and secrets into docker.
 
-Why here and not in the shell: ``secrets.env`` is written by people, with quotes,
-``export``, trailing comments or CRLF line ends. docker's ``--env-file`` copies such a
-line verbatim, so a token with a trailing `` # mine`` arrives broken; a shell reads it
-right. This module reads it as a shell does (``utils/config/envfile.py``) and renders plain
-``KEY=value`` lines for docker, so every consumer (data/fetch.py natively, the same code
-in a container) sees the same token. A secret is never part of the config, never printed,
-and an error about ``secrets.env`` never shows a line or a value. A value with a control character
-or surrounding whitespace is refused, never cleaned up (:func:`read_secret_bytes`).
+Why not the shell or docker's ``--env-file``: ``secrets.env`` is written by people (quotes, ``export``, comments,
+CRLF), and docker copies a line verbatim, so a token with a trailing ``# mine`` would arrive broken. It is read as a
+shell does (``utils/config/envfile.py``) and rendered as plain ``KEY=value`` lines. A secret is never part of the
+config, never printed, and no error shows a line or value of ``secrets.env``.
 """
 
 from __future__ import annotations
@@ -47,13 +43,9 @@ def mask_passwords(text: str) -> str:
 
 
 def _checked(name: str, value: bytes, where: str) -> bytes | None:
-    """``value`` when it can be a token; refused in one line that never shows it (issue 26).
-
-    A control character (NUL, C1 and bidirectional controls included; bytes that are no UTF-8 too: they decode to
-    lone surrogates, utils/io/sanitise.py) or whitespace around the value is refused rather than
-    stripped: a stripped or decoded value is not the bytes a log would hold, and the leak check
-    before packing (``utils/files/wrap.py``) must look for exactly those bytes.
-    """
+    """``value`` when it can be a token; refused in one line that never shows it. A control character (C1 and
+    bidirectional ones, and bytes that are no UTF-8, too) or surrounding whitespace is refused, not stripped: the leak
+    check before packing (``utils/files/wrap.py``) must look for exactly the bytes a log would hold."""
     if not value:
         return None
     if unsafe_character(os.fsdecode(value)):
@@ -65,11 +57,9 @@ def _checked(name: str, value: bytes, where: str) -> bytes | None:
 
 def read_secret_bytes(name: str, environ: Mapping[str, str] | None = None,
                       secrets_file: Path | None = None) -> bytes | None:
-    """A secret's exact bytes: the environment's (as the process received them), else ``secrets.env``'s (UTF-8).
-
-    None when neither has it; :class:`ConfigError` (without the value) when it has a control character or
-    surrounding whitespace.
-    """
+    """A secret's exact bytes: the environment's (as the process received them), else ``secrets.env``'s (UTF-8). None
+    when neither has it; :class:`ConfigError` (without the value) when it has a control character or surrounding
+    whitespace."""
     if environ is None:
         raw = os.environb.get(name.encode()) if os.supports_bytes_environ else os.environ.get(name, "").encode()
     else:
@@ -95,11 +85,8 @@ def read_secret(name: str, environ: Mapping[str, str] | None = None, secrets_fil
 
 def docker_env_lines(config_values: Mapping[str, str], environ: Mapping[str, str] | None = None,
                      secrets_file: Path | None = None) -> list[str]:
-    """``KEY=value`` lines for ``docker run --env-file``: ``config_values`` then every secret that is set.
-
-    docker takes each value verbatim up to the line end, so a value with a line break
-    cannot be carried and is an error (naming the key only).
-    """
+    """``KEY=value`` lines for ``docker run --env-file``: ``config_values`` then every secret that is set (docker
+    takes a value verbatim to the line end: a value with a line break is an error naming the key only)."""
     pairs = list(config_values.items())
     for key in SECRET_KEYS:
         secret = read_secret(key, environ, secrets_file)

@@ -1,26 +1,11 @@
 """The fed-sample digests already computed on this machine, kept across jobs and Pythons, keyed by what decides them.
 
-Why: the preflight's samples digest (``train/settings/samples.py``) costs a tokenizer load and the
-megatron-core import in the launcher (25-37 s of wall time on the loaded 2-core cpu host, 10 CPU seconds;
-docs/PERFORMANCE.md, "The GPU check on the H200"), and ``mega`` adds a fresh Python with torch and the
-Megatron tree for its own samples. The GPU check computed the same digest three times, one per framework
-(issue 38). The samples depend only on the encoded bytes, the tokenizer, the workload's SL, SEED, GBS and
-dataset size, the code that builds them and, for a framework's own samples, that framework's dataset code,
-tokenizer and Python.
-The key (:func:`entry_key`) is a sha256 over exactly these; any change of one gives a new key, so an entry
-is never stale, only unused.
-
-Identity rather than content for the large files: the ``.bin``/``.idx`` enter the key by path, size, inode,
-modification and change time (as ``utils/io/hash_cache.py`` identifies them; the kernel sets the change
-time on every write), so a dataset is not hashed again for the key; ``data/ready.py`` has checked their
-sha256 against the encode manifest before a real launch. Small things (the tokenizer directory, code files)
-enter by content.
-
-Store: one JSON file per key in ``<DATA_DIR>/.tprimat/samples/`` (beside the data lock), else
-``<OUTPUT_DIR>/.tprimat/samples/`` when the data folder cannot be written; with neither, nothing is kept.
-Each entry is written atomically (``utils/io/atomic.py``), so a concurrent job reads a whole entry or
-none; two jobs computing one key write the same content. A malformed entry is a miss. Only a
-successfully computed digest is stored: a failure is computed (and reported) again.
+Why: the preflight's samples digest costs a tokenizer load and the megatron-core import (25-37 s on the 2-core cpu
+host), once per framework. The samples depend only on the encoded bytes, the tokenizer, SL, SEED, GBS, the dataset
+size and the code (and Python) that builds them; :func:`entry_key` is a sha256 over exactly these, so an entry is
+never stale, only unused. The large ``.bin``/``.idx`` enter by identity (as ``utils/io/hash_cache.py``), small
+things by content. One JSON file per key under ``<DATA_DIR>/.tprimat/samples/`` (else ``OUTPUT_DIR``'s), written
+atomically; a malformed entry is a miss, and only a successful digest is stored.
 """
 
 from __future__ import annotations
@@ -123,12 +108,8 @@ def framework_key(framework: str, tokenizer_kind: str, reference: str, given: Pa
 
 
 def python_identity(python: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """A framework Python for a key: its path, the file it resolves to, and the state of its package folders.
-
-    Installing or removing a package changes its ``site-packages`` folder's modification time, so a
-    different transformers in the framework's Python gives a new key without starting that Python.
-    ``PYTHONPATH`` decides what the probe imports first, so it is part of the identity too.
-    """
+    """A framework Python for a key: its path, the file it resolves to, its package folders' modification times (an
+    install changes them) and ``PYTHONPATH``, so a different transformers gives a new key without starting it."""
     given = Path(python)
     resolved = given.resolve()
     folders = {}

@@ -1,13 +1,8 @@
 """Fingerprints: hashes that prove two results trained on the same data, tokenizer, model and config.
 
-Every producer puts one in its result (``Result.fingerprint``), and the fairness
-check compares them: two runs whose data or tokenizer hash differ did not train on
-the same tokens, whatever their config files say. Paths are recorded but not
-hashed, so the same bytes in another directory give the same hash. A part that
-cannot be hashed (a missing file, no git checkout) is ``None`` with the reason.
-
-CLI: ``python -m utils.dataset.fingerprint --model llama`` prints the fingerprint of the
-current config's data and tokenizer for that model.
+The fairness check compares them: runs whose data or tokenizer hash differ did not train on the same tokens. Paths
+are recorded but not hashed; a part that cannot be hashed is ``None`` with the reason.
+CLI: ``python -m utils.dataset.fingerprint --model llama`` prints the current config's fingerprint for that model.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from pathlib import Path
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
-from utils.dataset.paths import valid_prefix_of
+from utils.dataset.paths import dataset_prefix, tokenizer_dir, valid_prefix_of
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import hash_files, hash_json
 from utils.schema.run import CodeRevision, Fingerprint, HashedFiles
@@ -85,11 +80,9 @@ def fingerprint(cfg: Config, shape: ModelShape, data_prefix: Path | None, tokeni
 
 
 def log_fingerprint(shape: ModelShape, reason: str) -> Fingerprint:
-    """The fingerprint of a run tprimat did not launch: its model shape and FLOP convention only.
-
-    Its data, tokenizer and code are not on this machine, so each says why it has no
-    hash (``reason``), and the fairness check reports them as "cannot verify".
-    """
+    """The fingerprint of a run tprimat did not launch: its model shape and FLOP convention only. Its data, tokenizer
+    and code are not on this machine, so each says why it has no hash (``reason``), and the fairness check reports them
+    as "cannot verify"."""
     return Fingerprint(
         model_shape=hash_json(shape.as_dict()), data=HashedFiles(reason=reason),
         tokenizer=HashedFiles(reason=reason), flop_convention=FLOP_CONVENTION, code=CodeRevision(reason=reason),
@@ -104,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer-dir", type=Path, help="tokenizer directory (default: from config)")
     args = parser.parse_args(argv)
     cfg = load_config()
-    from utils.dataset.paths import dataset_prefix, tokenizer_dir
 
     prefix = args.data_prefix or dataset_prefix(cfg, args.model)
     tok = args.tokenizer_dir or tokenizer_dir(cfg, args.model)

@@ -1,18 +1,10 @@
 """The tokenizer megatron-core's dataset is handed: the model's own, with no pad role that names a real token.
 
-Why: megatron-core's ``GPTDataset`` (``megatron/core/datasets/gpt_dataset.py``, in both lines the
-images run: 0.12 for NeMo 25.04, 0.15.0rc8 for ``mega`` and Primus) takes its tokenizer's ``pad``
-id as padding: every position whose label is that id leaves the loss, and every such id in
-``tokens`` and ``labels`` is rewritten to 0. Qwen 2.5's tokenizer names its EOS ``<|endoftext|>``
-as pad, so every end of document would be fed as id 0 and never trained on (on 0.12 the cached
-mask is changed in place, so the masked positions pile up over a loader worker's samples). The
-frameworks all read the pad role from the tokenizer files (Megatron's ``HuggingFaceTokenizer`` in
-``megatron.core.tokenizers`` and its legacy ``_HuggingFaceTokenizer``, NeMo's ``AutoTokenizer``:
-the Hugging Face tokenizer's ``pad_token``, None when it names none), so the vendor launchers hand
-them :func:`dataset_tokenizer_dir`: the same files, except that no pad token is named. Then
-``pad`` is None, which no token id equals: every position stays in the loss and no id is
-rewritten, as for ``tran`` (docs/SAMPLE_ORDER.md). Vocabulary, ids, EOS and BOS are unchanged
-(checked after writing). No framework file is patched or copied.
+Why: megatron-core's ``GPTDataset`` drops every position whose label is the tokenizer's ``pad`` id from the loss and
+rewrites that id to 0; Qwen 2.5 names its EOS as pad, so every end of document would be fed as 0 and never trained
+on. The frameworks read the pad role from the tokenizer files, so the vendor launchers get the same files with no pad
+named (:func:`dataset_tokenizer_dir`): every position stays in the loss, as for ``tran`` (docs/SAMPLE_ORDER.md).
+Vocabulary, ids, EOS and BOS are unchanged (checked after writing); no framework file is patched.
 """
 
 from __future__ import annotations
@@ -65,11 +57,9 @@ def pad_role(tokenizer: Any) -> PadRole:
 
 
 def check_eos(tokenizer: Any, directory: Path) -> int:
-    """The EOS id, or :class:`TokenizerRoleError` naming the token when the files' vocabulary lacks it.
-
-    Read from the files, not only the loaded tokenizer: transformers 5 silently appends an
-    unknown EOS to the vocabulary, giving it an id the model's embedding was not sized for.
-    """
+    """The EOS id, or :class:`TokenizerRoleError` naming the token when the files' vocabulary lacks it. Read from the
+    files, not only the loaded tokenizer: transformers 5 silently appends an unknown EOS to the vocabulary, giving it an
+    id the model's embedding was not sized for."""
     eos = getattr(tokenizer, "eos_token", None)
     if eos is None:
         raise TokenizerRoleError(f"tokenizer {directory} names no EOS token, so documents cannot end with EOD")
@@ -116,12 +106,8 @@ def _check_copy(source: Any, copy: Any, where: Path) -> None:
 
 
 def framework_tokenizer(source: Path, output_dir: Path, write: bool = True) -> tuple[Path, str | None]:
-    """What the vendor launchers name as the tokenizer: (directory, launch note or None).
-
-    The copy goes to ``<OUTPUT_DIR>/generated``. A tokenizer whose files are absent is named as it
-    is (the launch plan reports the missing data); an EOS outside the vocabulary raises
-    :class:`TokenizerRoleError` before anything launches.
-    """
+    """What the vendor launchers name as the tokenizer: (directory, launch note or None). Absent files are named as
+    they are (the plan reports missing data); an EOS outside the vocabulary raises :class:`TokenizerRoleError`."""
     source = Path(source)
     if not any((source / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         return source, None
@@ -136,13 +122,9 @@ def framework_tokenizer(source: Path, output_dir: Path, write: bool = True) -> t
 
 
 def dataset_tokenizer_dir(source: Path, generated_dir: Path, write: bool = True) -> Path:
-    """The tokenizer directory to hand a framework whose dataset is megatron-core's.
-
-    ``source`` itself when its pad (if any) is no real token; otherwise a copy without a pad
-    role under ``generated_dir``, named by the source's content hash so that every node and
-    every run of the same tokenizer shares one copy (written atomically, reused). ``write=False``
-    (a dry run) names the copy without writing it.
-    """
+    """The tokenizer directory to hand a framework whose dataset is megatron-core's: ``source`` itself when its pad
+    (if any) is no real token, else a copy without a pad role under ``generated_dir``, named by the source's content
+    hash (shared by every node and run, written atomically). ``write=False`` (a dry run) only names it."""
     source = Path(source)
     original = load_tokenizer(source)
     check_eos(original, source)

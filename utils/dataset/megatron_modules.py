@@ -1,19 +1,11 @@
 """megatron-core's dataset modules, imported without running ``megatron/core/__init__.py`` first.
 
-Why: tprimat's own processes use megatron-core for its datasets only (``IndexedDataset`` in data/verify.py,
-``GPTDataset`` and its builder in train/rules/samples.py and train/settings/samples.py). The package's
-``__init__`` imports far more: tensor parallelism, DDP, the transformer config, and with them torch's compiler
-modules. On the 2-core cpu host that is 5.5 s per process after torch, against 1.8 s for the dataset modules
-alone, and in a fresh ``.venv`` each of those modules is compiled once more (docs/PERFORMANCE.md, "The quick
-benchmark"). The dataset modules themselves need only ``megatron.core.utils`` and ``parallel_state``.
-
-How: the package is registered as a module object over its own folder, without executing its ``__init__``, and
-the dataset modules are imported from it as usual: the very files megatron-core ships, nothing copied. The
-package's ``__init__`` is not skipped for good: the first time anything asks the package for a name it does not
-hold yet (``megatron.core.__version__``, ``from megatron.core import DistributedDataParallel``), or the first time
-a megatron.core module outside the datasets is imported, the ``__init__`` runs in place, before that module
-(:class:`_Completion`). Where a megatron-core version's modules do not import this way, every partly imported
-module is dropped and the package is imported the ordinary way.
+Why: tprimat uses megatron-core for its datasets only, and the package's ``__init__`` imports tensor parallelism,
+DDP and torch's compiler with them: 5.5 s per process on the 2-core cpu host against 1.8 s for the dataset modules.
+How: the package is registered as a module over its own folder without executing ``__init__``, and the shipped
+dataset modules are imported from it. The first name asked of the package, or the first other megatron.core module
+imported, runs the ``__init__`` in place first (:class:`_Completion`); where a version does not import this way, the
+package is imported the ordinary way.
 """
 
 from __future__ import annotations
@@ -59,13 +51,8 @@ class _Loaded(importlib.abc.Loader):
 
 
 class _Completion(importlib.abc.MetaPathFinder):
-    """Runs the package's real ``__init__`` once, before anything else of megatron.core is imported or asked for.
-
-    Why before: megatron.core's modules import each other in the order its ``__init__`` sets; run in the middle of
-    another submodule's import (as a ``from megatron.core import tensor_parallel`` would start it), that order breaks
-    into circular-import errors. So the first import of a megatron.core module outside the loaded dataset modules,
-    or the first name asked of the package, runs the ``__init__`` first, as an ordinary import would have.
-    """
+    """Runs the package's real ``__init__`` once, before anything else of megatron.core is imported or asked for:
+    its modules import each other in the order the ``__init__`` sets, and run mid-import that order breaks."""
 
     def __init__(self, package: ModuleType, spec: Any) -> None:
         self.package, self.spec, self.done = package, spec, False

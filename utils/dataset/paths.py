@@ -1,17 +1,11 @@
 """Where datasets and tokenizers live on disk, and the one way to load a tokenizer.
 
-Every consumer (the data stages, the Megatron/Primus/NeMo launchers, the tran
-trainer, fingerprints, tests) resolves paths here so a dataset written by
-``data/encode.py`` is exactly the one a framework reads with ``--data-path``.
-
+Every consumer resolves paths here, so a dataset written by ``data/encode.py`` is exactly the one a framework reads.
 Layout under ``DATA_DIR``::
 
-    <dataset_name>/raw.jsonl, clean.jsonl, *.manifest.json     fetch/clean outputs
-    <dataset_name>/valid_raw.jsonl (c4), valid.jsonl            the held-out documents (issue 34)
-    <dataset_name>-<model>_text_document.{bin,idx}             Megatron indexed dataset
-    <dataset_name>-<model>-valid_text_document.{bin,idx}       its held-out validation set (issue 34)
-    tokenizers/<model>          downloaded (bc, c4, local:...)
-    tokenizers/sample-<model>   generated for DATASET=sample
+    <dataset_name>/raw.jsonl, clean.jsonl, valid.jsonl, *.manifest.json     fetch/clean outputs
+    <dataset_name>-<model>[-valid]_text_document.{bin,idx}                  Megatron indexed datasets
+    tokenizers/<model>, tokenizers/sample-<model>                           downloaded, generated
 """
 
 from __future__ import annotations
@@ -67,11 +61,8 @@ def dataset_prefix(cfg: Config, model: str) -> Path:
 
 
 def valid_prefix(cfg: Config, model: str) -> Path:
-    """The held-out validation set's Megatron prefix, beside the training one (``--valid-data-path``).
-
-    Megatron's ``tools/preprocess_data.py`` names an output prefix ``P`` as ``P_text_document``; the validation set's
-    output prefix is ``<dataset_name>-<model>-valid``. Its documents never reach the training prefix (data/clean.py).
-    """
+    """The held-out validation set's Megatron prefix (``--valid-data-path``): ``<dataset_name>-<model>-valid``,
+    whose documents never reach the training prefix (data/clean.py)."""
     return valid_prefix_of(dataset_prefix(cfg, model))
 
 
@@ -84,11 +75,8 @@ def valid_prefix_of(train_prefix: Path) -> Path:
 
 @dataclass(frozen=True)
 class JobData:
-    """One job's data, resolved once where its run context is made (``train/launch/context.py``) and handed on:
-    what every framework reads and the fed-sample digest checks, so no room works it out again from the config.
-
-    ``valid`` is the held-out set's prefix when the job evaluates (issue 34), else None.
-    """
+    """One job's data, resolved once where its run context is made (``train/launch/context.py``) and handed on;
+    ``valid`` is the held-out set's prefix when the job evaluates, else None."""
 
     prefix: Path
     valid: Path | None
@@ -111,11 +99,9 @@ def job_data(cfg: Config, model: str) -> JobData:
 
 
 def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[Path]:
-    """The encoded pair's files (and, given its directory, the tokenizer's file) that are not there.
-
-    What a launcher's plan names when the data has not been prepared; whether present data is
-    fit for training is ``data/ready.py``'s check, run before every real launch.
-    """
+    """The encoded pair's files (and, given its directory, the tokenizer's file) that are not there. What a launcher's
+    plan names when the data has not been prepared; whether present data is fit for training is ``data/ready.py``'s
+    check, run before every real launch."""
     missing = [p for p in (Path(f"{data_prefix}.bin"), Path(f"{data_prefix}.idx")) if not p.is_file()]
     if tokenizer_dir is not None and not any((Path(tokenizer_dir) / n).is_file()
                                              for n in ("tokenizer.json", "tokenizer_config.json")):
@@ -139,10 +125,8 @@ def _files_state(path: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def load_tokenizer(path: Path) -> Any:
-    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones.
-
-    Loaded once per process while its files are unchanged (callers only read it: never change the object).
-    """
+    """Load a tokenizer with ``AutoTokenizer``: the same call for real and generated ones. Loaded once per process while
+    its files are unchanged (callers only read it: never change the object)."""
     path = Path(path)
     if not (path / "tokenizer_config.json").is_file() and not (path / "tokenizer.json").is_file():
         raise TokenizerMissingError(
@@ -152,7 +136,7 @@ def load_tokenizer(path: Path) -> Any:
     key = (str(path.resolve()), _files_state(path))
     if key in _LOADED:
         return _LOADED[key]
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # 2.5 s to import (python -X importtime): only to load one
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))

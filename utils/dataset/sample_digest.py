@@ -1,12 +1,9 @@
 """One digest of the samples a framework feeds its model: tokens, labels and loss mask, in global order.
 
-Why: equal data and tokenizer hashes do not prove equal training data. megatron-core's dataset
-rewrote Qwen's EOD tokens to 0 and masked them on three stacks while ``tran`` trained on them
-(docs/SAMPLE_ORDER.md), with every fingerprint equal. Each framework's own dataset code builds
-the first two global batches, each result records their digest in ``effective_settings``
-(:data:`DIGEST_KEY`), and the comparison refuses results whose digests differ
-(``evaluate/analysis/fairness.py``). Imports only the standard library and numpy, so a probe in a
-framework's own Python computes it the same way.
+Why: equal data and tokenizer hashes do not prove equal training data (megatron-core's dataset masked Qwen's EOD
+tokens on three stacks while ``tran`` trained on them: docs/SAMPLE_ORDER.md). Each framework's own dataset code builds
+the first two global batches, each result records their digest (:data:`DIGEST_KEY`), and the comparison refuses
+results whose digests differ. Only the standard library and numpy, so a probe in a framework's Python computes alike.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The Docker build context: the repository's code, and nothing the configuration points at.
 
-Why: the images ``COPY .`` the context, and ``.dockerignore`` only knows the default
-folders (``output``, ``data_cache``); a custom in-repo ``DATA_DIR`` or ``OUTPUT_DIR``
-entered the context and was baked into the image with its data and results (issue 12).
-So ``shell/build.sh`` builds from a context made here: the repository's regular files,
-less what ``.dockerignore`` excludes (read with Docker's own rules: ``**`` spans folders,
-``*`` and ``?`` stop at ``/``, a pattern matching a folder excludes what it holds, the last
-matching line wins, ``!`` re-includes), less the configured ``DATA_DIR``, ``OUTPUT_DIR`` and
-``HF_HOME`` wherever they lie inside the repository. Links are not copied (a link could
-point anywhere, a secrets file included); each one left out is named. Files are hard-linked
-into the context where the filesystem allows (no copy of the code), else copied.
-
+Why: the images ``COPY .`` the context, and ``.dockerignore`` knows only the default folders, so an in-repo
+``DATA_DIR`` or ``OUTPUT_DIR`` would be baked into the image. The context made here holds the repository's regular
+files less what ``.dockerignore`` excludes (Docker's own rules), less the configured ``DATA_DIR``, ``OUTPUT_DIR`` and
+``HF_HOME``; links are left out and named (one could point at a secrets file). Files are hard-linked where possible.
 CLI: ``python -m utils.files.build_context DIR`` fills the empty folder ``DIR`` and prints a summary.
 """
 

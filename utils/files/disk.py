@@ -1,25 +1,11 @@
 """Before any training starts: can the output directory take a run's results at all?
 
-Why: a run whose result cannot be written loses everything it measured. Issue 12 found
-a read-only or non-directory ``OUTPUT_DIR`` ending in a 17-line traceback (and
-``shell/train.sh`` going on to run every job), and a full disk losing the result after
-every step had run. So the output directory is checked before the first job: it must
-be a directory (created when missing), a file must be creatable and writable in it,
-and it must have room. A failure is one line naming the key, the path and the reason.
-
-Room: :data:`MIN_FREE_BYTES` is a floor, not an estimate. A job writes its log, its
-per-step record and its result (together well under a megabyte for 500 steps, logs of
-vendor frameworks a few megabytes); 64 MiB leaves room for that many times over, so
-less than that means the disk is, for practical purposes, full. Files need inodes too (issue 49: a folder with 4
-free inodes passed, and the job then failed with ENOSPC): :data:`MIN_FREE_INODES` is the same kind of floor
-(a job makes a few dozen files: result, log, step record, locks, torchrun's per-rank logs, the comparison),
-checked where the filesystem counts inodes at all (``f_files`` 0: btrfs and some network filesystems have
-no fixed table). What still fails later
-(another process filling the disk mid-run) is handled where the result is written
-(``train/launch/launcher.py``): the old file or a failed result stays, never a truncated one.
-
-CLI: ``python -m utils.files.disk check-output`` checks the configured ``OUTPUT_DIR`` (exit 1
-with one line when it cannot take results, 2 on a config error).
+Why: a run whose result cannot be written loses everything it measured. So before the first job ``OUTPUT_DIR`` must
+be a directory (created when missing) where a file can be written, with room: :data:`MIN_FREE_BYTES` (64 MiB) and,
+where the filesystem counts inodes (``f_files`` > 0), :data:`MIN_FREE_INODES` are floors, many times what a job
+writes, not estimates. A failure is one line naming the key, the path and the reason. A disk that fills mid-run is
+handled where the result is written: the old file or a failed result stays.
+CLI: ``python -m utils.files.disk check-output`` (exit 1 with one line, 2 on a config error).
 """
 
 from __future__ import annotations
@@ -81,9 +67,7 @@ def _probe_write(folder: Path) -> None:
 
 def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: int | None = None) -> Path:
     """Make sure ``path`` is a writable directory with ``min_free_bytes`` (default :data:`MIN_FREE_BYTES`) of room.
-
-    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line.
-    """
+    Creates it (and its parents) when missing; returns it. Raises :class:`OutputDirError` with one line."""
     path = Path(path)
     min_free_bytes = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
     where = f"{label}={one_line(path, 400)}"

@@ -1,33 +1,12 @@
 """What tprimat itself generates, and which folders may be treated as tprimat's at all.
 
-Why: ``shell/purge.sh`` emptied whatever ``OUTPUT_DIR`` named, so ``OUTPUT_DIR=.git``
-deleted the repository's history (issue 12), and ``wrap.sh`` packed whatever the output
-folder held. Purge now deletes only files and folders matching the names tprimat's own
-writers give them (this table), and both refuse a root that cannot be an output or data
-folder at all (:func:`check_root`).
-
-The names, by writer (each the owner of its name; this table only recognises them; the top-level
-names of ``OUTPUT_DIR`` come from ``utils/result/names.py``, where each writer's name function and its
-pattern sit side by side):
-
-* ``OUTPUT_DIR``: results ``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<run>].json``, their
-  per-step records ``.steps.jsonl`` (``utils/result/file.py``, ``utils/result/step_log.py``) and a
-  ``PROFILE=mlperf`` result's MLLOG ``.mllog`` (``utils/result/mllog.py``); the
-  comparison ``compare.png``, ``compare.md``, ``loss_parity.png``, ``compare_<platform>_frameworks.png``
-  (``evaluate/``), the page ``report.html`` (``evaluate/report_html/``), the gate's ``gate.json``
-  (``evaluate/gate.py --report``), the history's ``history_trend.png`` (``evaluate/history/``) and the
-  README's ``system.json`` (``evaluate/probe.py``); ``logs/train_*`` (``train/launch/launcher.py``
-  logs, Primus's ``TRAIN_LOG``, NeMo's overrides), ``generated/train_*`` (Primus
-  experiments), ``profiles/train_*`` (traces), ``nemo/train_*/`` and ``nemo/index_cache/``
-  (NeMo's own log folders), ``primus/`` (Primus's workspace), ``.tprimat/`` (locks and
-  reserves, ``utils/files/locks.py``, ``train/launch/job_result.py``; the output-folder marker
-  :data:`OUTPUT_MARKER` that ``shell/wrap.sh`` requires);
-* ``DATA_DIR`` (``utils/dataset/paths.py``'s layout): ``<dataset>/{raw,clean}.jsonl`` and their
-  manifests, ``<dataset>-<model>[-valid]_text_document.{bin,idx,manifest.json,verify.json}``,
-  ``tokenizers/<model>``, ``tokenizers/sample-<model>`` and their manifests,
-  ``megatron_index_cache/``, hash caches (``utils/io/hash_cache.py``), ``.tprimat/``;
-* anywhere: temporary files of ``utils/io/atomic.py`` (``.<name>.tmp-<pid>...``) and of
-  ``utils/files/disk.py``'s probe.
+Why: purge must delete only what tprimat's own writers named (``OUTPUT_DIR=.git`` must never empty a repository) and
+wrap must pack only that; both refuse a root that cannot be an output or data folder (:func:`check_root`). Each
+writer owns its name; this table only recognises them: ``OUTPUT_DIR``'s top-level names come from
+``utils/result/names.py`` (results, step records, MLLOGs, comparisons, the page, the gate's report), plus the logs,
+generated experiments, traces and NeMo/Primus workspaces and ``.tprimat/`` (locks, reserves, :data:`OUTPUT_MARKER`);
+``DATA_DIR``'s follow ``utils/dataset/paths.py``'s layout; anywhere, ``utils/io/atomic.py``'s temporary files and
+``utils/files/disk.py``'s probe.
 """
 
 from __future__ import annotations
@@ -102,14 +81,10 @@ def _project_files(repo: Path, folder: Path) -> str | None:
 
 
 def check_root(path: Path, label: str, repo: Path, home: Path | None = None, given: str | None = None) -> Path:
-    """``path`` resolved (links followed), refused when it cannot be tprimat's folder. Raises RootError.
-
-    ``given`` is the value as the user wrote it (an environment variable), checked for ``..``
-    before anything resolved it away. Refused: ``..``, the filesystem root, the home folder
-    or any folder holding it, the repository or any folder holding it, a folder inside
-    ``.git`` or ``.venv``, a git repository or virtualenv of its own, and a folder of the
-    project's own files (``OUTPUT_DIR=docs``, ``DATA_DIR=data``).
-    """
+    """``path`` resolved (links followed), refused (:class:`RootError`) when it cannot be tprimat's folder. ``given``
+    (as the user wrote it) is checked for ``..`` before resolving. Refused: the filesystem root, the home folder or the
+    repository or any folder holding them, a folder inside ``.git`` or ``.venv``, a git repository or virtualenv of its
+    own, a folder of the project's own files (``OUTPUT_DIR=docs``)."""
     text = str(given if given is not None else path)
     if not text.strip():
         raise RootError(f"refusing {label}: the path is empty")

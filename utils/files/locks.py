@@ -1,33 +1,16 @@
 """One writer at a time: a lock file that names its holder.
 
-Why: two data preparations on one ``DATA_DIR``, or two launchers writing one result
-file, race on the same temporary and final names (issue 12 saw one preparation die
-with a raw ``FileNotFoundError`` on the other's temporary file). A second writer
-must fail at once and say who holds the lock, and a lock left by a killed process
-must not block the next run.
+Why: two preparations of one ``DATA_DIR``, or two launchers of one result, race on the same names; a second writer
+must fail at once saying who holds the lock, and a killed holder must not block the next run.
 
-How: ``fcntl.flock`` (non-blocking) on a file under ``<dir>/.tprimat/``. The kernel
-releases the lock when its holder exits, however it exits, so a killed holder never
-blocks anyone. The file's content names the holder (pid, host, start time, command)
-for the message a second writer prints; a normal release empties it, so content
-found by the next taker means the previous holder was killed, and the takeover is
-noted on stderr. The file itself stays (empty): deleting a lock file while another
-process has it open would let two holders in.
-
-Where ``flock`` is not supported (some cluster filesystems), the content alone
-decides: a holder on this host that is still running holds the lock, a dead one is
-taken over; a holder on another host cannot be checked and is reported as holding it.
-
-Inheritance: a shell script can hold a lock for all its children (``shell/data.sh``
-holds ``DATA_DIR``'s across the four stages). It opens the lock file on a descriptor,
-``python -m utils.files.locks acquire --fd N`` locks that descriptor (a ``flock`` belongs to
-the open file, so it stays held while the shell keeps the descriptor), and
-``TPRIMAT_LOCK_FDS=N`` tells the children: a child that needs the same lock finds it
-on the inherited descriptor and goes on. Within one process a lock is re-entrant.
-
-CLI (for the shell scripts): ``python -m utils.files.locks path data`` prints ``DATA_DIR``'s lock file
-(``path result FILE``: a result file's, which ``shell/train.sh`` holds from a job's claim to its end through
-``utils/files/run_owner.py``), ``acquire data --fd N ...`` and ``release --fd N`` lock and release it (see ``--help``).
+How: a non-blocking ``fcntl.flock`` on a file under ``<dir>/.tprimat/``, which the kernel releases however its
+holder exits. The file names the holder (pid, host, start, command); a normal release empties it, so content found by
+the next taker means a killed holder (noted on stderr). The file stays: deleting it while open would let two holders
+in. Where ``flock`` is unsupported the content decides (a live holder on this host holds; another host's cannot be
+checked and holds). A shell script can hold a lock for its children: it opens the file on a descriptor,
+``python -m utils.files.locks acquire --fd N`` locks it, and ``TPRIMAT_LOCK_FDS=N`` tells the children, which find it
+inherited (``shell/data.sh`` holds ``DATA_DIR``'s; ``shell/train.sh`` a result's, ``path result FILE``, from a job's
+claim to its end). Within one process a lock is re-entrant.
 """
 
 from __future__ import annotations
@@ -199,12 +182,9 @@ def lock_descriptor(fd: int, path: Path, what: str, holder: Holder) -> str | Non
 
 @contextlib.contextmanager
 def hold(path: Path, what: str, command: str | None = None) -> Iterator[None]:
-    """Hold the lock at ``path`` for the block; ``what`` names the guarded thing in messages.
-
-    Raises :class:`LockHeld` at once when another process holds it, :class:`LockError`
-    when the lock file cannot be created. An inherited lock (``TPRIMAT_LOCK_FDS``) is used
-    as it is and left to its owner.
-    """
+    """Hold the lock at ``path`` for the block (``what`` names the guarded thing in messages). :class:`LockHeld` at once
+    when another process holds it, :class:`LockError` when the file cannot be created; an inherited lock
+    (``TPRIMAT_LOCK_FDS``) is used as it is and left to its owner."""
     path = Path(path).absolute()
     if path in _HELD:
         _HELD[path][1] += 1

@@ -1,19 +1,12 @@
 """Delete what tprimat generated, and nothing else, whatever ``OUTPUT_DIR`` and ``DATA_DIR`` say.
 
-What counts as generated is ``utils/files/generated.py``'s table of names; a root folder is first
-checked there too (never ``/``, home, the repository, ``.git``, a virtualenv or a folder of
-the project's own files, also when reached through a link). Inside a root, only matching
-names are deleted: other files stay, links are never followed nor deleted, and folders are
-removed only when tprimat created them whole or they are left empty. Every target is
-checked once more right before it goes (still inside its root, still not a link), so no
-mistake above can widen a deletion. A root whose lock a running job holds is refused, and so is an
-``OUTPUT_DIR`` holding files of tprimat's names but not its marker (issue 49: purge deleted a user's own
-``report.html`` and ``compare.md`` from a folder tprimat never wrote; wrap refuses such a folder too).
-
-With ``--with-history`` also the results database (``HISTORY_DB``), only when it is a SQLite file whose
-``tprimat_meta`` table names tprimat's history (never a PostgreSQL server's database, never a link).
-
-CLI (``shell/purge.sh`` runs it): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
+Generated means a name in ``utils/files/generated.py``'s table, and a root is checked there first (never ``/``, home,
+the repository, ``.git``, a virtualenv, a project folder, also through a link). Links are never followed nor deleted,
+folders go only when tprimat created them whole or they are left empty, every target is checked again right before
+it goes, and a root whose lock a running job holds is refused, as is an ``OUTPUT_DIR`` without tprimat's marker (a
+user's own ``report.html`` is not tprimat's; wrap refuses such a folder too). ``--with-history`` also removes
+``HISTORY_DB`` when it is a SQLite file holding tprimat's history (never a PostgreSQL database, never a link).
+CLI (``shell/purge.sh``): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -65,10 +58,8 @@ def _is_history_file(path: Path) -> bool:
 
 
 def history_targets(value: str | None, repo: Path) -> list[Target]:
-    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history.
-
-    A PostgreSQL database is never dropped by purge; a file that is a link, or no tprimat history, is refused.
-    """
+    """``--with-history``: HISTORY_DB's SQLite file (and its journal files) when it is tprimat's history. A PostgreSQL
+    database is never dropped by purge; a file that is a link, or no tprimat history, is refused."""
     text = (value or "").strip()
     if text.lower() in ("off", "none", "false", "0"):
         return []
@@ -97,10 +88,8 @@ def _running_job(root: Path, label: str) -> None:
 
 def plan_purge(repo: Path, output_dir: Path, data_dir: Path, with_data: bool, home: Path | None = None,
                given: dict[str, str] | None = None) -> list[tuple[Path, Target]]:
-    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches.
-
-    ``given`` holds the folders as the user wrote them (``..`` is refused before resolving).
-    """
+    """(root, target) pairs to delete: the output's, the data's ``with_data``, and the repository's caches. ``given``
+    holds the folders as the user wrote them (``..`` is refused before resolving)."""
     given = given or {}
     roots = [("OUTPUT_DIR", output_dir)] + ([("DATA_DIR", data_dir)] if with_data else [])
     planned: list[tuple[Path, Target]] = []

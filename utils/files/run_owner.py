@@ -1,25 +1,12 @@
 """Which run owns a job's result file, and what ``shell/train.sh`` does before and after each job.
 
-Why (issue 26): a SIGTERM to ``train.sh`` in the second before the launcher had written anything left no
-result at all (the job was just "missing"); and after a SIGKILL of the launcher, its orphaned workers later
-rewrote the job's result from ``incomplete`` to ``failed``, contradicting the table ``train.sh`` had printed.
-So every job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and every process under it):
-
-* ``start`` (before the launcher) locks the result on the descriptor train.sh opened on its lock file and
-  keeps until ``end`` (issue 49: a lock held only while ``start`` wrote, and taken again by the launcher after
-  its start-up, let a second train.sh take the claim in between and the first run's finished result was
-  dropped), claims the result for the run and writes the ``incomplete`` result with the reason "started,
-  nothing recorded yet", so a signal at any later moment leaves a result; the launcher finds the lock on the
-  inherited descriptor (``TPRIMAT_LOCK_FDS``, ``utils/files/locks.py``);
-* ``write_problem`` (``utils/result/run_claim.py``) is asked by ``utils.result.file.write_result``: a process whose run
-  id is not the file's current owner does not write (its write is dropped with a line);
-* ``end`` (after the launcher exited) stops whatever of the run is still alive (every process that carries
-  the run's id) and, only where the run's ``start`` claimed the file (issue 33: a refused start claims
-  nothing, and closing the holder's claim lost its finished result), words the reason when a signal stopped
-  the job before its launcher wrote anything, closes the run, so no late write of it lands, and releases the lock.
-
-The owner is a small file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
-CLI: ``python -m utils.files.run_owner start|end ...`` (see ``--help``); train.sh is its caller.
+Why: a signal before the launcher wrote anything must still leave a result, and a killed launcher's orphaned workers
+must not rewrite a result later. Every job run has an id (``TPRIMAT_RUN_ID``, inherited by every process under it):
+``start`` locks the result on the descriptor train.sh keeps until ``end`` (so no second train.sh takes the claim
+in between; the launcher finds it through ``TPRIMAT_LOCK_FDS``), claims it and writes an ``incomplete`` result
+("started, nothing recorded yet"); ``utils/result/run_claim.py``'s ``write_problem`` drops any write of a process
+whose run no longer owns the file; ``end`` stops what is left of the run and, only where its ``start`` claimed the
+file, words the reason, closes the run and releases the lock. CLI: ``python -m utils.files.run_owner start|end ...``.
 """
 
 from __future__ import annotations
@@ -87,11 +74,9 @@ def reap(run_id: str, seconds: float = REAP_SECONDS) -> int:
 def start(path: Path, platform: str, framework: str, model: str, run_index: int | None, run_id: str,
           lock_fd: int, holder_pid: int, wait_port: float = 0.0) -> list[str]:
     """Lock and claim ``path`` for ``run_id``, write the ``incomplete`` result a stopped job leaves; the lines to show.
-
     ``lock_fd``: train.sh's descriptor on the result's lock file, locked for ``holder_pid`` (train.sh) until ``end``
-    (LockHeld: another run holds it). ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed
-    first (the job before this one may have left it in TIME_WAIT or to a process that is still exiting).
-    """
+    (LockHeld: another run holds it). ``wait_port``: wait up to that many seconds for MASTER_PORT to be freed first
+    (the job before this one may have left it in TIME_WAIT or to a process that is still exiting)."""
     cfg = load_config()
     busy = wait_for_port(cfg.master_port, wait_port) if wait_port > 0 and cfg.node_rank == 0 else None
     stack = {"amd": "rocm", "nvd": "cuda"}.get(platform, "cpu")

@@ -1,32 +1,13 @@
 """Pack ``OUTPUT_DIR`` into ``output.zip``: only what tprimat wrote, never a secret.
 
-Why Python: issue 12 found ``wrap.sh`` following a link in the output folder to
-``secrets.env`` into the archive, and searching for the wrong token when ``secrets.env``
-had a trailing comment or CRLF line ends. Here:
-
-* the secret values are every value ``utils/config/secret.py`` reads, from the environment and from
-  ``secrets.env`` (read as a shell reads it) both, for every key tprimat uses;
-* no link is followed: a link anywhere in the folder is skipped with a line naming it, and
-  every file is opened with ``O_NOFOLLOW`` (a file swapped for a link meanwhile fails);
-  what is not a regular file (a FIFO, a socket) is skipped with a line too;
-* an env file (``*.env``, anything named like ``secrets.env``), or a file (name or bytes)
-  containing a secret value, makes wrap refuse: every such file is named, the value never;
-  the bytes are scanned again while they are packed, so a file changed in between cannot
-  slip through;
-* the archive is built under a temporary name and renamed only when complete;
-* only a folder tprimat wrote into is packed (issue 26: ``OUTPUT_DIR=/etc`` packed 293 files of
-  ``/etc``): it must hold the marker tprimat leaves there (``utils.result.names.OUTPUT_MARKER``),
-  and only the names ``utils.files.generated.output_targets`` recognises are packed (results, step
-  records, logs, generated configs, traces, comparisons); every other file is left out with one
-  line counting them;
-* a file other users may not read (its mode bits) is never packed, whatever it holds: someone
-  made it private (unless the umask withholds other-read from every new file, as 077 does: then the
-  bit marks nothing, and tprimat's own files are packed);
-* the secret values are compared as bytes: the exact bytes of the value in the environment, or
-  in ``secrets.env``; a value with a control character or surrounding whitespace is refused by
-  the loader (``utils/config/secret.py``), so what is compared is what a log would hold.
-
-CLI (``shell/wrap.sh`` runs it): ``python -m utils.files.wrap``; exit 1 when it refuses.
+Why Python: the archive must never follow a link to ``secrets.env`` nor miss a token written with a trailing comment
+or CRLF. So: the secret values are every value ``utils/config/secret.py`` reads, from the environment and
+``secrets.env`` both, compared as exact bytes; no link is followed (every file opened with ``O_NOFOLLOW``) and what is
+not a regular file is skipped with a line; an env file or a file holding a secret (name or bytes, scanned again while
+packed) makes wrap refuse, naming the file, never the value; only a folder holding tprimat's marker
+(``utils.result.names.OUTPUT_MARKER``) is packed, and only names ``utils.files.generated.output_targets`` knows; a file
+other users may not read is never packed (unless the umask withholds other-read from every file); the archive is
+renamed into place only when complete. CLI (``shell/wrap.sh``): ``python -m utils.files.wrap``; exit 1 on refusal.
 """
 
 from __future__ import annotations
@@ -69,11 +50,8 @@ class Contents:
 
 
 def secret_values() -> list[bytes]:
-    """Every value of every secret tprimat uses, from every source (values too short to be tokens left out).
-
-    Both sources, not the one ``read_secret_bytes`` would use: with ``HF_TOKEN`` exported and another token in
-    ``secrets.env``, only the exported one was checked and the file's was packed (issue 33).
-    """
+    """Every value of every secret tprimat uses, from the environment and ``secrets.env`` both (an exported token
+    must not hide another in the file); values too short to be tokens left out."""
     values: list[bytes] = []
     for key in SECRET_KEYS:
         for value in (read_secret_bytes(key), read_secret_bytes(key, environ={})):  # environment, secrets.env

@@ -1,9 +1,7 @@
 """Atomic outputs: write under a temporary sibling name, rename into place only when complete.
 
-A result, dataset, report or trace that is interrupted half-way must never replace
-a good file with a truncated one, nor be mistaken for a finished one. ``os.replace``
-within one directory is atomic on POSIX. Temporary names start with a dot
-(``.<name>.tmp-<pid>``) so directory scans for outputs skip them.
+An interrupted write must never replace a good file with a truncated one (``os.replace`` within a folder is atomic
+on POSIX). Temporary names start with a dot (``.<name>.tmp-<pid>``) so scans for outputs skip them.
 """
 
 from __future__ import annotations
@@ -22,11 +20,9 @@ def temp_sibling(final: Path, suffix: str = "") -> Path:
 
 @contextlib.contextmanager
 def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary sibling of ``final``; rename it into place only if the block succeeds.
-
-    ``suffix`` keeps an extension on the temporary name for writers that infer the
-    format from it. On failure the temporary file is removed and ``final`` is untouched.
-    """
+    """Yield a temporary sibling of ``final``; rename it into place only if the block succeeds. ``suffix`` keeps an
+    extension on the temporary name for writers that infer the format from it. On failure the temporary file is removed
+    and ``final`` is untouched."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(final, suffix)

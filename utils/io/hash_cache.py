@@ -1,18 +1,9 @@
 """sha256 of large files, hashed once and remembered until the file changes.
 
-Why: a dataset is checked against its encode manifest by hash (an ``.bin`` edited in
-place keeps its size, so sizes prove nothing), both by ``data/verify.py`` and before
-every training job (``data/ready.py``). Hashing gigabytes before each job would cost
-minutes, so each hash is cached beside the file with the file's identity when it was
-hashed, and reused while that identity is unchanged.
-
-Identity: size, inode, modification time and change time (all in nanoseconds). The
-change time is set by the kernel on every write and every metadata change and cannot
-be set back by a user, so an in-place edit is noticed even when the modification time
-is restored afterwards (``touch -r``). A copied or moved dataset gets a new identity
-and is hashed once more. The cache is one JSON file (``.tprimat-hashes.json``) in the
-directory the caller names, replaced atomically; a lost update only costs a re-hash.
-The hashing itself is ``utils/io/hashing.py``'s.
+Why: datasets are checked against their manifest by hash (an in-place edit keeps the size) before every job, and
+hashing gigabytes each time would cost minutes. Each hash is cached (``.tprimat-hashes.json``, replaced atomically)
+with the file's identity: size, inode, mtime and ctime in nanoseconds. The ctime cannot be set back by a user, so an
+edit is noticed even after ``touch -r``; a copied or moved file is hashed again.
 """
 
 from __future__ import annotations
@@ -46,13 +37,9 @@ def _load(cache: Path) -> dict[str, Any]:
 
 
 def cached_sha256(path: Path, cache_dir: Path | None = None) -> str:
-    """Hex sha256 of ``path``: from the cache while the file's identity is unchanged, else hashed and cached.
-
-    The cache lives in ``cache_dir`` (default: the file's directory), which must contain
-    ``path``; pass the directory a manifest lives in, so no cache file ever sits inside a
-    directory that is hashed as a whole (a tokenizer's). A cache that cannot be written (a
-    read-only data mount) only means hashing again next time.
-    """
+    """Hex sha256 of ``path``: from the cache while the file's identity is unchanged, else hashed and cached. The cache
+    lives in ``cache_dir`` (default: the file's folder, which must contain ``path``): pass a manifest's folder, so no
+    cache file sits inside a folder hashed as a whole. An unwritable cache only costs a re-hash."""
     path = Path(path)
     cache_dir = Path(cache_dir) if cache_dir is not None else path.parent
     name = os.path.relpath(path.absolute(), cache_dir.absolute())
@@ -79,12 +66,8 @@ def _store(cache: Path, name: str, stat: os.stat_result, digest: str) -> None:
 
 
 def remember_sha256(path: Path, digest: str, cache_dir: Path | None = None) -> None:
-    """Record the sha256 of a file its writer hashed while writing it (``data/encoding/idx_writer.py``), as of now.
-
-    Why: a writer that streamed the bytes through the hash already knows it; reading a
-    multi-gigabyte file back only to hash it again is the cost this cache exists to avoid.
-    Call it after the file's final rename (a rename changes the change time).
-    """
+    """Record the sha256 a writer computed while streaming the file (``data/encoding/idx_writer.py``), so it is
+    never read back only to be hashed. Call it after the file's final rename (a rename changes the change time)."""
     path = Path(path)
     cache_dir = Path(cache_dir) if cache_dir is not None else path.parent
     name = os.path.relpath(path.absolute(), cache_dir.absolute())

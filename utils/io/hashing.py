@@ -1,10 +1,7 @@
 """sha256 helpers: the one way tprimat hashes files, directories and JSON values.
 
-Why one module: the data stages' manifests (``data/manifest.py``), the datasets'
-verification and the fingerprints in every result (``utils/dataset/fingerprint.py``) must
-hash the same bytes the same way, or a fingerprint could disagree with the
-manifest it is checked against. Files are read in chunks, so a multi-gigabyte
-``.bin`` never sits in memory.
+Why one module: the data manifests (``data/manifest.py``) and every result's fingerprints
+(``utils/dataset/fingerprint.py``) must hash the same bytes the same way. Files are read in chunks.
 """
 
 from __future__ import annotations
@@ -43,11 +40,9 @@ def hash_json(value: Any) -> str:
 
 
 def hash_files(paths: Iterable[Path], file_hash: Callable[[Path], str] | None = None) -> str | None:
-    """``sha256:<hex>`` over several files (names and contents, not directories); None if any is missing.
-
-    ``file_hash`` gives one file's hex sha256 (default :func:`sha256_file`; the fingerprint of a
-    dataset passes ``utils.io.hash_cache.cached_sha256`` so a large ``.bin`` is read once).
-    """
+    """``sha256:<hex>`` over several files (names and contents, not directories); None if any is missing. ``file_hash``
+    gives one file's hex sha256 (default :func:`sha256_file`; the fingerprint of a dataset passes
+    ``utils.io.hash_cache.cached_sha256`` so a large ``.bin`` is read once)."""
     file_hash = file_hash or sha256_file
     digest = hashlib.sha256()
     for path in paths:

@@ -1,29 +1,12 @@
 """Reading a JSON file tprimat did not necessarily write: bounded in size and depth, one line on any problem.
 
-Why one helper: results are compared across machines (a colleague's ``output.zip``), so a
-result file, a step record or a cache beside the data is foreign input. Issue 26 found a
-result nested 100,000 levels deep and a number of 9,000 digits each ending ``evaluate.validate``
-and ``evaluate.compare`` with a traceback (``RecursionError``, the interpreter's digit limit),
-so that the good results beside it were never compared. Here every such file is:
-
-* a regular file (never a FIFO that would block, never a device), at most ``max_bytes`` long
-  (checked on the open descriptor, and again on what is read);
-* UTF-8 text;
-* nested at most ``max_depth`` containers deep, counted on the text before the parser
-  recurses;
-* at most ``max_values`` values and ``max_containers`` arrays and objects where the reader gives them (a result:
-  ``utils/result/file.py``), counted on the bytes before anything is decoded or parsed, because what a parsed
-  file costs in memory follows its values, not its bytes (issue 33: a 510 MB result of short numbers took more than
-  5.5 GB): every value but the first of an array or object follows a comma, so commas plus containers plus one
-  bound the values from above (a comma inside a string counts too: the bound is loose, never short);
-* JSON as the standard defines it: ``NaN`` and ``Infinity`` literals are refused (``allow_nan``
-  lets a reader whose typed model refuses non-finite figures field by field, and so names the
-  field, take them), and a number the interpreter refuses to convert (too many digits) is a
-  problem, not a crash.
-
-Every failure is a :class:`JsonInputError` (a ``ValueError``) whose message is one line
-naming the file and the first problem; ``utils/io/sanitise.py``'s ``one_line`` makes any foreign text safe to show
-in such a line (control characters escaped, length bounded).
+Why one helper: results are compared across machines, so a result, a step record or a cache is foreign input, and
+one hostile file (nested 100,000 deep, a 9,000-digit number, 510 MB of short numbers) must not end a comparison of
+the good files beside it. Every such file must be a regular file of at most ``max_bytes``, UTF-8, nested at most
+``max_depth`` deep (counted on the text before the parser recurses), with at most ``max_values`` values and
+``max_containers`` containers where the reader asks (memory follows values, not bytes; commas plus containers plus
+one bound the values from above), and standard JSON (``NaN``/``Infinity`` only with ``allow_nan``; an unconvertible
+number is a problem, not a crash). Every failure is a one-line :class:`JsonInputError` naming the file.
 """
 
 from __future__ import annotations

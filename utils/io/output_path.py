@@ -1,16 +1,9 @@
 """Where a file tprimat writes goes: inside its folder, under a name built from safe parts, or nowhere.
 
-Why one helper: issue 26 found ``evaluate.compare --output-dir O`` writing
-``ESCAPED3_frameworks.png`` in the system's temporary folder, because a result's ``platform``
-(``y/../../tmp/ESCAPED3``) became part of a file name, and a platform holding a line break made
-a file name with one. Result fields are now registry names (``utils/schema/model.py``), and
-every writer builds its path here:
-
-* :func:`safe_label` turns any text (a user's label, a dataset name) into a name part of
-  ``[A-Za-z0-9._-]`` that cannot start with a dot;
-* :func:`output_file` joins a folder and a relative name and refuses (:class:`OutputPathError`,
-  one line) a name that is absolute, has ``..`` or an empty part, holds a character outside
-  that set, or leads outside the folder once links are resolved.
+Why one helper: a result's field (``y/../../tmp/X``, a line break) must never steer a written file outside its
+folder. :func:`safe_label` turns any text into a name part of ``[A-Za-z0-9._-]`` not starting with a dot;
+:func:`output_file` joins a folder and a relative name and refuses (:class:`OutputPathError`, one line) an absolute
+name, ``..``, an empty part, a character outside that set, or a path that leaves the folder once links resolve.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """How a command-line entry point answers a signal: one line and exit 128 + the signal's number.
 
-Why (issue 33): Ctrl-C in ``evaluate.compare`` and ``evaluate.validate`` printed a KeyboardInterrupt traceback,
-also during the start-up imports (matplotlib, pydantic), and SIGHUP ended them without a word. A package whose
-modules are entry points calls :func:`answer_signals_when_run` in its ``__init__.py`` (``evaluate``, ``data``,
-``utils``): when Python runs one of its own modules with ``-m`` (``sys.argv[0]`` is ``"-m"`` while the package is
-imported), SIGINT, SIGTERM and SIGHUP are answered from then on, imports included; imported as a library (tests,
-another package's entry point), nothing changes. ``train`` is left out: the launcher and the trainers inside a job
-answer signals themselves (``train/launch/job_guard.py``).
-
-The handler raises ``SystemExit`` (after one line on stderr), so ``finally`` blocks and context managers run:
-an atomic write's temporary file is removed, a lock released; nothing is left behind.
+Why: Ctrl-C otherwise prints a KeyboardInterrupt traceback (also during the start-up imports) and SIGHUP ends a
+command without a word. A package of entry points (``evaluate``, ``data``, ``utils``) calls
+:func:`answer_signals_when_run` in its ``__init__.py``: under ``python -m`` the signals are answered from then on,
+imports included; imported as a library nothing changes. ``train`` answers its own (``train/launch/job_guard.py``).
+The handler raises ``SystemExit``, so ``finally`` blocks run: temporary files removed, locks released.
 """
 
 from __future__ import annotations
@@ -51,11 +46,8 @@ def _run_module() -> str | None:
 
 
 def answer_signals_when_run(package: str, only: Collection[str] | None = None) -> None:
-    """:func:`answer_signals` when a module of ``package`` runs as ``python -m`` (and is being imported: a later
-    import of the package by another program's code changes nothing); nothing otherwise.
-
-    ``only``: the modules of ``package`` that answer (``python -m`` names); the others keep Python's defaults.
-    """
+    """:func:`answer_signals` when a module of ``package`` runs as ``python -m`` (``only``: the modules that
+    answer); nothing when the package is imported as a library."""
     module = _run_module()
     if sys.argv[:1] != ["-m"] or module is None:
         return

@@ -1,29 +1,11 @@
 """CPU_PRECISION: the precision a job on the ``cpu`` platform computes in, from what this CPU computes natively.
 
-Why: the quick benchmark's tiny models train under bf16 autocast, and a CPU without bf16 instructions
-emulates it. docs/PERFORMANCE.md measured a 2048-deep bf16 matrix multiply at 872 GFLOP/s with native
-bf16 and 0.3 GFLOP/s with oneDNN capped at AVX2 (fp32: 190), so ``./shell/quickstart.sh`` took 2 minutes
-on one 2-core VM and 14 on another (issue 39). fp32 is exact where bf16 rounds, so on such a CPU it is
-both the faster and the more exact choice.
-
-The rules, on the ``cpu`` platform only (GPU platforms run PRECISION, the fairness table's value):
-
-* ``CPU_PRECISION=bf16|fp16|fp32``: that precision, whatever the CPU (emulated if need be: the user asked).
-* ``CPU_PRECISION=auto`` (the default): PRECISION when this CPU computes it natively, else fp32. fp32 is
-  native everywhere; bf16 needs ``avx512_bf16`` or ``amx_bf16`` (x86) or ``bf16`` (Arm) among the CPU's
-  flags; fp16 needs ``avx512_fp16`` or ``amx_fp16`` (x86) or ``asimdhp`` (Arm). An AVX-512 CPU without
-  ``avx512_bf16`` counts as not native: oneDNN converts there, and this module's test machine (Intel Xeon,
-  Skylake) ran a bf16 multiply at half its fp32 rate (docs/PERFORMANCE.md).
-* ``ONEDNN_MAX_CPU_ISA`` (or its older name ``DNNL_MAX_CPU_ISA``) capping oneDNN below the instruction set
-  whose bf16 (fp16) instructions it uses counts as not native: oneDNN then emulates whatever the flags say.
-  That cap is how a test simulates a CPU without native bf16 on any machine.
-* ``FP8=true`` is left as configured (FP8 runs on top of bf16; tran refuses it on its own).
-* Flags that cannot be read (no ``/proc/cpuinfo``) count as not native, said so: fp32 is never emulated.
-
-The choice replaces ``Config.precision`` (:func:`apply_cpu_precision`), so the fairness table, the
-frameworks' own settings, the result's workload and ``precision_effective`` all say what ran; the
-launcher (``train/launch/context.py``) and the trainers (``train/tran/worker.py``) apply it alike, and
-``train/launch/job_result.py`` records the :class:`PrecisionChoice` with its reason.
+Why: a CPU without bf16 instructions emulates bf16 (a measured 0.3 GFLOP/s against fp32's 190: docs/PERFORMANCE.md),
+and fp32 is both faster there and exact. On the ``cpu`` platform only: ``bf16|fp16|fp32`` is used as asked;
+``auto`` (the default) is PRECISION where native, else fp32. Native bf16 needs ``avx512_bf16``/``amx_bf16`` (x86)
+or ``bf16`` (Arm), fp16 ``avx512_fp16``/``amx_fp16`` or ``asimdhp``; a ``ONEDNN_MAX_CPU_ISA`` cap below those
+instructions, or unreadable flags, count as not native. ``FP8`` is left as configured. The choice replaces
+``Config.precision`` (:func:`apply_cpu_precision`), so every record says what ran.
 """
 
 from __future__ import annotations
@@ -85,11 +67,9 @@ def isa_cap(env: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def native_support(precision: str, flags: frozenset[str] | None, env: Mapping[str, str]) -> tuple[bool, str]:
-    """Whether this CPU computes ``precision`` natively, and the evidence in a few words.
-
-    oneDNN's cap comes first: below the instruction set it computes ``precision`` with, oneDNN emulates it
-    whatever the flags say (and the evidence is then the same on every machine, as a test needs).
-    """
+    """Whether this CPU computes ``precision`` natively, and the evidence in a few words. oneDNN's cap comes first:
+    below the instruction set it computes ``precision`` with, oneDNN emulates it whatever the flags say (and the
+    evidence is then the same on every machine, as a test needs)."""
     if precision == "fp32":
         return True, "fp32 is native on every CPU"
     wanted = NATIVE_FLAGS.get(precision, ())
@@ -159,10 +139,8 @@ def choose(requested: str, setting: str, fp8: bool, flags: frozenset[str] | None
 
 def cpu_precision(cfg: Config, platform: str, flags: frozenset[str] | None = None,
                   env: Mapping[str, str] | None = None, read_flags: bool = True) -> PrecisionChoice | None:
-    """The choice for ``cfg`` on ``platform``; None off the cpu platform (GPUs run PRECISION as configured).
-
-    ``flags`` and ``env`` are injectable (tests); by default this CPU's flags and ``os.environ``.
-    """
+    """The choice for ``cfg`` on ``platform``; None off the cpu platform (GPUs run PRECISION as configured). ``flags``
+    and ``env`` are injectable (tests); by default this CPU's flags and ``os.environ``."""
     if platform != CPU_PLATFORM:
         return None
     if flags is None and read_flags:

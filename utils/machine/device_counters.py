@@ -1,8 +1,7 @@
 """A GPU's power and energy counters through NVML or amdsmi: the readers and the one way to open them.
 
-The openers map a torch device (or, for a process without a GPU runtime, a visible device index) to its NVML or
-amdsmi handle; the meters of ``utils/measure/power.py`` and ``utils/measure/energy_trace.py`` read energy through
-them, and ``utils/machine/device_facts.py`` reads the device's other facts on the same handle.
+The openers map a torch device (or a visible index, for a process without a GPU runtime) to its handle, for the
+meters of ``utils/measure/`` and the facts of ``utils/machine/device_facts.py``.
 """
 
 from __future__ import annotations
@@ -139,10 +138,8 @@ def open_reader(platform: str, device_index: int, library: Any | None = None) ->
 
 
 def open_counter(platform: str, device_index: int, library: Any | None = None) -> tuple[Any | None, str | None]:
-    """The energy counter of visible GPU ``device_index`` opened by index (no GPU runtime), or ``(None, reason)``.
-
-    For a process that must not initialise CUDA/HIP itself: the launcher, around its child.
-    """
+    """The energy counter of visible GPU ``device_index`` opened by index (no GPU runtime), or ``(None, reason)``. For a
+    process that must not initialise CUDA/HIP itself: the launcher, around its child."""
     if platform == "cpu":
         return None, "platform cpu: no GPU energy counter (CPU package energy is not measured)"
     opener: Callable[..., Any] | None = {"nvd": nvml_reader, "amd": amdsmi_reader}.get(platform)

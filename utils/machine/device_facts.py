@@ -1,10 +1,7 @@
 """A GPU's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML or amdsmi.
 
-The prescreen (``utils/machine/prescreen.py``) records them beside its measurements. Each fact is read
-on its own: one the device or the library cannot give (ECC on a board without it, a query the
-driver does not support) is ``None`` with what the library said, and the others are still read.
-The handle comes from ``utils/machine/device_counters.py``'s openers, the one mapping of a torch device to its
-NVML/amdsmi handle.
+Recorded by the prescreen. Each fact is read on its own: one the device or library cannot give is ``None`` with what
+the library said, and the others are still read.
 """
 
 from __future__ import annotations
@@ -92,11 +89,8 @@ def amdsmi_facts(amdsmi: Any, handle: Any) -> dict[str, Fact]:
 
 
 def device_facts(platform: str, device_index: int = 0, library: Any | None = None) -> dict[str, Fact]:
-    """The device's facts through NVML or amdsmi, plus the runtime torch was built for.
-
-    The handle comes from ``utils/machine/device_counters.py``'s opener (the one mapping of a torch device to its
-    NVML/amdsmi handle). Without the library every fact is ``None`` with the reason.
-    """
+    """The device's facts through NVML or amdsmi, plus the runtime torch was built for (every fact ``None`` with
+    the reason without the library)."""
     name = "nvidia-ml-py (pynvml)" if platform == "nvd" else "amdsmi"
     try:
         if platform == "nvd":

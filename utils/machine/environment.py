@@ -1,15 +1,8 @@
 """Environment capture: the variables and library versions that change performance.
 
-Recorded in every result so a surprising number can be traced to, say, a
-different ``NCCL_ALGO`` or Transformer Engine version. Secrets are never captured:
-only variables with a performance-relevant prefix are kept, and anything whose name
-looks like a credential is dropped even then.
-
-Results record whether the run was inside a tprimat container (``utils/config/load.py``'s
-:func:`in_tprimat_container`, by which DATA_DIR defaults), and the shell asks it
-(``python -m utils.machine.environment --in-container``). Also the one definition of an installed package's version
-(:func:`installed_version`, read from its metadata: the result, the data manifests, the digest keys and the
-framework versions record it alike).
+Recorded in every result so a surprising number can be traced to, say, a different ``NCCL_ALGO``. Only variables with
+a performance-relevant prefix are kept, never one named like a credential. Also whether the run was inside a tprimat
+container, and the one definition of an installed package's version (:func:`installed_version`).
 """
 
 from __future__ import annotations
@@ -79,11 +72,8 @@ def container_image(environ: Mapping[str, str] | None = None) -> dict[str, str |
 def capture_environment(
     launcher_env: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """Snapshot for a result: relevant variables (process + what the launcher set), versions, image.
-
-    ``launcher_env`` is the environment a launcher set for its child process; it is
-    recorded separately so a reader sees what tprimat chose versus what was inherited.
-    """
+    """Snapshot for a result: relevant variables, versions, image; ``launcher_env`` (what a launcher set for its
+    child) is kept apart, so a reader sees what tprimat chose versus what was inherited."""
     merged = {**(os.environ if environ is None else environ), **(launcher_env or {})}
     return {
         "variables": relevant_environment(merged),

@@ -1,16 +1,9 @@
 """Hardware: which platform this is, what GPUs it has, and their peak dense FLOP/s.
 
-Platform detection lives here only; the shell asks ``python -m utils.machine.hardware --platform``
-so the two can never disagree about where they run:
-
-* ``amd``: ``/dev/kfd`` plus ``amd-smi`` or ``rocm-smi`` on PATH, or a ROCm build of torch;
-* ``nvd``: a working ``nvidia-smi``, or a CUDA build of torch that sees a device;
-* ``cpu``: neither.
-
-``PLATFORM`` (environment, then config.env) overrides detection; ``TPRIMAT_DEV_DIR``
-stands in for ``/dev`` in tests. The peak table holds dense (not sparse) BF16 and FP8
-TFLOP/s per device from vendor datasheets; an unknown device gets ``None`` with a
-reason, never a guessed peak, so an MFU is never invented.
+Platform detection lives here only (the shell asks ``python -m utils.machine.hardware --platform``): ``amd`` is
+``/dev/kfd`` plus ``amd-smi``/``rocm-smi`` or a ROCm torch; ``nvd`` a working ``nvidia-smi`` or a CUDA torch that
+sees a device; else ``cpu``. ``PLATFORM`` overrides it; ``TPRIMAT_DEV_DIR`` stands in for ``/dev`` in tests. An
+unknown device's peak is ``None`` with a reason, never guessed, so an MFU is never invented.
 """
 
 from __future__ import annotations
@@ -24,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
@@ -84,21 +78,26 @@ DEVICE_MEMORY_GIB: tuple[tuple[str, float], ...] = (
 REFERENCE_DEVICES = {"nvd": "NVIDIA H100 80GB HBM3", "amd": "AMD Instinct MI300X"}
 
 
+def _row(table: tuple[tuple[Any, ...], ...], device_name: str | None) -> tuple[Any, ...] | None:
+    """The first row of a device table whose marker is in ``device_name`` (the tables list the most specific first)."""
+    upper = (device_name or "").upper()
+    return next((row for row in table if upper and row[0].upper() in upper), None)
+
+
 def device_memory_gib(device_name: str | None) -> tuple[float | None, str | None]:
     """Memory of one ``device_name`` in GiB from the table: ``(value, None)`` or ``(None, reason)``."""
     if not device_name:
         return None, "no accelerator: no device memory to size against"
-    upper = device_name.upper()
-    for marker, gib in DEVICE_MEMORY_GIB:
-        if marker.upper() in upper:
-            return gib, None
+    row = _row(DEVICE_MEMORY_GIB, device_name)
+    if row:
+        return row[1], None
     return None, f"device {device_name!r} is not in the memory table (utils/machine/hardware.py): memory check not done"
 
 
 def peak_source(device_name: str | None) -> str | None:
     """The datasheet the peak of ``device_name`` comes from, or None when it is not tabulated."""
-    upper = (device_name or "").upper()
-    return next((PEAK_SOURCES[m] for m, _, _ in PEAK_TFLOPS if upper and m.upper() in upper), None)
+    row = _row(PEAK_TFLOPS, device_name)
+    return PEAK_SOURCES[row[0]] if row else None
 
 
 # Datasheet device-memory bandwidth, TB/s (10**12 bytes/s), with its source; matched like PEAK_TFLOPS, most specific
@@ -119,26 +118,22 @@ def memory_bandwidth_tbs(device_name: str | None) -> tuple[float | None, str | N
     """Datasheet memory bandwidth of ``device_name`` in TB/s: ``(value, source, None)`` or ``(None, None, reason)``."""
     if not device_name:
         return None, None, "no accelerator detected: datasheet memory bandwidth unknown"
-    upper = device_name.upper()
-    for marker, tbs, source in MEMORY_BANDWIDTH_TBS:
-        if marker.upper() in upper:
-            return tbs, source, None
+    row = _row(MEMORY_BANDWIDTH_TBS, device_name)
+    if row:
+        return row[1], row[2], None
     return None, None, f"device {device_name!r} is not in the bandwidth table (utils/machine/hardware.py)"
 
 
 def peak_tflops(device_name: str | None, precision: str = "bf16") -> tuple[float | None, str | None]:
-    """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8).
-
-    Returns ``(value, None)`` or ``(None, reason)``.
-    """
+    """Dense peak TFLOP/s for ``device_name`` at ``precision`` (bf16|fp8). Returns ``(value, None)`` or ``(None,
+    reason)``."""
     if not device_name:
         return None, "no accelerator detected: peak FLOP/s unknown, MFU not computed"
     if precision not in ("bf16", "fp8"):
         return None, f"no peak table entry for precision {precision!r} (only bf16 and fp8 are tabulated)"
-    upper = device_name.upper()
-    for marker, bf16, fp8 in PEAK_TFLOPS:
-        if marker.upper() in upper:
-            return (bf16 if precision == "bf16" else fp8), None
+    row = _row(PEAK_TFLOPS, device_name)
+    if row:
+        return (row[1] if precision == "bf16" else row[2]), None
     return None, f"device {device_name!r} is not in the peak table (utils/machine/hardware.py): MFU not computed"
 
 
@@ -152,27 +147,14 @@ class DeviceMemory:
     reason: str | None = None
 
 
-def _nvidia_smi_memory() -> tuple[str, float] | None:
-    """(name, GiB) of GPU 0 from nvidia-smi, which, unlike torch, opens no CUDA context in the launcher."""
-    if not _which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                             check=True, capture_output=True, text=True, timeout=20).stdout
-        name, mib = out.strip().splitlines()[0].rsplit(",", 1)
-        return name.strip(), round(float(mib) / 1024, 2)
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
-
-
 def device_memory(platform: str, device_name: str | None = None) -> DeviceMemory:
     """Memory of one GPU of ``platform``: the named device's table entry; else on nvd the GPU nvidia-smi reports;
     else the platform's reference GPU (:data:`REFERENCE_DEVICES`, said so in ``basis``); cpu has none."""
     basis = "the device memory table (utils/machine/hardware.py)"
     if device_name is None and platform == "nvd":
-        seen = _nvidia_smi_memory()
+        seen = _nvidia_smi_gpus()
         if seen is not None:
-            return DeviceMemory(seen[0], seen[1], "nvidia-smi memory.total of GPU 0")
+            return DeviceMemory(seen[0], seen[2], "nvidia-smi memory.total of GPU 0")
     if device_name is None and platform in REFERENCE_DEVICES:
         device_name = REFERENCE_DEVICES[platform]
         basis = f"no GPU queried here: sized for {platform}'s reference GPU from the memory table"
@@ -225,12 +207,8 @@ def detect_platform(environ: Mapping[str, str] | None = None, dev_dir: str | Non
 
 
 def resolve_platform(cfg: Config | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """The platform to run on: ``PLATFORM`` from the environment, else from config.env, else detected.
-
-    ``cfg`` is the loaded config (whose ``platform`` already merges the environment over the
-    file); without one it is loaded here, so a bad ``PLATFORM`` anywhere is a
-    :class:`~utils.config.rules.ConfigError` that lists the valid values.
-    """
+    """The platform to run on: ``PLATFORM`` from the environment, else config.env, else detected. Without
+    ``cfg`` the config is loaded here, so a bad ``PLATFORM`` is a ConfigError listing the valid values."""
     if cfg is None:
         cfg = load_config(environ=environ)
     if cfg.platform:
@@ -266,6 +244,15 @@ def _amd_driver() -> str | None:
         return None
 
 
+def _peaks(name: str, precision: str) -> dict[str, Any]:
+    """The GpuInfo peak fields of device ``name`` for a run at ``precision``."""
+    bf16, _ = peak_tflops(name, "bf16")
+    fp8, _ = peak_tflops(name, "fp8")
+    _, reason = peak_tflops(name, "fp8" if precision == "fp8" else "bf16")
+    return {"peak_tflops": PeakTflops(bf16=bf16, fp8=fp8), "peak_tflops_reason": reason,
+            "peak_tflops_source": peak_source(name)}
+
+
 def cpu_name() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -280,7 +267,6 @@ def collect_gpu_info(platform: str, precision: str = "bf16") -> GpuInfo:
     """Describe the accelerators of ``platform``; on cpu every GPU field is honest about absence."""
     torch = _torch()
     torch_version = getattr(torch, "__version__", None) if torch else None
-    peak_key = "fp8" if precision == "fp8" else "bf16"
     if platform == "cpu" or torch is None or not torch.cuda.is_available():
         reason = "no accelerator on platform cpu: peak FLOP/s unknown, MFU not computed"
         if platform != "cpu":
@@ -294,16 +280,11 @@ def collect_gpu_info(platform: str, precision: str = "bf16") -> GpuInfo:
     name = props.name
     hip = getattr(torch.version, "hip", None)
     stack, version = ("rocm", hip) if hip else ("cuda", torch.version.cuda)
-    bf16, _ = peak_tflops(name, "bf16")
-    fp8, _ = peak_tflops(name, "fp8")
-    _, reason = peak_tflops(name, peak_key)
     return GpuInfo(
         device_name=name, device_count=torch.cuda.device_count(),
         total_memory_gb=round(props.total_memory / 1024**3, 2), software_stack=stack,
         software_version=version, pytorch_version=torch_version,
-        driver_version=_amd_driver() if hip else _nvidia_driver(),
-        peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
-        peak_tflops_source=peak_source(name), cpu_name=cpu_name(),
+        driver_version=_amd_driver() if hip else _nvidia_driver(), cpu_name=cpu_name(), **_peaks(name, precision),
     )
 
 
@@ -332,13 +313,9 @@ def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
         seen = _nvidia_smi_gpus()
         if seen is not None:
             name, count, gib, driver = seen
-            bf16, _ = peak_tflops(name, "bf16")
-            fp8, _ = peak_tflops(name, "fp8")
-            _, reason = peak_tflops(name, "fp8" if precision == "fp8" else "bf16")
             return GpuInfo(device_name=name, device_count=count, total_memory_gb=gib, software_stack="cuda",
                            software_version=None, pytorch_version=version, driver_version=driver,
-                           peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
-                           peak_tflops_source=peak_source(name), cpu_name=cpu_name())
+                           cpu_name=cpu_name(), **_peaks(name, precision))
     reason = ("no accelerator on platform cpu: peak FLOP/s unknown, MFU not computed" if platform == "cpu" else
               f"platform {platform}: the GPU is not queried before the job starts (no GPU runtime in the launcher); "
               "the job's result records it")
@@ -349,15 +326,10 @@ def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
 
 def gpu_info_for_device(platform: str, device_name: str, device_count: int, precision: str = "bf16") -> GpuInfo:
     """GpuInfo for a device named by the user (log analysis: the run's GPUs are not on this machine)."""
-    bf16, _ = peak_tflops(device_name, "bf16")
-    fp8, _ = peak_tflops(device_name, "fp8")
-    _, reason = peak_tflops(device_name, "fp8" if precision == "fp8" else "bf16")
     return GpuInfo(
         device_name=device_name, device_count=device_count, total_memory_gb=None,
         software_stack=PLATFORM_REGISTRY[platform].software_stack if platform in PLATFORM_REGISTRY else "cpu",
-        software_version=None, pytorch_version=None, driver_version=None,
-        peak_tflops=PeakTflops(bf16=bf16, fp8=fp8), peak_tflops_reason=reason,
-        peak_tflops_source=peak_source(device_name),
+        software_version=None, pytorch_version=None, driver_version=None, **_peaks(device_name, precision),
     )
 
 
@@ -366,10 +338,8 @@ _FORCE_VALUES = {"1": True, "true": True, "yes": True, "0": False, "false": Fals
 
 
 def force_platform_problem(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why ``TPRIMAT_FORCE_PLATFORM`` is no switch (None: unset, or one of 1/true/yes/0/false/no, any case).
-
-    A typo (``TPRIMAT_FORCE_PLATFORM=ture``) must not silently mean "not forced", nor anything else.
-    """
+    """Why ``TPRIMAT_FORCE_PLATFORM`` is no switch (None: unset, or one of 1/true/yes/0/false/no, any case). A typo
+    (``TPRIMAT_FORCE_PLATFORM=ture``) must not silently mean "not forced", nor anything else."""
     value = (os.environ if environ is None else environ).get(FORCE_PLATFORM_ENV, "")
     if value.strip().lower() in _FORCE_VALUES:
         return None
@@ -378,14 +348,10 @@ def force_platform_problem(environ: Mapping[str, str] | None = None) -> str | No
 
 
 def device_problem(platform: str, environ: Mapping[str, str] | None = None, dev_dir: str | None = None) -> str | None:
-    """Why jobs of ``platform`` cannot run on this host (None: they can), asked before any job starts.
-
-    Issue 33: ``PLATFORM=nvd`` on a host without a GPU only warned; each job then wrote a failed result after its
-    start-up. The test is loose on purpose (a container may hold the vendor tools the host lacks): nvd needs
-    ``nvidia-smi`` or ``/dev/nvidia0``, amd needs ``/dev/kfd``. ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway; a
-    value that is no switch is the problem itself. Asked by ``shell/train.sh`` (``--check-devices``) and by the
-    launcher (``train/launch/launcher.py``), so a ``train/train_<platform>_*.sh`` run directly is refused too.
-    """
+    """Why jobs of ``platform`` cannot run on this host (None: they can), asked before any job starts. Loose on purpose
+    (a container may hold tools the host lacks): nvd needs ``nvidia-smi`` or ``/dev/nvidia0``, amd ``/dev/kfd``.
+    ``TPRIMAT_FORCE_PLATFORM=1`` launches anyway. Asked by ``shell/train.sh`` (``--check-devices``) and the launcher, so
+    a ``train/train_<platform>_*.sh`` run directly is refused too."""
     env = os.environ if environ is None else environ
     invalid = force_platform_problem(env)
     if invalid:

@@ -1,17 +1,9 @@
 """The host settings MLPerf submitters change, read (never written) so that a result says what its host ran with.
 
-Why: AMD's MLPerf Training runs set the CPU governor to performance, disable an idle state,
-NUMA balancing, ASLR and the NMI watchdog, set transparent huge pages to always and drop the
-page cache (``runtime_tunables.sh``, ``run_with_docker.sh`` of their v5.1 Llama 3.1 8B
-submission); NVIDIA's scripts drop the page cache and bind CPUs per NUMA node. Two vendors'
-runs on hosts set differently measure the hosts as well as the GPUs, so every result records
-these and compare flags a vendor pair whose settings differ (``evaluate/render/mlperf.py``).
-
-Record only: tprimat changes nothing on the host. What cannot be read (no cpufreq driver in a
-VM, a file a container hides) is None with the reason in ``unreadable``. Whether the page cache
-was dropped cannot be read (``/proc/sys/vm/drop_caches`` is write-only), and how much is cached
-changes from second to second, so neither is recorded: a result's environment stays the same
-for the same host.
+Why: vendors' MLPerf runs set the CPU governor, idle states, NUMA balancing, ASLR, the NMI watchdog and huge pages;
+two runs on hosts set differently measure the hosts as well as the GPUs, so every result records them and compare
+flags a vendor pair that differs (``evaluate/render/mlperf.py``). What cannot be read is None with the reason in
+``unreadable``; the page cache is not recorded (write-only, and it changes from second to second).
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """Prescreen of one GPU (about 30 s): how close is this device to its datasheet, and what is it?
 
-``shell/gpu_check.sh`` runs it before the short training jobs, as MLPerf and the vendors'
-benchmark kits begin with one. Three measurements of logical device 0:
-
-* a bf16 GEMM sweep (square ``n x n x n`` matrix multiplies over :data:`GEMM_SIZES`): each size
-  is warmed (:data:`WARMUP_RUNS` untimed multiplies), then timed over enough back-to-back multiplies
-  to fill :data:`GEMM_TARGET_S`; a multiply is
-  ``2 * n**3`` FLOPs, and the measured peak is the best size's TFLOP/s, set against the dense bf16
-  datasheet peak of ``utils/machine/hardware.py`` (the one owner of datasheet figures);
-* a device-memory copy (``dst.copy_(src)`` of :data:`COPY_BYTES`): each copy reads and writes
-  the buffer once, ``2 * bytes`` moved, against the datasheet bandwidth of ``utils/machine/hardware.py``;
-* the device's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML
-  (nvidia-ml-py) or amdsmi (``utils/machine/device_facts.py``). A fact that cannot be read is ``null`` with the reason.
-
-During the sweep the SM clock and the device's clock-event reasons (NVML's power cap, thermal slowdown, ...;
-``utils/machine/device_facts.py``) are sampled every :data:`CLOCK_INTERVAL_S`: beside a GEMM peak under
-:data:`WARN_FRACTION` the record says the sustained SM clock, the reasons and the peak the maximum clock would
-give (measured x max clock / sustained clock). A device under :data:`WARN_FRACTION` of its datasheet GEMM peak
-gets a warning line, unless its own power cap explains it (:func:`power_capped`): then it is "ready,
-power-capped at N W", a note, not a warning (issue 38). The
-arithmetic only sees a :class:`Device` (two timed operations), so the tests drive it with a fake
-device on cpu; the real one is :class:`TorchDevice` (CUDA/HIP events around the timed loop).
-
-``python -m utils.machine.prescreen --platform nvd --out PATH`` writes the typed ``Prescreen`` JSON
-(``utils/machine/prescreen_record.py``, atomically) and prints one line per measurement. No GPU: one line and exit 2.
+``shell/gpu_check.sh`` runs it before the short training jobs, as MLPerf and the vendors' kits do. On logical
+device 0: a bf16 GEMM sweep over :data:`GEMM_SIZES` (each warmed, then timed to fill :data:`GEMM_TARGET_S`;
+``2 n**3`` FLOPs a multiply; the best size's TFLOP/s against the datasheet peak of ``utils/machine/hardware.py``);
+a device-memory copy of :data:`COPY_BYTES` (``2 x bytes`` moved) against the datasheet bandwidth; and the device's
+facts (``utils/machine/device_facts.py``). The SM clock and clock-event reasons are sampled during the sweep, so a
+peak under :data:`WARN_FRACTION` says its sustained clock and the peak at the maximum clock; a device its own
+power cap explains (:func:`power_capped`) is "ready, power-capped", a note rather than a warning. The arithmetic
+sees only a :class:`Device`, so tests drive it with a fake; the real one is :class:`TorchDevice`.
+``python -m utils.machine.prescreen --platform nvd --out PATH`` writes the typed ``Prescreen``; no GPU: exit 2.
 """
 
 from __future__ import annotations
@@ -157,11 +142,9 @@ def warnings_for(gemm: GemmSweep, copy: CopyBandwidth, threshold: float = WARN_F
 
 
 class ClockWatch:
-    """Samples a :class:`ClockReader` during the sweep's timed runs, each sample tagged with the size running.
-
-    With ``interval_s`` a thread reads every ``interval_s`` (the timed loop waits on the device, so the thread
-    runs); with None (tests: a fake reader) one sample is taken each time a size starts.
-    """
+    """Samples a :class:`ClockReader` during the sweep's timed runs, each sample tagged with the size running. With
+    ``interval_s`` a thread reads every ``interval_s`` (the timed loop waits on the device, so the thread runs); with
+    None (tests: a fake reader) one sample is taken each time a size starts."""
 
     def __init__(self, reader: ClockReader, interval_s: float | None = CLOCK_INTERVAL_S) -> None:
         self.reader = reader

@@ -45,11 +45,8 @@ class CopyBandwidth(Model):
 
 
 class ClockRecord(Model):
-    """The device's SM clock and clock-event reasons while the best GEMM size ran, and what that clock allows.
-
-    ``at_max_clock_tflops`` is the measured peak scaled to the maximum SM clock (measured x max / sustained): the
-    figure the device would give if its clock were not held down. Samples where the device reported itself idle
-    are left out (not the sweep's clock)."""
+    """The device's SM clock and clock-event reasons while the best GEMM size ran (idle samples left out);
+    ``at_max_clock_tflops``: the measured peak scaled to the maximum SM clock (measured x max / sustained)."""
 
     library: str | None
     samples: int = Field(ge=0)

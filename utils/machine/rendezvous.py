@@ -1,13 +1,8 @@
 """Is the rendezvous usable before a job starts: MASTER_ADDR resolves (quickly), MASTER_PORT is free.
 
-Why before: torchrun given an address that does not resolve retries until it is killed, and a port still
-held by the previous job's orphaned workers made the next job fail with "address already in use" (issue 26).
-Both are now one line before anything starts:
-
-* :func:`resolve_problem` resolves the address in a helper thread and gives up after a few seconds (a
-  resolver that hangs cannot hold the job list);
-* :func:`port_problem` says why the port cannot be bound here; :func:`wait_for_port` waits a bounded time
-  for it to become free (the previous job's processes exiting), as ``shell/train.sh`` does between jobs.
+Why before: torchrun retries an unresolvable address until it is killed, and a port held by the previous job's
+workers fails the next job. :func:`resolve_problem` resolves in a helper thread with a time limit;
+:func:`port_problem` says why the port cannot be bound; :func:`wait_for_port` waits a bounded time for it.
 
 CLI: ``python -m utils.machine.rendezvous [--wait SECONDS]``: exit 0 when usable, 2 with one line otherwise. Only
 node 0 binds the port; the other nodes check the address only.

@@ -1,10 +1,7 @@
 """What the installed torch was built for (CUDA, ROCm or neither), from its own version file, without importing it.
 
-Why: importing torch costs about 3.6 s of CPU on the 2-core cpu host (docs/PERFORMANCE.md, "The test suite"), and
-two questions asked before any job need nothing of torch but ``torch.version``'s ``cuda`` and ``hip``: the platform
-detection of ``utils/machine/hardware.py`` (``shell/platform.sh`` asks it in every script that finds no GPU tool)
-and the framework versions the launcher records (``train/rules/versions.py``). torch's build writes
-``torch/version.py`` as plain assignments that import only ``typing``, so it is loaded on its own here.
+Why: importing torch costs about 3.6 s on the 2-core cpu host, and the platform detection and the launcher's
+framework versions need only ``torch.version``'s ``cuda`` and ``hip``; ``torch/version.py`` is plain assignments.
 """
 
 from __future__ import annotations

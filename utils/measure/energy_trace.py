@@ -1,22 +1,10 @@
 """The launcher's energy measurement: every GPU's energy counter sampled from outside the framework.
 
-Why from outside: Megatron, Primus and NeMo run as tprimat's child process, and only
-the frameworks tprimat runs the loop of could read the counters in-process, so three
-of five stacks had no energy (issue 23). The launcher samples the counters of the GPUs
-of its node (NVML ``nvmlDeviceGetTotalEnergyConsumption``, amdsmi
-``amdsmi_get_energy_count``: the readers of ``utils/machine/device_counters.py``) from before the child
-starts until it ends, for every framework, and keeps a trace of timed readings.
-
-The energy of a run is then taken over *the measured steps*, not the whole process:
-the window's ends come from what the run reports (:class:`StepWindow`: the timestamps
-of Megatron's iteration lines, or the in-process monitor's synchronized window), and the
-counter readings nearest those ends bound the energy. The result says which window
-was used and how far the readings were from its ends.
-
-Bad counters are never guessed around: a reading that errors is skipped (its
-neighbours still bound the window), a counter that goes backwards is a wrap only when
-its modulus is known and the wrapped increment implies a plausible power; otherwise
-(a driver reload, a GPU reset) that GPU's energy is null with the reason.
+Why from outside: Megatron, Primus and NeMo run as a child process, so only the launcher can read their GPUs' counters
+(``utils/machine/device_counters.py``); it samples them from before the child starts until it ends. The energy is taken
+over the measured steps (:class:`StepWindow`, from the run's own timestamps), bounded by the readings nearest the
+window's ends. Bad counters are never guessed around: an erroring reading is skipped, and a counter that goes backwards
+is a wrap only when its modulus is known and the power plausible, else that GPU's energy is null with the reason.
 """
 
 from __future__ import annotations
@@ -119,10 +107,8 @@ class CounterTrace(Periodic):
 
 def open_trace(platform: str, gpus: int, library: Any | None = None,
                interval_s: float = DEFAULT_INTERVAL_S) -> tuple[CounterTrace | None, str | None]:
-    """A trace of the node's first ``gpus`` visible GPUs' counters, or ``(None, reason)``.
-
-    The launcher never initialises a GPU runtime: devices are opened by their visible index.
-    """
+    """A trace of the node's first ``gpus`` visible GPUs' counters, or ``(None, reason)``. The launcher never
+    initialises a GPU runtime: devices are opened by their visible index."""
     counters = []
     for index in range(gpus):
         counter, reason = open_counter(platform, index, library)
@@ -150,14 +136,10 @@ def parse_log_time(stamp: str) -> tuple[float, bool] | None:
 
 def megatron_window(iterations: Sequence[tuple[int, str | None, float | None]], skip_steps: int
                     ) -> tuple[StepWindow | None, str | None]:
-    """The measured steps' window from Megatron/Primus iteration lines: ``(iteration, timestamp, step seconds)``.
-
-    A line is printed when its iteration ends. The window starts where the last warm-up
-    iteration's line was printed and ends at the last line. With whole-second stamps (most
-    Megatron versions) the end is taken mid-second and the start is the end minus the
-    measured iterations' own elapsed times (the log's milliseconds), so the window's
-    length is exact and only its position is uncertain by half a second.
-    """
+    """The measured steps' window from Megatron/Primus iteration lines: ``(iteration, timestamp, step seconds)``. A line
+    is printed when its iteration ends: the window runs from the last warm-up line to the last line. With whole-second
+    stamps the end is taken mid-second and the start is the end minus the logged step times, so the length is exact and
+    only the position is uncertain by half a second."""
     stamped = []
     for iteration, stamp, seconds in iterations:
         parsed = parse_log_time(stamp) if stamp else None

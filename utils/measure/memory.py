@@ -1,49 +1,20 @@
 """Will it fit: the peak memory per GPU of one training job, estimated before it starts.
 
-Why one module: every framework's launch asks the same question (does this model, in this layout, at this
-precision, with this optimizer and these activations, fit the GPU?), and a refusal must name the same numbers
-whichever framework asks. The launcher's memory check (``train/``), the dry run and the result's
-``memory_estimate`` all come from :func:`estimate`; nothing else sizes a job.
+Why one module: every framework's launch asks the same question, and a refusal must name the same numbers whichever
+framework asks; the memory check, the dry run and the result's ``memory_estimate`` all come from :func:`estimate`.
 
-What the estimate counts (bytes on one GPU; the terms are in :attr:`Estimate.terms`, by these names):
+The terms (:attr:`Estimate.terms`): ``weights``, ``gradients``, ``master_weights``, ``optimizer_states`` (bytes per
+parameter as the framework keeps them, :class:`StateBytes`, times the parameters this GPU holds after TP, the
+larger PP stage and any DP sharding); ``autocast_weight_copies`` (bf16 copies saved by ``torch.autocast``);
+``gathered_parameters`` (FSDP2/ZeRO-3: two unsharded layers at once, plus FSDP2's root); ``activations`` (bytes per
+token and layer, linear in h, f, kv and a x s, one set per kernel family: :data:`ACTIVATIONS`, derived tensor by
+tensor in its comments; ``MBS x SL / CP`` tokens per micro-batch, divided by TP, ``min(PP, GA)`` in flight);
+``output_head`` (logits and cross entropy); ``communication_buffers``; ``optimizer_step_transient``. The peak is
+the larger of the backward peak and the optimizer-step peak (:attr:`Estimate.phase`).
 
-* ``weights``, ``gradients``, ``master_weights``, ``optimizer_states``: bytes per parameter of each kind, as the
-  framework keeps them (:class:`StateBytes`), times the parameters this GPU holds. TP divides every matrix (the
-  vocabulary too: Megatron's embedding and output layer are vocabulary-parallel); PP gives the first stage its
-  layers plus the embedding and the last its layers plus the output layer, and the larger stage is sized; a
-  sharded kind is divided by the data-parallel group (DP; Megatron's distributed optimizer shards over DP x CP).
-  AdamW keeps two fp32 moments: 8 bytes per parameter everywhere.
-* ``autocast_weight_copies``: ``torch.autocast`` casts each fp32 matrix to bf16 once per forward and the bf16
-  copy is saved for the backward pass (2 bytes per matrix weight; ``tran`` on DDP only).
-* ``gathered_parameters``: FSDP2 and ZeRO-3 all-gather a layer's bf16 weights before it runs. Two layers are
-  unsharded at once (the running one and the prefetched one), with the running layer's unsharded bf16 gradient
-  and its fp32 copy for the reduce-scatter (``MixedPrecisionPolicy(reduce_dtype=float32)``); FSDP2's root
-  (embedding, final norm, output layer) stays unsharded from its forward to the end of the backward, with its
-  bf16 gradient.
-* ``activations``: what the forward saves for the backward, bytes per token and layer as a linear function of the
-  hidden size ``h``, the FFN size ``f``, the key/value width ``kv`` (key/value heads x head size) and, for
-  attention that materialises the score matrix, ``a x s`` (heads x sequence length); one coefficient set per
-  kernel family (:data:`ACTIVATIONS`, each coefficient derived tensor by tensor in its comment). A micro-batch
-  holds ``MBS x SL / CP`` tokens; TP > 1 divides them (sequence parallelism, which Megatron turns on with TP);
-  the first pipeline stage holds ``min(PP, GA)`` micro-batches in flight (1F1B).
-* ``output_head``: the logits and the cross entropy at the start of the backward pass (bytes per token per
-  vocabulary entry, on the last pipeline stage), which for a 128k vocabulary rivals the layers' activations.
-* ``communication_buffers``: fixed-size buffers (DeepSpeed's contiguous-gradient bucket, 5e8 bf16 elements).
-* ``optimizer_step_transient``: what exists only while the optimizer steps (DeepSpeed ZeRO-1/2 flattens the bf16
-  gradients of its partition and converts them to fp32; Megatron's distributed optimizer gives each fp32 master
-  shard an fp32 gradient). The activations are gone by then.
-
-The peak is the larger of the backward peak (states + weight copies + activations + head + buffers) and the
-optimizer-step peak (states + buffers + step transient); :attr:`Estimate.phase` says which.
-
-Calibration (docs/PERFORMANCE.md): on an NVIDIA H100 80GB, Llama 3.1 8B's width with 8 of its 32 layers, SL
-2048, MBS 2, GA 4, DP 1, the measured allocator peaks were 60.3 GiB for ``tran`` (one rank: no DDP wrapper, fp32
-weights under bf16 autocast), 58.3 GiB for ``deep`` (ZeRO-1, bf16) and 63.1 GiB for ``mega`` (local
-implementation, fp32 softmax). The coefficients below were derived from the kernels, not fitted; they land within
-2% of each (tests/unit/measure/test_memory.py checks within 15%). The Transformer Engine family (mega/prim/nemo in their
-images) was not measured and is derived the same way. Not modelled: FP8 weight caches, activation recomputation,
-the CUDA context and communicator buffers outside the caching allocator, and fragmentation; the fit check
-therefore warns when the estimate is within 10% of the GPU's memory.
+Calibration (docs/PERFORMANCE.md): the coefficients were derived from the kernels, not fitted, and land within 2% of
+the allocator peaks measured on an H100 (tests/unit/measure/test_memory.py holds 15%). Not modelled: FP8 weight
+caches, recomputation, the CUDA context, communicator buffers and fragmentation, hence the warning within 10%.
 """
 
 from __future__ import annotations
@@ -55,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utils.config.load import load_config
+from utils.config.model import Config
 from utils.config.rules import ConfigError
 from utils.machine.hardware import DeviceMemory, device_memory
 from utils.schema.measures import MemoryEstimate
@@ -96,13 +68,12 @@ class ActivationCoefficients:
 
 
 ACTIVATIONS: dict[str, ActivationCoefficients] = {
-    # Hugging Face modules under bf16 autocast with fp32 weights (tran on DDP). The residual stream is fp32.
-    # Per layer: each RMSNorm saves its fp32 input and its fp32 normalised output (2 x 8h); q/k/v and gate/up
-    # each cast the fp32 norm output to bf16 themselves and save it (3 x 2h + 2 x 2h); SDPA (flash) saves q, k, v
-    # and its output (2h + 2 x 2kv + 2h); the output projection saves the contiguous copy of it (2h); SwiGLU saves
-    # gate, silu(gate), up and their product (4 x 2f). Total 32h + 4kv + 8f. Head: the bf16 logits stay
-    # referenced (2V), log_softmax saves its fp32 output (4V), and its backward holds the incoming and outgoing
-    # fp32 gradients (2 x 4V): 14V.
+    # Hugging Face modules under bf16 autocast with fp32 weights (tran on DDP). The residual stream is fp32. Per layer:
+    # each RMSNorm saves its fp32 input and its fp32 normalised output (2 x 8h); q/k/v and gate/up each cast the fp32
+    # norm output to bf16 themselves and save it (3 x 2h + 2 x 2h); SDPA (flash) saves q, k, v and its output (2h + 2 x
+    # 2kv + 2h); the output projection saves the contiguous copy of it (2h); SwiGLU saves gate, silu(gate), up and their
+    # product (4 x 2f). Total 32h + 4kv + 8f. Head: the bf16 logits stay referenced (2V), log_softmax saves its fp32
+    # output (4V), and its backward holds the incoming and outgoing fp32 gradients (2 x 4V): 14V.
     "hf_autocast": ActivationCoefficients("Hugging Face modules, bf16 autocast over fp32 weights",
                                           per_h=32, per_f=8, per_kv=4, per_as=0, head_per_vocab=14),
     # The same modules with bf16 weights (DeepSpeed bf16, FSDP2's param_dtype=bfloat16): no casts, a bf16
@@ -144,27 +115,6 @@ class Recipe:
     fixed_bytes: int = 0
     shard_with_cp: bool = False  # Megatron's distributed optimizer shards over DP x CP
     notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The parallel layout and batch of one job (the config's TP, PP, CP, DP, MBS, SL, GA)."""
-
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    dp: int = 1
-    mbs: int = 1
-    sl: int = 2048
-    ga: int = 1
-
-    @classmethod
-    def of(cls, cfg: Any) -> Layout:
-        return cls(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, dp=cfg.dp, mbs=cfg.mbs, sl=cfg.sl, ga=cfg.ga)
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
 
 
 # ---------------------------------------------------------------------------
@@ -311,7 +261,7 @@ def _peak(terms: dict[str, int]) -> tuple[int, str]:
     return (persistent + backward, "backward") if backward >= step else (persistent + step, "optimizer step")
 
 
-def _stage_parameters(shape: ModelShape, layout: Layout) -> tuple[int, int, int]:
+def _stage_parameters(shape: ModelShape, layout: Config) -> tuple[int, int, int]:
     """(parameters on the larger pipeline stage of one GPU, of its matrices, of one of its layers)."""
     embedding = shape.vocab_size * shape.hidden_size
     layer = (shape.parameter_count() - embedding * (1 if shape.tied_embeddings else 2) - shape.hidden_size)
@@ -328,8 +278,9 @@ def _stage_parameters(shape: ModelShape, layout: Layout) -> tuple[int, int, int]
     return math.ceil(stage / layout.tp), math.ceil(matrices / layout.tp), math.ceil(layer / layout.tp)
 
 
-def estimate(shape: ModelShape, layout: Layout, recipe: Recipe, device: DeviceMemory | None = None) -> Estimate:
-    """Peak memory per GPU of ``recipe`` training ``shape`` in ``layout`` (see the module docstring)."""
+def estimate(shape: ModelShape, layout: Config, recipe: Recipe, device: DeviceMemory | None = None) -> Estimate:
+    """Peak memory per GPU of ``recipe`` training ``shape`` in the parallel layout and batch of the config ``layout``
+    (its TP, PP, CP, DP, MBS, SL, GA; see the module docstring)."""
     params, matrices, layer = _stage_parameters(shape, layout)
     shards = layout.dp * (layout.cp if recipe.shard_with_cp else 1)
     states = recipe.states
@@ -416,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     for framework in args.framework:
         recipe = recipe_for(framework, cfg, **options.get(framework, {"transformer_impl": args.transformer_impl}))
-        result = estimate(shape, Layout.of(cfg), recipe, device)
+        result = estimate(shape, cfg, recipe, device)
         print(f"{shape.display_name}: {result.line()} [peak in the {result.phase}]")
         if args.terms:
             print("  " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in result.terms.items() if v))

@@ -1,18 +1,9 @@
 """Metrics: per-step arrays -> the result's performance, memory and framework-reported blocks.
 
-The one place throughput, FLOPs and MFU are computed, whatever measured the steps
-(the ``tran`` loop, the Lightning callback, a Megatron/Primus log), so every framework
-is judged by the same arithmetic:
-
-* the first ``skip_steps`` steps are warm-up: kept in the arrays, excluded here;
-* ``tokens_per_second = GBS * SL / median step time`` over the measured steps, per GPU
-  divided by the world size;
-* FLOPs per token from :func:`utils.spec.models.flops_per_token`, both conventions;
-* MFU = achieved FLOP/s per GPU / the device's dense peak, ``None`` with the reason
-  when the peak is unknown (never a guessed peak);
-* a framework's own figures are compared with ours and a gap over 5% is flagged.
-
-``utils/result/step_log.py``'s :func:`record_steps` puts them into a result with the per-step arrays.
+The one place throughput, FLOPs and MFU are computed, whatever measured the steps, so every framework is judged
+by the same arithmetic: warm-up steps are kept in the arrays but excluded here; tokens/s is GBS x SL / the median
+step time; MFU against the device's dense peak is ``None`` with the reason when the peak is unknown (never
+guessed); a framework's own figures more than 5% from ours are flagged.
 """
 
 from __future__ import annotations
@@ -81,11 +72,9 @@ def performance_metrics(
     peak_reason: str | None,
     peak_precision: str = "bf16",
 ) -> PerformanceMetrics:
-    """Summary of the measured (post-warm-up) steps: step time, throughput, FLOPs, MFU.
-
-    ``global_batch_size``, ``seq_len`` or ``world_size`` may be unknown (a foreign
-    log): the figures that need them are then ``None`` and ``mfu_reason`` says which.
-    """
+    """Summary of the measured (post-warm-up) steps: step time, throughput, FLOPs, MFU. ``global_batch_size``,
+    ``seq_len`` or ``world_size`` may be unknown (a foreign log): the figures that need them are then ``None`` and
+    ``mfu_reason`` says which."""
     recorded = [t for t in step_times if t is not None and math.isfinite(t)]
     measured = [t for t in step_times[skip_steps:] if t is not None and math.isfinite(t)]
     stats = step_stats(measured)
@@ -139,12 +128,9 @@ def memory_metrics(
     device_used_measured_gb: Sequence[float] = (),
     device_used_basis: str | None = None,
 ) -> MemoryMetrics:
-    """Memory summary; values not measured are null and ``reason`` says why.
-
-    ``allocated_gb`` is the per-step allocator array; ``device_used_gb`` is a
-    device-wide figure some logs print (Primus's ``hip mem usage``), kept apart
-    because it includes the caching allocator's reserve.
-    """
+    """Memory summary; values not measured are null and ``reason`` says why. ``allocated_gb`` is the per-step allocator
+    array; ``device_used_gb`` is a device-wide figure some logs print (Primus's ``hip mem usage``), kept apart because
+    it includes the caching allocator's reserve."""
     values = [v for v in allocated_gb if v is not None]
     peak = peak_allocated_gb if peak_allocated_gb is not None else (max(values) if values else None)
     used = list(device_used_gb)
@@ -179,13 +165,9 @@ def framework_reported(
     tokens_per_second_per_gpu: float | None = None,
     running_average: dict[str, float | None] | None = None,
 ) -> FrameworkReported:
-    """The framework's own figures (medians over the measured steps) beside ours.
-
-    TFLOP/s is compared with whichever of our two FLOP conventions is nearer, since
-    framework releases differ in which they count; it is flagged only when the
-    framework agrees with neither within 5%. Step time and tokens/s have no
-    convention and are compared directly.
-    """
+    """The framework's own figures (medians over the measured steps) beside ours. TFLOP/s is compared with the nearer of
+    our two FLOP conventions (releases differ in which they count) and flagged only when it agrees with neither within
+    5%; step time and tokens/s are compared directly."""
     found: list[Disagreement] = []
     step = disagreement(ours.median_step_time_seconds, median_step_time_seconds, "median step time (s)")
     if step is not None:

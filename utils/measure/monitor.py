@@ -1,24 +1,10 @@
 """Step measurement, the same for every framework: device events on GPUs, the host clock on cpu.
 
-On a GPU a step is timed by a pair of device events (CUDA, or HIP through the same
-``torch.cuda`` API) recorded on the current stream at its start and end, and the
-elapsed time is read *later*, a few steps behind (``lag``), when the end event has
-completed. No step synchronizes the device: a per-step ``synchronize`` (and a host read
-of the loss, which is one) drains the launch queue, and on an H100 that alone cost
-0.7% of a step (issue 23), while events on the same steps agree with the synchronized
-timer to 0.02%. The loss is read the same way: the tensor is copied to the host
-asynchronously after the step's end event and read once that copy has completed.
-
-The window of measured steps is bracketed by one synchronize at each end
-(:meth:`StepMonitor.start_window`, :meth:`StepMonitor.finish`), so the sum of the
-measured steps can be checked against the wall clock over the same window
-(:meth:`StepMonitor.wall_check`): steps that add up to more than the window, or to much
-less, mean the timing is wrong (or time is spent outside the steps).
-
-On cpu there are no events: the host clock times each step and every record is complete
-as soon as the step ends. Per-step arrays are kept whole; the summary over the measured
-(post-warm-up) steps is computed by ``utils/measure/metrics.py``, and the Lightning adapter around
-this timer lives in ``train/nemo/callback.py``.
+On a GPU each step is timed by a pair of device events whose elapsed time is read ``lag`` steps later, and the loss is
+copied to the host asynchronously: no step synchronizes the device, since a per-step ``synchronize`` drains the launch
+queue (0.7% of an H100 step; events agree with a synchronized timer to 0.02%). One synchronize at each end of the
+measured window lets :meth:`StepMonitor.wall_check` compare the steps' sum with the wall clock. On cpu the host clock
+times each step. The summary is ``utils/measure/metrics.py``'s; the Lightning adapter is ``train/nemo/callback.py``.
 """
 
 from __future__ import annotations
@@ -111,13 +97,10 @@ def cuda_event() -> DeviceEvent:
 
 @dataclass
 class StepMonitor:
-    """Framework-agnostic step timer: :meth:`start_step` / :meth:`end_step` around each step.
-
-    ``device`` is a ``torch.device`` (or None on cpu); on a ``cuda`` device (CUDA or ROCm)
-    steps are timed by ``event_factory``'s events and read up to ``lag`` steps late; records
-    that became complete are handed out by :meth:`drain` (and :meth:`finish` at the end).
-    ``records`` holds every ended step in order, complete or not.
-    """
+    """Framework-agnostic step timer: :meth:`start_step` / :meth:`end_step` around each step. ``device`` is a
+    ``torch.device`` (or None on cpu); on a ``cuda`` device (CUDA or ROCm) steps are timed by ``event_factory``'s events
+    and read up to ``lag`` steps late; records that became complete are handed out by :meth:`drain` (and :meth:`finish`
+    at the end). ``records`` holds every ended step in order, complete or not."""
 
     device: Any = None
     clock: Callable[[], float] = time.perf_counter
@@ -162,11 +145,8 @@ class StepMonitor:
         self._started = self._event() if self.uses_events else self.clock()
 
     def end_step(self, loss: Any = None, lr: float | None = None) -> StepRecord:
-        """End the step; its record (complete at once on cpu, completed later on the event path).
-
-        ``loss`` is a float, a tensor (on the device: copied to the host asynchronously, never
-        synchronized here) or None.
-        """
+        """End the step; its record (complete at once on cpu, completed later on the event path). ``loss`` is a float, a
+        tensor (on the device: copied to the host asynchronously, never synchronized here) or None."""
         if self._started is None:
             raise RuntimeError("end_step() called without start_step()")
         started, self._started = self._started, None
@@ -222,10 +202,8 @@ class StepMonitor:
         self.window_unix = (time.time(), None)
 
     def finish(self) -> list[StepRecord]:
-        """After the last step: one synchronize, every pending step read; the records completed now.
-
-        On an abnormal end the device may refuse to synchronize; the steps read so far are kept.
-        """
+        """After the last step: one synchronize, every pending step read; the records completed now. On an abnormal end
+        the device may refuse to synchronize; the steps read so far are kept."""
         try:
             self._sync()
             if self._window_end is None:  # a second call (a result writer after the loop) keeps the first end
@@ -254,10 +232,8 @@ class StepMonitor:
         return None, None
 
     def arrays(self) -> dict[str, list[float | None]]:
-        """Per-step arrays in the result's names, over the complete steps (non-finite values become null).
-
-        Call :meth:`finish` first: a step still in the device queue is not a measured step.
-        """
+        """Per-step arrays in the result's names, over the complete steps (non-finite values become null). Call
+        :meth:`finish` first: a step still in the device queue is not a measured step."""
         done = [r for r in self.records if r.complete]
         return {
             "step_times": [r.time_s for r in done],

@@ -1,30 +1,12 @@
 """Board energy and power during the measured steps: the one producer of ``power_metrics``.
 
-What is measured, best first (``PowerMetrics.energy_source`` says which was used):
-
-* ``energy_counter``: the device's cumulative energy counter, read at the two ends of
-  the measured window (the post-warm-up steps), so the energy is exact whatever the
-  power did in between: NVML ``nvmlDeviceGetTotalEnergyConsumption`` on ``nvd``,
-  amdsmi ``amdsmi_get_energy_count`` on ``amd`` (units in docs/RESULTS.md,
-  "Energy");
-* ``power_sampler``: where no counter can be read, a daemon thread samples board
-  power at ``interval_s`` (default 0.2 s, 5 Hz) with one synchronous sample at each
-  end, and the energy is the trapezoid integral
-  ``sum((P_i + P_{i+1}) / 2 * (t_{i+1} - t_i))``;
-* ``log``: Megatron's ``--log-energy`` fields, when only a log is available
-  (:func:`log_power_metrics`).
-
-Multi-GPU choice: every rank measures *its own* device and rank 0 gathers one
-:class:`DeviceEnergy` per GPU, so the total energy is measured on every GPU rather
-than rank 0's number multiplied by the world size. When only some GPUs were measured
-(an interrupted run skips the gather), the per-GPU figures are kept but the totals
-are null with the reason.
-
-On ``cpu``, or when the library or the device is unavailable, every value is
-``null`` with a ``reason``: CPU package power is not a GPU board power and is not
-substituted for it.
-
-The device's counters are read through ``utils/machine/device_counters.py`` (its readers and openers).
+Best source first (``PowerMetrics.energy_source``): ``energy_counter``, the device's cumulative counter read at the
+two ends of the measured window (exact whatever the power did; units in docs/RESULTS.md, "Energy");
+``power_sampler``, board power sampled in a daemon thread and integrated by the trapezoid rule where no counter
+reads; ``log``, Megatron's ``--log-energy`` fields (:func:`log_power_metrics`). Every rank measures its own GPU and
+rank 0 gathers one :class:`DeviceEnergy` per GPU (never rank 0's figure times the world size); a partial set keeps
+per-GPU figures with null totals. On cpu every value is null with a reason: CPU package power is no GPU board power.
+Counters are read through ``utils/machine/device_counters.py``.
 """
 
 from __future__ import annotations
@@ -69,11 +51,9 @@ def integrate(samples: list[tuple[float, float]]) -> float:
 
 @dataclass(kw_only=True)
 class Periodic:
-    """A daemon thread that calls :meth:`sample` at :meth:`begin`, every ``interval_s`` after, and at :meth:`end`.
-
-    The power sampler below and the launcher's energy-counter trace (``utils/measure/energy_trace.py``) share
-    it: each has its own ``interval_s`` field and says what one sample is, and when it starts and stops.
-    """
+    """A daemon thread that calls :meth:`sample` at :meth:`begin`, every ``interval_s`` after, and at :meth:`end`. The
+    power sampler below and the launcher's energy-counter trace (``utils/measure/energy_trace.py``) share it: each has
+    its own ``interval_s`` field and says what one sample is, and when it starts and stops."""
 
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -225,12 +205,8 @@ def power_metrics(
     devices: Sequence[DeviceEnergy | dict[str, Any] | None], *, gpus_total: int, tokens: int | None,
     gathered_note: str = "each rank measures its own GPU; rank 0 gathers",
 ) -> PowerMetrics:
-    """The result's ``power_metrics`` from one entry per GPU (None where that GPU was not measured).
-
-    ``tokens`` is the number of tokens all GPUs processed during the measured window
-    (measured steps * GBS * SL). Totals (energy, tokens per kWh) are given only when
-    every GPU of the job was measured; a partial set keeps per-GPU figures and says so.
-    """
+    """The result's ``power_metrics`` from one entry per GPU (None where that GPU was not measured). ``tokens``: all
+    GPUs' tokens in the measured window. Totals only when every GPU was measured."""
     measured = [DeviceEnergy(**d) if isinstance(d, dict) else d for d in devices if d is not None]
     if not measured:
         return null_power_metrics("no power samples were collected", gpus_total)
@@ -270,11 +246,9 @@ def log_power_metrics(
     world_size: int | None,
     tokens_per_step: int | None,
 ) -> PowerMetrics:
-    """``power_metrics`` from Megatron's ``--log-energy`` fields, one value per measured iteration.
-
-    Megatron logs energy per GPU per iteration, so the job's energy is the sum times
-    the world size; without a world size only the per-GPU average power is known.
-    """
+    """``power_metrics`` from Megatron's ``--log-energy`` fields, one value per measured iteration. Megatron logs energy
+    per GPU per iteration, so the job's energy is the sum times the world size; without a world size only the per-GPU
+    average power is known."""
     if not energy_j_per_gpu:
         return null_power_metrics("the log has no energy/power fields (Megatron prints them only with "
                                   "--log-energy); board power was not measured for this framework", world_size)
@@ -300,14 +274,9 @@ def log_power_metrics(
 
 @dataclass
 class MeasuredWindow:
-    """Energy over the measured steps of one run, as an in-process trainer uses it.
-
-    ``start()`` before the first post-warm-up step, ``stop(steps_done, gather)`` after the
-    last step on every rank (``gather`` collects one entry per GPU, e.g. through
-    ``torch.distributed.all_gather_object``), ``metrics(steps_done)`` on rank 0 for the
-    result. If the run ends abnormally, ``metrics`` stops the local meter itself and
-    reports this GPU only, because a collective with possibly dead peers could hang.
-    """
+    """Energy over the measured steps of one run, as an in-process trainer uses it. ``start()`` before the first
+    measured step, ``stop(steps_done, gather)`` after the last on every rank, ``metrics(steps_done)`` on rank 0. After
+    an abnormal end ``metrics`` reports this GPU only: a collective with possibly dead peers could hang."""
 
     meter: DeviceMeter | None
     reason: str | None

@@ -1,20 +1,11 @@
-"""Time to quality: held-out evaluations -> the result's ``quality`` block (issue 34).
+"""Time to quality: held-out evaluations -> the result's ``quality`` block.
 
 The one place that turns evaluations (and the launcher's energy trace) into time, samples, tokens, energy and
-GPU-hours to a target loss, so every framework is judged by the same arithmetic, whatever produced its evaluations
-(the ``tran``/``deep`` loop, NeMo's callback, a Megatron or Primus log):
-
-* an evaluation reaches the target when its loss is **at or below** ``TARGET_LOSS`` (MLPerf's rule; Lightning's
-  ``EarlyStopping`` is strict, which is why no stack's own early stop decides it);
-* the figures to target are the **first** such evaluation's: its samples (``step x GBS``), tokens (``x SL``) and wall
-  seconds from the first training step's start to the evaluation's end, evaluation time included (MLPerf counts
-  from run_start);
-* GPU-hours to target = those seconds x the GPUs the job held / 3600 (null on cpu: no GPU);
-* energy to target comes from the launcher's counter trace between the run's start and that evaluation's end
-  (:func:`with_energy`); an in-process trainer cannot read it, so its block says so until the launcher fills it;
-* a NaN or infinite eval loss is recorded as null with its reason and ends the run (:func:`stop_reason`).
-
-Every figure that cannot be computed is null with its reason in ``null_reasons``.
+GPU-hours to a target loss, so every framework is judged by the same arithmetic. A target is reached at or below
+``TARGET_LOSS`` (MLPerf's rule; Lightning's ``EarlyStopping`` is strict, so no stack's own early stop decides it);
+the figures are the first such evaluation's, wall seconds counted from the first step's start with evaluation time
+included (as MLPerf counts from run_start); energy comes from the launcher's trace (:func:`with_energy`); a
+non-finite eval loss is null with its reason and ends the run (:func:`stop_reason`).
 """
 
 from __future__ import annotations
@@ -64,12 +55,9 @@ def stop_reason(cfg: Config, evaluation: Evaluation) -> str | None:
 def build_quality(cfg: Config, evaluations: Sequence[Evaluation], *, reduction: str, platform: str,
                   gpus: int, run_start_unix: float | None = None, stop: str | None = None,
                   energy: EnergyBetween | None = None, energy_reason: str | None = None) -> Quality:
-    """The ``quality`` block of a run with evaluation on.
-
-    ``gpus``: the GPUs the job held (the world size); ``stop``: :func:`stop_reason` of the evaluation the run ended
-    after, if it ended early; ``energy``: the energy between two wall-clock times (the launcher's trace), else
-    ``energy_reason`` says why there is none.
-    """
+    """The ``quality`` block of a run with evaluation on. ``gpus``: the GPUs the job held (the world size); ``stop``:
+    :func:`stop_reason` of the evaluation the run ended after, if it ended early; ``energy``: the energy between two
+    wall-clock times (the launcher's trace), else ``energy_reason`` says why there is none."""
     if not cfg.evaluates:
         raise ValueError("build_quality: evaluation is off (EVAL_INTERVAL and EVAL_SAMPLES are 0)")
     block = Quality.model_construct(  # validated once, with its figures to target, by _to_target

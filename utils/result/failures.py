@@ -1,9 +1,7 @@
 """Failure classification: the one place that turns an ending into a status and a reason.
 
-Every producer ends a run the same way: an exit code, a log and the count of steps
-done become ``ok``, ``incomplete`` (interrupted or stopped early) or ``failed`` (an
-error) with a one-line reason. Log lines that explain a failure (out of memory,
-NCCL/RCCL errors, NaN) are recognised by one table, whichever framework printed them.
+An exit code, a log and the steps done become ``ok``, ``incomplete`` or ``failed`` with a one-line reason; log lines
+that explain a failure (out of memory, NCCL/RCCL errors, NaN) are recognised by one table, whatever the framework.
 """
 
 from __future__ import annotations
@@ -106,12 +104,9 @@ def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
 
 
 def final_status(status: str, error: str | None, done: int, expected: int) -> tuple[str, str | None]:
-    """Finalise a run's (status, error) from the steps it recorded.
-
-    ``ok`` needs every expected step; fewer makes it ``incomplete``. A run that
-    already ended ``incomplete`` or ``failed`` keeps its reason with the count
-    appended ("... (3 of 10 steps done)").
-    """
+    """Finalise a run's (status, error) from the steps it recorded. ``ok`` needs every expected step; fewer makes it
+    ``incomplete``. A run that already ended ``incomplete`` or ``failed`` keeps its reason with the count appended ("...
+    (3 of 10 steps done)")."""
     if status == "ok":
         if error:
             raise ValueError("status ok cannot carry an error")

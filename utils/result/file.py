@@ -1,24 +1,10 @@
 """The result file: build, finalise, validate, write atomically and read the typed :class:`Result`.
 
-Every framework, whether measured in-process (``tran``, ``nemo``) or extracted from
-a log (``mega``, ``prim``), ends in one ``Result`` (``utils/schema/model.py``,
-schema version 2). This module is the only place that turns one into a file and
-back: a result is validated as a whole when written and when read, so a
-comparison never consumes a broken file, and writes go through
-``utils/io/atomic.py``, so a crash never leaves a half-written one. A version-1 file
-(written before the typed model) is migrated on read by ``utils/schema/v1.py``.
-
-``result_guard`` makes "a run always leaves a result" hold for in-process
-measurement: SIGINT/SIGTERM or an exception write what was measured so far with
-``status`` incomplete or failed and the reason.
-
-Why :func:`update_result`: blocks validate every assignment, and some fields must
-change together (the per-step arrays have one length; ``ok`` has no error), so a
-producer replaces such fields in one validated step instead of one at a time.
-
-CLI: ``python -m utils.result.file status FILE`` prints ok|incomplete|failed|missing|invalid;
-``python -m utils.result.file check FILE...`` validates files; ``python -m utils.result.file
-schema [--write]`` prints (or writes) ``utils/schema/schema.json`` generated from the model.
+The only place that turns a ``Result`` (``utils/schema/model.py``) into a file and back: validated as a whole on
+write and read, written atomically, a version-1 file migrated on read (``utils/schema/v1.py``). ``result_guard``
+makes "a run always leaves a result" hold in-process (a signal or exception writes what was measured, with the
+reason); :func:`update_result` replaces fields that must change together in one validated step.
+CLI: ``python -m utils.result.file status FILE | check FILE... | schema [--write]``.
 """
 
 from __future__ import annotations
@@ -67,15 +53,9 @@ def now_iso() -> str:
 
 def result_path(output_dir: Path, platform: str, framework: str, model: str, run_index: int | None = None,
                 profile: str = "identical", origin: str | None = None) -> Path:
-    """``train_<platform>_<framework>_<model>.json``; a tuned run gets ``_tuned``, an mlperf one ``_mlperf``,
-    repeated runs ``_r<k>``, a log-analysis result ``_from-<origin>`` (``utils/result/names.py`` builds the name,
-    purge and wrap know it).
-
-    The profile is in the name so that identical and tuned results of one job live side by side
-    in one OUTPUT_DIR and one comparison shows both.
-    The name is built from registry names only and resolved by ``utils/io/output_path.py``, so no value
-    (a foreign result's field, a hand-typed argument) can lead it outside ``output_dir``.
-    """
+    """``train_<platform>_<framework>_<model>[_tuned|_mlperf][_r<k>][_from-<origin>].json`` (``utils/result/names.py``):
+    identical and tuned results of one job live side by side. Built from registry names only and resolved by
+    ``utils/io/output_path.py``, so no value can lead it outside ``output_dir``."""
     for kind, name in (("platform", platform), ("framework", framework), ("model", model)):
         problem = unknown_name(kind, name)
         if problem:
@@ -84,21 +64,17 @@ def result_path(output_dir: Path, platform: str, framework: str, model: str, run
 
 
 def _first_problem(exc: ValidationError, where: str) -> ResultError:
-    """A one-line error naming ``where``, the field path and the first problem pydantic found.
-
-    The path may hold a foreign file's key: shown through ``one_line`` (no line break, bounded).
-    """
+    """A one-line error naming ``where``, the field path and the first problem pydantic found. The path may hold a
+    foreign file's key: shown through ``one_line`` (no line break, bounded)."""
     first = exc.errors(include_url=False, include_input=False)[0]
     location = "/".join(one_line(part, 60) for part in first["loc"]) or "(top level)"
     return ResultError(f"{where}: {location}: {one_line(first['msg'], 300)}")
 
 
 def _validated(data: Any, where: str, strict: bool = False) -> Result:
-    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole.
-
-    ``strict`` (files read): pydantic's strict mode, so ``"8456"`` or ``true`` is no number. A result
-    built in memory is validated as it is built; its dump is checked strictly on write as well.
-    """
+    """``data`` (a dict or a Result, possibly mutated in place since it was built) checked as a whole. ``strict`` (files
+    read): pydantic's strict mode, so ``"8456"`` or ``true`` is no number. A result built in memory is validated as it
+    is built; its dump is checked strictly on write as well."""
     if isinstance(data, Result):
         data = data.model_dump()
     try:
@@ -110,11 +86,8 @@ def _validated(data: Any, where: str, strict: bool = False) -> Result:
 
 
 def update_result(result: Result, **fields: Any) -> Result:
-    """Replace several top-level fields of ``result`` at once, validating the whole result; returns it.
-
-    The update happens in place, so every holder of ``result`` sees it, and only
-    after the combination was found valid (a failed update changes nothing).
-    """
+    """Replace several top-level fields of ``result`` at once, in place, only once the whole result validates
+    (a failed update changes nothing); returns it."""
     unknown = set(fields) - set(Result.model_fields)
     if unknown:
         raise ResultError(f"result: unknown field(s) {', '.join(sorted(unknown))}")
@@ -131,9 +104,7 @@ def update_result(result: Result, **fields: Any) -> Result:
 
 def training_config(cfg: Config, precision_effective: str | None = None) -> TrainingConfig:
     """Every workload key actually used, plus the older tools' five names so their readers keep working.
-
-    ``precision_effective`` defaults to the configuration's label (``Config.precision_label``).
-    """
+    ``precision_effective`` defaults to the configuration's label (``Config.precision_label``)."""
     return TrainingConfig(
         max_steps=cfg.train_iters, global_batch_size=cfg.gbs, micro_batch_size=cfg.mbs, sequence_length=cfg.sl,
         num_gpus=cfg.world_size, workload=Workload(**cfg.workload()), nnodes=cfg.nnodes,
@@ -158,12 +129,8 @@ def new_result(
     training: TrainingConfig | None = None,
     environment: Environment | None = None,
 ) -> Result:
-    """A result that is valid from the first moment: ``incomplete`` until finalized.
-
-    ``training`` and ``environment`` replace the config's training block and this
-    machine's environment for a run tprimat did not launch (a foreign log: its workload
-    is what the log says, and the machine that trained is not this one).
-    """
+    """A result that is valid from the first moment: ``incomplete`` until finalized. ``training`` and
+    ``environment`` stand in for a run tprimat did not launch (a foreign log's workload and machine)."""
     if training is None:
         if cfg is None:
             raise ValueError("new_result needs a config or a training block")
@@ -178,14 +145,8 @@ def new_result(
 
 
 def finalize_result(result: Result, status: str, error: str | None) -> Result:
-    """Set the final status, reason and ``finished_at`` (in place); returns ``result``.
-
-    The rules are :func:`utils.result.failures.final_status`'s: ``ok`` needs no error and
-    every expected step (fewer makes it ``incomplete``); ``incomplete``/``failed``
-    need a reason, to which "(k of n steps done)" is appended. The steps expected are
-    the array entries from ``first_step`` to ``TRAIN_ITERS`` at ``step_interval`` (every
-    step of a run from step 1; what is left of the run for a log that starts later).
-    """
+    """Set the final status, reason and ``finished_at`` (in place) by :func:`utils.result.failures.final_status`;
+    the steps expected run from ``first_step`` to ``TRAIN_ITERS`` at ``step_interval``. Returns ``result``."""
     done = len(result.step_times)
     last = result.training_config.max_steps
     if last is None:
@@ -206,11 +167,9 @@ def _finish(result: Result, status: str, error: str | None, expected_steps: int)
 
 
 def write_result(path: Path, result: Result) -> Path:
-    """Validate the whole result, then write it atomically (temp file in the same directory + rename).
-
-    A process of a job run that no longer owns the file (``utils/files/run_owner.py``: an orphan of a stopped
-    job, a run that ended) does not write: the write is dropped with one line, and ``path`` returned.
-    """
+    """Validate the whole result, then write it atomically (temp file in the same directory + rename). A process of a
+    job run that no longer owns the file (``utils/files/run_owner.py``: an orphan of a stopped job, a run that ended)
+    does not write: the write is dropped with one line, and ``path`` returned."""
     path = Path(path)
     dropped = write_problem(path)
     if dropped:
@@ -224,22 +183,12 @@ def write_result(path: Path, result: Result) -> Path:
 
 
 def read_result(path: Path) -> Result:
-    """Load and validate one result as foreign input; a version-1 file is migrated.
-
-    The file is read under the depth limit of ``utils/io/json_input.py`` and a result's own limits
-    (``RESULT_LIMITS``, utils/schema/model.py: the bytes, values and containers of the largest result a run
-    can write, checked before parsing, so that no file costs more memory than that one), and validated in
-    pydantic's strict mode (a number written as a string is refused, never converted). Every problem,
-    whatever the file holds, is a :class:`ResultError` naming the file and the first problem.
-
-    Two ways to one answer: pydantic parses and validates the text in one step (half the time of the two
-    steps, which bounds ``evaluate.compare``, the page and ``history add`` on thousands of files:
-    docs/PERFORMANCE.md), and a file it refuses is read again the long way (``json`` then the model), which
-    migrates a version-1 file and names the first problem as it always has. The one step accepts nothing the
-    long way refuses and reads every figure the same (tests/unit/result/test_result_reader_paths.py): the
-    result model has no field (a date, an enum, a tuple) whose strict JSON mode is looser than its strict Python
-    mode, and both parsers read every number alike.
-    """
+    """Load and validate one result as foreign input; a version-1 file is migrated. Read under
+    ``utils/io/json_input.py``'s limits and the largest result a run can write (``RESULT_LIMITS``), validated strictly
+    (a number written as a string is refused); every problem is a one-line :class:`ResultError`. Two ways to one answer:
+    pydantic parses and validates in one step (half the time, which bounds compare, the page and ``history add`` on
+    thousands of files), and a refused file is read again the long way, which migrates version 1 and names the first
+    problem. Both accept and read the same (tests/unit/result/test_result_reader_paths.py)."""
     path = Path(path)
     try:
         text = read_json_text(path, max_bytes=RESULT_LIMITS.max_bytes, max_values=RESULT_LIMITS.max_values,
@@ -286,13 +235,9 @@ def result_guard(
     fill: Callable[[Result], None],
     expected_steps: int,
 ) -> Iterator[None]:
-    """Run a measured block so that a result is written however it ends.
-
-    ``fill(result)`` copies the measurement so far into ``result`` (arrays and
-    summary blocks, through :func:`update_result`). On normal exit the status is
-    ``ok`` if ``expected_steps`` steps were recorded, else ``incomplete``.
-    ``path=None`` (non-zero ranks) measures but writes nothing.
-    """
+    """Run a measured block so that a result is written however it ends. ``fill(result)`` copies the measurement so far
+    into ``result``; a normal exit is ``ok`` with ``expected_steps`` steps recorded, else ``incomplete``. ``path=None``
+    (non-zero ranks) measures but writes nothing."""
     previous: dict[int, Any] = {}
 
     def _raise(signum: int, _frame: Any) -> None:

@@ -1,24 +1,11 @@
 """MLLOG of a ``PROFILE=mlperf`` run, written with mlperf-logging's ``mllog``, and MLPerf's compliance checker on it.
 
-Why from the result: none of the stacks at the images' pinned versions emits MLLOG itself
-(Megatron-LM, Primus v0.5.0 and NeMo v2.3.0 have no MLPerf logger; tran and deep are
-tprimat's), so tprimat writes it for every stack, after the run, from what the run
-recorded: the workload and the effective settings the framework's own code resolved
-(``training_config``, ``effective_settings``), the evaluations with their measured wall-clock
-times (the ``quality`` block, issue 34) and the run's start (``started_at``). ``mllog``'s
-``time_ms`` argument takes those times, so one writer serves every stack the same way.
-
-The MLLOG keys are MLPerf's only (the order of the reference's ``callbacks.py``:
-``submission_*`` and the hyperparameters before ``init_stop``, the warm-up before the decay
-steps); tprimat's own facts go into keys prefixed ``tprimat_``, which the checker ignores.
-tprimat changes nothing on the host, so ``cache_clear`` says ``False``.
-
-The checker is the pinned package's own CLI, ``python -m mlperf_logging.compliance_checker``,
-in a child process (it configures the root logger and keeps module state), once with ruleset
-6.0.0, the verdict of record (the rules of the MLPerf Training v6.0 round), and once with
-6.1.0 (still moving; it makes the precision, parallelism and config-file keys mandatory).
-Its messages are stored as it wrote them. The reference convergence points (``rcp_checker``)
-need ten runs; for one run the package's ``rcps_llama31_8b.json`` is read for the GBS used.
+Why from the result: no stack at the images' pinned versions emits MLLOG itself, so tprimat writes it for every stack
+after the run, from what the run recorded (the resolved settings, the evaluations with their wall-clock times, the
+start), through ``mllog``'s ``time_ms``. The keys are MLPerf's only, in the reference's order; tprimat's own facts
+are prefixed ``tprimat_``, which the checker ignores. The checker is the pinned package's CLI in a child process (it
+configures the root logger and keeps module state), with ruleset 6.0.0 (the verdict of record) and 6.1.0; its
+messages are stored as written. For one run the package's ``rcps_llama31_8b.json`` is read for the GBS used.
 """
 
 from __future__ import annotations
@@ -284,9 +271,7 @@ def rcp_point(gbs: int | None, ruleset: str = RULESET_OF_RECORD) -> MlperfRcp:
 
 def mlperf_record(result: Result, path: Path) -> Mlperf:
     """Write the run's MLLOG to ``path`` (atomically) and check it: the result's ``mlperf`` block, never an exception.
-
-    Without mlperf-logging, a quality block or a start time the block says why and holds no verdict.
-    """
+    Without mlperf-logging, a quality block or a start time the block says why and holds no verdict."""
     version = package_version()
     base: dict[str, Any] = {"benchmark": BENCHMARK, "derived_from": DERIVED_FROM, "not_a_submission": NOT_A_SUBMISSION,
                             "checker": f"{PACKAGE} {version}" if version else None,

@@ -1,15 +1,8 @@
 """The names tprimat's writers give their files in ``OUTPUT_DIR``: each name function and its pattern side by side.
 
-Why one module (issue 33): ``utils/files/generated.py`` kept its own regular expressions of the writers' names,
-and three fell out of it (tuned results ``train_..._tuned.json``, log-analysis results
-``train_..._from-<run>.json`` of ``evaluate/extract.py``, ``compare_<platform>_frameworks.png`` of
-``evaluate/render/frameworks.py``): ``output.zip`` of log-analysis results held no result, and purge left them. Here
-each writer's name is built by a function and recognised by a pattern made from the same pieces, so a
-writer cannot name a file the table does not know; ``tests/e2e/test_probe_results_kept.py`` calls every
-writer's name function and checks the table recognises what it returns.
-
-Also the marker tprimat leaves in every output folder it writes into (:func:`mark_output_dir`). Imports only the
-registry and utils/io (utils is the bottom room: evaluate's writers import this, never the reverse).
+Why one module: a writer's name and the pattern purge and wrap recognise it by are made from the same pieces, so no
+writer can name a file the table does not know (``tests/e2e/test_probe_results_kept.py`` checks every writer). Also
+the marker left in every output folder tprimat writes into (:func:`mark_output_dir`).
 """
 
 from __future__ import annotations

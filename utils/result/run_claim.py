@@ -1,9 +1,7 @@
 """Which run owns a job's result file: the record ``utils.result.file.write_result`` asks before every write.
 
-Why its own module: ``utils/result/file.py`` must ask it, and ``utils/files/run_owner.py`` (train.sh's
-``start``/``end``, which write results) builds on it, so the record sits below both and no import circle forms. Every
-job run has an id (``TPRIMAT_RUN_ID``, inherited by the launcher and every process under it); the owner is a small
-file beside the result lock (``<OUTPUT_DIR>/.tprimat/<result>.run``), written atomically.
+Its own module so that it sits below both ``utils/result/file.py`` and ``utils/files/run_owner.py`` with no import
+circle. The owner (``TPRIMAT_RUN_ID``) is a small file beside the result lock, written atomically.
 """
 
 from __future__ import annotations
@@ -35,11 +33,9 @@ def claim(result_path: Path, owner: str) -> None:
 
 
 def write_problem(result_path: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why this process must not write ``result_path`` (its run no longer owns it), or None.
-
-    A process outside any run (no ``TPRIMAT_RUN_ID``: a launcher started by hand, a test, log extraction)
-    and a file no run has claimed are written as before.
-    """
+    """Why this process must not write ``result_path`` (its run no longer owns it), or None. A process outside any run
+    (no ``TPRIMAT_RUN_ID``: a launcher started by hand, a test, log extraction) and a file no run has claimed are
+    written as before."""
     run_id = (os.environ if environ is None else environ).get(RUN_ID_ENV)
     owner = current_owner(result_path) if run_id else None
     if not run_id or owner is None or owner == run_id:

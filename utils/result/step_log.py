@@ -1,18 +1,10 @@
 """The per-step record written while a run trains, so a killed run keeps what it measured.
 
-Why: the in-process measurement (``tran``, ``nemo``) keeps its steps in memory and
-writes the result when the run ends; SIGKILL of rank 0 (the out-of-memory killer, a
-scheduler's hard limit) ends it with no chance to write, and every measured step was
-lost (issue 12). So rank 0 also appends each step to ``<result stem>.steps.jsonl``
-beside the result, one JSON line per step, flushed to the kernel at once (a killed
-process loses nothing the kernel has; only a machine crash could lose the last lines).
-The first line is a header: the result as it stood when the first step ended (config,
-environment, fingerprint, shape). When the trainer dies without writing its result,
-``train/launch/launcher.py`` turns the file into an ``incomplete`` result with every step it
-holds (:func:`recover_result`); a partly written last line is ignored.
-
-The launcher removes a previous run's file before it starts a job, so a record is
-never mistaken for this run's.
+Why: an in-process trainer writes its result when the run ends, and a SIGKILL of rank 0 (the OOM killer, a
+scheduler's limit) leaves no chance to. So rank 0 also appends each step to ``<result stem>.steps.jsonl``, one line
+flushed at once, after a header holding the result as it stood at the first step. When the trainer dies without a
+result, ``train/launch/launcher.py`` turns the file into an ``incomplete`` one (:func:`recover_result`); a partly
+written last line is ignored, and a previous run's file is removed before a job starts.
 """
 
 from __future__ import annotations
@@ -81,11 +73,8 @@ class StepLog:
 
 
 def read_step_log(path: Path) -> tuple[dict[str, Any], dict[str, list[float | None]]] | None:
-    """(header, per-step arrays) of a step log; None when it has no usable header.
-
-    Steps are read in order up to the first line that is not a complete record (a
-    process killed mid-write leaves at most one such line, the last).
-    """
+    """(header, per-step arrays) of a step log; None when it has no usable header. Steps are read in order up to the
+    first line that is not a complete record (a process killed mid-write leaves at most one such line, the last)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as stream:
             lines = stream.read().split("\n")
@@ -111,10 +100,8 @@ def read_step_log(path: Path) -> tuple[dict[str, Any], dict[str, list[float | No
 
 
 def recover_result(path: Path, reason: str) -> Result | None:
-    """An ``incomplete`` result built from a step log (every step it holds, summary blocks computed).
-
-    ``reason`` says why the trainer wrote no result (its exit); None when the file has no header.
-    """
+    """An ``incomplete`` result built from a step log (every step it holds, summary blocks computed). ``reason`` says
+    why the trainer wrote no result (its exit); None when the file has no header."""
 
     read = read_step_log(path)
     if read is None:
@@ -146,14 +133,10 @@ def record_steps(
     peak_reserved_gb: float | None = None,
     memory_reason: str | None = None,
 ) -> PerformanceMetrics:
-    """Put per-step arrays into ``result`` with the performance and memory blocks computed from them.
-
-    GBS and SL come from the result's ``training_config``; the peak FLOP/s from its
-    ``gpu_info`` at the precision it ran (fp8 when ``FP8`` is on), so MFU always
-    matches the recorded device. ``world_size`` defaults to ``training_config.num_gpus``.
-    ``memory`` replaces the allocator summary when the caller has a richer one (a log's
-    memory reports). Returns the new performance block (also ``result.performance_metrics``).
-    """
+    """Put per-step arrays into ``result`` with the performance and memory blocks computed from them. GBS, SL and the
+    world size come from ``training_config``, the peak from ``gpu_info`` at the precision it ran, so MFU matches the
+    recorded device; ``memory`` replaces the allocator summary when the caller has a richer one. Returns the new
+    performance block."""
     config = result.training_config
     peak, precision, reason = peak_for(result.gpu_info, bool(config.workload.FP8))
     steps = {name: list(arrays.get(name, ())) for name in ("step_times", "loss_values", "learning_rates",

@@ -1,13 +1,8 @@
 """What every block of a result is: strict keys, bounded finite figures, and no null without its reason.
 
-Rules every block follows (a result is read from other people's machines, issue 26):
-
-* no NaN or infinity anywhere (``allow_inf_nan=False``): a figure that could not be
-  measured is ``None``, and the block says why (:attr:`Block.NULL_REASONS`, checked here once for every block);
-* figures that cannot be negative (times, throughput, memory, energy) are typed so;
-* unknown keys are rejected (``extra="forbid"``), so a typo is caught on write;
-* figures are bounded (``MAX_INT``, ``MAX_FIGURE``) and per-step arrays hold at most ``MAX_STEPS`` entries, and
-  ``utils.result.file`` validates files in pydantic's strict mode (no ``"8456"`` read as 8456).
+Results are read from other people's machines, so: no NaN or infinity (what could not be measured is ``None`` and
+:attr:`Block.NULL_REASONS` says why); non-negative figures typed so; unknown keys refused; figures bounded
+(``MAX_INT``, ``MAX_FIGURE``, arrays at most ``MAX_STEPS``); files validated in pydantic's strict mode.
 """
 
 from __future__ import annotations

@@ -41,8 +41,7 @@ class ImageInfo(Block):
 class HostTunables(Block):
     """The host settings MLPerf submitters change, as read at the start (``utils/machine/host_tunables.py``).
 
-    Record only. ``cstates`` is CPU 0's idle states (``C6:off`` = disabled), ``cpu_governor`` every
-    CPU's (with counts when they differ). None with the reason in ``unreadable``.
+    ``cstates``: CPU 0's idle states (``C6:off`` = disabled); ``cpu_governor``: every CPU's (counted when they differ).
     """
 
     cpu_governor: str | None = None

@@ -114,8 +114,8 @@ class MemoryMetrics(Block):
 class MemoryEstimate(Block):
     """The memory check's estimate of the peak per GPU, made before launch (``utils/measure/memory.py``), in GiB.
 
-    Kept beside ``memory_metrics`` (the measured peak) so the two can be read together. ``fits`` is
-    None with a ``reason`` where the GPU's memory is unknown; ``forced`` records ``--force`` past a refusal.
+    Kept beside ``memory_metrics`` (the measured peak). ``fits`` is None with a ``reason`` where the GPU's memory is
+    unknown; ``forced`` records ``--force`` past a refusal.
     """
 
     peak_gb: NonNegative

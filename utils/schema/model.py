@@ -1,24 +1,11 @@
 """The typed result (schema version 2): one pydantic class per block of ``train_*.json``.
 
-Why typed: a result is built by several producers (the ``tran`` loop, the Lightning
-callback, log extraction) and read by every evaluator. With one class per block the
-producers cannot drift apart (a misspelt key or a NaN is a validation error where it
-is made, not a surprise in a comparison), readers use attributes instead of
-``(data.get(block) or {}).get(key)``, and ``utils/schema/schema.json`` is generated
-from these classes (``python -m utils.result.file schema``), so the schema cannot go stale.
-
-Every block follows the rules of ``utils/schema/block.py`` (strict keys, bounded finite figures, no null
-without its reason); here ``platform``/``framework``/``model`` are names of ``utils/spec/registry.py`` (a result
-is read from other people's machines, issue 26), and the older tools' keys stay where their readers look for
-them: top-level ``platform``, ``gpu_info``, ``training_config`` (``max_steps``, ``global_batch_size``,
-``micro_batch_size``, ``sequence_length``, ``num_gpus``), ``performance_metrics`` (``avg_step_time_seconds``,
-``tokens_per_second``, ``tokens_per_second_per_gpu``, ``total_time_seconds``), ``step_times``, ``loss_values``,
-``learning_rates``.
-
-Each block has one producer (docs/ARCHITECTURE.md lists them) and one module of this package by what it
-records: ``hardware`` (the machine and software), ``run`` (what ran, the fingerprints), ``measures`` (what was
-measured, and its source), ``quality`` (time to quality), ``mlperf``. They only describe shapes and the invariants
-between fields; they compute nothing. ``utils/schema/schema.json`` is generated from ``Result`` alone.
+Why typed: several producers build a result and every evaluator reads it, so a misspelt key or a NaN is an error where
+it is made, readers use attributes, and ``utils/schema/schema.json`` is generated from ``Result`` (``python -m
+utils.result.file schema``) and cannot go stale. Every block follows ``utils/schema/block.py``'s rules;
+``platform``/``framework``/``model`` are registry names; the older tools' keys (``gpu_info``, ``training_config``'s
+five, ``performance_metrics``, the per-step arrays) stay where their readers look. Each block has one producer
+(docs/ARCHITECTURE.md); the classes describe shapes and invariants and compute nothing.
 """
 
 from __future__ import annotations
@@ -128,9 +115,8 @@ PER_STEP_ARRAYS = ("step_times", "loss_values", "learning_rates", "memory_alloca
 RESULT_BASE_BYTES = 64 * 1024
 RESULT_BASE_VALUES = 100_000
 RESULT_BASE_CONTAINERS = 20_000
-# One step as write_result writes it (indent 2): an entry in each per-step array, at most 29 bytes each (the
-# longest repr of a finite float, 23 characters with its sign, after a 4-space indent, with its comma and line
-# end)...
+# One step as write_result writes it (indent 2): an entry in each per-step array, at most 29 bytes each (the longest
+# repr of a finite float, 23 characters with its sign, after a 4-space indent, with its comma and line end)...
 STEP_BYTES = 29 * len(PER_STEP_ARRAYS)
 # ... and, where evaluation runs every step, one evaluation: its eight members at an 8-space indent with the
 # longest value each takes (counts at MAX_INT, floats at 23 characters, the reason of a non-finite loss) and its
@@ -145,10 +131,9 @@ def result_bytes(steps: int, evaluations: int = 0) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ResultLimits:
-    """What a result file may hold at most, for the most steps a run may have (``MAX_STEPS``) with an evaluation
-    after each: its bytes, its JSON values (each array entry, each member, each container) and its arrays and
-    objects. The reader (utils/result/file.py ``read_result``) refuses a file past any of them before parsing it,
-    so a forged file costs no more memory than the largest result a run can write (issue 33)."""
+    """What a result file may hold at most (``MAX_STEPS`` steps, an evaluation after each): bytes, JSON values and
+    containers. ``read_result`` refuses a file past any of them before parsing, so a forged file costs no more
+    memory than the largest result a run can write."""
 
     max_bytes: int
     max_values: int

@@ -19,8 +19,7 @@ from utils.spec.models import ModelShape
 class Workload(Block):
     """Every fairness key in ``config.env`` spelling (``utils.config.model.WORKLOAD_KEYS``).
 
-    A key the producer could not know (a foreign log that never states SL, say) is
-    ``None`` with the reason in ``unknown``; a tprimat launch knows all of them.
+    A key the producer could not know (a foreign log that never states SL) is ``None`` with the reason in ``unknown``.
     """
 
     DATASET: str | None = None
@@ -56,16 +55,11 @@ class Workload(Block):
 class TrainingConfig(Block):
     """What the run trained with.
 
-    ``precision_effective`` is the configuration's precision label (``bf16``, ``bf16+fp8``: the
-    same for every framework, so fairness can compare it); ``precision_detail`` says how the
-    framework realises it (autocast, master weights, ZeRO ...), in its own words. On the cpu platform
-    the precision that ran may differ from PRECISION (CPU_PRECISION, utils/machine/cpu_precision.py):
-    ``precision_requested`` is PRECISION and ``precision_reason`` says why; the workload's PRECISION and
-    ``precision_effective`` are what ran, so results of different precisions never compare as fair.
-
-    ``workload`` is the one record of the fairness keys. The five top-level names are
-    the older tools' spelling of five of them, kept so their readers work; they are
-    derived from ``workload`` by the producer and checked equal here.
+    ``precision_effective`` is the configuration's precision label, the same for every framework so fairness can
+    compare it; ``precision_detail`` says how the framework realises it, in its own words. On cpu the precision that
+    ran may differ from PRECISION (CPU_PRECISION): ``precision_requested`` is PRECISION and ``precision_reason`` says
+    why. ``workload`` is the one record of the fairness keys; the five top-level names are the older tools' spelling
+    of five of them, checked equal here.
     """
 
     max_steps: Positive | None
@@ -100,11 +94,9 @@ class TrainingConfig(Block):
 
 
 def _bounded(hint: Any) -> Any:
-    """A ``ModelShape`` field's type as a result stores it: counts positive, figures non-negative, both bounded.
-
-    A result is foreign input (the module docstring), so its shape gets the bounds every block has;
-    ``rope_scaling``'s values are scalars like every other free-form mapping of a result.
-    """
+    """A ``ModelShape`` field's type as a result stores it: counts positive, figures non-negative, both bounded. A
+    result is foreign input (the module docstring), so its shape gets the bounds every block has; ``rope_scaling``'s
+    values are scalars like every other free-form mapping of a result."""
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         return functools.reduce(operator.or_, (_bounded(arg) for arg in typing.get_args(hint)))
     return {int: Positive, float: NonNegative, dict[str, Any]: dict[str, Scalar]}.get(hint, hint)
@@ -127,11 +119,8 @@ ModelShapeBlock = create_model(
 class EffectiveSettings(Block):
     """What the framework itself resolved before the run (train/ preflight): one flat record.
 
-    ``settings`` keys are tprimat's names for the fairness table's settings and the
-    framework knobs around them (attention backend, fusions, gradient-reduce dtype,
-    overlap flags, data-loader workers, checkpoint interval ...); ``env`` is what the
-    vendor launcher exports. ``resolved_by`` names the code that resolved them, or
-    ``reason`` says why they could not be resolved.
+    ``settings``: tprimat's names for the fairness table's settings and the framework knobs around them; ``env``: what
+    the vendor launcher exports; ``resolved_by``: the code that resolved them, else ``reason``.
     """
 
     settings: dict[str, Scalar] = Field(default_factory=dict)
@@ -152,12 +141,9 @@ class ProfileSetting(Block):
 class ProfileSettings(Block):
     """What the profile changed (``train/profiles/`` produces it; ``Result.profile`` names the profile that ran).
 
-    ``requested`` is PROFILE. Under tuned, ``recipe`` names the vendor recipe, ``settings``
-    every setting it runs at another value than the identical profile (workload keys in
-    ``config.env`` spelling, framework settings in the effective-settings names, each with
-    its source), ``env`` the variables the recipe exports. ``borrowed_from`` names the model
-    whose recipe was applied when the vendor publishes none for this one; ``fallback`` says
-    why the identical profile ran although tuned was requested (``PROFILE_FALLBACK=identical``).
+    ``requested`` is PROFILE. Under tuned, ``recipe`` names the vendor recipe, ``settings`` every setting it runs at
+    another value than the identical profile, each with its source, ``env`` the variables it exports; ``borrowed_from``
+    the model whose recipe was applied; ``fallback`` why identical ran although tuned was requested.
     """
 
     requested: Literal["identical", "tuned", "mlperf"]

@@ -1,32 +1,12 @@
 """Reading schema version 1 results: a dict written by the untyped producers -> a version 2 dict.
 
-Why a migration and not two readers: results are kept for months and compared with
-new ones, so a version-1 file must still load, but every reader should see one
-shape. :func:`utils.result.file.read_result` calls :func:`migrate` and validates its
-output with the typed model like any other file.
-
-What changes (version 1 as the untyped producers wrote it; ``tests/fixtures/results_v1/``
-holds files they wrote):
-
-* ``training_config``: the fairness keys move under ``workload``; the second spelling
-  of parallelism (``tensor_parallel``, ``gradient_accumulation`` ...) is dropped
-  (``workload.TP``, ``workload.GA`` ... hold the same numbers);
-* ``framework_reported``: both version-1 shapes (log extraction's ``disagreement`` list,
-  the Lightning callback's ``step_time`` record) become one ``disagreements`` list;
-* ``memory_metrics``: Primus's ``device_used_gb {peak, mean_measured}`` becomes
-  ``device_used_peak_gb`` / ``device_used_mean_measured_gb``;
-* ``power_metrics`` gains ``energy_source`` (inferred from ``method``);
-* ``fingerprint.data``: ``prefix``/``bin_bytes`` become ``path``/``bytes``;
-* ``performance_metrics.total_time_seconds`` (new in version 2) is the sum of the
-  recorded step times, the same rule :mod:`utils.measure.metrics` applies;
-* ``source.primus_experiment`` becomes an entry of ``source.generated_files``.
-
-Version 2 gained the optional ``quality`` block later (issue 34: held-out evaluations, time to target): a file
-without it, version 1 or 2, reads with ``quality`` null, which is what it means (evaluation was off), so that
-addition needs no migration step and no new version number.
-
-Keys version 2 has no place for are listed in a warning on the migrated result,
-never dropped silently.
+Why a migration and not two readers: results are kept for months and compared with new ones, but every reader should
+see one shape; :func:`utils.result.file.read_result` migrates and then validates like any file
+(``tests/fixtures/results_v1/`` holds version-1 files). The fairness keys move under ``workload`` (the second spelling
+of parallelism is dropped), both ``framework_reported`` shapes become one ``disagreements`` list, Primus's device
+memory, ``energy_source``, the data fingerprint's names, ``total_time_seconds`` (the sum of the step times) and the
+Primus experiment are mapped; a missing ``quality`` block means evaluation was off. Keys with no place in version 2
+are listed in a warning, never dropped silently.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Model shapes by size, MODEL_LAYERS proxies and FLOPs: what every framework and the FLOPs counter use.
 
-Why one place: a comparison is only fair if Megatron, Primus, NeMo and the ``tran`` reference
-build the same network. Launchers turn a :class:`ModelShape` into their own flags; the shapes
-themselves are the registry's model rows (utils/spec/registry.py, with their sources), and
-nothing else hard-codes layer counts or vocab sizes.
-
-FLOPs follow Megatron's dense formula divided by tokens:
-``6 * N'`` for the weight matmuls (forward + backward, multiply-add = 2 FLOPs) plus
-``12 * L * s * h`` for attention scores and values with full attention, or half of
-that when only the causal half is counted. Both conventions are always reported,
-each labelled, because published numbers use either.
+Why one place: a comparison is fair only if every stack builds the same network; launchers turn a
+:class:`ModelShape` (the registry's rows) into their own flags, and nothing else hard-codes layer counts. FLOPs per
+token follow Megatron's dense formula: ``6 N'`` for the weight matmuls plus ``12 L s h`` for attention with full
+attention, or half that counting the causal half only; both are reported, labelled, as published numbers use either.
 """
 
 from __future__ import annotations
@@ -37,14 +31,10 @@ def check_layers(model: str, size: str, layers: int) -> None:
 
 
 def get_shape(model: str, size: str = "full", vocab_size: int | None = None, layers: int | None = None) -> ModelShape:
-    """Shape of ``model`` (a model of utils/spec/registry.py) at ``size`` (full|tiny).
-
-    ``vocab_size`` replaces the table's vocabulary: tiny models take their
-    tokenizer's, and a framework that pads the vocabulary passes its padded size.
-    ``layers`` (MODEL_LAYERS) keeps the width, heads and vocabulary and uses that many of the
-    model's layers: a labelled proxy (``proxy_of_layers``, :func:`proxy_label`), so one GPU can
-    measure what one GPU can hold without the result passing for the whole model.
-    """
+    """Shape of ``model`` (a registry model) at ``size`` (full|tiny). ``vocab_size`` replaces the table's (tiny models
+    take their tokenizer's; a framework that pads passes its padded size). ``layers`` (MODEL_LAYERS) keeps the width and
+    uses that many layers: a labelled proxy (:func:`proxy_label`), so one GPU measures what it can hold without the
+    result passing for the whole model."""
     if size not in SIZES:
         raise ValueError(f"MODEL_SIZE={size!r}: allowed values are {', '.join(SIZES)}")
     if model not in MODELS:

@@ -1,24 +1,14 @@
 """The one registry of platforms, frameworks and models.
 
-Why one table: argparse ``choices``, the job list, the comparison's labels, the
-result model and the shell (through ``python -m utils.config.load --get``) all need
-these lists. Kept here, adding a framework is one entry (plus its plugin package), and
-adding a model is one :class:`Model` row: its shape, Hub repository, tokenizer, each vendor
-stack's name for it and its line style, read everywhere through this table (as torchtitan's
-TrainSpec), so no second list can fall out of step.
+Why one table: argparse ``choices``, the job list, the comparison's labels, the result model and the shell all need
+these lists. Adding a framework is one entry (plus its plugin package, named by module path and imported by
+``train/launch/context.py``); adding a model is one :class:`Model` row (shape, Hub repository, tokenizer, each
+stack's name for it, line style), read everywhere through this table, as torchtitan's TrainSpec.
 
-Nothing here imports the project beyond the spec's own leaf modules: the launcher plugin of a
-framework is named by its module path and imported by ``train/launch/context.py``.
-
-Where the shapes come from: each model's published ``config.json``. Mistral 7B v0.3 is the published
-config.json of mistralai/Mistral-7B-v0.3 (the values as mirrored from it, and identical in
-mistralai/Mistral-7B-Instruct-v0.3's config.json at revision c170c708): 32 layers, hidden 4096,
-intermediate 14336, 32 heads, 8 key/value heads, vocabulary 32768, ``rope_theta`` 1e6, ``rms_norm_eps``
-1e-5, ``tie_word_embeddings`` false, ``max_position_embeddings`` 32768 and ``sliding_window`` null. No model
-in the table uses sliding-window attention (Mistral v0.1's 4096-token window is gone in v0.3), so every
-launcher builds full causal attention; docs/MODELS.md lists the sources. The tiny shapes keep every
-architectural feature (GQA ratio 4:1, 7:1 and 4:1, SwiGLU with the same ffn/hidden ratio, QKV bias, RoPE
-base and scaling, untied embeddings) at dimensions where a step takes well under a second on 2 CPU cores.
+The shapes are each model's published ``config.json`` (docs/MODELS.md lists the sources); no model uses
+sliding-window attention (Mistral v0.3 has none), so every launcher builds full causal attention. The tiny shapes
+keep every architectural feature (GQA ratio, SwiGLU ratio, QKV bias, RoPE, untied embeddings) at dimensions where a
+step takes well under a second on 2 CPU cores.
 """
 
 from __future__ import annotations

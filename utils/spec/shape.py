@@ -1,8 +1,7 @@
 """What a model's architecture is: :class:`ModelShape`, one decoder-only model at one size.
 
-A leaf module so that the registry's model rows (``utils/spec/registry.py``) can hold their shape, and
-``utils/spec/models.py`` (sizes, proxies, FLOPs) can read those rows, without an import cycle. The result
-model's ``model_shape`` block is derived from these fields, in this order (utils/schema/model.py).
+A leaf module, so the registry's rows can hold a shape and ``utils/spec/models.py`` read them without an import cycle;
+the result's ``model_shape`` block is derived from these fields, in this order.
 """
 
 from __future__ import annotations

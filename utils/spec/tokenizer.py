@@ -1,8 +1,7 @@
 """What a model's real tokenizer is: its special tokens, their roles and how its release lays it out.
 
-A model row of ``utils/spec/registry.py`` carries one :class:`TokenizerStyle`. ``data/sample_corpus.py``
-builds the offline ``DATASET=sample`` tokenizers from it (a small learnt vocabulary, the release's layout), so
-the frameworks' dataset code meets the special tokens and roles a real run meets.
+``data/sample_corpus.py`` builds the offline ``DATASET=sample`` tokenizers from a row's :class:`TokenizerStyle`, so
+the frameworks' dataset code meets the tokens and roles a real run meets.
 """
 
 from __future__ import annotations
@@ -29,15 +28,9 @@ SENTENCEPIECE_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CA
 
 @dataclass(frozen=True)
 class TokenizerStyle:
-    """A model's tokenizer as its release lays it out.
-
-    The special tokens (in the release's id order), their roles (BOS, EOS, pad, unk), what the
-    post-processor adds and the ``tokenizer_config.json`` keys that decide how ``AutoTokenizer``
-    loads the files are the real ones: the frameworks' dataset code reads exactly these roles
-    (megatron-core's ``GPTDataset`` treats a pad id as padding, so a pad that is the EOS masks
-    every end of document; docs/SAMPLE_ORDER.md), so a test tokenizer that invents them proves
-    nothing about real runs.
-    """
+    """A model's tokenizer as its release lays it out: the special tokens in id order, their roles, what the
+    post-processor adds and the ``tokenizer_config.json`` keys ``AutoTokenizer`` reads. Real, because the frameworks'
+    dataset code acts on these roles (a pad that is the EOS masks every end of document: docs/SAMPLE_ORDER.md)."""
 
     eos: str
     bos: str | None

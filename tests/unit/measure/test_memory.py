@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from utils.config.model import Config
 from utils.machine.hardware import REFERENCE_DEVICES, device_memory, device_memory_gib
 from utils.measure.memory import (
     GIB,
-    Layout,
     deep_recipe,
     estimate,
     megatron_recipe,
@@ -16,13 +16,19 @@ from utils.measure.memory import (
 )
 from utils.spec.models import get_shape
 
+
+def layout(**keys: int) -> Config:
+    """A config with this parallel layout and batch (one GPU, no accumulation unless given)."""
+    return Config(**{"dp": 1, "ga": 1, **keys})
+
+
 H100 = device_memory("nvd", "NVIDIA H100 80GB HBM3")
 MI300X = device_memory("amd", "AMD Instinct MI300X")
 # The measurement (issue 22): Llama 3.1 8B's width with 8 of 32 layers, SL 2048, MBS 2, GA 4, DP 1, one H100.
 PROXY = get_shape("llama", "full", layers=8)
-PROXY_LAYOUT = Layout(mbs=2, sl=2048, ga=4)
+PROXY_LAYOUT = layout(mbs=2, sl=2048, ga=4)
 # The fairness table's full-size layout on one 8-GPU node (config.env): MBS 1, SL 2048, DP 8, GA 8.
-NODE = Layout(dp=8, mbs=1, sl=2048, ga=8)
+NODE = layout(dp=8, mbs=1, sl=2048, ga=8)
 
 
 @pytest.mark.parametrize(("recipe", "measured_gib"), [
@@ -52,14 +58,14 @@ def test_state_bytes_are_the_hand_arithmetic():
 def test_8b_on_one_gpu_refuses_with_both_numbers():
     full = get_shape("llama")
     for framework in ("tran", "deep", "mega"):
-        est = estimate(full, Layout(dp=1, mbs=1, sl=2048, ga=8),
+        est = estimate(full, layout(dp=1, mbs=1, sl=2048, ga=8),
                        recipe_for(framework, _cfg(dp=1, zero_stage=1)), H100)
         assert est.fits is False
         line = est.line()
         assert f"{est.peak_gib:.1f} GiB per GPU > 79.2 GiB on NVIDIA H100 80GB HBM3" in line
         assert "8.03 B params" in line and framework in line
     # 16 bytes per parameter alone: 8.03e9 x 16 = 128.5e9 bytes = 119.7 GiB > 79.2
-    tran = estimate(full, Layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
+    tran = estimate(full, layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
     assert tran.terms["weights"] + tran.terms["gradients"] + tran.terms["optimizer_states"] == 16 * 8_030_261_248
 
 
@@ -83,7 +89,7 @@ def test_mi300x_holds_what_it_holds():
     # (16 bytes per parameter = 119.7 GiB of states, 140-170 GiB in all), which no H100 does.
     for framework in ("tran", "deep", "mega", "prim"):
         assert estimate(full, NODE, recipe_for(framework, _cfg(dp=8)), MI300X).fits is True
-        single = Layout(dp=1, mbs=1, sl=2048, ga=8)
+        single = layout(dp=1, mbs=1, sl=2048, ga=8)
         one = estimate(full, single, recipe_for(framework, _cfg(dp=1)), MI300X)
         assert one.fits is True and 119.7 < one.peak_gib < 192.0, framework
         assert estimate(full, single, recipe_for(framework, _cfg(dp=1)), H100).fits is False, framework
@@ -100,8 +106,8 @@ def test_parallel_layouts_divide_the_states():
     full = get_shape("llama")
     recipe = megatron_recipe("mega")
     one = estimate(full, NODE, recipe)
-    tp2 = estimate(full, Layout(tp=2, dp=4, mbs=1, sl=2048, ga=8), recipe)
-    pp2 = estimate(full, Layout(pp=2, dp=4, mbs=1, sl=2048, ga=8), recipe)
+    tp2 = estimate(full, layout(tp=2, dp=4, mbs=1, sl=2048, ga=8), recipe)
+    pp2 = estimate(full, layout(pp=2, dp=4, mbs=1, sl=2048, ga=8), recipe)
     assert tp2.terms["weights"] == pytest.approx(one.terms["weights"] / 2, rel=1e-3)
     assert one.terms["weights"] * 0.5 < pp2.terms["weights"] < one.terms["weights"] * 0.6
     # 1F1B: the first stage holds PP micro-batches of its half of the layers.
@@ -126,7 +132,7 @@ def test_a_platform_without_a_visible_gpu_is_sized_for_its_reference_gpu():
 
 
 def test_the_record_keeps_the_numbers_and_the_force():
-    est = estimate(get_shape("llama"), Layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
+    est = estimate(get_shape("llama"), layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
     record = est.record(forced=True)
     assert record.forced and record.fits is False and record.peak_gb == round(est.peak_gib, 2)
     assert record.device_memory_gb == 79.2 and record.sharding == "FSDP2" and record.param_dtype == "bf16"
@@ -158,7 +164,7 @@ def test_verdict_refuses_forces_and_warns():
     from utils.measure.memory import verdict
 
     full = get_shape("llama")
-    too_big = estimate(full, Layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
+    too_big = estimate(full, layout(dp=1, mbs=1, sl=2048, ga=8), tran_recipe("fsdp2", 1), H100)
     refused = verdict(too_big)
     assert refused.refusal == too_big.line() and "> 79.2 GiB" in refused.refusal and "\n" not in refused.refusal
     forced = verdict(too_big, force=True)
@@ -172,7 +178,7 @@ def test_verdict_refuses_forces_and_warns():
 
 def test_nvd_reads_the_gpu_from_nvidia_smi_without_torch(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"
-    fake.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771'\n")
+    fake.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771, 570.86'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     seen = device_memory("nvd")
@@ -182,5 +188,5 @@ def test_nvd_reads_the_gpu_from_nvidia_smi_without_torch(tmp_path, monkeypatch):
 def test_cpu_has_nothing_to_fit_and_says_so_in_the_record():
     from utils.measure.memory import verdict
 
-    est = estimate(get_shape("llama", "tiny"), Layout(), tran_recipe("fsdp2", 1), device_memory("cpu"))
+    est = estimate(get_shape("llama", "tiny"), layout(), tran_recipe("fsdp2", 1), device_memory("cpu"))
     assert verdict(est).warnings == () and est.record().reason == "platform cpu: no GPU memory to check against"

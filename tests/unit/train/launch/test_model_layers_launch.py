@@ -31,7 +31,7 @@ def proxy_config(tmp_path, monkeypatch):
     make_tokenizer(tokenizer_dir(load_config(config, environ={}), "llama"), 400)
     monkeypatch.setenv("TPRIMAT_CONFIG", str(config))
     # the reference H100, whatever is here
-    monkeypatch.setattr("utils.machine.hardware._nvidia_smi_memory", lambda: None)
+    monkeypatch.setattr("utils.machine.hardware._nvidia_smi_gpus", lambda: None)
     for key in ("PLATFORM", "MODEL_LAYERS", "DP", "GPUS_PER_NODE", "MODELS", "MODEL_SIZE"):
         monkeypatch.delenv(key, raising=False)
     return config
