@@ -93,15 +93,19 @@ def _write_report(path: Path | None, data: GateReport) -> None:
 
 
 def _candidates(args: argparse.Namespace, conn) -> list[RunView]:  # type: ignore[no-untyped-def]
+    """The candidates; refused when one is unreadable or cannot be true (``utils/result/admit.py``)."""
     if args.candidate_runs:
-        return resolve(conn, args.candidate_runs)
-    collected = collect(args.candidate)
-    if collected.refused:
-        raise HistoryError(f"candidate refused: {collected.refused[0]}"
-                           + (f" (and {len(collected.refused) - 1} more)" if len(collected.refused) > 1 else ""))
-    if not collected.records:
+        views, refused = resolve(conn, args.candidate_runs), []
+    else:
+        collected = collect(args.candidate)
+        views, refused = [RunView.of_record(r) for r in collected.records], collected.refused
+    refused = refused + [f"{v.label}: {v.run['error']}" for v in views if v.run["status"] == "refused"]
+    if refused:
+        raise HistoryError(f"candidate refused: {one_line(refused[0], 400)}"
+                           + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""))
+    if not views:
         raise HistoryError("no candidate result found")
-    return [RunView.of_record(r) for r in collected.records]
+    return views
 
 
 def run_gate(args: argparse.Namespace) -> list[Verdict]:

@@ -1,24 +1,22 @@
-"""Loading a results directory: every ``train_*.json``, validated, grouped into repeated runs.
+"""Loading a results directory: every ``train_*.json``, read through the one gate, grouped into repeated runs.
 
-A result is foreign input (a colleague's ``output.zip``): each file is read by ``utils.result.file.read_result``
-under size and depth limits and validated strictly. A file that cannot be used (truncated, a schema violation, a
-directory or FIFO under the name, a symlink loop, no permission) is named with its first problem and left out,
-never a crash and never silent; the other files are compared.
+A result is foreign input (a colleague's ``output.zip``): each file is read through the one gate,
+``utils.result.admit.admit`` (the strict reader, plausibility, the platform's evidence, an MLPerf verdict re-checked).
+A file that cannot be used is named with its first problem and left out, never a crash and never silent; the other
+files are compared.
 """
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils.io.sanitise import one_line, sanitised
-from utils.measure.plausible import identity, implausible
-from utils.result.file import STATUSES, ResultError, read_result
+from utils.measure.plausible import identity
+from utils.result.admit import Refused, Unreadable, admit
+from utils.result.file import STATUSES, ResultError
 from utils.schema.model import Result
 from utils.spec.registry import PLATFORMS
 
@@ -132,6 +130,7 @@ class LoadedDirectory:
     skipped: list[tuple[Path, str]]
     unreadable: set[Path] = field(default_factory=set)
     duplicates: list[tuple[Path, Path]] = field(default_factory=list)  # (a copy, the file of the run it repeats)
+    refused: list[LoadedResult] = field(default_factory=list)  # of ``skipped``: valid results that cannot be true
 
     def groups(self) -> dict[str, list[RunGroup]]:
         """Model -> run groups, in a stable order (profile identical first, registry platform order, frameworks)."""
@@ -147,73 +146,30 @@ class LoadedDirectory:
         return dict(out)
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def unusable_reason(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a result file before opening it (None: a regular file).
-
-    Checked first so that a FIFO never blocks the loader and a symlink loop or a
-    directory is named with what it is rather than with a decoding error.
-    """
-    shown = one_line(path, 400)
-    try:
-        mode = os.stat(path).st_mode  # follows links: a loop or a dangling link fails here
-    except FileNotFoundError:
-        return f"{shown}: unreadable: a symlink to a missing file" if os.path.islink(path) else f"{shown}: no such file"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return f"{shown}: unreadable: a symlink loop"
-        return f"{shown}: unreadable: {exc.strerror or exc}"
-    for test, what in _KINDS:
-        if test(mode):
-            return f"{shown}: unreadable: {what}, not a result file"
-    return None
-
-
-def _read(path: Path) -> Result:
-    """:func:`read_result`, with a file too big for memory one file's problem too (issue 33: a 510 MB result ended
-    compare with a MemoryError traceback and the good results beside it were never compared)."""
-    try:
-        return sanitised(read_result(path))  # every string one line and inert before any renderer sees it
-    except MemoryError:
-        raise ResultError(f"{one_line(path, 400)}: too large to read into memory") from None
-    except RecursionError:
-        raise ResultError(f"{one_line(path, 400)}: nested too deep to read") from None
-
-
 def load_results(paths: list[Path]) -> LoadedDirectory:
-    """Read and validate each file; unusable ones are returned in ``skipped`` with the reason.
+    """Read each file through the gate; the refused ones are returned in ``skipped`` with the reason.
 
-    A schema-valid result whose figures cannot be true (``utils/measure/plausible.py``) is skipped too, with
-    the reason; a copy of a run already read (same start, arrays and figures; only the name or index differs)
-    is counted once and listed in ``duplicates`` (issue 33: one run copied to ``_r1``..``_r3`` made three
-    repeats with a zero-width interval).
+    A copy of a run already read (same start, arrays and figures; only the name, index or platform label differs)
+    is counted once and listed in ``duplicates`` (issue 33: one run copied to ``_r1``..``_r3`` made three repeats).
     """
     loaded = LoadedDirectory([], [])
     seen: dict[str, Path] = {}
     for path in sorted(paths):
-        reason = unusable_reason(path)
-        if reason is None:
-            try:
-                result = _read(path)
-            except ResultError as exc:
-                reason = str(exc)
-            else:
-                problems = implausible(result)
-                if not problems:
-                    key = identity(result)
-                    if key in seen:
-                        loaded.duplicates.append((path, seen[key]))
-                        continue
-                    seen[key] = path
-                    loaded.results.append(LoadedResult(path, result))
-                    continue
-                reason = f"{one_line(path, 400)}: implausible figures, left out: {'; '.join(problems)}"
-        else:
-            loaded.unreadable.add(path)
-        loaded.skipped.append((path, one_line(reason, 600)))
+        try:
+            result = sanitised(admit(path))  # every string one line and inert before any renderer sees it
+        except ResultError as exc:
+            if isinstance(exc, Unreadable):
+                loaded.unreadable.add(path)
+            elif isinstance(exc, Refused):  # validate still checks it in full
+                loaded.refused.append(LoadedResult(path, sanitised(exc.result)))
+            loaded.skipped.append((path, one_line(exc, 600)))
+            continue
+        key = identity(result)
+        if key in seen:
+            loaded.duplicates.append((path, seen[key]))
+            continue
+        seen[key] = path
+        loaded.results.append(LoadedResult(path, result))
     return loaded
 
 

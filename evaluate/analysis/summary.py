@@ -268,6 +268,8 @@ class QualitySummary:
 
     Only ``ok`` runs that reached the target enter the estimates; every other run with a quality block (target not
     reached, a non-finite eval loss, failed) is listed in ``not_reached`` with its reason, never averaged in.
+    ``fixed_set``: every evaluated run scored MLPerf's fixed held-out set (issue 50); False or None (not recorded):
+    not MLPerf's measure, and never in a ratio with a group that measured it.
     """
 
     group: RunGroup
@@ -280,6 +282,7 @@ class QualitySummary:
     gpu_hours_reason: str | None
     per_run_time_s: list[float] = field(default_factory=list)
     not_reached: list[tuple[str, str]] = field(default_factory=list)  # (file name, why)
+    fixed_set: bool | None = None
 
     def cost(self, price_per_gpu_hour: float | None) -> Estimate | None:
         """Dollars to the target: GPU-hours to the target x ``price_per_gpu_hour``."""
@@ -316,6 +319,7 @@ def summarize_quality(group: RunGroup) -> QualitySummary | None:
     energy = _known(q.energy_to_target_kwh for q in reached)
     hours = _known(q.gpu_hours_to_target for q in reached)
     targets = {run.result.quality.target_loss for run in evaluated}  # type: ignore[union-attr]
+    measures = {run.result.quality.fixed_set for run in evaluated}  # type: ignore[union-attr]
     return QualitySummary(
         group=group, target_loss=targets.pop() if len(targets) == 1 else None,
         time_s=estimate(times), tokens=estimate(_known(q.tokens_to_target for q in reached)),
@@ -328,6 +332,7 @@ def summarize_quality(group: RunGroup) -> QualitySummary | None:
         per_run_time_s=times,
         not_reached=[(run.path.name, _why_not_reached(run)) for run in evaluated
                      if not (run.ok and run.result.quality.reached)],  # type: ignore[union-attr]
+        fixed_set=measures.pop() if len(measures) == 1 else None,
     )
 
 
@@ -341,11 +346,12 @@ class QualityRatio:
 
 
 def quality_ratios(summaries: list[QualitySummary], top: str = "amd", bottom: str = "nvd") -> list[QualityRatio]:
-    """Every ``top`` group against every ``bottom`` group with the same target and profile, from per-run times."""
+    """Every ``top`` group against every ``bottom`` group with the same target, profile and held-out measure (a fixed
+    set is never set against continuing blocks: issue 50), from per-run times."""
     out = []
     for a in (s for s in summaries if s.group.platform == top):
         for b in (s for s in summaries if s.group.platform == bottom and s.group.profile == a.group.profile):
-            if a.target_loss is None or a.target_loss != b.target_loss:
+            if a.target_loss is None or a.target_loss != b.target_loss or bool(a.fixed_set) != bool(b.fixed_set):
                 continue
             value = ratio_estimate(a.per_run_time_s, b.per_run_time_s)
             if value is not None:

@@ -138,7 +138,7 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--framework", choices=framework_names())
     parser.add_argument("--model", choices=model_names())
     parser.add_argument("--profile", choices=("identical", "tuned", "mlperf"))
-    parser.add_argument("--status", choices=("ok", "incomplete", "failed"))
+    parser.add_argument("--status", choices=("ok", "incomplete", "failed", "refused"))
     parser.add_argument("--since", metavar="DATE", help="runs at or after this ISO date/time (UTC)")
     parser.add_argument("--until", metavar="DATE", help="runs at or before this ISO date/time (UTC)")
     parser.add_argument("--device", help="a part of the device name, any case (e.g. MI300X, H100)")

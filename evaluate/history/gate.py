@@ -182,6 +182,9 @@ def cross_vendor_problem(candidate: RunView, baseline: list[RunView]) -> str | N
     platforms = {v.run["platform"] for v in baseline}
     if c["platform"] in platforms:
         return f"candidate and baseline both ran on {c['platform']}: a cross-vendor check compares two platforms"
+    copy = next((v for v in baseline if (v.step_times, v.losses) == (candidate.step_times, candidate.losses)), None)
+    if copy is not None and candidate.step_times:
+        return f"the candidate's step times and losses are {copy.label}'s own: one run relabelled, not two platforms"
     if {v.run["workload_key"] for v in baseline} != {c["workload_key"]}:
         return "candidate and baseline are different workloads"
     digests = {v.run.get("samples_digest") for v in baseline} | {c.get("samples_digest")}

@@ -1,10 +1,11 @@
 """Adding results: from files, folders and ``output.zip`` archives, read as untrusted input, in one transaction.
 
-Every file goes through ``read_result`` (the strict reader compare uses): a refused file is one line, the others
-are added. Archive members are never extracted by name: a ``train_*.json`` member is read into memory under the
-same limit, refused when a link, encrypted, absolute or ``..``, or compressed past :data:`MAX_RATIO`; the archive is
-bounded in members and bytes. Everything is read before the write lock is taken; the inserts are one transaction
-with ``ON CONFLICT (content_hash) DO NOTHING``, so a result added twice is stored once.
+Every file goes through ``utils.result.admit.admit`` (the gate every reader uses): a file that is no valid result
+is one line, the others are added; a valid result that cannot be true is stored as refused, with its reasons, never a
+baseline. Archive members are never extracted by name: a ``train_*.json`` member (and its MLLOG) is read into memory
+under the same limit, refused when a link, encrypted, absolute or ``..``, or compressed past :data:`MAX_RATIO`; the
+archive is bounded in members and bytes. Everything is read before the write lock is taken; the inserts are one
+transaction with ``ON CONFLICT (content_hash) DO NOTHING``, so a result added twice is stored once.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from pathlib import Path, PurePosixPath
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from evaluate.analysis.results import RESULT_GLOB, find_result_files, unusable_reason
+from evaluate.analysis.results import RESULT_GLOB, find_result_files
 from evaluate.history.query import tag_name
 from evaluate.history.record import RunRecord, make_record
 from evaluate.history.store import Database, runs, series, tags
 from utils.io.json_input import DEFAULT_MAX_BYTES
 from utils.io.sanitise import one_line
-from utils.result.file import ResultError, now_iso, read_result
+from utils.result.admit import Refused, admit
+from utils.result.file import ResultError, now_iso
+from utils.result.names import MLLOG_SUFFIX
 
 MAX_MEMBERS = 200_000
 MAX_ARCHIVE_BYTES = 8 * 2**30
@@ -42,24 +45,23 @@ class Collected:
     refused: list[str] = field(default_factory=list)
 
 
-def _record(path: Path, source: str) -> RunRecord:
-    """The stored form of the result at ``path``; any problem is a :class:`ResultError` naming ``source``."""
-    result = read_result(path)
+def _record(path: Path, source: str, collected: Collected) -> None:
+    """The stored form of the result at ``path`` into ``collected``; a problem is a :class:`ResultError`."""
     try:
-        return make_record(result, source)
+        result, refused = admit(path, source), None
+    except Refused as exc:
+        result, refused = exc.result, "; ".join(exc.reasons)
+    try:
+        collected.records.append(make_record(result, source, refused))
     except (ValueError, TypeError, OverflowError) as exc:  # a valid result the database cannot hold as it is
         raise ResultError(f"{one_line(source, 400)}: cannot be stored: {one_line(exc)}") from None
 
 
 def _read_file(path: Path, source: str, collected: Collected) -> None:
-    reason = unusable_reason(path)
-    if reason is None:
-        try:
-            collected.records.append(_record(path, source))
-            return
-        except ResultError as exc:
-            reason = str(exc)
-    collected.refused.append(one_line(reason, 600))
+    try:
+        _record(path, source, collected)
+    except ResultError as exc:
+        collected.refused.append(one_line(exc, 600))
 
 
 def _member_problem(info: zipfile.ZipInfo) -> str | None:
@@ -105,25 +107,32 @@ def _read_archive(path: Path, collected: Collected, workdir: Path) -> None:
             collected.refused.append(f"{shown}: over {MAX_ARCHIVE_BYTES:,} bytes uncompressed")
             return
         wanted = [m for m in members if not m.is_dir() and PurePosixPath(m.filename).match(RESULT_GLOB)]
+        by_name = {m.filename: m for m in members}
         if not wanted:
             collected.refused.append(f"{shown}: no {RESULT_GLOB} member")
         for info in wanted:
             where = f"{shown}:{one_line(info.filename, 200)}"
             problem = _member_problem(info)
             if problem is None:
-                try:
+                try:  # and the MLLOG beside a PROFILE=mlperf result, which backs its verdict (utils/result/admit.py)
                     data = _read_member(archive, info)
+                    mllog = by_name.get(str(PurePosixPath(info.filename).with_suffix(MLLOG_SUFFIX)))
+                    beside = _read_member(archive, mllog) if mllog and _member_problem(mllog) is None else None
                 except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as exc:
                     problem = f"unreadable: {one_line(exc)}"
             if problem is not None:
                 collected.refused.append(f"{where}: {problem}")
                 continue
             member = workdir / "member.json"
-            fd = os.open(member, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+            member.with_suffix(MLLOG_SUFFIX).unlink(missing_ok=True)  # the last member's
+            for file, content in ((member, data), (member.with_suffix(MLLOG_SUFFIX), beside)):
+                if content is None:
+                    continue
+                fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(content)
             try:
-                collected.records.append(_record(member, where))
+                _record(member, where, collected)
             except ResultError as exc:  # the reader names the temporary file: name the member instead
                 collected.refused.append(f"{where}: {str(exc).split(': ', 1)[-1]}")
 
@@ -190,6 +199,10 @@ def add_records(db: Database, records: list[RunRecord], tag_names: Iterable[str]
             if missing:
                 ids.update(conn.execute(select(runs.c.content_hash, runs.c.id)
                                         .where(runs.c.content_hash.in_(missing))).tuples().all())
+            for r in chunk:  # stored before the gate refused it: refused now, never a baseline again
+                if r.content_hash not in new and r.run["status"] == "refused":
+                    conn.execute(runs.update().where(runs.c.content_hash == r.content_hash).values(
+                        {k: r.run[k] for k in ("status", "error", "baseline_ok", "baseline_reason")}))
         if names:
             rows = [{"run_id": run_id, "tag": name, "added_at": stamp} for run_id in ids.values() for name in names]
             for chunk in _chunks(rows):
@@ -198,9 +211,12 @@ def add_records(db: Database, records: list[RunRecord], tag_names: Iterable[str]
 
 
 def add_paths(db: Database, paths: Iterable[Path], tag_names: Iterable[str] = ()) -> tuple[Added, list[str]]:
-    """Read ``paths`` (:func:`collect`) and add what was valid; returns the counts and the refusals."""
+    """Read ``paths`` (:func:`collect`) and add what was valid; returns the counts and the refusals (a result that
+    cannot be true is stored as refused, and named)."""
     collected = collect(paths)
-    return add_records(db, collected.records, tag_names), collected.refused
+    stored = [one_line(f"{r.run['source']}: stored as refused, never a baseline: {r.run['error']}", 600)
+              for r in collected.records if r.run["status"] == "refused"]
+    return add_records(db, collected.records, tag_names), collected.refused + stored
 
 
 def tag_runs(db: Database, run_ids: Iterable[int], tag_names: Iterable[str]) -> int:

@@ -4,8 +4,9 @@ Flat rows, not the result file: a trend reads three figures of 100,000 runs, a d
 runs, the gate the step arrays of a dozen. ``content_hash`` makes adds idempotent; ``workload_key`` names the same
 job wherever it ran (model, proxy depth, profile, workload); ``versions`` are what a trend marks when they change;
 ``details`` every fact a diff compares, flat; ``baseline_ok`` whether the run may be a gate baseline (ok, a
-throughput, every loss finite), else the reason. Every text is escaped so that both databases store it
-(PostgreSQL refuses NUL and lone surrogates).
+throughput, every loss finite), else the reason; a result the gate refuses (``utils/result/admit.py``) is stored with
+status ``refused`` and its reasons as error: listed, never plotted, never a baseline. Every text is escaped so that
+both databases store it (PostgreSQL refuses NUL and lone surrogates).
 """
 
 from __future__ import annotations
@@ -176,16 +177,17 @@ class RunRecord:
         return self.run["content_hash"]
 
 
-def make_record(result: Result, source: str) -> RunRecord:
-    """The stored form of ``result``, read from ``source`` (a path, or ``archive.zip:member``)."""
+def make_record(result: Result, source: str, refused: str | None = None) -> RunRecord:
+    """The stored form of ``result``, read from ``source`` (a path, or ``archive.zip:member``); ``refused``: why the
+    gate refused it (``utils/result/admit.py``), stored as its status and error."""
     gpu, env, perf = result.gpu_info, result.environment, result.performance_metrics
     power, memory = result.power_metrics, result.memory_metrics
     settings = result.effective_settings.settings if result.effective_settings is not None else {}
-    problem = baseline_problem(result)
+    problem = f"refused: {refused}" if refused else baseline_problem(result)
     shape = result.model_shape
     run = {
-        "content_hash": content_hash(result), "source": text(source), "status": result.status,
-        "error": text(result.error), "platform": result.platform, "framework": result.framework,
+        "content_hash": content_hash(result), "source": text(source), "status": "refused" if refused else result.status,
+        "error": text(refused or result.error), "platform": result.platform, "framework": result.framework,
         "model": result.model,
         "model_label": text(shape.display_name if shape.proxy_of_layers is not None else result.model),
         "profile": result.profile, "run_index": result.run_index,

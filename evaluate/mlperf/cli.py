@@ -26,7 +26,7 @@ from utils.io.atomic import atomic_write_text
 from utils.io.json_input import JsonInputError, parse_json
 from utils.io.output_path import OutputPathError, output_file, safe_label
 from utils.io.sanitise import one_line
-from utils.measure.plausible import implausible
+from utils.result.admit import refusals
 from utils.result.mllog import rcp_point
 from utils.result.names import ORIGIN, mark_output_dir, result_name
 
@@ -175,7 +175,7 @@ def _write(read: Read, round_: str | None, score: scoring.SystemScore | None, fo
     """Write one run's result: (1, 1 when its status is ok), or (0, 0) and its refusal."""
     try:
         result = build(read.run, read.digest, read.facts, read.system, round_, read.counted, score, read.check)
-        problems = implausible(result)
+        problems = refusals(result)  # the gate every reader of results applies (utils/result/admit.py)
         if problems:
             raise ImportRefused(f"an impossible figure: {problems[0]}")
         origin = safe_label(f"{read.run.submitter}.{read.run.system}", "run").replace("_", "-").strip("-.")[:70]

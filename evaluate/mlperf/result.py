@@ -22,6 +22,7 @@ from evaluate.mlperf.score import Counted, SystemScore
 from evaluate.mlperf.sources import RunRef
 from train.profiles.mlperf import BENCHMARK, MODEL, value_of
 from utils.io.sanitise import one_line
+from utils.measure.plausible import vendor
 from utils.measure.quality import with_energy
 from utils.schema.model import Result
 from utils.schema.quality import Evaluation, Quality
@@ -42,9 +43,12 @@ class Benchmark:
 
 BENCHMARKS = {BENCHMARK: Benchmark(MODEL, "full", value_of("target_loss"),
                                    "train/profiles/mlperf.py target_loss (MLPerf's eval_accuracy <= 3.3)")}
-VENDORS = {"amd": ("AMD", "INSTINCT", "MI2", "MI3"), "nvd": ("NVIDIA", "H100", "H200", "B200", "B300", "A100")}
 REDUCTION = "the submitter's eval_accuracy: MLPerf's log perplexity on its held-out sequences"
 ENERGY = "an MLLOG holds no energy reading"
+# A closed-division run uses the reference's quality measure (training_policies training_rules.adoc line 443): the
+# same held-out sequences at every evaluation (issue 50); tprimat's own MLLOG states its stack's in its tprimat_ keys.
+PUBLISHED_MEASURE = ("MLPerf's measure: a closed-division submission evaluates as the reference does, the same "
+                     "held-out sequences every time (training_rules.adoc line 443)")
 SCHEDULES = {"cosine with linear warmup": "cosine"}
 # MLLOG key -> (Workload key, how it is read)
 WORKLOAD_KEYS = {"global_batch_size": ("GBS", "count"), "max_sequence_length": ("SL", "count"),
@@ -59,12 +63,6 @@ WORKLOAD_KEYS = {"global_batch_size": ("GBS", "count"), "max_sequence_length": (
 
 class ImportRefused(ValueError):
     """The run cannot be a result; the message is the one-line reason."""
-
-
-def vendor(text: str | None) -> str | None:
-    """``amd`` or ``nvd`` for an accelerator's name (None: neither vendor named)."""
-    upper = (text or "").upper()
-    return next((key for key, marks in VENDORS.items() if any(m in upper for m in marks)), None)
 
 
 def iso(ms: float | None) -> str | None:
@@ -105,10 +103,14 @@ _REASONS = {"DATASET": "the submitter's data: MLPerf's C4 shards (not tprimat's 
             "INIT_STD": "not in an MLLOG"}
 
 
-def _quality(facts: RunFacts, bench: Benchmark, gbs: int, sl: int, platform: str, gpus: int) -> Quality | None:
+def _quality(facts: RunFacts, bench: Benchmark, gbs: int, sl: int, platform: str, gpus: int,
+             published: bool) -> Quality | None:
     """The evaluations as the ``quality`` block; figures to target by ``utils/measure/quality.py``."""
     if not facts.evaluations or facts.start_ms is None:
         return None
+    fixed, measure = facts.setting("tprimat_eval_fixed_set"), facts.setting("tprimat_eval_measure")
+    if published and facts.setting("submission_division") == "closed":
+        fixed, measure = True, PUBLISHED_MEASURE
     interval = facts.count("tprimat_eval_interval_samples") or (
         facts.evaluations[1].samples - facts.evaluations[0].samples if len(facts.evaluations) > 1
         else facts.evaluations[0].samples)
@@ -122,7 +124,9 @@ def _quality(facts: RunFacts, bench: Benchmark, gbs: int, sl: int, platform: str
     block = Quality.model_construct(
         eval_samples=facts.count("eval_samples") or 1, eval_interval_samples=interval,
         eval_interval_steps=max(1, round(interval / gbs)),
-        reduction=facts.setting("tprimat_eval_reduction") or REDUCTION, target_loss=target, stop_at_target=True,
+        reduction=facts.setting("tprimat_eval_reduction") or REDUCTION,
+        fixed_set=fixed if isinstance(fixed, bool) else None, measure=measure if isinstance(measure, str) else None,
+        target_loss=target, stop_at_target=True,
         run_start_unix=facts.start_ms / 1000, evaluations=evaluations,
         stop_reason="run_stop: success at the target (MLPerf ends a run there)" if ended else None)
     return with_energy(block, platform=platform, gpus=gpus, energy=None, energy_reason=ENERGY)
@@ -194,7 +198,7 @@ def build(run: RunRef, digest: str, facts: RunFacts, system: dict[str, Any] | No
     workload, shape = _workload(facts, gpus), _shape(facts, bench)
     workload["MODEL_SIZE"] = shape["size"]
     workload["unknown"].pop("MODEL_SIZE", None)
-    quality = _quality(facts, bench, gbs, sl, platform, gpus)
+    quality = _quality(facts, bench, gbs, sl, platform, gpus, published=not own)
     perf = _performance(facts, quality, gbs, sl, gpus, own)
     success = facts.stop_status == "success" or (own and facts.stop_status is not None)
     status = "ok" if success and (perf is not None or own) else "incomplete" if facts.stop_ms is None else "failed"

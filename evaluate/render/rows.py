@@ -128,6 +128,11 @@ def run_name(group: RunGroup) -> str:
             + (" (tuned)" if group.profile == "tuned" else ""))
 
 
+def _quality_name(summary: QualitySummary) -> str:
+    """A quality table's row name; a stack that did not score the fixed held-out set says so (issue 50)."""
+    return run_name(summary.group) + ("" if summary.fixed_set else " (not MLPerf's measure)")
+
+
 def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], short: bool = False) -> list[list[str]]:
     """One row per group that evaluated: the medians over the runs that reached the target [95% interval]."""
     rows = []
@@ -137,7 +142,7 @@ def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], shor
         price = prices.get(q.group.platform)
         cost = q.cost(price)
         rows.append([
-            run_name(q.group), "n/a" if q.target_loss is None else f"{q.target_loss:g}", f"{reached} of {runs}",
+            _quality_name(q), "n/a" if q.target_loss is None else f"{q.target_loss:g}", f"{reached} of {runs}",
             est(q.time_s, 1), est(q.tokens, 0), _not_measured(q.energy_kwh, q.energy_reason, 4, short),
             _not_measured(q.gpu_hours, q.gpu_hours_reason, 4, short),
             "no price given" if price is None else ("$" + est(cost, 2) if cost is not None else "n/a"),
@@ -146,13 +151,13 @@ def quality_rows(summaries: list[QualitySummary], prices: dict[str, float], shor
 
 
 def quality_ratio_rows(ratios: list[QualityRatio]) -> list[list[str]]:
-    return [[run_name(r.numerator.group), run_name(r.denominator.group), r.value.format(3),
+    return [[_quality_name(r.numerator), _quality_name(r.denominator), r.value.format(3),
              "AMD faster" if r.value.value < 1 else "NVIDIA faster" if r.value.value > 1 else "equal"]
             for r in ratios]
 
 
 def not_reached_rows(summaries: list[QualitySummary]) -> list[list[str]]:
-    return [[name, run_name(q.group), why] for q in summaries for name, why in q.not_reached]
+    return [[name, _quality_name(q), why] for q in summaries for name, why in q.not_reached]
 
 
 def _verdict(value: float) -> str:

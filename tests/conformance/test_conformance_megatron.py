@@ -14,6 +14,8 @@ from tests.conformance.helpers_conformance import (
     megatron_ref_of,
     needs,
     planned,
+    run_evaluate_probe,
+    trans_validation_samples,
     with_encoded_data,
 )
 from train.launch import preflight as pf
@@ -97,3 +99,49 @@ def test_evaluation_arguments_are_accepted_and_read_back(tmp_path, platform):
     settings = pf.preflight(ctx, plan).settings
     assert (settings["eval_iters"], settings["eval_interval"], settings["exit_signal_handler"]) == (2, 5, True)
     assert settings["data_split"] == "100,0,0"  # the training prefix is all training
+
+
+def _evaluate(tmp_path, extra: tuple[str, ...] = ()) -> tuple[dict, dict, object]:
+    """Megatron's evaluate() twice on the mega plan's argv (tests/conformance/megatron_evaluate.py): its answer, the
+    tokens each evaluation read, and the config. GBS 8 (MBS 1, DP 8, GA 1), 2 global batches per evaluation."""
+    cfg = replace(_config(tmp_path, "bf16-tp1-cp1"), ga=1, sl=256)
+    cfg = with_encoded_data(replace(cfg, eval_interval=5 * cfg.gbs, eval_samples=2 * cfg.gbs), valid=True,
+                            models=("llama",))
+    _, plan = planned(cfg, "nvd", "mega", "llama")
+    request = {"tree": os.environ["TPRIMAT_MEGATRON_LM"], "argv": [*plan.args_after("pretrain_gpt.py"), *extra],
+               "evaluations": 2}
+    answer, read = run_evaluate_probe(os.environ["TPRIMAT_MEGATRON_PYTHON"], "megatron_evaluate",
+                                      request, tmp_path)
+    return answer, read, cfg
+
+
+def test_megatrons_evaluate_reads_the_next_block_each_time_not_a_fixed_set(tmp_path):
+    """Issue 50, executed: at MEGATRON_REF's line the mega argv's second evaluation reads validation samples [E, 2E),
+    not the first E again, so the same weights score differently: not MLPerf's measure, as the result says
+    (train/logs/quality.py MEGATRON_BLOCKS). The first E are exactly the set tran, deep and nemo read every time."""
+    import numpy as np
+
+    answer, read, cfg = _evaluate(tmp_path)
+    e = cfg.eval_samples
+    assert answer["eval_iters"] == cfg.eval_iters and answer["data_parallel_size"] == 1
+    assert [ev["samples"] for ev in answer["evaluations"]] == [e, e]
+    assert np.array_equal(read["eval1"], trans_validation_samples(cfg, 0, e))
+    assert np.array_equal(read["eval2"], trans_validation_samples(cfg, e, e))
+    assert not np.array_equal(read["eval1"], read["eval2"])
+    first, second = (ev["loss"] for ev in answer["evaluations"])
+    assert first != second  # the same weights, another block
+
+
+def test_full_validation_cannot_give_a_fixed_set_at_the_pinned_lines(tmp_path):
+    """Issue 50: Megatron's own fixed-set switch. At 847781764f --full-validation sizes one epoch of the held-out
+    documents and sets eval_iters to the loader's length in sequences, but every iteration reads a global batch from
+    a one-pass iterator: StopIteration in the first evaluation (GBS 8 > 1). The 0.12 line has no such argument."""
+    answer, _, cfg = _evaluate(tmp_path, ("--full-validation",))
+    if "parse_args" in answer:  # the 0.12 line (core_v0.12.0, NeMo 25.04's 3cdfd613): no such argument
+        assert megatron_ref_of(os.environ["TPRIMAT_MEGATRON_LM"]).startswith(("d580efc68a", "3cdfd613e6")), answer
+        assert "unrecognized arguments: --full-validation" in answer["parse_args"]
+        return
+    epoch = answer["eval_iters"]  # one epoch of the validation documents, in sequences
+    assert answer["eval_iters"] != answer["eval_iters_asked"] and answer["evaluations"] == []
+    assert answer["stop_iteration"] == {"evaluation": 1, "micro_batches_read": epoch}
+    assert epoch < answer["eval_iters"] * cfg.gbs  # what the evaluation asked: eval_iters x GBS / MBS micro-batches

@@ -63,7 +63,9 @@ CITED = [
     ("grad_clip", 1.0, NE, A, 32, "clip_grad: float = 1.0"),
     ("grad_clip", 1.0, NE, A, 46, "clip_grad=clip_grad"),
     ("grad_clip", 1.0, RU, R, 328, "|opt_gradient_clip_norm |1.0 |"),
+    ("init_std", 0.02, NE, L, 112, "class Llama31Config(Llama3Config):"),
     ("init_std", 0.02, NE, L, 117, "init_method_std: float = 0.02"),
+    ("init_std", 0.02, NE, L, 155, "class Llama31Config8B(Llama31Config):"),
     ("init_std", 0.02, T, P, 144, "llm.gpt.model.llama.Llama31Config8B"),
     ("init_std", 0.02, RU, R, 273, "=== Weight and Bias Initialization"),
     ("init_std", 0.02, RU, R, 276, "OPEN: Weights and biases must be initialized"),
@@ -76,6 +78,17 @@ CITED = [
     ("stop_at_target", True, T, C, 134, "self.is_target_reached = True"),
     ("stop_at_target", True, T, C, 220, "for logger in trainer.loggers:"),
     ("stop_at_target", True, T, C, 224, "self.set_success_status()"),
+]
+# The lines the profile's notes cite (mlperf.WARMUP_NOTE, mlperf.FREE): (note, repository, path, line, text).
+NOTE_CITED = [
+    ("WARMUP_NOTE", T, H, 76, "export WARMUP_STEPS=512 # 16384 // GBS"),
+    ("WARMUP_NOTE", T, mlperf.RUN, 149, "--warmup_steps $WARMUP_STEPS"),
+    ("FREE", RU, R, 336, "|gradient_accumulation_steps |unconstrained |"),
+    ("FREE", RU, R, 324, "|global_batch_size |unconstrained |"),
+    ("FREE", RU, R, 251, "arbitrary sharding, batching, and packing are allowed"),
+    ("FREE", RU, R, 337, "|llama31_8b |adamw |max_steps |1200000 |"),
+    ("FREE", T, H, 70, "export MBS=1"),
+    ("FREE", T, mlperf.CONFIG_H200, 69, "export MBS=2"),
 ]
 
 
@@ -108,6 +121,22 @@ def test_the_cited_line_says_it(key, value, repository, path, line, text):
         assert commit == want, f"{tree} is at {commit} ({how}), the profile cites {want}"
     lines = (tree / path).read_text(encoding="utf-8").splitlines()
     assert text in lines[line - 1], f"{repository} {path}:{line} is {lines[line - 1]!r}"
+
+
+def test_every_line_a_note_cites_has_a_row():
+    rows = {(note, line) for note, _, _, line, _ in NOTE_CITED}
+    for note in ("WARMUP_NOTE", "FREE"):
+        cited = {int(n) for n in re.findall(r"\blines? (\d+)", getattr(mlperf, note))}
+        ends = {int(n) for n in re.findall(r"\blines \d+-(\d+)", getattr(mlperf, note))}
+        assert cited | ends <= {line for name, line in rows if name == note}, note
+
+
+@pytest.mark.parametrize(("note", "repository", "path", "line", "text"), [
+    pytest.param(*row, id=f"{row[0]}-{row[2].rsplit('/', 1)[-1]}:{row[3]}", marks=needs(TREES[row[1]]))
+    for row in NOTE_CITED])
+def test_the_line_a_note_cites_says_it(note, repository, path, line, text):
+    lines = (Path(os.environ[TREES[repository]]) / path).read_text(encoding="utf-8").splitlines()
+    assert text in lines[line - 1], f"{note}: {repository} {path}:{line} is {lines[line - 1]!r}"
 
 
 JOBS = [pytest.param("nvd", "mega", marks=needs("TPRIMAT_MEGATRON_LM")),

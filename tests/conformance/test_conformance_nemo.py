@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -56,3 +57,35 @@ def test_evaluation_fields_are_accepted_and_read_back(tmp_path):
     make_dataset_stub(valid_prefix(cfg, "llama"))
     settings = pf.preflight(*planned(cfg, "nvd", "nemo", "llama")).settings
     assert (settings["eval_iters"], settings["eval_interval"]) == (2, 5)
+
+
+def test_every_validation_of_the_recipe_reads_the_same_first_samples(tmp_path):
+    """Issue 50, executed: NeMo's data module and sampler under tprimat's recipe, through Lightning's own loops with
+    tprimat's callback (tests/conformance/nemo_evaluate.py). Every validation reads validation samples [0, E), the very
+    set tran and deep read, so the same weights score the same; the sampler stays at 0 and the result says fixed set.
+    GBS = MBS = 8 on one rank (DP 1), 2 global batches per validation, one every 5 of 30 steps."""
+    import numpy as np
+
+    from tests.conformance.helpers_conformance import run_evaluate_probe, trans_validation_samples
+    from train.nemo.plugin import overrides_for
+    from train.rules.samples import valid_num_samples
+    from utils.dataset.paths import job_data
+
+    cfg = conformance_config(tmp_path, "bf16-tp1-cp1").replace(mbs=8, dp=1, ga=1, gpus_per_node=1, sl=256)
+    cfg = with_encoded_data(cfg.replace(eval_interval=5 * cfg.gbs, eval_samples=2 * cfg.gbs), valid=True,
+                            models=("llama",))
+    overrides = tmp_path / "overrides.json"
+    recipe = overrides_for(cfg, "llama", job_data(cfg, "llama"), "nemo-evaluate", write=False)
+    overrides.write_text(recipe.to_json(), encoding="utf-8")
+    request = {"config": cfg.as_env(), "overrides": str(overrides)}
+    answer, read = run_evaluate_probe(os.environ["TPRIMAT_NEMO_PYTHON"], "nemo_evaluate", request,
+                                      tmp_path)
+    e, validations = cfg.eval_samples, cfg.train_iters // cfg.eval_interval_steps
+    # the size NeMo asks of GPTDataset (it decides the epochs the shuffle covers) is tran's and Megatron's
+    assert answer["validation_samples"] == valid_num_samples(cfg.train_iters, cfg.eval_interval_steps, e)
+    assert answer["sampler"] == "MegatronPretrainingSampler" and answer["consumed_samples"] == 0
+    assert sorted(read) == [f"val{k}" for k in range(1, validations + 1)], sorted(read)
+    first = trans_validation_samples(cfg, 0, e)
+    assert all(np.array_equal(read[name], first) for name in read)
+    assert answer["status"] == "ok" and answer["fixed_set"] is True
+    assert len(answer["losses"]) == validations and len(set(answer["losses"])) == 1  # the same weights, the same set

@@ -13,37 +13,48 @@ from evaluate.analysis.validation import validate_paths
 from evaluate.compare import main as compare_main
 from evaluate.gpu_check.check import build_check
 from tests.helpers.devices import h100
-from tests.helpers.evaluate import make_result
+from tests.helpers.evaluate import gpu_info, make_result
 from utils.machine import prescreen as ps
 from utils.machine.device_facts import Fact
 from utils.measure.plausible import implausible
 from utils.result.file import read_result
 
+FLOOR, CEILING = "below the physical floor", "more than the hardware can do"
+# Each breaks one bound of utils/measure/plausible.py alone (a forgery breaking both would pass with either bound gone):
+# a tiny cpu model at 50 us a step is under the step floor but 259 TFLOP/s, within the cpu ceiling; a full Llama at
+# 1 ms a step is above the floor but hundreds of times any peak, on cpu and on an H100 whose result says no MFU.
+FORGED = {"step-floor": ("cpu", False, FLOOR, {"step_time": 5e-5, "MODEL_SIZE": "tiny", "SL": "128", "DP": "1",
+                                                "GA": "1", "GPUS_PER_NODE": "1"}),
+          "mfu-cpu": ("cpu", False, CEILING, {"step_time": 1e-3}),
+          "mfu-h100-null": ("nvd", True, CEILING, {"step_time": 1e-3})}
 
-def _forged(out: Path, platform: str, mfu_null: bool = False) -> Path:
-    """Every step time x1e-9: internally consistent, trillions of tokens/s/GPU."""
+
+def _forged(out: Path, platform: str, mfu_null: bool, **kwargs: object) -> Path:
     def no_mfu(result):
         result.performance_metrics = result.performance_metrics.model_copy(
             update={"mfu": None, "mfu_reason": "forged: left out", "peak_tflops": None})
 
-    return make_result(out, platform, "tran", step_time=1.5e-9, mutate=no_mfu if mfu_null else None)
+    return make_result(out, platform, "tran", mutate=no_mfu if mfu_null else None, **kwargs)
 
 
-@pytest.mark.parametrize(("platform", "mfu_null"), [("cpu", False), ("nvd", True)], ids=["cpu", "h100-mfu-null"])
-def test_a_forged_fast_result_is_invalid_and_left_out_of_compare(tmp_path: Path, platform: str, mfu_null: bool,
+@pytest.mark.parametrize("name", FORGED)
+def test_a_forged_fast_result_is_invalid_and_left_out_of_compare(tmp_path: Path, name: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    platform, mfu_null, bound, kwargs = FORGED[name]
     out = tmp_path / "out"
-    forged = _forged(out, platform, mfu_null)
+    forged = _forged(out, platform, mfu_null, **kwargs)
     make_result(out, "amd", "tran")
-    assert implausible(read_result(forged)), "the bound refuses it"
+    problems = implausible(read_result(forged))
+    assert len(problems) == 1 and bound in problems[0], f"it breaks this bound alone: {problems}"
     report = validate_paths([forged])
-    assert not report.ok and "implausible" in report.invalid[0][1]
+    assert not report.ok and any(bound in error for error in report.checks[0].errors)
     code = compare_main(["--results-dir", str(out), "--allow-mismatch"])
     err = capsys.readouterr().err
-    assert code == 0 and "implausible figures, left out" in err and forged.name in err, err
+    assert code == 0 and "cannot be true, left out" in err and bound in err and forged.name in err, err
     report_text = (out / "compare.md").read_text()
-    assert "implausible figures, left out" in report_text, "the report says so among the skipped files"
-    assert "957" not in report_text and "e+13" not in report_text.split("implausible")[0]
+    skipped = [line for line in report_text.splitlines() if line.startswith(f"- `{forged.name}`: ")]
+    assert len(skipped) == 1 and bound in skipped[0], "named among the skipped files, with its bound"
+    assert forged.stem[len("train_"):] not in report_text.replace(skipped[0], ""), "and nowhere else"
 
 
 def test_a_plausible_result_passes_the_bounds(tmp_path: Path) -> None:
@@ -60,6 +71,24 @@ def test_one_run_copied_to_repeats_counts_once(tmp_path: Path, capsys: pytest.Ca
     assert len(loaded.results) == 1 and len(loaded.duplicates) == 3
     assert compare_main(["--results-dir", str(out)]) == 0
     assert capsys.readouterr().err.count("is the same run as") == 3
+
+
+def test_one_cpu_run_relabelled_amd_and_nvd_makes_no_cross_vendor_headline(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(make_result(tmp_path / "cpu", "cpu", "tran").read_text())
+    relabelled, dressed = tmp_path / "relabelled", tmp_path / "dressed"
+    for platform in ("amd", "nvd"):  # the label alone, then the label and the whole gpu_info block of that platform
+        for out, gpu in ((relabelled, data["gpu_info"]), (dressed, gpu_info(platform).model_dump(mode="json"))):
+            out.mkdir(exist_ok=True)
+            (out / f"train_{platform}_tran_llama.json").write_text(json.dumps({**data, "platform": platform,
+                                                                                "gpu_info": gpu}))
+    assert compare_main(["--results-dir", str(relabelled)]) != 0, "both refused: nothing to compare"
+    err = capsys.readouterr().err
+    assert err.count("but it ran on the cpu software stack") == 2, err
+    assert compare_main(["--results-dir", str(dressed)]) == 0
+    captured = capsys.readouterr()
+    assert "train_nvd_tran_llama.json is the same run as train_amd_tran_llama.json" in captured.err, captured.err
+    assert "NOTHING COMPARED" in (dressed / "compare.md").read_text() and "FAIR" not in captured.out
 
 
 def _prescreen(path: Path, **changes: object) -> Path:

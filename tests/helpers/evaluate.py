@@ -75,7 +75,8 @@ def synthetic_arrays(steps: int, step_time: float, seed: int, loss_offset: float
     """Step times around ``step_time`` (first step slow: warm-up), a decaying loss, constant memory."""
     rng = random.Random(seed)
     times = [step_time * (3.0 if i == 0 else 1.0 + rng.uniform(-jitter, jitter)) for i in range(steps)]
-    losses = [11.0 - 2.5 * math.log1p(i) + loss_offset + rng.uniform(-0.02, 0.02) for i in range(steps)]
+    # a cross-entropy stays above 0 (utils/measure/plausible.py): the decay flattens past step 75
+    losses = [max(0.2, 11.0 - 2.5 * math.log1p(i)) + loss_offset + rng.uniform(-0.02, 0.02) for i in range(steps)]
     return {
         "step_times": times,
         "loss_values": losses,

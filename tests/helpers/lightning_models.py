@@ -75,3 +75,40 @@ class ValidatedRegression(TinyRegression):
 
     def on_validation_epoch_end(self):
         self.validations += 1
+
+
+class RestartingSampler:
+    """The shape of NeMo's ``MegatronPretrainingSampler`` (nemo/lightning/data.py:344-361 at v2.3.0): micro-batches of
+    sample indices from ``consumed_samples`` on, which NeMo sets to 0 for a validation loader; a caller that wanted
+    another block would have to move ``consumed_samples``."""
+
+    def __init__(self, total: int, micro: int) -> None:
+        self.total, self.micro, self.consumed_samples = total, micro, 0
+
+    def __iter__(self):
+        indices = range(self.consumed_samples, self.total)
+        return iter([list(indices[i:i + self.micro]) for i in range(0, len(indices) - self.micro + 1, self.micro)])
+
+    def __len__(self) -> int:
+        return (self.total - self.consumed_samples) // self.micro
+
+
+class SampledValidation(ValidatedRegression):
+    """ValidatedRegression whose validation loader draws from a :class:`RestartingSampler`: each validation's sample
+    indices are recorded in ``read`` (one list per validation)."""
+
+    def __init__(self, val_losses: list[float], *, steps: int):
+        super().__init__(val_losses, steps=steps)
+        self.sampler = RestartingSampler(total=32, micro=4)
+        self.read: list[list[int]] = []
+
+    def val_dataloader(self):
+        data = torch.utils.data.TensorDataset(torch.arange(32))
+        return torch.utils.data.DataLoader(data, batch_sampler=self.sampler)
+
+    def on_validation_epoch_start(self):
+        self.read.append([])
+
+    def validation_step(self, batch, batch_idx):
+        self.read[-1] += batch[0].tolist()
+        super().validation_step(batch, batch_idx)

@@ -17,8 +17,9 @@ from typing import Any
 
 from tests.helpers.evaluate import make_result, workload_config
 from tests.helpers.paths import REPO
+from train.logs.quality import HELD_OUT
 from train.profiles import apply_profile
-from utils.measure.quality import build_quality, make_evaluation
+from utils.measure.quality import FIXED_SET, build_quality, make_evaluation
 from utils.schema.model import Result
 from utils.schema.run import EffectiveSettings
 
@@ -48,6 +49,7 @@ def mlperf_result(out_dir: Path, losses: list[float], platform: str = "nvd", fra
                        for i, loss in enumerate(losses)]
         start = datetime.fromisoformat(result.started_at or "").timestamp() + 60.0  # init took a minute
         result.quality = build_quality(cfg, evaluations, reduction="per-token mean over all evaluated tokens",
+                                       held_out=HELD_OUT.get(framework, FIXED_SET),
                                        platform=platform, gpus=cfg.world_size, run_start_unix=start)
         result.effective_settings = EffectiveSettings(
             settings={"adam_eps": cfg.adam_eps, "lr_decay_iters": cfg.decay_iters}, resolved_by="the preflight")

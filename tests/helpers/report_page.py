@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers.evaluate import make_result, workload_config
-from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
+from train.logs.quality import HELD_OUT
+from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation
 from utils.schema.model import Result
 
 HOSTILE = "<script>alert(1)</script>"
@@ -31,6 +32,7 @@ def evaluated(step_time: float, losses: tuple[float, ...] = (4.2, 3.4, 3.1)):  #
         evaluations = [make_evaluation(cfg, step=10 * (i + 1), loss=loss, seconds=10 * (i + 1) * step_time + i,
                                        eval_seconds=1.0) for i, loss in enumerate(losses)]
         result.quality = build_quality(cfg, evaluations, reduction=PER_TOKEN_MEAN, platform=result.platform,
+                                       held_out=HELD_OUT.get(result.framework, FIXED_SET),
                                        gpus=8, energy_reason="not measured in a test")
 
     return mutate
@@ -54,8 +56,8 @@ def make_page_results(out: Path) -> Path:
             make_result(out, platform, framework, seed=10 * index + run, step_time=step_time * (1 + 0.01 * run),
                         run_index=run, mutate=evaluated(step_time, losses), **EVALUATION)
 
-    def hostile(result: Result) -> None:
-        evaluated(1.0)(result)
+    def hostile(result: Result) -> None:  # failed at step 15: its one evaluation within the steps it ran
+        evaluated(1.0, (4.3,))(result)
         _hostile(result)
 
     make_result(out, "nvd", "deep", seed=99, status="failed", mutate=hostile, **EVALUATION)

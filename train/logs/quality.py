@@ -4,8 +4,8 @@ The arithmetic is ``utils/measure/quality.py``'s; this module says where each nu
 loss from the in-loop evaluation lines of the first validation set (``train/logs/patterns.py``); the wall time
 from the first step's start from ``train/launch/target_watch.py``'s arrival record for a tprimat launch, else the
 logged step times plus the ``evaluate`` timer (a lower bound, said so; Megatron's ``elapsed time per iteration``
-leaves evaluation out, ``megatron/training/training.py:2359, 2389``); the reduction (:data:`REDUCTION`) from each
-stack's code.
+leaves evaluation out, ``megatron/training/training.py:2359, 2389``); the reduction (:data:`REDUCTION`) and which
+held-out samples each evaluation reads (:data:`HELD_OUT`) from each stack's code.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from train.logs.arguments import arg_int
 from train.logs.patterns import EvaluationLine, IterationRecord
 from utils.config.model import EvaluationCadence
-from utils.measure.quality import build_quality, make_evaluation, stop_reason
+from utils.measure.quality import FIXED_SET, HeldOutSet, build_quality, make_evaluation, stop_reason
 from utils.schema.quality import Evaluation, Quality
 
 MEGATRON_REDUCTION = (
@@ -39,6 +39,18 @@ PRIMUS_REDUCTION = (
     "Megatron's evaluate() as Primus runs it: a per-token mean from Primus v26.2 (8c5bc42d) on; Primus v0.7.0's "
     "evaluator kept only the last eval iteration's mean (primus/backends/megatron/training/evaluator.py:112)")
 REDUCTION = {"mega": MEGATRON_REDUCTION, "prim": PRIMUS_REDUCTION, "nemo": NEMO_REDUCTION}
+# Megatron's validation iterator goes on across evaluations (847781764f training.py:2871; core_v0.12.0 l.2378-2383,
+# 2440-2441), so evaluation k reads the k-th block, and no pinned line offers a fixed set that works: --full-validation
+# is absent at core_v0.12.0 and at 847781764f counts sequences as iterations over a one-pass iterator (l.2719-2720,
+# 2849-2856, 2871): StopIteration in the first evaluation for GBS > 1 (tests/conformance/megatron_evaluate.py runs it).
+# Fixed upstream in 241a5ca3f9, first in core_v0.18.0. Primus evaluates through the same iterator.
+MEGATRON_BLOCKS = HeldOutSet(False, (
+    "not MLPerf's measure: evaluation k reads the k-th block of EVAL_SAMPLES validation sequences (Megatron-LM's "
+    "iterator continues, training.py:2871 at 847781764f; --full-validation fails there for GBS > 1 and is absent at "
+    "core_v0.12.0; fixed in core_v0.18.0)"))
+# NeMo's validation sampler starts at 0 for every loader but training's (nemo/lightning/pytorch/plugins/
+# data_sampler.py:81, v2.1.0 and v2.3.0) and Lightning re-iterates the one loader at each validation.
+HELD_OUT = {"mega": MEGATRON_BLOCKS, "prim": MEGATRON_BLOCKS, "nemo": FIXED_SET}
 # The launcher's record of a job's evaluation lines, beside its log (train/launch/target_watch.py writes it).
 RECORD_SUFFIX = ".evaluations.jsonl"
 
@@ -154,8 +166,8 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
     energy_reason = ("the launcher's energy trace is applied after collection" if record else
                      "a log alone carries no energy trace")
     quality = build_quality(settings, evaluations, reduction=REDUCTION.get(framework, MEGATRON_REDUCTION),
-                            platform=platform, gpus=gpus, run_start_unix=start, stop=stop,
-                            energy_reason=energy_reason)
+                            held_out=HELD_OUT.get(framework, MEGATRON_BLOCKS), platform=platform, gpus=gpus,
+                            run_start_unix=start, stop=stop, energy_reason=energy_reason)
     return quality, notes
 
 

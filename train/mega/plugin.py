@@ -14,6 +14,7 @@ from pathlib import Path
 
 from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.launch.torchrun import torchrun_argv
+from train.logs.quality import MEGATRON_BLOCKS
 from train.megatron.args import (
     VocabPadding,
     attention_backend,
@@ -33,6 +34,7 @@ from train.settings.platform_env import attention_env, launcher_env
 from train.settings.runner import FrameworkUnavailable, ProbeAnswer
 from utils.config.model import Config
 from utils.measure.memory import Recipe
+from utils.measure.quality import held_out_notes
 from utils.schema.model import Result
 from utils.spec.models import ModelShape
 
@@ -84,8 +86,7 @@ def evaluation_notes(cfg: Config) -> list[str]:
               if cfg.target_loss is not None and cfg.stop_at_target else
               "a NaN evaluation stops the run (SIGTERM to one worker, --exit-signal-handler); no target stop")
     return [f"evaluation: {cfg.eval_iters} global batches ({cfg.eval_samples} samples) after every "
-            f"{cfg.eval_interval_steps} steps, the next block of the validation set each time (Megatron's iterator "
-            f"continues); {target}"]
+            f"{cfg.eval_interval_steps} steps; {target}", *held_out_notes(cfg, MEGATRON_BLOCKS)]
 
 
 def collect(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:

@@ -269,7 +269,8 @@ def evaluation_settings(cfg: Config) -> dict[str, Any]:
     """Megatron's own evaluation arguments (dest names) when EVAL_INTERVAL/EVAL_SAMPLES turn it on; {} when off.
 
     At MEGATRON_REF (``megatron/training/arguments.py:2104-2111, 2702-2713``): ``eval_iters`` batches every
-    ``eval_interval`` steps, the validation iterator continuing (``training.py:2356, 2871``); never
+    ``eval_interval`` steps, the validation iterator continuing (``training.py:2356, 2871``: evaluation k reads the
+    k-th block, not MLPerf's fixed set, which the result says: train/logs/quality.py ``MEGATRON_BLOCKS``); never
     ``full_validation`` (it exhausts a one-epoch iterator at the first evaluation for GBS > 1, ``training.py:2719``);
     ``exit_signal_handler`` turns the launcher's SIGTERM to one worker (``train/launch/target_watch.py``) into a stop
     after the step on every rank (``training.py:1830-1845``), at one small all-gather per step, so only with

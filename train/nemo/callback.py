@@ -3,10 +3,10 @@
 :class:`LightningMeasurement` is plain and testable without Lightning; the ``Callback`` around it
 (:func:`benchmark_callback_class`) is built on first use, so this module imports without lightning. Timing,
 summary, energy and ending come from ``utils/measure/`` and ``utils/result/file.py``, as for every framework.
-:class:`EvaluationRecorder` reads ``val_loss`` after each validation, stops through ``trainer.should_stop`` at
-TARGET_LOSS or a non-finite value (agreed on all ranks), and moves the validation sampler on so evaluation k reads
-the k-th block, as Megatron's continuing iterator does (NeMo 2.3's restarts at 0:
-``nemo/lightning/pytorch/plugins/data_sampler.py:67-87``).
+:class:`EvaluationRecorder` reads ``val_loss`` after each validation and stops through ``trainer.should_stop`` at
+TARGET_LOSS or a non-finite value (agreed on all ranks). Every validation reads the same first EVAL_SAMPLES
+sequences, MLPerf's measure, by NeMo's own doing: its sampler starts at 0 for every loader but training's
+(``nemo/lightning/pytorch/plugins/data_sampler.py:81``, v2.1.0 and v2.3.0) and Lightning re-iterates that loader.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from train.logs.quality import NEMO_REDUCTION
+from train.logs.quality import HELD_OUT, NEMO_REDUCTION
 from utils.config.model import Config
 from utils.measure.metrics import framework_reported
 from utils.measure.monitor import StepMonitor, StepRecord
@@ -69,7 +69,8 @@ class EvaluationRecorder:
 
     def block(self, platform: str, gpus: int) -> Any:
         """The result's ``quality`` block (the launcher adds the energy to target from its trace)."""
-        return build_quality(self.cfg, self.evaluations, reduction=self.reduction, platform=platform, gpus=gpus,
+        return build_quality(self.cfg, self.evaluations, reduction=self.reduction, held_out=HELD_OUT["nemo"],
+                             platform=platform, gpus=gpus,
                              run_start_unix=self.run_start_unix, stop=self.stop,
                              energy_reason="energy to target is the launcher's (its counter trace)")
 
@@ -198,18 +199,6 @@ def _lightning_scalar(value: Any) -> float | None:
         return None
 
 
-def advance_validation_sampler(trainer: Any, consumed: int) -> bool:
-    """Point the validation sampler at sample ``consumed`` for the next validation (Megatron reads on; NeMo's
-    sampler would restart at 0). Read when the next validation's iterator starts
-    (``lightning/pytorch/loops/evaluation_loop.py:119-124, 228-259``); False where there is no such sampler."""
-    loaders = getattr(trainer, "val_dataloaders", None)
-    sampler = getattr(loaders, "batch_sampler", None)
-    if sampler is None or not hasattr(sampler, "consumed_samples"):
-        return False
-    sampler.consumed_samples = consumed
-    return True
-
-
 def _device_scalar(value: Any) -> Any:
     """A one-element tensor as it is (the monitor reads it off the critical path), anything else as a float."""
     if hasattr(value, "detach") and value.numel() == 1:
@@ -267,7 +256,6 @@ def _build_benchmark_callback_class() -> type:
                 return
             value = _lightning_scalar(trainer.callback_metrics.get(VAL_LOSS_KEY))
             reason = recorder.validation_end(trainer.global_step, math.nan if value is None else value)
-            advance_validation_sampler(trainer, len(recorder.evaluations) * recorder.cfg.eval_samples)
             stop = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
             if stop:
                 trainer.should_stop = True

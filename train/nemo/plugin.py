@@ -15,6 +15,7 @@ from pathlib import Path
 from train.launch.contract import LaunchPlan, Resolution, RunContext
 from train.launch.job_result import collect_own_result
 from train.launch.torchrun import torchrun_argv
+from train.logs.quality import HELD_OUT
 from train.megatron.args import memory_recipe
 from train.nemo.recipe import ATTENTION_BACKEND, NEMO_IMAGE, NemoOverrides, build_overrides
 from train.nemo.record import nemo_record
@@ -26,6 +27,7 @@ from utils.config.model import REPO_ROOT, Config
 from utils.dataset.framework_tokenizer import framework_tokenizer
 from utils.dataset.paths import JobData, load_tokenizer, missing_files, vocab_size
 from utils.measure.memory import Recipe
+from utils.measure.quality import held_out_notes
 from utils.schema.model import Result
 from utils.spec.models import ModelShape, get_shape, workload_shape
 
@@ -107,7 +109,8 @@ def plan(ctx: RunContext) -> LaunchPlan:
             "--result", str(ctx.result_path), "--overrides", str(file), "--log", str(ctx.log_path)]
     if ctx.run_index is not None:
         argv += ["--run-index", str(ctx.run_index)]
-    notes = [*overrides.notes, f"runs inside {NEMO_IMAGE}; the result is written by tprimat's Lightning callback"]
+    notes = [*overrides.notes, f"runs inside {NEMO_IMAGE}; the result is written by tprimat's Lightning callback",
+             *held_out_notes(ctx.cfg, HELD_OUT["nemo"])]
     missing = missing_data(ctx.data)
     if missing:
         notes.append(f"dataset files missing now: {', '.join(map(str, missing))} (prepare the data first)")

@@ -40,9 +40,10 @@ CANNOT_EVALUATE = (
     "prim cannot evaluate at Primus v0.5.0: its loss_func reports the eval loss as a Python tuple "
     "(primus/modules/trainer/megatron/pre_trainer.py:193-205) and its loop calls Megatron 847781764f's "
     "evaluate_and_print_results (primus/modules/trainer/megatron/trainer.py:116, 1905), whose evaluate() calls "
-    ".view(-1) on each entry (megatron/training/training.py:2532): AttributeError at the first evaluation; "
-    "Primus fixed it in v0.7.0 (b108accf) and its accumulation in v26.2 (8c5bc42d). Set EVAL_INTERVAL=0 and "
-    "EVAL_SAMPLES=0 for prim, or run mega on amd")
+    ".view(-1) on each entry (megatron/training/training.py:2532): AttributeError at the first evaluation. "
+    "Primus v26.2 is the first release that evaluates correctly (8c5bc42d accumulates over all eval iterations; "
+    "v0.7.0's b108accf evaluates but reports only the last eval batch's mean), and even it reads Megatron's "
+    "continuing blocks, not MLPerf's fixed set. Set EVAL_INTERVAL=0 and EVAL_SAMPLES=0 for prim, or run mega on amd")
 
 
 def primus_overrides(

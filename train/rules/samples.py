@@ -13,6 +13,8 @@ x EVAL_SAMPLES`` samples; evaluation ``k`` reads samples ``[(k-1)E, kE)``, ``E =
 
 Megatron's sampler (``dataloader_type single``) hands DP rank ``r`` samples ``(s*GA + m) * MBS*DP + r*MBS + b``
 for micro-batch ``m`` of step ``s``: :meth:`MegatronSamples.micro_batch` returns those, each ``SL + 1`` tokens.
+Every evaluation of ``tran`` and ``deep`` reads validation samples ``[0, EVAL_SAMPLES)`` (MLPerf's fixed held-out
+set): ``micro_batch`` with ``step = i`` for eval iteration ``i``, in a set sized as Megatron and NeMo size it.
 """
 
 from __future__ import annotations

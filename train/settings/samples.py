@@ -5,8 +5,8 @@ global batches with each framework's own ``GPTDataset`` and tokenizer in its Pyt
 (:mod:`train.settings.sample_probe`), compares them with ``tran``'s (``train/rules/samples.py``) and records their
 digest (``utils/dataset/sample_digest.py``). A difference stops the job naming the first differing sample; data
 not on this machine gives no digest, with the reason; a probe that fails stops the job before launch
-(:class:`SamplesUnavailable`), as the same code would fail on the GPUs. With evaluation on, the first validation
-samples are checked too (:func:`valid_dataset_samples`, :func:`reference_samples`).
+(:class:`SamplesUnavailable`), as the same code would fail on the GPUs. With evaluation on, all EVAL_SAMPLES of the
+fixed held-out set are checked too (:func:`valid_dataset_samples`, :func:`reference_samples`).
 """
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ def valid_dataset_samples(cfg: Config) -> int:
 
 
 def valid_digest_count(cfg: Config) -> int:
-    """How many validation samples the digest covers: the first evaluation's first (at most two global batches)."""
-    return min(cfg.eval_samples, global_sample_count(cfg.gbs))
+    """How many validation samples the digest covers: the first EVAL_SAMPLES, the fixed held-out set every evaluation
+    reads on tran, deep and nemo (issue 50; 1,024 x SL 8,192 tokens at the MLPerf point)."""
+    return cfg.eval_samples
 
 
 def sample_window(cfg: Config, data: JobData) -> Window:
@@ -90,7 +91,7 @@ def sample_window(cfg: Config, data: JobData) -> Window:
 
 def reference_samples(data: JobData, window: Window, work: Path) -> list[FedSample]:
     """What tran and deep feed: Megatron's first two global batches, every position in the loss, ids as encoded;
-    where the job evaluates, then the first samples of the first evaluation as Megatron builds
+    where the job evaluates, then the EVAL_SAMPLES of the held-out set as Megatron builds
     ``--valid-data-path`` (the virtualenv's megatron-core, tran's tokenizer facts: no token rewritten)."""
     # torch and megatron-core's datasets: 5.3 s to import (python -X importtime), only where tran's samples are built
     from train.rules.samples import MegatronSamples, TokenizerFacts, _megatron_datasets
@@ -309,6 +310,6 @@ def dry_run_note(cfg: Config, data: JobData) -> str | None:
         digest, _ = samples_digest(cfg, data, "tran")
     except Exception:  # data that cannot be read yet is data/ready.py's to report before a real launch
         return None
-    held_out = " and the first validation samples" if cfg.evaluates else ""
+    held_out = f" and the first {cfg.eval_samples} validation samples" if cfg.evaluates else ""
     return f"{DIGEST_KEY} {digest}: the first two global batches{held_out} as tran feeds them; the preflight " \
            "checks the framework's own against it" if digest else None

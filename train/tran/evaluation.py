@@ -1,7 +1,9 @@
 """Held-out evaluation of ``tran`` and ``deep``: Megatron's validation samples, a per-token mean.
 
-Both trainers evaluate here, so the same weights and samples give the same eval loss. Evaluation ``k`` reads
-global samples ``[k E, (k+1) E)`` of the validation ``GPTDataset`` (train/rules/samples.py) in Megatron's order;
+Both trainers evaluate here, so the same weights and samples give the same eval loss. Every evaluation reads the
+same global samples ``[0, E)`` of the validation ``GPTDataset`` (train/rules/samples.py) in Megatron's order: one
+fixed held-out set, MLPerf's measure (its NeMo restarts the validation sampler at 0,
+``nemo/lightning/pytorch/plugins/data_sampler.py:81`` at v2.1.0), so the curve moves only because the weights do;
 the token cross-entropies are summed in float64 and all-reduced with the token count, divided once (Megatron's
 ``evaluate()``; no token masked: docs/SAMPLE_ORDER.md); the forward is the trainer's own under ``eval()`` and
 ``no_grad``. A stop request is agreed over the ranks before every micro-batch, so an evaluation is abandoned
@@ -35,7 +37,7 @@ def valid_samples(cfg: Config, model: str, train_samples: Any) -> Any:
 
 @dataclass
 class Evaluator:
-    """One rank's held-out evaluation: :meth:`run` evaluates the next block of EVAL_SAMPLES samples."""
+    """One rank's held-out evaluation: :meth:`run` evaluates the first EVAL_SAMPLES validation samples."""
 
     cfg: Config
     rank: int
@@ -44,7 +46,7 @@ class Evaluator:
     data: Any  # the validation MegatronSamples
     forward: Forward
     set_training: Callable[[bool], None]
-    done: int = 0  # evaluations run so far: the next one reads block ``done``
+    done: int = 0  # evaluations run so far (each read the same samples)
 
     def agreed(self, asked: bool) -> bool:
         """Whether any rank was ``asked`` to stop: the same answer on every rank (one all-reduce of a flag)."""
@@ -55,15 +57,15 @@ class Evaluator:
         return bool(flag.item() > 0)
 
     def sums(self, stopping: Callable[[], bool]) -> torch.Tensor | None:
-        """[sum of token cross-entropies, token count] of this rank's rows of the next block (float64); None: stopped"""
+        """[sum of token cross-entropies, token count] of this rank's held-out rows (float64); None: stopped"""
         cfg = self.cfg
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         for iteration in range(cfg.eval_iters):
             for micro in range(cfg.ga):
                 if self.agreed(stopping()):
                     return None
-                tokens = self.data.micro_batch(self.done * cfg.eval_iters + iteration, micro, rank=self.rank,
-                                               dp=cfg.dp, mbs=cfg.mbs, ga=cfg.ga).to(self.device)
+                tokens = self.data.micro_batch(iteration, micro, rank=self.rank, dp=cfg.dp, mbs=cfg.mbs,
+                                               ga=cfg.ga).to(self.device)
                 targets = tokens[:, 1:]
                 logits = self.forward(tokens[:, :-1])
                 loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
@@ -73,7 +75,7 @@ class Evaluator:
         return totals
 
     def run(self, stopping: Callable[[], bool] = lambda: False) -> float | None:
-        """The per-token mean cross-entropy over the next EVAL_SAMPLES x SL tokens, the same on every rank.
+        """The per-token mean cross-entropy over the held-out set's EVAL_SAMPLES x SL tokens, the same on every rank.
 
         None when ``stopping()`` turned true on some rank during it: abandoned on every rank at the same micro-batch.
         """

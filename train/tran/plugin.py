@@ -19,6 +19,7 @@ from train.settings.expected import expected_settings
 from train.settings.platform_env import launcher_env
 from utils.config.model import REPO_ROOT, Config
 from utils.measure.memory import Recipe, tran_recipe
+from utils.measure.quality import FIXED_SET, held_out_notes
 from utils.schema.model import Result
 from utils.spec.models import workload_shape
 
@@ -59,7 +60,7 @@ def worker_plan(ctx: RunContext, module: str, extra_env: dict[str, str] | None =
                       notes=["global rank 0 writes the result; every rank samples its own GPU's power",
                              f"model: {shape.display_name}, {shape.hf_architecture} built with num_hidden_layers="
                              f"{shape.num_layers} (MODEL_SIZE={cfg.model_size}, "
-                             f"MODEL_LAYERS={cfg.model_layers or ''})"])
+                             f"MODEL_LAYERS={cfg.model_layers or ''})", *held_out_notes(cfg, FIXED_SET)])
 
 
 def plan(ctx: RunContext) -> LaunchPlan:

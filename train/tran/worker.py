@@ -42,7 +42,7 @@ from utils.machine.cpu_precision import apply_cpu_precision
 from utils.machine.hardware import collect_gpu_info, detect_platform
 from utils.measure.monitor import StepMonitor
 from utils.measure.power import MeasuredWindow
-from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
+from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
 from utils.result.failures import trainer_error
 from utils.result.file import Interrupted, new_result, result_guard
 from utils.result.step_log import StepLog, record_steps, step_log_path
@@ -201,7 +201,7 @@ class Ledger:
             zip(("window_start_unix", "window_end_unix"), monitor.window_unix, strict=True)))  # the launcher's window
         if self.cfg.evaluates:
             res.quality = build_quality(
-                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, platform=self.args.platform,
+                self.cfg, self.evaluations, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform=self.args.platform,
                 gpus=self.info.world_size, run_start_unix=self.run_start[1] if self.run_start else None,
                 stop=self.stop_reason, energy_reason="measured by the launcher from its energy counter trace "
                                                      "(train/launch/energy.py); this trainer reads no counter")

@@ -1,33 +1,33 @@
 """Which figures can be physically true: the one owner of plausibility bounds for results and prescreens.
 
-Why (issue 33): a cpu result with every step time x1e-9 reported 11.5 trillion tokens/s/GPU, internally
-consistent, so the schema and the consistency checks passed it; validate said VALID and compare ranked it first.
-The same figures as an "H100" with ``mfu: null`` passed too, and gpu_check took a prescreen's
-``measured_peak_tflops`` of 1e-300 for a ready GPU. Consistency is not plausibility: a figure must also fit
-what the hardware can do. Here, recomputed from the result's own shape and workload (never from the figures
-it claims about itself):
+Consistency is not plausibility (issue 33: a cpu result with every step time x1e-9 was consistent, VALID and ranked
+first): a figure must fit what the hardware and the run can do. Recomputed from the result's own shape, workload and
+arrays, never from what it claims about itself:
 
-* the model FLOP utilisation from the shape's FLOPs per token (the causal convention, the smaller one: the
-  lenient bound) and the measured tokens/s/GPU, against the device's datasheet peak
-  (``utils/machine/hardware.py``), the fastest device in the table for a device it does not know, and
-  :data:`CPU_CEILING_TFLOPS` on cpu: above 100% is refused;
-* every measured step time at least :data:`STEP_TIME_FLOOR_S`;
-* a prescreen's measured peak within its own points and the datasheet, and its platform and device those of
-  the results it is set beside.
+* the model FLOP utilisation from the shape's FLOPs per token (causal: the lenient bound) and the tokens/s/GPU,
+  against the device's datasheet peak (``utils/machine/hardware.py``; the fastest known for an unknown device,
+  :data:`CPU_CEILING_TFLOPS` on cpu): above 100% is refused; every measured step at least :data:`STEP_TIME_FLOOR_S`;
+* every training and eval loss a cross-entropy can be (0 .. :data:`MAX_LOSS`);
+* the ``quality`` block within the run: no evaluation after its recorded steps or its duration, samples = step x
+  GBS, tokens = samples x SL, GPU-hours to target = time x GPUs / 3600;
+* the platform's evidence: torch build, software stack, device vendor and MFU reason are the platform's;
+* a prescreen's measured peak within its own points and the datasheet, on the results' platform and device.
 
-Readers use it: ``evaluate/analysis/results.py`` (compare, validate, gpu_check leave such a result out and say so),
-``evaluate/analysis/validation.py``, ``evaluate/gpu_check/check.py``.
+Every reader of result files applies them through ``utils/result/admit.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 import statistics
+from datetime import datetime
 
 from utils.machine.hardware import PEAK_TFLOPS, peak_tflops
 from utils.schema.model import Result
 from utils.spec.models import ModelShape, flops_per_token
+from utils.spec.registry import PLATFORMS
 
 # A stated ceiling for a cpu run, per process: 1 PFLOP/s of bf16, above the H100's dense bf16 peak (989.4 in
 # utils/machine/hardware.py) and far above any CPU package's matrix units. A cpu figure beyond it is forged or
@@ -42,6 +42,15 @@ MAX_STEP_TIME_S = 86400.0
 MAX_UTILISATION = 1.0
 # The prescreen's measured GEMM peak may exceed the datasheet a little (boost clocks): at most this factor.
 PRESCREEN_OVER_DATASHEET = 1.25
+# A token's cross-entropy in nats: a uniform guess over the largest vocabulary here (Qwen 2.5's 152,064) costs
+# ln V = 11.9 and a diverging run spikes to tens before it turns NaN (recorded null); a mean loss above this is a
+# unit error or a forgery. Below 0 no cross-entropy can be.
+MAX_LOSS = 1000.0
+# An evaluation ends within the run: at most its duration (wall span or measured time) plus this much clock slack.
+DURATION_SLACK = (1.01, 1.0)  # (factor, seconds)
+# An accelerator's name says its vendor (MLPerf system descriptions name the accelerator the same way).
+VENDORS = {"amd": ("AMD", "INSTINCT", "MI2", "MI3"), "nvd": ("NVIDIA", "H100", "H200", "B200", "B300", "A100")}
+_TORCH_BUILDS = (("cpu", re.compile(r"\+cpu\b")), ("cuda", re.compile(r"\+cu\d")), ("rocm", re.compile(r"\+rocm")))
 
 
 def step_time_problem(seconds: float | None) -> str | None:
@@ -102,8 +111,7 @@ def _flops(result: Result) -> float | None:
         return None
 
 
-def implausible(result: Result) -> list[str]:
-    """Why this result's figures cannot be true (empty: they can); each reason one line."""
+def _speed(result: Result) -> list[str]:
     problems: list[str] = []
     measured = _measured(result)
     if measured and min(measured) < STEP_TIME_FLOOR_S:
@@ -119,9 +127,80 @@ def implausible(result: Result) -> list[str]:
     return problems
 
 
+def _loss_problem(what: str, where: str, losses: list[tuple[int, float | None]]) -> list[str]:
+    bad = next(((step, v) for step, v in losses if v is not None and not 0 <= v <= MAX_LOSS), None)
+    return [] if bad is None else [f"{what} {bad[1]:.4g} at {where} {bad[0]}: a cross-entropy is between 0 and "
+                                   f"{MAX_LOSS:g} nats"]
+
+
+def _quality(result: Result) -> list[str]:
+    """The ``quality`` block against the run that holds it: its steps, GBS, SL, duration and GPUs."""
+    quality, config = result.quality, result.training_config
+    if quality is None:
+        return []
+    problems = _loss_problem("eval loss", "step", [(e.step, e.loss) for e in quality.evaluations])
+    gbs, sl, gpus = config.global_batch_size, config.sequence_length, config.num_gpus
+    steps_run = result.first_step - 1 + len(result.step_times) * result.step_interval if result.step_times else None
+    try:  # the wall span, where both ends are ISO times of one kind
+        span = (datetime.fromisoformat(result.finished_at or "") - datetime.fromisoformat(result.started_at or ""))
+    except (TypeError, ValueError):
+        span = None
+    spent = (sum(t for t in result.step_times if t is not None) * result.step_interval
+             + sum(e.eval_seconds or 0.0 for e in quality.evaluations))
+    duration = max(span.total_seconds() if span else 0.0, spent) * DURATION_SLACK[0] + DURATION_SLACK[1]
+    for e in quality.evaluations:
+        where = f"quality: evaluation at step {e.step}"
+        if steps_run is not None and e.step > steps_run:
+            problems.append(f"{where} is after the {steps_run} steps the run recorded")
+        if gbs and e.samples != e.step * gbs:
+            problems.append(f"{where}: {e.samples} samples, but step x GBS = {e.step * gbs}")
+        if sl and e.tokens != e.samples * sl:
+            problems.append(f"{where}: {e.tokens} tokens, but samples x SL = {e.samples * sl}")
+        if (steps_run is not None or span is not None) and e.seconds > duration:
+            problems.append(f"{where} ended {e.seconds:.4g} s into a run of {duration:.4g} s")
+    hours, seconds = quality.gpu_hours_to_target, quality.time_to_target_s
+    if hours is not None and seconds is not None and gpus and not math.isclose(hours, seconds * gpus / 3600,
+                                                                               rel_tol=1e-6):
+        problems.append(f"quality: {hours:.4g} GPU-hours to target, but {seconds:.4g} s x {gpus} GPUs / 3600 = "
+                        f"{seconds * gpus / 3600:.4g}")
+    return problems
+
+
+def vendor(name: str | None) -> str | None:
+    """``amd`` or ``nvd`` for an accelerator's name (None: neither vendor named)."""
+    upper = (name or "").upper()
+    return next((key for key, marks in VENDORS.items() if any(m in upper for m in marks)), None)
+
+
+def _evidence(result: Result) -> list[str]:
+    """What the result says of the machine against its platform label (one cpu run copied as amd and as nvd)."""
+    platform, gpu, perf = result.platform, result.gpu_info, result.performance_metrics
+    stack = PLATFORMS[platform].software_stack
+    problems = []
+    build = next((name for name, pattern in _TORCH_BUILDS if pattern.search(gpu.pytorch_version or "")), None)
+    if platform != "cpu" and build not in (None, stack):
+        problems.append(f"platform {platform}, but its torch {gpu.pytorch_version} is a {build} build")
+    if gpu.software_stack != stack and (gpu.software_stack != "cpu" or result.step_times):
+        problems.append(f"platform {platform}, but it ran on the {gpu.software_stack} software stack")
+    if vendor(gpu.device_name) not in (None, platform):
+        problems.append(f"platform {platform}, but its device is platform {vendor(gpu.device_name)}'s")
+    reasons = [gpu.peak_tflops_reason, perf.mfu_reason if perf is not None else None]
+    if platform != "cpu" and any("on platform cpu" in (r or "") for r in reasons):
+        problems.append(f"platform {platform}, but its MFU reason says it ran on platform cpu")
+    return problems
+
+
+def implausible(result: Result) -> list[str]:
+    """Why this result's figures cannot be true (empty: they can); each reason one line."""
+    losses = [(result.first_step + i * result.step_interval, v) for i, v in enumerate(result.loss_values)]
+    return [*_speed(result), *_loss_problem("loss", "step", losses), *_quality(result), *_evidence(result)]
+
+
 def identity(result: Result) -> str:
-    """The same run however its file was copied or named: its start, its arrays and every figure but its index."""
-    return hashlib.sha256(result.model_dump_json(exclude={"run_index"}).encode()).hexdigest()
+    """The same run however its file was copied, named or labelled: its start, its arrays and every figure but its
+    index, platform, framework and device (one run copied as amd and as nvd is one run)."""
+    labels = {"run_index", "platform", "framework", "gpu_info"}
+    return hashlib.sha256(result.model_dump_json(exclude=labels).encode()).hexdigest()
 
 
 def prescreen_problems(measured_peak: float | None, points: list[float], datasheet: float | None,

@@ -5,13 +5,16 @@ GPU-hours to a target loss, so every framework is judged by the same arithmetic.
 ``TARGET_LOSS`` (MLPerf's rule; Lightning's ``EarlyStopping`` is strict, so no stack's own early stop decides it);
 the figures are the first such evaluation's, wall seconds counted from the first step's start with evaluation time
 included (as MLPerf counts from run_start); energy comes from the launcher's trace (:func:`with_energy`); a
-non-finite eval loss is null with its reason and ends the run (:func:`stop_reason`).
+non-finite eval loss is null with its reason and ends the run (:func:`stop_reason`). Which held-out samples a
+stack's evaluations read is its :class:`HeldOutSet`: MLPerf's measure is :data:`FIXED_SET`, the same first
+EVAL_SAMPLES validation sequences every time; a stack whose pinned code cannot do that says so.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from utils.config.model import Config
 from utils.schema.quality import TO_TARGET_FIELDS, Evaluation, Quality, first_at_target
@@ -19,6 +22,20 @@ from utils.schema.quality import TO_TARGET_FIELDS, Evaluation, Quality, first_at
 # How tran and deep reduce the eval loss (train/tran/evaluation.py): every stack's value is stated in these words.
 PER_TOKEN_MEAN = "per-token mean over all evaluated tokens (sum of token cross-entropy / token count, all ranks)"
 SECONDS_PER_HOUR = 3600.0
+
+
+
+@dataclass(frozen=True)
+class HeldOutSet:
+    """Which held-out samples a stack's evaluations read: ``fixed`` (the same ones every time: MLPerf's measure) or
+    not, and the one line the dry run, the result and the MLLOG say it in."""
+
+    fixed: bool
+    words: str
+
+
+FIXED_SET = HeldOutSet(True, "MLPerf's measure: one fixed held-out set, every evaluation reads the same first "
+                             "EVAL_SAMPLES sequences of the validation set")
 
 # (start_unix, end_unix) -> (energy in kWh over that span for the job's GPUs, or None with why)
 EnergyBetween = Callable[[float, float], tuple[float | None, str | None]]
@@ -52,17 +69,19 @@ def stop_reason(cfg: Config, evaluation: Evaluation) -> str | None:
     return None
 
 
-def build_quality(cfg: Config, evaluations: Sequence[Evaluation], *, reduction: str, platform: str,
-                  gpus: int, run_start_unix: float | None = None, stop: str | None = None,
+def build_quality(cfg: Config, evaluations: Sequence[Evaluation], *, reduction: str, held_out: HeldOutSet,
+                  platform: str, gpus: int, run_start_unix: float | None = None, stop: str | None = None,
                   energy: EnergyBetween | None = None, energy_reason: str | None = None) -> Quality:
-    """The ``quality`` block of a run with evaluation on. ``gpus``: the GPUs the job held (the world size); ``stop``:
-    :func:`stop_reason` of the evaluation the run ended after, if it ended early; ``energy``: the energy between two
-    wall-clock times (the launcher's trace), else ``energy_reason`` says why there is none."""
+    """The ``quality`` block of a run with evaluation on. ``held_out``: which samples the stack's evaluations read;
+    ``gpus``: the GPUs the job held (the world size); ``stop``: :func:`stop_reason` of the evaluation the run ended
+    after, if it ended early; ``energy``: the energy between two wall-clock times (the launcher's trace), else
+    ``energy_reason`` says why there is none."""
     if not cfg.evaluates:
         raise ValueError("build_quality: evaluation is off (EVAL_INTERVAL and EVAL_SAMPLES are 0)")
     block = Quality.model_construct(  # validated once, with its figures to target, by _to_target
         eval_samples=cfg.eval_samples, eval_interval_samples=cfg.eval_interval,
-        eval_interval_steps=cfg.eval_interval_steps, reduction=reduction, target_loss=cfg.target_loss,
+        eval_interval_steps=cfg.eval_interval_steps, reduction=reduction, fixed_set=held_out.fixed,
+        measure=held_out.words, target_loss=cfg.target_loss,
         stop_at_target=cfg.stop_at_target, run_start_unix=run_start_unix, evaluations=list(evaluations),
         stop_reason=stop)
     return _to_target(block, platform=platform, gpus=gpus, energy=energy, energy_reason=energy_reason)
@@ -113,6 +132,11 @@ def evaluation_note(cfg: Config) -> str:
                                                  else "no stop (STOP_AT_TARGET=false)"))
     return (f"evaluation: every {cfg.eval_interval} samples ({cfg.eval_interval_steps} steps) on {cfg.eval_samples} "
             f"held-out sequences ({cfg.eval_iters} global batches of the validation set), {target}")
+
+
+def held_out_notes(cfg: Config, held_out: HeldOutSet) -> list[str]:
+    """A stack's dry-run line on which held-out samples its evaluations read ([] when evaluation is off)."""
+    return [f"evaluation: {held_out.words}"] if cfg.evaluates else []
 
 
 def interval_warning(cfg: Config) -> str | None:

@@ -162,6 +162,9 @@ def mllog_text(result: Result) -> str:
                "tprimat_train_iters": result.training_config.workload.TRAIN_ITERS,
                "tprimat_eval_interval_samples": quality.eval_interval_samples,
                "tprimat_eval_reduction": quality.reduction,
+               # issue 50: whether the evaluations scored MLPerf's fixed held-out set (the same samples every time)
+               "tprimat_eval_fixed_set": quality.fixed_set,
+               "tprimat_eval_measure": quality.measure or "not recorded (a result written before issue 50)",
                "tprimat_times": "init_start is the job's start (started_at); run_start the first training step's "
                                 "(quality.run_start_unix, else started_at); an evaluation's end its unix_s, else "
                                 "run_start plus its seconds since the first training step",

@@ -43,12 +43,16 @@ class Quality(Block):
     such evaluation. ``stopped_at_target``: the run ended there (STOP_AT_TARGET), which is an ``ok`` ending.
     ``stop_reason`` says why the run ended before TRAIN_ITERS (target reached, a NaN eval loss). ``reduction`` says how
     this stack reduces the eval loss (docs/ARCHITECTURE.md, issue 34: the per-token mean over all evaluated tokens).
+    ``fixed_set``: every evaluation read the same first ``eval_samples`` validation sequences, MLPerf's measure (issue
+    50); False: each read the next block; None: not recorded (a result written before issue 50). ``measure`` says it.
     """
 
     eval_samples: Positive
     eval_interval_samples: Positive
     eval_interval_steps: Positive
     reduction: str
+    fixed_set: bool | None = None
+    measure: str | None = None
     target_loss: Annotated[float, Field(gt=0, le=MAX_FIGURE)] | None = None
     stop_at_target: bool = True
     run_start_unix: NonNegative | None = None
@@ -80,6 +84,9 @@ class Quality(Block):
             if self.samples_to_target is not None and self.samples_to_target != first.samples:
                 raise ValueError(f"quality: samples_to_target={self.samples_to_target} but the first evaluation at "
                                  f"the target is at {first.samples} samples")
+            if self.tokens_to_target is not None and self.tokens_to_target != first.tokens:
+                raise ValueError(f"quality: tokens_to_target={self.tokens_to_target} but the first evaluation at "
+                                 f"the target is at {first.tokens} tokens")
             if self.time_to_target_s is not None and self.time_to_target_s != first.seconds:
                 raise ValueError(f"quality: time_to_target_s={self.time_to_target_s} but the first evaluation at the "
                                  f"target ended at {first.seconds} s")

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluate.analysis.comparison import build_comparison
+from evaluate.analysis.summary import quality_ratios
 from evaluate.analysis.validation import check_result
 from evaluate.render.console import console
 from evaluate.render.outputs import write_outputs
+from evaluate.render.rows import quality_rows
 from tests.helpers.evaluate import make_result, workload_config
-from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
+from train.logs.quality import HELD_OUT
+from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation
 from utils.result.file import read_result
 from utils.schema.model import Result
 
@@ -26,6 +29,7 @@ def with_quality(losses: list[float], seconds_per_step: float):
                                        eval_seconds=0.5, unix_s=1000.0 + 5 * (i + 1) * seconds_per_step)
                        for i, loss in enumerate(losses)]
         result.quality = build_quality(cfg, evaluations, reduction=PER_TOKEN_MEAN, platform=result.platform,
+                                       held_out=HELD_OUT.get(result.framework, FIXED_SET),
                                        gpus=8, run_start_unix=1000.0,
                                        energy=lambda start, end: ((end - start) * 5.6 / 3600, None))
     return mutate
@@ -53,6 +57,23 @@ def test_the_time_to_quality_table_ratio_plot_and_misses(tmp_path: Path) -> None
     result = read_result(missed)
     assert not check_result(result, missed).errors
     assert any("was not reached" in w for w in check_result(result, missed).warnings)
+
+
+def test_a_fixed_set_is_never_set_against_continuing_blocks(tmp_path: Path) -> None:
+    """Issue 50: nemo scores MLPerf's fixed held-out set, mega reads the next block each time: no ratio between them,
+    and the mega row says it is not MLPerf's measure; two continuing-block stacks still pair with each other."""
+    out = tmp_path / "results"
+    make_result(out, "nvd", "nemo", mutate=with_quality([6.0, 4.5, 3.9], 1.5))
+    make_result(out, "amd", "mega", mutate=with_quality([6.0, 3.95], 1.8))
+    make_result(out, "nvd", "mega", mutate=with_quality([6.0, 3.9], 1.6))
+    comparison = build_comparison(out, allow_mismatch=True, prices={})
+    assert comparison is not None
+    summaries = {(q.group.platform, q.group.framework): q for q in comparison.quality("llama")}
+    assert summaries["nvd", "nemo"].fixed_set is True and summaries["amd", "mega"].fixed_set is False
+    ratios = quality_ratios(list(summaries.values()))
+    assert [(r.numerator.group.framework, r.denominator.group.framework) for r in ratios] == [("mega", "mega")]
+    names = [row[0] for row in quality_rows(list(summaries.values()), {})]
+    assert sum(name.endswith("(not MLPerf's measure)") for name in names) == 2, names
 
 
 def test_validate_refuses_evaluations_the_run_cannot_have(tmp_path: Path) -> None:

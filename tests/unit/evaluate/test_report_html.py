@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluate.analysis.comparison import build_comparison
 from evaluate.history.ingest import add_paths
 from evaluate.history.store import open_database
 from evaluate.report_html.cli import main
@@ -35,6 +36,8 @@ def page(results: Path) -> str:
 
 def test_markup_escapes_every_foreign_text() -> None:
     assert esc(HOSTILE) == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    # and makes it inert first (utils/io/sanitise.py): a database row or a stored label reaches esc unsanitised
+    assert esc("\x1b]8;;x\x07a\x9bb\u202ec\ud800") == "\\x1b]8;;x\\x07a\\x9bb\\u202ec\\ud800"
     assert el("td", HOSTILE, title='"><b>') == ('<td title="&quot;&gt;&lt;b&gt;">'
                                                 "&lt;script&gt;alert(1)&lt;/script&gt;</td>")
     assert el("td", Markup("<b>trusted</b>")) == "<td><b>trusted</b></td>"
@@ -66,6 +69,13 @@ def test_every_run_is_shown_and_failed_runs_are_not_averaged_in(page: str, resul
     assert f'href="train_{labels(results)[0]}.json"' in page
     assert "Runs not counted (failed or incomplete)" in page and "1 failed" in page
     assert "train_nvd_deep_llama.json" in page
+    comparison = build_comparison(results, allow_mismatch=False, prices={})
+    summaries = [s for groups in comparison.by_model.values() for s in groups]
+    for summary in summaries:  # each figure is of the group's ok runs only: the failed run enters none
+        ok = [run for run in summary.group.runs if run.status == "ok"]
+        assert len(summary.per_run_tokens_per_gpu) == len(ok), summary.group.label
+    deep = next(s for s in summaries if s.group.framework == "deep")
+    assert deep.tokens_per_gpu is None and deep.final_loss is None
 
 
 def test_time_to_quality_is_shown_where_runs_evaluated(page: str) -> None:

@@ -45,7 +45,7 @@ def test_valid_results_pass_with_json_report(tmp_path: Path, capsys: pytest.Capt
         (lambda r: setattr(r.performance_metrics, "mfu", FlopPair(full=1.2, causal=1.1)), "exceeds 100%"),
         (lambda r: r.loss_values.__setitem__(7, None), "non-finite loss value(s) at step(s) 8"),
         (lambda r: r.loss_values.reverse(), "loss not decreasing on average"),
-        (lambda r: r.loss_values.__setitem__(4, -0.5), "negative loss at step 5"),
+        (lambda r: r.loss_values.__setitem__(4, -0.5), "loss -0.5 at step 5: a cross-entropy is between 0 and"),
         # the per-step arrays have one length (utils/schema/model.py), so all of them go
         (lambda r: update_result(r, loss_values=[], step_times=[], learning_rates=[]), "no loss values recorded"),
     ],

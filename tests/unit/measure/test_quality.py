@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
 from utils.dataset.paths import dataset_prefix, valid_prefix
-from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
+from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation, stop_reason
 from utils.schema.quality import Quality
 
 BASE = {"MODEL_SIZE": "tiny", "MBS": "1", "DP": "1", "GA": "2", "GPUS_PER_NODE": "1", "TRAIN_ITERS": "10",
@@ -61,8 +61,8 @@ def _evals(cfg, losses):
 def test_the_first_evaluation_at_or_below_the_target_counts():
     cfg = cfg_with(EVAL_INTERVAL="4", EVAL_SAMPLES="2", TARGET_LOSS="5.0")
     evals = _evals(cfg, [6.0, 5.0, 4.0])  # 5.0 is at the target: reached (MLPerf's <=)
-    q = build_quality(cfg, evals, reduction=PER_TOKEN_MEAN, platform="nvd", gpus=8, run_start_unix=1000.0,
-                      energy=lambda start, end: ((end - start) / 100.0, None))
+    q = build_quality(cfg, evals, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform="nvd", gpus=8,
+                      run_start_unix=1000.0, energy=lambda start, end: ((end - start) / 100.0, None))
     assert q.reached and not q.stopped_at_target
     assert (q.time_to_target_s, q.samples_to_target, q.tokens_to_target) == (20.0, 8, 8 * cfg.sl)
     assert q.energy_to_target_kwh == pytest.approx(0.2) and q.gpu_hours_to_target == pytest.approx(20 * 8 / 3600)
@@ -73,8 +73,8 @@ def test_a_stop_at_the_target_is_recorded_and_nulls_have_reasons():
     evals = _evals(cfg, [6.0, 4.5])
     stop = stop_reason(cfg, evals[-1])
     assert stop and "stopped at target" in stop and stop_reason(cfg, evals[0]) is None
-    q = build_quality(cfg, evals, reduction=PER_TOKEN_MEAN, platform="cpu", gpus=1, run_start_unix=1000.0,
-                      stop=stop, energy_reason="cpu: no energy counter")
+    q = build_quality(cfg, evals, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform="cpu", gpus=1,
+                      run_start_unix=1000.0, stop=stop, energy_reason="cpu: no energy counter")
     assert q.stopped_at_target and q.energy_to_target_kwh is None and q.gpu_hours_to_target is None
     assert set(q.null_reasons) == {"energy_to_target_kwh", "gpu_hours_to_target"}
 
@@ -84,19 +84,23 @@ def test_a_target_never_reached_and_a_nan_loss():
     evals = _evals(cfg, [6.0, math.nan])
     assert evals[1].loss is None and "nan" in evals[1].loss_reason
     assert "not finite" in stop_reason(cfg, evals[1])
-    q = build_quality(cfg, evals, reduction=PER_TOKEN_MEAN, platform="cpu", gpus=1)
+    q = build_quality(cfg, evals, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform="cpu", gpus=1)
     assert not q.reached and q.time_to_target_s is None and q.null_reasons["time_to_target_s"]
 
 
 def test_the_block_refuses_inconsistent_figures():
     cfg = cfg_with(EVAL_INTERVAL="4", EVAL_SAMPLES="2", TARGET_LOSS="5.0")
-    good = build_quality(cfg, _evals(cfg, [6.0, 4.0]), reduction=PER_TOKEN_MEAN, platform="nvd", gpus=1,
-                         run_start_unix=1000.0, energy_reason="none")
+    good = build_quality(cfg, _evals(cfg, [6.0, 4.0]), reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform="nvd",
+                         gpus=1, run_start_unix=1000.0, energy_reason="none")
     data = good.model_dump()
     with pytest.raises(ValidationError, match="does not follow"):
         Quality.model_validate({**data, "evaluations": data["evaluations"][::-1]})
     with pytest.raises(ValidationError, match="time_to_target_s"):
         Quality.model_validate({**data, "time_to_target_s": 1.0})
+    with pytest.raises(ValidationError, match="samples_to_target"):
+        Quality.model_validate({**data, "samples_to_target": data["samples_to_target"] + 1})
+    with pytest.raises(ValidationError, match="tokens_to_target"):
+        Quality.model_validate({**data, "tokens_to_target": data["tokens_to_target"] + 1})
     names = ("time_to_target_s", "samples_to_target", "tokens_to_target", "energy_to_target_kwh",
              "gpu_hours_to_target")
     with pytest.raises(ValidationError, match="not reached, but"):

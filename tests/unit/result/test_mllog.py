@@ -59,6 +59,8 @@ def test_the_mllog_is_mllog_lines_of_the_run(tiny):
     init, run_start = (next(line for line in lines if line["key"] == key) for key in ("init_start", "run_start"))
     assert run_start["time_ms"] - init["time_ms"] == 60_000 and accuracy[0]["time_ms"] == run_start["time_ms"] + 3000
     assert all(k.startswith("tprimat_") for k in keys if k.startswith("tprimat"))  # tprimat's own keys apart
+    # issue 50: the metadata says whether the evaluations scored MLPerf's fixed held-out set (mega: it did not)
+    assert value["tprimat_eval_measure"].startswith("not MLPerf's measure: evaluation k reads the k-th block")
     assert block.rcp.kind == "none" and "no RCP at GBS 8" in block.rcp.note
 
 

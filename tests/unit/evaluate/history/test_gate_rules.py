@@ -187,6 +187,33 @@ def test_bad_candidates_are_exit_2(tmp_path: Path, capsys: Capture) -> None:
     assert proc.returncode == 2 and "--cross-vendor" in proc.stderr
 
 
+def test_a_forged_result_is_stored_as_refused_and_never_a_baseline(tmp_path: Path, capsys: Capture) -> None:
+    """issue 49: a 1e9x throughput and a -1e18 loss were stored as baselines; a genuine run then failed the gate."""
+    from evaluate.history.ingest import add_records
+    from evaluate.history.record import make_record
+    from evaluate.history.store import open_database
+    from utils.result.file import read_result
+
+    db = _baseline(tmp_path, capsys, count=1)  # run #1, genuine
+    fast = _candidate(tmp_path, "fast", change=_slower(1e-9))
+    negative = _candidate(tmp_path, "negative", change=lambda d: d["loss_values"].__setitem__(-1, -1e18))
+    with open_database(db) as opened:  # stored before the gate refused such results: a re-add marks it refused
+        add_records(opened, [make_record(read_result(negative), str(negative))])
+    proc = cli(capsys, "add", "--db", db, str(fast), str(negative))
+    assert proc.returncode == 1 and proc.stderr.count("stored as refused, never a baseline") == 2, proc.stderr
+    assert "more than the hardware can do" in proc.stderr and "loss -1e+18 at step 30" in proc.stderr
+    listed = json.loads(cli(capsys, "list", "--db", db, "--status", "refused", "--json").stdout)
+    assert sorted(r["id"] for r in listed) == [2, 3] and not any(r["baseline_ok"] for r in listed)
+    proc = cli(capsys, "--db", db, "--candidate", str(_candidate(tmp_path)), module="evaluate.gate")
+    assert proc.returncode == 0 and "against baseline #1 (1 run(s))" in proc.stdout, proc.stdout + proc.stderr
+    for args in (("--candidate", str(fast)), ("--candidate-runs", "3")):
+        proc = cli(capsys, "--db", db, *args, "--baseline", "1", module="evaluate.gate")
+        assert proc.returncode == 2 and proc.stderr.startswith("gate: candidate refused:"), proc.stderr
+    genuine = str(_candidate(tmp_path))
+    proc = cli(capsys, "--db", db, "--candidate", genuine, "--baseline", "2,3", module="evaluate.gate")
+    assert proc.returncode == 2 and "has no run usable as a baseline" in proc.stderr and "refused: " in proc.stderr
+
+
 def _digest(value: str, init: float = 0.02):  # type: ignore[no-untyped-def]
     def change(data: dict) -> None:
         data["effective_settings"] = {"settings": {"samples_digest": value, "init_method_std": init},
@@ -210,18 +237,21 @@ def test_cross_vendor_equivalence(tmp_path: Path, capsys: Capture) -> None:
         return cli(capsys, "--db", db, "--candidate", str(candidate), "--baseline", "tag:nvidia", "--cross-vendor",
                    module="evaluate.gate")
 
-    same = _candidate(tmp_path, "amd-same", platform="amd", change=_digest("d1"))
+    copy = _candidate(tmp_path, "amd-copy", platform="amd", change=_digest("d1"))  # nvd's arrays, relabelled amd
+    proc = gate(copy)
+    assert proc.returncode == 2 and "one run relabelled, not two platforms" in proc.stderr, proc.stderr
+    same = _candidate(tmp_path, "amd-same", platform="amd", step_time=1.6, change=_digest("d1"))
     proc = gate(same)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS cross-vendor step gap" in proc.stdout and "tolerance 3.22%" in proc.stdout
-    drift = _candidate(tmp_path, "amd-drift", platform="amd", change=_compose(_digest("d1"), _diverging))
+    drift = _candidate(tmp_path, "amd-drift", platform="amd", step_time=1.6, change=_compose(_digest("d1"), _diverging))
     proc = gate(drift)
     assert proc.returncode == 1, proc.stdout
     assert "FAIL cross-vendor step gap" in proc.stdout and "FAIL cross-vendor tail" in proc.stdout
     for name, change, message in (("no-digest", None, "samples digest is not recorded"),
                                   ("digest", _digest("d2"), "samples digests differ"),
                                   ("init", _digest("d1", 0.01), "initialisation differs")):
-        proc = gate(_candidate(tmp_path, name, platform="amd", change=change))
+        proc = gate(_candidate(tmp_path, name, platform="amd", step_time=1.6, change=change))
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 

@@ -184,3 +184,21 @@ def test_hostile_strings_are_stored_on_both_databases(db: str, tmp_path: Path, c
     assert listed.returncode == 0 and "\x00" not in listed.stdout
     shown = history("diff", "--db", db, "1", "1")  # a real process: its stdout is UTF-8
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+
+
+def test_an_mlperf_verdict_in_an_archive_is_re_checked_against_its_mllog_member(tmp_path: Path) -> None:
+    from tests.helpers.mlperf import FULL, mlperf_result
+    from utils.result.file import result_path
+    from utils.result.mllog import mllog_path, mlperf_record
+
+    path = result_path(tmp_path / "out", "nvd", "nemo", "llama", None, "mlperf")
+    mlperf_result(tmp_path / "out", [4.1, 3.29], "nvd", "nemo",
+                  mutate=lambda r: setattr(r, "mlperf", mlperf_record(r, mllog_path(path))), **FULL)
+    with zipfile.ZipFile(tmp_path / "with.zip", "w") as archive:
+        archive.write(path, f"output/{path.name}")
+        archive.write(mllog_path(path), f"output/{mllog_path(path).name}")
+    with zipfile.ZipFile(tmp_path / "without.zip", "w") as archive:
+        archive.write(path, f"output/{path.name}")
+    assert [r.run["status"] for r in collect([tmp_path / "with.zip"]).records] == ["ok"]
+    alone = collect([tmp_path / "without.zip"]).records
+    assert [r.run["status"] for r in alone] == ["refused"] and "cannot be re-checked" in alone[0].run["error"]

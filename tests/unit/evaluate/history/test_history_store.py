@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, insert, inspect, select, text
 from evaluate.history import store
 from evaluate.history.ingest import add_paths, collect
 from evaluate.history.store import open_database
-from evaluate.history.target import HistoryError, resolve_target
+from evaluate.history.target import HistoryError, resolve_target, scrub
 from tests.helpers.history import BACKENDS, cli, database, history, results
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
@@ -184,6 +184,16 @@ def test_an_unreachable_server_is_one_line_without_the_password(tmp_path: Path, 
         assert "***" in line or "not a database URL" in line
     gate = history("--db", value, "--candidate", str(tmp_path / "out"), module="evaluate.gate")
     assert gate.returncode == 2 and "S3cr3t" not in gate.stdout + gate.stderr
+
+
+def test_scrub_removes_the_password_wherever_an_error_quotes_it() -> None:
+    """Not only a URL's userinfo: a driver's message may quote the password bare, URL-quoted or in a DSN."""
+    target = resolve_target("postgresql://tprimat:p%40ss%2Fw0rd%20x@db.example/history")
+    assert target is not None and target.password == "p@ss/w0rd x"
+    for said in ("FATAL: password 'p@ss/w0rd x' rejected", "dsn: password=p%40ss%2Fw0rd%20x host=db",
+                 "url: postgresql://u@db/h?password=p%40ss%2Fw0rd+x"):
+        shown = scrub(said, target)
+        assert "w0rd" not in shown and "***" in shown, shown
 
 
 def test_the_password_comes_from_the_secret_and_is_never_shown(tmp_path: Path) -> None:

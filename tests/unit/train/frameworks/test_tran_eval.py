@@ -1,8 +1,9 @@
-"""tran and deep evaluate alike (issue 34): the same weights and held-out samples give the same eval loss.
+"""tran and deep evaluate alike (issue 34) and on one fixed held-out set (issue 50).
 
 Both trainers are built in-process on cpu with the same SEED (the same initial weights: train/tran/step.py) and
-evaluate the first held-out block through their own forward (tran: FSDP2 at PRECISION; deep: the DeepSpeed
-engine); train/tran/evaluation.py reduces both.
+evaluate the first EVAL_SAMPLES validation samples through their own forward (tran: FSDP2 at PRECISION; deep: the
+DeepSpeed engine); train/tran/evaluation.py reduces both. Every evaluation reads those same samples (MLPerf's
+measure), so two evaluations of the same weights give the same loss on each stack.
 """
 
 from __future__ import annotations
@@ -53,15 +54,39 @@ def test_tran_and_deep_give_the_same_eval_loss_on_the_same_weights(eval_cfg: Cal
         tran = Trainer(cfg, "llama", info)
         tran_eval = tran.evaluator()
         tran_loss = tran_eval.run()
+        assert tran_eval.done == 1 and tran.model.training  # back in training mode after the evaluation
+        tran_again = tran_eval.run()
         deep = DeepSpeedTrainer(cfg, "llama", info, deepspeed_config(cfg))
-        deep_loss = deep.evaluator().run()
-        assert tran_eval.done == 1 and tran.model.training  # back in training mode, the next block next time
-        second = tran_eval.run()
+        deep_eval = deep.evaluator()
+        deep_loss, deep_again = deep_eval.run(), deep_eval.run()
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
     assert 0 < tran_loss < 12 and deep_loss == pytest.approx(tran_loss, rel=1e-4)
-    assert second != tran_loss  # Megatron's validation iterator goes on: the second evaluation reads new samples
+    # one fixed held-out set: the second evaluation of the same weights reads the same samples, to the bit
+    assert tran_again == tran_loss and deep_again == deep_loss
+
+
+def test_every_evaluation_reads_the_first_eval_samples_in_megatrons_order(eval_cfg: Callable[..., Config]) -> None:
+    """Issue 50: evaluation k reads global steps 0..EVAL_ITERS-1 of the validation order, every time (MLPerf's fixed
+    set; the old code read block k)."""
+    from train.tran.evaluation import Evaluator
+
+    cfg = eval_cfg()
+    read: list[tuple[int, int]] = []
+
+    class Data:
+        def micro_batch(self, step: int, micro: int, **_: int) -> torch.Tensor:
+            read.append((step, micro))
+            return torch.full((cfg.mbs, cfg.sl + 1), (step * cfg.ga + micro) % 16, dtype=torch.long)
+
+    def forward(ids: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.one_hot(ids, 16).float()
+
+    evaluator = Evaluator(cfg, 0, 1, torch.device("cpu"), Data(), forward, lambda training: None)
+    first, second = evaluator.run(), evaluator.run()
+    once = [(step, micro) for step in range(cfg.eval_iters) for micro in range(cfg.ga)]
+    assert read == once + once and first == second and evaluator.done == 2
 
 
 @pytest.mark.slow

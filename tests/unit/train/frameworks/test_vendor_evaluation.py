@@ -17,7 +17,7 @@ from train.launch.job_guard import Signals, run_logged
 from train.launch.launcher import show_plan
 from train.launch.target_watch import TargetWatch, watcher_for
 from train.logs import build_result
-from train.logs.quality import MEGATRON_REDUCTION, record_path
+from train.logs.quality import MEGATRON_BLOCKS, MEGATRON_REDUCTION, record_path
 from train.mega import plugin as mega_plugin
 from train.megatron import args as megatron_args
 from train.nemo.plugin import overrides_for
@@ -88,8 +88,10 @@ def test_nemo_recipe_fields_validate_on_the_validation_prefix(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("platform, framework, model, shown", [
-    ("nvd", "mega", "llama", ["--eval-iters 2", "--eval-interval 5", "--exit-signal-handler", "--valid-data-path"]),
-    ("amd", "prim", "qwen", ["eval_iters: 2", "eval_interval: 5", "valid_data_path:", "prim cannot evaluate"]),
+    ("nvd", "mega", "llama", ["--eval-iters 2", "--eval-interval 5", "--exit-signal-handler", "--valid-data-path",
+                              "evaluation: not MLPerf's measure: evaluation k reads the k-th block"]),
+    ("amd", "prim", "qwen", ["eval_iters: 2", "eval_interval: 5", "valid_data_path:", "prim cannot evaluate",
+                             "Primus v26.2 is the first release that evaluates correctly"]),
     ("nvd", "nemo", "llama", ['"trainer.limit_val_batches": 2', '"trainer.val_check_interval": 5', '"validation"']),
 ])
 def test_every_vendor_dry_run_shows_the_evaluation_settings(tmp_path: Path, capsys, platform: str, framework: str,
@@ -124,6 +126,9 @@ def test_a_stopped_mega_run_gives_an_ok_result_with_its_quality_block(tmp_path: 
                           returncode=code, shape=get_shape("llama", "full"))
     quality = result.quality
     assert quality is not None and quality.reduction == MEGATRON_REDUCTION
+    # issue 50: Megatron's continuing blocks are not MLPerf's fixed held-out set, and the result says so
+    assert quality.fixed_set is False and quality.measure == MEGATRON_BLOCKS.words
+    assert quality.measure.startswith("not MLPerf's measure")
     assert [(e.step, e.loss) for e in quality.evaluations] == [(4, 7.0), (8, 6.0), (12, 5.0)]
     assert quality.reached and quality.stopped_at_target and quality.samples_to_target == 12 * 8
     assert quality.tokens_to_target == 12 * 8 * cfg.sl and quality.run_start_unix is not None

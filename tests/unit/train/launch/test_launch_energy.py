@@ -70,13 +70,13 @@ def test_without_counters_the_result_keeps_its_own_energy_or_gets_the_reason() -
 def test_energy_to_target_comes_from_the_trace_between_the_first_step_and_the_target() -> None:
     """Issue 34: the launcher fills the quality block's energy to target from its counter trace."""
     from utils.config.model import Config
-    from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
+    from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation
 
     cfg = Config(dp=8, ga=1, train_iters=20, warmup_steps=1, eval_interval=40, eval_samples=8, target_loss=5.0)
     start = 1_746_093_700.0
     evaluations = [make_evaluation(cfg, step=5 * k, loss=loss, seconds=20.0 * k, eval_seconds=1.0,
                                    unix_s=start + 20.0 * k) for k, loss in ((1, 6.0), (2, 4.5))]
-    quality = build_quality(cfg, evaluations, reduction=PER_TOKEN_MEAN, platform="nvd", gpus=8,
+    quality = build_quality(cfg, evaluations, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET, platform="nvd", gpus=8,
                             run_start_unix=start, energy_reason="the launcher measures it")
     assert quality.energy_to_target_kwh is None and quality.reached
     ctx, result = fake(None, 2, 18, PowerMetrics(reason="none"))

@@ -21,7 +21,7 @@ from utils.config.load import load_config
 from utils.config.model import REPO_ROOT
 from utils.machine.hardware import collect_gpu_info
 from utils.measure.memory import tran_recipe
-from utils.measure.quality import build_quality, make_evaluation
+from utils.measure.quality import FIXED_SET, build_quality, make_evaluation
 from utils.result.file import finalize_result, new_result, read_result, update_result
 from utils.result.mllog import mllog_path
 from utils.result.step_log import record_steps
@@ -44,8 +44,8 @@ def tiny_run_result(ctx, plan, rc):
                           "learning_rates": [0.0] * 4}, skip_steps=ctx.cfg.skip_steps, shape=shape)
     evaluations = [make_evaluation(ctx.cfg, step=step, loss=loss, seconds=0.6 * step, eval_seconds=0.1)
                    for step, loss in ((2, 10.41), (4, 10.22))]
-    update_result(result, quality=build_quality(ctx.cfg, evaluations, reduction="per-token mean", platform="cpu",
-                                                gpus=1, run_start_unix=time.time()))
+    update_result(result, quality=build_quality(ctx.cfg, evaluations, reduction="per-token mean", held_out=FIXED_SET,
+                                                platform="cpu", gpus=1, run_start_unix=time.time()))
     return finalize_result(result, "ok", None)
 
 
