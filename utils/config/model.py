@@ -33,20 +33,16 @@ WORKLOAD_KEYS = (
 
 
 def default_skip_steps(steps: int) -> int:
-    """The default warm-up of a run of ``steps`` steps: max(2, 10%), always leaving one step measured.
-
-    Log analysis applies the same rule to the steps a log holds (a fragment re-warms).
-    """
+    """The default warm-up of a run of ``steps`` steps: max(2, 10%), always leaving one step measured (log analysis
+    applies it to the steps a log holds: a fragment re-warms)."""
     return min(max(2, steps // 10), max(steps - 1, 0))
 
 
 class EvaluationCadence:
     """The held-out evaluation schedule in steps, from EVAL_INTERVAL and EVAL_SAMPLES (in samples) and GBS.
 
-    Said once for :class:`Config` and for the settings a log tprimat did not launch states
-    (``train/logs/quality.py: LogEvaluationSettings``). A subclass has ``eval_interval``, ``eval_samples`` and
-    ``gbs``; they are not annotated here, so that neither a dataclass nor ``typing.get_type_hints(Config)``
-    (the config's field types) sees a field of this class.
+    Said once for :class:`Config` and for a foreign log's settings (``train/logs/quality.py``). A subclass has
+    ``eval_interval``, ``eval_samples`` and ``gbs``, unannotated here so that no dataclass or type-hint walk sees them.
     """
 
     @property
