@@ -39,10 +39,10 @@ class LoadedResult:
 
     @property
     def model(self) -> str:
-        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``): the one place the
-        comparison names a model, so a proxy is grouped, tabled and plotted apart from the whole model."""
+        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``), one bounded line:
+        the one place the comparison names a model, so a proxy is grouped, tabled and plotted apart from the whole."""
         shape = self.result.model_shape
-        return shape.display_name if shape.proxy_of_layers is not None else self.result.model
+        return one_line(shape.display_name) if shape.proxy_of_layers is not None else self.result.model
 
     @property
     def status(self) -> str:

@@ -301,10 +301,9 @@ def _nvidia_smi_gpus() -> tuple[str, int, float, str | None] | None:
 
 
 def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
-    """:func:`collect_gpu_info` without importing torch or opening a GPU context: for the launcher's placeholder
-    result, written before the job (a context there would sit on GPU 0 beside the job, and importing torch costs
-    the launcher 3-10 s; docs/PERFORMANCE.md). cpu gives the same fields as :func:`collect_gpu_info`; nvd asks
-    nvidia-smi; otherwise the GPU fields are null, said so (the final result records the GPU)."""
+    """:func:`collect_gpu_info` without torch or a GPU context, for the launcher's placeholder result (a context would
+    sit on GPU 0 beside the job; importing torch costs the launcher 3-10 s): nvd asks nvidia-smi; other GPU platforms
+    leave the GPU fields null, said so (the final result records the GPU)."""
     version = installed_version("torch")  # what ``torch.__version__`` says, without importing torch
     if platform == "nvd":
         seen = _nvidia_smi_gpus()
