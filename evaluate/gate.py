@@ -25,6 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from evaluate.history.cli import lock_seconds
 from evaluate.history.gate import DEFAULT_FLOOR, GateSettings, Verdict, judge, usable_baseline
 from evaluate.history.gate_report import WORDS, CandidateReport, CheckReport, GateReport
 from evaluate.history.ingest import collect
@@ -34,7 +35,7 @@ from evaluate.history.store import open_database, safe_output
 from evaluate.history.target import HistoryError, configured_db
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_write_text
-from utils.io.sanitise import one_line
+from utils.io.sanitise import MESSAGE_CHARS, one_line
 
 
 def _fraction(text: str) -> float:
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", default=LAST_OK,
                         help=f"{LAST_OK} (default), run ids (42 or 42,43,44) or a tag (tag:NAME)")
     parser.add_argument("--db", help="the history database (default: HISTORY_DB from config.env)")
-    parser.add_argument("--lock-timeout", type=float, default=30.0, metavar="S", help="seconds to wait for a lock")
+    parser.add_argument("--lock-timeout", type=lock_seconds, default=30.0, metavar="S",
+                        help="seconds to wait for a lock")
     parser.add_argument("--throughput-threshold", type=_fraction, default=DEFAULT_FLOOR, metavar="F",
                         help=f"slowest allowed change of tokens/s/GPU before the spread (default {DEFAULT_FLOOR})")
     parser.add_argument("--spread", choices=("range", "off"), default="range",
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         verdicts = run_gate(args)
     except (HistoryError, ConfigError) as exc:
-        line = f"gate: {exc}" if isinstance(exc, HistoryError) else f"config error: {exc}"
+        line = one_line(f"gate: {exc}" if isinstance(exc, HistoryError) else f"config error: {exc}", MESSAGE_CHARS)
         print(line, file=sys.stderr)
         _write_report(args.report, report(None, 2, line))
         return 2

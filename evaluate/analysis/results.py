@@ -42,10 +42,10 @@ class LoadedResult:
         """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``, the result's own).
 
         The one place the comparison names a model: a proxy is grouped, tabled and plotted apart from the whole
-        model and under its label (``display_name`` returns a label it does not know unchanged).
+        model and under its label (``display_name`` returns a label it does not know unchanged), one bounded line.
         """
         shape = self.result.model_shape
-        return shape.display_name if shape.proxy_of_layers is not None else self.result.model
+        return one_line(shape.display_name) if shape.proxy_of_layers is not None else self.result.model
 
     @property
     def status(self) -> str:

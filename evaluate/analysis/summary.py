@@ -16,6 +16,7 @@ from evaluate.analysis.fairness import RECIPE_KEYS
 from evaluate.analysis.references import ReferenceMatch, match_references
 from evaluate.analysis.results import LoadedResult, RunGroup
 from evaluate.analysis.stats import Estimate, estimate, pearson, ratio_estimate
+from utils.io.sanitise import one_line
 from utils.schema.block import Scalar
 from utils.schema.measures import PerformanceMetrics
 from utils.schema.model import Result
@@ -360,6 +361,6 @@ def quality_ratios(summaries: list[QualitySummary], top: str = "amd", bottom: st
 
 def model_title(model: str, groups: Iterable[GroupSummary]) -> str:
     """A model as a heading or a figure names it: its runs' own shape when they share one (``Llama 3.1 8B (tiny)``,
-    a proxy's label: a tiny cpu run is not the 8B model), else the registry's name of ``model``."""
+    a proxy's label: a tiny cpu run is not the 8B model), else the registry's name of ``model``; one bounded line."""
     names = {run.result.model_shape.display_name for summary in groups for run in summary.group.runs}
-    return names.pop() if len(names) == 1 else display_name("model", model)
+    return one_line(names.pop()) if len(names) == 1 else display_name("model", model)

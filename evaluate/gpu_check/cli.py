@@ -19,7 +19,7 @@ from evaluate.gpu_check.render import render_console, render_markdown
 from train.launch.jobs import frameworks_for
 from utils.files.generated import GPU_CHECK_DIR
 from utils.io.atomic import atomic_write_text
-from utils.io.sanitise import safe_text
+from utils.io.sanitise import safe_markdown, safe_text
 from utils.spec.registry import model_names, platform_names
 
 OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder (utils/files/generated.py)
@@ -28,7 +28,7 @@ OUTPUT_STEM = GPU_CHECK_DIR  # gpu_check.md and .json beside the check's folder 
 def write_check(check: GpuCheck, out_dir: Path) -> tuple[Path, Path]:
     md, js = out_dir / f"{OUTPUT_STEM}.md", out_dir / f"{OUTPUT_STEM}.json"
     atomic_write_text(js, check.model_dump_json(indent=2) + "\n")
-    atomic_write_text(md, safe_text(render_markdown(check)))
+    atomic_write_text(md, safe_markdown(render_markdown(check)))
     return md, js
 
 

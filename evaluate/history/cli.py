@@ -16,16 +16,22 @@ import sys
 from pathlib import Path
 
 from evaluate.history.ingest import add_paths, tag_runs
-from evaluate.history.query import Filters, count_runs, list_runs, render_diff, resolve
+from evaluate.history.query import MAX_ID, Filters, count_runs, list_runs, render_diff, resolve
 from evaluate.history.store import SCHEMA_VERSION, Database, open_database, safe_output
 from evaluate.history.target import HistoryError, configured_db, resolve_target
 from evaluate.history.trend import render_table, trend_series, write_png
-from utils.config.cli import exits_on_config_error
+from utils.config.cli import exits_on_config_error, number_argument
 from utils.config.load import load_config
-from utils.io.sanitise import one_line
+from utils.io.sanitise import MESSAGE_CHARS, one_line
 from utils.spec.registry import framework_names, model_names, platform_names
 
 TREND_PNG = "history_trend.png"
+# The command line's numbers, bounded before they reach the database (argparse types: one line, exit 2).
+MAX_LOCK_WAIT = 86_400.0
+lock_seconds = number_argument(float, "a number of seconds", lambda value: 0 <= value <= MAX_LOCK_WAIT,
+                               f"{{text}} is not between 0 and {MAX_LOCK_WAIT:g} seconds")
+run_count = number_argument(int, "a whole number", lambda value: 1 <= value <= MAX_ID,
+                            f"{{text}} is not between 1 and {MAX_ID}")
 
 
 def db_value(args: argparse.Namespace) -> str:
@@ -122,7 +128,7 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument("--db", help="the database: a file path, sqlite:///PATH, postgresql://USER@HOST[:PORT]/DB, "
                                      "or off (default: HISTORY_DB from config.env; empty there: "
                                      "history/tprimat-history.sqlite in the repository)")
-    common.add_argument("--lock-timeout", type=float, default=30.0, metavar="S",
+    common.add_argument("--lock-timeout", type=lock_seconds, default=30.0, metavar="S",
                         help="seconds to wait for another writer's lock before giving up (default 30)")
     return common
 
@@ -155,13 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_add.set_defaults(func=cmd_add)
     p_list = sub.add_parser("list", parents=[common], help="list stored runs, filtered")
     _filter_args(p_list)
-    p_list.add_argument("--limit", type=int, help="only the newest N runs")
+    p_list.add_argument("--limit", type=run_count, help="only the newest N runs")
     p_list.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p_list.set_defaults(func=cmd_list)
     p_trend = sub.add_parser("trend", parents=[common], help="tokens/s/GPU, MFU, tokens/kWh over time; table + PNG")
     _filter_args(p_trend)
     p_trend.add_argument("--png", help=f"where the figure goes (default: OUTPUT_DIR/{TREND_PNG}; none: no figure)")
-    p_trend.add_argument("--last", type=int, default=20, help="table rows per series (default 20; the PNG has all)")
+    p_trend.add_argument("--last", type=run_count, default=20,
+                         help="table rows per series (default 20; the PNG has all)")
     p_trend.set_defaults(func=cmd_trend)
     p_diff = sub.add_parser("diff", parents=[common], help="what differs between two runs or groups, with deltas")
     p_diff.add_argument("a", help="A: a run id (42), ids (42,43,44) or a tag (tag:NAME)")
@@ -181,13 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     safe_output()
-    if getattr(args, "lock_timeout", 1.0) < 0 or (getattr(args, "limit", None) is not None and args.limit < 1):
-        print("history: --lock-timeout must not be negative and --limit must be at least 1", file=sys.stderr)
-        return 2
     try:
         return args.func(args)
     except HistoryError as exc:
-        print(f"history: {exc}", file=sys.stderr)
+        print(f"history: {one_line(exc, MESSAGE_CHARS)}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"history: {one_line(exc.filename or '')}: {exc.strerror or exc}", file=sys.stderr)

@@ -65,7 +65,7 @@ def usable_baseline(views: list[RunView], selector: str) -> list[RunView]:
     """The runs of ``views`` that may serve as a baseline; refused when none may or they span workloads."""
     usable = [v for v in views if v.run["baseline_ok"]]
     if not usable:
-        reasons = "; ".join(f"{v.label}: {v.run['baseline_reason']}" for v in views[:3])
+        reasons = "; ".join(f"{v.label}: {one_line(v.run['baseline_reason'])}" for v in views[:3])
         raise HistoryError(f"baseline {one_line(selector, 80)!r} has no run usable as a baseline ({reasons}): "
                            "failed, incomplete or non-finite runs are never a baseline")
     workloads = {v.run["workload_key"] for v in usable}
@@ -195,7 +195,7 @@ def cross_vendor_problem(candidate: RunView, baseline: list[RunView]) -> str | N
     for key in INIT_FACTS:
         values = {v.details.get(key) for v in [candidate, *baseline]}
         if len(values) > 1:
-            return f"initialisation differs ({key}: {', '.join(sorted(map(str, values)))})"
+            return f"initialisation differs ({key}: {', '.join(sorted(one_line(v, 60) for v in values))})"
     for key in ("fingerprint.data", "fingerprint.tokenizer"):
         values = {v.details.get(key) for v in [candidate, *baseline]}
         if len(values) > 1:

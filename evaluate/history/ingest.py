@@ -22,7 +22,8 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from evaluate.analysis.results import RESULT_GLOB, find_result_files
-from evaluate.history.record import RunRecord, make_record, text
+from evaluate.history.query import tag_name
+from evaluate.history.record import RunRecord, make_record
 from evaluate.history.store import Database, runs, series, tags
 from utils.io.json_input import DEFAULT_MAX_BYTES
 from utils.io.sanitise import one_line
@@ -176,7 +177,7 @@ def add_records(db: Database, records: list[RunRecord], tag_names: Iterable[str]
 
     Returns how many were new, how many were there already, and every record's run id (in order).
     """
-    names = sorted({text(t) for t in tag_names if t})  # type: ignore[misc]
+    names = sorted({tag_name(t) for t in tag_names if t})
     unique: dict[str, RunRecord] = {}
     for record in records:
         unique.setdefault(record.content_hash, record)
@@ -221,7 +222,7 @@ def add_paths(db: Database, paths: Iterable[Path], tag_names: Iterable[str] = ()
 def tag_runs(db: Database, run_ids: Iterable[int], tag_names: Iterable[str]) -> int:
     """Tag existing runs; returns how many (run, tag) pairs are new."""
     stamp = now_iso()
-    rows = [{"run_id": run_id, "tag": text(name), "added_at": stamp} for run_id in run_ids for name in tag_names]
+    rows = [{"run_id": run_id, "tag": tag_name(name), "added_at": stamp} for run_id in run_ids for name in tag_names]
     with db.write() as conn:
         result = conn.execute(_insert(db)(tags).on_conflict_do_nothing(index_elements=["run_id", "tag"]), rows)
     return max(result.rowcount, 0) if rows else 0

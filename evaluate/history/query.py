@@ -23,13 +23,19 @@ from sqlalchemy.engine import Connection
 
 from evaluate.analysis.stats import Estimate, estimate, ratio_estimate
 from evaluate.analysis.summary import SettingDifference
-from evaluate.history.record import RunRecord, normalized_time
+from evaluate.history.record import RunRecord, normalized_time, text
 from evaluate.history.store import runs, series, tags
 from evaluate.history.target import HistoryError
 from utils.io.sanitise import one_line
 
 LAST_OK = "last-ok"
 _IDS = re.compile(r"\d+(?:,\d+)*")
+# Bounds of a selector, checked before it reaches the database or a message: a run id is the ``runs.id`` column's
+# (PostgreSQL's INTEGER), a selector names at most MAX_SELECTED runs (SQLite and PostgreSQL bound a statement's
+# parameters), a tag is the ``tags.tag`` column's length.
+MAX_ID = 2**31 - 1
+MAX_SELECTED = 1_000
+TAG_CHARS = 200
 
 
 @dataclass
@@ -46,9 +52,10 @@ class RunView:
 
     @property
     def label(self) -> str:
+        """``#42 nvd/mega/llama`` (a file's name for a candidate not stored): one bounded line, the row is foreign."""
         r = self.run
         where = f"#{r['id']}" if r.get("id") is not None else one_line(r.get("source") or "file", 80)
-        return f"{where} {r['platform']}/{r['framework']}/{r['model_label']}"
+        return f"{where} {one_line('/'.join(map(str, (r['platform'], r['framework'], r['model_label']))))}"
 
     @property
     def versions(self) -> dict[str, str]:
@@ -103,9 +110,10 @@ class Filters:
                 moment = _moment(value, name, end=name == "until")
                 statement = statement.where(getattr(runs.c.run_time, op)(moment))
         if self.device:
-            statement = statement.where(func.lower(runs.c.device_name).contains(self.device.lower(), autoescape=True))
+            statement = statement.where(func.lower(runs.c.device_name).contains(text(self.device.lower()),
+                                                                                  autoescape=True))
         if self.tag:
-            statement = statement.where(runs.c.id.in_(select(tags.c.run_id).where(tags.c.tag == self.tag)))
+            statement = statement.where(runs.c.id.in_(select(tags.c.run_id).where(tags.c.tag == tag_name(self.tag))))
         return statement
 
     def keep(self, view: RunView) -> bool:
@@ -167,12 +175,32 @@ def with_series(conn: Connection, views: list[RunView]) -> list[RunView]:
     return views
 
 
+def run_ids(spec: str) -> list[int]:
+    """The ids of ``42`` or ``42,43,44``, each a run id there can be; refused in one line before any query."""
+    words = spec.split(",")
+    if len(words) > MAX_SELECTED:
+        raise HistoryError(f"the selector names {len(words):,} run ids; at most {MAX_SELECTED:,} (tag the runs and "
+                           "select tag:NAME)")
+    bad = next((w for w in words if len(w) > len(str(MAX_ID)) or not 1 <= int(w) <= MAX_ID), None)
+    if bad is not None:
+        raise HistoryError(f"run id {one_line(bad, 40)}: not a run id (1 to {MAX_ID:,})")
+    return [int(w) for w in words]
+
+
+def tag_name(name: str) -> str:
+    """A tag as stored (``record.text``), refused in one line when longer than the column."""
+    if len(name) > TAG_CHARS:
+        raise HistoryError(f"tag {one_line(name, 40)!r}: {len(name):,} characters, at most {TAG_CHARS}")
+    return text(name) or ""
+
+
 def runs_by_id(conn: Connection, ids: Iterable[int]) -> list[RunView]:
     wanted = sorted(set(ids))
     found = {row.id: RunView(dict(row._mapping)) for row in conn.execute(select(runs).where(runs.c.id.in_(wanted)))}
     missing = [i for i in wanted if i not in found]
     if missing:
-        raise HistoryError(f"no run with id {', '.join(map(str, missing))} in the history database")
+        more = f" and {len(missing) - 10:,} more" if len(missing) > 10 else ""
+        raise HistoryError(f"no run with id {', '.join(map(str, missing[:10]))}{more} in the history database")
     return [found[i] for i in wanted]
 
 
@@ -182,11 +210,11 @@ def resolve(conn: Connection, selector: str) -> list[RunView]:
     if spec == LAST_OK:
         raise HistoryError(f"'{LAST_OK}' needs a candidate: it is the gate's baseline selector")
     if _IDS.fullmatch(spec):
-        return with_series(conn, runs_by_id(conn, (int(i) for i in spec.split(","))))
+        return with_series(conn, runs_by_id(conn, run_ids(spec)))
     name = spec[len("tag:"):] if spec.startswith("tag:") else spec
     if not name:
         raise HistoryError("an empty selector: give run ids (42 or 42,43) or a tag (tag:NAME)")
-    statement = select(runs).where(runs.c.id.in_(select(tags.c.run_id).where(tags.c.tag == name)))
+    statement = select(runs).where(runs.c.id.in_(select(tags.c.run_id).where(tags.c.tag == tag_name(name))))
     views = [RunView(dict(row._mapping)) for row in conn.execute(statement.order_by(runs.c.run_time, runs.c.id))]
     if not views:
         raise HistoryError(f"selector {one_line(selector, 80)!r} matches no run (no run ids, no run tagged so)")

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -18,7 +17,8 @@ from sqlalchemy.exc import ArgumentError
 
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT
-from utils.config.secret import read_secret
+from utils.config.rules import ConfigError
+from utils.config.secret import holds_password, mask_passwords, read_secret
 from utils.files.generated import HISTORY_DEFAULT
 from utils.io.sanitise import one_line
 
@@ -47,10 +47,10 @@ class Target:
     def password(self) -> str | None:
         return self.url.password if isinstance(self.url.password, str) else None
 
-
-def _masked_text(text: str) -> str:
-    """``scheme://user:secret@host`` with the password part replaced, for a URL that did not even parse."""
-    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", text)
+    @property
+    def secrets(self) -> list[str]:
+        """What every message masks: the password and libpq's other secret parameter (``sslpassword``)."""
+        return [s for s in (self.password, self.url.query.get("sslpassword")) if isinstance(s, str) and s]
 
 
 def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> Target | None:
@@ -62,13 +62,16 @@ def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> 
         path = DEFAULT_PATH
         return Target(URL.create("sqlite", database=str(path)), str(path), path)
     if "://" not in text:
+        if holds_password(text):
+            raise HistoryError("history database: a password in a file path or a keyword/value DSN (value not shown); "
+                               "give postgresql://USER@HOST/DB and the password in HISTORY_DB_PASSWORD")
         path = Path(text).expanduser()
         path = path if path.is_absolute() else (Path.cwd() / path)
         return Target(URL.create("sqlite", database=str(path)), str(path), path)
     try:
         url = make_url(text)
     except (ArgumentError, ValueError):
-        raise HistoryError(f"history database {one_line(_masked_text(text), 200)}: not a database URL "
+        raise HistoryError(f"history database {one_line(mask_passwords(text.split('?')[0]), 200)}: not a database URL "
                            "(a file path, sqlite:///PATH or postgresql://USER@HOST/DB)") from None
     backend = url.get_backend_name()
     if backend == "sqlite":
@@ -77,25 +80,38 @@ def resolve_target(value: str | None, environ: dict[str, str] | None = None) -> 
         path = Path(url.database).expanduser().absolute()
         return Target(URL.create("sqlite", database=str(path)), str(path), path)
     if backend in ("postgresql", "postgres"):
-        url = url.set(drivername="postgresql+psycopg")
-        if url.password is None:
-            secret = read_secret(PASSWORD_SECRET, environ)
-            if secret:
-                url = url.set(password=secret)
-        return Target(url, url.render_as_string(hide_password=True), None)
+        return _server(url.set(drivername="postgresql+psycopg"), environ)
     shown = url.render_as_string(hide_password=True)
     raise HistoryError(f"history database {shown}: backend '{one_line(backend, 40)}' is not supported "
                        "(SQLite or PostgreSQL)")
 
 
+def _server(url: URL, environ: dict[str, str] | None) -> Target:
+    """A PostgreSQL target with one password, in the URL's password field (a ``?password=`` moved there, else the
+    secret's), refused in one line that never shows it when the URL spells it ambiguously."""
+    query = url.query.get("password")
+    twice = not isinstance(query, (str, type(None))) or (query is not None and url.password is not None)
+    if twice or "@" in (url.host or "") + (url.database or ""):
+        raise HistoryError("history database URL: more than one '@' or password in it (value not shown); write an "
+                           "'@' of a password as %40")
+    if isinstance(query, str):
+        url = url.difference_update_query(["password"]).set(password=query)
+    if url.password is None:
+        try:
+            secret = read_secret(PASSWORD_SECRET, environ)
+        except ConfigError as exc:
+            raise HistoryError(str(exc)) from None
+        url = url.set(password=secret) if secret else url
+    return Target(url, mask_passwords(url.render_as_string(hide_password=True)), None)
+
+
 def scrub(text: object, target: Target | None) -> str:
-    """One line of ``text`` without the target's password (as typed, URL-quoted or in a DSN)."""
+    """One line of ``text`` without the target's secrets (as typed, URL-quoted, in a URL or a DSN)."""
     shown = str(text)
-    password = target.password if target is not None else None
-    if password:
-        for form in {password, quote(password, safe=""), quote_plus(password)}:
+    for secret in target.secrets if target is not None else ():
+        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
             shown = shown.replace(form, "***")
-    return one_line(_masked_text(shown), 400)
+    return one_line(mask_passwords(shown), 400)
 
 
 def configured_db() -> str:

@@ -14,6 +14,7 @@ from evaluate.analysis.summary import GroupSummary
 from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
 from evaluate.render.plots import draw_curves, legend_label
 from evaluate.render.tables import console_table
+from utils.io.sanitise import one_line
 from utils.result.names import frameworks_figure_name
 from utils.schema.model import Result
 from utils.spec.registry import FRAMEWORKS, MODELS, display_name, framework_color
@@ -98,7 +99,7 @@ def _hardware(summaries: list[GroupSummary]) -> str | None:
         run = summary.representative or (summary.group.runs[0] if summary.group.runs else None)
         if run is not None:
             gpu = run.result.gpu_info
-            return f"{display_name('platform', run.platform)} {gpu.device_name or gpu.cpu_name or ''}".strip()
+            return f"{display_name('platform', run.platform)} {one_line(gpu.device_name or gpu.cpu_name or '')}".strip()
     return None
 
 
@@ -144,9 +145,9 @@ def console_text(platform: str, summaries: list[GroupSummary]) -> str:
     run = next((s.representative for s in summaries if s.representative is not None), None)
     if run is not None:
         gpu = run.result.gpu_info
-        lines += [f"  Hardware: {gpu.device_name or gpu.cpu_name or 'n/a'}", f"  GPUs: {gpu.device_count}",
-                  f"  PyTorch: {gpu.pytorch_version or 'n/a'}",
-                  f"  Stack: {gpu.software_stack} {gpu.software_version or ''}".rstrip()]
+        lines += [f"  Hardware: {one_line(gpu.device_name or gpu.cpu_name or 'n/a')}", f"  GPUs: {gpu.device_count}",
+                  f"  PyTorch: {one_line(gpu.pytorch_version or 'n/a')}",
+                  f"  Stack: {gpu.software_stack} {one_line(gpu.software_version or '')}".rstrip()]
     for model in dict.fromkeys(s.group.model for s in summaries):
         of_model = [s for s in summaries if s.group.model == model]
         lines += ["", "-" * 100, f"{display_name('model', model).upper()} COMPARISON", "-" * 100,

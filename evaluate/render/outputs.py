@@ -16,7 +16,7 @@ from evaluate.render.plots import comparison_figure, loss_parity_figure, save_fi
 from evaluate.render.quality_plot import evaluated, quality_figure
 from utils.io.atomic import atomic_write_text
 from utils.io.output_path import OutputPathError, output_file
-from utils.io.sanitise import safe_text
+from utils.io.sanitise import safe_markdown
 from utils.result.names import mark_output_dir
 
 
@@ -54,7 +54,7 @@ def write_outputs(comparison: Comparison, output_dir: Path) -> list[Path]:
     if comparison.quality_figure_name and evaluated(comparison.by_model):  # time to quality (issue 34)
         quality = quality_figure(comparison.by_model)
         written.append(_written(output_dir, comparison.quality_figure_name, lambda path: save_figure(quality, path)))
-    text = safe_text(markdown(comparison))  # utils/io/sanitise.py: nothing a reader's viewer acts on
+    text = safe_markdown(markdown(comparison))  # utils/io/sanitise.py: nothing a reader's viewer acts on
     written.append(_written(output_dir, "compare.md", lambda path: atomic_write_text(path, text)))
     # The per-platform framework view (evaluate/render/frameworks.py): compare_<platform>_frameworks.png.
     for name, platform_figure in platform_figures(comparison.by_model):

@@ -67,7 +67,7 @@ def table_block(headers: Sequence[str], rows: Sequence[Sequence[Any]], *lead: st
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """GitHub-flavoured Markdown table; ``|`` inside cells is escaped."""
+    """GitHub-flavoured Markdown table; ``|`` inside cells is escaped (HTML: utils/io/sanitise.py safe_markdown)."""
     def esc(text: str) -> str:
         return text.replace("|", "\\|")
 

@@ -103,4 +103,4 @@ def svg(figure: Figure) -> Markup:
     text = buffer.getvalue()
     start = text.find("<svg")
     # matplotlib XML-escapes its texts; sanitising them too keeps a control character out of the page's XML
-    return Markup(el("div", Markup(safe_text(text[start:])), class_="figure"))
+    return Markup(el("div", Markup(safe_text(text[start:], None)), class_="figure"))

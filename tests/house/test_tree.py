@@ -3,7 +3,8 @@
 - train/'s top level holds packages and the job scripts ``train_<platform>_<framework>_<model>.sh`` only,
   and the scripts are exactly the registry's jobs (utils/spec/registry.py), one template apart from
   their three names: never a second list that can fall out of step.
-- Every package of utils/ opens with a docstring saying what it owns, and none is flat past 15 modules.
+- Every package of utils/ opens with a docstring saying what it owns; no package of the code is flat past
+  12 modules, and no file of the code is over 450 lines (issue 47): past that, split it into rooms.
 - tests/ mirrors the code: ``tests/unit/<room>/`` for each room of the code, and a test imports helpers
   (tests/helpers/), never another test module or a conftest.
 """
@@ -23,7 +24,9 @@ from utils.spec.registry import frameworks_on, model_names, platform_names
 TRAIN = REPO / "train"
 UTILS = REPO / "utils"
 SCRIPT = re.compile(r"train_(?P<platform>[a-z0-9]+)_(?P<framework>[a-z0-9]+)_(?P<model>[a-z0-9]+)\.sh")
-MAX_MODULES = 15
+MAX_MODULES = 12
+MAX_LINES = 450
+CODE = ("utils", "data", "train", "evaluate", "bench", "shell")
 # The one folder of tests/unit/train/ that is not a package of train/: the framework packages together.
 FRAMEWORK_TESTS = "frameworks"
 # A test module imported by another, left until the launch pipeline's tests settle (issue 32): its stand-in
@@ -106,10 +109,40 @@ def test_each_utils_package_says_what_it_owns(package: str) -> None:
     assert first.endswith("."), f"{package}: a one-line summary of what it owns first, not {first!r}"
 
 
-@pytest.mark.parametrize("package", [p.relative_to(REPO).as_posix() for p in _packages(UTILS)])
-def test_no_utils_package_is_flat_past_15_modules(package: str) -> None:
-    modules = sorted(p.name for p in (REPO / package).glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
-    assert len(modules) <= MAX_MODULES, f"{package} holds {len(modules)} modules; split it into rooms: {modules}"
+def flat_packages(root: Path) -> list[str]:
+    """The packages below ``root`` with more than MAX_MODULES modules (``__init__.py`` is the package, not a module)."""
+    packages = (p for folder in CODE if (root / folder).is_dir() for p in _packages(root / folder))
+    return [f"{p.relative_to(root).as_posix()}: {n}" for p in packages
+            if (n := sum(1 for m in p.glob("*.py") if m.name != "__init__.py")) > MAX_MODULES]
+
+
+def long_files(root: Path) -> list[str]:
+    """The code files (Python and shell) below ``root`` over MAX_LINES lines."""
+    folders = [root / folder for folder in CODE if (root / folder).is_dir()]
+    files = (f for folder in folders for pattern in ("*.py", "*.sh") for f in folder.rglob(pattern))
+    return sorted(f"{f.relative_to(root).as_posix()}: {n}" for f in files
+                  if "__pycache__" not in f.parts and (n := len(f.read_text().splitlines())) > MAX_LINES)
+
+
+def test_no_package_of_the_code_is_flat_past_12_modules() -> None:
+    assert flat_packages(REPO) == [], "split these into rooms"
+
+
+def test_no_file_of_the_code_is_over_450_lines() -> None:
+    assert long_files(REPO) == [], "split these by concept"
+
+
+def test_the_size_checks_see_a_flat_package_and_a_long_file(tmp_path: Path) -> None:
+    package = tmp_path / "utils" / "flat"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for i in range(MAX_MODULES + 1):
+        (package / f"m{i}.py").write_text("x = 1\n" * (MAX_LINES + 1 if i == 0 else 1))
+    assert flat_packages(tmp_path) == [f"utils/flat: {MAX_MODULES + 1}"]
+    assert long_files(tmp_path) == [f"utils/flat/m0.py: {MAX_LINES + 1}"]
+    (package / "m1.py").unlink()
+    (package / "m0.py").write_text("x = 1\n" * MAX_LINES)
+    assert flat_packages(tmp_path) == [] and long_files(tmp_path) == []
 
 
 def test_unit_tests_mirror_the_rooms_of_the_code() -> None:

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import ParamSpec, TypeVar
 
 from utils.config.rules import ConfigError
+from utils.io.sanitise import MESSAGE_CHARS, one_line
 
 EXIT_CONFIG = 2
 EXIT_FAILED = 1
@@ -35,7 +36,7 @@ def exits_on_config_error(prog: str = "") -> Callable[[Callable[P, int]], Callab
             try:
                 return main(*args, **kwargs)
             except ConfigError as exc:
-                print(f"{head}: {exc}", file=sys.stderr, flush=True)
+                print(f"{head}: {one_line(exc, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
                 return EXIT_CONFIG
 
         return guarded
@@ -52,9 +53,9 @@ def number_argument(convert: Callable[[str], N], noun: str, allowed: Callable[[N
         try:
             value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+            raise argparse.ArgumentTypeError(f"{one_line(text, 40)!r} is not {noun}") from None
         if not allowed(value):
-            raise argparse.ArgumentTypeError(outside.format(text=text, value=value))
+            raise argparse.ArgumentTypeError(outside.format(text=one_line(text, 40), value=value))
         return value
 
     return parse
@@ -77,9 +78,10 @@ class OneLineFailure:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> bool:
         if isinstance(exc, self.errors):
-            print(f"{self.prog}: {exc}", file=sys.stderr)
+            print(f"{self.prog}: {one_line(exc, MESSAGE_CHARS)}", file=sys.stderr)
         elif self.cannot is not None and isinstance(exc, OSError):
-            print(f"{self.prog}: cannot {self.cannot} {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+            print(one_line(f"{self.prog}: cannot {self.cannot} {exc.filename or ''}: {exc.strerror or exc}",
+                           MESSAGE_CHARS), file=sys.stderr)
         else:
             return False
         self.status = EXIT_FAILED

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from utils.io.sanitise import one_line
+
 _ASSIGNMENT = re.compile(r"(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
 _BLANKS = " \t"
 # Characters a shell treats as syntax outside quotes; a value holding them unquoted is not one word.
@@ -42,7 +44,7 @@ def _word(rest: str, i: int, where: str, key: str) -> tuple[str, int]:
     n = len(rest)
 
     def fail(problem: str) -> EnvFileError:
-        return EnvFileError(f"{where}: {key}: {problem}")
+        return EnvFileError(f"{where}: {one_line(key)}: {problem}")
 
     while i < n and rest[i] not in _BLANKS:
         char = rest[i]
@@ -95,7 +97,7 @@ def parse_env_text(text: str, source: str, secret: bool = False) -> dict[str, st
         where = f"{source}:{number}"
         match = _ASSIGNMENT.match(line)
         if not match:
-            shown = "" if secret else f", got {raw.removesuffix(chr(13))!r}"
+            shown = "" if secret else f", got {one_line(raw.removesuffix(chr(13)))!r}"
             raise EnvFileError(f"{where}: expected KEY=value{shown}")
         key = match.group(1)
         values[key] = _value(line[match.end():], where, key)

@@ -21,6 +21,7 @@ from utils.config.envfile import EnvFileError, read_env_file
 from utils.config.model import FIELD_TYPES, REPO_ROOT, Config, check_config, format_value
 from utils.config.rules import PLATFORMS, RULES, ConfigError, base_type, is_list, launch_problem, sequence_problem
 from utils.config.secret import SECRET_KEYS, write_docker_env_file
+from utils.io.sanitise import one_line
 from utils.spec.models import workload_shape
 
 DEFAULT_CONFIG_FILE = REPO_ROOT / "config.env"
@@ -61,17 +62,17 @@ def _convert(key: str, raw: str) -> Any:
             return True
         if lowered in ("0", "false", "no", "off", ""):
             return False
-        raise ConfigError(f"{key}={raw!r}: expected true or false")
+        raise ConfigError(f"{key}={one_line(raw)!r}: expected true or false")
     if kind is int:
         try:
             return int(_plain_number(text))
         except ValueError:
-            raise ConfigError(f"{key}={raw!r}: expected a whole number") from None
+            raise ConfigError(f"{key}={one_line(raw)!r}: expected a whole number") from None
     if kind is float:
         try:
             return float(_plain_number(text))
         except ValueError:
-            raise ConfigError(f"{key}={raw!r}: expected a number") from None
+            raise ConfigError(f"{key}={one_line(raw)!r}: expected a number") from None
     if is_list(kind):
         return tuple(dict.fromkeys(text.replace(",", " ").split()))  # a repeated word once (duplicate_notes)
     if kind is Path:
@@ -100,7 +101,8 @@ def _merged_values(config_file: Path | str | None, env: Mapping[str, str]) -> di
     known = {name.upper() for name in FIELD_TYPES} | {"GBS"}
     unknown = sorted(set(file_values) - known)
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+        raise ConfigError(f"{path}: unknown key(s) {one_line(', '.join(unknown), 200)}; known keys: "
+                          f"{', '.join(sorted(known))}")
     return {**file_values, **{k: v for k, v in env.items() if k in known}}
 
 
@@ -147,7 +149,7 @@ def load_config(
         try:
             explicit_gbs = int(merged["GBS"].strip())
         except ValueError:
-            raise ConfigError(f"GBS={merged['GBS']!r}: expected a whole number") from None
+            raise ConfigError(f"GBS={one_line(merged['GBS'])!r}: expected a whole number") from None
     cfg = Config(**kwargs)
     check_config(cfg, explicit_gbs)
     return cfg
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             if key in SECRET_KEYS:
                 raise ConfigError(f"{key} is a secret; it is never printed")
             if key not in values:
-                raise ConfigError(f"unknown key {args.get!r}; known: {', '.join(sorted(values))}")
+                raise ConfigError(f"unknown key {one_line(args.get, 40)!r}; known: {', '.join(sorted(values))}")
             print(format_value(cfg.as_env().get(key, values[key])))
         elif args.json:
             print(json.dumps(cfg.to_dict(), indent=2))

@@ -10,13 +10,13 @@ the value. ``utils/config/load.py`` turns ``config.env`` and the environment int
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from utils.config.rules import MODEL_NAMES, ConfigError, base_type, check_rules, tensor_split_problem
+from utils.config.secret import holds_password
 from utils.io.output_path import safe_label
 from utils.spec.models import check_layers, get_shape
 from utils.spec.registry import FRAMEWORK_ALL
@@ -33,20 +33,16 @@ WORKLOAD_KEYS = (
 
 
 def default_skip_steps(steps: int) -> int:
-    """The default warm-up of a run of ``steps`` steps: max(2, 10%), always leaving one step measured.
-
-    Log analysis applies the same rule to the steps a log holds (a fragment re-warms).
-    """
+    """The default warm-up of a run of ``steps`` steps: max(2, 10%), always leaving one step measured (log analysis
+    applies it to the steps a log holds: a fragment re-warms)."""
     return min(max(2, steps // 10), max(steps - 1, 0))
 
 
 class EvaluationCadence:
     """The held-out evaluation schedule in steps, from EVAL_INTERVAL and EVAL_SAMPLES (in samples) and GBS.
 
-    Said once for :class:`Config` and for the settings a log tprimat did not launch states
-    (``train/logs/quality.py: LogEvaluationSettings``). A subclass has ``eval_interval``, ``eval_samples`` and
-    ``gbs``; they are not annotated here, so that neither a dataclass nor ``typing.get_type_hints(Config)``
-    (the config's field types) sees a field of this class.
+    Said once for :class:`Config` and for a foreign log's settings (``train/logs/quality.py``). A subclass has
+    ``eval_interval``, ``eval_samples`` and ``gbs``, unannotated here so that no dataclass or type-hint walk sees them.
     """
 
     @property
@@ -303,7 +299,7 @@ def _check_evaluation(cfg: Config) -> None:
 
 def check_config(cfg: Config, explicit_gbs: int | None = None) -> None:
     """Every check of a config: the rules of each key, then the cross-key ones (``explicit_gbs``: GBS as given)."""
-    if cfg.history_db and re.search(r"://[^/@]*:[^/@]*@", cfg.history_db):  # before any check that shows values
+    if cfg.history_db and holds_password(cfg.history_db):  # before any check that shows values
         raise ConfigError("HISTORY_DB holds a password (value not shown): config keys are printed; give it in "
                           "HISTORY_DB_PASSWORD (environment or secrets.env), PGPASSWORD or ~/.pgpass")
     check_rules({name: getattr(cfg, name) for name in FIELD_TYPES}, FIELD_TYPES)

@@ -2,7 +2,9 @@
 
 Why a table: every key is checked the same way (choices, minimum, maximum), a new key is one row, and the
 hostile-input tests walk the table itself (``tests/e2e/test_hostile.py`` sends every number a huge value, so each
-needs both bounds). Finite floats and non-empty lists follow from the type and need no row.
+needs both bounds). Finite floats, non-empty lists and text without a character
+``utils/io/sanitise.py`` escapes (C0, C1, bidirectional controls), no longer than a path, follow from the type
+and need no row.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from utils.io.sanitise import one_line
+from utils.io.sanitise import one_line, unsafe_character
 from utils.schema.block import MAX_STEPS
 from utils.spec.registry import framework_choices, model_names, platform_names
 
@@ -46,7 +48,8 @@ MAX_COUNT = 2**31 - 1
 # The most steps a run may have (TRAIN_ITERS): the most a result holds (utils/schema/block.py MAX_STEPS, which says
 # why), so that every run's result can be read back.
 MAX_TRAIN_ITERS = MAX_STEPS
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The longest text value (a path, a name, a word of a list): Linux's PATH_MAX, the longest path a file can have.
+MAX_TEXT = 4096
 
 
 @dataclass(frozen=True)
@@ -189,20 +192,24 @@ def _check_choice(key: str, word: str, rule: Rule) -> None:
     prefix = rule.path_prefix
     if prefix and word.startswith(prefix):
         if word == prefix:
-            raise ConfigError(f"{key}={word!r}: a path must follow {prefix}, e.g. {prefix}/data/corpus.jsonl")
+            raise ConfigError(f"{key}={one_line(word)!r}: a path must follow {prefix}, e.g. {prefix}/data/corpus.jsonl")
         return
     allowed = (*rule.choices, f"{prefix}<path>") if prefix else rule.choices
-    raise ConfigError(f"{key}={word!r}: allowed values are {', '.join(allowed)}")
+    raise ConfigError(f"{key}={one_line(word)!r}: allowed values are {', '.join(allowed)}")
 
 
-def _control_character(key: str, value: Any) -> str | None:
-    """Why a text, path or list value is refused for a control character (None: it holds none): such a value
-    reaches file names, docker's env file, logs and the shell's job list; no path or name needs one."""
+def _text_problem(key: str, value: Any) -> str | None:
+    """Why a text, path or list value is refused (None: it is not): a control character or one that reorders what
+    a reader sees, or more characters than a path can have. Such a value reaches file names, docker's env file, logs
+    and the shell's job list; no path or name needs one."""
     words = value if isinstance(value, tuple) else (value,)
     for word in words:
-        if isinstance(word, (str, PurePath)) and (found := _CONTROL.search(str(word))):
-            return (f"{key}={one_line(word)!s}: holds a control character ({one_line(found.group())}); "
-                    "paths and names may not")
+        if not isinstance(word, (str, PurePath)):
+            continue
+        if found := unsafe_character(str(word)):
+            return f"{key}={one_line(word)!s}: holds a control character ({found}); paths and names may not"
+        if len(str(word)) > MAX_TEXT:
+            return f"{key}={one_line(word)!s}: {len(str(word)):,} characters, more than a path can have ({MAX_TEXT})"
     return None
 
 
@@ -216,7 +223,7 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
         kind, _ = base_type(hint)
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"{key}={value}: must be a finite number")
-        text_problem = _control_character(key, value)
+        text_problem = _text_problem(key, value)
         if text_problem:
             raise ConfigError(text_problem)
         rule = RULES.get(name)
@@ -230,7 +237,8 @@ def check_rules(values: Mapping[str, Any], field_types: Mapping[str, Any]) -> No
         if rule is None:
             continue
         if rule.pattern and not re.fullmatch(rule.pattern, str(value)):
-            raise ConfigError(f"{key}={value!r}: expected {rule.describe or 'a value matching ' + rule.pattern}")
+            expected = rule.describe or f"a value matching {rule.pattern}"
+            raise ConfigError(f"{key}={one_line(value)!r}: expected {expected}")
         if rule.choices:
             for word in words:
                 _check_choice(key, word, rule)

@@ -12,28 +12,43 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import unquote
 
 from utils.config.envfile import EnvFileError, read_env_file
 from utils.config.rules import ConfigError
 from utils.io.atomic import atomic_path
+from utils.io.sanitise import unsafe_character
 
 # secrets.env lives at the repository root (this file is utils/config/secret.py).
 DEFAULT_SECRETS_FILE = Path(__file__).resolve().parents[2] / "secrets.env"
 # The secrets tprimat uses; only these reach a container.
 SECRET_KEYS = ("HF_TOKEN", "HISTORY_DB_PASSWORD")  # the second: evaluate/history/store.py
-
-
-_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 _WHITESPACE = b" \t\n\r\x0b\x0c"
+# A password in a database location however it is written: a URL's userinfo as SQLAlchemy reads it (the user ends at
+# ``:`` or ``/``, the password at the last ``@`` of the word: any characters), libpq's ``password=`` and
+# ``sslpassword=`` (a query parameter or a keyword/value DSN); :func:`holds_password` also reads it percent-decoded.
+_USERINFO_PASSWORD = re.compile(r"(://[^:/@\s]*:)\S*@")
+_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)[^&\s]*", re.IGNORECASE)
+
+
+def holds_password(location: str) -> bool:
+    """Whether a database location (HISTORY_DB) carries a password in any spelling: it may not, config is printed."""
+    return any(rule.search(text) for text in (location, unquote(location))
+               for rule in (_USERINFO_PASSWORD, _KEYWORD_PASSWORD))
+
+
+def mask_passwords(text: str) -> str:
+    """``text`` with every password a database location in it spells (see :func:`holds_password`) shown as ``***``."""
+    return _KEYWORD_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1***@", text))
 
 
 def _checked(name: str, value: bytes, where: str) -> bytes | None:
-    """``value`` when it can be a token; refused in one line that never shows it. A control character or surrounding
-    whitespace is refused, not stripped: the leak check before packing (``utils/files/wrap.py``) must look for exactly
-    the bytes a log would hold."""
+    """``value`` when it can be a token; refused in one line that never shows it. A control character (C1 and
+    bidirectional ones, and bytes that are no UTF-8, too) or surrounding whitespace is refused, not stripped: the leak
+    check before packing (``utils/files/wrap.py``) must look for exactly the bytes a log would hold."""
     if not value:
         return None
-    if _CONTROL.search(value):
+    if unsafe_character(os.fsdecode(value)):
         raise ConfigError(f"{name} from {where}: the value holds a control character; refused (value not shown)")
     if value.strip(_WHITESPACE) != value:
         raise ConfigError(f"{name} from {where}: the value has whitespace around it; refused (value not shown)")

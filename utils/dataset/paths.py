@@ -109,8 +109,7 @@ def missing_files(data_prefix: Path, tokenizer_dir: Path | None = None) -> list[
     return missing
 
 
-# Tokenizers this process loaded, by directory and the state of its files: a mega launcher asked for the same
-# tokenizer 8 times (plan, preflight, samples, collect; issue 38's trace), ~1 s each once transformers is in.
+# Tokenizers this process loaded, by directory and the state of its files (a launcher asks for one up to 8 times).
 _LOADED: dict[tuple[str, tuple[tuple[str, int, int], ...]], Any] = {}
 _LOADED_MAX = 8
 

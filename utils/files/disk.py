@@ -45,10 +45,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def _probe_write(folder: Path) -> None:
-    """Create, write, sync and rename a probe file in ``folder`` as an atomic result write does; remove it.
-
-    The name is random, not the pid: nodes sharing ``OUTPUT_DIR`` may have the same pid.
-    """
+    """Create, write, sync and rename a probe file in ``folder`` as an atomic result write does; remove it. The name is
+    random, not the pid: nodes sharing ``OUTPUT_DIR`` may have the same pid."""
     probe = folder / f".tprimat-write-probe-{uuid.uuid4().hex}"
     final = probe.with_name(probe.name + "-renamed")
     try:

@@ -171,9 +171,7 @@ def lock_fd(fd: int, path: Path, what: str, holder: Holder) -> str | None:
 
 def lock_descriptor(fd: int, path: Path, what: str, holder: Holder) -> str | None:
     """Lock descriptor ``fd``, which the calling shell opened on ``path`` and keeps: the lock lasts as long as it does.
-
-    Returns a takeover note or None; raises LockHeld, or LockError when ``fd`` is not open on ``path``.
-    """
+    Returns a takeover note or None; raises LockHeld, or LockError when ``fd`` is not open on ``path``."""
     found, wanted = os.fstat(fd), os.stat(path)
     if (found.st_dev, found.st_ino) != (wanted.st_dev, wanted.st_ino):
         raise LockError(errno.EBADF, f"descriptor {fd} is not open on {path}")

@@ -1,21 +1,21 @@
 """Foreign text made safe to show: the one owner of output sanitising.
 
-Why (issue 33): escape sequences (clear screen, set a window title) and line breaks from a result's
-``display_name``, ``device_name`` or ``error``, a prescreen's ``warnings``, a log line quoted in a reason or a log
-file's name reached the console, ``compare.md`` and ``gpu_check.md`` unchanged; ``# FORGED VERDICT: ready``
-appeared as a heading under gpu_check's verdict. ``one_line`` was applied at some outputs, not all. So the step
-is structural, at two places no renderer can skip:
+Escape sequences (clear screen, set a window title), line breaks, bidirectional overrides and markup from a result,
+a database row, a log, an MLLOG, config.env or the environment reached the console, ``compare.md``, the page and
+the history CLI unchanged, and a million-character field was printed whole. So the step is structural, at two
+places no renderer can skip:
 
 * where foreign records enter the renderers: :func:`sanitised` returns a typed record (a result, a prescreen)
   whose every string is one line with nothing a terminal or Markdown acts on (``evaluate/analysis/results.py``'s loader
   and ``evaluate/gpu_check/check.py``'s prescreen reader use it, so every table, report and plot draws from clean text);
-* where text leaves the program: :func:`one_line` for a field or a message that quotes input (every table cell
-  of ``evaluate/render/tables.py``, console and Markdown), :func:`safe_text` for a whole rendered document
-  (``compare.md``, ``gpu_check.md``, the console reports): line breaks kept, every other control character,
-  C1 control, line or paragraph separator, bidirectional override and lone surrogate escaped.
+* where text leaves the program: :func:`one_line` for a field or a message that quotes input (bounded), and
+  :func:`safe_text` for a whole rendered document (the console reports, the dry run): line breaks kept, every other
+  control character, C1 control, line or paragraph separator, bidirectional override and lone surrogate escaped,
+  every line bounded; :func:`safe_markdown` for a Markdown document, whose HTML tags are shown as text besides.
 
 What is escaped is shown as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``), never dropped: what a file
-holds stays visible.
+holds stays visible. :func:`unsafe_character` is the same definition for a rule that refuses such text (config.env).
+tests/house/test_printers.py walks every printer with one hostile corpus.
 """
 
 from __future__ import annotations
@@ -26,11 +26,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:  # only the bound: a command that never reads a result (history trend) need not load pydantic
     from pydantic import BaseModel
 
-SHOWN_CHARS = 120
+SHOWN_CHARS = 120  # a field quoted in a line
+MESSAGE_CHARS = 2_000  # a one-line message (an error naming what it refused)
+LINE_CHARS = 10_000  # a line of a rendered document
 # C0 and C1 controls, DEL, the line and paragraph separators, bidirectional embeddings, overrides and isolates
 # (they reorder what a reader sees), and lone surrogates (they end an encoder with a traceback).
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _UNSAFE_IN_DOCUMENT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# An HTML tag in Markdown (a viewer renders it) other than the documents' own collapsed sections.
+_FOREIGN_TAG = re.compile(r"<(?!/?(?:details|summary)>)")
 
 Model = TypeVar("Model", bound="BaseModel")
 
@@ -39,19 +43,39 @@ def _escaped(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
 def one_line(text: object, limit: int = SHOWN_CHARS) -> str:
     """``text`` as one safe line: every unsafe character escaped, at most ``limit`` characters."""
-    shown = _UNSAFE.sub(_escaped, str(text))
-    return shown if len(shown) <= limit else shown[: max(limit - 3, 0)] + "..."
+    return _cut(_UNSAFE.sub(_escaped, str(text)[: limit + 1]), limit)  # an escape is never shorter than its character
 
 
-def safe_text(text: str) -> str:
-    """A rendered document (console output, Markdown) safe to print or write: line breaks and tabs kept."""
-    return _UNSAFE_IN_DOCUMENT.sub(_escaped, text)
+def safe_text(text: str, limit: int | None = LINE_CHARS) -> str:
+    """A rendered document (console output, a dry run) safe to print or write: line breaks and tabs kept, each line
+    at most ``limit`` characters (None: as long as it is, for a document that is not foreign text's, an SVG)."""
+    shown = _UNSAFE_IN_DOCUMENT.sub(_escaped, text)
+    if limit is None or len(shown) <= limit:
+        return shown
+    return "\n".join(_cut(line, limit) for line in shown.split("\n"))
+
+
+def safe_markdown(text: str) -> str:
+    """A Markdown document (``compare.md``, ``gpu_check.md``): :func:`safe_text`, and no HTML tag of foreign text
+    (``<script>``, ``<img onerror>``) a viewer would render: its ``<`` shown as ``&lt;``."""
+    return _FOREIGN_TAG.sub("&lt;", safe_text(text))
 
 
 def needs_escaping(text: str) -> bool:
     return _UNSAFE.search(text) is not None
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first character :func:`one_line` would escape (a C0 or C1 control, a bidirectional control, a line
+    separator, a lone surrogate) as its escape, or None: a rule that refuses such text refuses them all."""
+    found = _UNSAFE.search(text)
+    return None if found is None else _escaped(found)
 
 
 def _clean(value: Any) -> tuple[Any, bool]:

@@ -57,11 +57,8 @@ PEAK_SOURCES = {
 }
 
 
-# Device memory in GiB (2**30 bytes, the unit of the results' memory_metrics), matched like the peak table, most
-# specific first. The memory check (utils/measure/memory.py) compares its estimate with it when no GPU is visible (a dry
-# run on another machine); a visible GPU's own total (torch.cuda.get_device_properties) always wins. Vendors sell HBM in
-# binary gigabytes and the runtime reports a little less than the stacks hold (ECC and driver reservations), so a
-# tabulated nominal capacity is an upper bound; each row's comment says its source (the H100's was measured).
+# Device memory in GiB, matched like the peak table, for the memory check where no GPU is visible (a visible GPU's own
+# total wins). A nominal capacity is an upper bound (ECC and driver reservations); each row's comment says its source.
 DEVICE_MEMORY_GIB: tuple[tuple[str, float], ...] = (
     ("MI355X", 288.0),  # AMD Instinct MI355X product page: 288 GB HBM3E (nominal)
     ("MI325X", 256.0),  # AMD Instinct MI325X datasheet: 256 GB HBM3E (nominal)
@@ -304,10 +301,9 @@ def _nvidia_smi_gpus() -> tuple[str, int, float, str | None] | None:
 
 
 def gpu_info_without_runtime(platform: str, precision: str = "bf16") -> GpuInfo:
-    """:func:`collect_gpu_info` without importing torch or opening a GPU context: for the launcher's placeholder
-    result, written before the job (a context there would sit on GPU 0 beside the job, and importing torch costs
-    the launcher 3-10 s; docs/PERFORMANCE.md). cpu gives the same fields as :func:`collect_gpu_info`; nvd asks
-    nvidia-smi; otherwise the GPU fields are null, said so (the final result records the GPU)."""
+    """:func:`collect_gpu_info` without torch or a GPU context, for the launcher's placeholder result (a context would
+    sit on GPU 0 beside the job; importing torch costs the launcher 3-10 s): nvd asks nvidia-smi; other GPU platforms
+    leave the GPU fields null, said so (the final result records the GPU)."""
     version = installed_version("torch")  # what ``torch.__version__`` says, without importing torch
     if platform == "nvd":
         seen = _nvidia_smi_gpus()

@@ -35,17 +35,15 @@ GEMM_TARGET_S = 4.0  # seconds of back-to-back multiplies per size: ~17 s for th
 COPY_BYTES = 1 << 30  # 1 GiB: far beyond every cache, so the copy runs at HBM speed
 COPY_TARGET_S = 4.0
 MAX_ITERATIONS = 100_000  # a tiny size on a fast device stops here rather than running for minutes
-# Untimed runs when a size's buffers are made, before the sizing run: the first multiply of a shape pays cuBLAS's
-# heuristics and the clock ramp. Without them, on an H200 (2026-11-26), the sizing runs were 1.2x to 3,300x slower
-# than the timed ones, so 2048 was timed over 46 multiplies (1.2 ms) and the sweep took 9 s instead of ~17 s.
+# Untimed runs before the sizing run: the first multiply of a shape pays cuBLAS's heuristics and the clock ramp (on an
+# H200 the sizing runs were up to 3,300x slower without them, and 2048 was timed over 1.2 ms).
 WARMUP_RUNS = 3
 WARN_FRACTION = 0.80
 GPU_PLATFORMS = ("nvd", "amd")
 CLOCK_INTERVAL_S = 0.1  # the SM clock and its clock-event reasons, read this often during the GEMM sweep
-# A device held at its power limit by its own power management (not a fault): NVML's software power cap. A GEMM peak
-# under WARN_FRACTION is "power-capped", not a warning, when this reason was active in at least CAPPED_SHARE of the
-# best size's samples and the peak scaled to the maximum SM clock reaches WARN_FRACTION of the datasheet (issue 38:
-# an H200 at its 700 W cap ran its SM clock at ~1,500 of 1,980 MHz and measured 68% of the datasheet).
+# NVML's software power cap: a GEMM peak under WARN_FRACTION is "power-capped", not a warning, when this reason was
+# active in CAPPED_SHARE of the best size's samples and the peak at the maximum SM clock reaches WARN_FRACTION (an H200
+# at its 700 W cap ran ~1,500 of 1,980 MHz and measured 68% of the datasheet).
 POWER_CAP_REASONS = ("sw_power_cap",)
 CAPPED_SHARE = 0.5
 

@@ -136,10 +136,9 @@ def parse_log_time(stamp: str) -> tuple[float, bool] | None:
 
 def megatron_window(iterations: Sequence[tuple[int, str | None, float | None]], skip_steps: int
                     ) -> tuple[StepWindow | None, str | None]:
-    """The measured steps' window from Megatron/Primus iteration lines: ``(iteration, timestamp, step seconds)``. A line
-    is printed when its iteration ends: the window runs from the last warm-up line to the last line. With whole-second
-    stamps the end is taken mid-second and the start is the end minus the logged step times, so the length is exact and
-    only the position is uncertain by half a second."""
+    """The measured steps' window from Megatron/Primus iteration lines: ``(iteration, timestamp, step seconds)``. It
+    runs from the last warm-up line to the last line; with whole-second stamps its end is taken mid-second and its start
+    is the end minus the logged step times (exact length, position within half a second)."""
     stamped = []
     for iteration, stamp, seconds in iterations:
         parsed = parse_log_time(stamp) if stamp else None

@@ -36,9 +36,8 @@ from utils.spec.registry import framework_names, model_names, platform_names
 GIB = 1024**3
 # DeepSpeed's default reduce_bucket_size (5e8 elements) in bf16: the contiguous-gradient bucket of ZeRO-1/2.
 DEEPSPEED_BUCKET_BYTES = int(5e8) * 2
-# How close to the GPU's memory an estimate may come before the check warns (the calibration error is ~2%, the
-# bound tests/unit/measure/test_memory.py holds it to is 15%, and the CUDA context, communicators and fragmentation are
-# not counted).
+# How close to the GPU's memory an estimate may come before the check warns (calibration error ~2%, tested to 15%; the
+# CUDA context, communicators and fragmentation are not counted).
 TIGHT_FRACTION = 0.90
 
 

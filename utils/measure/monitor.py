@@ -97,10 +97,9 @@ def cuda_event() -> DeviceEvent:
 
 @dataclass
 class StepMonitor:
-    """Framework-agnostic step timer: :meth:`start_step` / :meth:`end_step` around each step. ``device`` is a
-    ``torch.device`` (or None on cpu); on a ``cuda`` device (CUDA or ROCm) steps are timed by ``event_factory``'s events
-    and read up to ``lag`` steps late; records that became complete are handed out by :meth:`drain` (and :meth:`finish`
-    at the end). ``records`` holds every ended step in order, complete or not."""
+    """Framework-agnostic step timer: :meth:`start_step` / :meth:`end_step` around each step. On a ``cuda`` device
+    (CUDA or ROCm) steps are timed by ``event_factory``'s events, read up to ``lag`` steps late; :meth:`drain` and
+    :meth:`finish` hand out the records completed since. ``records`` holds every ended step, complete or not."""
 
     device: Any = None
     clock: Callable[[], float] = time.perf_counter

@@ -24,7 +24,6 @@ PER_TOKEN_MEAN = "per-token mean over all evaluated tokens (sum of token cross-e
 SECONDS_PER_HOUR = 3600.0
 
 
-
 @dataclass(frozen=True)
 class HeldOutSet:
     """Which held-out samples a stack's evaluations read: ``fixed`` (the same ones every time: MLPerf's measure) or

@@ -20,9 +20,8 @@ INTERRUPTED_CODES = tuple(128 + int(s) for s in INTERRUPT_SIGNALS)
 MAX_REASON_CHARS = 400
 TAIL_LINES = 400
 
-# A trainer's own one-line refusal before its first step (``trainer_error``, printed by train/tran/worker.py's
-# ``run_worker`` for tran and deep): the cause itself, preferred to the traceback torchrun prints after it (issue 33:
-# tran on nvd without a GPU kept torchrun's 69-line ChildFailedError traceback as its reason).
+# A trainer's own one-line refusal before its first step (``trainer_error``, printed by train/tran/worker.py for tran
+# and deep): the cause itself, preferred to the traceback torchrun prints after it.
 TRAINER_ERROR_KIND = "trainer error"
 
 

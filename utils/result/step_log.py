@@ -134,9 +134,8 @@ def record_steps(
     memory_reason: str | None = None,
 ) -> PerformanceMetrics:
     """Put per-step arrays into ``result`` with the performance and memory blocks computed from them. GBS, SL and the
-    world size come from ``training_config``, the peak from ``gpu_info`` at the precision it ran, so MFU matches the
-    recorded device; ``memory`` replaces the allocator summary when the caller has a richer one. Returns the new
-    performance block."""
+    world size come from ``training_config``, the peak from ``gpu_info`` at the precision it ran; ``memory`` replaces
+    the allocator summary when the caller has a richer one. Returns the new performance block."""
     config = result.training_config
     peak, precision, reason = peak_for(result.gpu_info, bool(config.workload.FP8))
     steps = {name: list(arrays.get(name, ())) for name in ("step_times", "loss_values", "learning_rates",

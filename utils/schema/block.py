@@ -13,9 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Scalar = str | int | float | bool | None
 
-# Upper bounds of every figure (issue 26): a result is foreign input, and a figure of 10**300 passed the
-# schema and then overflowed the statistics that read it. No measured quantity comes near these (a count
-# is a step, a token or a byte count; 1e18 is beyond any throughput, FLOP count per token or energy in J).
+# Upper bounds of every figure: a result is foreign input, and a figure of 10**300 would overflow the statistics that
+# read it. No measured quantity comes near these (1e18 is beyond any throughput, FLOP count per token or energy in J).
 MAX_INT = 2**63 - 1
 MAX_FIGURE = 1e18
 NonNegative = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
@@ -23,9 +22,8 @@ Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
 Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
 # The most steps a run may have, and so the most entries a per-step array (and the list of evaluations) may hold:
-# the longest schedule tprimat runs, MLPerf's reference (train/profiles/mlperf.py MAX_STEPS; a run of more is no
-# benchmark). It is TRAIN_ITERS's bound (utils/config/rules.py MAX_TRAIN_ITERS), and what reading a result may cost
-# in memory follows from it (utils/schema/model.py RESULT_LIMITS; issue 33: a forged 510 MB result took > 5.5 GB).
+# the longest schedule tprimat runs, MLPerf's reference (train/profiles/mlperf.py MAX_STEPS). It is TRAIN_ITERS's bound,
+# and what reading a result may cost in memory follows from it (utils/schema/model.py RESULT_LIMITS).
 MAX_STEPS = 1_200_000
 
 

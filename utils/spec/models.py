@@ -32,9 +32,8 @@ def check_layers(model: str, size: str, layers: int) -> None:
 
 def get_shape(model: str, size: str = "full", vocab_size: int | None = None, layers: int | None = None) -> ModelShape:
     """Shape of ``model`` (a registry model) at ``size`` (full|tiny). ``vocab_size`` replaces the table's (tiny models
-    take their tokenizer's; a framework that pads passes its padded size). ``layers`` (MODEL_LAYERS) keeps the width and
-    uses that many layers: a labelled proxy (:func:`proxy_label`), so one GPU measures what it can hold without the
-    result passing for the whole model."""
+    take their tokenizer's; a framework that pads passes its padded size). ``layers`` (MODEL_LAYERS) keeps the width
+    with that many layers: a labelled proxy (:func:`proxy_label`) that never passes for the whole model."""
     if size not in SIZES:
         raise ValueError(f"MODEL_SIZE={size!r}: allowed values are {', '.join(SIZES)}")
     if model not in MODELS:

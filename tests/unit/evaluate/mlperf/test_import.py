@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from evaluate.analysis.results import load_directory
 from evaluate.mlperf.cli import main
+from evaluate.mlperf.result import PUBLISHED_MEASURE
 from tests.helpers.mlperf import SAMPLE, SAMPLE_SYSTEMS
 from tests.helpers.paths import REPO
 from tests.helpers.proc import main_in_process
@@ -25,6 +26,9 @@ def test_every_run_is_a_valid_result_labelled_as_published(imported):
         assert published.availability and published.framework and published.origin.startswith("MLPerf Training v5.1")
         assert published.log.startswith(f"{published.submitter}/results/{published.system_id}/llama31_8b/result_")
         assert result.model == "llama" and result.profile == "mlperf" and result.status == "ok" and published.counted
+        # a closed-division run evaluates as the reference does (training_rules.adoc line 443): MLPerf's fixed set
+        assert result.quality is not None and result.quality.fixed_set is True
+        assert result.quality.measure == PUBLISHED_MEASURE
         seen.add(published.log)
     assert len(seen) == 90
 
