@@ -12,7 +12,8 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
     exit 0
 fi
 if [[ "${1:-}" == -* ]]; then  # options are not commands: an unknown one is a usage error, not a command run
-    echo "entry.sh: unknown option '$1' (give a command, e.g. ./shell/entry.sh bash; see --help)" >&2
+    shown="${1:0:40}"  # quoted by bash: a control character is shown as $'\E', never sent to the terminal
+    echo "entry.sh: unknown option ${shown@Q} (give a command, e.g. ./shell/entry.sh bash; see --help)" >&2
     exit 2
 fi
 cd "$TPRIMAT_ROOT" || exit 2

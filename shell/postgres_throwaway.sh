@@ -19,7 +19,7 @@ USAGE
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     "") usage >&2; exit 2 ;;
-    -*) echo "postgres_throwaway: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    -*) shown="${1:0:40}"; echo "postgres_throwaway: unknown argument ${shown@Q}" >&2; usage >&2; exit 2 ;;
 esac
 
 bin=""

@@ -6,7 +6,8 @@ usage="Usage: shell/slurm_node.sh data|train   (one Slurm task per node; started
 case "${1:-}" in
     -h|--help) echo "$usage"; exit 0 ;;
     data|train) step="$1" ;;
-    *) echo "slurm_node.sh: step must be data or train, got '${1:-}'" >&2; echo "$usage" >&2; exit 2 ;;
+    *) shown="${1:0:40}"; echo "slurm_node.sh: step must be data or train, got ${shown@Q}" >&2; echo "$usage" >&2
+       exit 2 ;;
 esac
 export NODE_RANK="${SLURM_NODEID:?not inside a Slurm job step}"
 echo "slurm_node.sh: $(hostname) is node $NODE_RANK of ${NNODES:?}"

@@ -25,7 +25,7 @@ USAGE
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     "") usage >&2; exit 2 ;;
-    -*) echo "slurm_throwaway: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    -*) shown="${1:0:40}"; echo "slurm_throwaway: unknown argument ${shown@Q}" >&2; usage >&2; exit 2 ;;
 esac
 
 fail() {

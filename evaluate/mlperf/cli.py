@@ -130,8 +130,13 @@ def import_runs(args: argparse.Namespace) -> int:
         read.counted = _counted(read, args.check, ruleset)
         by_system[(read.run.submitter or "", read.run.system or read.run.place)].append(read)
     written, usable, lines, names = 0, 0, [], set()
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    mark_output_dir(args.output_dir)  # tprimat's output folder: shell/wrap.sh packs it, purge knows its names
+    try:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        mark_output_dir(args.output_dir)  # tprimat's output folder: shell/wrap.sh packs it, purge knows its names
+    except OSError as exc:
+        print(f"mlperf: --output-dir {one_line(args.output_dir, 300)}: {one_line(exc.strerror or exc)}",
+              file=sys.stderr)
+        return 1
     for (submitter, system), group in sorted(by_system.items()):
         published = group[0].system is not None
         scaling, why = scoring.scaling_factor(

@@ -184,8 +184,9 @@ def build(run: RunRef, digest: str, facts: RunFacts, system: dict[str, Any] | No
     platform = facts.setting("tprimat_platform") if own else vendor(system.get("accelerator_model_name"))
     framework = facts.setting("tprimat_framework") if own else PUBLISHED_FRAMEWORK
     if platform not in PLATFORMS or (own and framework not in framework_names()):
-        raise ImportRefused("no system description beside the log (<submitter>/systems/<system>.json) and no "
-                            "tprimat keys in it: its platform is unknown")
+        raise ImportRefused("its platform is unknown: " + ("no system description beside the log (<submitter>/systems/"
+                            "<system>.json) and no tprimat keys in it" if own else "the system's accelerator "
+                            f"{one_line(system.get('accelerator_model_name'))} names neither vendor or both"))
     stated = vendor(facts.setting("submission_platform"))
     if not own and stated is not None and stated != platform:
         raise ImportRefused(f"the system description's accelerator {one_line(system.get('accelerator_model_name'))} "

@@ -5,7 +5,10 @@ These need no Slurm; tests/e2e/test_slurm_cluster.py runs the same script on a r
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,53 @@ def test_the_throwaway_cluster_without_slurm_says_what_to_install(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("slurm_throwaway: no munged on PATH (install the Debian packages slurmctld slurmd "
                            "slurm-client munge)\n")
+
+
+def test_no_node_from_scontrol_is_refused_before_any_node_starts(tmp_path):
+    """Issue 49's hostile pass (L11): an empty node list made MASTER_ADDR empty, i.e. localhost on every node."""
+    env = fake_slurm(tmp_path)
+    (tmp_path / "slurm-bin" / "scontrol").write_text("#!/bin/sh\nexit 0\n")
+    proc = subprocess.run(["bash", str(REPO / "shell" / "slurm.sbatch")], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr == ("slurm.sbatch: scontrol named no node of "
+                                                    "SLURM_JOB_NODELIST='node-[a-b]' within 10 s\n")
+    assert not (tmp_path / "srun.calls").exists()
+
+
+@pytest.mark.parametrize("signalled", [False, True])
+def test_a_slurm_query_that_hangs_is_bounded_and_scancel_during_it_stops_the_script(tmp_path, signalled):
+    """Issue 49's hostile pass (L13): a sinfo that never answered held the batch script without end. scancel signals
+    every process of the batch step (here: the script's process group; `timeout --foreground` stays in it), and the
+    script stops at once, no srun."""
+    env = fake_slurm(tmp_path)
+    (tmp_path / "slurm-bin" / "sinfo").write_text("#!/bin/sh\nexec sleep 1000\n")
+    started = time.monotonic()
+    proc = subprocess.Popen(["bash", str(REPO / "shell" / "slurm.sbatch")], env=env, cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        if signalled:
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)  # sinfo's bound is 10 s
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if signalled:
+        assert proc.returncode == -signal.SIGTERM and time.monotonic() - started < 8, err
+        assert not (tmp_path / "srun.calls").exists()
+    else:
+        assert proc.returncode == 0, err
+        assert err == "slurm.sbatch: sinfo failed or did not answer within 10 s: the node's name 'node-a' is used\n"
+        assert "master node-a:29500" in out
+
+
+@pytest.mark.parametrize("script", ["slurm.sbatch", "slurm_node.sh", "slurm_throwaway.sh", "postgres_throwaway.sh",
+                                    "entry.sh"])
+def test_an_argument_with_control_characters_is_shown_quoted_and_cut(tmp_path, script):
+    """Issue 49's hostile pass (L18, L22): the scripts echoed a refused argument raw, escapes and line breaks too."""
+    word = "-x\x1b[2J\n# FORGED" + "y" * 100
+    proc = subprocess.run(["bash", str(REPO / "shell" / script), word], env=fake_slurm(tmp_path), cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    first = proc.stderr.splitlines()[0]
+    assert proc.returncode == 2 and "\x1b" not in proc.stderr and "\n# FORGED" not in proc.stderr, proc.stderr
+    assert "$'-x\\E[2J\\n# FORGED" in first and "y" * 30 not in first

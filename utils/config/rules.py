@@ -134,8 +134,10 @@ RULES: dict[str, Rule] = {
     "master_addr": Rule(pattern=r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                                 r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*",
                         empty_is_default=True, describe="a host name or an IP address, e.g. node001 or 10.0.0.1"),
-    "gpus_per_node": _COUNT,
-    "runs": _COUNT,
+    # Each sizes what starts at once: a node holds at most 16 accelerators today (cpu: one process per "GPU"), and
+    # repeats are MLPerf's 10 or a few more.
+    "gpus_per_node": Rule(minimum=1, maximum=64),
+    "runs": Rule(minimum=1, maximum=1000),
     "measure_skip_steps": _INDEX,
     "profile_step_start": _INDEX,
     "profile_step_end": _INDEX,

@@ -157,9 +157,10 @@ def _quality(result: Result) -> list[str]:
 
 
 def vendor(name: str | None) -> str | None:
-    """``amd`` or ``nvd`` for an accelerator's name (None: neither vendor named)."""
+    """``amd`` or ``nvd`` for an accelerator's name (None: neither vendor named, or both: no evidence either way)."""
     upper = (name or "").upper()
-    return next((key for key, marks in VENDORS.items() if any(m in upper for m in marks)), None)
+    named = [key for key, marks in VENDORS.items() if any(m in upper for m in marks)]
+    return named[0] if len(named) == 1 else None
 
 
 def _evidence(result: Result) -> list[str]:

@@ -141,3 +141,29 @@ def test_check_runs_mlperfs_checkers_and_a_failed_log_does_not_count(tree, tmp_p
     assert sorted(p["check"] for p in checked) == ["FAILED"] + ["SUCCESS"] * 9
     assert all(p["rcp"].startswith("Pass: RCP found (mlperf-logging's RCP checker, ruleset 5.1.0); it normalises by")
                for p in checked)
+
+
+@pytest.mark.parametrize("where", ["file", "link-to-itself"])
+def test_an_output_folder_that_cannot_be_made_is_one_line(tree, tmp_path, capsys, where):
+    """Issue 49's hostile pass (M51-M53): ``--output-dir`` a file or a link loop was a FileExistsError traceback."""
+    out = tmp_path / "out"
+    if where == "file":
+        out.write_text("mine\n")
+    else:
+        out.symlink_to("out")
+    done = main_in_process(main, capsys, "import", str(tree), "--output-dir", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"mlperf: --output-dir {out}: ")
+    assert where != "file" or out.read_text() == "mine\n"
+
+
+def test_an_accelerator_naming_both_vendors_is_refused(tree, tmp_path, capsys):
+    """Issue 49's hostile pass (M44): "NVIDIA H100 ... AMD MI355X" was imported as amd (the first vendor named)."""
+    description = tree / "AMD" / "systems" / f"{SYSTEM}.json"
+    data = json.loads(description.read_text())
+    data["accelerator_model_name"] = "NVIDIA H100 \x1b[2J AMD MI355X"
+    description.write_text(json.dumps(data))
+    done = run_import(capsys, tmp_path, tree)
+    assert done.returncode == 1 and "(0 ok)" in done.stdout and "\x1b" not in done.stderr
+    assert len(lines_about(done.stderr, "names neither vendor or both")) == 10
