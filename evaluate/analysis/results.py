@@ -1,9 +1,7 @@
 """Loading a results directory: every ``train_*.json``, read through the one gate, grouped into repeated runs.
 
-A result is foreign input (a colleague's ``output.zip``): each file is read through the one gate,
-``utils.result.admit.admit`` (the strict reader, plausibility, the platform's evidence, an MLPerf verdict re-checked).
-A file that cannot be used is named with its first problem and left out, never a crash and never silent; the other
-files are compared.
+A result is foreign input: a file the gate (``utils.result.admit.admit``) refuses is named with its first problem
+and left out, never a crash and never silent; the other files are compared.
 """
 
 from __future__ import annotations
