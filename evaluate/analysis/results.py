@@ -1,7 +1,7 @@
 """Loading a results directory: every ``train_*.json``, read through the one gate, grouped into repeated runs.
 
-A result is foreign input: a file that cannot be used is named with its first problem and left out, never a crash,
-never silent; the other files are compared.
+A result is foreign input: a file the gate (``utils.result.admit.admit``) refuses is named with its first problem
+and left out, never a crash and never silent; the other files are compared.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ class LoadedResult:
 
     @property
     def model(self) -> str:
-        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``), one bounded line:
-        the one place the comparison names a model, so a proxy is grouped, tabled and plotted apart from the whole."""
+        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``, the result's own).
+
+        The one place the comparison names a model: a proxy is grouped, tabled and plotted apart from the whole
+        model and under its label (``display_name`` returns a label it does not know unchanged), one bounded line.
+        """
         shape = self.result.model_shape
         return one_line(shape.display_name) if shape.proxy_of_layers is not None else self.result.model
 
@@ -54,7 +57,10 @@ class LoadedResult:
 
     @property
     def label(self) -> str:
-        """Short name for tables and difference lists: the file name without ``train_``/``.json``, one line."""
+        """Short name used in tables and difference lists: the file name without ``train_``/``.json``.
+
+        Shown through ``one_line``: a file name may hold a line break or a control character.
+        """
         stem = one_line(self.path.stem)
         return stem[len("train_"):] if stem.startswith("train_") else stem
 
@@ -72,8 +78,10 @@ class LoadedResult:
 
 @dataclass
 class RunGroup:
-    """All runs of one (platform, framework, model, profile): repeated runs aggregated, failures shown apart; an
-    identical and a tuned run of one job are never averaged together."""
+    """All runs of one (platform, framework, model, profile): repeated runs are aggregated, failures shown apart.
+
+    The profile is part of the key: an identical and a tuned run of one job are never averaged together.
+    """
 
     platform: str
     framework: str
@@ -137,8 +145,11 @@ class LoadedDirectory:
 
 
 def load_results(paths: list[Path]) -> LoadedDirectory:
-    """Read each file through the gate; the refused ones are in ``skipped`` with the reason. A copy of a run already
-    read (only the name, index or platform label differs) is counted once and listed in ``duplicates``."""
+    """Read each file through the gate; the refused ones are returned in ``skipped`` with the reason.
+
+    A copy of a run already read (same start, arrays and figures; only the name, index or platform label differs)
+    is counted once and listed in ``duplicates`` (issue 33: one run copied to ``_r1``..``_r3`` made three repeats).
+    """
     loaded = LoadedDirectory([], [])
     seen: dict[str, Path] = {}
     for path in sorted(paths):
@@ -161,8 +172,10 @@ def load_results(paths: list[Path]) -> LoadedDirectory:
 
 
 def find_result_files(directory: Path) -> list[Path]:
-    """Every ``train_*.json`` entry directly in ``directory``, whatever it is (the loader names the unusable); the
-    atomic writes' temporary files start with a dot and never match."""
+    """Every ``train_*.json`` entry directly in ``directory``, whatever it is (the loader names the unusable).
+
+    Temp files of atomic writes start with a dot, so the pattern never matches them.
+    """
     return sorted(Path(directory).glob(RESULT_GLOB))
 
 

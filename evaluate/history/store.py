@@ -236,8 +236,7 @@ def _engine(target: Target, lock_timeout: float, read_only: bool) -> Engine:
             if not conn.get_execution_options().get("tprimat_write", False):
                 conn.exec_driver_sql("BEGIN")
                 return
-            # The write lock is waited for here, in SQLite waits of 0.1 s: a signal is answered between two (inside
-            # one SQLite wait of lock_timeout, a SIGTERM to train.sh's history add took 28 s: issue 49).
+            # The write lock is waited for in SQLite waits of 0.1 s, so a signal is answered between two.
             raw, deadline = conn.connection.dbapi_connection, time.monotonic() + lock_timeout
             raw.execute("PRAGMA busy_timeout = 100")
             try:

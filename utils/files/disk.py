@@ -77,11 +77,9 @@ def check_writable_dir(path: Path, label: str = "OUTPUT_DIR", min_free_bytes: in
         raise
     except (OSError, ValueError) as exc:
         raise OutputDirError(f"{where} cannot be created: {_reason(exc)}") from None
-    # What a result write does, in the folder and in its bookkeeping folder (locks, reserves, the marker) where
-    # there is one: a file created, written, synced and renamed into place. Any failure, whatever the file system
-    # says, refuses the folder before a job runs (issue 33: the check passed folders a result could not be written
-    # into). A missing bookkeeping folder is neither made nor probed: the first writer makes it in the folder just
-    # probed, and a check that made and removed it raced another node's check of a shared OUTPUT_DIR (issue 49).
+    # What a result write does (create, write, sync, rename) in the folder and its bookkeeping folder: any failure
+    # refuses the folder before a job runs. A missing bookkeeping folder is not made: a check that made and removed
+    # it raced another node's check of a shared OUTPUT_DIR.
     bookkeeping = path / LOCK_DIR
     for folder in (path, bookkeeping) if os.path.lexists(bookkeeping) else (path,):
         try:

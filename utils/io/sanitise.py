@@ -1,20 +1,12 @@
-"""Foreign text made safe to show: the one owner of output sanitising.
+"""Foreign text made safe to show: the one owner of output sanitising, at two places no renderer can skip.
 
-Escape sequences (clear screen, set a window title), line breaks, bidirectional overrides and markup from a result,
-a database row, a log, an MLLOG, config.env or the environment reached the console, ``compare.md``, the page and
-the history CLI unchanged, and a million-character field was printed whole. So the step is structural, at two
-places no renderer can skip:
+* Where foreign records enter the renderers: :func:`sanitised` makes every string of a result or prescreen one inert
+  line (``evaluate/analysis/results.py``, ``evaluate/gpu_check/check.py``).
+* Where text leaves the program: :func:`one_line` for a field or message (bounded), :func:`safe_text` for a rendered
+  document (line breaks kept, every line bounded), :func:`safe_markdown` for Markdown (HTML tags shown as text).
 
-* where foreign records enter the renderers: :func:`sanitised` returns a typed record (a result, a prescreen)
-  whose every string is one line with nothing a terminal or Markdown acts on (``evaluate/analysis/results.py``'s loader
-  and ``evaluate/gpu_check/check.py``'s prescreen reader use it, so every table, report and plot draws from clean text);
-* where text leaves the program: :func:`one_line` for a field or a message that quotes input (bounded), and
-  :func:`safe_text` for a whole rendered document (the console reports, the dry run): line breaks kept, every other
-  control character, C1 control, line or paragraph separator, bidirectional override and lone surrogate escaped,
-  every line bounded; :func:`safe_markdown` for a Markdown document, whose HTML tags are shown as text besides.
-
-What is escaped is shown as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``), never dropped: what a file
-holds stays visible. :func:`unsafe_character` is the same definition for a rule that refuses such text (config.env).
+Escaped (C0 and C1 controls, separators, bidirectional controls, lone surrogates) means shown as the Python escape
+(``\\x1b``), never dropped. :func:`unsafe_character` is the same definition for a rule that refuses such text.
 tests/house/test_printers.py walks every printer with one hostile corpus.
 """
 
@@ -67,10 +59,6 @@ def safe_markdown(text: str) -> str:
     return _FOREIGN_TAG.sub("&lt;", safe_text(text))
 
 
-def needs_escaping(text: str) -> bool:
-    return _UNSAFE.search(text) is not None
-
-
 def unsafe_character(text: str) -> str | None:
     """The first character :func:`one_line` would escape (a C0 or C1 control, a bidirectional control, a line
     separator, a lone surrogate) as its escape, or None: a rule that refuses such text refuses them all."""
@@ -80,16 +68,12 @@ def unsafe_character(text: str) -> str | None:
 
 def _clean(value: Any) -> tuple[Any, bool]:
     if isinstance(value, str):
-        return (_UNSAFE.sub(_escaped, value), True) if needs_escaping(value) else (value, False)
+        return (_UNSAFE.sub(_escaped, value), True) if _UNSAFE.search(value) else (value, False)
     if isinstance(value, dict):
-        changed = False
-        out = {}
-        for key, item in value.items():
-            new_key, key_changed = _clean(key)
-            new_item, item_changed = _clean(item)
-            out[new_key] = new_item
-            changed = changed or key_changed or item_changed
-        return (out, True) if changed else (value, False)
+        pairs = [(_clean(key), _clean(item)) for key, item in value.items()]
+        if any(key[1] or item[1] for key, item in pairs):
+            return {key[0]: item[0] for key, item in pairs}, True
+        return value, False
     if isinstance(value, list | tuple):
         items = [_clean(item) for item in value]
         if any(changed for _, changed in items):

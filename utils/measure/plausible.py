@@ -1,19 +1,9 @@
 """Which figures can be physically true: the one owner of plausibility bounds for results and prescreens.
 
-Consistency is not plausibility (issue 33: a cpu result with every step time x1e-9 was consistent, VALID and ranked
-first): a figure must fit what the hardware and the run can do. Recomputed from the result's own shape, workload and
-arrays, never from what it claims about itself:
-
-* the model FLOP utilisation from the shape's FLOPs per token (causal: the lenient bound) and the tokens/s/GPU,
-  against the device's datasheet peak (``utils/machine/hardware.py``; the fastest known for an unknown device,
-  :data:`CPU_CEILING_TFLOPS` on cpu): above 100% is refused; every measured step at least :data:`STEP_TIME_FLOOR_S`;
-* every training and eval loss a cross-entropy can be (0 .. :data:`MAX_LOSS`);
-* the ``quality`` block within the run: no evaluation after its recorded steps or its duration, samples = step x
-  GBS, tokens = samples x SL, GPU-hours to target = time x GPUs / 3600;
-* the platform's evidence: torch build, software stack, device vendor and MFU reason are the platform's;
-* a prescreen's measured peak within its own points and the datasheet, on the results' platform and device.
-
-Every reader of result files applies them through ``utils/result/admit.py``.
+Consistency is not plausibility: a consistent result can still be forged. Each bound is recomputed from the result's
+own shape, workload and arrays, never from what it claims: MFU against the datasheet peak (causal FLOPs, the lenient
+bound) and the step-time floor; losses a cross-entropy can be; the ``quality`` block within the run; the platform's
+evidence; a prescreen's peak. Every reader of result files applies them through ``utils/result/admit.py``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The one gate of a result read from elsewhere: every reader of result files reads through :func:`admit`.
 
-Why one owner: a check kept by one reader is bypassed by the next (issue 49: compare left out a forged 1.14e12
-tokens/s/GPU run that ``history add`` stored as the baseline a genuine run then failed). Together, in one call: a
-readable regular file, read strictly under the result's limits (:func:`utils.result.file.read_result`); figures that
-can be true (:func:`utils.measure.plausible.implausible`); and a ``PROFILE=mlperf`` verdict that MLPerf's checker
-(``utils/result/mllog.py``) gives again on the MLLOG beside the result. Each reader says what a refusal means to it:
-compare and validate leave the file out, ``history add`` stores it as refused, the gate refuses the candidate.
+Why one owner: a check kept by one reader is bypassed by the next. In one call: a regular file read strictly
+(:func:`utils.result.file.read_result`), figures that can be true (:func:`utils.measure.plausible.implausible`), and
+a ``PROFILE=mlperf`` verdict MLPerf's checker gives again on the MLLOG beside the result. Compare leaves a refused
+file out, validate lists its reasons, ``history add`` stores it as refused, the gate refuses the candidate.
 """
 
 from __future__ import annotations

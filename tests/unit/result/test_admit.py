@@ -20,7 +20,7 @@ from evaluate.history.store import open_database
 from tests.helpers.evaluate import make_result, workload_config
 from tests.helpers.history import cli
 from tests.helpers.mlperf import FULL, mlperf_result
-from utils.measure.quality import PER_TOKEN_MEAN, build_quality, make_evaluation
+from utils.measure.quality import FIXED_SET, PER_TOKEN_MEAN, build_quality, make_evaluation
 from utils.result.admit import Refused, Unreadable, admit, refusals
 from utils.result.file import ResultError, read_result, result_path
 from utils.result.mllog import mllog_path, mlperf_record
@@ -34,7 +34,8 @@ def _quality(result: Result) -> None:
     cfg = workload_config(**EVAL)
     evaluations = [make_evaluation(cfg, step=5 * (i + 1), loss=loss, seconds=7.5 * (i + 1), eval_seconds=0.5)
                    for i, loss in enumerate([6.0, 4.5, 3.9, 3.5])]
-    result.quality = build_quality(cfg, evaluations, reduction=PER_TOKEN_MEAN, platform=result.platform, gpus=8,
+    result.quality = build_quality(cfg, evaluations, reduction=PER_TOKEN_MEAN, held_out=FIXED_SET,
+                                   platform=result.platform, gpus=8,
                                    energy_reason="not measured in a test")
 
 
