@@ -124,10 +124,6 @@ def match_references(result: Result, measured: float | None) -> list[ReferenceMa
     if measured is None:
         return []
     references, flag_fraction = load_references()
-    out = []
-    for reference in references:
-        if matches(reference, result):
-            fraction = measured / reference.tokens_per_second_per_gpu
-            flagged = result.profile == "tuned" and reference.kind == "published" and fraction < flag_fraction
-            out.append(ReferenceMatch(reference, measured, fraction, flagged, result.profile))
-    return out
+    fractions = [(r, measured / r.tokens_per_second_per_gpu) for r in references if matches(r, result)]
+    return [ReferenceMatch(r, measured, fraction, result.profile == "tuned" and r.kind == "published"
+                           and fraction < flag_fraction, result.profile) for r, fraction in fractions]

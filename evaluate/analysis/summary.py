@@ -122,13 +122,10 @@ class Ratio:
 def platform_ratios(summaries: list[GroupSummary], top: str = "amd", bottom: str = "nvd",
                     profile: str = "identical") -> list[Ratio]:
     """Every ``top`` group against every ``bottom`` group of the same model and ``profile``, from per-run values."""
-    out = []
-    for a in (s for s in summaries if s.group.platform == top and s.group.profile == profile):
-        for b in (s for s in summaries if s.group.platform == bottom and s.group.profile == profile):
-            value = ratio_estimate(a.per_run_tokens_per_gpu, b.per_run_tokens_per_gpu)
-            if value is not None:
-                out.append(Ratio(a, b, value))
-    return out
+    pairs = [(a, b, ratio_estimate(a.per_run_tokens_per_gpu, b.per_run_tokens_per_gpu))
+             for a in summaries if a.group.platform == top and a.group.profile == profile
+             for b in summaries if b.group.platform == bottom and b.group.profile == profile]
+    return [Ratio(a, b, value) for a, b, value in pairs if value is not None]
 
 
 @dataclass(frozen=True)
@@ -324,16 +321,12 @@ class QualityRatio:
 
 def quality_ratios(summaries: list[QualitySummary], top: str = "amd", bottom: str = "nvd") -> list[QualityRatio]:
     """Every ``top`` group against every ``bottom`` group with the same target, profile and held-out measure (a fixed
-    set is never set against continuing blocks: issue 50), from per-run times."""
-    out = []
-    for a in (s for s in summaries if s.group.platform == top):
-        for b in (s for s in summaries if s.group.platform == bottom and s.group.profile == a.group.profile):
-            if a.target_loss is None or a.target_loss != b.target_loss or bool(a.fixed_set) != bool(b.fixed_set):
-                continue
-            value = ratio_estimate(a.per_run_time_s, b.per_run_time_s)
-            if value is not None:
-                out.append(QualityRatio(a, b, value))
-    return out
+    set is never set against continuing blocks), from per-run times."""
+    pairs = [(a, b, ratio_estimate(a.per_run_time_s, b.per_run_time_s))
+             for a in summaries if a.group.platform == top and a.target_loss is not None
+             for b in summaries if b.group.platform == bottom and b.group.profile == a.group.profile
+             and a.target_loss == b.target_loss and bool(a.fixed_set) == bool(b.fixed_set)]
+    return [QualityRatio(a, b, value) for a, b, value in pairs if value is not None]
 
 
 def model_title(model: str, groups: Iterable[GroupSummary]) -> str:

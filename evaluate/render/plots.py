@@ -60,15 +60,9 @@ def _color(summary: GroupSummary) -> str:
 def _yerr(estimates: list[Estimate | None]) -> list[list[float]] | None:
     if not any(e is not None and e.has_interval for e in estimates):
         return None
-    low, high = [], []
-    for e in estimates:
-        if e is not None and e.has_interval:
-            low.append(max(e.value - e.low, 0.0))  # type: ignore[operator]
-            high.append(max(e.high - e.value, 0.0))  # type: ignore[operator]
-        else:
-            low.append(0.0)
-            high.append(0.0)
-    return [low, high]
+    shown = [e if e is not None and e.has_interval else None for e in estimates]
+    return [[0.0 if e is None else max(e.value - e.low, 0.0) for e in shown],  # type: ignore[operator]
+            [0.0 if e is None else max(e.high - e.value, 0.0) for e in shown]]  # type: ignore[operator]
 
 
 def _bars(ax, summaries: list[GroupSummary], values: list[Estimate | None], labels: list[str], fmt: str,
