@@ -40,15 +40,11 @@ REPO = Path(__file__).resolve().parent.parent
 LIMITS = {"add": (30.0, 500.0), "trend": (5.0, None), "gate": (2.0, None)}  # seconds, MiB
 
 
-def _measure(bench: str, size: int, argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> Figure:
-    return measure(bench, size, argv, LIMITS[bench], ok_codes)
-
-
 def bench_add(count: int, work: Path) -> Figure:
     results = work / "results"
     make_results(results, count)
-    return _measure("add", count, [sys.executable, "-m", "evaluate.history", "add", str(results),
-                                   "--db", str(work / "add.sqlite")])
+    return measure("add", count, [sys.executable, "-m", "evaluate.history", "add", str(results),
+                                  "--db", str(work / "add.sqlite")], LIMITS["add"])
 
 
 def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
@@ -83,8 +79,8 @@ def bench_trend(count: int, work: Path) -> Figure:
                 add_records(db, batch)
                 batch = []
         add_records(db, batch)
-    return _measure("trend", count, [sys.executable, "-m", "evaluate.history", "trend", "--db", str(db_path),
-                                     "--png", str(work / "trend.png")])
+    return measure("trend", count, [sys.executable, "-m", "evaluate.history", "trend", "--db", str(db_path),
+                                    "--png", str(work / "trend.png")], LIMITS["trend"])
 
 
 def bench_gate(steps: int, work: Path) -> Figure:
@@ -98,8 +94,9 @@ def bench_gate(steps: int, work: Path) -> Figure:
         add_records(db, records, ["bench-baseline"])
     candidate = make_result(work / "candidate", "nvd", "mega", "llama", seed=2, TRAIN_ITERS=str(steps),
                             WARMUP_STEPS="5", MEASURE_SKIP_STEPS="5")
-    return _measure("gate", steps, [sys.executable, "-m", "evaluate.gate", "--db", str(db_path), "--candidate",
-                                    str(candidate), "--baseline", "tag:bench-baseline"], ok_codes=(0, 1))
+    return measure("gate", steps, [sys.executable, "-m", "evaluate.gate", "--db", str(db_path), "--candidate",
+                                   str(candidate), "--baseline", "tag:bench-baseline"], LIMITS["gate"],
+                   ok_codes=(0, 1))
 
 
 def _train(env: dict[str, str], output: Path, frameworks: str, one_core: bool) -> None:

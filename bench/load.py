@@ -74,10 +74,6 @@ def measure(bench: str, size: int, argv: list[str], limits: tuple[float, float |
                   ok_codes)
 
 
-def _measure(bench: str, size: int, argv: list[str]) -> Figure:
-    return measure(bench, size, argv, LIMITS[bench])
-
-
 def make_results(folder: Path, count: int) -> None:
     """``count`` result files: one built per job through the real API, the rest its repeat runs."""
     sys.path.insert(0, str(REPO))
@@ -112,8 +108,9 @@ def make_log(path: Path, lines: int) -> None:
 def bench_compare(count: int, work: Path) -> Figure:
     results = work / "results"
     make_results(results, count)
-    return _measure("compare", count, [sys.executable, "-m", "evaluate.compare", "--results-dir", str(results),
-                                       "--output-dir", str(work / "compare-out"), "--allow-mismatch"])
+    return measure("compare", count, [sys.executable, "-m", "evaluate.compare", "--results-dir", str(results),
+                                      "--output-dir", str(work / "compare-out"), "--allow-mismatch"],
+                   LIMITS["compare"])
 
 
 def bench_page(count: int, work: Path) -> Figure:
@@ -121,16 +118,16 @@ def bench_page(count: int, work: Path) -> Figure:
     results = work / "results"
     if not results.is_dir():
         make_results(results, count)
-    return _measure("page", count, [sys.executable, "-m", "evaluate.report_html", "--results-dir", str(results),
-                                    "--output", str(work / "page-out" / "report.html"), "--db", "off"])
+    return measure("page", count, [sys.executable, "-m", "evaluate.report_html", "--results-dir", str(results),
+                                   "--output", str(work / "page-out" / "report.html"), "--db", "off"], LIMITS["page"])
 
 
 def bench_extract(lines: int, work: Path) -> Figure:
     log = work / "megatron.log"
     make_log(log, lines)
-    return _measure("extract", lines, [sys.executable, "-m", "evaluate.extract", str(log), "--from-log",
-                                       "--platform", "amd", "--framework", "mega", "--model", "llama",
-                                       "--output-dir", str(work / "extract-out")])
+    return measure("extract", lines, [sys.executable, "-m", "evaluate.extract", str(log), "--from-log",
+                                      "--platform", "amd", "--framework", "mega", "--model", "llama",
+                                      "--output-dir", str(work / "extract-out")], LIMITS["extract"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,7 @@
 """``python -m evaluate.mlperf import PATH...``: MLPerf Training's published runs as tprimat results.
 
-Reads results trees, archives and MLLOG files (``evaluate/mlperf/sources.py``), writes one result per run into
-``--output-dir`` (``train_<amd|nvd>_mlperf_llama_mlperf_r<n>_from-<submitter>.<system>.json``) and prints one line
-per system: its GPUs, runs, counted runs and MLPerf's score (mlperf-logging's arithmetic, ``score.py``). Every run
-or file that is not imported is one line saying why (stderr); the exit status is 1 when no run was imported, 2 on a
-usage error, 0 otherwise.
+Writes one result per run into ``--output-dir`` and prints one line per system (GPUs, runs, counted runs, MLPerf's
+score); every run or file not imported is one line saying why. Exit 1 when no run was imported, 2 on a usage error.
 """
 
 from __future__ import annotations
