@@ -67,9 +67,8 @@ def prescreen_lines(check: GpuCheck) -> list[str]:
 
 
 def note_lines(check: GpuCheck) -> list[str]:
-    notes = [f"{row.framework} {what}: n/a because {why}" for row in check.rows for what, why in row.missing.items()]
-    notes += [f"skipped result: {reason}" for reason in check.skipped]
-    return notes
+    return [*(f"{row.framework} {what}: n/a because {why}" for row in check.rows for what, why in row.missing.items()),
+            *(f"skipped result: {reason}" for reason in check.skipped)]
 
 
 def _intro(check: GpuCheck) -> str:

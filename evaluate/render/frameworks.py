@@ -104,17 +104,12 @@ def _hardware(summaries: list[GroupSummary]) -> str | None:
 
 def rows(summaries: list[GroupSummary]) -> list[list[str]]:
     """One row per framework: Tokens/s/GPU, Avg Step Time, Final Loss, Total Time (ok runs only)."""
-    out = []
-    for s in summaries:
-        ok = bool(s.group.ok_runs)
-        out.append([
-            display_name("framework", s.group.framework), s.group.status_text(),
-            f"{s.tokens_per_gpu.value:,.1f}" if ok and s.tokens_per_gpu else "n/a",
-            f"{s.avg_step_time.value:.3f}s" if ok and s.avg_step_time else "n/a",
-            f"{s.final_loss:.4f}" if ok and s.final_loss is not None else "n/a",
-            f"{s.step_time_total_s:,.1f}s" if ok and s.step_time_total_s is not None else "n/a",
-        ])
-    return out
+    return [[display_name("framework", s.group.framework), s.group.status_text(),
+             f"{s.tokens_per_gpu.value:,.1f}" if ok and s.tokens_per_gpu else "n/a",
+             f"{s.avg_step_time.value:.3f}s" if ok and s.avg_step_time else "n/a",
+             f"{s.final_loss:.4f}" if ok and s.final_loss is not None else "n/a",
+             f"{s.step_time_total_s:,.1f}s" if ok and s.step_time_total_s is not None else "n/a"]
+            for s, ok in ((s, bool(s.group.ok_runs)) for s in summaries)]
 
 
 def summary_lines(summaries: list[GroupSummary]) -> list[str]:
