@@ -220,8 +220,6 @@ def main(argv: list[str] | None = None) -> int:
            "PYTHONPATH": os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p)}
     if args.workload == "gpu_check":
         env.update(GPU_CHECK_WORKLOAD)
-    sys.path.insert(0, str(repo))
-
     try:
         cfg = load_config(environ=env)
     except ConfigError as exc:

@@ -91,14 +91,10 @@ def failed_rows(groups: list[GroupSummary]) -> list[list[str]]:
 
 
 def reference_rows(groups: list[GroupSummary]) -> list[list[str]]:
-    rows = []
-    for s in groups:
-        for m in s.references:
-            ref = m.reference
-            rows.append([group_name(s), ref.name, ref.config_text(), f"{ref.tokens_per_second_per_gpu:,.0f}",
-                         f"{m.measured:,.1f}", m.verdict(), ref.flop_convention,
-                         f"[{ref.source_title}]({ref.source_url})" + ("" if ref.verified else " (unverified)")])
-    return rows
+    return [[group_name(s), ref.name, ref.config_text(), f"{ref.tokens_per_second_per_gpu:,.0f}", f"{m.measured:,.1f}",
+             m.verdict(), ref.flop_convention,
+             f"[{ref.source_title}]({ref.source_url})" + ("" if ref.verified else " (unverified)")]
+            for s in groups for m in s.references for ref in [m.reference]]
 
 
 def recipe_rows(groups: list[GroupSummary]) -> list[list[str]]:
