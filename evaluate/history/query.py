@@ -291,13 +291,8 @@ def fact_differences(a: list[RunView], b: list[RunView]) -> list[SettingDifferen
     keys = sorted({k for v in a + b for k in v.details})
     order = {prefix: i for i, (prefix, _) in enumerate(SECTIONS)}
     keys.sort(key=lambda k: (order.get(k.split(".", 1)[0], len(order)), k))
-    found = []
-    for key in keys:
-        values_a = sorted(_text(v.details.get(key, MISSING)) for v in a)
-        values_b = sorted(_text(v.details.get(key, MISSING)) for v in b)
-        if set(values_a) != set(values_b):
-            found.append(SettingDifference(key, _side_value(a, key), _side_value(b, key)))
-    return found
+    return [SettingDifference(key, _side_value(a, key), _side_value(b, key)) for key in keys
+            if {_text(v.details.get(key, MISSING)) for v in a} != {_text(v.details.get(key, MISSING)) for v in b}]
 
 
 def metric_deltas(a: list[RunView], b: list[RunView]) -> list[MetricDelta]:

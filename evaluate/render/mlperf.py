@@ -71,14 +71,11 @@ def host_differences(results: Iterable[LoadedResult]) -> list[HostDifference]:
     """Every (AMD run, NVIDIA run) pair of one model and profile whose recorded host settings differ, by setting
     (readable on one side only is a difference: the hosts cannot be shown to match)."""
     ok = [r for r in results if r.ok and r.result.environment.host_tunables is not None]
-    found = []
-    for a in (r for r in ok if r.platform == "amd"):
-        for b in (r for r in ok if r.platform == "nvd" and r.model == a.model and r.result.profile == a.result.profile):
-            for key in COMPARED:
-                va, vb = _value(a, key), _value(b, key)
-                if va != vb and not (va.startswith("unreadable") and vb.startswith("unreadable")):
-                    found.append(HostDifference(a.model, a.path.name, b.path.name, key, va, vb))
-    return found
+    return [HostDifference(a.model, a.path.name, b.path.name, key, va, vb)
+            for a in ok if a.platform == "amd"
+            for b in ok if b.platform == "nvd" and b.model == a.model and b.result.profile == a.result.profile
+            for key in COMPARED for va, vb in [(_value(a, key), _value(b, key))]
+            if va != vb and not (va.startswith("unreadable") and vb.startswith("unreadable"))]
 
 
 def console_lines(results: list[LoadedResult]) -> list[str]:
