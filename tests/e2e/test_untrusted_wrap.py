@@ -124,17 +124,22 @@ def test_an_environment_secret_is_refused_the_same_way(value: str) -> None:
     assert TOKEN not in str(info.value)
 
 
-def test_the_leak_check_compares_bytes(shared_repo: Path, tmp_path: Path) -> None:
-    """A token that is not UTF-8 (bytes as the process received them) is still found in a log."""
+def test_a_token_that_is_no_utf8_is_refused_before_packing(shared_repo: Path, tmp_path: Path) -> None:
+    """A token that is no UTF-8 (bytes as the process received them) is refused in one line that never shows it, and
+    nothing is packed: the leak check looks for a secret's exact bytes, so a token no log could spell is refused."""
     token = TOKEN.encode() + b"\xff\xfe"
     out = _output(tmp_path)
     (out / "logs" / "train_cpu_tran_llama.log").write_bytes(b"header " + token + b" trailer")
     env = clean_env(tmp_path, OUTPUT_DIR=str(out))
     proc = subprocess.run(["bash", str(shared_repo / "shell" / "wrap.sh")], env={**env, "HF_TOKEN": token},
                           cwd=shared_repo, capture_output=True, timeout=120)
-    assert proc.returncode == 1, proc.stderr
-    assert b"contain a secret value (not shown)" in proc.stderr and token not in proc.stdout + proc.stderr
-    assert read_secret_bytes("HF_TOKEN", environ={"HF_TOKEN": os.fsdecode(token)}) == token
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and b"HF_TOKEN from the environment" in lines[0], proc.stderr
+    assert TOKEN.encode() not in proc.stdout + proc.stderr and not (shared_repo / "output.zip").exists()
+    with pytest.raises(ConfigError, match="HF_TOKEN from the environment") as info:
+        read_secret_bytes("HF_TOKEN", environ={"HF_TOKEN": os.fsdecode(token)})
+    assert TOKEN not in str(info.value)
 
 
 def test_help(shared_repo: Path) -> None:

@@ -127,8 +127,8 @@ def test_compare_never_puts_cpu_bf16_and_fp32_runs_in_one_ratio_unsaid(tmp_path:
     out = tmp_path / "output"
     native = choose("bf16", "auto", False, BF16_CPU, {})
     emulated = choose("bf16", "auto", False, AVX2_CPU, {})
-    make_result(out, "nvd", "tran", mutate=_ran(native), PRECISION=native.ran)
-    make_result(out, "nvd", "deep", mutate=_ran(emulated), PRECISION=emulated.ran)
+    make_result(out, "cpu", "tran", mutate=_ran(native), PRECISION=native.ran)
+    make_result(out, "cpu", "deep", mutate=_ran(emulated), PRECISION=emulated.ran)
     report = check_fairness(load_directory(out).results)
     assert not report.fair
     differences = {d.key: sorted(d.values.values()) for d in report.differences}
