@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,15 +255,16 @@ def run_case(case: Case, root: Path) -> Outcome:
     return Outcome(case, code, seconds, "FAIL: " + "; ".join(problems) if problems else "pass")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.e2e.hostile_pass", description=__doc__.split("\n\n")[0])
+def run_pass(prog: str, doc: str, make_cases: Callable[[Path], list[Case]], argv: list[str] | None = None) -> int:
+    """A hostile pass's command line: every case of ``make_cases`` in a throwaway folder, one table row a case."""
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=doc.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="also write the Markdown table here")
     parser.add_argument("--only", help="run the cases whose id starts with this")
     args = parser.parse_args(argv)
     rows = ["| case | what | exit | seconds | verdict |", "|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="tprimat-hostile-") as folder:
         root = Path(folder)
-        cases = [c for c in _cases(root) if not args.only or c.id.startswith(args.only)]
+        cases = [c for c in make_cases(root) if not args.only or c.id.startswith(args.only)]
         for case in cases:
             outcome = run_case(case, root)
             row = (f"| {case.id} | {case.what} | {outcome.code} | {outcome.seconds:.1f} | "
@@ -272,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text("\n".join(rows) + "\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_pass("tests.e2e.hostile_pass", __doc__ or "", _cases, argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

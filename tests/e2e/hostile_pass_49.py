@@ -12,7 +12,6 @@ Not a test module: a pass that finds failures must still finish and report them.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -21,11 +20,10 @@ import shutil
 import signal
 import sys
 import tarfile
-import tempfile
 import zipfile
 from pathlib import Path
 
-from tests.e2e.hostile_pass import ESC, Case, run_case
+from tests.e2e.hostile_pass import ESC, Case, run_pass
 from tests.helpers.paths import FIXTURES, REPO
 
 SAMPLE = FIXTURES / "mlperf" / "v51_sample.tar.xz"
@@ -341,26 +339,14 @@ def _slurm_cases(root: Path) -> list[Case]:
     ]
 
 
+def _cases(root: Path) -> list[Case]:
+    (root / "m").mkdir()
+    (root / "l").mkdir()
+    return _mlperf_cases(root / "m") + _slurm_cases(root / "l")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.e2e.hostile_pass_49", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="also write the Markdown table here")
-    parser.add_argument("--only", help="run the cases whose id starts with this")
-    args = parser.parse_args(argv)
-    rows = ["| case | what | exit | seconds | verdict |", "|---|---|---|---|---|"]
-    with tempfile.TemporaryDirectory(prefix="tprimat-hostile49-") as folder:
-        root = Path(folder)
-        (root / "m").mkdir()
-        (root / "l").mkdir()
-        cases = _mlperf_cases(root / "m") + _slurm_cases(root / "l")
-        for case in [c for c in cases if not args.only or c.id.startswith(args.only)]:
-            outcome = run_case(case, root)
-            row = (f"| {case.id} | {case.what} | {outcome.code} | {outcome.seconds:.1f} | "
-                   f"{outcome.verdict.replace('|', '/')} |")
-            rows.append(row)
-            print(row, flush=True)
-    if args.out:
-        args.out.write_text("\n".join(rows) + "\n")
-    return 0
+    return run_pass("tests.e2e.hostile_pass_49", __doc__ or "", _cases, argv)
 
 
 if __name__ == "__main__":
