@@ -1,10 +1,7 @@
 """What a config is: the typed ``Config`` (its fields are the ``config.env`` keys), its derived values, and its checks.
 
-Derived values (global batch size, world size) are computed here and checked, never taken on trust: a config that
-says ``GBS=128`` while ``MBS*DP*GA`` is 64 is an error, not a silent choice. How a value is checked, in order: every
-float must be finite and every list non-empty; then the key's row in ``utils/config/rules.py``'s ``RULES`` (choices,
-minimum, maximum); then the cross-key checks of :func:`check_config`. Each failure is one line naming the key and
-the value. ``utils/config/load.py`` turns ``config.env`` and the environment into one.
+Derived values (global batch size, world size) are computed and checked, never taken on trust: a config that says
+``GBS=128`` while ``MBS*DP*GA`` is 64 is an error, not a silent choice. Each failure is one line naming key and value.
 """
 
 from __future__ import annotations

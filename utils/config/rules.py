@@ -1,10 +1,7 @@
 """The per-key rules of the config: what each ``config.env`` key accepts beyond its type.
 
 Why a table: every key is checked the same way (choices, minimum, maximum), a new key is one row, and the
-hostile-input tests walk the table itself (``tests/e2e/test_hostile.py`` sends every number a huge value, so each
-needs both bounds). Finite floats, non-empty lists and text without a character
-``utils/io/sanitise.py`` escapes (C0, C1, bidirectional controls), no longer than a path, follow from the type
-and need no row.
+hostile-input tests walk the table itself (each number needs both bounds).
 """
 
 from __future__ import annotations

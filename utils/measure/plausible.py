@@ -1,9 +1,7 @@
 """Which figures can be physically true: the one owner of plausibility bounds for results and prescreens.
 
 Consistency is not plausibility: a consistent result can still be forged. Each bound is recomputed from the result's
-own shape, workload and arrays, never from what it claims: MFU against the datasheet peak (causal FLOPs, the lenient
-bound) and the step-time floor; losses a cross-entropy can be; the ``quality`` block within the run; the platform's
-evidence; a prescreen's peak. Every reader of result files applies them through ``utils/result/admit.py``.
+own shape, workload and arrays, never from what it claims; readers apply them through ``utils/result/admit.py``.
 """
 
 from __future__ import annotations
