@@ -57,9 +57,13 @@ class Mlperf(Block):
 class Published(Block):
     """A run someone else measured and published: an MLPerf Training submission's run (the MLPerf importer, issue 48).
 
-    Never tprimat's measurement: its ``framework`` is :data:`PUBLISHED_FRAMEWORK` (the submitter's is ``framework``
-    here) and ``log`` is the run's place inside the results repository. ``score_min`` is MLPerf's score of the whole
-    system, the same in each of its runs; ``counted`` says whether this run enters it, and why not."""
+    Never tprimat's measurement: such a result's ``framework`` is :data:`PUBLISHED_FRAMEWORK` (the submitter's
+    framework is ``framework`` here, as its system description states it), its ``source.kind`` is ``mlperf`` and
+    ``log`` is the run's place inside the results repository, never a path of the machine that imported it.
+    ``score_min`` is MLPerf's score of the whole system (the olympic mean of its counted runs' minutes, times
+    ``scaling_factor``), the same in each of its runs; ``counted`` says whether this run enters it, and why not.
+    ``check`` is MLPerf's compliance checker's verdict on the log, None with ``check_reason`` when not run.
+    """
 
     origin: str
     round: str

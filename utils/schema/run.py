@@ -55,9 +55,12 @@ class Workload(Block):
 class TrainingConfig(Block):
     """What the run trained with.
 
-    ``precision_effective`` is the configuration's precision label, the same for every framework so fairness can compare
-    it; on cpu ``precision_requested`` is PRECISION where CPU_PRECISION chose another. ``workload`` is the one record of
-    the fairness keys; the five top-level names are the older tools' spelling of five of them, checked equal here."""
+    ``precision_effective`` is the configuration's precision label, the same for every framework so fairness can
+    compare it; ``precision_detail`` says how the framework realises it, in its own words. On cpu the precision that
+    ran may differ from PRECISION (CPU_PRECISION): ``precision_requested`` is PRECISION and ``precision_reason`` says
+    why. ``workload`` is the one record of the fairness keys; the five top-level names are the older tools' spelling
+    of five of them, checked equal here.
+    """
 
     max_steps: Positive | None
     global_batch_size: Positive | None
