@@ -170,10 +170,7 @@ def _insert(db: Database):  # type: ignore[no-untyped-def]
 
 
 def add_records(db: Database, records: list[RunRecord], tag_names: Iterable[str] = ()) -> Added:
-    """Store ``records`` in one transaction; a record already there (same content) is kept once.
-
-    Returns how many were new, how many were there already, and every record's run id (in order).
-    """
+    """Store ``records`` in one transaction (a record already there is kept once): new, present, and every run id."""
     names = sorted({tag_name(t) for t in tag_names if t})
     unique: dict[str, RunRecord] = {}
     for record in records:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evaluate.analysis.summary import GroupSummary, model_title
-from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
+from evaluate.render.mpl import Figure  # the Agg backend
 from evaluate.render.plots import PLATFORM_LINES, PLATFORM_MARKERS, SEPARATOR
 from utils.spec.registry import display_name, framework_color
 

@@ -127,12 +127,8 @@ class Config(EvaluationCadence):
     # ---- derived values -------------------------------------------------
     @property
     def precision_label(self) -> str:
-        """The precision every framework's result records (``training_config.precision_effective``).
-
-        One label per configuration, the same for every framework, so that a fairness check can
-        compare it; how a framework realises it (autocast, master weights, FP8 recipe) is the
-        result's ``precision_detail`` and its effective settings.
-        """
+        """The precision every framework's result records (``training_config.precision_effective``): one label per
+        configuration, so that a fairness check can compare it; how a framework realises it is ``precision_detail``."""
         return f"{self.precision}+fp8" if self.fp8 else self.precision
 
     def tran_compile_on(self, platform: str) -> bool:

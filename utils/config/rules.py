@@ -266,10 +266,8 @@ def sequence_problem(seq_len: int, shape: Any) -> str | None:
 
 
 def tensor_split_problem(shape: Any, tp: int) -> str | None:
-    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can). Every vendor stack
-    splits the heads and the query groups over TP, and Megatron's ``TransformerConfig`` refuses a TP that divides either
-    not (847781764f ``megatron/core/transformer/transformer_config.py:726,741``); refused here, before launch, with a
-    message about the shape. ``tran`` and ``deep`` run TP 1."""
+    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can): every vendor stack
+    splits heads and query groups over TP, and Megatron refuses a TP that divides either not; refused before launch."""
     heads, groups = shape.num_attention_heads, shape.num_query_groups
     if tp <= 1 or (heads % tp == 0 and groups % tp == 0):
         return None

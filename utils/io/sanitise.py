@@ -90,11 +90,8 @@ def _may_hold_unsafe(text: str) -> bool:
 
 
 def sanitised(record: Model) -> Model:
-    """``record`` with every string (keys too) made one line and inert; the same object when none needed it.
-
-    Nothing is cut: the record stays whole (a fingerprint or an environment value is compared, not shown);
-    bounding the length is the renderer's :func:`one_line`.
-    """
+    """``record`` with every string (keys too) made one line and inert; the same object when none needed it. Nothing is
+    cut: a fingerprint or an environment value is compared, not shown; bounding is the renderer's :func:`one_line`."""
     try:
         text = record.model_dump_json()
     except Exception:  # a lone surrogate cannot be written as JSON: take the slow path
