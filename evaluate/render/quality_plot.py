@@ -1,7 +1,6 @@
 """The time-to-quality figure: held-out eval loss against wall-clock time and against tokens.
 
-The one owner of the eval-loss drawing: compare's ``quality.png`` and the page's panels. One line per evaluated run
-(as plots.py styles them), the target dashed, a non-finite evaluation a gap.
+The one owner of the eval-loss drawing (compare's ``quality.png`` and the page's panels); the target dashed.
 """
 
 from __future__ import annotations
