@@ -2,16 +2,9 @@
 long log (issue 26's limits: compare on 10,000 results <= 10 s and <= 700 MB; extract of a 1,000,000-line log
 <= 30 s and <= 900 MB, on 2 cores).
 
-Each reader runs as a child, as a user runs it: its wall time, CPU time and peak resident memory (``wait4``), with
-the load average around it. Inputs: one result per job built by ``tests/helpers/evaluate.py: make_result`` (100
-steps), copied as repeat runs ``_r<k>`` up to ``--results``; a Megatron-LM log of ``--lines`` iteration lines.
+Each reader runs as a child, as a user runs it (wall, CPU, peak memory by ``wait4``; the load around it)::
 
-Run::
-
-    .venv/bin/python -m bench.load compare --results 10000
-    .venv/bin/python -m bench.load extract --lines 1000000
-    .venv/bin/python -m bench.load page --results 10000   # the report page (<= 15 s)
-    .venv/bin/python -m bench.load all --quick      # small inputs (tests/unit/bench/test_bench_load.py)
+    .venv/bin/python -m bench.load compare --results 10000   # also: extract --lines N, page (<= 15 s), all --quick
 """
 
 from __future__ import annotations
@@ -74,18 +67,22 @@ def measure(bench: str, size: int, argv: list[str], limits: tuple[float, float |
                   ok_codes)
 
 
-def make_results(folder: Path, count: int) -> None:
-    """``count`` result files: one built per job through the real API, the rest its repeat runs."""
+def job_results(folder: Path, steps: int) -> list[Path]:
+    """One result of ``steps`` steps per job and model, built through the real API (the benches' templates)."""
     sys.path.insert(0, str(REPO))
     from tests.helpers.evaluate import make_result
 
+    return [make_result(folder, platform, framework, model, seed=index, TRAIN_ITERS=str(steps), WARMUP_STEPS="5",
+                        MEASURE_SKIP_STEPS="5")
+            for index, (platform, framework) in enumerate(JOBS) for model in MODELS]
+
+
+def make_results(folder: Path, count: int) -> None:
+    """``count`` result files: one per job and model, the rest their repeat runs."""
     templates = []
-    for index, (platform, framework) in enumerate(JOBS):
-        for model in MODELS:
-            path = make_result(folder, platform, framework, model, seed=index, TRAIN_ITERS="100", WARMUP_STEPS="5",
-                               MEASURE_SKIP_STEPS="5")
-            templates.append((path, json.loads(path.read_text())))
-            path.unlink()
+    for path in job_results(folder, 100):
+        templates.append((path, json.loads(path.read_text())))
+        path.unlink()
     for k in range(count):
         path, data = templates[k % len(templates)]
         run = k // len(templates) + 1

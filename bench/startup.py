@@ -1,22 +1,11 @@
 """Where tprimat's time goes between the jobs of ``shell/gpu_check.sh --native``, measured as whole processes.
 
-Every part of that gap a CPU machine can run, each a child process with its public command:
-
-* ``imports``: the interpreter, ``import torch``, ``import megatron.core``, a tokenizer load, a config Python of
-  ``shell/train.sh``, torchrun's own start with a no-op;
-* ``preflight``: ``python -m train.launch.preflight`` of each framework, with the samples-digest store emptied
-  (a fresh node) and again;
-* ``launch``: each framework's ``python -m train.launch`` with the check's workload into a fresh ``OUTPUT_DIR``;
-  its lines are time-stamped as they come, so tprimat's own time up to the preflight line and up to the framework's
-  start is seen. Without the platform's GPU the framework stops at its first CUDA call: the launcher is measured.
-
-Each figure: wall and CPU seconds (``wait4``; a launcher's marks from ``/proc/<pid>/stat``) and the load average
-around it. ``--repo`` times another checkout with this bench.
-
-Run (the check's dataset prepared: ``./shell/data.sh`` with the check's DATASET and DATA_DIR)::
+Parts, each a child with its public command: ``imports`` (the interpreter, torch, megatron.core, a tokenizer, a config
+Python, torchrun's start), ``preflight`` of each framework (digest store emptied, then again) and ``launch`` (each
+launcher with the check's workload, its lines time-stamped: without a GPU the framework stops at its first CUDA call,
+so the launcher is what is measured). Wall and CPU seconds (``wait4``, ``/proc/<pid>/stat``), load around each::
 
     PLATFORM=nvd .venv/bin/python -m bench.startup --frameworks tran deep mega --out startup.json
-    .venv/bin/python -m bench.startup --parts imports --quick       # the bench itself (tests/unit/bench/)
 """
 
 from __future__ import annotations

@@ -91,13 +91,13 @@ def test_forced_tran_on_nvd_without_a_gpu_records_the_workers_own_line(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The log of a real forced run on this GPU-less host (tests/fixtures/logs/tran_nvd_no_gpu.log): the worker's
     line, then torchrun's ChildFailedError traceback. The reason is the worker's line, in one line."""
-    import train.launch.job_result as job_result
+    import utils.files.result_file as result_file
     from train.launch.context import log_path_for
     from train.launch.contract import RunContext
     from train.launch.job_result import collect_own_result
     from utils.machine.hardware import gpu_info_without_runtime
 
-    monkeypatch.setattr(job_result, "collect_gpu_info", gpu_info_without_runtime)  # no GPU runtime to ask here
+    monkeypatch.setattr(result_file, "collect_gpu_info", gpu_info_without_runtime)  # no GPU runtime to ask here
     from utils.config.load import load_config
     from utils.result.file import result_path
 

@@ -30,7 +30,7 @@ from utils.spec.shape import ModelShape
 
 
 class ResultSlot(Protocol):
-    """The job's result file while it runs, as a plugin sees it (``train/launch/job_result.py``'s ``ResultFile``)."""
+    """The job's result file while it runs, as a plugin sees it (``utils/files/result_file.py``'s ``ResultFile``)."""
 
     def is_placeholder(self) -> bool:
         """True while the file still holds the launcher's placeholder: the job itself wrote no result."""

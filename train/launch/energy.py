@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 
 from train.launch.context import RunContext
-from train.logs.scan import scan_file
+from train.logs.scan import iteration_times
 from utils.measure.energy_trace import (
     CounterTrace,
     StepWindow,
@@ -45,13 +45,12 @@ def measured_window(ctx: RunContext, result: Result) -> tuple[StepWindow | None,
     perf, power = result.performance_metrics, result.power_metrics
     if perf is None or perf.measured_steps <= 0:
         return None, "no measured (post-warm-up) step: no window to measure energy on"
-    if power is not None and power.window_start_unix is not None:
-        return monitor_window(power.window_start_unix, power.window_end_unix, perf.measured_steps)
-    if ctx.log_path is None or not ctx.log_path.is_file():
-        return None, "no log and no trainer window: no window to measure energy on"
-
-    scan = scan_file(ctx.log_path)
-    return megatron_window([(r.iteration, r.timestamp, r.step_time_s) for r in scan.iterations], perf.skipped_steps)
+    if power is None or power.window_start_unix is None:
+        if ctx.log_path is None or not ctx.log_path.is_file():
+            return None, "no log and no trainer window: no window to measure energy on"
+        logged = iteration_times(ctx.log_path)  # only the iteration lines: the collect has read the rest
+        return megatron_window(logged, perf.skipped_steps)
+    return monitor_window(power.window_start_unix, power.window_end_unix, perf.measured_steps)
 
 
 def apply_energy(ctx: RunContext, result: Result, trace: CounterTrace | None, reason: str | None) -> None:

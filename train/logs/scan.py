@@ -318,6 +318,21 @@ def scan_file(path: Path) -> LogScan:
     return scan
 
 
+def iteration_times(path: Path) -> list[tuple[int, str | None, float | None]]:
+    """``(iteration, timestamp, step seconds)`` of the iterations :func:`scan_file` keeps, in its order.
+
+    Why apart from the scan: the launcher's energy window (``train/launch/energy.py``) needs only these, once the
+    plugin's collect has read the log in full; so only the iteration lines are parsed. The rule is the scan's: a line
+    :func:`parse_iteration` reads, with a plausible elapsed time, the first of its number.
+    """
+    kept: dict[int, tuple[int, str | None, float | None]] = {}
+    for line_no, raw in enumerate(read_lines(path), start=1):
+        record = parse_iteration(clean_line(raw), line_no)
+        if record is not None and record.step_time_s is not None and step_time_problem(record.step_time_s) is None:
+            kept.setdefault(record.iteration, (record.iteration, record.timestamp, record.step_time_s))
+    return list(kept.values())
+
+
 def merge_scans(scans: list[LogScan]) -> LogScan:
     """One run's scan from the logs of its ranks or nodes (given rank 0 first).
 

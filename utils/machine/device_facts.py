@@ -1,7 +1,6 @@
 """A GPU's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML or amdsmi.
 
-Recorded by the prescreen. Each fact is read on its own: one the device or library cannot give is ``None`` with what
-the library said, and the others are still read.
+Each fact is read on its own: one the device cannot give is ``None`` with what the library said.
 """
 
 from __future__ import annotations

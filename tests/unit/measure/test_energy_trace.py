@@ -50,14 +50,10 @@ def trace_of(rows: list[tuple[float, tuple[float | None, ...]]], modulus: list[f
 
 
 def megatron_iterations(name: str) -> list[tuple[int, str | None, float | None]]:
-    from train.logs.patterns import clean_line, parse_iteration
+    """The fixture log's iterations as the launcher reads them for the window (``train/logs/scan.py``)."""
+    from train.logs.scan import iteration_times
 
-    records = []
-    for number, raw in enumerate((LOGS / name).read_text().splitlines(), 1):
-        record = parse_iteration(clean_line(raw), number)
-        if record is not None:
-            records.append((record.iteration, record.timestamp, record.step_time_s))
-    return records
+    return iteration_times(LOGS / name)
 
 
 def unix(stamp: str) -> float:

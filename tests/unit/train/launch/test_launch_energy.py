@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.paths import FIXTURES
 from train.launch.energy import apply_energy, measured_window
+from train.logs.scan import iteration_times, scan_file
 from utils.measure.energy_trace import CounterTrace, Reading
 from utils.schema.measures import PerformanceMetrics, PowerMetrics
 
@@ -46,6 +47,28 @@ def test_a_megatron_run_gets_energy_over_its_logged_window() -> None:
     assert metrics.reason is None and metrics.gpus_measured == 8 and "iterations 3-10" in metrics.window
     assert metrics.avg_power_w_per_gpu == pytest.approx(700.0)
     assert metrics.tokens == 8 * 64 * 8192 and metrics.tokens_per_kwh > 0
+
+
+@pytest.mark.parametrize("log", sorted(p for p in (FIXTURES / "logs").rglob("*.log")), ids=lambda p: p.name)
+def test_the_window_reads_the_iterations_the_full_scan_keeps(log: Path) -> None:
+    """The energy window's own reading of the log gives exactly the scan's iterations (so the same window)."""
+    kept = [(r.iteration, r.timestamp, r.step_time_s) for r in scan_file(log).iterations]
+    assert iteration_times(log) == kept
+
+
+def test_the_window_keeps_the_first_timed_plausible_line_of_each_iteration(tmp_path: Path) -> None:
+    line = "[2025-05-01 10:00:{s:02d}] iteration {i:>3}/ 10 | elapsed time per iteration (ms): {ms} | lm loss: 9.1 |"
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([
+        line.format(s=1, i=1, ms=-5.0),  # no step takes a negative time: dropped
+        line.format(s=2, i=1, ms=1000.0),
+        line.format(s=3, i=1, ms=1200.0),  # logged twice: the first kept
+        "[2025-05-01 10:00:04] iteration   2/ 10 | lm loss: 9.0 |",  # no elapsed time: dropped
+        line.format(s=5, i=2, ms=900.0),
+    ]) + "\n")
+    expected = [(1, "2025-05-01 10:00:02", 1.0), (2, "2025-05-01 10:00:05", 0.9)]
+    assert iteration_times(log) == expected
+    assert [(r.iteration, r.timestamp, r.step_time_s) for r in scan_file(log).iterations] == expected
 
 
 def test_an_in_process_run_uses_its_own_window() -> None:
