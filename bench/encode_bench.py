@@ -1,14 +1,7 @@
 """Encode speed as whole processes: ``python -m data.encode`` against Megatron-LM's ``tools/preprocess_data.py``.
 
-Both run as whole processes on the same cleaned sample corpus, tokenizer, worker count and cores:
-``python -m data.encode --force --no-progress --model M --workers W`` (all a user's run does) and Megatron-LM's
-``tools/preprocess_data.py --tokenizer-type HuggingFaceTokenizer --append-eod`` from ``--megatron-lm`` (default
-``$TPRIMAT_MEGATRON_LM``; its commit reported) run by ``--megatron-python``, the tree first on ``PYTHONPATH``.
-
-Pairs run in alternating order; figures are medians over ``--pairs`` (>= 5 to publish): wall time, CPU time
-(``wait4``), tokens/s, and start-up (the wall time on a one-document corpus) as a share of the run. Every pair's
-outputs are compared byte for byte, and the bench fails if they differ. ``--quick`` (tiny corpus, one pair, no
-tree) gives tprimat's figures and ``null`` with a reason for Megatron's (tests/unit/bench/test_bench_encode.py).
+Same corpus, tokenizer, workers and cores; pairs in alternating order, medians over ``--pairs`` (>= 5 to publish);
+every pair's outputs must be byte-identical. ``--quick``: tprimat's figures only::
 
     .venv/bin/python -m bench.encode_bench --sample-mb 200 --workers 2 --pairs 5 --megatron-lm .cache/upstream/mlm
 """

@@ -1,20 +1,10 @@
 """Evaluation overhead of time to quality (issue 34): held-out evaluation time as a share of training time.
 
-On a real ``tran`` trainer in one process, the wall time of an optimizer step and of one evaluation batch
-(``train/tran/evaluation.py``), in alternating blocks timed from outside. The share at a cadence of ``I`` samples
-between evaluations of ``E`` samples is
+Optimizer steps and evaluation batches of a real ``tran`` trainer, timed in alternating blocks; the share at MLPerf's
+cadence and the config's (method: docs/PERFORMANCE.md, "Time to quality"; goal <= 2%)::
 
-    share = (E / GBS x t_eval_batch) / (I / GBS x t_step + E / GBS x t_eval_batch)
-
-at MLPerf's Llama 3.1 8B cadence (I = 12,288, E = 1,024; goal <= 2% on the 8-layer proxy) and at the config's
-EVAL_INTERVAL/EVAL_SAMPLES when set (method: docs/PERFORMANCE.md, "Time to quality").
-
-Run (needs the sample data with its validation set: ``DATASET=sample ./shell/data.sh``)::
-
-    DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \\
-        .venv/bin/python -m bench.eval_overhead --model llama
-
-``--quick``: one block of each for the test suite; too few to judge the goal. Exit 2 on a bad config.
+    DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \
+        .venv/bin/python -m bench.eval_overhead --model llama        # --quick: one block of each
 """
 
 from __future__ import annotations

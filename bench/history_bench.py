@@ -1,20 +1,10 @@
 """Figures of the results database and the gate (issue 36), and the cpu loss noise the cross-vendor gate uses.
 
-* ``add``: ``python -m evaluate.history add`` of ``--results`` files (``bench/load.py``'s ``make_results``) into
-  a new SQLite file; limit 30 s and 500 MiB on 2 cores.
-* ``trend``: ``python -m evaluate.history trend --png`` over ``--runs`` runs written straight into the database
-  (12 series, a version change every 1,000 runs); limit 5 s.
-* ``gate``: ``python -m evaluate.gate`` of one ``--steps``-step candidate against 10 baseline runs; limit 2 s.
-* ``noise``: the cpu loss spread from the same initialisation and tokens, ``tran`` against ``deep`` and 2 threads
-  against 1 (tiny Llama, ``shell/train.sh``): the figures ``evaluate/history/noise.py`` records.
+``add`` (10,000 results <= 30 s, 500 MiB), ``trend --png`` over 100,000 stored runs (<= 5 s) and ``gate`` of a
+500-step candidate against 10 runs (<= 2 s) run as children (``bench/load.py``'s ``measure``); ``noise`` trains tiny
+Llama with ``tran`` and ``deep`` and 1 and 2 threads: the figures ``evaluate/history/noise.py`` records::
 
-Timed commands run as children (``bench/load.py``'s ``measure``: wall, CPU, peak memory, load around them).
-
-Run::
-
-    .venv/bin/python -m bench.history_bench all                # add 10,000, trend 100,000, gate 500 steps
-    .venv/bin/python -m bench.history_bench all --quick        # small inputs: checks the bench itself
-    .venv/bin/python -m bench.history_bench noise --steps 50   # trains: minutes on 2 cores
+    .venv/bin/python -m bench.history_bench all        # --quick: small inputs; noise --steps 50: minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -29,7 +19,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from bench.load import JOBS, MODELS, Figure, make_results, measure
+from bench.load import Figure, job_results, make_results, measure
 from evaluate.history.ingest import add_records
 from evaluate.history.noise import curve_gaps
 from evaluate.history.record import make_record
@@ -49,16 +39,8 @@ def bench_add(count: int, work: Path) -> Figure:
 
 def _records(count: int, steps: int):  # type: ignore[no-untyped-def]
     """``count`` stored-form records over 12 series, made from real results by changing their keys only."""
-    sys.path.insert(0, str(REPO))
-    from tests.helpers.evaluate import make_result
-
     with tempfile.TemporaryDirectory() as tmp:
-        templates = []
-        for index, (platform, framework) in enumerate(JOBS):
-            for model in MODELS:
-                path = make_result(Path(tmp), platform, framework, model, seed=index, TRAIN_ITERS=str(steps),
-                                   WARMUP_STEPS="5", MEASURE_SKIP_STEPS="5")
-                templates.append(make_record(read_result(path), str(path)))
+        templates = [make_record(read_result(path), str(path)) for path in job_results(Path(tmp), steps)]
     start = 1_700_000_000
     for k in range(count):
         base = templates[k % len(templates)]

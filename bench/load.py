@@ -2,16 +2,9 @@
 long log (issue 26's limits: compare on 10,000 results <= 10 s and <= 700 MB; extract of a 1,000,000-line log
 <= 30 s and <= 900 MB, on 2 cores).
 
-Each reader runs as a child, as a user runs it: its wall time, CPU time and peak resident memory (``wait4``), with
-the load average around it. Inputs: one result per job built by ``tests/helpers/evaluate.py: make_result`` (100
-steps), copied as repeat runs ``_r<k>`` up to ``--results``; a Megatron-LM log of ``--lines`` iteration lines.
+Each reader runs as a child, as a user runs it (wall, CPU, peak memory by ``wait4``; the load around it)::
 
-Run::
-
-    .venv/bin/python -m bench.load compare --results 10000
-    .venv/bin/python -m bench.load extract --lines 1000000
-    .venv/bin/python -m bench.load page --results 10000   # the report page (<= 15 s)
-    .venv/bin/python -m bench.load all --quick      # small inputs (tests/unit/bench/test_bench_load.py)
+    .venv/bin/python -m bench.load compare --results 10000   # also: extract --lines N, page (<= 15 s), all --quick
 """
 
 from __future__ import annotations
@@ -19,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,20 +27,35 @@ LIMITS = {"compare": (10.0, 700.0), "extract": (30.0, 900.0), "page": (15.0, Non
 
 
 @dataclass
-class Figure:
-    """One bench's figure: the child's own wall time, CPU time and peak memory, the load around it, its limits."""
+class Child:
+    """One child process as it ran: its command, wall and CPU seconds (``wait4``), exit code and the load around it."""
 
-    bench: str
-    size: int
+    command: str
     wall_s: float
     cpu_s: float
-    peak_rss_mib: float
     exit_code: int
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
+
+
+def wait_child(proc: subprocess.Popen, command: str, started: float,
+               load_before: tuple[float, float, float]) -> tuple[Child, resource.struct_rusage]:
+    """Wait for ``proc`` (started at ``perf_counter`` ``started``): its :class:`Child` and ``wait4``'s usage of it."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    return Child(command, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2), os.waitstatus_to_exitcode(status),
+                 load_before, os.getloadavg()), usage
+
+
+@dataclass
+class Figure(Child):
+    """One bench's figure: the child, its peak memory and its limits."""
+
+    bench: str
+    size: int
+    peak_rss_mib: float
     limit_s: float
     limit_mib: float | None
-    command: str
     ok_codes: tuple[int, ...] = (0,)
 
     @property
@@ -59,33 +68,34 @@ def measure(bench: str, size: int, argv: list[str], limits: tuple[float, float |
             ok_codes: tuple[int, ...] = (0,)) -> Figure:
     """Run ``argv`` as a child: its own wall time, CPU time and peak memory (``wait4``'s usage of that child)."""
     load_before = os.getloadavg()
+    shown = " ".join(a if a != sys.executable else ".venv/bin/python" for a in argv)
     start = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code not in ok_codes:
+        child, usage = wait_child(proc, shown, start, load_before)
+        if child.exit_code not in ok_codes:
             errors.seek(0)
             print(errors.read()[-2000:], file=sys.stderr)
-    shown = " ".join(a if a != sys.executable else ".venv/bin/python" for a in argv)
-    return Figure(bench, size, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2),
-                  round(usage.ru_maxrss / 1024, 1), code, load_before, os.getloadavg(), limits[0], limits[1], shown,
-                  ok_codes)
+    return Figure(**vars(child), bench=bench, size=size, peak_rss_mib=round(usage.ru_maxrss / 1024, 1),
+                  limit_s=limits[0], limit_mib=limits[1], ok_codes=ok_codes)
 
 
-def make_results(folder: Path, count: int) -> None:
-    """``count`` result files: one built per job through the real API, the rest its repeat runs."""
+def job_results(folder: Path, steps: int) -> list[Path]:
+    """One result of ``steps`` steps per job and model, built through the real API (the benches' templates)."""
     sys.path.insert(0, str(REPO))
     from tests.helpers.evaluate import make_result
 
+    return [make_result(folder, platform, framework, model, seed=index, TRAIN_ITERS=str(steps), WARMUP_STEPS="5",
+                        MEASURE_SKIP_STEPS="5")
+            for index, (platform, framework) in enumerate(JOBS) for model in MODELS]
+
+
+def make_results(folder: Path, count: int) -> None:
+    """``count`` result files: one per job and model, the rest their repeat runs."""
     templates = []
-    for index, (platform, framework) in enumerate(JOBS):
-        for model in MODELS:
-            path = make_result(folder, platform, framework, model, seed=index, TRAIN_ITERS="100", WARMUP_STEPS="5",
-                               MEASURE_SKIP_STEPS="5")
-            templates.append((path, json.loads(path.read_text())))
-            path.unlink()
+    for path in job_results(folder, 100):
+        templates.append((path, json.loads(path.read_text())))
+        path.unlink()
     for k in range(count):
         path, data = templates[k % len(templates)]
         run = k // len(templates) + 1

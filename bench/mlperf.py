@@ -1,17 +1,10 @@
 """Figures of the MLPerf import (issue 48): its time over a whole round, the page over it, the reader against
 mlperf-logging's parser, and the scores against MLPerf's summarizer.
 
-Limits on 2 cores: the import of v5.1's 390 Llama 3.1 8B runs without ``--check`` <= 5 s; the page over them
-<= 10 s. Each command runs as a child (``bench/load.py``'s ``measure``). ``TREE`` is a results tree (a clone of
-mlcommons/training_results_v5.1, or one built by ``mlperf_tree.sh``); ``--quick``: the carried sample.
+Limits on 2 cores: importing v5.1's 390 Llama 3.1 8B runs <= 5 s, the page over them <= 10 s. ``TREE`` is a results
+tree (a clone of mlcommons/training_results_v5.1); ``--quick``: the carried sample::
 
-Run::
-
-    .venv/bin/python -m bench.mlperf import TREE           # the import, timed
-    .venv/bin/python -m bench.mlperf page TREE             # the page over the imported runs, timed
-    .venv/bin/python -m bench.mlperf parse TREE            # the fast reader against mlp_parser.parse_file
-    .venv/bin/python -m bench.mlperf equality TREE SUMMARY  # the scores against the summarizer's detailed CSV
-    .venv/bin/python -m bench.mlperf import --quick        # the sample: checks the bench itself
+    .venv/bin/python -m bench.mlperf import TREE     # also: page TREE, parse TREE, equality TREE SUMMARY_CSV
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Overhead of tprimat's step measurement on a real tiny ``tran`` training loop.
 
-"Monitor on" is what the ``tran`` loop adds around its optimizer steps: ``StepMonitor`` (a device sync at each end
-of the block, per-step events or host clock, the loss read lagged) and the energy meter (a device counter, or the
-power-sampler thread; none on cpu unless ``--synthetic-sampler``). "Monitor off" is the bare ``Trainer.step`` loop.
-Both run in one process, alternating on/off/off/on blocks so slow drift cancels, each block timed from outside.
+"On" is what the loop adds around its optimizer steps (``StepMonitor`` and the energy meter), "off" the bare
+``Trainer.step`` loop, in alternating on/off/off/on blocks so slow drift cancels. Target: <= 0.1% of step time::
 
-Reported: median step time per mode, the per-step overhead (mean over quads of mean(on) - mean(off), 95% interval),
-that as % of the step, and the monitor calls' own cost (the floor the A/B figure cannot resolve on a noisy machine).
-Target: overhead <= 0.1% of step time.
-
-Run (needs the sample data: ``DATASET=sample ./shell/data.sh``)::
-
-    DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \\
-        .venv/bin/python -m bench.monitor_overhead --model llama
-
-``--quick``: a few tiny blocks for the test suite; too few to judge the target.
+    DATASET=sample MODEL_SIZE=tiny SL=256 MBS=4 GA=2 DP=1 GPUS_PER_NODE=1 \
+        .venv/bin/python -m bench.monitor_overhead --model llama     # --quick: the test suite's few blocks
 """
 
 from __future__ import annotations

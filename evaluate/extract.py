@@ -1,8 +1,7 @@
 """Log-analysis mode: Megatron-LM, Primus and NeMo logs or TensorBoard events -> tprimat results, no GPU.
 
-``PATH`` is a log or event file (one result) or a folder (``--output-dir``: one result per run, and a table of what
-was found). A tprimat launch's log is measured against config.env; any other gives its own workload. Exit 0 every
-result ok; 1 one is not, or a log could not be used; 2 bad input or a write error.
+``PATH`` is a log or event file (one result) or a folder (``--output-dir``: one result per run). A tprimat launch's
+log is measured against config.env; any other gives its own workload.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The comparison, the central model: every result of a folder loaded, summarised and checked once.
-
-Loaded (``results.py``), summarised (``summary.py``, ``fairness.py``, ``settings_diff.py``, ``convergence.py``) and
-held in one :class:`Comparison` that every display reads; a display never computes a figure of its own.
+"""The comparison, the central model: every result of a folder loaded, summarised and checked once, held in one
+:class:`Comparison` that every display reads; a display never computes a figure of its own.
 """
 
 from __future__ import annotations

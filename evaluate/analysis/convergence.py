@@ -1,10 +1,7 @@
 """Did the compared frameworks train the same model? A convergence check of their loss curves.
 
-Identical settings and data are not enough: runs that do not learn alike give no like-for-like throughput. Per pair
-of completed results of one model and profile on the same tokens: the **gap** of the mean loss over the last
-``TAIL_FRACTION`` of the common measured steps, ``|a - b| / ((a + b) / 2)``, and Pearson's **correlation**. Not fair:
-a gap over the band or r below ``MIN_CORRELATION``; a non-finite loss, too few steps or a constant curve "cannot
-judge convergence", never a false FAIR.
+Identical settings and data are not enough: runs that do not learn alike give no like-for-like throughput. Per pair:
+the gap of the tail's mean losses and Pearson's correlation; what cannot be judged says so, never a false FAIR.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Fairness: are the results being compared the same workload?
 
-Comparable only if every key of the fairness table (``train/settings/expected.py``, ``training_config.workload``
-in config.env's spelling), the profile, the precision that ran, the model shape, the data, tokenizer and FLOP
-convention fingerprints, the fed samples (``samples_digest``, docs/SAMPLE_ORDER.md) and the resolved
-``lr_decay_iters`` and ``adam_eps`` are identical; results that resolved different Megatron ``transformer_impl``
-are not like-for-like either. What is not known proves nothing, so it is a difference ("cannot verify"), except
-where every result predates the record. The check runs per model and profile over ``ok`` results only. Under the
-tuned profile the keys a vendor recipe sets may differ: a tuned run is fair when it records its recipe and matches
-it (:func:`recipe_problems`).
+Comparable only if the fairness table's keys (``train/settings/expected.py``), the profile, the precision, the model
+shape, the data, tokenizer and FLOP fingerprints, the fed samples and the resolved schedule are identical. What is not
+known proves nothing, so it is a difference ("cannot verify"), except where every result predates the record. Under
+the tuned profile a run is fair when it records its vendor recipe and matches it (:func:`recipe_problems`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What MLPerf's table does not say, from the imported runs: the AMD/NVIDIA ratio and why, the recipes, the spread.
 
-One :class:`View` per benchmark and round: each system's runs (and the user's own ``PROFILE=mlperf`` runs) with
-MLPerf's score and tprimat's median and 95% interval; per GPU count the fastest AMD system against the fastest NVIDIA
-one, split into convergence (samples to target) and speed (samples/s); the pair's recipes judged by MLPerf's
-closed-division rules (:data:`RULES`); one chip's spread between submitters; scaling; cost where priced.
+One :class:`View` per benchmark and round: each system's runs with MLPerf's score and tprimat's median and interval,
+the fastest AMD against the fastest NVIDIA system per GPU count, and their recipes judged by MLPerf's rules.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Published reference points (``evaluate/analysis/references.json``) and matching results against them.
 
-A result matches when model, full size, precision, sequence length, global batch size (where stated) and GPU family
-agree. A *tuned* result below ``flag_below_fraction`` of a published point is flagged as likely misconfigured; an
-*identical*-profile result is never flagged (it runs the fairness table, not the vendor's configuration).
+A *tuned* result below ``flag_below_fraction`` of a matching point is flagged as likely misconfigured; an
+*identical*-profile result never is (it runs the fairness table, not the vendor's configuration).
 """
 
 from __future__ import annotations

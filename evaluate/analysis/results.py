@@ -39,11 +39,8 @@ class LoadedResult:
 
     @property
     def model(self) -> str:
-        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``, the result's own).
-
-        The one place the comparison names a model: a proxy is grouped, tabled and plotted apart from the whole
-        model and under its label (``display_name`` returns a label it does not know unchanged), one bounded line.
-        """
+        """The model key, or a MODEL_LAYERS proxy's label (``Llama 3.1 8B [8 of 32 layers]``), one bounded line: the one
+        place the comparison names a model, so a proxy is grouped, tabled and plotted apart from the whole model."""
         shape = self.result.model_shape
         return one_line(shape.display_name) if shape.proxy_of_layers is not None else self.result.model
 
@@ -57,10 +54,7 @@ class LoadedResult:
 
     @property
     def label(self) -> str:
-        """Short name used in tables and difference lists: the file name without ``train_``/``.json``.
-
-        Shown through ``one_line``: a file name may hold a line break or a control character.
-        """
+        """Short name for tables: the file name without ``train_``/``.json``, one line (it may hold a line break)."""
         stem = one_line(self.path.stem)
         return stem[len("train_"):] if stem.startswith("train_") else stem
 
@@ -78,10 +72,8 @@ class LoadedResult:
 
 @dataclass
 class RunGroup:
-    """All runs of one (platform, framework, model, profile): repeated runs are aggregated, failures shown apart.
-
-    The profile is part of the key: an identical and a tuned run of one job are never averaged together.
-    """
+    """All runs of one (platform, framework, model, profile): repeated runs aggregated, failures shown apart; the
+    profile is part of the key, so an identical and a tuned run are never averaged together."""
 
     platform: str
     framework: str
@@ -145,11 +137,8 @@ class LoadedDirectory:
 
 
 def load_results(paths: list[Path]) -> LoadedDirectory:
-    """Read each file through the gate; the refused ones are returned in ``skipped`` with the reason.
-
-    A copy of a run already read (same start, arrays and figures; only the name, index or platform label differs)
-    is counted once and listed in ``duplicates`` (issue 33: one run copied to ``_r1``..``_r3`` made three repeats).
-    """
+    """Read each file through the gate; the refused ones are returned in ``skipped`` with the reason. A copy of a run
+    already read (only its name, index or platform label differs) is counted once and listed in ``duplicates``."""
     loaded = LoadedDirectory([], [])
     seen: dict[str, Path] = {}
     for path in sorted(paths):
@@ -172,10 +161,7 @@ def load_results(paths: list[Path]) -> LoadedDirectory:
 
 
 def find_result_files(directory: Path) -> list[Path]:
-    """Every ``train_*.json`` entry directly in ``directory``, whatever it is (the loader names the unusable).
-
-    Temp files of atomic writes start with a dot, so the pattern never matches them.
-    """
+    """Every ``train_*.json`` entry directly in ``directory`` (atomic writes' temporary names start with a dot)."""
     return sorted(Path(directory).glob(RESULT_GLOB))
 
 

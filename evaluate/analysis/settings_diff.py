@@ -52,11 +52,8 @@ def settings_differences(results: Iterable[LoadedResult]) -> list[SettingDiffere
 
 
 def version_differences(group: list[LoadedResult]) -> dict[str, dict[str, str]]:
-    """``framework_versions.<field> (<framework>)`` -> {label: version} where results of one framework differ.
-
-    An unknown version is a difference (it cannot prove the same code ran); results with no versions at all
-    (schema version 1) are left out.
-    """
+    """``framework_versions.<field> (<framework>)`` -> {label: version} where results of one framework differ; an
+    unknown version is a difference (it cannot prove the same code ran), results recording no versions are left out."""
     by_framework: dict[str, list[LoadedResult]] = defaultdict(list)
     for loaded in group:
         by_framework[loaded.framework].append(loaded)

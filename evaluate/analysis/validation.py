@@ -1,10 +1,7 @@
 """Validating result files (``python -m evaluate.validate``): the schema, the sanity of the numbers, fairness.
 
-Per result, errors fail the validation and warnings are shown: a file the model refuses is INVALID, one that is no
-readable regular file UNREADABLE; each reason the gate refuses a result for (``utils/result/admit.py``); status ok;
-throughput = GBS x SL / median step time within 1%; MFU at most 100%; settings that agree with the workload; losses
-finite and decreasing over ``--min-steps``; the quality block's schedule; a tuned run's recipe. Across the results:
-:mod:`evaluate.analysis.fairness`.
+Per result, errors fail the validation and warnings are shown (the model's refusal, the gate's reasons, throughput and
+MFU recomputed, finite decreasing losses, a tuned run's recipe); across the results: :mod:`evaluate.analysis.fairness`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The GPU self-check's judgement: one row per framework of the platform, built from its results, and a verdict.
 
-It only reads the results, their owners' figures and the prescreen record; the one figure it forms is the MFU
-against the measured GEMM peak. A missing figure is ``None`` with its reason. The verdict: ``ready``; ``degraded``
-with the lines that are off; ``broken`` with the frameworks that did not train and why.
+It only reads the results, their owners' figures and the prescreen; the one figure it forms is the MFU against the
+measured GEMM peak. A missing figure is ``None`` with its reason.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``python -m evaluate.gpu_check``: the GPU self-check's table and verdict, written as ``gpu_check.md`` and ``.json``.
 
-``shell/gpu_check.sh`` runs the prescreen and a short job per framework, then this: it judges the results
-(evaluate/gpu_check/check.py), writes both files atomically into ``--out-dir`` and prints the table. Exit 0 ready,
-1 degraded or broken, 2 bad input.
+``shell/gpu_check.sh`` runs the prescreen and a short job per framework, then this. Exit 0 ready, 1 degraded or
+broken, 2 bad input.
 """
 
 from __future__ import annotations

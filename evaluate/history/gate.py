@@ -1,9 +1,7 @@
 """The regression gate's rules applied: a candidate run against a baseline of stored runs, one line per check.
 
-Each rule and threshold is a gate row of ``train/settings/rules.json``: throughput against ``max(floor, the
-baseline's spread)``, the loss curve by Megatron-Bridge's convergence rules, and with ``--cross-vendor`` an AMD run
-against an NVIDIA run within the measured noise. What cannot be judged says so and is no failure; a selector naming
-no usable baseline run, or runs of several workloads, is refused in one line.
+Each rule and threshold is a gate row of ``train/settings/rules.json``. What cannot be judged says so and is no
+failure; a selector naming no usable baseline run, or runs of several workloads, is refused in one line.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The regression gate's report as a typed model: what ``python -m evaluate.gate --report FILE`` writes, the page reads.
 
-Its own module so the page reads a report without SQLAlchemy or the gate's rules; a file read back is validated
-strictly (a forged or foreign file is refused in one line).
+Its own module so the page reads a report without SQLAlchemy or the gate's rules; read back strictly.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Adding results: from files, folders and ``output.zip`` archives, read as untrusted input, in one transaction.
 
-Every file goes through ``utils.result.admit.admit``: no valid result is one line; one that cannot be true is stored
-as refused, with its reasons, never a baseline. Archive members are never extracted by name: a ``train_*.json``
-member (and its MLLOG) is read into memory under the same limit, refused when a link, encrypted, absolute or ``..``,
-or compressed past :data:`MAX_RATIO`; the archive is bounded in members and bytes. Everything is read before the
-write lock is taken; the inserts are one transaction with ``ON CONFLICT (content_hash) DO NOTHING``, so a result
-added twice is stored once.
+Every file goes through ``utils.result.admit.admit``; archive members are never extracted by name, only read into
+memory under the same limits. Everything is read before the write lock is taken; the inserts are one transaction with
+``ON CONFLICT (content_hash) DO NOTHING``, so a result added twice is stored once.
 """
 
 from __future__ import annotations
@@ -173,10 +170,7 @@ def _insert(db: Database):  # type: ignore[no-untyped-def]
 
 
 def add_records(db: Database, records: list[RunRecord], tag_names: Iterable[str] = ()) -> Added:
-    """Store ``records`` in one transaction; a record already there (same content) is kept once.
-
-    Returns how many were new, how many were there already, and every record's run id (in order).
-    """
+    """Store ``records`` in one transaction (a record already there is kept once): new, present, and every run id."""
     names = sorted({tag_name(t) for t in tag_names if t})
     unique: dict[str, RunRecord] = {}
     for record in records:

@@ -1,18 +1,10 @@
 """How far two loss curves of one model, initialisation and token stream drift apart by arithmetic alone.
 
-The cross-vendor gate asks whether an AMD run trains the same model as an NVIDIA run. Kernels and reduction orders
-differ, so the curves never match bit for bit; the tolerance is the drift such differences are measured to cause.
-Two measures (``b`` the reference), over the common steps: ``max_step_gap``, the largest ``|a - b| / |b|``; and
-``tail_gap``, ``|mean(a) - mean(b)| / |mean(b)|`` over the last :data:`TAIL_STEPS`. The tolerance is the largest
-figure per measure (:func:`tolerance`):
-
-* published: torchtitan's Llama 3 reference losses on CUDA and ROCm MI350X
-  (``pytorch/torchtitan:tests/assets/losses`` at b5bcd76c, ``llama3_cuda.txt`` and ``llama3_rocm_mi350x.txt``,
-  100 steps): 3.22% at step 70, 0.311% over steps 91-100. The Qwen3 MoE pair is no anchor: its files start from
-  different losses (7.60 and 8.04), so not one initialisation;
-* measured on cpu (``python -m bench.history_bench noise``, docs/PERFORMANCE.md): ``tran`` against ``deep`` 0.034% at
-  most, 0.001% over the last 10 steps; 2 threads against 1 bitwise the same. Far below the published cross-vendor
-  drift, which therefore sets the tolerance (tprimat's own AMD-vs-NVIDIA drift is not measured yet).
+The cross-vendor gate's tolerance: kernels and reduction orders differ, so curves never match bit for bit.
+``max_step_gap`` is the largest ``|a - b| / |b|`` over the common steps, ``tail_gap`` the gap of the means over the
+last :data:`TAIL_STEPS`; the tolerance is the largest figure per measure of :data:`FIGURES` (published torchtitan
+CUDA vs ROCm losses, and tprimat's own cpu measurements, far below them: docs/PERFORMANCE.md). torchtitan's Qwen3
+MoE pair is no anchor: its files start from different losses, so not one initialisation.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 and what differs between runs.
 
 A selector: run ids (``42``, ``42,43,44``), ``tag:nightly`` or a bare ``nightly``, or ``last-ok`` (the gate's).
-A filter narrows by platform, framework, model, profile, status, date (UTC), device, tag and library version.
-:func:`render_diff`: every recorded fact that differs, with each side's median [95% interval] and B against A.
 """
 
 from __future__ import annotations

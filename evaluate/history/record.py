@@ -1,9 +1,7 @@
 """One result as the history stores it: a ``runs`` row, a ``series`` row, and the keys that find it again.
 
-Flat rows, not the result file: a trend reads three figures of 100,000 runs. ``content_hash`` makes adds
-idempotent; ``workload_key`` names the same job wherever it ran; ``baseline_ok`` whether the run may be a gate
-baseline, else why; a refused result is stored with status ``refused``. Every text is escaped so that both databases
-store it (PostgreSQL refuses NUL and lone surrogates).
+Flat rows, not the result file: a trend reads three figures of 100,000 runs. Every text is escaped so that both
+databases store it (PostgreSQL refuses NUL and lone surrogates).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A fast MLLOG reader whose events are mlperf-logging's own: its parser is this reader's oracle.
 
-mlp_parser decodes every line with ``json.loads``; NVIDIA's v5.1 logs carry a ``tracked_stats`` line per step (413,676
-lines over the 390 runs: 26 s on 2 cores against the import's 5 s budget). The importer never reads those values, so
-a line of exactly that shape is kept as text; every other line is decoded as the parser decodes it (the same lines,
-split and stripped the same way, the same failures). One difference, on lines never read: such a line broken inside
-is kept where the parser fails it (``--check`` runs MLPerf's own checker, which sees it). tests/unit/evaluate/mlperf/
-test_reader.py holds the events and failures equal to the parser's on every fixture log.
+Why: mlp_parser decodes every line with ``json.loads``, and NVIDIA's v5.1 logs carry a ``tracked_stats`` line per step
+(26 s on 2 cores against the import's 5 s budget). The importer never reads those, so such a line is kept as text;
+every other line is decoded as the parser decodes it (tests/unit/evaluate/mlperf/test_reader.py holds them equal).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """One run's facts and its system's description as a tprimat result, labelled as what it is.
 
-The ``published`` block names the source, and the framework is ``mlperf``: it never passes for a tprimat
-measurement. What the log does not state is null with the reason. Time to train is ``run_stop - run_start``;
-throughput is samples to the target over that time, so time = samples ÷ samples per second exactly. A tprimat
-``PROFILE=mlperf`` MLLOG reads the same way, as the user's own run.
+The ``published`` block names the source and the framework is ``mlperf``: it never passes for a tprimat measurement.
+Time to train is ``run_stop - run_start``; throughput is samples to the target over that time.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One run's facts from its MLLOG events: what it trained with, its evaluations, its start, stop and status.
 
 The start and stop are the summarizer's (:func:`start_stop`, held equal to ``_query_run_start_stop`` by its test);
-samples to converge the RCP checker's. The hyperparameters are the scalar records before ``run_start``, first kept
-(AMD's logs repeat them per rank). A fact that cannot be true refuses the run, in one line.
+a fact that cannot be true refuses the run, in one line.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """MLPerf's score of a system, with mlperf-logging's arithmetic, and its checkers on request.
 
 The score is ``mlperf_logging.result_summarizer``'s: the olympic mean of the counted runs' minutes, times the
-``scaling.json`` beside the runs. A run counts when its log parses, holds both ends and passes the compliance checker;
-without ``--check`` (2 min 42 s over v5.1's tree) when it stopped with ``success`` at the target. Too few runs
-(``benchmark_meta``): no score. :func:`olympic_mean` is written here because the summarizer's module costs 2.0 s of
+``scaling.json`` beside the runs. :func:`olympic_mean` is written here because the summarizer's module costs 2.0 s of
 CPU to import; its test holds it equal to ``_compute_olympic_average``.
 """
 

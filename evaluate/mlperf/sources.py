@@ -1,13 +1,9 @@
 """Where published runs are read from: a results tree on disk, an archive of one, or one MLLOG file; all bounded.
 
-A run is ``<submitter>/results/<system>/<benchmark>/result_<n>.txt``, its system
-``<submitter>/systems/<system>.json``, with ``scaling.json`` beside the runs. A path may be a clone, any folder inside
-one, one log, or an archive of any of these: every file is placed by the last parts of its path. ``benchmarks`` and
-hidden folders are not walked; links never followed.
-
-Everything is foreign input: a file is read only when regular and at most :data:`MAX_FILE_BYTES`; an archive is
-bounded, and a member with an unsafe name, a link or device, encrypted, or compressed past :data:`MAX_RATIO` is
-refused in one line, never extracted.
+A run is ``<submitter>/results/<system>/<benchmark>/result_<n>.txt``, its system ``<submitter>/systems/<system>.json``;
+every file is placed by the last parts of its path, so a clone, a folder inside one, one log or an archive all read.
+Everything is foreign input: regular files of at most :data:`MAX_FILE_BYTES`, links never followed, and an archive
+member that is unsafe or compressed past :data:`MAX_RATIO` refused in one line, never extracted.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from evaluate.analysis.results import platform_rank
 from evaluate.analysis.summary import GroupSummary
-from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
+from evaluate.render.mpl import Figure  # the Agg backend
 from evaluate.render.plots import draw_curves, legend_label
 from evaluate.render.tables import console_table
 from utils.io.sanitise import one_line
@@ -27,10 +27,6 @@ TITLE_STEP_TRACE = "Step duration over time"
 TITLE_AVG_STEP = "Average step time (s, lower is better)"
 PANEL_TITLES = (TITLE_THROUGHPUT, TITLE_LOSS, TITLE_STEP_TRACE, TITLE_AVG_STEP)
 HEADERS = ("Framework", "Status", "Tokens/s/GPU", "Avg Step Time", "Final Loss", "Total Time")
-
-
-def figure_name(platform: str) -> str:
-    return frameworks_figure_name(platform)  # utils/result/names.py: purge and wrap know the name
 
 
 def _order(summary: GroupSummary) -> tuple[int, int]:
@@ -156,7 +152,7 @@ def platforms_of(by_model: dict[str, list[GroupSummary]]) -> list[str]:
 
 def platform_figures(by_model: dict[str, list[GroupSummary]]) -> list[tuple[str, Figure]]:
     """``(compare_<platform>_frameworks.png, figure)`` for every platform with results."""
-    return [(figure_name(platform), framework_figure(platform, on_platform(by_model, platform)))
+    return [(frameworks_figure_name(platform), framework_figure(platform, on_platform(by_model, platform)))
             for platform in platforms_of(by_model)]
 
 

@@ -1,7 +1,5 @@
 """compare's MLPerf view: each PROFILE=mlperf run's compliance verdict, vendor pairs whose host settings differ, and
 MLPerf's published runs imported (``evaluate/analysis/published.py``): the tables of compare.md and the page.
-
-Hosts set differently measure the hosts as well, so the pairs whose ``environment.host_tunables`` differ are shown.
 """
 
 from __future__ import annotations

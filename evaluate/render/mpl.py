@@ -1,8 +1,4 @@
-"""matplotlib as evaluate/'s figures load it: the Agg backend, and ``Figure`` imported without the property lists.
-
-Defining matplotlib's Artist classes builds every ``set`` docstring (``matplotlib.artist.kwdoc``): 0.2-0.4 s of the
-1.0 s CPU of importing ``matplotlib.figure`` on the 2-core VM. Here ``kwdoc`` returns one line during that import.
-"""
+"""matplotlib as evaluate/'s figures load it: the Agg backend (files only, no display needed), set once here."""
 
 from __future__ import annotations
 
@@ -10,20 +6,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.artist
-
-_SHORT = "Properties: see matplotlib's documentation (not listed here: evaluate/render/mpl.py)."
-
-
-def _short_kwdoc(artist: object) -> str:
-    return _SHORT
-
-
-_kwdoc = matplotlib.artist.kwdoc
-matplotlib.artist.kwdoc = _short_kwdoc
-try:
-    from matplotlib.figure import Figure
-finally:
-    matplotlib.artist.kwdoc = _kwdoc
+from matplotlib.figure import Figure
 
 __all__ = ["Figure"]

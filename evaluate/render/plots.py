@@ -15,7 +15,7 @@ from typing import Any
 from evaluate.analysis.convergence import DEFAULT_BAND, TAIL_FRACTION
 from evaluate.analysis.stats import Estimate
 from evaluate.analysis.summary import GroupSummary, LossParity, model_title
-from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
+from evaluate.render.mpl import Figure  # the Agg backend
 from utils.io.atomic import atomic_path
 from utils.schema.model import Result
 from utils.spec.registry import display_name, framework_color

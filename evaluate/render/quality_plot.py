@@ -1,7 +1,6 @@
 """The time-to-quality figure: held-out eval loss against wall-clock time and against tokens.
 
-The one owner of the eval-loss drawing: compare's ``quality.png`` and the page's panels. One line per evaluated run
-(as plots.py styles them), the target dashed, a non-finite evaluation a gap.
+The one owner of the eval-loss drawing (compare's ``quality.png`` and the page's panels); the target dashed.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evaluate.analysis.summary import GroupSummary, model_title
-from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
+from evaluate.render.mpl import Figure  # the Agg backend
 from evaluate.render.plots import PLATFORM_LINES, PLATFORM_MARKERS, SEPARATOR
 from utils.spec.registry import display_name, framework_color
 

@@ -1,7 +1,6 @@
 """The cells and rows of the comparison's tables, shared by every display: compare.md, the console and the page.
 
-One builder per table, so compare.md, the console and the page show the same numbers with the same units, failed
-and incomplete runs counted apart, never averaged in.
+One builder per table, so every display shows the same numbers with the same units.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """What the page shows, gathered once: the comparison, the history, the gate's verdicts, each run's files.
 
-A part that may be absent is a value or a one-line reason, never an exception; files are named relative to the
-results folder, never by an absolute path.
+A part that may be absent is a value or a one-line reason, never an exception.
 """
 
 from __future__ import annotations

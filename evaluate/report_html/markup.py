@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import matplotlib
 
-from evaluate.render.mpl import Figure  # the Agg backend, a lighter import (evaluate/render/mpl.py)
+from evaluate.render.mpl import Figure  # the Agg backend
 from evaluate.render.tables import CELL_CHARS
 from utils.io.sanitise import one_line, safe_text
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import train.launch.job_result
 import utils.files.disk
+import utils.files.result_file
 from tests.helpers.paths import REPO
 from tests.helpers.workload import tiny_environ
 from tests.unit.train.launch.test_launch import context, ok_result, plugin
@@ -199,7 +199,7 @@ def test_enospc_at_the_final_write_leaves_a_failed_result(tmp_path: Path, monkey
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """Stand-in: the full result cannot be written, the compact one can."""
     ctx = context(tmp_path)
-    real = train.launch.job_result.write_result
+    real = utils.files.result_file.write_result
     calls: list[str] = []
 
     def write(path: Path, result) -> Path:
@@ -208,7 +208,7 @@ def test_enospc_at_the_final_write_leaves_a_failed_result(tmp_path: Path, monkey
             _enospc()
         return real(path, result)
 
-    monkeypatch.setattr(train.launch.job_result, "write_result", write)
+    monkeypatch.setattr(utils.files.result_file, "write_result", write)
     code = launch(ctx, plugin("pass", collect=ok_result))
     assert code == 1
     result = read_result(ctx.result_path)
@@ -220,7 +220,7 @@ def test_enospc_at_the_final_write_leaves_a_failed_result(tmp_path: Path, monkey
 def test_enospc_for_every_final_write_keeps_the_placeholder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     ctx = context(tmp_path)
-    real = train.launch.job_result.write_result
+    real = utils.files.result_file.write_result
     written = []
 
     def write(path: Path, result) -> Path:
@@ -229,7 +229,7 @@ def test_enospc_for_every_final_write_keeps_the_placeholder(tmp_path: Path, monk
         written.append(result.status)
         return real(path, result)
 
-    monkeypatch.setattr(train.launch.job_result, "write_result", write)
+    monkeypatch.setattr(utils.files.result_file, "write_result", write)
     assert launch(ctx, plugin("pass", collect=ok_result)) == 1  # no crash after "ok"
     result = read_result(ctx.result_path)
     assert result.status == "incomplete" and "has not recorded its end" in result.error
@@ -242,7 +242,7 @@ def test_the_placeholder_cannot_be_written(tmp_path: Path, monkeypatch: pytest.M
                                            capsys: pytest.CaptureFixture[str]) -> None:
     ctx = context(tmp_path)
     ctx.result_path.write_text('{"status": "ok", "older": true}')
-    monkeypatch.setattr(train.launch.job_result, "write_result", _enospc)
+    monkeypatch.setattr(utils.files.result_file, "write_result", _enospc)
     ran = tmp_path / "ran"
     assert launch(ctx, plugin(f"open({str(ran)!r}, 'w')")) == 1
     assert not ran.exists() and not ctx.result_path.exists(), "no job, and no older result passing for this one"

@@ -151,9 +151,9 @@ def _every_writers_name(out: Path) -> list[Path]:
     from evaluate.extract import output_name
     from evaluate.gpu_check.cli import OUTPUT_STEM
     from evaluate.history.cli import TREND_PNG
-    from evaluate.render import frameworks
     from tests.helpers.evaluate import make_result
     from utils.result.file import read_result, result_path
+    from utils.result.names import frameworks_figure_name
     from utils.result.step_log import step_log_path
     from utils.spec.registry import platform_names
 
@@ -162,7 +162,7 @@ def _every_writers_name(out: Path) -> list[Path]:
              result_path(out, "nvd", "tran", "llama", run_index=2, profile="tuned"),
              output_name(out, made, "runs/node-3/logs/pretrain.log", set()),
              step_log_path(result_path(out, "cpu", "tran", "llama", run_index=1))]
-    names += [out / frameworks.figure_name(platform) for platform in platform_names()]
+    names += [out / frameworks_figure_name(platform) for platform in platform_names()]
     names += [out / f"{OUTPUT_STEM}.md", out / f"{OUTPUT_STEM}.json", out / TREND_PNG]
     defaults = Comparison.__dataclass_fields__
     names += [out / defaults["figure_name"].default, out / defaults["parity_figure_name"].default]

@@ -15,12 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evaluate.mlperf.cli import main as mlperf_main
 from tests.helpers.evaluate import make_result, workload_config
 from tests.helpers.paths import REPO
 from train.logs.quality import HELD_OUT
 from train.profiles import apply_profile
 from utils.measure.quality import FIXED_SET, build_quality, make_evaluation
+from utils.result.file import read_result
 from utils.schema.model import Result
+from utils.schema.quality import Quality
 from utils.schema.run import EffectiveSettings
 
 # The carried sample of MLPerf Training v5.1's published Llama 3.1 8B runs (tests/fixtures/mlperf/README.md)
@@ -76,3 +79,39 @@ def imported_scores(folder: Path) -> dict[tuple[str, str], float]:
         published = json.loads(path.read_text())["published"]
         scores[(published["submitter"], published["system_id"])] = published["score_min"]
     return scores
+
+
+# What a round trip through an MLLOG keeps to the millisecond only (an MLLOG holds whole milliseconds), and what it
+# cannot keep: the run's own words for why it stopped (the import's are its own).
+ROUND_TRIP_TIMES = ("seconds", "unix_s", "eval_seconds", "run_start_unix", "time_to_target_s", "gpu_hours_to_target")
+OWN_WORDS = ("stop_reason", "null_reasons")
+
+
+def _rounded(value: object, key: str = "") -> object:
+    if isinstance(value, dict):
+        return {k: _rounded(v, k) for k, v in value.items() if k not in (*OWN_WORDS, *ROUND_TRIP_TIMES)}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return round(value, 2) if key in ROUND_TRIP_TIMES and isinstance(value, float) else value
+
+
+def assert_same_quality(ours: Quality, theirs: Quality) -> None:
+    """A quality block and the one its MLLOG's import gives: equal, times to the millisecond."""
+    for name in ROUND_TRIP_TIMES:  # to the millisecond (gpu-hours: that millisecond times the GPUs)
+        a, b = getattr(ours, name, None), getattr(theirs, name, None)
+        assert (a is None) == (b is None) and (a is None or abs(a - b) <= 2e-3), name
+    for mine, read in zip(ours.evaluations, theirs.evaluations, strict=True):
+        for name in ("seconds", "unix_s", "eval_seconds"):  # a run's unknown end: the MLLOG places it (t0 + seconds)
+            assert getattr(mine, name) is None or abs(getattr(mine, name) - getattr(read, name)) <= 1e-3, name
+    assert set(ours.null_reasons) == set(theirs.null_reasons)
+    assert _rounded(ours.model_dump()) == _rounded(theirs.model_dump())
+
+
+def imported_quality(mllog: Path, out: Path) -> Quality:
+    """The quality block of ``python -m evaluate.mlperf import MLLOG``'s one result (the user's own run)."""
+    assert mlperf_main(["import", str(mllog), "--output-dir", str(out)]) == 0
+    (path,) = out.glob("train_*.json")
+    result = read_result(path)
+    assert result.published is None and result.source.kind == "mlperf"  # the user's own run, read back
+    assert result.quality is not None
+    return result.quality

@@ -44,6 +44,8 @@ def copy_repo(dest: Path) -> Path:
         shutil.copytree(REPO, dest, ignore=_IGNORED, symlinks=True)
     else:
         for name in names:
+            if name == ".venv":
+                continue  # a linked virtualenv (a git worktree's) is a file git lists: linked below like a folder
             source, target = REPO / name, dest / name
             if not source.exists() and not source.is_symlink():
                 continue  # deleted in the working tree, not yet in the index

@@ -3,47 +3,27 @@
 :class:`JobResult` is the only place the launcher builds a job's result: the memory estimate, the preflight's
 settings and versions, the profile, the framework's own result (or why there is none), the energy
 (``train/launch/energy.py``) and the status a signal leaves, composed once in :meth:`JobResult.emit` for every
-ending. :class:`ResultFile` keeps the ending on record: room for the final result is reserved and an
-``incomplete`` placeholder replaces any older result before the start, so even a launcher killed outright leaves a
-result that says so; a failed final write falls back to a compact ``failed`` one, never a truncated file.
+ending. The result file's life (room reserved, the ``incomplete`` placeholder, the final update and write with its
+fallbacks) is ``utils/files/result_file.py``'s ``ResultFile``, started once and finished once from here.
 In-process plugins (``tran``, ``deep``, ``nemo``) collect with :func:`collect_own_result`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from train.launch.checks import Checked, Refusal
 from train.launch.contract import RunContext
 from train.launch.energy import Energy, apply_energy
 from train.launch.job_guard import Signals
-from utils.files.disk import OutputDirError
-from utils.io.output_path import LOCK_DIR
-from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
+from utils.files.result_file import JobExit, JobFacts, ResultFile, Verdict, ended_result, failure_result
 from utils.machine.slurm import slurm_ending
 from utils.result.failures import cause_in_log, is_interrupted
-from utils.result.file import ResultError, finalize_result, new_result, read_result, update_result, write_result
-from utils.result.mllog import mllog_path, mlperf_record
+from utils.result.file import ResultError, read_result
 from utils.result.step_log import recover_result, step_log_path
-from utils.schema.hardware import GpuInfo
-from utils.schema.measures import Source
-from utils.schema.mlperf import Mlperf
-from utils.schema.model import Result, result_bytes
-from utils.spec.models import workload_shape
-
-LOG_TAIL_LINES = 30
-PLACEHOLDER_REASON = ("the launcher started this job and has not recorded its end (it was stopped or killed "
-                      "before it could)")
-# Room kept for a result: twice the most it can take as written (utils/schema/model.py ``result_bytes``: a fixed
-# part, each step's array entries, each evaluation).
-RESERVE_MARGIN = 2
+from utils.schema.model import Result
 
 
 @dataclass(frozen=True)
@@ -59,26 +39,10 @@ class Ran:
     error: str | None = None
 
 
-def failure_result(ctx: RunContext, status: str, reason: str, log_path: Path | None = None,
-                   gpu_info: GpuInfo | None = None) -> Result:
-    """A valid result that records why a job produced no measurement (its profile and what it changed named);
-    ``gpu_info`` defaults to :func:`collect_gpu_info` (the placeholder passes one read without a GPU runtime)."""
-    result = new_result(
-        ctx.cfg, platform=ctx.platform, framework=ctx.framework, model=ctx.model,
-        shape=workload_shape(ctx.cfg, ctx.model), gpu_info=gpu_info or collect_gpu_info(ctx.platform),
-        run_index=ctx.run_index,
-        source=Source(kind="log", log_path=str(log_path) if log_path else None),
-    )
-    update_result(result, profile=ctx.profile.name, profile_settings=ctx.profile.block())
-    return finalize_result(result, status, reason)
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(deque(handle, maxlen=lines)).rstrip()
-    except OSError:
-        return "(no log)"
+def job_facts(ctx: RunContext) -> JobFacts:
+    """What every result of the job states, however it ends, read off its context once."""
+    return JobFacts(ctx.cfg, ctx.platform, ctx.framework, ctx.model, ctx.run_index, ctx.profile.name,
+                    ctx.profile.block(), ctx.log_path)
 
 
 class JobResult:
@@ -86,19 +50,14 @@ class JobResult:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        cfg = ctx.cfg
-        evaluations = cfg.train_iters // max(cfg.eval_interval_steps, 1) if cfg.evaluates else 0
-        self.file = ResultFile(ctx.result_path, RESERVE_MARGIN * result_bytes(cfg.train_iters, evaluations))
+        self.file = ResultFile(ctx.result_path, job_facts(ctx))
 
     def start(self) -> RunContext:
         """Room and an ``incomplete`` placeholder (``OutputDirError``: one line); a previous run's steps removed.
 
         Returns the context the job runs with: its plugin can tell the job's own result from the placeholder.
         """
-        self.file.start(failure_result(self.ctx, "incomplete", PLACEHOLDER_REASON,
-                                       gpu_info=gpu_info_without_runtime(self.ctx.platform)))
-        with contextlib.suppress(FileNotFoundError):
-            step_log_path(self.ctx.result_path).unlink()  # a previous run's steps must never pass for this run's
+        self.file.start()
         self.ctx = replace(self.ctx, result_file=self.file)
         return self.ctx
 
@@ -107,8 +66,8 @@ class JobResult:
 
         When the full result cannot be written, a compact ``failed`` one is tried, else the placeholder stays.
         """
-        result = self.emit(checked, ran, signals.name if signals.signum else None)
-        problem = self.file.finish(result, lambda why: failure_result(self.ctx, "failed", why, self.ctx.log_path))
+        result, updates = self.emit(checked, ran, signals.name if signals.signum else None)
+        problem = self.file.finish(result, updates, mlperf=self.ctx.profile.mlperf)
         if problem:
             print(f"tprimat: {problem}", file=sys.stderr)
             return signals.exit_code() or 1
@@ -116,15 +75,12 @@ class JobResult:
               + (f" ({result.error})" if result.error else ""))
         return signals.exit_code() or (0 if result.status == "ok" else 1)
 
-    def emit(self, checked: Checked | Refusal, ran: Ran | None, signal: str | None) -> Result:
-        """The job's :class:`Result`, composed once: how it ended, what the checks found, the signal."""
+    def emit(self, checked: Checked | Refusal, ran: Ran | None, signal: str | None) -> tuple[Result, dict[str, Any]]:
+        """The job's :class:`Result` and the fields that complete it, composed once: how it ended, what the checks
+        found, the profile, the signal (``ResultFile.finish`` applies them in one step, with the MLLOG block)."""
         ctx = self.ctx
-        outcome = (checked.status, checked.reason, False) if isinstance(checked, Refusal) else self._collected(ran)
-        if isinstance(outcome, Result):
-            result = outcome
-        else:
-            status, reason, from_log = outcome
-            result = failure_result(ctx, status, reason, ctx.log_path if from_log else None)
+        ending = (checked.status, checked.reason, False) if isinstance(checked, Refusal) else self._collected(ran)
+        result = ended_result(self.file.job, ending)
         fields: dict[str, Any] = {"profile": ctx.profile.name, "profile_settings": ctx.profile.block()}
         if checked.memory is not None:
             fields.update(memory_estimate=checked.memory.record,
@@ -143,19 +99,17 @@ class JobResult:
             if settings is not None:
                 fields["effective_settings"] = settings.model_copy(
                     update={"settings": {**settings.settings, **ctx.precision.settings()}})
-        update_result(result, **fields)
-        if signal and result.status != "ok" and not (result.error or "").startswith("interrupted"):
-            update_result(result, status="incomplete", error=f"interrupted by {signal}: {result.error}")
-        ending = slurm_ending() if signal and result.status != "ok" else None
-        if ending:  # the signal was Slurm's: scancel or a time limit (issue 51)
-            update_result(result, error=f"{ending}: {result.error}")
-        if ctx.profile.mlperf:  # MLLOG from what the run recorded, and MLPerf's checker on it (utils/result/mllog.py)
-            update_result(result, mlperf=mlperf_block(result, ctx.result_path))
-        return result
+        if signal and result.status != "ok":  # the signal's word on a job that did not end ok
+            if not (result.error or "").startswith("interrupted"):
+                fields.update(status="incomplete", error=f"interrupted by {signal}: {result.error}")
+            ending = slurm_ending()
+            if ending:  # the signal was Slurm's: scancel or a time limit (issue 51)
+                fields["error"] = f"{ending}: {fields.get('error', result.error)}"
+        return result, fields
 
-    def _collected(self, ran: Ran | None) -> Result | tuple[str, str, bool]:
-        """The framework's own result, with the launcher's energy and the exit code's verdict; without one,
-        the launcher's (status, reason, whether the job's log is its source)."""
+    def _collected(self, ran: Ran | None) -> JobExit | Verdict:
+        """What the job left: the framework's own result with the launcher's energy (or none) and its exit code;
+        without a run or a usable result, the launcher's (status, reason, whether the job's log is its source)."""
         if ran is None or ran.returncode is None:
             return "failed", (ran.error if ran else None) or "the job did not start", False
         collected = ran.collected
@@ -164,94 +118,9 @@ class JobResult:
                 apply_energy(self.ctx, collected, *ran.energy)
             except Exception as exc:  # a collector bug must still leave a result
                 collected = exc
-            else:
-                if ran.returncode != 0 and collected.status == "ok":
-                    finalize_result(collected, "failed",
-                                    f"process exited with code {ran.returncode} after reporting success")
-                return collected
         if isinstance(collected, Exception):
             return "failed", f"collecting the result failed: {type(collected).__name__}: {collected}", True
-        reason = f"exit code {ran.returncode} and no result was produced; log tail:\n{log_tail(self.ctx.log_path)}"
-        if is_interrupted(ran.returncode) or ran.signal:
-            by = f" by {ran.signal}" if ran.signal else ""
-            return "incomplete", f"interrupted{by} ({reason})", True
-        return "failed", reason, True
-
-
-def mlperf_block(result: Result, result_path: Path) -> Mlperf:
-    """The ``mlperf`` block of a PROFILE=mlperf result; a failure to write the MLLOG is its reason, never a crash."""
-    try:
-        return mlperf_record(result, mllog_path(result_path))
-    except Exception as exc:  # the result must still be written
-        return Mlperf(benchmark="llama31_8b", derived_from="tprimat", not_a_submission="not an MLPerf submission",
-                      reason=f"writing or checking the MLLOG failed: {type(exc).__name__}: {exc}")
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns, stat.st_size
-
-
-class ResultFile:
-    """One job's result file from before the start to the end (only the node that writes it uses this)."""
-
-    def __init__(self, path: Path, reserve_bytes: int) -> None:
-        self.path = Path(path)
-        self.size = reserve_bytes
-        self.reserve = self.path.parent / LOCK_DIR / f"{self.path.name}.reserve"
-        self._placeholder: tuple[int, int, int] | None = None
-
-    def start(self, placeholder: Result) -> None:
-        """Set room aside, then replace any older result with ``placeholder``. Raises OutputDirError (one line)."""
-        try:
-            self.reserve.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.posix_fallocate(fd, 0, self.size)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            self.release()
-            raise OutputDirError(f"OUTPUT_DIR={self.path.parent} has no room for the result of this job "
-                                 f"({self.size // 1024} KiB): {exc.strerror or exc}") from None
-        try:
-            write_result(self.path, placeholder)
-        except OSError as exc:
-            self.release()
-            with contextlib.suppress(OSError):
-                self.path.unlink()  # an older result must never pass for this run's
-            raise OutputDirError(f"cannot write the result {self.path}: {exc.strerror or exc}") from None
-        self._placeholder = _identity(self.path)
-
-    def is_placeholder(self) -> bool:
-        """True while the file is still the placeholder (the job itself wrote no result over it)."""
-        return self._placeholder is not None and _identity(self.path) == self._placeholder
-
-    def release(self) -> None:
-        with contextlib.suppress(OSError):
-            self.reserve.unlink()
-
-    def finish(self, result: Result, compact: Callable[[str], Result]) -> str | None:
-        """Write the final result; None, or a one-line problem when it could not be written as it is.
-
-        ``compact(problem)`` builds the small ``failed`` result tried when the full one cannot
-        be written; when neither can, the placeholder (``incomplete``) stays.
-        """
-        self.release()
-        try:
-            write_result(self.path, result)
-            return None
-        except (OSError, ResultError) as exc:
-            problem = f"cannot write the result {self.path}: {getattr(exc, 'strerror', None) or exc}"
-        try:
-            write_result(self.path, compact(problem))
-            return f"{problem}; wrote a failed result without the per-step arrays instead"
-        except (OSError, ResultError):
-            kept = "the placeholder (incomplete) stays" if self.is_placeholder() else "the file is as the job left it"
-            return f"{problem}; {kept}"
+        return JobExit(collected, ran.returncode, ran.signal)
 
 
 # ---------------------------------------------------------------------------
@@ -289,5 +158,5 @@ def collect_own_result(ctx: RunContext, returncode: int) -> Result | None:
     if cause is None or cause.kind == "exception":
         return None
     status = "incomplete" if is_interrupted(returncode) else "failed"
-    return failure_result(ctx, status, f"{cause.kind}: {cause.text} (exit code {returncode}; no result was written)",
-                          ctx.log_path)
+    return failure_result(job_facts(ctx), status,
+                          f"{cause.kind}: {cause.text} (exit code {returncode}; no result was written)", from_log=True)

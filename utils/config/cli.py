@@ -1,8 +1,7 @@
 """A bad configuration at a command line: one ``config error: ...`` line on stderr and exit status 2.
 
-Every CLI says a bad ``config.env`` value the same way, so scripts and tests can tell it from the command's own failures
-(status 1): ``main`` lets :class:`~utils.config.rules.ConfigError` escape and wears :func:`exits_on_config_error`. The
-CLIs' other one-line answers are said here once too: :func:`number_argument` and :class:`OneLineFailure`.
+Every CLI says a bad ``config.env`` value the same way, so scripts and tests can tell it from the command's own
+failures (status 1); the CLIs' other one-line answers are said here once too.
 """
 
 from __future__ import annotations

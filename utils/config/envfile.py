@@ -1,10 +1,9 @@
 """Read ``KEY=value`` files (``config.env``, ``secrets.env``) exactly as a POSIX shell reads them.
 
 Why a shell's rules: people write these files in shell syntax, and a value read differently from what a shell would
-assign is silently not the workload or token they wrote. Quotes, escapes, ``export``, comments behave as in a shell;
-what a shell would read differently (``$VAR``, an open quote, ``;``) is an error naming file, line and key. Three
-departures, for what the writer meant: a CR before the line end and a leading BOM are dropped, and several unquoted
-words are one value (``MODELS=llama qwen`` is a list). ``secret=True`` keeps lines and values out of every message.
+assign is silently not the workload or token they wrote; what a shell would read differently (``$VAR``, an open quote,
+``;``) is an error naming file, line and key. Departures, for what the writer meant: a CR before the line end and a
+BOM are dropped, and unquoted words are one value (``MODELS=llama qwen``). ``secret=True`` keeps values unprinted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The one loader of ``config.env`` plus environment overrides: text in, one checked ``Config`` out.
 
 Every launcher, data stage and evaluator reads the workload through :func:`load_config`, so a result records exactly
-what it ran with. Each text is converted by its field's type in ``utils/config/model.py`` and checked there; the file
-is read as a shell reads it (``utils/config/envfile.py``); secrets never enter a Config (``utils/config/secret.py``).
-The shell asks this module (``--get KEY``, ``--docker-env-file PATH``) instead of parsing files itself.
+what it ran with; the shell asks this module (``--get KEY``) instead of parsing files itself.
 """
 
 from __future__ import annotations

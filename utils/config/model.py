@@ -1,10 +1,7 @@
 """What a config is: the typed ``Config`` (its fields are the ``config.env`` keys), its derived values, and its checks.
 
-Derived values (global batch size, world size) are computed here and checked, never taken on trust: a config that
-says ``GBS=128`` while ``MBS*DP*GA`` is 64 is an error, not a silent choice. How a value is checked, in order: every
-float must be finite and every list non-empty; then the key's row in ``utils/config/rules.py``'s ``RULES`` (choices,
-minimum, maximum); then the cross-key checks of :func:`check_config`. Each failure is one line naming the key and
-the value. ``utils/config/load.py`` turns ``config.env`` and the environment into one.
+Derived values (global batch size, world size) are computed and checked, never taken on trust: a config that says
+``GBS=128`` while ``MBS*DP*GA`` is 64 is an error, not a silent choice. Each failure is one line naming key and value.
 """
 
 from __future__ import annotations
@@ -130,12 +127,8 @@ class Config(EvaluationCadence):
     # ---- derived values -------------------------------------------------
     @property
     def precision_label(self) -> str:
-        """The precision every framework's result records (``training_config.precision_effective``).
-
-        One label per configuration, the same for every framework, so that a fairness check can
-        compare it; how a framework realises it (autocast, master weights, FP8 recipe) is the
-        result's ``precision_detail`` and its effective settings.
-        """
+        """The precision every framework's result records (``training_config.precision_effective``): one label per
+        configuration, so that a fairness check can compare it; how a framework realises it is ``precision_detail``."""
         return f"{self.precision}+fp8" if self.fp8 else self.precision
 
     def tran_compile_on(self, platform: str) -> bool:

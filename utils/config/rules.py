@@ -1,10 +1,7 @@
 """The per-key rules of the config: what each ``config.env`` key accepts beyond its type.
 
 Why a table: every key is checked the same way (choices, minimum, maximum), a new key is one row, and the
-hostile-input tests walk the table itself (``tests/e2e/test_hostile.py`` sends every number a huge value, so each
-needs both bounds). Finite floats, non-empty lists and text without a character
-``utils/io/sanitise.py`` escapes (C0, C1, bidirectional controls), no longer than a path, follow from the type
-and need no row.
+hostile-input tests walk the table itself (each number needs both bounds).
 """
 
 from __future__ import annotations
@@ -269,10 +266,8 @@ def sequence_problem(seq_len: int, shape: Any) -> str | None:
 
 
 def tensor_split_problem(shape: Any, tp: int) -> str | None:
-    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can). Every vendor stack
-    splits the heads and the query groups over TP, and Megatron's ``TransformerConfig`` refuses a TP that divides either
-    not (847781764f ``megatron/core/transformer/transformer_config.py:726,741``); refused here, before launch, with a
-    message about the shape. ``tran`` and ``deep`` run TP 1."""
+    """Why ``shape``'s attention cannot be split over ``tp`` tensor-parallel ranks (None: it can): every vendor stack
+    splits heads and query groups over TP, and Megatron refuses a TP that divides either not; refused before launch."""
     heads, groups = shape.num_attention_heads, shape.num_query_groups
     if tp <= 1 or (heads % tp == 0 and groups % tp == 0):
         return None

@@ -1,9 +1,7 @@
 """The one secrets loader (``HF_TOKEN``) and the env file that carries config and secrets into docker.
 
-Why not the shell or docker's ``--env-file``: ``secrets.env`` is written by people (quotes, ``export``, comments,
-CRLF), and docker copies a line verbatim, so a token with a trailing ``# mine`` would arrive broken. It is read as a
-shell does (``utils/config/envfile.py``) and rendered as plain ``KEY=value`` lines. A secret is never part of the
-config, never printed, and no error shows a line or value of ``secrets.env``.
+Why not docker's ``--env-file``: it copies a line verbatim, so a token with a trailing ``# mine`` would arrive broken;
+``secrets.env`` is read as a shell does and rendered as plain ``KEY=value`` lines. A secret is never printed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The Docker build context: the repository's code, and nothing the configuration points at.
 
 Why: the images ``COPY .`` the context, and ``.dockerignore`` knows only the default folders, so an in-repo
-``DATA_DIR`` or ``OUTPUT_DIR`` would be baked into the image. The context made here holds the repository's regular
-files less what ``.dockerignore`` excludes (Docker's own rules), less the configured ``DATA_DIR``, ``OUTPUT_DIR`` and
-``HF_HOME``; links are left out and named (one could point at a secrets file). Files are hard-linked where possible.
-CLI: ``python -m utils.files.build_context DIR`` fills the empty folder ``DIR`` and prints a summary.
+``DATA_DIR`` or ``OUTPUT_DIR`` would be baked into the image. Links are left out and named (one could point at a
+secrets file); files are hard-linked where possible.
 """
 
 from __future__ import annotations

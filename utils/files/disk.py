@@ -1,11 +1,8 @@
 """Before any training starts: can the output directory take a run's results at all?
 
 Why: a run whose result cannot be written loses everything it measured. So before the first job ``OUTPUT_DIR`` must
-be a directory (created when missing) where a file can be written, with room: :data:`MIN_FREE_BYTES` (64 MiB) and,
-where the filesystem counts inodes (``f_files`` > 0), :data:`MIN_FREE_INODES` are floors, many times what a job
-writes, not estimates. A failure is one line naming the key, the path and the reason. A disk that fills mid-run is
-handled where the result is written: the old file or a failed result stays.
-CLI: ``python -m utils.files.disk check-output`` (exit 1 with one line, 2 on a config error).
+be a writable directory with room (:data:`MIN_FREE_BYTES`, :data:`MIN_FREE_INODES`: floors, not estimates). A disk
+that fills mid-run is handled where the result is written: the old file or a failed result stays.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What tprimat itself generates, and which folders may be treated as tprimat's at all.
 
 Why: purge must delete only what tprimat's own writers named (``OUTPUT_DIR=.git`` must never empty a repository) and
-wrap must pack only that; both refuse a root that cannot be an output or data folder (:func:`check_root`). Each
-writer owns its name; this table only recognises them: ``OUTPUT_DIR``'s top-level names come from
-``utils/result/names.py`` (results, step records, MLLOGs, comparisons, the page, the gate's report), plus the logs,
-generated experiments, traces and NeMo/Primus workspaces and ``.tprimat/`` (locks, reserves, :data:`OUTPUT_MARKER`);
-``DATA_DIR``'s follow ``utils/dataset/paths.py``'s layout; anywhere, ``utils/io/atomic.py``'s temporary files and
-``utils/files/disk.py``'s probe.
+wrap must pack only that; both refuse a root that cannot be an output or data folder (:func:`check_root`). Each writer
+owns its name (``utils/result/names.py``, ``utils/dataset/paths.py``); this table only recognises them.
 """
 
 from __future__ import annotations

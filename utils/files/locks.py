@@ -1,16 +1,11 @@
 """One writer at a time: a lock file that names its holder.
 
 Why: two preparations of one ``DATA_DIR``, or two launchers of one result, race on the same names; a second writer
-must fail at once saying who holds the lock, and a killed holder must not block the next run.
-
-How: a non-blocking ``fcntl.flock`` on a file under ``<dir>/.tprimat/``, which the kernel releases however its
-holder exits. The file names the holder (pid, host, start, command); a normal release empties it, so content found by
-the next taker means a killed holder (noted on stderr). The file stays: deleting it while open would let two holders
-in. Where ``flock`` is unsupported the content decides (a live holder on this host holds; another host's cannot be
-checked and holds). A shell script can hold a lock for its children: it opens the file on a descriptor,
-``python -m utils.files.locks acquire --fd N`` locks it, and ``TPRIMAT_LOCK_FDS=N`` tells the children, which find it
-inherited (``shell/data.sh`` holds ``DATA_DIR``'s; ``shell/train.sh`` a result's, ``path result FILE``, from a job's
-claim to its end). Within one process a lock is re-entrant.
+must fail at once saying who holds the lock, and a killed holder must not block the next run. A non-blocking
+``fcntl.flock`` (released by the kernel however the holder exits) on a file under ``<dir>/.tprimat/`` that names the
+holder; a normal release empties it, so content found by the next taker means a killed holder. The file stays:
+deleting it while open would let two holders in. A shell script holds a lock for its children through
+``acquire --fd N`` and ``TPRIMAT_LOCK_FDS=N``. Within one process a lock is re-entrant.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Delete what tprimat generated, and nothing else, whatever ``OUTPUT_DIR`` and ``DATA_DIR`` say.
 
-Generated means a name in ``utils/files/generated.py``'s table, and a root is checked there first (never ``/``, home,
-the repository, ``.git``, a virtualenv, a project folder, also through a link). Links are never followed nor deleted,
-folders go only when tprimat created them whole or they are left empty, every target is checked again right before
-it goes, and a root whose lock a running job holds is refused, as is an ``OUTPUT_DIR`` without tprimat's marker (a
-user's own ``report.html`` is not tprimat's; wrap refuses such a folder too). ``--with-history`` also removes
-``HISTORY_DB`` when it is a SQLite file holding tprimat's history (never a PostgreSQL database, never a link).
-CLI (``shell/purge.sh``): ``python -m utils.files.purge [--with-data] [--with-history] [--dry-run]``.
+Generated means a name in ``utils/files/generated.py``'s table under a root checked there first. Links are never
+followed nor deleted, folders go only when tprimat created them whole or they are left empty, every target is checked
+again right before it goes, and a root whose lock a running job holds is refused. CLI: ``shell/purge.sh``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Which run owns a job's result file, and what ``shell/train.sh`` does before and after each job.
 
 Why: a signal before the launcher wrote anything must still leave a result, and a killed launcher's orphaned workers
-must not rewrite a result later. Every job run has an id (``TPRIMAT_RUN_ID``, inherited by every process under it):
-``start`` locks the result on the descriptor train.sh keeps until ``end`` (so no second train.sh takes the claim
-in between; the launcher finds it through ``TPRIMAT_LOCK_FDS``), claims it and writes an ``incomplete`` result
-("started, nothing recorded yet"); ``utils/result/run_claim.py``'s ``write_problem`` drops any write of a process
-whose run no longer owns the file; ``end`` stops what is left of the run and, only where its ``start`` claimed the
-file, words the reason, closes the run and releases the lock. CLI: ``python -m utils.files.run_owner start|end ...``.
+must not rewrite a result later. ``start`` locks and claims the result for the run (``TPRIMAT_RUN_ID``) and writes an
+``incomplete`` one; a process whose run no longer owns the file writes nothing; ``end`` stops what is left of the run
+and, where its ``start`` claimed the file, words the reason and releases the lock.
 """
 
 from __future__ import annotations

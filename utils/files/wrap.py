@@ -1,13 +1,10 @@
 """Pack ``OUTPUT_DIR`` into ``output.zip``: only what tprimat wrote, never a secret.
 
 Why Python: the archive must never follow a link to ``secrets.env`` nor miss a token written with a trailing comment
-or CRLF. So: the secret values are every value ``utils/config/secret.py`` reads, from the environment and
-``secrets.env`` both, compared as exact bytes; no link is followed (every file opened with ``O_NOFOLLOW``) and what is
-not a regular file is skipped with a line; an env file or a file holding a secret (name or bytes, scanned again while
-packed) makes wrap refuse, naming the file, never the value; only a folder holding tprimat's marker
-(``utils.result.names.OUTPUT_MARKER``) is packed, and only names ``utils.files.generated.output_targets`` knows; a file
-other users may not read is never packed (unless the umask withholds other-read from every file); the archive is
-renamed into place only when complete. CLI (``shell/wrap.sh``): ``python -m utils.files.wrap``; exit 1 on refusal.
+or CRLF. So every secret value ``utils/config/secret.py`` reads is compared as exact bytes, no link is followed
+(``O_NOFOLLOW``), a file holding a secret makes wrap refuse (naming the file, never the value), only a folder with
+tprimat's marker and only names ``utils.files.generated.output_targets`` knows are packed, and the archive is renamed
+into place only when complete. CLI (``shell/wrap.sh``): ``python -m utils.files.wrap``; exit 1 on refusal.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """sha256 of large files, hashed once and remembered until the file changes.
 
-Why: datasets are checked against their manifest by hash (an in-place edit keeps the size) before every job, and
-hashing gigabytes each time would cost minutes. Each hash is cached (``.tprimat-hashes.json``, replaced atomically)
-with the file's identity: size, inode, mtime and ctime in nanoseconds. The ctime cannot be set back by a user, so an
-edit is noticed even after ``touch -r``; a copied or moved file is hashed again.
+Why: datasets are checked against their manifest by hash before every job, and hashing gigabytes each time would cost
+minutes. The cache keys on size, inode, mtime and ctime (ns): a user cannot set the ctime back, so ``touch -r`` is seen.
 """
 
 from __future__ import annotations

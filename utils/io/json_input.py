@@ -2,11 +2,7 @@
 
 Why one helper: results are compared across machines, so a result, a step record or a cache is foreign input, and
 one hostile file (nested 100,000 deep, a 9,000-digit number, 510 MB of short numbers) must not end a comparison of
-the good files beside it. Every such file must be a regular file of at most ``max_bytes``, UTF-8, nested at most
-``max_depth`` deep (counted on the text before the parser recurses), with at most ``max_values`` values and
-``max_containers`` containers where the reader asks (memory follows values, not bytes; commas plus containers plus
-one bound the values from above), and standard JSON (``NaN``/``Infinity`` only with ``allow_nan``; an unconvertible
-number is a problem, not a crash). Every failure is a one-line :class:`JsonInputError` naming the file.
+the good files beside it. Every failure is a one-line :class:`JsonInputError` naming the file.
 """
 
 from __future__ import annotations

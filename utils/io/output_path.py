@@ -1,9 +1,6 @@
 """Where a file tprimat writes goes: inside its folder, under a name built from safe parts, or nowhere.
 
-Why one helper: a result's field (``y/../../tmp/X``, a line break) must never steer a written file outside its
-folder. :func:`safe_label` turns any text into a name part of ``[A-Za-z0-9._-]`` not starting with a dot;
-:func:`output_file` joins a folder and a relative name and refuses (:class:`OutputPathError`, one line) an absolute
-name, ``..``, an empty part, a character outside that set, or a path that leaves the folder once links resolve.
+Why one helper: a result's field (``y/../../tmp/X``, a line break) must never steer a written file outside its folder.
 """
 
 from __future__ import annotations

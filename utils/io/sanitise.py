@@ -1,13 +1,8 @@
 """Foreign text made safe to show: the one owner of output sanitising, at two places no renderer can skip.
 
-* Where foreign records enter the renderers: :func:`sanitised` makes every string of a result or prescreen one inert
-  line (``evaluate/analysis/results.py``, ``evaluate/gpu_check/check.py``).
-* Where text leaves the program: :func:`one_line` for a field or message (bounded), :func:`safe_text` for a rendered
-  document (line breaks kept, every line bounded), :func:`safe_markdown` for Markdown (HTML tags shown as text).
-
-Escaped (C0 and C1 controls, separators, bidirectional controls, lone surrogates) means shown as the Python escape
-(``\\x1b``), never dropped. :func:`unsafe_character` is the same definition for a rule that refuses such text.
-tests/house/test_printers.py walks every printer with one hostile corpus.
+Where foreign records enter the renderers (:func:`sanitised`) and where text leaves the program (:func:`one_line`,
+:func:`safe_text`, :func:`safe_markdown`). Controls, separators, bidirectional controls and lone surrogates are shown
+as their Python escape (``\x1b``), never dropped; tests/house/test_printers.py walks every printer with one corpus.
 """
 
 from __future__ import annotations
@@ -95,11 +90,8 @@ def _may_hold_unsafe(text: str) -> bool:
 
 
 def sanitised(record: Model) -> Model:
-    """``record`` with every string (keys too) made one line and inert; the same object when none needed it.
-
-    Nothing is cut: the record stays whole (a fingerprint or an environment value is compared, not shown);
-    bounding the length is the renderer's :func:`one_line`.
-    """
+    """``record`` with every string (keys too) made one line and inert; the same object when none needed it. Nothing is
+    cut: a fingerprint or an environment value is compared, not shown; bounding is the renderer's :func:`one_line`."""
     try:
         text = record.model_dump_json()
     except Exception:  # a lone surrogate cannot be written as JSON: take the slow path

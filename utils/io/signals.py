@@ -1,9 +1,7 @@
 """How a command-line entry point answers a signal: one line and exit 128 + the signal's number.
 
-Why: Ctrl-C otherwise prints a KeyboardInterrupt traceback (also during the start-up imports) and SIGHUP ends a
-command without a word. A package of entry points (``evaluate``, ``data``, ``utils``) calls
-:func:`answer_signals_when_run` in its ``__init__.py``: under ``python -m`` the signals are answered from then on,
-imports included; imported as a library nothing changes. ``train`` answers its own (``train/launch/job_guard.py``).
+Why: Ctrl-C otherwise prints a KeyboardInterrupt traceback and SIGHUP ends a command without a word. A package of
+entry points calls :func:`answer_signals_when_run` in its ``__init__.py`` (imported as a library nothing changes).
 The handler raises ``SystemExit``, so ``finally`` blocks run: temporary files removed, locks released.
 """
 

@@ -1,11 +1,8 @@
 """CPU_PRECISION: the precision a job on the ``cpu`` platform computes in, from what this CPU computes natively.
 
 Why: a CPU without bf16 instructions emulates bf16 (a measured 0.3 GFLOP/s against fp32's 190: docs/PERFORMANCE.md),
-and fp32 is both faster there and exact. On the ``cpu`` platform only: ``bf16|fp16|fp32`` is used as asked;
-``auto`` (the default) is PRECISION where native, else fp32. Native bf16 needs ``avx512_bf16``/``amx_bf16`` (x86)
-or ``bf16`` (Arm), fp16 ``avx512_fp16``/``amx_fp16`` or ``asimdhp``; a ``ONEDNN_MAX_CPU_ISA`` cap below those
-instructions, or unreadable flags, count as not native. ``FP8`` is left as configured. The choice replaces
-``Config.precision`` (:func:`apply_cpu_precision`), so every record says what ran.
+and fp32 is both faster there and exact. ``auto`` (the default) is PRECISION where native, else fp32; the choice
+replaces ``Config.precision`` (:func:`apply_cpu_precision`), so every record says what ran.
 """
 
 from __future__ import annotations

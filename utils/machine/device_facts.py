@@ -1,7 +1,6 @@
 """A GPU's facts (model, driver, runtime, memory, power limit, clocks, ECC) through NVML or amdsmi.
 
-Recorded by the prescreen. Each fact is read on its own: one the device or library cannot give is ``None`` with what
-the library said, and the others are still read.
+Each fact is read on its own: one the device cannot give is ``None`` with what the library said.
 """
 
 from __future__ import annotations
@@ -136,9 +135,7 @@ IDLE_REASON = "gpu_idle"
 def decode_reasons(mask: int) -> tuple[str, ...]:
     """The names of the reason bits set in ``mask`` (an unknown bit is named by its value)."""
     names = [name for bit, name in NVML_CLOCK_EVENT_REASONS if mask & bit]
-    known = 0
-    for bit, _ in NVML_CLOCK_EVENT_REASONS:
-        known |= bit
+    known = sum(bit for bit, _ in NVML_CLOCK_EVENT_REASONS)  # distinct bits: their sum is their union
     if mask & ~known:
         names.append(f"unknown_0x{mask & ~known:x}")
     return tuple(names)

@@ -1,8 +1,7 @@
 """Environment capture: the variables and library versions that change performance.
 
-Recorded in every result so a surprising number can be traced to, say, a different ``NCCL_ALGO``. Only variables with
-a performance-relevant prefix are kept, never one named like a credential. Also whether the run was inside a tprimat
-container, and the one definition of an installed package's version (:func:`installed_version`).
+Recorded in every result so a surprising number can be traced to, say, a different ``NCCL_ALGO``; never a variable
+named like a credential.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The host settings MLPerf submitters change, read (never written) so that a result says what its host ran with.
 
-Why: vendors' MLPerf runs set the CPU governor, idle states, NUMA balancing, ASLR, the NMI watchdog and huge pages;
-two runs on hosts set differently measure the hosts as well as the GPUs, so every result records them and compare
-flags a vendor pair that differs (``evaluate/render/mlperf.py``). What cannot be read is None with the reason in
-``unreadable``; the page cache is not recorded (write-only, and it changes from second to second).
+Why: two runs on hosts set differently (governor, idle states, NUMA balancing, huge pages...) measure the hosts as well
+as the GPUs, so every result records them and compare flags a vendor pair that differs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Prescreen of one GPU (about 30 s): how close is this device to its datasheet, and what is it?
 
-``shell/gpu_check.sh`` runs it before the short training jobs, as MLPerf and the vendors' kits do. On logical
-device 0: a bf16 GEMM sweep over :data:`GEMM_SIZES` (each warmed, then timed to fill :data:`GEMM_TARGET_S`;
-``2 n**3`` FLOPs a multiply; the best size's TFLOP/s against the datasheet peak of ``utils/machine/hardware.py``);
-a device-memory copy of :data:`COPY_BYTES` (``2 x bytes`` moved) against the datasheet bandwidth; and the device's
-facts (``utils/machine/device_facts.py``). The SM clock and clock-event reasons are sampled during the sweep, so a
-peak under :data:`WARN_FRACTION` says its sustained clock and the peak at the maximum clock; a device its own
-power cap explains (:func:`power_capped`) is "ready, power-capped", a note rather than a warning. The arithmetic
-sees only a :class:`Device`, so tests drive it with a fake; the real one is :class:`TorchDevice`.
-``python -m utils.machine.prescreen --platform nvd --out PATH`` writes the typed ``Prescreen``; no GPU: exit 2.
+``shell/gpu_check.sh`` runs it before the short training jobs, as MLPerf and the vendors' kits do: a bf16 GEMM sweep
+and a device-memory copy against the datasheet (``utils/machine/hardware.py``), the device's facts, and the SM clock
+sampled during the sweep, so a low peak says why (a device its own power cap explains is "ready, power-capped").
+The arithmetic sees only a :class:`Device`, so tests drive it with a fake; the real one is :class:`TorchDevice`.
 """
 
 from __future__ import annotations

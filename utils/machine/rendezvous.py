@@ -1,11 +1,7 @@
 """Is the rendezvous usable before a job starts: MASTER_ADDR resolves (quickly), MASTER_PORT is free.
 
 Why before: torchrun retries an unresolvable address until it is killed, and a port held by the previous job's
-workers fails the next job. :func:`resolve_problem` resolves in a helper thread with a time limit;
-:func:`port_problem` says why the port cannot be bound; :func:`wait_for_port` waits a bounded time for it.
-
-CLI: ``python -m utils.machine.rendezvous [--wait SECONDS]``: exit 0 when usable, 2 with one line otherwise. Only
-node 0 binds the port; the other nodes check the address only.
+workers fails the next job. Only node 0 binds the port; the other nodes check the address only.
 """
 
 from __future__ import annotations

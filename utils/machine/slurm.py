@@ -1,11 +1,8 @@
 """The Slurm job a run is part of (``shell/slurm.sbatch``): what its result records, and whether Slurm ended it.
 
-* :func:`slurm_job`: ``environment.slurm``: the job's id, node list and node count (``SLURM_JOB_ID``,
-  ``SLURM_JOB_NODELIST``, ``SLURM_JOB_NUM_NODES``); GPUs per node are ``training_config.gpus_per_node``.
-* :func:`slurm_ending`: ``scancel`` and a time limit reach every process of the job as SIGTERM from ``slurmstepd``,
-  which the launcher cannot tell from a SIGTERM sent by hand. So, inside a job step (``SLURM_JOB_ID`` set, the
-  process below ``slurmstepd``), Slurm is asked (``squeue``, bounded): a job it is ending while its task still runs
-  was cancelled (reason ``None``: ``scancel``; ``TimeLimit``). ``srun --kill-on-bad-exit`` leaves the job running.
+Why ask Slurm: ``scancel`` and a time limit reach every process as SIGTERM from ``slurmstepd``, which the launcher
+cannot tell from a SIGTERM sent by hand; so inside a job step Slurm is asked (``squeue``, bounded) whether it is
+ending the job (:func:`slurm_ending`).
 """
 
 from __future__ import annotations

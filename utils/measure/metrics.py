@@ -1,9 +1,7 @@
 """Metrics: per-step arrays -> the result's performance, memory and framework-reported blocks.
 
-The one place throughput, FLOPs and MFU are computed, whatever measured the steps, so every framework is judged
-by the same arithmetic: warm-up steps are kept in the arrays but excluded here; tokens/s is GBS x SL / the median
-step time; MFU against the device's dense peak is ``None`` with the reason when the peak is unknown (never
-guessed); a framework's own figures more than 5% from ours are flagged.
+The one place throughput, FLOPs and MFU are computed, whatever measured the steps, so every framework is judged by the
+same arithmetic; an unknown peak leaves MFU ``None`` with the reason (never guessed).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Step measurement, the same for every framework: device events on GPUs, the host clock on cpu.
 
-On a GPU each step is timed by a pair of device events whose elapsed time is read ``lag`` steps later, and the loss is
-copied to the host asynchronously: no step synchronizes the device, since a per-step ``synchronize`` drains the launch
-queue (0.7% of an H100 step; events agree with a synchronized timer to 0.02%). One synchronize at each end of the
-measured window lets :meth:`StepMonitor.wall_check` compare the steps' sum with the wall clock. On cpu the host clock
-times each step. The summary is ``utils/measure/metrics.py``'s; the Lightning adapter is ``train/nemo/callback.py``.
+Why events: a per-step ``synchronize`` drains the launch queue (0.7% of an H100 step), so each step is timed by a pair
+of device events read ``lag`` steps later and the loss is copied asynchronously (events agree with a synchronized timer
+to 0.02%); one synchronize at each end of the window lets :meth:`StepMonitor.wall_check` compare with the wall clock.
 """
 
 from __future__ import annotations

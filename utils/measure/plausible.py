@@ -1,9 +1,7 @@
 """Which figures can be physically true: the one owner of plausibility bounds for results and prescreens.
 
 Consistency is not plausibility: a consistent result can still be forged. Each bound is recomputed from the result's
-own shape, workload and arrays, never from what it claims: MFU against the datasheet peak (causal FLOPs, the lenient
-bound) and the step-time floor; losses a cross-entropy can be; the ``quality`` block within the run; the platform's
-evidence; a prescreen's peak. Every reader of result files applies them through ``utils/result/admit.py``.
+own shape, workload and arrays, never from what it claims; readers apply them through ``utils/result/admit.py``.
 """
 
 from __future__ import annotations
@@ -44,11 +42,8 @@ _TORCH_BUILDS = (("cpu", re.compile(r"\+cpu\b")), ("cuda", re.compile(r"\+cu\d")
 
 
 def step_time_problem(seconds: float | None) -> str | None:
-    """Why a step time read from a foreign log or event file cannot be one (None: it can, or it is absent).
-
-    Bound where the figure is read (issue 33: a negative, 1e308, 1e38 or NaN step time ended
-    ``evaluate.extract`` in a pydantic traceback): such a step is dropped with a counted warning.
-    """
+    """Why a step time read from a foreign log or event file cannot be one (None: it can, or it is absent); bound where
+    it is read, so such a step is dropped with a counted warning rather than failing the result."""
     if seconds is None:
         return None
     if not math.isfinite(seconds):
@@ -197,11 +192,8 @@ def identity(result: Result) -> str:
 def prescreen_problems(measured_peak: float | None, points: list[float], datasheet: float | None,
                        prescreen_platform: str | None, prescreen_device: str | None,
                        results_platforms: set[str], results_devices: set[str]) -> list[str]:
-    """Why a prescreen cannot stand beside these results (empty: it can); each reason one line.
-
-    ``points``: the TFLOP/s of the prescreen's own sweep; its peak must be one of them (within 1%) and, with
-    the datasheet known, no more than :data:`PRESCREEN_OVER_DATASHEET` times it and above a thousandth of it.
-    """
+    """Why a prescreen cannot stand beside these results (empty: it can), a line each: its peak must be one of its own
+    sweep's ``points`` (within 1%), above a thousandth and at most :data:`PRESCREEN_OVER_DATASHEET` times datasheet."""
     problems: list[str] = []
     if measured_peak is not None:
         if points and not any(abs(measured_peak - p) <= 0.01 * max(abs(p), 1e-12) for p in points):

@@ -1,12 +1,9 @@
 """Board energy and power during the measured steps: the one producer of ``power_metrics``.
 
-Best source first (``PowerMetrics.energy_source``): ``energy_counter``, the device's cumulative counter read at the
-two ends of the measured window (exact whatever the power did; units in docs/RESULTS.md, "Energy");
-``power_sampler``, board power sampled in a daemon thread and integrated by the trapezoid rule where no counter
-reads; ``log``, Megatron's ``--log-energy`` fields (:func:`log_power_metrics`). Every rank measures its own GPU and
-rank 0 gathers one :class:`DeviceEnergy` per GPU (never rank 0's figure times the world size); a partial set keeps
-per-GPU figures with null totals. On cpu every value is null with a reason: CPU package power is no GPU board power.
-Counters are read through ``utils/machine/device_counters.py``.
+Best source first (``PowerMetrics.energy_source``): the device's cumulative energy counter read at both ends of the
+window, else board power sampled in a thread and integrated, else Megatron's ``--log-energy`` fields. Every rank
+measures its own GPU and rank 0 gathers them (never rank 0's figure times the world size). On cpu every value is null
+with a reason: CPU package power is no GPU board power.
 """
 
 from __future__ import annotations

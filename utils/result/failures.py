@@ -19,6 +19,7 @@ INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPTED_CODES = tuple(128 + int(s) for s in INTERRUPT_SIGNALS)
 MAX_REASON_CHARS = 400
 TAIL_LINES = 400
+LOG_TAIL_LINES = 30  # the lines a reason quotes when the job left no result and no cause was found
 
 # A trainer's own one-line refusal before its first step (``trainer_error``, printed by train/tran/worker.py for tran
 # and deep): the cause itself, preferred to the traceback torchrun prints after it.
@@ -96,6 +97,16 @@ def cause_in_log(path: Path, lines: int = TAIL_LINES) -> Problem | None:
     except OSError:
         return None
     return likely_cause(classify_lines(tail))
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log as one text (``(no log)`` when it cannot be read): what a job that left no
+    result and named no cause said last."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines)).rstrip()
+    except OSError:
+        return "(no log)"
 
 
 def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:

@@ -289,3 +289,13 @@ def mlperf_record(result: Result, path: Path) -> Mlperf:
     atomic_write_text(path, text)
     checks = [check(path, ruleset) for ruleset in (RULESET_OF_RECORD, *OTHER_RULESETS)]
     return Mlperf(**base, mllog=path.name, verdict=checks[0].verdict, checks=checks)
+
+
+def mlperf_block(result: Result, result_path: Path) -> Mlperf:
+    """The ``mlperf`` block of the PROFILE=mlperf result at ``result_path`` (its MLLOG beside it): a failure to write or
+    check the MLLOG is the block's reason, never a crash, for the result must still be written."""
+    try:
+        return mlperf_record(result, mllog_path(result_path))
+    except Exception as exc:
+        return Mlperf(benchmark=BENCHMARK, derived_from="tprimat", not_a_submission="not an MLPerf submission",
+                      reason=f"writing or checking the MLLOG failed: {type(exc).__name__}: {exc}")

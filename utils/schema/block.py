@@ -1,8 +1,6 @@
 """What every block of a result is: strict keys, bounded finite figures, and no null without its reason.
 
-Results are read from other people's machines, so: no NaN or infinity (what could not be measured is ``None`` and
-:attr:`Block.NULL_REASONS` says why); non-negative figures typed so; unknown keys refused; figures bounded
-(``MAX_INT``, ``MAX_FIGURE``, arrays at most ``MAX_STEPS``); files validated in pydantic's strict mode.
+Results are read from other people's machines, so no NaN or infinity, unknown keys refused, figures bounded.
 """
 
 from __future__ import annotations

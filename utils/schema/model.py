@@ -1,11 +1,8 @@
 """The typed result (schema version 2): one pydantic class per block of ``train_*.json``.
 
 Why typed: several producers build a result and every evaluator reads it, so a misspelt key or a NaN is an error where
-it is made, readers use attributes, and ``utils/schema/schema.json`` is generated from ``Result`` (``python -m
-utils.result.file schema``) and cannot go stale. Every block follows ``utils/schema/block.py``'s rules;
-``platform``/``framework``/``model`` are registry names; the older tools' keys (``gpu_info``, ``training_config``'s
-five, ``performance_metrics``, the per-step arrays) stay where their readers look. Each block has one producer
-(docs/ARCHITECTURE.md); the classes describe shapes and invariants and compute nothing.
+it is made, readers use attributes, and ``utils/schema/schema.json`` is generated from ``Result`` and cannot go stale.
+Each block has one producer (docs/ARCHITECTURE.md); the classes describe shapes and invariants and compute nothing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Reading schema version 1 results: a dict written by the untyped producers -> a version 2 dict.
 
 Why a migration and not two readers: results are kept for months and compared with new ones, but every reader should
-see one shape; :func:`utils.result.file.read_result` migrates and then validates like any file
-(``tests/fixtures/results_v1/`` holds version-1 files). The fairness keys move under ``workload`` (the second spelling
-of parallelism is dropped), both ``framework_reported`` shapes become one ``disagreements`` list, Primus's device
-memory, ``energy_source``, the data fingerprint's names, ``total_time_seconds`` (the sum of the step times) and the
-Primus experiment are mapped; a missing ``quality`` block means evaluation was off. Keys with no place in version 2
-are listed in a warning, never dropped silently.
+see one shape; :func:`utils.result.file.read_result` migrates, then validates like any file. Keys with no place in
+version 2 are listed in a warning, never dropped silently.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Model shapes by size, MODEL_LAYERS proxies and FLOPs: what every framework and the FLOPs counter use.
 
 Why one place: a comparison is fair only if every stack builds the same network; launchers turn a
-:class:`ModelShape` (the registry's rows) into their own flags, and nothing else hard-codes layer counts. FLOPs per
-token follow Megatron's dense formula: ``6 N'`` for the weight matmuls plus ``12 L s h`` for attention with full
-attention, or half that counting the causal half only; both are reported, labelled, as published numbers use either.
+:class:`ModelShape` into their own flags, and nothing else hard-codes layer counts. FLOPs per token follow Megatron's
+dense formula, with full and with causal attention: both are reported, labelled, as published numbers use either.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The one registry of platforms, frameworks and models.
 
 Why one table: argparse ``choices``, the job list, the comparison's labels, the result model and the shell all need
-these lists. Adding a framework is one entry (plus its plugin package, named by module path and imported by
-``train/launch/context.py``); adding a model is one :class:`Model` row (shape, Hub repository, tokenizer, each
-stack's name for it, line style), read everywhere through this table, as torchtitan's TrainSpec.
-
-The shapes are each model's published ``config.json`` (docs/MODELS.md lists the sources); no model uses
-sliding-window attention (Mistral v0.3 has none), so every launcher builds full causal attention. The tiny shapes
-keep every architectural feature (GQA ratio, SwiGLU ratio, QKV bias, RoPE, untied embeddings) at dimensions where a
-step takes well under a second on 2 CPU cores.
+these lists. Adding a framework is one entry (plus its plugin package); adding a model is one :class:`Model` row.
+The shapes are each model's published ``config.json`` (docs/MODELS.md); the tiny shapes keep every architectural
+feature (GQA and SwiGLU ratios, QKV bias, RoPE, untied embeddings) at dimensions a 2-core CPU steps in well under 1 s.
 """
 
 from __future__ import annotations

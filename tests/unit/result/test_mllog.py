@@ -79,3 +79,17 @@ def test_no_quality_block_is_a_reason_not_a_verdict(tmp_path):
     path = make_result(tmp_path, "nvd", "mega", **FULL)
     block = mlperf_record(read_result(path), mllog_path(path))
     assert block.verdict is None and "no quality block" in block.reason and not mllog_path(path).exists()
+
+
+def test_a_failure_to_write_the_mllog_is_the_blocks_reason(tmp_path, monkeypatch):
+    """The result must still be written: an error while writing or checking the MLLOG is said in the block."""
+    import utils.result.mllog as mllog
+
+    def broken(_result, _path):
+        raise OSError("disk gone")
+
+    path = make_result(tmp_path, "nvd", "mega", **FULL)
+    monkeypatch.setattr(mllog, "mlperf_record", broken)
+    block = mllog.mlperf_block(read_result(path), path)
+    assert block.verdict is None and block.benchmark == mllog.BENCHMARK
+    assert block.reason == "writing or checking the MLLOG failed: OSError: disk gone"
