@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -26,20 +27,35 @@ LIMITS = {"compare": (10.0, 700.0), "extract": (30.0, 900.0), "page": (15.0, Non
 
 
 @dataclass
-class Figure:
-    """One bench's figure: the child's own wall time, CPU time and peak memory, the load around it, its limits."""
+class Child:
+    """One child process as it ran: its command, wall and CPU seconds (``wait4``), exit code and the load around it."""
 
-    bench: str
-    size: int
+    command: str
     wall_s: float
     cpu_s: float
-    peak_rss_mib: float
     exit_code: int
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
+
+
+def wait_child(proc: subprocess.Popen, command: str, started: float,
+               load_before: tuple[float, float, float]) -> tuple[Child, resource.struct_rusage]:
+    """Wait for ``proc`` (started at ``perf_counter`` ``started``): its :class:`Child` and ``wait4``'s usage of it."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    return Child(command, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2), os.waitstatus_to_exitcode(status),
+                 load_before, os.getloadavg()), usage
+
+
+@dataclass
+class Figure(Child):
+    """One bench's figure: the child, its peak memory and its limits."""
+
+    bench: str
+    size: int
+    peak_rss_mib: float
     limit_s: float
     limit_mib: float | None
-    command: str
     ok_codes: tuple[int, ...] = (0,)
 
     @property
@@ -52,19 +68,16 @@ def measure(bench: str, size: int, argv: list[str], limits: tuple[float, float |
             ok_codes: tuple[int, ...] = (0,)) -> Figure:
     """Run ``argv`` as a child: its own wall time, CPU time and peak memory (``wait4``'s usage of that child)."""
     load_before = os.getloadavg()
+    shown = " ".join(a if a != sys.executable else ".venv/bin/python" for a in argv)
     start = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code not in ok_codes:
+        child, usage = wait_child(proc, shown, start, load_before)
+        if child.exit_code not in ok_codes:
             errors.seek(0)
             print(errors.read()[-2000:], file=sys.stderr)
-    shown = " ".join(a if a != sys.executable else ".venv/bin/python" for a in argv)
-    return Figure(bench, size, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2),
-                  round(usage.ru_maxrss / 1024, 1), code, load_before, os.getloadavg(), limits[0], limits[1], shown,
-                  ok_codes)
+    return Figure(**vars(child), bench=bench, size=size, peak_rss_mib=round(usage.ru_maxrss / 1024, 1),
+                  limit_s=limits[0], limit_mib=limits[1], ok_codes=ok_codes)
 
 
 def job_results(folder: Path, steps: int) -> list[Path]:

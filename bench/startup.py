@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.load import Child, wait_child
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
 from utils.dataset.paths import tokenizer_dir
@@ -42,17 +43,11 @@ PREFLIGHT_LINE = "tprimat: preflight of "
 
 
 @dataclass
-class Figure:
+class Figure(Child):
     """One child process; for a launcher, when its preflight and framework-start lines came (s from its start)."""
 
     part: str
     what: str
-    command: str
-    wall_s: float
-    cpu_s: float
-    exit_code: int
-    load_before: tuple[float, float, float]
-    load_after: tuple[float, float, float]
     to_preflight_s: float | None = None
     to_framework_s: float | None = None
     cpu_to_preflight_s: float | None = None
@@ -82,17 +77,15 @@ def run_child(part: str, what: str, argv: list[str], cwd: Path, env: dict[str, s
                     seen[name] = round(now, 2)
                     cpu[name] = process_cpu_s(proc.pid)
             tail = [*tail[-9:], line.rstrip()]
-        _, status, usage = os.wait4(proc.pid, 0)
+        shown = shlex.join("python" if a == sys.executable else a for a in argv)
+        child, _ = wait_child(proc, shown, start, load_before)
     finally:
         killer.cancel()
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    shown = shlex.join("python" if a == sys.executable else a for a in argv)
-    figure = Figure(part, what, shown, round(wall, 2), round(usage.ru_utime + usage.ru_stime, 2), code, load_before,
-                    os.getloadavg(), seen.get("preflight"), seen.get("framework"), cpu.get("preflight"),
-                    cpu.get("framework"))
-    if code != 0:
-        figure.notes.append(f"exit {code}: {tail[-1] if tail else 'no output'}")
+    figure = Figure(**vars(child), part=part, what=what, to_preflight_s=seen.get("preflight"),
+                    to_framework_s=seen.get("framework"), cpu_to_preflight_s=cpu.get("preflight"),
+                    cpu_to_framework_s=cpu.get("framework"))
+    if child.exit_code != 0:
+        figure.notes.append(f"exit {child.exit_code}: {tail[-1] if tail else 'no output'}")
     return figure
 
 

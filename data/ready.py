@@ -141,6 +141,16 @@ def check_dataset(cfg: Config, model: str) -> Path:
     return prefix
 
 
+def dataset_problem(cfg: Config, model: str) -> str | None:
+    """Why the job's dataset must not be trained on (:func:`check_dataset`'s line), or None: the launcher's check
+    before a job starts (``train/launch/checks.py``), a problem it states, not an error it raises."""
+    try:
+        check_dataset(cfg, model)
+    except (DataError, OSError) as exc:
+        return f"dataset not usable: {exc}"
+    return None
+
+
 def _check_validation_set(cfg: Config, model: str, tok_hash: str) -> None:
     """The held-out pair an evaluating run reads: encoded from data.clean's valid.jsonl, unchanged, verified."""
     valid = valid_prefix(cfg, model)

@@ -18,6 +18,7 @@ from tests.helpers.paths import FIXTURES, REPO
 from tests.helpers.shell import script_env
 from utils.dataset.paths import job_data
 from utils.machine.hardware import device_problem
+from utils.spec.models import workload_shape
 
 JOB = {"FRAMEWORK": "tran", "MODELS": "llama", "TP": "1", "PP": "1", "CP": "1", "DP": "1", "GA": "1",
        "GPUS_PER_NODE": "1", "MASTER_ADDR": "127.0.0.1"}
@@ -106,7 +107,8 @@ def test_forced_tran_on_nvd_without_a_gpu_records_the_workers_own_line(tmp_path:
                                "GPUS_PER_NODE": "1"})
     ctx = RunContext(cfg=cfg, platform="nvd", framework="tran", model="llama", run_index=None,
                      result_path=result_path(cfg.output_dir, "nvd", "tran", "llama"),
-                     log_path=log_path_for(cfg, "nvd", "tran", "llama", None), data=job_data(cfg, "llama"))
+                     log_path=log_path_for(cfg, "nvd", "tran", "llama", None), data=job_data(cfg, "llama"),
+                     shape=workload_shape(cfg, "llama"))
     ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.log_path.write_text(log)
     result = collect_own_result(ctx, 1)

@@ -11,6 +11,7 @@ from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
 from utils.dataset.paths import job_data
 from utils.result.file import result_path
+from utils.spec.models import workload_shape
 
 FIXTURES = FIXTURES / "logs"
 
@@ -40,6 +41,7 @@ def make_context(cfg: Config, platform: str, framework: str, model: str, dry_run
         cfg=cfg, platform=platform, framework=framework, model=model, run_index=None,
         result_path=result_path(cfg.output_dir, platform, framework, model),
         log_path=log_path_for(cfg, platform, framework, model, None), data=job_data(cfg, model),
+        shape=workload_shape(cfg, model),
         dry_run=dry_run,
     )
 

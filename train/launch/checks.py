@@ -1,6 +1,8 @@
-"""What the checks before a launch find: the memory check, and the verdict a job starts or stops with.
+"""What the checks before a launch find, in one place: memory, rendezvous port, dataset, evaluation cadence.
 
-:func:`check_memory` sizes the job (``utils/measure/memory.py``) from the plugin's
+:func:`check_start` runs them all for a planned job and returns its :class:`Findings`: the problems that stop a real
+run, the warnings it prints, and for the dry run the notes it shows instead (what a real run would do). The memory
+check (:func:`check_memory`) sizes the job (``utils/measure/memory.py``) from the plugin's
 :meth:`~train.launch.contract.Plugin.memory` recipe, the workload and the GPU: the dry run prints the estimate, a
 job that cannot fit is refused in one line naming both numbers (``--force`` runs it, warned), an unknown GPU is a
 ``null`` with a reason. :class:`Checked` and :class:`Refusal` are what ``check_job`` decides
@@ -11,9 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from data.ready import dataset_problem
 from train.launch.contract import LaunchPlan, Plugin, RunContext
+from train.launch.torchrun import binds_master_port
+from train.settings.samples import dry_run_note
 from utils.machine.hardware import device_memory
+from utils.machine.rendezvous import port_problem
 from utils.measure.memory import Estimate, Verdict, estimate, recipe_for, verdict
+from utils.measure.quality import evaluation_note, interval_warning
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.measures import MemoryEstimate
 from utils.schema.run import EffectiveSettings
@@ -51,13 +58,48 @@ def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool 
 
 
 @dataclass(frozen=True)
+class Findings:
+    """What the checks before the start found: the memory check; why a real run must not start (None: it may),
+    in one line; the lines it prints (every warning, then what refuses it); in a dry run, the notes it shows."""
+
+    memory: MemoryCheck
+    refusal: str | None
+    said: list[str]
+    notes: list[str]
+
+
+def check_start(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> Findings:
+    """Every check of a planned job before it starts, each once: memory (first: ``--force`` passes it), the port
+    node 0 binds and the dataset (each problem its own line, one refusal), the evaluation cadence (a warning); the
+    dry run's notes besides: what a real run would do, the samples digest, the evaluation."""
+    memory = check_memory(ctx, plugin, plan, ctx.force)
+    problems = []
+    if ctx.cfg.node_rank == 0 and binds_master_port(ctx.cfg, plan.argv, plan.env):
+        problems.append(port_problem(ctx.cfg.master_port))
+    if plan.reads_dataset:
+        problems.append(dataset_problem(ctx.cfg, ctx.model))
+    problems = [problem for problem in problems if problem]
+    interval = [warning for warning in [interval_warning(ctx.cfg)] if warning]  # issue 34
+    evaluation = evaluation_note(ctx.cfg)
+    notes = []
+    if ctx.dry_run:
+        digest = [note for note in [dry_run_note(ctx.cfg, ctx.data)] if note]
+        notes = [*(f"{problem} (a real run stops here)" for problem in problems), memory.dry_run_note(), *digest,
+                 evaluation, *interval]
+    refusal = memory.verdict.refusal
+    said = [*(f"warning: {warning}" for warning in [*memory.verdict.warnings, *interval]),
+            *([f"{refusal} (--force runs it anyway)"] if refusal else problems)]
+    return Findings(memory, refusal or "; ".join(problems) or None, said, notes)
+
+
+@dataclass(frozen=True)
 class Checked:
-    """A job the checks let start: its plan and memory check; in a dry run, the port and dataset problems it
-    shows as notes; in a real run, the preflight's record and the framework versions."""
+    """A job the checks let start: its plan and memory check; in a dry run, the notes the checks add to the
+    plan; in a real run, the preflight's record and the framework versions."""
 
     plan: LaunchPlan
     memory: MemoryCheck
-    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     settings: tuple[EffectiveSettings, FrameworkVersions] | None = None
 
 

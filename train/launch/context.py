@@ -15,6 +15,7 @@ from utils.config.model import Config
 from utils.dataset.paths import job_data
 from utils.machine.cpu_precision import apply_cpu_precision
 from utils.result.file import result_path
+from utils.spec.models import workload_shape
 from utils.spec.registry import FRAMEWORKS
 
 
@@ -30,8 +31,7 @@ def job_context(cfg: Config, platform: str, framework: str, model: str, run_inde
     return RunContext(cfg=cfg, platform=platform, framework=framework, model=model, run_index=run_index,
                       result_path=result_path(cfg.output_dir, platform, framework, model, run_index, cfg.profile),
                       log_path=log_path_for(cfg, platform, framework, model, run_index), data=job_data(cfg, model),
-                      dry_run=dry_run,
-                      profile=profile, precision=precision)
+                      shape=workload_shape(cfg, model), dry_run=dry_run, profile=profile, precision=precision)
 
 
 def log_path_for(cfg: Config, platform: str, framework: str, model: str, run_index: int | None) -> Path:

@@ -26,6 +26,7 @@ from utils.measure.memory import Recipe
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.model import Result
 from utils.schema.run import EffectiveSettings
+from utils.spec.shape import ModelShape
 
 
 class ResultSlot(Protocol):
@@ -49,6 +50,9 @@ class RunContext:
     log_path: Path
     # The job's encoded sets and tokenizer, resolved once from ``cfg`` and ``model`` (utils/dataset/paths.py).
     data: JobData
+    # The model as the job trains it (MODEL_SIZE, MODEL_LAYERS: utils/spec/models.py ``workload_shape``), resolved
+    # once: the memory check, the preflight's expected settings and the result read this one.
+    shape: ModelShape
     # True while planning for --dry-run: a plugin may then report missing inputs as notes, not errors.
     dry_run: bool = False
     # The result file while the job runs (set by the launcher): tells the job's own result from the placeholder.

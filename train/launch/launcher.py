@@ -4,8 +4,8 @@ Backends are kept apart from launching (as optimum-benchmark does): each framewo
 :class:`train.launch.contract.Plugin`, and ``utils/spec/registry.py`` names the plugin module and the node that
 writes the result. A job's life (docs/ARCHITECTURE.md, "A job's life"), the same for every framework:
 :func:`launch` claims the result file (``utils/files/locks.py``, ``train/launch/job_result.py``);
-:func:`check_job`, written once for the dry run and both kinds of node, runs the plan, the memory check
-(``train/launch/checks.py``), the dataset (``data/ready.py``) and the preflight; the command runs with its output
+:func:`check_job`, written once for the dry run and both kinds of node, runs the plan, the start checks
+(``train/launch/checks.py``: memory, rendezvous port, dataset) and the preflight; the command runs with its output
 tee'd to a log and signals forwarded (``train/launch/job_guard.py``), energy sampled around it
 (``train/launch/energy.py``); the plugin's ``collect`` reads the result and
 :class:`train.launch.job_result.JobResult` writes it. Exit 0 (ok), 1, or 128 + the signal that stopped it.
@@ -20,9 +20,7 @@ import shlex
 import sys
 from dataclasses import replace
 
-from data.common import DataError
-from data.ready import check_dataset
-from train.launch.checks import Checked, MemoryCheck, Refusal, check_memory
+from train.launch.checks import Checked, Refusal, check_start
 from train.launch.context import job_context, load_plugin
 from train.launch.contract import LaunchPlan, Plugin, PreflightError, RunContext
 from train.launch.energy import Energy, energy_trace
@@ -32,19 +30,15 @@ from train.launch.jobs import resolve_framework
 from train.launch.preflight import before_launch
 from train.launch.preflight import main as preflight_main
 from train.launch.target_watch import watcher_for
-from train.launch.torchrun import binds_master_port
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
 from train.settings.platform_env import cache_env
-from train.settings.samples import dry_run_note
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
 from utils.files.locks import LockError, LockHeld, hold, result_lock_path
 from utils.machine.hardware import detect_platform, device_problem
-from utils.machine.rendezvous import port_problem
-from utils.measure.quality import evaluation_note, interval_warning
 from utils.schema.model import Result
 from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platform_names
 
@@ -59,25 +53,6 @@ def writes_result(ctx: RunContext) -> bool:
     """
     owner = FRAMEWORKS[ctx.framework].result_node
     return ctx.cfg.node_rank == (ctx.cfg.nnodes - 1 if owner == "last" else 0)
-
-
-def dataset_problem(ctx: RunContext) -> str | None:
-    """Why the job's dataset must not be trained on (not the config's, changed, unverified), or None."""
-    try:
-        check_dataset(ctx.cfg, ctx.model)
-    except (DataError, OSError) as exc:
-        return f"dataset not usable: {exc}"
-    return None
-
-
-def start_problems(ctx: RunContext, plan: LaunchPlan) -> list[str]:
-    """What stops the job before it starts: a taken rendezvous port (node 0 binds it), an unusable dataset."""
-    problems = []
-    if ctx.cfg.node_rank == 0 and binds_master_port(ctx.cfg, plan.argv, plan.env):
-        problems.append(port_problem(ctx.cfg.master_port))
-    if plan.reads_dataset:
-        problems.append(dataset_problem(ctx))
-    return [problem for problem in problems if problem]
 
 
 # ---------------------------------------------------------------------------
@@ -97,7 +72,11 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
             if not writes_result(ctx):
                 return _run_unrecorded(ctx, plugin, signals)
             with hold(result_lock_path(ctx.result_path), f"the result {ctx.result_path.name}"):
-                return _run_recorded(ctx, plugin, signals)
+                job = JobResult(ctx)  # on record before the checks: however the job ends, one result
+                ctx = job.start()
+                checked = check_job(ctx, plugin, signals)
+                ran = None if isinstance(checked, Refusal) else _run_and_collect(ctx, plugin, checked.plan, signals)
+                return job.write(signals, checked, ran)
         except (OutputDirError, LockHeld, LockError) as exc:
             print(f"tprimat: {exc}", file=sys.stderr)
             return signals.exit_code() or 1
@@ -110,17 +89,14 @@ def show_plan(ctx: RunContext, plugin: Plugin) -> int:
         return 2
     plan = checked.plan
     plan.profile = ctx.profile.render()
-    plan.notes += [f"{problem} (a real run stops here)" for problem in checked.problems]
-    plan.notes.append(checked.memory.dry_run_note())
-    digest = dry_run_note(ctx.cfg, ctx.data)
-    plan.notes += [digest] if digest else []
-    plan.notes += [evaluation_note(ctx.cfg), *filter(None, [interval_warning(ctx.cfg)])]  # issue 34
+    plan.notes += checked.notes
     sys.stdout.write(plan.render())
     return 0
 
 
 def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -> Checked | Refusal:
-    """The checks before a job, in their one order: plan, memory, rendezvous port and dataset, preflight.
+    """The checks before a job, in their one order: plan, the start checks (memory, rendezvous port, dataset:
+    ``train/launch/checks.py``), preflight.
 
     A dry run has every check but the preflight, prints nothing and is refused only when it cannot be planned. A real
     run prints each finding in one line and is refused by the first that stops it (``--force`` passes the memory
@@ -132,32 +108,29 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
         return _refuse(str(exc))
     except Exception as exc:  # a planner bug must still leave a result
         return _refuse(f"planning the job failed: {type(exc).__name__}: {exc}")
-    memory = check_memory(ctx, plugin, plan, ctx.force)
-    problems = start_problems(ctx, plan)
+    found = check_start(ctx, plugin, plan)
     if ctx.dry_run:
-        return Checked(plan, memory, problems)
-    for warning in [*memory.verdict.warnings, *filter(None, [interval_warning(ctx.cfg)])]:
-        print(f"tprimat: warning: {warning}", file=sys.stderr)
-    if memory.verdict.refusal:
-        print(f"tprimat: {memory.verdict.refusal} (--force runs it anyway)", file=sys.stderr)
-        return Refusal(memory.verdict.refusal, memory=memory)
-    if problems:
-        for problem in problems:
-            print(f"tprimat: {problem}", file=sys.stderr)
-        return Refusal("; ".join(problems), memory=memory)
-    print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
-    try:
-        settings = before_launch(ctx, plan) if plugin.preflight is None else plugin.preflight(ctx, plan)
-    except PreflightError as exc:
-        return _refuse(f"preflight: {exc}", memory=memory)
-    if signals is not None and signals.signum:
-        return _refuse(f"interrupted by {signals.name} before the job started", "incomplete", memory)
-    return Checked(plan, memory, [], settings)
+        return Checked(plan, found.memory, found.notes)
+    for line in found.said:
+        print(f"tprimat: {line}", file=sys.stderr)
+    reason, status, settings = found.refusal, "failed", None
+    if reason is None:
+        print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
+        try:
+            settings = before_launch(ctx, plugin, plan) if plugin.preflight is None else plugin.preflight(ctx, plan)
+        except PreflightError as exc:
+            reason = f"preflight: {exc}"
+        if reason is None and signals is not None and signals.signum:
+            reason, status = f"interrupted by {signals.name} before the job started", "incomplete"
+        if reason is not None:
+            print(f"tprimat: {reason}", file=sys.stderr)
+    return Refusal(reason, status, found.memory) if reason else Checked(plan, found.memory, settings=settings)
 
 
-def _refuse(reason: str, status: str = "failed", memory: MemoryCheck | None = None) -> Refusal:
+def _refuse(reason: str) -> Refusal:
+    """A job that cannot be planned: said in one line, nothing checked."""
     print(f"tprimat: {reason}", file=sys.stderr)
-    return Refusal(reason, status, memory)
+    return Refusal(reason)
 
 
 def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
@@ -169,15 +142,6 @@ def _run_unrecorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
     print(f"tprimat: node {ctx.cfg.node_rank} exited with code {returncode}; "
           f"the result {ctx.result_path.name} is written by the node that measures")
     return signals.exit_code() or (0 if returncode == 0 else 1)
-
-
-def _run_recorded(ctx: RunContext, plugin: Plugin, signals: Signals) -> int:
-    """The node that writes the result: on record before the checks, and however the job ends, one result."""
-    job = JobResult(ctx)
-    ctx = job.start()
-    checked = check_job(ctx, plugin, signals)
-    ran = None if isinstance(checked, Refusal) else _run_and_collect(ctx, plugin, checked.plan, signals)
-    return job.write(signals, checked, ran)
 
 
 def _run_and_collect(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, signals: Signals) -> Ran:

@@ -3,9 +3,10 @@
 Before a GPU hour is spent, each framework's plugin (``resolve(ctx, plan)``) asks its own code what it makes of
 the generated configuration (:mod:`train.megatron.probe`, :mod:`train.prim.probe`, :mod:`train.nemo.probe`;
 ``tran`` and ``deep`` are tprimat's own). The flat record is compared with
-:func:`train.settings.expected.expected_settings`; a difference or a rejection raises :class:`PreflightError`
+:func:`train.settings.expected.required_settings`; a difference or a rejection raises :class:`PreflightError`
 naming the setting and both values. ``python -m train.launch.preflight --platform P --framework F --model M
-[--json]`` runs it for one job; the launcher calls ``preflight(ctx, plan)`` before a real run.
+[--json]`` runs it for one job; the launcher calls ``before_launch(ctx, plugin, plan)`` before a real run, with the
+plugin it planned the job with.
 """
 
 from __future__ import annotations
@@ -13,19 +14,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from typing import Any
 
 from train.launch.context import job_context, load_plugin
-from train.launch.contract import LaunchPlan, PreflightError, Resolution, RunContext
+from train.launch.contract import LaunchPlan, Plugin, PreflightError, Resolution, RunContext
 from train.profiles import ProfileError
 from train.rules.cp_comm import cp_layout_problem
 from train.rules.versions import framework_versions
-from train.settings.expected import (
-    MEGATRON_IMPL_FRAMEWORKS,
-    differences,
-    expected_settings,
-    implementation_settings,
-)
+from train.settings.expected import differences, required_settings
 from train.settings.runner import FrameworkRejected, FrameworkUnavailable
 from train.settings.samples import SamplesDiffer, SamplesUnavailable, samples_digest
 from utils.config.cli import exits_on_config_error
@@ -35,39 +30,14 @@ from utils.config.rules import ConfigError
 from utils.dataset.sample_digest import DIGEST_KEY
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.run import EffectiveSettings
-from utils.spec.models import workload_shape
 from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platform_names
 
 # ---------------------------------------------------------------------------
 # the check
 
 
-def required_for(ctx: RunContext, planned_vocab: int) -> dict[str, Any]:
-    """What the job must run: config.env + the fairness table (under tuned, the recipe's settings over the
-    table's), with the vocabulary the launcher planned, and MEGATRON_IMPL's settings over it for mega and prim
-    (whose layers are Megatron's)."""
-    shape = workload_shape(ctx.cfg, ctx.model)
-    implementation = (implementation_settings(ctx.cfg.megatron_impl) if ctx.framework in MEGATRON_IMPL_FRAMEWORKS
-                      else {})
-    return {**expected_settings(ctx.cfg, ctx.platform, shape, planned_vocab), **ctx.profile.expected(),
-            **implementation}
-
-
-def required_by(ctx: RunContext) -> str:
-    """Who requires the expected values, for the error message."""
-    if ctx.profile.tuned and ctx.profile.recipe is not None:
-        return f"the tuned recipe {ctx.profile.recipe.id} (over config.env and the fairness table) requires"
-    return "config.env and the fairness table require"
-
-
-def scalar_record(record: dict[str, Any]) -> dict[str, Any]:
-    """Only JSON scalars (the result model's ``EffectiveSettings.settings``)."""
-    return {key: value for key, value in sorted(record.items())
-            if value is None or isinstance(value, (str, int, float, bool))}
-
-
 def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
-    """Resolve the job's effective settings with the framework's code and check them; the record to store.
+    """The check run on its own (``python -m train.launch.preflight``, the tests): the framework's plugin loaded here.
 
     Raises :class:`PreflightError` (a difference or a rejection: setting and both values
     named) or :class:`train.settings.runner.FrameworkUnavailable` (framework Python or
@@ -75,55 +45,72 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
     """
     if ctx.framework not in FRAMEWORKS:
         raise PreflightError(f"framework {ctx.framework!r}: no resolver (known: {', '.join(FRAMEWORKS)})")
-    try:
-        resolution = load_plugin(ctx.framework).resolve(ctx, plan)
-    except FrameworkRejected as exc:
-        raise PreflightError(str(exc), setting=exc.setting) from None
-    try:
-        return checked_record(ctx, plan, resolution)
-    finally:
-        if resolution.samples is not None and resolution.samples.built is not None:  # by the settings probe
-            shutil.rmtree(resolution.samples.built.parent, ignore_errors=True)
+    return checked_record(ctx, plan, resolved(ctx, load_plugin(ctx.framework), plan))
 
 
-def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) -> EffectiveSettings:
-    """The resolution checked against what the job must run, with the samples digest: the record to store."""
-    record, resolved_by, notes = resolution.record, resolution.resolved_by, resolution.notes
-    layout = cp_layout_problem(record)  # a layout Transformer Engine cannot run, named as such (issue 40)
-    if layout:
-        raise PreflightError(f"{ctx.framework} on {ctx.platform}: {layout}", setting="cp_comm_type")
-    if resolution.planned_vocab is not None:
-        required = required_for(ctx, resolution.planned_vocab)
-        found = differences(required, record, ctx.framework)
-        if found:
-            key, want, got = found[0]
-            more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if len(found) > 1 else ""
-            raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but {required_by(ctx)} "
-                                 f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
-    try:
-        digest, how = samples_digest(ctx.cfg, ctx.data, ctx.framework, resolution.samples)
-    except (SamplesDiffer, SamplesUnavailable) as exc:  # a framework failure stops the job too (issue 40)
-        raise PreflightError(str(exc), setting=DIGEST_KEY) from None
-    record = {**record, DIGEST_KEY: digest}
-    resolved_by += f"; {DIGEST_KEY}: {how}"
-    if notes:
-        resolved_by += "; stand-ins on this host: " + "; ".join(notes)
-    return EffectiveSettings(settings=scalar_record(record), env=dict(plan.env), resolved_by=resolved_by)
-
-
-def before_launch(ctx: RunContext, plan: LaunchPlan) -> tuple[EffectiveSettings, FrameworkVersions]:
-    """What train/launch/launcher.py runs before every real job: the preflight and the framework versions.
+def before_launch(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> tuple[EffectiveSettings, FrameworkVersions]:
+    """What train/launch/launcher.py runs before every real job, with the plugin that planned it: the settings the
+    framework resolves, checked, and the versions of the trees it resolved them from.
 
     Raises :class:`PreflightError` with one line; a framework that cannot be run here
     (:class:`FrameworkUnavailable`) is folded into it, because a job whose framework is
     missing would only crash later.
     """
     try:
-        effective = preflight(ctx, plan)
+        resolution = resolved(ctx, plugin, plan)
+        megatron_tree, primus_tree = plugin.framework_trees(ctx)
+        effective = checked_record(ctx, plan, resolution)
     except FrameworkUnavailable as exc:
         raise PreflightError(str(exc)) from None
-    megatron_tree, primus_tree = load_plugin(ctx.framework).framework_trees(ctx)
     return effective, framework_versions(ctx.framework, megatron_tree=megatron_tree, primus_tree=primus_tree)
+
+
+def resolved(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> Resolution:
+    """The job's effective settings as the framework's own code resolves them; its rejection a :class:`PreflightError`
+    naming the setting."""
+    try:
+        return plugin.resolve(ctx, plan)
+    except FrameworkRejected as exc:
+        raise PreflightError(str(exc), setting=exc.setting) from None
+
+
+def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) -> EffectiveSettings:
+    """The resolution checked, the record to store (its samples removed once digested).
+
+    In one order, the first finding raised: a CP layout Transformer Engine cannot run (issue 40); every setting
+    against what the job must run (:func:`train.settings.expected.required_settings`), the first difference named
+    with both values and who requires it; the samples the framework feeds against tran's (the digest, issue 40).
+    The record keeps only JSON scalars (the result model's ``EffectiveSettings.settings``), sorted.
+    """
+    record, built = resolution.record, resolution.samples.built if resolution.samples is not None else None
+    try:
+        layout = cp_layout_problem(record)
+        if layout:
+            raise PreflightError(f"{ctx.framework} on {ctx.platform}: {layout}", setting="cp_comm_type")
+        if resolution.planned_vocab is not None:
+            required = required_settings(ctx.cfg, ctx.platform, ctx.framework, ctx.shape, resolution.planned_vocab,
+                                         ctx.profile.expected())
+            found = differences(required, record, ctx.framework)
+            if found:
+                key, want, got = found[0]
+                more = f" (and {len(found) - 1} more: {', '.join(k for k, _, _ in found[1:])})" if found[1:] else ""
+                who = (f"the tuned recipe {ctx.profile.recipe.id} (over config.env and the fairness table) requires"
+                       if ctx.profile.tuned and ctx.profile.recipe is not None
+                       else "config.env and the fairness table require")
+                raise PreflightError(f"{ctx.framework} on {ctx.platform} would run {key}={got!r}, but {who} "
+                                     f"{key}={want!r}{more}", setting=key, expected=want, effective=got)
+        try:
+            digest, how = samples_digest(ctx.cfg, ctx.data, ctx.framework, resolution.samples)
+        except (SamplesDiffer, SamplesUnavailable) as exc:  # a framework failure stops the job too (issue 40)
+            raise PreflightError(str(exc), setting=DIGEST_KEY) from None
+    finally:
+        if built is not None:  # the samples the settings probe built
+            shutil.rmtree(built.parent, ignore_errors=True)
+    stand_ins = "; stand-ins on this host: " + "; ".join(resolution.notes) if resolution.notes else ""
+    scalars = {key: value for key, value in sorted({**record, DIGEST_KEY: digest}.items())
+               if value is None or isinstance(value, (str, int, float, bool))}
+    return EffectiveSettings(settings=scalars, env=dict(plan.env),
+                             resolved_by=f"{resolution.resolved_by}; {DIGEST_KEY}: {how}{stand_ins}")
 
 
 # ---------------------------------------------------------------------------
@@ -154,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config()
         ctx = context_for(cfg, args.platform, args.framework, args.model)
         print(f"tprimat preflight: resolving {args.platform}/{args.framework}/{args.model} ...", file=sys.stderr)
-        record = preflight(ctx, load_plugin(args.framework).plan(ctx))
+        plugin = load_plugin(args.framework)
+        record = checked_record(ctx, plan := plugin.plan(ctx), resolved(ctx, plugin, plan))
     except ProfileError as exc:  # a profile is part of the configuration: said as a config error
         raise ConfigError(str(exc)) from exc
     except FrameworkUnavailable as exc:

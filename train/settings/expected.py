@@ -47,6 +47,15 @@ def expected_settings(cfg: Config, platform: str, shape: ModelShape, padded_voca
             if r.source != "MEGATRON_IMPL" and (cfg.fp8 or r.source != "fixed under FP8")}
 
 
+def required_settings(cfg: Config, platform: str, framework: str, shape: ModelShape, padded_vocab: int,
+                      recipe: dict[str, Any]) -> dict[str, Any]:
+    """What a vendor job must run: :func:`expected_settings`, a tuned ``recipe``'s settings over them (``{}`` when
+    none), and MEGATRON_IMPL's (:func:`implementation_settings`) over both for mega and prim, whose layers are
+    Megatron's; ``padded_vocab``: the vocabulary the launcher planned."""
+    implementation = implementation_settings(cfg.megatron_impl) if framework in MEGATRON_IMPL_FRAMEWORKS else {}
+    return {**expected_settings(cfg, platform, shape, padded_vocab), **recipe, **implementation}
+
+
 def differences(expected: dict[str, Any], effective: dict[str, Any], framework: str) -> list[tuple[str, Any, Any]]:
     """(setting, expected, effective) for every setting the framework resolved to another value.
 

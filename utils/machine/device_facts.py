@@ -135,9 +135,7 @@ IDLE_REASON = "gpu_idle"
 def decode_reasons(mask: int) -> tuple[str, ...]:
     """The names of the reason bits set in ``mask`` (an unknown bit is named by its value)."""
     names = [name for bit, name in NVML_CLOCK_EVENT_REASONS if mask & bit]
-    known = 0
-    for bit, _ in NVML_CLOCK_EVENT_REASONS:
-        known |= bit
+    known = sum(bit for bit, _ in NVML_CLOCK_EVENT_REASONS)  # distinct bits: their sum is their union
     if mask & ~known:
         names.append(f"unknown_0x{mask & ~known:x}")
     return tuple(names)

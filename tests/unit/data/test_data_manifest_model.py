@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from data import encode, verify
 from data.common import DataError
 from data.manifest import ManifestMalformed, load_manifest
-from data.ready import check_dataset
+from data.ready import check_dataset, dataset_problem
 from utils.config.load import load_config
 
 LINE = "manifest malformed: outputs must be a mapping"
@@ -44,11 +43,9 @@ def test_ready_refuses_with_the_same_line(data_copy: Path) -> None:
 
 
 def test_the_launchers_reason_is_that_line(data_copy: Path) -> None:
-    """train/launch/launcher.py turns data/ready.py's DataError into the failed result's reason."""
-    from train.launch.launcher import dataset_problem
-
+    """data/ready.py's DataError is the launcher's reason (train/launch/checks.py), for the failed result."""
     path = _break_encode_manifest(data_copy)
-    reason = dataset_problem(SimpleNamespace(cfg=load_config(), model="llama"))
+    reason = dataset_problem(load_config(), "llama")
     assert reason == f"dataset not usable: {path}: {LINE}"
 
 

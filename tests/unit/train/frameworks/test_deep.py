@@ -22,6 +22,7 @@ from utils.config.load import load_config
 from utils.config.model import Config
 from utils.dataset.paths import job_data
 from utils.result.file import read_result, result_path
+from utils.spec.models import workload_shape
 
 LAUNCH = ("train.launch.launcher", "--platform", "cpu", "--framework", "deep")
 
@@ -30,6 +31,7 @@ def _ctx(cfg: Config, platform: str, model: str = "llama", dry_run: bool = False
     return RunContext(cfg=cfg, platform=platform, framework="deep", model=model, run_index=None,
                       result_path=result_path(cfg.output_dir, platform, "deep", model),
                       log_path=log_path_for(cfg, platform, "deep", model, None), data=job_data(cfg, model),
+                      shape=workload_shape(cfg, model),
                       dry_run=dry_run)
 
 

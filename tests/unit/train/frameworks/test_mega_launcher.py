@@ -168,7 +168,7 @@ def test_launch_end_to_end_with_a_stand_in_megatron(tmp_path: Path, monkeypatch:
     (tokenizer_dir(cfg, "llama") / "tokenizer.json").write_text("{}", encoding="utf-8")
     monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
     # stand-in data (empty .bin/.idx): the launcher's dataset check is tested in tests/unit/data/test_data_ready.py
-    monkeypatch.setattr("train.launch.launcher.dataset_problem", lambda ctx: None)
+    monkeypatch.setattr("train.launch.checks.dataset_problem", lambda cfg, model: None)
     # the fixture was logged with 8 GPUs; with one GPU the per-GPU throughput is 8x and the log still GBS 64
     # the whole 8B on one H100 is refused by the memory check (tests/unit/train/launch/test_model_layers_launch.py):
     # --force

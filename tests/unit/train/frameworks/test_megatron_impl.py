@@ -133,13 +133,12 @@ def test_nemo_is_estimated_with_transformer_engine_whatever_megatron_impl_says(t
 @pytest.mark.parametrize("framework", ["mega", "prim", "nemo"])
 def test_the_fairness_table_knows_both_implementations(tmp_path: Path, framework: str):
     from tests.helpers.megatron import make_config, make_context
-    from train.launch import preflight as pf
-    from train.settings.expected import LOCAL_IMPL
+    from train.settings.expected import LOCAL_IMPL, required_settings
 
     platform = "amd" if framework == "prim" else "nvd"
     for impl in ("transformer_engine", "local"):
         ctx = make_context(make_config(tmp_path, MEGATRON_IMPL=impl), platform, framework, "llama", dry_run=True)
-        expected = pf.required_for(ctx, 128256)
+        expected = required_settings(ctx.cfg, platform, framework, ctx.shape, 128256, ctx.profile.expected())
         if framework == "nemo":  # NeMo's recipes build Transformer Engine layers whatever MEGATRON_IMPL says
             assert "transformer_impl" not in expected and expected["apply_rope_fusion"] is True
         elif impl == "local":

@@ -19,6 +19,7 @@ from train.nemo.recipe import NemoOverrides
 from utils.config.load import load_config
 from utils.dataset.paths import job_data, tokenizer_dir
 from utils.result.file import read_result, result_path
+from utils.spec.models import workload_shape
 
 
 @pytest.fixture
@@ -34,7 +35,8 @@ def workspace(tmp_path):
 def _ctx(cfg, model="llama", platform="nvd", run_index=None):
     return RunContext(cfg=cfg, platform=platform, framework="nemo", model=model, run_index=run_index,
                       result_path=result_path(cfg.output_dir, platform, "nemo", model, run_index),
-                      log_path=log_path_for(cfg, platform, "nemo", model, run_index), data=job_data(cfg, model))
+                      log_path=log_path_for(cfg, platform, "nemo", model, run_index), data=job_data(cfg, model),
+                      shape=workload_shape(cfg, model))
 
 
 def test_plan_runs_torchrun_with_the_nvidia_environment(workspace):

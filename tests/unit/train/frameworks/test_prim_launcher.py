@@ -136,7 +136,7 @@ def test_launch_end_to_end_failure_is_a_result(tmp_path: Path, monkeypatch: pyte
     (tokenizer_dir(cfg, "llama") / "tokenizer.json").write_text("{}", encoding="utf-8")
     monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
     # stand-in data (empty .bin/.idx): the launcher's dataset check is tested in tests/unit/data/test_data_ready.py
-    monkeypatch.setattr("train.launch.launcher.dataset_problem", lambda ctx: None)
+    monkeypatch.setattr("train.launch.checks.dataset_problem", lambda cfg, model: None)
     ctx = make_context(cfg, "amd", "prim", "llama")
     assert launch(ctx, prim_plugin) == 1
     result = read_result(ctx.result_path)

@@ -18,7 +18,7 @@ from utils.config.load import load_config
 from utils.config.model import Config
 from utils.dataset.paths import job_data, load_tokenizer, tokenizer_dir, vocab_size
 from utils.result.file import read_result
-from utils.spec.models import get_shape
+from utils.spec.models import get_shape, workload_shape
 
 # ---------------------------------------------------------------------------
 # LR schedule
@@ -93,7 +93,8 @@ def test_plan_sets_omp_threads_on_cpu_only(tmp_path: Path) -> None:
 
     cfg = Config(dp=2, gpus_per_node=2, output_dir=tmp_path)
     ctx = RunContext(cfg=cfg, platform="cpu", framework="tran", model="llama", run_index=2,
-                     result_path=tmp_path / "r.json", log_path=tmp_path / "r.log", data=job_data(cfg, "llama"))
+                     result_path=tmp_path / "r.json", log_path=tmp_path / "r.log", data=job_data(cfg, "llama"),
+    shape=workload_shape(cfg, "llama"))
     plan = tran_plugin.plan(ctx)
     cores = len(os.sched_getaffinity(0))
     if "OMP_NUM_THREADS" not in os.environ:
@@ -103,7 +104,7 @@ def test_plan_sets_omp_threads_on_cpu_only(tmp_path: Path) -> None:
     eight = Config(dp=8, gpus_per_node=8)
     gpu = tran_plugin.plan(RunContext(cfg=eight, platform="nvd", framework="tran", model="qwen", run_index=None,
                                       result_path=tmp_path / "q.json", log_path=tmp_path / "q.log",
-                                      data=job_data(eight, "qwen")))
+                                      data=job_data(eight, "qwen"), shape=workload_shape(eight, "qwen")))
     assert "OMP_NUM_THREADS" not in gpu.env and "CUDA_DEVICE_MAX_CONNECTIONS" in gpu.env
     assert "--nproc-per-node=8" in gpu.argv
     assert tran_plugin.collect(ctx, plan, 1) is None  # no result file: the launcher records the failure

@@ -212,7 +212,7 @@ def test_the_launcher_stops_a_torchrun_megatron_job_at_its_target(tmp_path: Path
     for suffix in (".bin", ".idx"):  # stand-in data: the stand-in reads none (data checks: tests/unit/data/)
         Path(f"{dataset_prefix(cfg, 'llama')}{suffix}").write_bytes(b"")
     monkeypatch.setattr(megatron_args, "tokenizer_size", lambda *_: (128256, "test stand-in"))
-    monkeypatch.setattr("train.launch.launcher.dataset_problem", lambda ctx: None)
+    monkeypatch.setattr("train.launch.checks.dataset_problem", lambda cfg, model: None)
     ctx = replace(make_context(cfg, "nvd", "mega", "llama"), force=True)  # the 8B on one GPU: past the memory check
     # the stand-in waits up to 10 s for the SIGTERM after the third evaluation (5 <= TARGET_LOSS), and after the
     # others only until the watcher has recorded them (tests/fakes/megatron_lm/pretrain_gpt.py)

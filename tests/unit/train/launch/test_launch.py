@@ -20,6 +20,7 @@ from utils.measure.memory import tran_recipe
 from utils.result.file import read_result, result_path
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.run import EffectiveSettings
+from utils.spec.models import workload_shape
 from utils.spec.registry import FRAMEWORKS
 
 
@@ -29,7 +30,8 @@ def context(tmp_path: Path, framework: str = "tran", **overrides: str) -> RunCon
     cfg = load_config(environ=env)
     return RunContext(cfg=cfg, platform="cpu", framework=framework, model="llama", run_index=None,
                       result_path=result_path(cfg.output_dir, "cpu", framework, "llama"),
-                      log_path=log_path_for(cfg, "cpu", framework, "llama", None), data=job_data(cfg, "llama"))
+                      log_path=log_path_for(cfg, "cpu", framework, "llama", None), data=job_data(cfg, "llama"),
+                      shape=workload_shape(cfg, "llama"))
 
 
 def stand_in_preflight(ctx, plan):

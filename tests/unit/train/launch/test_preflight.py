@@ -272,9 +272,21 @@ def test_cli_exit_codes_and_json(tmp_path, monkeypatch, capsys):
     assert done.value.code == 0 and "--framework" in capsys.readouterr().out
 
 
-def test_the_record_is_only_scalars_and_sorted():
-    record = pf.scalar_record({"b": 1, "a": None, "c": [1, 2], "d": {"x": 1}})
-    assert record == {"a": None, "b": 1}
+def test_the_record_is_only_scalars_and_sorted(tmp_path, monkeypatch):
+    cfg, _ = use_fakes(monkeypatch, tmp_path)
+    ctx, plan = _plan(cfg, "nvd", "tran", "llama")
+    plugin = load_plugin("tran")
+    resolve = plugin.resolve
+
+    def with_other_values(ctx, plan):
+        resolution = resolve(ctx, plan)
+        resolution.record.update({"zz_list": [1, 2], "aa_none": None, "dd_dict": {"x": 1}})
+        return resolution
+
+    monkeypatch.setattr(plugin, "resolve", with_other_values)
+    settings = pf.preflight(ctx, plan).settings
+    assert settings["aa_none"] is None and "zz_list" not in settings and "dd_dict" not in settings
+    assert list(settings) == sorted(settings)
 
 
 def test_each_generated_path_is_checked(tmp_path: Path, monkeypatch):

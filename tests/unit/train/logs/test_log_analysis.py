@@ -29,6 +29,7 @@ from utils.result.file import read_result, result_path, write_result
 from utils.schema.hardware import FrameworkVersions
 from utils.schema.model import Result
 from utils.schema.run import EffectiveSettings
+from utils.spec.models import workload_shape
 
 FOREIGN = FIXTURES / "foreign"
 MI300X, H100 = "AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"
@@ -204,7 +205,8 @@ def tprimat_launch(tmp_path: Path, fixture: str, **overrides: str) -> RunContext
     cfg = load_config(environ=env)
     ctx = RunContext(cfg=cfg, platform="amd", framework="mega", model="llama", run_index=None,
                      result_path=result_path(cfg.output_dir, "amd", "mega", "llama"),
-                     log_path=log_path_for(cfg, "amd", "mega", "llama", None), data=job_data(cfg, "llama"))
+                     log_path=log_path_for(cfg, "amd", "mega", "llama", None), data=job_data(cfg, "llama"),
+                     shape=workload_shape(cfg, "llama"))
     script = f"import sys; sys.stdout.write(open({str(FIXTURES / fixture)!r}).read())"
 
     class StandIn:
