@@ -1,19 +1,10 @@
 """Stage 3: tokenize ``clean.jsonl`` into a Megatron indexed dataset per model.
 
-Output: ``<DATA_DIR>/<dataset>-<model>_text_document.{bin,idx}`` (``utils.dataset.paths.dataset_prefix``),
-byte for byte what Megatron-LM's ``tools/preprocess_data.py --append-eod`` at ``MEGATRON_REF`` writes: one
-document per line, the BOS per data/token_policy.py, the eos id appended after every non-empty document, dtype by
-megatron-core's rule (uint16 below 65500 tokens of vocabulary, else int32); the encode manifest records the policy.
-
-Documents are encoded in batches by one of three paths (``data/encoding/paths.py``; the log and manifest say which):
-``tiktoken`` built from the tokenizer's files (``data/encoding/fast_bpe.py``), used only after
-``data/encoding/check.py`` found its ids equal to the tokenizer's; else ``tokenizers``' ``encode_batch_fast``;
-else ``tokenizer(texts)`` for a tokenizer without a Rust backend. Start-up stays small (no ``transformers``, no
-torch: ``data/file_tokenizer.py``, ``data/encoding/idx_writer.py``) because a whole process is what is compared
-with ``preprocess_data``. Memory is bounded by a few batches in flight plus the per-document index.
-
-An interrupted run never leaves a ``.bin`` without its ``.idx`` and manifest: new outputs are built under
-temporary names, and the renames and the manifest are one step that SIGINT/SIGTERM cannot split.
+Output: ``<DATA_DIR>/<dataset>-<model>_text_document.{bin,idx}``, byte for byte what Megatron-LM's
+``tools/preprocess_data.py --append-eod`` at ``MEGATRON_REF`` writes (the BOS per data/token_policy.py).
+Documents are encoded in batches by one of the paths of ``data/encoding/paths.py``; start-up stays small (no
+``transformers``, no torch) because a whole process is what is compared with ``preprocess_data``. An interrupted
+run never leaves a ``.bin`` without its ``.idx`` and manifest.
 """
 
 from __future__ import annotations
@@ -118,9 +109,7 @@ def encode_manifest_path(prefix: Path) -> Path:
 def signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block ends (then they act), so the block is never cut in two.
 
-    Why Python-level handlers and not a signal mask: the encode runs tokenizer threads, and a signal sent
-    to the process may be delivered to any thread that does not block it; Python then runs its handler in
-    the main thread all the same. A deferring handler holds the signal whichever thread received it.
+    Python-level handlers, not a signal mask: a signal may reach any tokenizer thread, a handler runs in the main one.
     """
     held = (signal.SIGINT, signal.SIGTERM)
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
@@ -144,11 +133,8 @@ def signals_held() -> Iterator[None]:
 
 
 def publish(prefix: Path, tmp_bin: Path, tmp_idx: Path, write_manifest: Callable[[], object] | None) -> None:
-    """Rename the finished pair into place and write its manifest, as one step signals cannot split.
-
-    If any part fails, the published files are removed again: a ``.bin`` is never left
-    without its ``.idx`` and manifest.
-    """
+    """Rename the finished pair into place and write its manifest, as one step signals cannot split (if any part
+    fails, the published files are removed again)."""
     bin_path, idx_path = bin_idx(prefix)
     with signals_held():
         try:
@@ -171,10 +157,8 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
                      write_manifest: Callable[[EncodeStats], object] | None = None) -> EncodeStats:
     """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
 
-    ``tokenizer``: a :class:`~data.file_tokenizer.FileTokenizer` or a ``transformers`` tokenizer. ``check_texts``: the
-    documents the fast path must reproduce first (default: the first batch), ``tokenizer_json`` its file;
-    ``fast_path=False`` keeps to the tokenizer; ``head``: :func:`start_head`'s early start; ``write_manifest`` is called
-    with the stats inside the step that publishes the pair.
+    ``check_texts``: the documents the fast path must reproduce first (default: the first batch); ``write_manifest``
+    is called with the stats inside the step that publishes the pair.
     """
     vocab = vocab_size(tokenizer)
     eod = eod_id(tokenizer)

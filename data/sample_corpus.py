@@ -1,11 +1,9 @@
 """The offline ``DATASET=sample`` corpus and its per-model BPE tokenizers.
 
-CI and the quick benchmark run the whole pipeline offline, yet exercise what real data does: a long-tailed
-vocabulary, varied lengths, non-ASCII text, and the documents ``data/clean.py`` drops. Everything is drawn from
-:class:`random.Random` seeded with ``SEED``, so the same config gives byte-identical files on every machine.
-The tokenizers have the real releases' formats over a small learnt vocabulary: special tokens, roles,
-post-processors and ``tokenizer_config.json`` (each model row's ``tokenizer`` in utils/spec/registry.py), plus the
-slow classes' files (``data/slow_tokenizer.py``), so ``AutoTokenizer.from_pretrained`` loads them as a download.
+CI runs the whole pipeline offline, yet exercises what real data does: a long-tailed vocabulary, varied lengths,
+non-ASCII text, and the documents ``data/clean.py`` drops. Seeded with ``SEED``, so the same config gives
+byte-identical files on every machine. The tokenizers have the real releases' formats over a small learnt
+vocabulary, so ``AutoTokenizer.from_pretrained`` loads them as a download.
 """
 
 from __future__ import annotations
@@ -153,11 +151,8 @@ def _texts(corpus_path: Path) -> Iterator[str]:
 
 
 def train_base_tokenizer(corpus_path: Path, vocab_size: int, kind: str = BYTE_LEVEL):
-    """Train one BPE of ``kind`` on the corpus; the per-model tokenizers of that kind share its merges.
-
-    Training once per kind (not once per model) keeps the sample pipeline fast; the
-    models still differ in special tokens, BOS handling and normalisation.
-    """
+    """Train one BPE of ``kind`` on the corpus; the per-model tokenizers of that kind share its merges (one training
+    per kind keeps the sample pipeline fast)."""
     return train_base_tokenizer_on(_texts(corpus_path), vocab_size, kind)
 
 
@@ -183,9 +178,8 @@ def train_base_tokenizer_on(texts: Iterable[str], vocab_size: int, kind: str = B
 def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
     """A BPE over ``▁``-marked words with byte fallback, laid out as Mistral v0.3's SentencePiece model.
 
-    The trainer puts ``<unk> <s> </s>`` and the control tokens at ids 0-9; the 256 byte pieces
-    are then inserted after them as ordinary vocabulary (as in SentencePiece models), so a
-    decode that skips special tokens still turns them back into their bytes.
+    The 256 byte pieces follow the special tokens as ordinary vocabulary, so a decode that skips special tokens
+    still turns them back into their bytes.
     """
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")

@@ -1,9 +1,7 @@
 """Exactness gate of the fast tokenizer path: the same ids as ``tokenizer(text)``, or the reason why not.
 
-``data/encode.py`` runs :func:`first_difference` on the dataset's first documents, a seeded random run of them
-(:func:`dataset_sample`) and :func:`adversarial_texts` (code point sweeps where two regex engines' Unicode tables
-may disagree, whitespace and digit runs, contractions, special-token look-alikes). One differing document refuses
-the fast path.
+One differing document among the dataset's first, a seeded random run of them and :func:`adversarial_texts`
+refuses the fast path.
 """
 
 from __future__ import annotations
@@ -33,10 +31,8 @@ _CODE_POINTS_PER_TEXT = 4096
 
 
 def dataset_sample(path: Path, count: int = SAMPLE_DOCUMENTS, seed: int = 0) -> list[str]:
-    """The first ``count`` documents of a JSONL file, then ``count`` in a row from a seeded random byte offset.
-
-    Lines that do not parse are skipped here; the encode pass itself reports them.
-    """
+    """The first ``count`` documents of a JSONL file, then ``count`` in a row from a seeded random byte offset
+    (lines that do not parse are skipped: the encode pass reports them)."""
     first = list(itertools.islice(iter_jsonl_texts(path), count))
     size = path.stat().st_size
     picked: list[str] = []
@@ -58,10 +54,8 @@ def dataset_sample(path: Path, count: int = SAMPLE_DOCUMENTS, seed: int = 0) -> 
 def _code_point_texts() -> list[str]:
     """Every code point of the sweep, in runs of 16 neighbours joined by a letter, a digit, a mark or a space.
 
-    Neighbours mostly share a Unicode category, so a code point one regex engine puts in
-    another class (letter, number, space, other) than the other engine does breaks or
-    extends the run around it; a whole run classified differently changes how it joins the
-    glue. Either way a piece boundary moves, which :func:`split_difference` sees.
+    Neighbours mostly share a Unicode category, so a code point the two regex engines class differently moves a
+    piece boundary, which :func:`split_difference` sees.
     """
     points = [code for code in range(0x10000) if not 0xD800 <= code < 0xE000]
     points += [code for low, high in _SUPPLEMENTARY for code in range(low, high + 1)]
@@ -107,10 +101,8 @@ def _split(result: tuple[np.ndarray, np.ndarray] | None, count: int) -> list[lis
 def split_difference(tokenizer: Any, fast: FastBpe, texts: Sequence[str]) -> str | None:
     """None when ``tiktoken``'s regex engine cuts every text into the pieces the tokenizer's pre-tokenizer does.
 
-    The pieces are made visible by a probe encoding: the same pattern over a vocabulary of
-    the single bytes plus every piece the tokenizer cut, so a text split the same way
-    encodes to one probe token per piece, in order, and a piece boundary in another place
-    gives another sequence.
+    A probe encoding (the same pattern over the single bytes plus every piece the tokenizer cut) gives one token per
+    piece, so a piece boundary in another place gives another sequence.
     """
     pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer
     texts = [unicodedata.normalize("NFC", text) if fast.nfc else text for text in texts]
@@ -127,11 +119,8 @@ def split_difference(tokenizer: Any, fast: FastBpe, texts: Sequence[str]) -> str
 
 
 def whole_token_difference(tokenizer: Any, fast: FastBpe) -> str | None:
-    """Without ``ignore_merges``, each token alone must still merge back into itself, as ``tiktoken`` assumes.
-
-    ``tiktoken`` returns a piece that is a token as that token; the ``tokenizers`` BPE then
-    runs its merges, which need not rebuild it.
-    """
+    """Without ``ignore_merges``, each token alone must still merge back into itself, as ``tiktoken`` assumes (it
+    returns a piece that is a token as that token)."""
     if fast.whole_words:
         return None
     model = tokenizer.backend_tokenizer.model
@@ -148,9 +137,8 @@ def first_difference(tokenizer: Any, fast: FastBpe, wrapping: Wrapping, sample: 
                      adversarial: Sequence[str]) -> str | None:
     """None when the fast path gives ``tokenizer(text)``'s ids for every text; else one line saying where not.
 
-    Cheapest first: the regex split on every text (:func:`split_difference`), every token on its own
-    (:func:`whole_token_difference`), then the ids of the sample and the adversarial texts against ``tokenizer(texts)``
-    (the batched form of ``preprocess_data.py``'s per-document call), both ways the fast path encodes a batch.
+    Cheapest first: the regex split, every token on its own, then the ids against ``tokenizer(texts)`` (the batched
+    form of ``preprocess_data.py``'s per-document call), both ways the fast path encodes a batch.
     """
     sweep = set(_code_point_texts())
     reason = split_difference(tokenizer, fast, [*sample, *adversarial]) or whole_token_difference(tokenizer, fast)

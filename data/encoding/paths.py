@@ -1,9 +1,7 @@
 """The tokenizer paths of ``data/encode.py``: which implementation encodes a dataset, and how.
 
-``choose_encoder`` returns the fast path (``data/encoding/fast_bpe.py``, exact by
-``data/encoding/check.py``) or the tokenizer itself, with one line saying why; each encoder
-turns a batch of texts into the tokens to write (eod included) and each document's length.
-``start_head`` begins the fast path from ``tokenizer.json`` while the tokenizer loads.
+``choose_encoder`` returns the fast path (``data/encoding/fast_bpe.py``, exact by ``data/encoding/check.py``) or
+the tokenizer itself, with one line saying why.
 """
 
 from __future__ import annotations
@@ -63,11 +61,8 @@ def _documents_from_lists(lists: list[list[int]], eod: int, dtype: type) -> Docu
 
 
 class TokenizerEncoder:
-    """Batches through the tokenizer itself: ``tokenizers``' ``encode_batch_fast``, or ``tokenizer(texts)``.
-
-    Either gives ``tokenizer(text)["input_ids"]`` per document; the Rust call is checked
-    against the ``transformers`` call on the first documents and dropped if they differ.
-    """
+    """Batches through the tokenizer itself: ``tokenizers``' ``encode_batch_fast`` (checked against
+    ``tokenizer(texts)`` on the first documents and dropped if they differ), or ``tokenizer(texts)``."""
 
     def __init__(self, tokenizer: Any, eod: int, dtype: type) -> None:
         self.tokenizer = tokenizer
@@ -133,9 +128,8 @@ class FastEncoder:
 class HeadStart:
     """The fast path begun from ``tokenizer.json`` alone, on the first documents, while the tokenizer loads.
 
-    Loading a tokenizer holds the GIL for about a second (Llama 3); ``tiktoken`` does not,
-    so the other core encodes meanwhile. Nothing it produces is written before the loaded
-    tokenizer has been compared with the file and the exactness check has passed.
+    Loading a tokenizer holds the GIL for about a second (Llama 3), ``tiktoken`` does not. Nothing it produces is
+    written before the exactness check has passed.
     """
 
     candidate: FastBpe | None
@@ -166,7 +160,6 @@ def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Seq
     """The fast path when it can be built and gives ``tokenizer(text)``'s ids on every check text.
 
     Returns the encoder and one line on the choice (the reason, when the fast path is not taken).
-    ``head`` brings a fast path already built from the file; it is compared with ``tokenizer``.
     """
     fallback = TokenizerEncoder(tokenizer, eod, dtype)
     if fallback.backend is None:

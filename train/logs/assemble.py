@@ -2,11 +2,8 @@
 
 :func:`build_result`: a run tprimat launched, checked against the config's workload. :func:`build_log_result`: a
 run tprimat did not launch; the workload is what the log says (:mod:`train.logs.workload`). Both share
-:func:`measure`. Step arrays start at the first logged iteration (``Result.first_step``), one entry per logged
-iteration (``Result.step_interval``); missing entries are null, warned and left out of every statistic. Step
-times are per-iteration values, never running averages; throughput and MFU come from ``utils/measure/metrics.py``
-as for every framework, the framework's own figures kept in ``framework_reported`` (a gap above 5% flagged).
-Failures are data: ``status: failed|incomplete`` with the reason (``utils/result/file.py``).
+:func:`measure`. Missing step entries are null, warned and left out of every statistic; throughput and MFU come
+from ``utils/measure/metrics.py`` as for every framework, the framework's own figures kept in ``framework_reported``.
 """
 
 from __future__ import annotations
@@ -154,10 +151,7 @@ def log_memory(scan: LogScan, allocated_gb: list[float | None], measured_from: i
 
 def log_power(scan: LogScan, measured_from: int, layout: StepLayout, world_size: int | None,
               tokens_per_step: int | None) -> PowerMetrics:
-    """Megatron's ``--log-energy`` fields over the measured steps (null with the reason when absent).
-
-    With one entry per k iterations each entry's energy and time stand for k iterations.
-    """
+    """Megatron's ``--log-energy`` fields over the measured steps (null with the reason when absent)."""
     measured = [r for r in scan.iterations if r.iteration >= measured_from and r.energy_j_per_gpu is not None]
     k = layout.stride
     if k > 1 and measured and not scan.interval_is_average:
@@ -170,11 +164,8 @@ def log_power(scan: LogScan, measured_from: int, layout: StepLayout, world_size:
 
 
 def assess(scan: LogScan, cfg: Config | None, returncode: int | None) -> tuple[str, str | None, list[str]]:
-    """(status, reason, warnings) from the exit code, the problems found and, with ``cfg``, the workload.
-
-    A log that simply stops early is ``ok`` here: :func:`utils.result.file.finalize_result`
-    turns fewer steps than TRAIN_ITERS into ``incomplete`` with the count.
-    """
+    """(status, reason, warnings) from the exit code, the problems found and, with ``cfg``, the workload (a log that
+    stops early is ``ok`` here: :func:`utils.result.file.finalize_result` makes it ``incomplete``)."""
     warnings: list[str] = []
     findings: list[str] = []
     for kind, _ in PROBLEM_PATTERNS:
@@ -251,8 +242,7 @@ def measure(result: Result, scan: LogScan, *, shape: ModelShape, skip_iterations
             world_size: int | None) -> list[str]:
     """Arrays, performance, memory, framework-reported and power blocks of ``result``; returns warnings.
 
-    ``skip_iterations`` is the warm-up in iterations from the first logged one; None:
-    max(2, 10%) of the entries the log holds.
+    ``skip_iterations``: the warm-up from the first logged iteration; None: max(2, 10%) of the entries.
     """
     arrays, layout, warnings = step_arrays(scan)
     update_result(result, first_step=max(layout.first, 1), step_interval=layout.stride)
@@ -302,9 +292,8 @@ def build_result(
 ) -> Result:
     """The validated result of one Megatron/Primus run tprimat launched, read from ``log_path``.
 
-    ``extra_logs`` are read when the main log has no iteration lines (Primus's
-    ``TRAIN_LOG`` when stdout was lost). A missing log is a failed result, not an error.
-    ``scan`` is the already-scanned log (``evaluate.extract`` scans before it decides).
+    ``extra_logs`` are read when the main log has no iteration lines (Primus's ``TRAIN_LOG`` when stdout was lost).
+    A missing log is a failed result, not an error.
     """
     shape = shape or workload_shape(cfg, model)
     notes: list[str] = []

@@ -2,17 +2,9 @@
 
 Formats and the versions each was checked against: tests/fixtures/logs/README.md. Fields are found by their
 labels anywhere in a line, so loguru prefixes, ANSI colours and torchrun ``[defaultN]:`` tags do not matter
-(core_v0.12 even prints ``...sizes: Nonetensor-model-parallel size`` without a separator). Besides iteration and
-memory lines, a log tells what ran: world-size lines, NeMo's ``ProgressPrinter`` line (0-based), tprimat's launch
-header (:func:`launch_header`) and platform markers (RCCL/HIP/MI300; NCCL+cuda/H100), reported with their line.
-Failure lines are ``utils/result/failures.py``'s.
-
-Evaluation lines (:func:`parse_evaluation`): Megatron-LM prints `` validation{suffix} loss at {prefix} | {key}
-value: {v:.6E} | ...`` on the last rank (``megatron/training/training.py:2672-2700``; ``prefix`` ``iteration N``
-in the loop, ``... on validation set`` after it), preceded by the ``evaluate`` timer in milliseconds
-(``megatron/core/timers.py:318-335``); Primus's are the same behind its prefix. NeMo 2.3 carries ``val_loss:
-{v:.4}`` on the training lines after a ``Validation: iteration i/n`` block
-(``nemo/lightning/pytorch/callbacks/progress_printer.py:55-63, 170-183``).
+(core_v0.12 even prints ``...sizes: Nonetensor-model-parallel size`` without a separator). Evaluation lines:
+``megatron/training/training.py:2672-2700`` after the ``evaluate`` timer (``megatron/core/timers.py:318-335``),
+Primus's the same behind its prefix, NeMo 2.3's ``val_loss`` (``progress_printer.py:55-63, 170-183``).
 """
 
 from __future__ import annotations
@@ -122,11 +114,8 @@ class IterationRecord:
 
 @dataclass(slots=True)
 class EvaluationLine:
-    """One evaluation a log printed: after which training step, its loss, and how long it took.
-
-    ``kind``: ``in-loop`` (the evaluations a time-to-target counts), ``after training`` (Megatron's extra
-    evaluation once the loop ends), ``test`` (the test split). ``loss`` keeps NaN/Inf as printed.
-    """
+    """One evaluation a log printed: after which training step, its loss (NaN/Inf as printed), how long it took;
+    ``kind`` ``in-loop`` (what a time-to-target counts), ``after training`` or ``test``."""
 
     iteration: int
     loss: float

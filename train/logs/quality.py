@@ -1,11 +1,9 @@
 """A log's held-out evaluations as the result's ``quality`` block, for tprimat launches and foreign logs.
 
-The arithmetic is ``utils/measure/quality.py``'s; this module says where each number comes from: the step and the
-loss from the in-loop evaluation lines of the first validation set (``train/logs/patterns.py``); the wall time
-from the first step's start from ``train/launch/target_watch.py``'s arrival record for a tprimat launch, else the
-logged step times plus the ``evaluate`` timer (a lower bound, said so; Megatron's ``elapsed time per iteration``
-leaves evaluation out, ``megatron/training/training.py:2359, 2389``); the reduction (:data:`REDUCTION`) and which
-held-out samples each evaluation reads (:data:`HELD_OUT`) from each stack's code.
+The arithmetic is ``utils/measure/quality.py``'s; this module says where each number comes from. The wall time
+comes from ``train/launch/target_watch.py``'s arrival record for a tprimat launch, else from the logged step times
+plus the ``evaluate`` timer (a lower bound, said so; Megatron's ``elapsed time per iteration`` leaves evaluation
+out, ``megatron/training/training.py:2359, 2389``).
 """
 
 from __future__ import annotations
@@ -111,8 +109,7 @@ def log_evaluations(settings: Any, lines: Sequence[EvaluationLine], iterations: 
                     record: Sequence[dict[str, Any]] = ()) -> tuple[list[Evaluation], float | None, list[str]]:
     """(evaluations, run start in Unix time or None, notes): each counted evaluation with its step, loss and time.
 
-    ``settings`` is a ``Config`` (a tprimat launch) or :class:`LogEvaluationSettings` (a foreign log);
-    ``record`` the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone.
+    ``record``: the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone.
     """
     start, arrivals, _ = arrival_times(record)
     notes: list[str] = []

@@ -1,10 +1,7 @@
 """The streaming scan of a training log: iterations, memory reports, problems, and what the log says ran.
 
-Read line by line as bytes (only ``\n`` ends a line; invalid UTF-8 becomes U+FFFD), lines past
-:data:`MAX_LINE_BYTES` cut and counted in ``warnings``. Problem lines are classified by
-``utils/result/failures.py``. For logs tprimat did not launch it also keeps the arguments block, world size,
-launch header and platform evidence (:mod:`train.logs.patterns`), and the printed evaluations. A truncated final
-line is a warning, never used; an iteration logged twice is kept once. :func:`merge_scans` joins per-rank logs.
+Lines past :data:`MAX_LINE_BYTES` are cut and counted in ``warnings``; a truncated final line is a warning, never
+used; an iteration logged twice is kept once. :func:`merge_scans` joins per-rank logs.
 """
 
 from __future__ import annotations
@@ -158,11 +155,8 @@ def _context_line(scan: LogScan, message: str, line: str, line_no: int, where: s
 
 
 class EvaluationReader:
-    """The evaluations of one log, fed line by line: Megatron/Primus validation lines, NeMo's ``val_loss``.
-
-    The evaluate timer's line comes just before its validation line (Megatron) and NeMo's value on the
-    first training line after a validation block; each is kept until the line it belongs to.
-    """
+    """The evaluations of one log, fed line by line: Megatron/Primus validation lines, NeMo's ``val_loss``
+    (a timer's or value's line is kept until the line it belongs to, which comes later)."""
 
     def __init__(self) -> None:
         self.evaluations: list[EvaluationLine] = []
@@ -319,12 +313,8 @@ def scan_file(path: Path) -> LogScan:
 
 
 def iteration_times(path: Path) -> list[tuple[int, str | None, float | None]]:
-    """``(iteration, timestamp, step seconds)`` of the iterations :func:`scan_file` keeps, in its order.
-
-    Why apart from the scan: the launcher's energy window (``train/launch/energy.py``) needs only these, once the
-    plugin's collect has read the log in full; so only the iteration lines are parsed. The rule is the scan's: a line
-    :func:`parse_iteration` reads, with a plausible elapsed time, the first of its number.
-    """
+    """``(iteration, timestamp, step seconds)`` of the iterations :func:`scan_file` keeps, in its order: all the
+    launcher's energy window (``train/launch/energy.py``) needs, so only the iteration lines are parsed."""
     kept: dict[int, tuple[int, str | None, float | None]] = {}
     for line_no, raw in enumerate(read_lines(path), start=1):
         record = parse_iteration(clean_line(raw), line_no)
@@ -336,10 +326,8 @@ def iteration_times(path: Path) -> list[tuple[int, str | None, float | None]]:
 def merge_scans(scans: list[LogScan]) -> LogScan:
     """One run's scan from the logs of its ranks or nodes (given rank 0 first).
 
-    Iterations come from the log with the most iteration lines (the last rank prints
-    them); the arguments block, world size, launch header and vocabulary from the
-    first log that has them; memory reports, problems and platform evidence from all,
-    since any rank may report an out-of-memory error.
+    Iterations come from the log with the most iteration lines (the last rank prints them), the rest from the first
+    log that has it; memory reports, problems and platform evidence from all (any rank may run out of memory).
     """
     if not scans:
         return LogScan()

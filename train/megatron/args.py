@@ -1,14 +1,8 @@
 """The Megatron-LM settings of one tprimat workload, shared by the ``mega`` and ``prim`` launchers.
 
-Both launchers render :func:`megatron_settings`, keyed by Megatron's argument *dest* names: exactly the keys Primus
-accepts in an experiment's ``overrides``, and :func:`render_cli` turns them into ``--num-query-groups 8`` flags, so
-the two cannot drift apart. Every choice that is not a ``config.env`` key comes from the fairness table
-(:data:`train.settings.expected.FIXED`, which the preflight checks; docs/CONFORMANCE.md lists each framework's
-default that differs): no dropout, ``dataloader_type single`` (Primus defaults to a shuffling sampler), no overlap,
-gradients reduced in bf16 under bf16 (``--grad-reduce-in-bf16``; else Megatron switches to fp32), the attention
-backend per platform with matching ``NVTE_*`` switches (:func:`train.settings.platform_env.attention_env`), no
-gradient-accumulation fusion on AMD, ``MEGATRON_IMPL`` (:data:`train.settings.expected.LOCAL_IMPL`), vocabulary
-padding (:func:`choose_vocab_padding`) and held-out evaluation (:func:`evaluation_settings`).
+Keyed by Megatron's argument *dest* names, exactly the keys Primus accepts in an experiment's ``overrides``, and
+rendered as flags by :func:`render_cli`, so the two launchers cannot drift apart. Every choice that is not a
+``config.env`` key comes from the fairness table (:data:`train.settings.expected.FIXED`; docs/CONFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -79,13 +73,8 @@ def megatron_padded_vocab(tokenizer_size: int, divisible_by: int, tp: int) -> in
 
 
 def choose_vocab_padding(tokenizer_size: int, target: int, tp: int) -> tuple[int, int]:
-    """The first divisor (128 preferred) whose padding lands exactly on ``target``.
-
-    Llama 3.1 (128256 tokens) needs 128 at TP 1-2 and 64 at TP 4; Qwen 2.5 (151665
-    tokens, 152064 in the model) needs 512 at TP 1. When no divisor works (a
-    tokenizer larger than the target, or an odd size with TP > 1) Megatron's default
-    128 is used and the caller records the padded size it produces.
-    """
+    """The first divisor (128 preferred) whose padding lands exactly on ``target``, else Megatron's default 128
+    (the caller records the padded size it produces), e.g. Qwen 2.5's 151665 tokens need 512 for 152064 at TP 1."""
     for divisor in DIVISOR_PREFERENCE:
         if megatron_padded_vocab(tokenizer_size, divisor, tp) == target:
             return divisor, target
@@ -129,10 +118,7 @@ def implementation_args(megatron_impl: str) -> dict[str, Any]:
 
 def profile_settings(profile: AppliedProfile) -> dict[str, Any]:
     """A tuned recipe's framework settings (train/profiles/) as Megatron argument dests; Primus reads the same.
-
-    Every recipe key is Megatron's dest name except the reduction dtype: the recipe states
-    ``grad_reduce_in_fp32``, Megatron's flag is ``--grad-reduce-in-bf16`` (see the module docstring).
-    """
+    Only the reduction dtype is renamed: the recipe's ``grad_reduce_in_fp32``, Megatron's ``--grad-reduce-in-bf16``."""
     settings = dict(profile.settings)
     if settings.pop("grad_reduce_in_fp32", False):
         settings["grad_reduce_in_bf16"] = False
@@ -147,13 +133,8 @@ def megatron_settings(
     padding: VocabPadding,
     profile: AppliedProfile = IDENTICAL,
 ) -> dict[str, Any]:
-    """Every Megatron argument (dest name -> value) the workload fixes, data paths excepted.
-
-    Data paths differ between the launchers (``--data-path`` + ``--split`` for
-    Megatron, ``train_data_path`` for Primus, whose preparation step would otherwise
-    download BookCorpus), so each launcher adds its own. Under PROFILE=tuned the recipe's
-    settings replace the fairness table's (``cfg`` already carries its batch and layout).
-    """
+    """Every Megatron argument (dest name -> value) the workload fixes, data paths excepted (each launcher adds its
+    own); under PROFILE=tuned the recipe's settings replace the fairness table's."""
     if platform not in ATTENTION_BACKEND:
         raise ValueError(f"platform {platform!r}: Megatron runs on {', '.join(ATTENTION_BACKEND)}")
     settings: dict[str, Any] = {

@@ -1,12 +1,9 @@
 """tprimat's measurement inside a Lightning run (NeMo 2 trains through Lightning).
 
 :class:`LightningMeasurement` is plain and testable without Lightning; the ``Callback`` around it
-(:func:`benchmark_callback_class`) is built on first use, so this module imports without lightning. Timing,
-summary, energy and ending come from ``utils/measure/`` and ``utils/result/file.py``, as for every framework.
-:class:`EvaluationRecorder` reads ``val_loss`` after each validation and stops through ``trainer.should_stop`` at
-TARGET_LOSS or a non-finite value (agreed on all ranks). Every validation reads the same first EVAL_SAMPLES
-sequences, MLPerf's measure, by NeMo's own doing: its sampler starts at 0 for every loader but training's
-(``nemo/lightning/pytorch/plugins/data_sampler.py:81``, v2.1.0 and v2.3.0) and Lightning re-iterates that loader.
+(:func:`benchmark_callback_class`) is built on first use, so this module imports without lightning. Every
+validation reads the same first EVAL_SAMPLES sequences, MLPerf's measure, by NeMo's own doing: its sampler starts
+at 0 for every loader but training's (``nemo/lightning/pytorch/plugins/data_sampler.py:81``, v2.1.0 and v2.3.0).
 """
 
 from __future__ import annotations
@@ -35,11 +32,8 @@ VAL_LOSS_KEY = "val_loss"  # what NeMo's strategy logs (nemo/lightning/pytorch/s
 
 @dataclass
 class EvaluationRecorder:
-    """The run's held-out evaluations as the result records them, and the stop they call for.
-
-    Plain (no Lightning): the callback below feeds it. Times are the host's wall clock; the validation's end is
-    taken after the value was read (a device value read is a synchronization).
-    """
+    """The run's held-out evaluations as the result records them, and the stop they call for (plain: the callback
+    below feeds it). The validation's end is taken after the value was read, a synchronization."""
 
     cfg: Config
     reduction: str = NEMO_REDUCTION
@@ -87,9 +81,8 @@ INTERRUPT_EXCEPTIONS = ("KeyboardInterrupt", "Interrupted", "SIGTERMException")
 class LightningMeasurement:
     """One rank's measurement of a Lightning run, and the result it ends in.
 
-    Rank 0 passes ``path``; other ranks pass ``None`` and measure only (their energy
-    figures are gathered to rank 0). ``finish`` is idempotent: the first status set
-    (``failed`` on a non-finite loss, say) is the one written.
+    Rank 0 passes ``path``; other ranks pass ``None`` and measure only. ``finish`` is idempotent: the first status
+    set is the one written.
     """
 
     result: Result
@@ -225,9 +218,7 @@ def _build_benchmark_callback_class() -> type:
     class BenchmarkCallback(Callback):
         """Times every optimizer step with the device synchronized, records loss/LR/memory/energy.
 
-        Loss comes from ``trainer.callback_metrics`` (NeMo logs ``reduced_train_loss``,
-        sent to the first pipeline stage) or the step's output; LR is the optimizer's
-        rate read at step start, i.e. the rate this step applied.
+        LR is the optimizer's rate read at step start, i.e. the rate this step applied.
         """
 
         def __init__(self, measurement: LightningMeasurement) -> None:

@@ -1,8 +1,7 @@
 """The environment each launcher sets, per platform: one documented place.
 
 Every framework on a platform starts from the same variables, so two frameworks differ in their code, not in
-communication or allocator settings; each is recorded in the result (``environment.launcher_set``), and a value
-already in the caller's environment wins. Sources: Primus's ``examples/run_pretrain.sh`` (``rocm/primus:v25.11``)
+communication or allocator settings; a value already in the caller's environment wins. Sources: Primus's ``examples/run_pretrain.sh`` (``rocm/primus:v25.11``)
 and ``runner/helpers/envs/base_env.sh``, ROCm Megatron-LM's ``examples/llama/train_llama3.sh``, NVIDIA's
 Megatron-LM Llama 3 example and NeMo's performance recipes.
 """
@@ -109,10 +108,8 @@ JOB_CACHE_DIRS: dict[str, str] = {
 
 
 def cache_env(data_dir: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``{variable: <DATA_DIR>/.tprimat/cache/<folder>}`` for each cache the caller's environment does not place.
-
-    Empty when the folder cannot be made (a read-only DATA_DIR): torch's defaults rather than a failed job.
-    """
+    """``{variable: <DATA_DIR>/.tprimat/cache/<folder>}`` for each cache the caller's environment does not place;
+    empty when the folder cannot be made (torch's defaults rather than a failed job)."""
     env = os.environ if environ is None else environ
     wanted = {key: Path(data_dir) / CACHE_FOLDER / folder for key, folder in JOB_CACHE_DIRS.items() if key not in env}
     try:

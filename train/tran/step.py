@@ -1,13 +1,9 @@
 """One rank's model, optimizer and precision for the ``tran`` reference trainer (its LR: train/rules/schedule.py).
 
 Kept apart from ``train/tran/worker.py`` so ``bench/monitor_overhead.py`` drives the very same optimizer step.
-Choices that affect comparability: the transformers class of the shape table, initialised as Megatron does
-(train/tran/init.py) on the device, SDPA, untied embeddings; AdamW with weight decay on matrices only, clipping on
-the global norm; token-mean cross entropy in fp32; FSDP2 (``train/tran/shard.py``) per decoder layer with fp32
-master weights and reductions, gradients reduce-scattered after every micro-batch (holding unsharded gradients
-would cost the full model's gradients again); TRAN_COMPILE compiles each layer before the measured loop
-(:meth:`Trainer.warm_up`). ``Trainer(sharding="ddp")`` is the reference FSDP2's loss curve is checked against
-(tests/unit/train/frameworks/test_tran_fsdp.py).
+FSDP2 (``train/tran/shard.py``) reduce-scatters gradients after every micro-batch: holding unsharded gradients
+would cost the full model's gradients again. ``Trainer(sharding="ddp")`` is the reference FSDP2's loss curve is
+checked against (tests/unit/train/frameworks/test_tran_fsdp.py).
 """
 
 from __future__ import annotations
@@ -45,12 +41,8 @@ class Dist:
 
 
 def _rope_arguments(config_class: type, shape: Any) -> dict[str, Any]:
-    """RoPE base and scaling in the spelling of the installed transformers.
-
-    transformers 5 takes one ``rope_parameters`` dict; the 4.x releases in the vendor images
-    (requirements files) take ``rope_theta`` and ``rope_scaling`` and would keep an unknown
-    ``rope_parameters`` as a plain attribute, silently training with their default base.
-    """
+    """RoPE base and scaling in the spelling of the installed transformers: 4.x would keep an unknown
+    ``rope_parameters`` (5's) as a plain attribute, silently training with its default base."""
     if "rope_parameters" in inspect.signature(config_class.__init__).parameters:
         rope: dict[str, Any] = {"rope_type": "default", "rope_theta": shape.rope_theta}
         if shape.rope_scaling:
@@ -60,10 +52,7 @@ def _rope_arguments(config_class: type, shape: Any) -> dict[str, Any]:
 
 
 def build_model(model: str, shape: Any, device: torch.device, init_std: float) -> torch.nn.Module:
-    """The transformers class named by the shape, randomly initialised on ``device`` (no weights downloaded).
-
-    Shared by ``tran`` and ``deep`` (train/deep/worker.py), so both train the same network.
-    """
+    """The transformers class named by the shape, randomly initialised on ``device``; ``tran``'s and ``deep``'s."""
     common = dict(
         vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, intermediate_size=shape.ffn_hidden_size,
         num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_attention_heads,
@@ -92,11 +81,8 @@ def build_model(model: str, shape: Any, device: torch.device, init_std: float) -
 
 
 def model_inputs(cfg: Config, model: str) -> tuple[Any, Path, Path, Any]:
-    """(shape, data prefix, tokenizer directory, :class:`train.rules.samples.MegatronSamples`) of one model.
-
-    The shape takes the tokenizer's vocabulary for tiny models; a full model's embedding
-    must hold every token id. Shared by ``tran`` and ``deep``.
-    """
+    """(shape, data prefix, tokenizer directory, :class:`train.rules.samples.MegatronSamples`) of one model; a tiny
+    model's shape takes the tokenizer's vocabulary."""
     prefix, tokenizer_dir = dataset.dataset_prefix(cfg, model), dataset.tokenizer_dir(cfg, model)
     tokenizer = dataset.load_tokenizer(tokenizer_dir)
     vocab = dataset.vocab_size(tokenizer)
@@ -241,10 +227,8 @@ class Trainer:
             logits.float().reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
 
     def step(self, index: int) -> torch.Tensor:
-        """Optimizer step ``index`` (0-based): GA micro-batches, clip, update. Returns this rank's mean loss.
-
-        The rate is ``lr_at(index)``: ``index`` steps have completed, as in Megatron (see :func:`lr_at`).
-        """
+        """Optimizer step ``index`` (0-based, at ``lr_at(index)`` as in Megatron): GA micro-batches, clip, update.
+        Returns this rank's mean loss."""
         cfg, info = self.cfg, self.dist_info
         lr = lr_at(index, cfg)
         for group in self.optimizer.param_groups:

@@ -1,14 +1,9 @@
 """``tran``: the vendor-neutral reference trainer, the same file on cpu, nvd and amd.
 
-A Hugging Face causal LM built from the shape table (random init, SDPA), a plain PyTorch loop with AdamW, the
-schedule, clipping and accumulation, FSDP2 mixed precision (train/tran/shard.py) under ``torchrun``.
-Data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked. ``deep`` (train/deep/worker.py) reuses
-:func:`run_worker` and :func:`train`; both end through :func:`exit_worker`.
-
-Every EVAL_INTERVAL_STEPS-th step the evaluator (train/tran/evaluation.py) reads the next held-out block; the
-loop stops at TARGET_LOSS (STOP_AT_TARGET) or a non-finite eval loss. Step times exclude evaluations.
-``StepMonitor`` brackets each optimizer step; rank 0 writes the result through ``result_guard``. SIGTERM sets a
-flag agreed through the loss all-reduce, so all ranks stop after the same step.
+A Hugging Face causal LM built from the shape table, a plain PyTorch loop with AdamW and FSDP2 mixed precision
+(train/tran/shard.py) under ``torchrun``. Data-parallel only: TP/PP/CP > 1 and FP8 are refused, never faked.
+``deep`` (train/deep/worker.py) reuses :func:`run_worker` and :func:`train`. SIGTERM sets a flag agreed through
+the loss all-reduce, so all ranks stop after the same step.
 """
 
 from __future__ import annotations
@@ -100,11 +95,8 @@ class StopRequest:
 
 
 def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, Profiling | None]:
-    """``torch.profiler`` over 0-based steps [PROFILE_STEP_START, PROFILE_STEP_END) (Megatron's convention).
-
-    One warm-up step (when there is one before the range) lets the profiler settle;
-    the trace of each rank goes to ``<OUTPUT_DIR>/profiles/<result stem>_rank<r>.json``.
-    """
+    """``torch.profiler`` over 0-based steps [PROFILE_STEP_START, PROFILE_STEP_END) (Megatron's convention),
+    after one warm-up step when there is one, each rank's trace in ``<OUTPUT_DIR>/profiles/``."""
     if not cfg.profiling:
         return contextlib.nullcontext(), None
     start, end = cfg.profile_step_start, min(cfg.profile_step_end, cfg.train_iters)
@@ -132,11 +124,8 @@ def profiler_for(cfg: Config, info: Dist, result_path: Path) -> tuple[Any, Profi
 
 
 def reduce_loss(local_loss: torch.Tensor, stop: bool, info: Dist) -> tuple[torch.Tensor, torch.Tensor | bool]:
-    """(mean loss over DP ranks, whether any rank asked to stop), both left on the device: one all-reduce.
-
-    Nothing is read to the host here: the monitor reads the loss a few steps late
-    (utils/measure/monitor.py) and :func:`stop_agreed` reads the flag every ``STOP_CHECK_EVERY`` steps.
-    """
+    """(mean loss over DP ranks, whether any rank asked to stop), both left on the device (no host sync): one
+    all-reduce."""
     if info.world_size == 1:
         return local_loss.detach(), stop
     packed = torch.stack([local_loss.detach().float(), torch.tensor(float(stop), device=info.device)])
@@ -163,11 +152,8 @@ def gather_objects(value: Any, info: Dist) -> list[Any]:
 
 
 class Ledger:
-    """The measured loop's bookkeeping: the step monitor, the energy window, the per-step record, the result.
-
-    :func:`train` runs the steps; this keeps what they are measured and recorded with, so the loop reads
-    alone. ``fill`` is what ``result_guard`` calls however the run ends (utils/result/file.py).
-    """
+    """The measured loop's bookkeeping: the step monitor, the energy window, the per-step record, the result
+    (``fill`` is what ``result_guard`` calls however the run ends)."""
 
     def __init__(self, cfg: Config, args: argparse.Namespace, info: Dist, framework: str) -> None:
         self.cfg, self.args, self.info = cfg, args, info
@@ -297,10 +283,7 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
           make_trainer: Callable[[Config, str, Dist], Any] = Trainer) -> None:
     """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends.
 
-    ``make_trainer`` builds the per-rank model, optimizer and data: :class:`train.tran.step.Trainer`
-    for ``tran``, the DeepSpeed engine's for ``deep`` (train/deep/worker.py). Either has ``step(index)``
-    returning this rank's mean loss, and ``shape``, ``prefix``, ``tokenizer_dir`` and
-    ``precision_detail``; one with ``effective_settings()`` fills that block of the result.
+    ``make_trainer`` builds :class:`train.tran.step.Trainer` (``tran``) or the DeepSpeed engine's (``deep``).
     """
     ledger = Ledger(cfg, args, info, framework)
     monitor = ledger.monitor
@@ -344,11 +327,8 @@ def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, 
 def run_worker(argv: list[str] | None, framework: str, description: str,
                add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
                bind: Callable[[argparse.Namespace], Callable[[Config, str, Dist], Any]] | None = None) -> int:
-    """The torchrun entry of ``tran`` and ``deep``: arguments, config, distributed set-up, :func:`train`.
-
-    ``bind(args)`` (deep) returns the trainer factory once the worker's own arguments are parsed;
-    without it the trainer is :class:`train.tran.step.Trainer`.
-    """
+    """The torchrun entry of ``tran`` and ``deep``: arguments, config, distributed set-up, :func:`train`
+    (``bind(args)``, deep's, gives the trainer factory once the worker's own arguments are parsed)."""
     parser = argparse.ArgumentParser(prog=f"python -m train.{framework}.worker", description=description)
     parser.add_argument("--model", required=True, choices=model_names())
     parser.add_argument("--result", required=True, type=Path, help="result JSON written by global rank 0")
@@ -391,10 +371,8 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
 def exit_worker(code: int) -> NoReturn:
     """End a torchrun worker with ``code`` once its work is done, without the interpreter's finalization.
 
-    gloo has no shutdown: a gloo thread still releasing the last collective when the interpreter finalizes is refused
-    the GIL with ``pthread_exit``, meets a ``noexcept`` destructor and aborts the rank after all is done
-    (docs/PERFORMANCE.md, "The teardown abort"). Everything the job leaves is written before this (the result
-    atomically, the log flushed below), so the process ends as ``_exit`` does.
+    gloo has no shutdown: a gloo thread still releasing the last collective at finalization aborts the rank after
+    all is done (docs/PERFORMANCE.md, "The teardown abort"). Everything the job leaves is written before this.
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
