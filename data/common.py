@@ -89,11 +89,8 @@ def base_parser(prog: str, description: str, per_model: bool = False) -> argpars
 
 
 def config_from_args(args: argparse.Namespace, **stage_options: str) -> Config:
-    """``load_config()`` with the command-line overrides applied and re-validated.
-
-    ``stage_options`` maps a stage's own option (its ``dest``) to the config field it overrides when given,
-    e.g. ``min_chars="min_doc_chars"``; they are applied after the shared ones.
-    """
+    """``load_config()`` with the command-line overrides applied and re-validated; ``stage_options`` maps a stage's
+    own option to the config field it overrides, e.g. ``min_chars="min_doc_chars"``."""
     cfg = load_config()
     changes: dict[str, object] = {}
     if args.dataset:

@@ -2,7 +2,6 @@
 
 ``bc`` / ``c4``: the first ``DATA_SAMPLES`` documents streamed with ``datasets``; ``sample``: the generated corpus
 (``data/sample_corpus.py``); ``local:<path>``: JSONL, plain text or a directory, copied to ``raw.jsonl``.
-Tokenizers: the real ones' files through ``huggingface_hub``, or for ``sample`` a BPE trained on the corpus.
 The two network calls (:func:`open_hub_stream`, :func:`download_tokenizer_files`) are thin so the rest is tested
 offline.
 """
@@ -230,11 +229,8 @@ def _replace_dir(tmp: Path, final: Path) -> None:
 
 
 def _install_tokenizer(final: Path, build: Callable[[Path], None]) -> list[Path]:
-    """Build a tokenizer in a temporary sibling directory, check it loads, then swap it into place.
-
-    Returns the installed files. A failed build or a tokenizer that does not load leaves
-    ``final`` as it was.
-    """
+    """Build a tokenizer in a temporary sibling directory, check it loads, then swap it into place (a failure leaves
+    ``final`` as it was); returns the installed files."""
     tmp = temp_sibling(final)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

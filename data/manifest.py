@@ -2,10 +2,7 @@
 
 A manifest records a stage run's *key* (parameters, input hashes, tool versions) and each output's sha256; a stage
 is skipped only when the key is unchanged and every output keeps its hash. Paths are relative to the manifest's
-folder, so a ``DATA_DIR`` mounted elsewhere stays valid; hashes are cached by file identity
-(``utils/io/hash_cache.py``). Every manifest is read through :class:`Manifest`: a wrong shape is
-:class:`ManifestMalformed` in one line (``manifest malformed: outputs must be a mapping``), which a stage redoes
-and ``data/ready.py`` / ``data/verify.py`` refuse.
+folder, so a ``DATA_DIR`` mounted elsewhere stays valid.
 """
 
 from __future__ import annotations
@@ -66,10 +63,7 @@ def _first_problem(exc: ValidationError) -> str:
 
 
 def load_manifest(path: Path) -> Manifest | None:
-    """The typed manifest; ``None`` when missing, unreadable, not JSON or of another schema version.
-
-    Raises :class:`ManifestMalformed` for valid JSON of the wrong shape.
-    """
+    """The typed manifest; ``None`` when missing, unreadable, not JSON or of another schema version."""
     try:
         if path.stat().st_size > MAX_MANIFEST_BYTES:
             raise ManifestMalformed(f"{path}: manifest malformed: larger than {MAX_MANIFEST_BYTES} bytes")
@@ -125,9 +119,7 @@ def write_manifest(path: Path, stage: str, key: dict[str, Any], outputs: list[Pa
                    counts: dict[str, Any], digests: dict[Path, str] | None = None,
                    token_policy: TokenPolicy | None = None) -> dict[str, Any]:
     """Record a finished stage; written last and atomically, so it never vouches for partial work.
-
-    ``digests``: sha256 of outputs their writer hashed while writing them (not read again; cached).
-    """
+    ``digests``: sha256 of outputs their writer hashed while writing them (not read again)."""
     base = path.parent
     known = digests or {}
     for out, digest in known.items():

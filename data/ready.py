@@ -1,12 +1,8 @@
 """Is this dataset the one the config asks for, and did exactly these bytes pass verification?
 
-Every training job asks :func:`check_dataset` before it starts (``train/launch/launcher.py``), so an edited
-``.bin`` or a dataset prepared with other data settings is refused in one line naming the file, not met later as
-an ``IndexError``. Checked: the chain of manifests (``data/manifest.py``: source settings, ``MIN_DOC_CHARS``, the
-model's tokenizer, each stage consuming what the previous one recorded); the ``.bin``/``.idx`` hashes
-(``utils/io/hash_cache.py``) and tokenizer as ``data.encode`` recorded them; a ``.verify.json`` naming these
-hashes; the token policy (data/token_policy.py); with evaluation on, the same for the held-out validation pair.
-Nothing here re-reads the corpus: raw and clean text are vouched for by their manifests.
+Every training job asks :func:`check_dataset` before it starts, so an edited ``.bin`` or a dataset prepared with
+other data settings is refused in one line naming the file, not met later as an ``IndexError``. Nothing here
+re-reads the corpus: raw and clean text are vouched for by their manifests.
 """
 
 from __future__ import annotations
@@ -68,10 +64,7 @@ def _source_settings(cfg: Config) -> dict[str, object]:
 
 
 def settings_problems(cfg: Config, model: str) -> tuple[str, str]:
-    """Check the manifests from fetch to encode against ``cfg``; returns (clean sha256, tokenizer sha256).
-
-    Raises :class:`DataError` naming the first manifest that does not fit.
-    """
+    """Check the manifests from fetch to encode against ``cfg``; returns (clean sha256, tokenizer sha256)."""
     fetched_path = fetch_manifest_path(cfg)
     fetched = _manifest(fetched_path, "fetch")
     _differences(fetched_path, fetched.key, _source_settings(cfg))
@@ -129,10 +122,7 @@ def check_encoded_bytes(prefix: Path, encoded: mf.Manifest | None = None) -> dic
 
 
 def check_dataset(cfg: Config, model: str) -> Path:
-    """Everything above, and a passing ``data.verify`` on these very bytes; returns the data prefix.
-
-    Raises :class:`DataError` naming the file and the problem.
-    """
+    """Everything above, and a passing ``data.verify`` on these very bytes; returns the data prefix."""
     clean_hash, tok_hash = settings_problems(cfg, model)
     prefix = dataset_prefix(cfg, model)
     _check_verified(prefix, clean_hash, tok_hash)

@@ -5,13 +5,9 @@ Why: Megatron-LM at ``MEGATRON_REF`` asks ``AutoTokenizer`` for the *slow* class
 ``Qwen2Tokenizer`` ``vocab.json`` + ``merges.txt``, ``LlamaTokenizer`` (Mistral v0.3) a SentencePiece
 ``tokenizer.model``. Llama 3.1's ``PreTrainedTokenizerFast`` needs nothing more.
 
-The files come from the same vocabulary and merges, so every class reads the same ids. ``tokenizer.model`` is a
-SentencePiece ``ModelProto`` laid out as Mistral v0.3's (BPE, byte fallback, pieces scored by merge rank),
-encoded here in protocol-buffer wire format by hand so the data tools need neither sentencepiece nor protobuf;
-field numbers from sentencepiece's ``sentencepiece_model.proto``.
-
-The slow ``LlamaTokenizer`` always puts "▁" before a text, so a text starting with whitespace gets one more token
-than from the fast class; ``data/clean.py`` strips every document (docs/SAMPLE_ORDER.md).
+``tokenizer.model`` is encoded in protocol-buffer wire format by hand so the data tools need neither sentencepiece
+nor protobuf (field numbers from sentencepiece's ``sentencepiece_model.proto``). The slow ``LlamaTokenizer`` always
+puts "▁" before a text, so ``data/clean.py`` strips every document (docs/SAMPLE_ORDER.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ The ids ``tools/preprocess_data.py --append-eod`` writes depend on Megatron's ve
   ``preprocess_data@847781764f`` (tests/conformance/test_conformance_preprocess_data.py);
 * ``tokenizer``: ``tokenizer(text)`` + EOD, as ``preprocess_data@core_v0.12.0`` wrote.
 
-The policy is recorded in the encode manifest (:class:`TokenPolicy`) and ``data/ready.py`` refuses another one;
 docs/SAMPLE_ORDER.md ("BOS") says why the default is fair to every framework.
 """
 

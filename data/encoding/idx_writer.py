@@ -2,8 +2,7 @@
 
 Importing megatron-core's ``IndexedDatasetBuilder`` imports torch, about 10 s on a 2-core machine, longer than
 encoding a 200 MB corpus. The format is small and fixed (``megatron/core/datasets/indexed_dataset.py``); the output
-is checked byte for byte against the builder (tests/unit/data/test_data_encode.py) and ``preprocess_data.py``
-(tests/conformance/test_conformance_preprocess_data.py). Hashing while writing spares re-reading the ``.bin``.
+is checked byte for byte against the builder (tests/unit/data/test_data_encode.py).
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ def optimal_dtype(vocab_size: int) -> type:
 class IndexWriter:
     """``IndexedDatasetBuilder(bin_path, dtype)`` + ``add_document`` per document + ``finalize(idx_path)``.
 
-    :meth:`add_documents` takes many documents at once: their tokens concatenated and each
-    document's length. A document of length 0 ends a document without a sequence, as
-    ``add_document([], [])`` does for an empty text in ``tools/preprocess_data.py``.
+    A document of length 0 ends a document without a sequence, as ``add_document([], [])`` does in
+    ``tools/preprocess_data.py``.
     """
 
     def __init__(self, bin_path: Path, dtype: type) -> None:

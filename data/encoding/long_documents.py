@@ -2,10 +2,8 @@
 
 ``tokenizers`` keeps a per-token ``Encoding`` for the whole text (about 650-700 bytes per token,
 docs/PERFORMANCE.md), so a document longer than :data:`LONG_DOCUMENT_CHARS` is cut at word boundaries, the pieces
-encoded without special tokens and the tokenizer's own (:func:`special_wrapping`) put around the whole once.
-Exact or not at all: this holds for a BPE whose pre-tokenizer splits before such a space (Llama 3, Qwen 2.5), not
-for every tokenizer, so :func:`PieceEncoder.check` compares both ways on a stretch of the first long document and
-refuses long documents when they differ (:class:`LongDocumentError`).
+encoded without special tokens and the tokenizer's own put around the whole once. Exact or not at all:
+:func:`PieceEncoder.check` compares both ways on a stretch of the first long document.
 """
 
 from __future__ import annotations
@@ -29,10 +27,8 @@ class LongDocumentError(ValueError):
 
 
 def pieces(text: str, limit: int = LONG_DOCUMENT_CHARS) -> Iterator[str]:
-    """``text`` in pieces of at most about ``limit`` characters, cut only at word boundaries.
-
-    A stretch with no boundary for a whole ``limit`` (one endless word) stays in one piece.
-    """
+    """``text`` in pieces of at most about ``limit`` characters, cut only at word boundaries (one endless word stays
+    in one piece)."""
     start = 0
     while len(text) - start > limit:
         window_end = start + limit
@@ -50,10 +46,7 @@ def pieces(text: str, limit: int = LONG_DOCUMENT_CHARS) -> Iterator[str]:
 
 
 def special_wrapping(backend: Any, specials: bool = True) -> tuple[list[int], list[int]]:
-    """(prefix, suffix): the special ids the tokenizer adds around a text (Llama 3's BOS, none for Qwen).
-
-    None when ``specials`` is off (``BOS_POLICY=megatron``, data/token_policy.py).
-    """
+    """(prefix, suffix): the special ids the tokenizer adds around a text; None when ``specials`` is off."""
     if not specials:
         return [], []
     probe = "piece"

@@ -1,10 +1,8 @@
 """``deep``'s plugin (:class:`train.launch.contract.Plugin`): DeepSpeed with ZeRO over ``tran``'s model and data.
 
-Runs on cpu, nvd and amd. Shared with ``tran``: the model, optimizer groups, LR schedule, samples, measured loop
-and launch (``train/tran/``). DeepSpeed owns the data-parallel engine, ZeRO stage ``ZERO_STAGE``, bf16, gradient
-accumulation and clipping. :func:`deepspeed_config` is written by the launcher
-(``<OUTPUT_DIR>/generated/<result stem>.deepspeed.json``, shown by ``--dry-run``); the worker
-(``train/deep/worker.py``) reads back what the engine resolved and stops when it differs from the config.
+Shared with ``tran``: the model, optimizer groups, LR schedule, samples, measured loop and launch
+(``train/tran/``). DeepSpeed owns the data-parallel engine, ZeRO stage ``ZERO_STAGE``, bf16, gradient accumulation
+and clipping.
 """
 
 from __future__ import annotations
@@ -93,9 +91,7 @@ preflight = None
 
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """deep trains tran's model with tran's loop; DeepSpeed resolves its own config only inside
-    ``deepspeed.initialize``, where train/deep/worker.py compares it with the config and stops on a
-    difference (train/launch/job_result.py merges the engine's values, its gradient reduction included, over
-    this record in the result)."""
+    ``deepspeed.initialize``, where train/deep/worker.py compares it with the config and stops on a difference."""
     record = reference_record(ctx)
     record["zero_stage"] = ctx.cfg.zero_stage
     return Resolution(record, "tprimat's configuration for the DeepSpeed engine (train/deep/worker.py): the "

@@ -1,9 +1,7 @@
 """``deep``'s worker: one rank of the DeepSpeed engine over ``tran``'s model, samples, schedule and loop.
 
-Started by the plan of ``train/deep/plugin.py`` as ``torchrun ... -m train.deep.worker
---deepspeed-config <generated JSON>``. After ``deepspeed.initialize`` it reads back what the
-engine resolved (stage, batch sizes, accumulation, clipping, precision, optimizer wrapper)
-into ``effective_settings`` and stops when it differs from the config.
+After ``deepspeed.initialize`` it reads back what the engine resolved into ``effective_settings`` and stops when
+it differs from the config.
 """
 
 from __future__ import annotations
@@ -78,9 +76,8 @@ def _no_inference_shm_op() -> None:
     """Keep DeepSpeed from compiling its shared-memory all-reduce op for a cpu job.
 
     DeepSpeed 0.19.8's ``TorchBackend.__init__`` (``build_shm_op``) JIT-compiles ``deepspeed_shm_comm`` for the cpu
-    accelerator: 40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"). Only
-    ``inference_all_reduce`` uses it; training's collectives are ``torch.distributed``'s either way. The op is marked
-    incompatible in ``deepspeed.ops.__compatible_ops__``, the one place ``build_shm_op`` reads.
+    accelerator: 40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"), for
+    ``inference_all_reduce`` alone. Marked incompatible in ``deepspeed.ops.__compatible_ops__``, where it looks.
     """
     # deepspeed: 5.3 s to import (python -X importtime); only where DeepSpeed's ops are patched
     import deepspeed.ops

@@ -1,10 +1,7 @@
 """Log-analysis mode: the files of one run (text logs or TensorBoard event files) -> its result.
 
-``mode``: ``config`` checks a tprimat launch strictly against the config's workload
-(:func:`train.logs.assemble.build_result`), recognised by the header ``tprimat launch: ... config=<hash>`` that
-``train/launch/launcher.py`` writes first (``--from-config`` forces it); ``log`` takes the workload from the log
-(:mod:`train.logs.workload`, ``--from-log``); ``auto`` picks ``config`` when the header is there. TensorBoard files
-are always ``log``. Bad input raises :class:`~train.logs.scan.LogInputError` in one line; nothing is written.
+``mode``: ``config`` checks a tprimat launch strictly against the config's workload, ``log`` takes the workload
+from the log, ``auto`` picks ``config`` when the launcher's header ``tprimat launch: ... config=<hash>`` is there.
 """
 
 from __future__ import annotations
@@ -68,8 +65,7 @@ def _adds_to_run(scan: LogScan) -> bool:
 def scan_logs(paths: list[Path]) -> tuple[list[LogScan], list[tuple[Path, str]]]:
     """Scans of the files that belong to the run, and why each other file does not.
 
-    A run needs one recognised log; another rank's log joins it when it reports a
-    problem (an out-of-memory error on rank 3) or a size, even without iteration lines.
+    Another rank's log joins the run when it reports a problem or a size, even without iteration lines.
     """
     scans: list[LogScan] = []
     skipped: list[tuple[Path, str]] = []
@@ -149,8 +145,7 @@ def analyse_scans(scans: list[LogScan], options: AnalysisOptions,
 def analyse_run(paths: list[Path], options: AnalysisOptions, load: Callable[[], Config] = load_config) -> Analysis:
     """The run whose files are ``paths`` (its event files, or its ranks' text logs, rank 0 first).
 
-    ``result`` is None when no file is a training log (each is then in ``skipped`` with
-    why); :class:`LogInputError` when they are, but cannot become a result.
+    ``result`` is None when no file is a training log (each is then in ``skipped`` with why).
     """
     if paths and all(is_event_file(p) for p in paths):
         from train.logs.tensorboard import scan_events  # tensorboard's protobufs: 0.7 s (-X importtime)

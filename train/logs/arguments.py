@@ -2,11 +2,8 @@
 
 Megatron-LM and Primus print every parsed argument once at start (``_print_args`` in
 ``megatron/training/arguments.py``): two spaces, the dest name, ``48 - len(name)`` dots, a space and
-``str(value)`` (versions: tests/fixtures/logs/README.md). The dot count is checked, so another rank's line in the
-middle of the block is not taken for an argument. Primus's block is in its per-rank DEBUG log behind a loguru
-prefix the caller strips (:func:`train.logs.patterns.message_of`); TensorBoard's text summaries give the same
-values (:mod:`train.logs.tensorboard`). Values stay text until asked for (:func:`arg_int` and friends: ``None``
-when not of the asked type), so an unusual value never stops the scan.
+``str(value)``. The dot count is checked, so another rank's line in the middle of the block is not taken for an
+argument. Values stay text until asked for, so an unusual value never stops the scan.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ MAX_ARGUMENTS = 10_000  # Megatron has under a thousand; a bound keeps a corrupt
 class ArgumentsReader:
     """Feed it the lines of a log (prefixes stripped); it keeps the first complete arguments block.
 
-    A later block (a restarted job appending to the same log) that disagrees with the
-    first is reported in ``warnings``; its values are not used.
+    A later block (a restarted job appending to the same log) that disagrees is reported in ``warnings``.
     """
 
     values: dict[str, str] = field(default_factory=dict)

@@ -1,16 +1,8 @@
 """TensorBoard event files -> the same :class:`~train.logs.scan.LogScan` a text log gives.
 
-Read with the ``tensorboard`` package's own ``PyRecordReader_New``, which checks each record's CRC and raises
-``DataLossError`` on a cut record (``EventFileLoader`` stops silently: a truncated file must be reported), one
-record at a time. Tags are checked, never assumed (versions: tests/fixtures/logs/README.md):
-
-* Megatron-LM (last rank): ``lm loss``, ``learning-rate``, ``batch-size``, ``grad-norm``; ``iteration-time`` and
-  ``throughput`` only with ``--log-timers-to-tensorboard``; energy, power and memory tags; 1-based step; every
-  argument as ``<arg>/text_summary``.
-* Lightning under NeMo 2: ``train_step_timing in s``, ``reduced_train_loss``, ``lr``, ``TFLOPS_per_GPU``...;
-  the step is 0-based, so iteration = step + 1.
-
-Without a step-time tag, step times come from the events' wall-clock times; ``log_format`` and warnings say so.
+Read with the ``tensorboard`` package's own ``PyRecordReader_New``, which checks each record's CRC
+(``EventFileLoader`` stops silently: a truncated file must be reported). Tags are checked, never assumed (versions:
+tests/fixtures/logs/README.md). Without a step-time tag, step times come from the events' wall-clock times.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What a log tprimat did not launch says about its run: workload, model, framework and platform.
 
-Nothing is guessed: each key comes from the first source that states it (the arguments block or its TensorBoard
-summaries, :mod:`train.logs.arguments`; the iteration lines; the world-size lines). A key none states is ``None``
-with the reason in ``workload.unknown``; two sources that disagree raise :class:`~train.logs.scan.LogInputError`
-naming both. The model is recognised from the dimensions against ``utils/spec/models.py`` (else ``--model``).
-For a tprimat launch the config is the workload; :func:`workload_mismatches` lists where the log disagrees.
+Nothing is guessed: each key comes from the first source that states it; a key none states is ``None`` with the
+reason in ``workload.unknown``; two sources that disagree raise :class:`~train.logs.scan.LogInputError`.
 """
 
 from __future__ import annotations
@@ -187,8 +184,8 @@ def _vocabulary_fits(vocab: int | None, key: str, size: str) -> bool:
 def recognise_model(scan: LogScan, model: str | None, model_size: str) -> tuple[str, ModelShape, list[str]]:
     """(model, shape, notes): the shape-table model whose dimensions the log states, checked against ``model``.
 
-    The vocabulary counts too (Mistral 7B has Llama 3.1 8B's layers, widths and heads), within
-    the padding a framework adds (:data:`VOCAB_TOLERANCE`); FLOPs then use the logged size.
+    The vocabulary counts too (Mistral 7B has Llama 3.1 8B's layers, widths and heads), within the padding a
+    framework adds.
     """
     dims = log_dimensions(scan)
     vocab = scan.padded_vocab or arg_int(scan.arguments, "padded_vocab_size")

@@ -1,10 +1,8 @@
 """The ``nemo`` training entry: one process per GPU under torchrun, inside the NeMo image.
 
-``python -m train.nemo.entry --model llama --result PATH --overrides FILE`` (planned by :mod:`train.nemo.plugin`)
-builds the model's ``pretrain_recipe``, applies every override (an unknown field is an error), appends
-:class:`train.nemo.callback.BenchmarkCallback` and runs; global rank 0 writes the result. ``nemo_run.run(recipe,
-direct=True)`` is ``fdl.build(recipe)()`` in nemo-run 0.4 (``run/task.py: direct_run_fn``); tprimat does the two
-steps itself to append its callback to the *built* trainer (fiddle copies configured values while building).
+``nemo_run.run(recipe, direct=True)`` is ``fdl.build(recipe)()`` in nemo-run 0.4 (``run/task.py: direct_run_fn``);
+tprimat does the two steps itself to append its callback to the *built* trainer (fiddle copies configured values
+while building).
 """
 
 from __future__ import annotations

@@ -50,11 +50,8 @@ def nemo_env(profile: AppliedProfile = IDENTICAL) -> dict[str, str]:
 
 
 def resolve_shape(cfg: Config, model: str, tokenizer_dir: Path) -> ModelShape:
-    """The model shape with the real vocabulary: the tokenizer's for tiny models, checked for full ones.
-
-    Raises ``FileNotFoundError`` (a missing tokenizer) or ``ValueError`` (a tokenizer
-    with more ids than the model's embedding has rows).
-    """
+    """The model shape with the real vocabulary: the tokenizer's for tiny models, checked for full ones (``ValueError``:
+    more ids than the model's embedding has rows)."""
     tokens = vocab_size(load_tokenizer(tokenizer_dir))
     if cfg.model_size == "tiny":
         return get_shape(model, "tiny", vocab_size=tokens, layers=cfg.model_layers)

@@ -1,10 +1,8 @@
 """Probe: NeMo 2's recipe with tprimat's overrides, built and connected as ``llm.pretrain`` does, read back.
 
 Runs inside the NeMo Python (``python -m train.nemo.probe``, request on stdin, :mod:`train.settings.probe_common`):
-the recipe from ``train.nemo.entry.build_recipe``, built with fiddle, then NeMo's own ``optim.connect(model)`` and
-``trainer.strategy.connect(model)``, where the precision plugin overwrites the model, optimizer and DDP configs;
-values are read back from the connected objects. Only change: ``accelerator="cpu"``, so Lightning builds the
-trainer without a GPU; no network is built and no process group starts.
+the connect step matters because the precision plugin overwrites the model, optimizer and DDP configs. Only
+change: ``accelerator="cpu"``, so Lightning builds the trainer without a GPU; no network is built.
 """
 
 from __future__ import annotations
@@ -59,12 +57,8 @@ def trainer_values(trainer: Any, recipe_trainer: Any) -> dict[str, Any]:
 
 
 def nemo_lr_by_step(scheduler: Any, model: Any, lr: float, steps: int) -> dict[str, float]:
-    """The LR NeMo's own scheduler gives optimizer steps 1, 2 and the last.
-
-    The scheduler module builds its torch scheduler over the optimizer (here a one-parameter
-    SGD at the configured LR, as Megatron's optimizer starts); Lightning steps it after
-    every optimizer step, so step ``k`` uses the rate after ``k - 1`` scheduler steps.
-    """
+    """The LR NeMo's own scheduler gives optimizer steps 1, 2 and the last (step ``k`` uses the rate after ``k - 1``
+    scheduler steps), over a one-parameter SGD at the configured LR."""
     # the framework's own code: importable only in its Python, where the probe runs
     import torch
 

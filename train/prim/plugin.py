@@ -5,8 +5,7 @@ experiment whose ``overrides`` set every workload and architecture key from the 
 :func:`train.megatron.args.megatron_settings` as ``mega`` (Primus's model files lack Qwen's QKV bias and Llama
 3.1's RoPE scaling). Data goes in ``train_data_path`` (an empty one makes Primus download BookCorpus); nothing is
 saved. Primus v0.5.0 cannot evaluate (:data:`CANNOT_EVALUATE`): a real run with evaluation is refused before
-launch. The run is ``bash examples/run_pretrain.sh`` with ``EXP`` set to the generated file; :func:`collect`
-reads the captured output, else ``TRAIN_LOG``; :func:`resolve` asks Primus itself (:mod:`train.prim.probe`).
+launch.
 """
 
 from __future__ import annotations
@@ -52,8 +51,7 @@ def primus_overrides(
 ) -> dict[str, Any]:
     """Every key the experiment sets: the shared Megatron settings plus Primus's data, saving and logging keys.
 
-    Under PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here. ``valid``: the
-    validation prefix when evaluation is on (Megatron's evaluation keys come with the shared settings).
+    Under PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here.
     """
     if any(ch.isspace() for ch in f"{data_prefix}{valid or ''}"):
         # Primus splits train_data_path on spaces (a blend list), so such a path cannot be expressed.

@@ -77,10 +77,8 @@ def nemo(path: str, where: str) -> Source:
 class MlperfValue:
     """One value of the rules: the config key it sets (a :class:`~utils.config.model.Config` field) and its sources.
 
-    ``checked`` says whether MLPerf's compliance checker enforces it (ruleset 6.0.0); the
-    others are the rules' or the reference's values the checker only stores or never sees.
-    ``workload`` marks the values a ``MODEL_SIZE=tiny`` run keeps at config.env's (see
-    :func:`applied_values`).
+    ``checked``: MLPerf's compliance checker enforces it (ruleset 6.0.0); ``workload``: a ``MODEL_SIZE=tiny`` run
+    keeps config.env's value (:func:`applied_values`).
     """
 
     key: str
@@ -184,9 +182,7 @@ def value_of(key: str) -> Any:
 def applied_values(tiny: bool) -> tuple[MlperfValue, ...]:
     """The values a run takes: all of them, or with ``MODEL_SIZE=tiny`` all but the workload's.
 
-    A tiny model is not MLPerf's model: it runs the rules' optimizer, schedule, evaluation
-    size and target at config.env's sequence length, batch and evaluation cadence, so that a
-    cpu run checks the pipeline (MLLOG, the checker) in seconds. Its MLLOG then states its
-    own sequence length, and the checker says so.
+    A tiny model runs the rules' optimizer, schedule, evaluation size and target at config.env's sequence length,
+    batch and evaluation cadence, so that a cpu run checks the pipeline (MLLOG, the checker) in seconds.
     """
     return tuple(v for v in VALUES if not (tiny and v.workload))

@@ -43,11 +43,7 @@ class Source:
 
 @dataclass(frozen=True)
 class Setting:
-    """One value of a recipe.
-
-    ``frameworks`` limits it to some of the recipe's frameworks (Primus-Turbo exists only in
-    Primus); ``fp8`` limits it to runs with (True) or without (False) FP8; None means both.
-    """
+    """One value of a recipe; ``frameworks`` and ``fp8`` (True, False, None: both) limit where it applies."""
 
     key: str
     value: Any
@@ -87,9 +83,7 @@ class NotTaken:
 class Recipe:
     """One vendor's published performance recipe for one model, for the frameworks that run it.
 
-    ``gpus`` is the GPU count the recipe was published for; ``precisions`` the ones it
-    states (``bf16``, and ``fp8`` for FP8 on top of bf16). ``settings`` are framework and
-    workload values, ``env`` the environment variables (``Setting.key`` is the variable).
+    ``gpus`` is the GPU count the recipe was published for; ``env`` the environment variables.
     """
 
     id: str

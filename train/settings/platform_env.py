@@ -1,9 +1,9 @@
 """The environment each launcher sets, per platform: one documented place.
 
 Every framework on a platform starts from the same variables, so two frameworks differ in their code, not in
-communication or allocator settings; a value already in the caller's environment wins. Sources: Primus's ``examples/run_pretrain.sh`` (``rocm/primus:v25.11``)
-and ``runner/helpers/envs/base_env.sh``, ROCm Megatron-LM's ``examples/llama/train_llama3.sh``, NVIDIA's
-Megatron-LM Llama 3 example and NeMo's performance recipes.
+communication or allocator settings; a value already in the caller's environment wins. Sources: Primus's
+``examples/run_pretrain.sh`` (``rocm/primus:v25.11``) and ``runner/helpers/envs/base_env.sh``, ROCm Megatron-LM's
+``examples/llama/train_llama3.sh``, NVIDIA's Megatron-LM Llama 3 example and NeMo's performance recipes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Held-out evaluation of ``tran`` and ``deep``: Megatron's validation samples, a per-token mean.
 
-Both trainers evaluate here, so the same weights and samples give the same eval loss. Every evaluation reads the
-same global samples ``[0, E)`` of the validation ``GPTDataset`` (train/rules/samples.py) in Megatron's order: one
-fixed held-out set, MLPerf's measure (its NeMo restarts the validation sampler at 0,
-``nemo/lightning/pytorch/plugins/data_sampler.py:81`` at v2.1.0), so the curve moves only because the weights do;
-the token cross-entropies are summed in float64 and all-reduced with the token count, divided once (Megatron's
-``evaluate()``; no token masked: docs/SAMPLE_ORDER.md); the forward is the trainer's own under ``eval()`` and
-``no_grad``. A stop request is agreed over the ranks before every micro-batch, so an evaluation is abandoned
-within one forward and not recorded (a rank leaving alone would strand the others in a collective).
+Every evaluation reads the same global samples ``[0, E)`` of the validation ``GPTDataset`` (train/rules/samples.py):
+one fixed held-out set, MLPerf's measure (``nemo/lightning/pytorch/plugins/data_sampler.py:81`` at v2.1.0), so the
+curve moves only because the weights do. A stop request is agreed over the ranks before every micro-batch: a rank
+leaving alone would strand the others in a collective.
 """
 
 from __future__ import annotations
@@ -75,10 +71,8 @@ class Evaluator:
         return totals
 
     def run(self, stopping: Callable[[], bool] = lambda: False) -> float | None:
-        """The per-token mean cross-entropy over the held-out set's EVAL_SAMPLES x SL tokens, the same on every rank.
-
-        None when ``stopping()`` turned true on some rank during it: abandoned on every rank at the same micro-batch.
-        """
+        """The per-token mean cross-entropy over the held-out set's EVAL_SAMPLES x SL tokens, the same on every rank;
+        None when ``stopping()`` turned true on some rank during it."""
         self.set_training(False)
         try:
             with torch.no_grad():

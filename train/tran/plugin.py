@@ -1,9 +1,7 @@
 """``tran``'s plugin (:class:`train.launch.contract.Plugin`): the reference trainer's launch, result and settings.
 
-``tran`` is the vendor-neutral reference: Hugging Face model classes trained by a plain
-PyTorch loop under ``torchrun`` (``train/tran/worker.py``), the same code on cpu, nvd and
-amd. ``deep`` (``train/deep/plugin.py``) reuses the launch (:func:`worker_plan`) and the
-settings record (:func:`reference_record`).
+``deep`` (``train/deep/plugin.py``) reuses the launch (:func:`worker_plan`) and the settings record
+(:func:`reference_record`).
 """
 
 from __future__ import annotations
@@ -104,9 +102,8 @@ preflight = None
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
     """tprimat is the framework: the record is the configuration, with what FSDP2 will do on top.
 
-    The worker reads the sharding, parameter and reduce dtypes back from the model it built
-    (train/tran/shard.py ``read_back``), stops before step 1 when they differ from these, and its
-    record replaces these in the result.
+    The worker reads them back from the model it built (train/tran/shard.py ``read_back``) and stops before step 1
+    when they differ.
     """
     record = reference_record(ctx)
     # FSDP2 reduce-scatters fp32 gradients (MixedPrecisionPolicy reduce_dtype), overlapped with the backward
