@@ -1,10 +1,7 @@
 """Stage 2: normalise ``raw.jsonl`` into ``clean.jsonl`` and drop documents not worth training on.
 
-Per document, streamed, in this order: Unicode NFC without control and zero-width characters; whitespace
-normalised (one space, stripped lines, paragraph breaks); dropped when empty or shorter than ``MIN_DOC_CHARS``;
-dropped when an exact duplicate (16-byte digests in memory); held out for ``valid.jsonl`` (C4's own validation
-split for ``c4``, else the documents whose digest falls in :data:`HOLDOUT_BUCKETS`: decided by the text alone, so
-a duplicate never lands on both sides). Each rule's drop count is printed and recorded in the manifest.
+The held-out documents for ``valid.jsonl`` (C4's own validation split for ``c4``, else those whose digest falls
+in :data:`HOLDOUT_BUCKETS`) are decided by the text alone, so a duplicate never lands on both sides.
 """
 
 from __future__ import annotations

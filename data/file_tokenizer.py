@@ -1,11 +1,7 @@
 """A tokenizer directory read with the ``tokenizers`` library alone: what ``data/encode.py`` encodes with.
 
 Importing ``transformers.AutoTokenizer`` costs about 5 s on a 2-core machine, while the ids come from the same
-Rust tokenizer. This class answers the few calls the encode paths make (``__call__``, ``backend_tokenizer``,
-``len()``, ``eos_token_id``, ``bos_token_id``) under the token policy (``data/token_policy.py``); special tokens
-are read as ``transformers`` reads them, EOD is eos (else sep) as in megatron.core. A config declaring tokens
-``tokenizer.json`` lacks is loaded with ``transformers`` instead (:func:`load_policy_tokenizer`).
-``data/verify.py`` re-encodes sampled documents of every dataset with ``transformers``.
+Rust tokenizer. ``data/verify.py`` re-encodes sampled documents of every dataset with ``transformers``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Stage 4: prove each ``.bin/.idx`` pair is a correct Megatron dataset of the clean corpus.
 
-Each check fails naming the file: the ``.idx`` header by hand (megatron-core only ``assert``s it), then
-megatron-core's ``IndexedDataset``; the encode manifest belongs to this pair (sizes, sha256) and this
-``clean.jsonl``, and the manifest chain fits the config (``data/ready.py``); one sequence per document; offsets
-and ``.bin`` size consistent; token ids below the vocabulary, every document ending in EOD; sampled documents
-round-trip and re-encode with ``transformers`` under the token policy to the stored tokens (``data.encode`` reads
-the tokenizer files without ``transformers``: ``data/file_tokenizer.py``).
-
-A passing run records ``<prefix>.verify.json`` with the hashes it checked (training refuses a pair without one);
-an unchanged pair is not re-checked.
+Each check fails naming the file; sampled documents re-encode with ``transformers`` itself (``data.encode`` reads
+the tokenizer files without it). A passing run records ``<prefix>.verify.json`` with the hashes it checked
+(training refuses a pair without one); an unchanged pair is not re-checked.
 """
 
 from __future__ import annotations

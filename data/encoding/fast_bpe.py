@@ -1,13 +1,9 @@
 """The fast tokenizer path of ``data/encode.py``: a ``tiktoken`` encoding built from a tokenizer's own files.
 
 A byte-level BPE whose pre-tokenizer is one regex split (Llama 3, Qwen 2.5, the sample tokenizers) is what
-``tiktoken`` implements, several times faster (docs/PERFORMANCE.md). This module only builds and runs the
-encoding; ``data/encoding/check.py`` decides whether its ids equal the tokenizer's. Ranks are the BPE
-vocabulary's ids (also ``tiktoken``'s merge priority), the pattern and normaliser come from ``tokenizer.json``,
-every added token is a special token. :meth:`FastBpe.from_file` starts from the file while the tokenizer loads;
-:meth:`FastBpe.check_loaded` then requires the loaded one to match. Anything else raises :class:`NotExpressible`
-and ``data/encode.py`` keeps its ``tokenizers`` path. A batch is one ``tiktoken`` call (GIL released), the
-documents joined by a separator registered as a special token, so each is encoded exactly as on its own.
+``tiktoken`` implements, several times faster (docs/PERFORMANCE.md); ``data/encoding/check.py`` decides whether its
+ids equal the tokenizer's. A batch is one ``tiktoken`` call (GIL released), the documents joined by a separator
+registered as a special token, so each is encoded exactly as on its own.
 """
 
 from __future__ import annotations
@@ -37,11 +33,7 @@ class NotExpressible(ValueError):
 
 
 def byte_level_alphabet() -> dict[int, str]:
-    """The byte -> character map of byte-level BPE vocabularies (GPT-2's ``bytes_to_unicode``).
-
-    Printable Latin-1 bytes stand for themselves; the 68 others (controls, space, DEL,
-    NBSP, soft hyphen) become U+0100 onwards, in byte order.
-    """
+    """The byte -> character map of byte-level BPE vocabularies (GPT-2's ``bytes_to_unicode``)."""
     printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
     alphabet = {byte: chr(byte) for byte in printable}
     shifted = (byte for byte in range(256) if byte not in alphabet)
@@ -50,11 +42,8 @@ def byte_level_alphabet() -> dict[int, str]:
 
 
 def _to_bytes_table() -> dict[int, str]:
-    """A ``str.translate`` table taking a vocabulary string to Latin-1 characters, one per byte.
-
-    Characters outside the alphabet become U+FFFF so the Latin-1 encoding that follows fails
-    instead of passing a stray character through as a byte.
-    """
+    """A ``str.translate`` table taking a vocabulary string to Latin-1 characters, one per byte; U+FFFF outside
+    the alphabet, so the Latin-1 encoding that follows fails instead of passing a stray character through."""
     table = {ord(char): chr(byte) for byte, char in byte_level_alphabet().items()}
     for code in range(0x100):
         table.setdefault(code, "\uffff")
@@ -81,8 +70,8 @@ def vocabulary_bytes(vocab: dict[str, int]) -> dict[bytes, int]:
 def check_merges(vocab: dict[str, int], merges: Sequence[Any]) -> None:
     """Every merge makes a known token, and merges come in the order of the ids they make.
 
-    ``tiktoken`` merges by the result's rank (id), ``tokenizers`` by list position: they agree only if the orders are
-    the same. Vectorised: Llama 3 lists 280,147 merges and this runs before every encode.
+    ``tiktoken`` merges by the result's rank (id), ``tokenizers`` by list position. Vectorised: Llama 3 lists 280,147
+    merges and this runs before every encode.
     """
     if all(isinstance(merge, str) for merge in merges):
         # Byte-level tokens never contain U+0020 (the alphabet maps the space byte to "Ġ"),
@@ -191,11 +180,8 @@ class FastBpe:
 
     @classmethod
     def from_file(cls, tokenizer_json: Path) -> FastBpe:
-        """Build from ``tokenizer.json`` alone, before the tokenizer is loaded; :class:`NotExpressible` if not.
-
-        Until :meth:`check_loaded` has compared it with the loaded tokenizer, this is only a
-        candidate: ``data/encode.py`` may start encoding with it, but keeps nothing unchecked.
-        """
+        """Build from ``tokenizer.json`` alone, before the tokenizer is loaded: only a candidate until
+        :meth:`check_loaded` has passed."""
         try:
             spec = json.loads(tokenizer_json.read_bytes())
         except FileNotFoundError:
@@ -228,10 +214,7 @@ class FastBpe:
                    whole_words=bool(model.get("ignore_merges")), vocab=vocab)
 
     def check_loaded(self, tokenizer: Any) -> None:
-        """The loaded tokenizer must be the one the file describes (``transformers`` may change it at load).
-
-        Compared: the BPE size, the split pattern and normaliser it runs, and its added tokens.
-        """
+        """The loaded tokenizer must be the one the file describes (``transformers`` may change it at load)."""
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is None:
             raise NotExpressible("the tokenizer has no tokenizers backend")
@@ -268,8 +251,7 @@ class FastBpe:
     def encode(self, text: str) -> list[int]:
         """One document's ids without any BOS/EOS (``tokenizer(text, add_special_tokens=False)``).
 
-        With NFC, the added tokens are found in the raw text and only the text between them
-        is normalised, as the ``tokenizers`` library does for non-normalised added tokens.
+        With NFC only the text between added tokens is normalised, as the ``tokenizers`` library does.
         Raises ``UnicodeEncodeError`` for a lone surrogate (``tiktoken`` would replace it).
         """
         text.encode("utf-8")
@@ -286,8 +268,7 @@ class FastBpe:
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """The ids of many documents, concatenated (uint32), and each document's count; no BOS/EOS.
 
-        None when the batch holds text ``tiktoken`` cannot take as is (a lone surrogate): the
-        caller encodes that batch with the tokenizer itself, which decides what such text gives.
+        None when the batch holds a lone surrogate: the caller encodes that batch with the tokenizer itself.
         """
         if self.nfc:
             normal = [self._normal(text) for text in texts]
@@ -350,9 +331,8 @@ class Wrapping:
     def documents(self, ids: np.ndarray, lengths: np.ndarray, eod: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
         """Each document as ``tokenizer(text)`` gives it plus ``eod``, as Megatron's ``--append-eod`` writes it.
 
-        ``eod`` follows every document that has at least one id (an empty one stays empty, as in
-        Megatron-LM's ``tools/preprocess_data.py``). Returns the tokens in ``dtype`` and each
-        document's length.
+        An empty document stays empty, as in Megatron-LM's ``tools/preprocess_data.py``. Returns the tokens in
+        ``dtype`` and each document's length.
         """
         body = lengths + (len(self.prefix) + len(self.suffix))
         sizes = body + (body > 0)

@@ -1,10 +1,8 @@
 """Discovery: the runs in a folder of copied logs (``amd-logs/``, ``nvi-logs/``...), grouped per run.
 
-Walked without following links or entering hidden directories. A TensorBoard directory is one run; a text file is
-a candidate log, recognised later by content (:mod:`train.logs.analyse`); anything else is skipped with the
-reason. Per-rank and per-node logs are grouped by their paths with the rank or node number taken out
-(``rank0.log``, ``_node1.log``, NeMo's ``globalrank-0``, Primus's ``logs/<module>/rank-<r>/``, torchrun's
-``attempt_<k>/<local rank>/``), rank 0 first, where the arguments block is printed.
+A TensorBoard directory is one run; a text file is a candidate log, recognised later by content. Per-rank and
+per-node logs are grouped by their paths with the rank or node number taken out, rank 0 first, where the arguments
+block is printed.
 """
 
 from __future__ import annotations

@@ -146,8 +146,7 @@ def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequ
                 ) -> tuple[Quality | None, list[str]]:
     """The ``quality`` block of a Megatron, Primus or NeMo log (None when evaluation is off), and notes.
 
-    The run ended after an evaluation when the launcher stopped it there (its record), or, for a log alone, when
-    the last evaluation's loss is not finite and no later step was logged.
+    For a log alone, the run ended after an evaluation when its loss is not finite and no later step was logged.
     """
     if not settings.evaluates:
         return None, []

@@ -249,13 +249,10 @@ def megatron_settings(
 def evaluation_settings(cfg: Config) -> dict[str, Any]:
     """Megatron's own evaluation arguments (dest names) when EVAL_INTERVAL/EVAL_SAMPLES turn it on; {} when off.
 
-    At MEGATRON_REF (``megatron/training/arguments.py:2104-2111, 2702-2713``): ``eval_iters`` batches every
-    ``eval_interval`` steps, the validation iterator continuing (``training.py:2356, 2871``: evaluation k reads the
-    k-th block, not MLPerf's fixed set, which the result says: train/logs/quality.py ``MEGATRON_BLOCKS``); never
+    At MEGATRON_REF (``megatron/training/arguments.py:2104-2111, 2702-2713``) the validation iterator continues
+    (``training.py:2356, 2871``: not MLPerf's fixed set, train/logs/quality.py ``MEGATRON_BLOCKS``); never
     ``full_validation`` (it exhausts a one-epoch iterator at the first evaluation for GBS > 1, ``training.py:2719``);
-    ``exit_signal_handler`` turns the launcher's SIGTERM to one worker (``train/launch/target_watch.py``) into a stop
-    after the step on every rank (``training.py:1830-1845``), at one small all-gather per step, so only with
-    evaluation. The data arguments are :func:`evaluation_data`'s.
+    ``exit_signal_handler`` stops every rank after the step (``training.py:1830-1845``) at one all-gather per step.
     """
     if not cfg.evaluates:
         return {}
@@ -303,10 +300,8 @@ def render_cli(settings: dict[str, Any]) -> list[str]:
 
 
 def memory_recipe(cfg: Config, framework: str, transformer_impl: str | None = None) -> Recipe:
-    """How Megatron holds the model as :func:`megatron_settings` configures it, for the memory check: the
-    implementation MEGATRON_IMPL names unless the framework fixes its own (``transformer_impl``; the activations
-    differ: 17% more memory under ``local`` on the H200 proxy of docs/PERFORMANCE.md), the fairness table's
-    distributed optimizer, gradients reduced in bf16 under PRECISION=bf16."""
+    """How Megatron holds the model as :func:`megatron_settings` configures it, for the memory check (the
+    implementation matters: 17% more activation memory under ``local`` on the H200 proxy of docs/PERFORMANCE.md)."""
     return megatron_recipe(framework, transformer_impl=transformer_impl or cfg.megatron_impl,
                            distributed_optimizer=bool(FIXED["use_distributed_optimizer"]),
                            grad_reduce_in_fp32=cfg.precision != "bf16")

@@ -1,8 +1,6 @@
 """The inputs of a Megatron-style job (``mega``, ``prim``): encoded data, tokenizer, index cache, vocabulary.
 
-Both launch Megatron-LM's trainer (directly, or through Primus) on the same encoded data,
-tokenizer and index cache (``tran`` and ``deep`` read the same samples through the same
-cache, ``train/tran/step.py``), so the plugins import this module rather than each other.
+The plugins import this module rather than each other.
 """
 
 from __future__ import annotations

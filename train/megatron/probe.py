@@ -1,9 +1,7 @@
 """Probe: Megatron-LM's own ``parse_args`` + ``validate_args`` on tprimat's ``pretrain_gpt.py`` argv.
 
-Runs inside the framework's Python (``python -m train.megatron.probe``, :mod:`train.settings.probe_common`) with
-the tree first on ``sys.path``: what ``pretrain_gpt.py`` does before building the model (``initialize_megatron``'s
-parsing and validation with its ``args_defaults``, ``WORLD_SIZE`` set), then the attention-backend check under the
-launcher's environment and the ``TransformerConfig``. Standard library and Megatron only.
+Runs inside the framework's Python (:mod:`train.settings.probe_common`) what ``pretrain_gpt.py`` does before
+building the model, then the attention-backend check under the launcher's environment and the ``TransformerConfig``.
 """
 
 from __future__ import annotations

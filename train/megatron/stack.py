@@ -1,9 +1,7 @@
 """What ``mega`` and ``prim`` do alike around their own launch: the job's inputs checked, the probe asked.
 
-Both run Megatron-LM's trainer (directly, or through Primus) on the same encoded data and tokenizer, and
-both are resolved by a probe in the Megatron Python (``train/megatron/probe.py``, ``train/prim/probe.py``)
-whose answer is Megatron's validated ``args``. Only the command, the tree and the probe's own request keys
-differ, so each plugin names those and leaves the rest here.
+Only the command, the tree and the probe's own request keys differ, so each plugin names those and leaves the rest
+here.
 """
 
 from __future__ import annotations

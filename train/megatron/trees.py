@@ -1,8 +1,4 @@
-"""Where the Megatron-LM and Primus trees are, in the images and (through ``TPRIMAT_*``) elsewhere.
-
-Shared by the ``mega`` and ``prim`` plans (the trees they run), their preflight resolvers
-(the trees and the Python that are asked) and ``framework_trees`` (what the result records).
-"""
+"""Where the Megatron-LM and Primus trees are, in the images and (through ``TPRIMAT_*``) elsewhere."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Config -> NeMo 2 recipe-field overrides, as plain data: no NeMo import anywhere in this file.
 
-``--dry-run`` and the tests show the fields the ``nemo`` launcher sets on a machine without NeMo, and the training
-process applies that same summary (``train/nemo/plugin.py``, NeMo 2.3 in ``nvcr.io/nvidia/nemo:25.04``). Every
-workload key is set explicitly: the recipes carry their own defaults (context parallelism 2 and a mock data module
-in ``llama31_8b``, TP 2 in ``qwen25_7b``, Adam epsilon 1e-5, periodic checkpoints, resume); attribute paths from
-NeMo v2.3.0's ``recipes/``, ``gpt/data/pre_training.py`` and ``lightning/pytorch/optim/lr_scheduler.py``.
+``--dry-run`` shows the fields the ``nemo`` launcher sets on a machine without NeMo, and the training process applies
+that same summary. Every workload key is set explicitly: the recipes carry their own defaults (context parallelism 2
+and a mock data module in ``llama31_8b``, TP 2 in ``qwen25_7b``, Adam epsilon 1e-5, periodic checkpoints, resume).
 
 Object values are ``{"_target_": "module.attr", "_call_": "config"|"factory"|"member", **kwargs}``: a
 ``nemo_run.Config``, a recipe factory's result (``bf16_mixed()``), or an enum member (``AttnBackend.fused``).
@@ -137,11 +135,8 @@ def ddp_config() -> dict[str, Any]:
 
 
 def lr_scheduler(cfg: Config) -> dict[str, Any]:
-    """Warm-up for WARMUP_STEPS, then LR_DECAY to MIN_LR at LR_DECAY_ITERS (else TRAIN_ITERS).
-
-    ``max_steps`` must be given: the NeMo scheduler modules default it to 10, not
-    to the trainer's step count.
-    """
+    """Warm-up for WARMUP_STEPS, then LR_DECAY to MIN_LR at LR_DECAY_ITERS (else TRAIN_ITERS); ``max_steps`` must be
+    given: the NeMo scheduler modules default it to 10, not to the trainer's step count."""
     spec: dict[str, Any] = {
         "_target_": SCHEDULERS[cfg.lr_decay], "_call_": "config",
         "warmup_steps": cfg.warmup_steps, "max_steps": cfg.decay_iters, "min_lr": cfg.min_lr,
@@ -183,10 +178,8 @@ def model_fields(cfg: Config, model: str, shape: ModelShape) -> dict[str, Any]:
 
 
 def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
-    """Set a tuned recipe's framework settings on the recipe fields (in place); an unknown key is an error.
-
-    ``fp8`` needs no field: FP8=true already picks ``bf16_with_fp8_mixed``, whose format is the recipe's.
-    """
+    """Set a tuned recipe's framework settings on the recipe fields (in place); an unknown key is an error (``fp8``
+    needs no field: FP8=true already picks ``bf16_with_fp8_mixed``)."""
     known = {*PROFILE_DDP_FIELDS, *PROFILE_PLUGIN_FIELDS, *PROFILE_MODEL_FIELDS, "attention_backend", "manual_gc",
              "manual_gc_interval", "fp8"}
     unknown = sorted(set(profile.settings) - known)
@@ -242,9 +235,7 @@ def build_overrides(
 ) -> NemoOverrides:
     """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data.
 
-    ``shape`` must already carry the real vocabulary (the tokenizer's for tiny models),
-    see :func:`train.nemo.plugin.resolve_shape`. Under PROFILE=tuned, ``cfg`` carries the
-    recipe's batch and layout and :func:`profile_fields` sets its framework settings.
+    ``shape`` must already carry the real vocabulary (:func:`train.nemo.plugin.resolve_shape`).
     """
     if model not in MODELS:
         raise ValueError(f"model {model!r}: allowed values are {', '.join(MODELS)}")

@@ -1,9 +1,7 @@
 """Probe: Primus's own experiment loading, its Megatron argument updates and the validation it runs.
 
-Runs inside the framework's Python (``python -m train.prim.probe``, :mod:`train.settings.probe_common`) from the
-Primus root, its tree and Megatron backend first on ``sys.path``, in the order its trainer runs them:
-``load_primus_config``, ``update_primus_config``, Megatron's ``validate_args``, ``validate_args_on_rocm``, then
-the attention check. Standard library, Primus and Megatron only.
+Runs inside the framework's Python (:mod:`train.settings.probe_common`) from the Primus root, in the order its
+trainer runs them. Standard library, Primus and Megatron only.
 """
 
 from __future__ import annotations

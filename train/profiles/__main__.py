@@ -1,8 +1,7 @@
 """``python -m train.profiles``: print the tuned recipe of vendor jobs, every value with its source.
 
-The same lines ``--dry-run`` prints under ``PROFILE=tuned``, for one job or all of them,
-computed from config.env (the node size and FP8 decide which values apply and whether the
-recipe fits). Exit 0, or 2 with one line when the config is bad or a recipe does not fit.
+The same lines ``--dry-run`` prints under ``PROFILE=tuned``, for one job or all of them. Exit 0, or 2 with one line
+when the config is bad or a recipe does not fit.
 """
 
 from __future__ import annotations

@@ -2,11 +2,8 @@
 
 The launcher, the preflight and the training process each call :func:`apply_profile` and get the same
 :class:`~utils.config.model.Config` (a tuned recipe's layout and batch replace config.env's, so FLOPs and the
-workload follow) and :class:`AppliedProfile` (the settings the launchers render and the result records).
-``identical``: config.env and the fairness table. ``tuned``: the vendor recipe (``train/profiles/nvd.py`` /
-``amd.py``), unstated settings at the identical values; none is an error unless ``PROFILE_FALLBACK=identical``.
-The recipe must fit the node (each error names the recipe and the key). ``mlperf``: ``train/profiles/mlperf.py``
-as config.env values, Llama only.
+workload follow) and :class:`AppliedProfile`. ``tuned``: unstated settings at the identical values; no recipe is an
+error unless ``PROFILE_FALLBACK=identical``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Megatron's initialisation rule as two numbers, for every trainer, probe record and the fairness table.
 
 Its own room because the fairness table, ``train/tran/init.py`` and the preflight all need it and the shared rooms
-must not import a framework package; pure Python. megatron-core draws every weight from normal(0,
-``init_method_std``) except the attention output and MLP down projections: ``init_method_std / sqrt(2 *
-num_layers)`` (``scaled_init_method_normal``). docs/CONFORMANCE.md names the versions checked.
+must not import a framework package. docs/CONFORMANCE.md names the versions checked.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The learning-rate schedule every trainer runs and the fairness table expects: Megatron's, in plain Python.
 
-Its own module so that the fairness table (``train/settings/expected.py``), the reference
-trainers (``train/tran/``, ``train/deep/``) and the tests import one definition without
+Its own module so that the fairness table, the reference trainers and the tests import one definition without
 importing torch or each other.
 """
 
@@ -15,8 +14,8 @@ from utils.config.model import Config
 def lr_at(step: int, cfg: Config) -> float:
     """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at ``cfg.decay_iters``.
 
-    Megatron's ``OptimizerParamScheduler.get_lr`` with ``num_steps = step * GBS``. It advances *after* each optimizer
-    step, so Megatron's iteration ``k`` (1-based) trains with ``lr_at(k - 1)`` and logs ``lr_at(k)``.
+    Megatron's ``OptimizerParamScheduler.get_lr`` advances *after* each optimizer step, so its iteration ``k``
+    (1-based) trains with ``lr_at(k - 1)`` and logs ``lr_at(k)``.
     """
     if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
         return cfg.lr * step / cfg.warmup_steps

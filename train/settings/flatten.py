@@ -1,8 +1,6 @@
 """What every framework's flat record shares: the precision named from the framework's own flags.
 
-Each framework maps what its probe reports onto :func:`train.settings.expected.expected_settings`'s keys in its own
-package (``train/megatron/record.py``, ``train/nemo/record.py``). Nothing is defaulted: a value not reported stays
-out, and the preflight names it as not resolved.
+Nothing is defaulted: a value not reported stays out, and the preflight names it as not resolved.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The rules as data: tprimat's fairness and gate rules, one row each, in one versioned table (``rules.json``).
 
 A rule written once is checked, explained and documented from the same row, as mlcommons/logging keeps its
-compliance rules: the launchers and the preflight (``train/settings/expected.py``), the gate's thresholds
-(``evaluate/history/gate.py``), the page's explanations (``WHY``) and docs/CONFORMANCE.md's table
-(``tests/helpers/rules_doc.py``). A row is ``Rule(key, source, ref, how, exempt, why, note, local)``: where the
-expected value comes from (:data:`SOURCES`, :data:`DERIVED`), how it is compared (:data:`HOW`), who is exempt and
-why, why a difference matters, and its value under MEGATRON_IMPL=local.
+compliance rules: the preflight (``train/settings/expected.py``), the gate's thresholds, the page's explanations
+(``WHY``) and docs/CONFORMANCE.md's table.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Megatron's initialisation for the transformers models that ``tran`` and ``deep`` build.
 
-Every Megatron-based stack initialises with megatron-core's rule (:mod:`train.rules.init_std`): normal(0,
-``init_method_std``), the attention output and MLP down projections at ``init_method_std / sqrt(2 * num_layers)``,
-biases zero, norms one. transformers uses one std for every Linear, so with 32 layers its residual projections
-would start 8x larger than Megatron's and tran's loss curve would leave mega's.
+megatron-core's rule is :mod:`train.rules.init_std`'s. transformers uses one std for every Linear, so with 32 layers
+its residual projections would start 8x larger than Megatron's and tran's loss curve would leave mega's.
 """
 
 from __future__ import annotations

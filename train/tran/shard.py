@@ -1,9 +1,7 @@
 """tran's data-parallel wrapping: FSDP2 per decoder layer and root, torch.compile per layer, and what ran, read back.
 
-DDP replicates fp32 weights, gradients and AdamW states on every rank, which no 80 GB GPU holds for an 8B model
-(utils/measure/memory.py). ``fully_shard`` keeps 1/DP of them per rank, all-gathers each layer's weights in bf16
-just before it runs and reduce-scatters its gradients in fp32, so no autocast re-casts weights every micro-batch;
-one ``fully_shard`` per decoder layer plus the root, as torchtitan does. The settings shown are read back from the
+DDP replicates fp32 weights, gradients and AdamW states on every rank, which no 80 GB GPU holds for an 8B model.
+One ``fully_shard`` per decoder layer plus the root, as torchtitan does; the settings shown are read back from the
 built model (:func:`read_back`), never copied from the config.
 """
 
