@@ -20,6 +20,7 @@ import numpy as np
 from data import manifest as mf
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
 from data.encode import bin_idx, encode_manifest_path, splits
+from data.encoding.idx_writer import INDEX_MAGIC
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
 from utils.config.model import Config
 from utils.dataset.megatron_modules import import_dataset_modules
@@ -27,7 +28,6 @@ from utils.dataset.paths import eod_id, load_tokenizer, tokenizer_dir, vocab_siz
 from utils.io.hash_cache import cached_sha256
 from utils.io.hashing import sha256_dir, sha256_file
 
-INDEX_MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 9 + 8 + 1 + 8 + 8
 ROUND_TRIP_SAMPLES = 16
 _CHUNK_TOKENS = 1 << 24
@@ -155,10 +155,8 @@ def _check_pair(cfg: Config, model: str, tokenizer: Any, clean_hash: str, source
 
 def reference_ids(tokenizer: Any, text: str, policy: str) -> list[int]:
     """The ids preprocess_data writes for ``text`` (before EOD) under ``policy``, by ``transformers`` itself.
-
-    ``megatron``: what megatron.core's ``HuggingFaceTokenizer.text_to_ids`` does at 847781764f;
-    ``tokenizer``: the legacy ``_HuggingFaceTokenizer.tokenize`` of core_v0.12.0.
-    """
+    ``megatron``: what megatron.core's ``HuggingFaceTokenizer.text_to_ids`` does at 847781764f; ``tokenizer``: the
+    legacy ``_HuggingFaceTokenizer.tokenize`` of core_v0.12.0."""
     if policy == "megatron":
         return list(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)))
     return list(tokenizer(text)["input_ids"])

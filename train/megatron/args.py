@@ -23,9 +23,8 @@ from utils.spec.registry import MODELS
 
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND
 
-# Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by * TP
-# (megatron/training/tokenizer: vocab_size_with_padding). 128 is Megatron's default;
-# the others are tried in this order when 128 does not land on the model's vocabulary.
+# Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by * TP (vocab_size_with_padding); 128 is
+# its default, the others are tried in this order when 128 does not land on the model's vocabulary.
 DIVISOR_PREFERENCE = (128, 256, 512, 1024, 64, 32, 16, 8, 4, 2, 1)
 
 # Megatron store_false flags: the dest is True by default and this flag sets it False.
@@ -125,6 +124,20 @@ def profile_settings(profile: AppliedProfile) -> dict[str, Any]:
     return settings
 
 
+def optimizer_settings(cfg: Config) -> dict[str, Any]:
+    """Adam, weight decay, clipping and the dtype flags of megatron-core's ``OptimizerConfig``: Megatron's argument
+    dests, and the field names of NeMo's ``optim.config`` (train/nemo/recipe.py)."""
+    return {
+        "adam_beta1": cfg.beta1,
+        "adam_beta2": cfg.beta2,
+        "adam_eps": cfg.adam_eps,
+        "weight_decay": cfg.weight_decay,
+        "clip_grad": cfg.grad_clip,
+        "bf16": cfg.precision == "bf16",
+        "fp16": cfg.precision == "fp16",
+    }
+
+
 def megatron_settings(
     cfg: Config,
     shape: ModelShape,
@@ -172,17 +185,15 @@ def megatron_settings(
         "sequence_parallel": cfg.tp > 1,
         "cp_comm_type": FIXED["cp_comm_type"],  # stated outright, as nemo's (train/rules/cp_comm.py)
         "use_distributed_optimizer": FIXED["use_distributed_optimizer"],
-        # The fairness table: no overlap of gradient reduction or parameter gathering on either vendor
-        # (the same for nemo); gradients reduced in bf16 under bf16 (Megatron's validation would
-        # otherwise switch them to fp32).
+        # The fairness table: no overlap of gradient reduction or parameter gathering on either vendor (the same for
+        # nemo); gradients reduced in bf16 under bf16 (Megatron's validation would otherwise switch them to fp32).
         "overlap_grad_reduce": FIXED["overlap_grad_reduce"],
         "overlap_param_gather": FIXED["overlap_param_gather"],
         "ddp_average_in_collective": FIXED["ddp_average_in_collective"],
         "check_for_nan_in_loss_and_grad": FIXED["check_for_nan_in_grad"],
         "tp_comm_overlap": FIXED["tp_comm_overlap"],
-        # ---- fusions: every one on, stated outright (Primus's model files turn masked-softmax fusion
-        # off and fp32 softmax on, Megatron's defaults leave cross-entropy fusion off; NeMo's Qwen
-        # config leaves four of them off), see docs/CONFORMANCE.md
+        # ---- fusions: every one on, stated outright (Primus's model files turn masked-softmax fusion off and fp32
+        # softmax on, Megatron's defaults leave cross-entropy fusion off), see docs/CONFORMANCE.md
         "gradient_accumulation_fusion": GRADIENT_ACCUMULATION_FUSION[platform],
         "bias_swiglu_fusion": FIXED["bias_activation_fusion"],
         "bias_dropout_fusion": FIXED["bias_dropout_fusion"],
@@ -204,14 +215,8 @@ def megatron_settings(
         "lr_decay_style": cfg.lr_decay,
         "lr_warmup_iters": cfg.warmup_steps,
         "lr_decay_iters": cfg.decay_iters,
-        "adam_beta1": cfg.beta1,
-        "adam_beta2": cfg.beta2,
-        "adam_eps": cfg.adam_eps,
-        "weight_decay": cfg.weight_decay,
-        "clip_grad": cfg.grad_clip,
+        **optimizer_settings(cfg),
         # ---- precision ----
-        "bf16": cfg.precision == "bf16",
-        "fp16": cfg.precision == "fp16",
         "fp8": None,
         "grad_reduce_in_bf16": cfg.precision == "bf16",
         # ---- data, evaluation, logging ----
@@ -247,13 +252,11 @@ def megatron_settings(
 
 
 def evaluation_settings(cfg: Config) -> dict[str, Any]:
-    """Megatron's own evaluation arguments (dest names) when EVAL_INTERVAL/EVAL_SAMPLES turn it on; {} when off.
-
-    At MEGATRON_REF (``megatron/training/arguments.py:2104-2111, 2702-2713``) the validation iterator continues
+    """Megatron's own evaluation arguments (dest names) when EVAL_INTERVAL/EVAL_SAMPLES turn it on; {} when off. At
+    MEGATRON_REF (``megatron/training/arguments.py:2104-2111, 2702-2713``) the validation iterator continues
     (``training.py:2356, 2871``: not MLPerf's fixed set, train/logs/quality.py ``MEGATRON_BLOCKS``); never
     ``full_validation`` (it exhausts a one-epoch iterator at the first evaluation for GBS > 1, ``training.py:2719``);
-    ``exit_signal_handler`` stops every rank after the step (``training.py:1830-1845``) at one all-gather per step.
-    """
+    ``exit_signal_handler`` stops every rank after the step (``training.py:1830-1845``) at one all-gather per step."""
     if not cfg.evaluates:
         return {}
     return {"eval_iters": cfg.eval_iters, "eval_interval": cfg.eval_interval_steps, "exit_signal_handler": True}

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from train.nemo.callback import EvaluationRecorder, LightningMeasurement, benchmark_callback_class
-from train.nemo.plugin import FRAMEWORK, PLATFORM, missing_data, nemo_env, overrides_for
+from train.nemo.plugin import FRAMEWORK, PLATFORM, nemo_env, overrides_for
 from train.nemo.recipe import NemoOverrides
 from train.profiles import ProfileError, apply_profile
 from utils.config.load import load_config
 from utils.config.rules import ConfigError
 from utils.dataset.fingerprint import fingerprint
-from utils.dataset.paths import job_data
+from utils.dataset.paths import job_data, missing_files
 from utils.machine.hardware import collect_gpu_info
 from utils.measure.power import MeasuredWindow
 from utils.result.file import Interrupted, new_result, update_result
@@ -140,7 +140,7 @@ def train(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):  # before Lightning installs its own handlers
         signal.signal(signum, _raise_interrupted)
     try:
-        missing = missing_data(data)
+        missing = missing_files(data.prefix)
         if missing:
             raise FileNotFoundError(f"dataset files missing: {', '.join(map(str, missing))}; "
                                     "prepare the data first: ./shell/run_data.sh")

@@ -1,9 +1,6 @@
 """The ``nemo`` launcher plugin: NeMo 2 pretraining recipes on NVIDIA, measured by tprimat's own callback.
 
-:func:`plan` writes the overrides (:mod:`train.nemo.recipe`, NeMo-free, so ``--dry-run`` needs no NeMo) beside the
-log and starts ``torchrun -m train.nemo.entry``; :func:`collect` reads the callback's result
-(:mod:`train.nemo.callback`) or turns the log into a failed one with the cause; :func:`resolve` asks NeMo
-(:mod:`train.nemo.probe`).
+The overrides (:mod:`train.nemo.recipe`) are NeMo-free, so ``--dry-run`` needs no NeMo.
 """
 
 from __future__ import annotations
@@ -45,10 +42,6 @@ def nemo_env(profile: AppliedProfile = IDENTICAL) -> dict[str, str]:
     return {**launcher_env(PLATFORM, profile.env), **attention_env(backend)}
 
 
-# ---------------------------------------------------------------------------
-# overrides (no NeMo needed)
-
-
 def resolve_shape(cfg: Config, model: str, tokenizer_dir: Path) -> ModelShape:
     """The model shape with the real vocabulary: the tokenizer's for tiny models, checked for full ones (``ValueError``:
     more ids than the model's embedding has rows)."""
@@ -86,15 +79,6 @@ def overrides_path(ctx: RunContext) -> Path:
     return ctx.log_path.with_name(f"{ctx.result_path.stem}.nemo_overrides.json")
 
 
-def missing_data(data: JobData) -> list[Path]:
-    """The encoded pair's files that are not there (the tokenizer is checked when the recipe is built)."""
-    return missing_files(data.prefix)
-
-
-# ---------------------------------------------------------------------------
-# launcher plugin
-
-
 def plan(ctx: RunContext) -> LaunchPlan:
     """torchrun + ``-m train.nemo.entry`` with the NVIDIA environment and the overrides file."""
     if ctx.platform != PLATFORM:
@@ -108,7 +92,7 @@ def plan(ctx: RunContext) -> LaunchPlan:
         argv += ["--run-index", str(ctx.run_index)]
     notes = [*overrides.notes, f"runs inside {NEMO_IMAGE}; the result is written by tprimat's Lightning callback",
              *held_out_notes(ctx.cfg, HELD_OUT["nemo"])]
-    missing = missing_data(ctx.data)
+    missing = missing_files(ctx.data.prefix)  # the tokenizer is checked when the recipe is built
     if missing:
         notes.append(f"dataset files missing now: {', '.join(map(str, missing))} (prepare the data first)")
     return LaunchPlan(argv=argv, env=nemo_env(ctx.profile), cwd=REPO_ROOT,
@@ -125,11 +109,8 @@ preflight = None
 
 
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
-    """The recipe with the plan's overrides, built and connected as ``llm.pretrain`` does, read back by NeMo.
-
-    NeMo's recipe loads the tokenizer the overrides name. A dry-run plan (the preflight's) names the pad-free copy
-    without writing it (``utils/dataset/framework_tokenizer.py``), so it is written here first, where the samples
-    digest would write it too: the same content-named copy the run itself uses."""
+    """The recipe with the plan's overrides, built and connected as ``llm.pretrain`` does, read back by NeMo (the
+    pad-free tokenizer copy a dry-run plan names is written first: NeMo's recipe loads it)."""
     framework_tokenizer(ctx.data.tokenizer_dir, ctx.cfg.output_dir)
     _, text = plan.generated(".nemo_overrides.json")
     with tempfile.TemporaryDirectory(prefix="tprimat-preflight-") as scratch:

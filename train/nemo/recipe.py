@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from train.megatron.args import optimizer_settings
 from train.profiles import IDENTICAL, AppliedProfile
 from train.settings.expected import ATTENTION_BACKEND as EXPECTED_ATTENTION_BACKEND
 from train.settings.expected import FIXED, FP8_FIXED, GRADIENT_ACCUMULATION_FUSION
@@ -48,9 +49,8 @@ SCHEDULERS: dict[str, str] = {
 # The attention backend of the mega launcher on nvd (train/megatron/args.py), so both NVIDIA
 # stacks run the same cuDNN fused attention; NeMo's model config defaults to auto.
 ATTENTION_BACKEND = EXPECTED_ATTENTION_BACKEND["nvd"]
-# Fusions stated outright: NeMo's Qwen2Config leaves bias-activation, bias-dropout, persistent
-# layer norm and RoPE fusion at TransformerConfig's False (its Llama 3 config turns them on), and
-# GPTConfig computes softmax in bf16; mega and prim run every fusion (docs/CONFORMANCE.md).
+# Fusions stated outright: NeMo's Qwen2Config leaves four of them at TransformerConfig's False and GPTConfig computes
+# softmax in bf16; mega and prim run every fusion (docs/CONFORMANCE.md).
 MODEL_CONFIG_FIXED: dict[str, Any] = {
     "model.config.bias_activation_fusion": FIXED["bias_activation_fusion"],
     "model.config.bias_dropout_fusion": FIXED["bias_dropout_fusion"],
@@ -204,13 +204,9 @@ def profile_fields(fields: dict[str, Any], profile: AppliedProfile) -> None:
 
 def evaluation_fields(cfg: Config, data_prefix: Path, valid_prefix: Path | None,
                       data: dict[str, Any]) -> dict[str, Any]:
-    """The recipe fields of held-out evaluation; {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off.
-
-    NeMo 2.3 validates through Lightning: ``limit_val_batches`` global batches every ``val_check_interval`` steps, the
-    validation set sized by Megatron's formula (``nemo/collections/llm/gpt/data/pre_training.py:254-261``). The data
-    module needs all three ``paths`` keys (l.66-82, 189-197), so the test split names the validation prefix too and is
-    never read (``limit_test_batches`` 0); ``split`` is then ignored (l.190-193): the training prefix is all training.
-    """
+    """The recipe fields of held-out evaluation; {} when EVAL_INTERVAL/EVAL_SAMPLES leave it off. The data module needs
+    all three ``paths`` keys (``nemo/collections/llm/gpt/data/pre_training.py:66-82, 189-197``), so the test split names
+    the validation prefix too and is never read (``limit_test_batches`` 0)."""
     if not cfg.evaluates or valid_prefix is None:
         return {}
     return {
@@ -233,10 +229,8 @@ def build_overrides(
     profile: AppliedProfile = IDENTICAL,
     valid_prefix: Path | None = None,
 ) -> NemoOverrides:
-    """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data.
-
-    ``shape`` must already carry the real vocabulary (:func:`train.nemo.plugin.resolve_shape`).
-    """
+    """Every recipe field tprimat sets for ``model`` under ``cfg``, as JSON-ready data. ``shape`` must already carry the
+    real vocabulary (:func:`train.nemo.plugin.resolve_shape`)."""
     if model not in MODELS:
         raise ValueError(f"model {model!r}: allowed values are {', '.join(MODELS)}")
     stack = MODELS[model].stacks
@@ -262,10 +256,8 @@ def build_overrides(
         # Megatron's usual pairing: sequence parallelism whenever tensor parallelism is on.
         "trainer.strategy.sequence_parallel": cfg.tp > 1,
         "trainer.strategy.ckpt_async_save": False,
-        # Gradient reduction as the fairness table has it: in the training dtype and not overlapped.
-        # A whole DDP config, not single fields: qwen25_7b's strategy has no ddp config (the string
-        # "megatron"), so its fields cannot be set one by one. The recipes reduce in fp32 with
-        # overlap on, a numerical and a scheduling difference from the mega/prim runs.
+        # Gradient reduction as the fairness table has it. A whole DDP config, not single fields: qwen25_7b's
+        # strategy has no ddp config (the string "megatron"), so its fields cannot be set one by one.
         "trainer.strategy.ddp": ddp_config(),
         # The bf16 precision plugin would set ddp.grad_reduce_in_fp32 back to True when the
         # strategy connects it; its own field decides (docs/CONFORMANCE.md).
@@ -279,14 +271,10 @@ def build_overrides(
         "optim.config.optimizer": "adam",
         "optim.config.lr": cfg.lr,
         "optim.config.min_lr": cfg.min_lr,
+        # mega's values (ADAM_EPS too: the NeMo recipe's own 1e-5 would be a silent difference); weight_decay is
+        # named first only to keep its place in the summary
         "optim.config.weight_decay": cfg.weight_decay,
-        "optim.config.adam_beta1": cfg.beta1,
-        "optim.config.adam_beta2": cfg.beta2,
-        # ADAM_EPS, as mega and tran use it (the NeMo recipe's own 1e-5 would be a silent difference)
-        "optim.config.adam_eps": cfg.adam_eps,
-        "optim.config.clip_grad": cfg.grad_clip,
-        "optim.config.bf16": cfg.precision == "bf16",
-        "optim.config.fp16": cfg.precision == "fp16",
+        **{f"optim.config.{key}": value for key, value in optimizer_settings(cfg).items()},
         "optim.config.use_distributed_optimizer": FIXED["use_distributed_optimizer"],
         "optim.lr_scheduler": lr_scheduler(cfg),
         # -- data: the .bin/.idx that data/ wrote, read with the real tokenizer (never mock data)

@@ -49,10 +49,8 @@ def primus_overrides(
     cfg: Config, shape: ModelShape, data_prefix: Path, tokenizer_dir: Path, padding: VocabPadding,
     profile: AppliedProfile = IDENTICAL, valid: Path | None = None,
 ) -> dict[str, Any]:
-    """Every key the experiment sets: the shared Megatron settings plus Primus's data, saving and logging keys.
-
-    Under PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here.
-    """
+    """Every key the experiment sets: the shared Megatron settings plus Primus's data, saving and logging keys. Under
+    PROFILE=tuned the recipe's settings (Primus-Turbo included) win over the keys set here."""
     if any(ch.isspace() for ch in f"{data_prefix}{valid or ''}"):
         # Primus splits train_data_path on spaces (a blend list), so such a path cannot be expressed.
         raise ValueError(f"data prefix {data_prefix} contains whitespace, which Primus cannot read; "
@@ -67,9 +65,8 @@ def primus_overrides(
         test_data_path=None,
         split=None,
         data_cache_path=str(index_cache_dir(cfg)),
-        # no checkpoints in, none out. Primus always points ``save`` at its workspace (its trainer's
-        # update_primus_config) and Megatron then requires a save_interval: one past the last step,
-        # so no checkpoint is written during the run, and none at its end (disable_last_saving).
+        # no checkpoints in, none out. Primus always points ``save`` at its workspace and Megatron then requires a
+        # save_interval: one past the last step, and none at its end (disable_last_saving).
         load=None,
         save=None,
         save_interval=cfg.train_iters + 1,
@@ -123,10 +120,6 @@ def experiment_path(ctx: RunContext) -> Path:
 
 def train_log_path(ctx: RunContext) -> Path:
     return ctx.log_path.with_name(f"{ctx.log_path.stem}.primus_train.log")
-
-
-# The iteration lines are printed by the last rank, so the last node's launcher extracts the result.
-RESULT_NODE = "last"
 
 
 def plan(ctx: RunContext) -> LaunchPlan:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from train.settings.probe_common import ANSWER_PREFIX
 from utils.config.model import REPO_ROOT
 
-ANSWER_PREFIX = "TPRIMAT_PROBE "
 PROBE_TIMEOUT_S = 600
 
 
