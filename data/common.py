@@ -70,10 +70,6 @@ def write_jsonl_line(stream, text: str) -> None:
     stream.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
 
 
-# ---------------------------------------------------------------------------
-# command line
-
-
 def base_parser(prog: str, description: str, per_model: bool = False) -> argparse.ArgumentParser:
     """Options every stage shares (``--model`` for a stage that works per model); defaults come from
     ``load_config()``. ``prog`` is the stage's name in every line it prints (:func:`run_stage`)."""

@@ -107,10 +107,8 @@ def encode_manifest_path(prefix: Path) -> Path:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (then they act), so the block is never cut in two.
-
-    Python-level handlers, not a signal mask: a signal may reach any tokenizer thread, a handler runs in the main one.
-    """
+    """SIGINT and SIGTERM wait until the block ends (then they act), so the block is never cut in two. Python-level
+    handlers, not a signal mask: a signal may reach any tokenizer thread, a handler runs in the main one."""
     held = (signal.SIGINT, signal.SIGTERM)
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(held))
@@ -155,11 +153,9 @@ def encode_documents(texts: Iterable[str], tokenizer: Any, prefix: Path, workers
                      tokenizer_json: Path | None = None, fast_path: bool = True,
                      head: HeadStart | None = None,
                      write_manifest: Callable[[EncodeStats], object] | None = None) -> EncodeStats:
-    """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename).
-
-    ``check_texts``: the documents the fast path must reproduce first (default: the first batch); ``write_manifest``
-    is called with the stats inside the step that publishes the pair.
-    """
+    """Tokenize ``texts`` and write ``prefix.bin/.idx`` atomically (temp names, then rename). ``check_texts``: the
+    documents the fast path must reproduce first (default: the first batch); ``write_manifest`` is called with the stats
+    inside the step that publishes the pair."""
     vocab = vocab_size(tokenizer)
     eod = eod_id(tokenizer)
     dtype = optimal_dtype(vocab)

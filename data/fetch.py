@@ -77,10 +77,6 @@ def tokenizer_manifest_path(cfg: Config, model: str) -> Path:
     return directory.with_name(directory.name + ".manifest.json")
 
 
-# ---------------------------------------------------------------------------
-# network (thin on purpose: tests replace these two)
-
-
 def open_hub_stream(source: HubDataset) -> Iterable[dict[str, Any]]:
     """Stream a Hub corpus record by record; nothing beyond what is read is downloaded."""
     from datasets import load_dataset  # 3.2 s to import (python -X importtime): the Hub corpora only
@@ -91,10 +87,6 @@ def open_hub_stream(source: HubDataset) -> Iterable[dict[str, Any]]:
 def download_tokenizer_files(repo: str, destination: Path, token: str | None) -> None:
     """Download only the tokenizer files of a model repository."""
     snapshot_download(repo_id=repo, allow_patterns=list(TOKENIZER_FILES), local_dir=str(destination), token=token)
-
-
-# ---------------------------------------------------------------------------
-# corpus
 
 
 def _hub_documents(cfg: Config, source: HubDataset, progress: bool, count: int | None = None) -> Iterator[str]:
@@ -216,10 +208,6 @@ def fetch_corpus(cfg: Config, force: bool = False, progress: bool = True) -> Pat
     mf.write_manifest(manifest_path, "fetch", key, outputs, counts)
     print(f"fetch: wrote {count} documents to {out}")
     return out
-
-
-# ---------------------------------------------------------------------------
-# tokenizers
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:

@@ -138,9 +138,6 @@ def write_corpus(spec: SampleSpec, out_path: Path) -> int:
     return count
 
 
-# ---------------------------------------------------------------------------
-# tokenizers
-
 BYTE_PIECES = tuple(f"<0x{value:02X}>" for value in range(256))
 
 
@@ -176,11 +173,9 @@ def train_base_tokenizer_on(texts: Iterable[str], vocab_size: int, kind: str = B
 
 
 def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int):
-    """A BPE over ``▁``-marked words with byte fallback, laid out as Mistral v0.3's SentencePiece model.
-
-    The 256 byte pieces follow the special tokens as ordinary vocabulary, so a decode that skips special tokens
-    still turns them back into their bytes.
-    """
+    """A BPE over ``▁``-marked words with byte fallback, laid out as Mistral v0.3's SentencePiece model. The 256 byte
+    pieces follow the special tokens as ordinary vocabulary, so a decode that skips special tokens still turns them back
+    into their bytes."""
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
     tokenizer.decoder = decoders.Sequence([
@@ -244,11 +239,9 @@ def _special_tokens_map(style: TokenizerStyle) -> dict[str, Any]:
 
 
 def save_model_tokenizer(base, model: str, out_dir: Path) -> None:
-    """Give the base BPE a model's special tokens, post-processor and config; save it as the release is saved.
-
-    The config files are written with the release's keys, not by ``save_pretrained`` (transformers 5 records a class
-    name the images' 4.x cannot load); the slow class's files come last (``data/slow_tokenizer.py``).
-    """
+    """Give the base BPE a model's special tokens, post-processor and config; save it as the release is saved. The
+    config files are written with the release's keys, not by ``save_pretrained`` (transformers 5 records a class name
+    the images' 4.x cannot load); the slow class's files come last (``data/slow_tokenizer.py``)."""
 
     style = MODELS[model].tokenizer
     tokenizer = Tokenizer.from_str(base.to_str())

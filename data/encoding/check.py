@@ -53,10 +53,8 @@ def dataset_sample(path: Path, count: int = SAMPLE_DOCUMENTS, seed: int = 0) -> 
 
 def _code_point_texts() -> list[str]:
     """Every code point of the sweep, in runs of 16 neighbours joined by a letter, a digit, a mark or a space.
-
-    Neighbours mostly share a Unicode category, so a code point the two regex engines class differently moves a
-    piece boundary, which :func:`split_difference` sees.
-    """
+    Neighbours mostly share a Unicode category, so a code point the two regex engines class differently moves a piece
+    boundary, which :func:`split_difference` sees."""
     points = [code for code in range(0x10000) if not 0xD800 <= code < 0xE000]
     points += [code for low, high in _SUPPLEMENTARY for code in range(low, high + 1)]
     runs = ["".join(map(chr, points[start:start + 16])) for start in range(0, len(points), 16)]
@@ -99,11 +97,9 @@ def _split(result: tuple[np.ndarray, np.ndarray] | None, count: int) -> list[lis
 
 
 def split_difference(tokenizer: Any, fast: FastBpe, texts: Sequence[str]) -> str | None:
-    """None when ``tiktoken``'s regex engine cuts every text into the pieces the tokenizer's pre-tokenizer does.
-
-    A probe encoding (the same pattern over the single bytes plus every piece the tokenizer cut) gives one token per
-    piece, so a piece boundary in another place gives another sequence.
-    """
+    """None when ``tiktoken``'s regex engine cuts every text into the pieces the tokenizer's pre-tokenizer does. A probe
+    encoding (the same pattern over the single bytes plus every piece the tokenizer cut) gives one token per piece, so a
+    piece boundary in another place gives another sequence."""
     pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer
     texts = [unicodedata.normalize("NFC", text) if fast.nfc else text for text in texts]
     cuts = [[text[start:end] for _, (start, end) in pre_tokenizer.pre_tokenize_str(text)] for text in texts]
@@ -135,11 +131,9 @@ def whole_token_difference(tokenizer: Any, fast: FastBpe) -> str | None:
 
 def first_difference(tokenizer: Any, fast: FastBpe, wrapping: Wrapping, sample: Sequence[str],
                      adversarial: Sequence[str]) -> str | None:
-    """None when the fast path gives ``tokenizer(text)``'s ids for every text; else one line saying where not.
-
-    Cheapest first: the regex split, every token on its own, then the ids against ``tokenizer(texts)`` (the batched
-    form of ``preprocess_data.py``'s per-document call), both ways the fast path encodes a batch.
-    """
+    """None when the fast path gives ``tokenizer(text)``'s ids for every text; else one line saying where not. Cheapest
+    first: the regex split, every token on its own, then the ids against ``tokenizer(texts)`` (the batched form of
+    ``preprocess_data.py``'s per-document call), both ways the fast path encodes a batch."""
     sweep = set(_code_point_texts())
     reason = split_difference(tokenizer, fast, [*sample, *adversarial]) or whole_token_difference(tokenizer, fast)
     if reason:

@@ -68,11 +68,9 @@ def vocabulary_bytes(vocab: dict[str, int]) -> dict[bytes, int]:
 
 
 def check_merges(vocab: dict[str, int], merges: Sequence[Any]) -> None:
-    """Every merge makes a known token, and merges come in the order of the ids they make.
-
-    ``tiktoken`` merges by the result's rank (id), ``tokenizers`` by list position. Vectorised: Llama 3 lists 280,147
-    merges and this runs before every encode.
-    """
+    """Every merge makes a known token, and merges come in the order of the ids they make. ``tiktoken`` merges by the
+    result's rank (id), ``tokenizers`` by list position. Vectorised: Llama 3 lists 280,147 merges and this runs before
+    every encode."""
     if all(isinstance(merge, str) for merge in merges):
         # Byte-level tokens never contain U+0020 (the alphabet maps the space byte to "Ġ"),
         # so a well-formed merge string is exactly two tokens around one space.
@@ -249,11 +247,9 @@ class FastBpe:
         return re.compile("|".join(map(re.escape, longest_first))) if longest_first else re.compile(r"(?!)")
 
     def encode(self, text: str) -> list[int]:
-        """One document's ids without any BOS/EOS (``tokenizer(text, add_special_tokens=False)``).
-
-        With NFC only the text between added tokens is normalised, as the ``tokenizers`` library does.
-        Raises ``UnicodeEncodeError`` for a lone surrogate (``tiktoken`` would replace it).
-        """
+        """One document's ids without any BOS/EOS (``tokenizer(text, add_special_tokens=False)``). With NFC only the
+        text between added tokens is normalised, as the ``tokenizers`` library does. Raises ``UnicodeEncodeError`` for a
+        lone surrogate (``tiktoken`` would replace it)."""
         text.encode("utf-8")
         if not self.nfc:
             return self.encoding.encode(text, allowed_special=set(self.specials), disallowed_special=())
@@ -266,10 +262,8 @@ class FastBpe:
         return ids + self.encoding.encode_ordinary(self._normal(text[start:]))
 
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The ids of many documents, concatenated (uint32), and each document's count; no BOS/EOS.
-
-        None when the batch holds a lone surrogate: the caller encodes that batch with the tokenizer itself.
-        """
+        """The ids of many documents, concatenated (uint32), and each document's count; no BOS/EOS. None when the batch
+        holds a lone surrogate: the caller encodes that batch with the tokenizer itself."""
         if self.nfc:
             normal = [self._normal(text) for text in texts]
             # A document that NFC changes may have an added token next to the change: encode
@@ -329,11 +323,9 @@ class Wrapping:
         return found.pop()
 
     def documents(self, ids: np.ndarray, lengths: np.ndarray, eod: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
-        """Each document as ``tokenizer(text)`` gives it plus ``eod``, as Megatron's ``--append-eod`` writes it.
-
-        An empty document stays empty, as in Megatron-LM's ``tools/preprocess_data.py``. Returns the tokens in
-        ``dtype`` and each document's length.
-        """
+        """Each document as ``tokenizer(text)`` gives it plus ``eod``, as Megatron's ``--append-eod`` writes it. An
+        empty document stays empty, as in Megatron-LM's ``tools/preprocess_data.py``. Returns the tokens in ``dtype``
+        and each document's length."""
         body = lengths + (len(self.prefix) + len(self.suffix))
         sizes = body + (body > 0)
         ends = np.cumsum(sizes)

@@ -27,11 +27,8 @@ def optimal_dtype(vocab_size: int) -> type:
 
 
 class IndexWriter:
-    """``IndexedDatasetBuilder(bin_path, dtype)`` + ``add_document`` per document + ``finalize(idx_path)``.
-
-    A document of length 0 ends a document without a sequence, as ``add_document([], [])`` does in
-    ``tools/preprocess_data.py``.
-    """
+    """``IndexedDatasetBuilder(bin_path, dtype)`` + ``add_document`` per document + ``finalize(idx_path)``. A document
+    of length 0 ends a document without a sequence, as ``add_document([], [])`` does in ``tools/preprocess_data.py``."""
 
     def __init__(self, bin_path: Path, dtype: type) -> None:
         self.dtype = dtype

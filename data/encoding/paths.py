@@ -21,9 +21,8 @@ from data.encoding.fast_bpe import FastBpe, NotExpressible, Wrapping
 from data.encoding.long_documents import PieceEncoder
 
 BATCH_CHARACTERS = 1 << 20  # a batch also ends at this much text, so book-length documents stay bounded
-# Encoded by the fast path on the idle core while the tokenizer loads and the check runs, which
-# hold the GIL for ~1.5-2 s (Llama 3, 2-core VM): about what one tiktoken thread encodes meanwhile
-# (~13 MB/s of prose). A whole tiny corpus fits; a large one continues on ``workers`` threads.
+# Encoded by the fast path on the idle core while the tokenizer loads and the check run (~1.5-2 s holding the GIL,
+# Llama 3 on a 2-core VM): about what one tiktoken thread encodes meanwhile (~13 MB/s of prose).
 HEAD_CHARACTERS = 24 << 20
 _SELF_CHECK_DOCUMENTS = 8
 CHECK_TEXT_CHARS = 1 << 16  # the first this many characters of each dataset text take part in the check
@@ -126,11 +125,9 @@ class FastEncoder:
 
 @dataclass
 class HeadStart:
-    """The fast path begun from ``tokenizer.json`` alone, on the first documents, while the tokenizer loads.
-
-    Loading a tokenizer holds the GIL for about a second (Llama 3), ``tiktoken`` does not. Nothing it produces is
-    written before the exactness check has passed.
-    """
+    """The fast path begun from ``tokenizer.json`` alone, on the first documents, while the tokenizer loads. Loading a
+    tokenizer holds the GIL for about a second (Llama 3), ``tiktoken`` does not. Nothing it produces is written before
+    the exactness check has passed."""
 
     candidate: FastBpe | None
     reason: str  # why there is no candidate
@@ -157,10 +154,8 @@ def start_head(tokenizer_json: Path, texts: Iterator[str], characters: int | Non
 def choose_encoder(tokenizer: Any, tokenizer_json: Path | None, check_texts: Sequence[str], eod: int,
                    dtype: type, fast_path: bool = True,
                    head: HeadStart | None = None) -> tuple[FastEncoder | TokenizerEncoder, str]:
-    """The fast path when it can be built and gives ``tokenizer(text)``'s ids on every check text.
-
-    Returns the encoder and one line on the choice (the reason, when the fast path is not taken).
-    """
+    """The fast path when it can be built and gives ``tokenizer(text)``'s ids on every check text. Returns the encoder
+    and one line on the choice (the reason, when the fast path is not taken)."""
     fallback = TokenizerEncoder(tokenizer, eod, dtype)
     if fallback.backend is None:
         return fallback, "the tokenizer has no tokenizers backend; fast path not tried"

@@ -23,13 +23,8 @@ from train.tran.worker import exit_worker, run_worker
 from utils.config.model import Config
 from utils.schema.run import EffectiveSettings
 
-# ---------------------------------------------------------------------------
-# the DeepSpeed trainer of one rank
-
-
-# What the engine resolved, by tprimat's name -> (engine method, the config key it must equal). The
-# names are those of the other frameworks' records (train/megatron/record.py, train/nemo/record.py), so the
-# comparison's settings table lines DeepSpeed's values up with Megatron's instead of listing two vocabularies.
+# What the engine resolved, by the other frameworks' record names -> (engine method, the config key it must equal),
+# so the comparison's settings table lines DeepSpeed's values up with Megatron's.
 RESOLVED = {
     "zero_stage": ("zero_optimization_stage", ("zero_optimization", "stage")),
     "global_batch_size": ("train_batch_size", ("train_batch_size",)),
@@ -73,12 +68,10 @@ SHM_OP = "deepspeed_shm_comm"
 
 
 def _no_inference_shm_op() -> None:
-    """Keep DeepSpeed from compiling its shared-memory all-reduce op for a cpu job.
-
-    DeepSpeed 0.19.8's ``TorchBackend.__init__`` (``build_shm_op``) JIT-compiles ``deepspeed_shm_comm`` for the cpu
-    accelerator: 40-150 s of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"), for
-    ``inference_all_reduce`` alone. Marked incompatible in ``deepspeed.ops.__compatible_ops__``, where it looks.
-    """
+    """Keep DeepSpeed from compiling its shared-memory all-reduce op for a cpu job. DeepSpeed 0.19.8's
+    ``TorchBackend.__init__`` (``build_shm_op``) JIT-compiles ``deepspeed_shm_comm`` for the cpu accelerator: 40-150 s
+    of CPU on the 2-core host (docs/PERFORMANCE.md, "The test suite"), for ``inference_all_reduce`` alone. Marked
+    incompatible in ``deepspeed.ops.__compatible_ops__``, where it looks."""
     # deepspeed: 5.3 s to import (python -X importtime); only where DeepSpeed's ops are patched
     import deepspeed.ops
 

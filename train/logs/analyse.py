@@ -63,10 +63,8 @@ def _adds_to_run(scan: LogScan) -> bool:
 
 
 def scan_logs(paths: list[Path]) -> tuple[list[LogScan], list[tuple[Path, str]]]:
-    """Scans of the files that belong to the run, and why each other file does not.
-
-    Another rank's log joins the run when it reports a problem or a size, even without iteration lines.
-    """
+    """Scans of the files that belong to the run, and why each other file does not. Another rank's log joins the run
+    when it reports a problem or a size, even without iteration lines."""
     scans: list[LogScan] = []
     skipped: list[tuple[Path, str]] = []
     for path in paths:
@@ -143,10 +141,8 @@ def analyse_scans(scans: list[LogScan], options: AnalysisOptions,
 
 
 def analyse_run(paths: list[Path], options: AnalysisOptions, load: Callable[[], Config] = load_config) -> Analysis:
-    """The run whose files are ``paths`` (its event files, or its ranks' text logs, rank 0 first).
-
-    ``result`` is None when no file is a training log (each is then in ``skipped`` with why).
-    """
+    """The run whose files are ``paths`` (its event files, or its ranks' text logs, rank 0 first). ``result`` is None
+    when no file is a training log (each is then in ``skipped`` with why)."""
     if paths and all(is_event_file(p) for p in paths):
         from train.logs.tensorboard import scan_events  # tensorboard's protobufs: 0.7 s (-X importtime)
 

@@ -23,10 +23,8 @@ MAX_ARGUMENTS = 10_000  # Megatron has under a thousand; a bound keeps a corrupt
 
 @dataclass
 class ArgumentsReader:
-    """Feed it the lines of a log (prefixes stripped); it keeps the first complete arguments block.
-
-    A later block (a restarted job appending to the same log) that disagrees is reported in ``warnings``.
-    """
+    """Feed it the lines of a log (prefixes stripped); it keeps the first complete arguments block. A later block (a
+    restarted job appending to the same log) that disagrees is reported in ``warnings``."""
 
     values: dict[str, str] = field(default_factory=dict)
     line_no: int | None = None  # where the kept block starts

@@ -241,9 +241,7 @@ def _source(scan: LogScan, log: Path, returncode: int | None) -> Source:
 def measure(result: Result, scan: LogScan, *, shape: ModelShape, skip_iterations: int | None,
             world_size: int | None) -> list[str]:
     """Arrays, performance, memory, framework-reported and power blocks of ``result``; returns warnings.
-
-    ``skip_iterations``: the warm-up from the first logged iteration; None: max(2, 10%) of the entries.
-    """
+    ``skip_iterations``: the warm-up from the first logged iteration; None: max(2, 10%) of the entries."""
     arrays, layout, warnings = step_arrays(scan)
     update_result(result, first_step=max(layout.first, 1), step_interval=layout.stride)
     skip = default_skip_steps(layout.count) if skip_iterations is None else layout.entries(skip_iterations)
@@ -290,11 +288,9 @@ def build_result(
     extra_logs: Iterable[Path] = (),
     scan: LogScan | None = None,
 ) -> Result:
-    """The validated result of one Megatron/Primus run tprimat launched, read from ``log_path``.
-
-    ``extra_logs`` are read when the main log has no iteration lines (Primus's ``TRAIN_LOG`` when stdout was lost).
-    A missing log is a failed result, not an error.
-    """
+    """The validated result of one Megatron/Primus run tprimat launched, read from ``log_path``. ``extra_logs`` are read
+    when the main log has no iteration lines (Primus's ``TRAIN_LOG`` when stdout was lost). A missing log is a failed
+    result, not an error."""
     shape = shape or workload_shape(cfg, model)
     notes: list[str] = []
     used_log = Path(log_path)

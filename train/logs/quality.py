@@ -30,24 +30,18 @@ NEMO_REDUCTION = (
     "(NeMo 2.3 MaskedTokenLossReduction, nemo/lightning/megatron_parallel.py:1773-1838; Lightning's epoch mean): "
     "equal to the per-token mean over all evaluated tokens, since every micro-batch holds MBS x SL unmasked tokens "
     "(eod_mask_loss off, no pad id: docs/SAMPLE_ORDER.md)")
-# Primus v0.5.0 runs Megatron's evaluate() (its evaluation fails at that version: train/prim/plugin.py); a foreign
-# Primus log that evaluated ran a later Primus, whose own evaluator is v0.7.0's (last eval iteration only) or
-# v26.2's (all iterations, 8c5bc42d): the log does not say which.
+# A foreign Primus log that evaluated ran a Primus after v0.5.0 (train/prim/plugin.py); the log does not say which.
 PRIMUS_REDUCTION = (
     "Megatron's evaluate() as Primus runs it: a per-token mean from Primus v26.2 (8c5bc42d) on; Primus v0.7.0's "
     "evaluator kept only the last eval iteration's mean (primus/backends/megatron/training/evaluator.py:112)")
 REDUCTION = {"mega": MEGATRON_REDUCTION, "prim": PRIMUS_REDUCTION, "nemo": NEMO_REDUCTION}
-# Megatron's validation iterator goes on across evaluations (847781764f training.py:2871; core_v0.12.0 l.2378-2383,
-# 2440-2441), so evaluation k reads the k-th block, and no pinned line offers a fixed set that works: --full-validation
-# is absent at core_v0.12.0 and at 847781764f counts sequences as iterations over a one-pass iterator (l.2719-2720,
-# 2849-2856, 2871): StopIteration in the first evaluation for GBS > 1 (tests/conformance/megatron_evaluate.py runs it).
-# Fixed upstream in 241a5ca3f9, first in core_v0.18.0. Primus evaluates through the same iterator.
+# No pinned Megatron line offers a fixed set that works (docs/CONFORMANCE.md, tests/conformance/megatron_evaluate.py
+# runs it); Primus evaluates through the same iterator.
 MEGATRON_BLOCKS = HeldOutSet(False, (
     "not MLPerf's measure: evaluation k reads the k-th block of EVAL_SAMPLES validation sequences (Megatron-LM's "
     "iterator continues, training.py:2871 at 847781764f; --full-validation fails there for GBS > 1 and is absent at "
     "core_v0.12.0; fixed in core_v0.18.0)"))
-# NeMo's validation sampler starts at 0 for every loader but training's (nemo/lightning/pytorch/plugins/
-# data_sampler.py:81, v2.1.0 and v2.3.0) and Lightning re-iterates the one loader at each validation.
+# NeMo's validation sampler starts at 0 for every loader but training's (train/nemo/callback.py).
 HELD_OUT = {"mega": MEGATRON_BLOCKS, "prim": MEGATRON_BLOCKS, "nemo": FIXED_SET}
 # The launcher's record of a job's evaluation lines, beside its log (train/launch/target_watch.py writes it).
 RECORD_SUFFIX = ".evaluations.jsonl"
@@ -108,9 +102,7 @@ def arrival_times(record: Sequence[dict[str, Any]]) -> tuple[float | None, dict[
 def log_evaluations(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequence[IterationRecord],
                     record: Sequence[dict[str, Any]] = ()) -> tuple[list[Evaluation], float | None, list[str]]:
     """(evaluations, run start in Unix time or None, notes): each counted evaluation with its step, loss and time.
-
-    ``record``: the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone.
-    """
+    ``record``: the launcher's arrival record (``train/launch/target_watch.py: read_record``), empty for a log alone."""
     start, arrivals, _ = arrival_times(record)
     notes: list[str] = []
     step_times = {r.iteration: r.step_time_s for r in iterations if r.step_time_s is not None}
@@ -144,10 +136,8 @@ def log_evaluations(settings: Any, lines: Sequence[EvaluationLine], iterations: 
 def log_quality(settings: Any, lines: Sequence[EvaluationLine], iterations: Sequence[IterationRecord], *,
                 framework: str, platform: str, gpus: int, record: Sequence[dict[str, Any]] = ()
                 ) -> tuple[Quality | None, list[str]]:
-    """The ``quality`` block of a Megatron, Primus or NeMo log (None when evaluation is off), and notes.
-
-    For a log alone, the run ended after an evaluation when its loss is not finite and no later step was logged.
-    """
+    """The ``quality`` block of a Megatron, Primus or NeMo log (None when evaluation is off), and notes. For a log
+    alone, the run ended after an evaluation when its loss is not finite and no later step was logged."""
     if not settings.evaluates:
         return None, []
     evaluations, start, notes = log_evaluations(settings, lines, iterations, record)

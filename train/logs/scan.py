@@ -265,11 +265,8 @@ class LineStats:
 
 
 def read_lines(path: Path, stats: LineStats | None = None, max_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
-    """The lines of ``path``, one at a time, none longer than ``max_bytes`` characters.
-
-    ``\\r\\n``, ``\\r`` and ``\\n`` each end a line (Python's universal newlines; issue 33: a log with CR-only line
-    ends was read as one line, "1 of 10 steps"); each line is given back ending in ``\\n``.
-    """
+    """The lines of ``path``, one at a time, none longer than ``max_bytes`` characters. ``\\r\\n``, ``\\r`` and ``\\n``
+    each end a line (issue 33: a log with CR-only line ends was one line)."""
     stats = stats if stats is not None else LineStats()
     with open(path, "rb") as binary, io.TextIOWrapper(binary, encoding="utf-8", errors="replace",
                                                        newline=None) as handle:
@@ -324,11 +321,9 @@ def iteration_times(path: Path) -> list[tuple[int, str | None, float | None]]:
 
 
 def merge_scans(scans: list[LogScan]) -> LogScan:
-    """One run's scan from the logs of its ranks or nodes (given rank 0 first).
-
-    Iterations come from the log with the most iteration lines (the last rank prints them), the rest from the first
-    log that has it; memory reports, problems and platform evidence from all (any rank may run out of memory).
-    """
+    """One run's scan from the logs of its ranks or nodes (given rank 0 first). Iterations come from the log with the
+    most iteration lines (the last rank prints them), the rest from the first log that has it; memory reports, problems
+    and platform evidence from all (any rank may run out of memory)."""
     if not scans:
         return LogScan()
     primary = max(scans, key=lambda s: len(s.iterations))

@@ -182,11 +182,9 @@ def _vocabulary_fits(vocab: int | None, key: str, size: str) -> bool:
 
 
 def recognise_model(scan: LogScan, model: str | None, model_size: str) -> tuple[str, ModelShape, list[str]]:
-    """(model, shape, notes): the shape-table model whose dimensions the log states, checked against ``model``.
-
-    The vocabulary counts too (Mistral 7B has Llama 3.1 8B's layers, widths and heads), within the padding a
-    framework adds.
-    """
+    """(model, shape, notes): the shape-table model whose dimensions the log states, checked against ``model``. The
+    vocabulary counts too (Mistral 7B has Llama 3.1 8B's layers, widths and heads), within the padding a framework
+    adds."""
     dims = log_dimensions(scan)
     vocab = scan.padded_vocab or arg_int(scan.arguments, "padded_vocab_size")
     notes: list[str] = []

@@ -16,10 +16,7 @@ from utils.spec.models import workload_shape
 
 
 def collect_from_log(ctx: RunContext, plan: LaunchPlan, returncode: int) -> Result:
-    """The result of a Megatron-style run read from its log (failures included, with the reason).
-
-    The command and the files the plan generated (Primus's experiment YAML) are kept in ``source``.
-    """
+    """The result of a Megatron-style run read from its log (failures included, with the reason)."""
     cfg = ctx.cfg
     shape, padding = model_inputs(ctx)
     if not padding.matches_target:

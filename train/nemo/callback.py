@@ -79,11 +79,8 @@ INTERRUPT_EXCEPTIONS = ("KeyboardInterrupt", "Interrupted", "SIGTERMException")
 
 @dataclass
 class LightningMeasurement:
-    """One rank's measurement of a Lightning run, and the result it ends in.
-
-    Rank 0 passes ``path``; other ranks pass ``None`` and measure only. ``finish`` is idempotent: the first status
-    set is the one written.
-    """
+    """One rank's measurement of a Lightning run, and the result it ends in. Rank 0 passes ``path``; other ranks pass
+    ``None`` and measure only. ``finish`` is idempotent: the first status set is the one written."""
 
     result: Result
     path: Path | None
@@ -216,10 +213,8 @@ def _build_benchmark_callback_class() -> type:
     from lightning.pytorch.callbacks import Callback
 
     class BenchmarkCallback(Callback):
-        """Times every optimizer step with the device synchronized, records loss/LR/memory/energy.
-
-        LR is the optimizer's rate read at step start, i.e. the rate this step applied.
-        """
+        """Times every optimizer step with the device synchronized, records loss/LR/memory/energy. LR is the optimizer's
+        rate read at step start, i.e. the rate this step applied."""
 
         def __init__(self, measurement: LightningMeasurement) -> None:
             super().__init__()

@@ -52,10 +52,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     primus_cfg, unknown = load_primus_config(cli, [])
     if unknown:
         raise ValueError(f"Primus does not know the override keys {sorted(unknown)}")
-    # primus/pretrain.py: launch_pretrain_trainer() builds the trainer as rank 0 of the world. Its
-    # BaseModule part (config, platform, logger) runs as is; MegatronTrainer's own __init__ only
-    # monkey-patches model classes (MoE, FSDP, TE kwargs...), which needs Transformer Engine and
-    # changes no argument, so it is skipped (docs/CONFORMANCE.md).
+    # primus/pretrain.py's trainer as rank 0, without MegatronTrainer's own __init__: it only monkey-patches model
+    # classes, which needs Transformer Engine and changes no argument (docs/CONFORMANCE.md).
     trainer = MegatronPretrainTrainer.__new__(MegatronPretrainTrainer)
     BaseModule.__init__(trainer, module_name="pre_trainer", primus_config=primus_cfg, module_rank=0,
                         module_world_size=int(request["world_size"]),

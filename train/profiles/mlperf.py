@@ -1,13 +1,8 @@
 """PROFILE=mlperf: MLPerf Training's Llama 3.1 8B rules (closed division) on every stack, each value cited.
 
-MLPerf is the one public time-to-quality benchmark both vendors submit to, each on its own stack; this profile
-runs its rules (sequence length, an RCP pair of GBS and LR, that RCP's warm-up (not the reference configs' 512
-steps: :data:`WARMUP_NOTE`), cosine horizon, AdamW constants, evaluation cadence, target log perplexity) on every
-stack. Every value is a ``config.env`` key, so the fairness table and the preflight follow from the configuration
-alone; layout and precision stay config.env's. Results are named ``..._mlperf.json`` and never paired with another
-profile's. Not an MLPerf submission; a tiny or proxy model says so. MLLOG: :mod:`evaluate.render.mlperf`.
-The quality measure is MLPerf's fixed held-out set on ``tran``, ``deep`` and ``nemo``; ``mega`` says it is not
-(train/logs/quality.py ``MEGATRON_BLOCKS``); ``prim`` refuses evaluation (train/prim/plugin.py ``CANNOT_EVALUATE``).
+MLPerf is the one public time-to-quality benchmark both vendors submit to, each on its own stack. Every value is a
+``config.env`` key, so the fairness table and the preflight follow from the configuration alone; layout and
+precision stay config.env's. Not an MLPerf submission; a tiny or proxy model says so.
 
 Sources (docs/CONFORMANCE.md section "MLPerf"): ``mlcommons/training`` ``small_llm_pretraining/nemo/``
 (:data:`REF_COMMIT`), ``mlcommons/training_policies`` (:data:`RULES_COMMIT`), ``mlcommons/logging``'s
@@ -76,10 +71,8 @@ def nemo(path: str, where: str) -> Source:
 @dataclass(frozen=True)
 class MlperfValue:
     """One value of the rules: the config key it sets (a :class:`~utils.config.model.Config` field) and its sources.
-
-    ``checked``: MLPerf's compliance checker enforces it (ruleset 6.0.0); ``workload``: a ``MODEL_SIZE=tiny`` run
-    keeps config.env's value (:func:`applied_values`).
-    """
+    ``checked``: MLPerf's compliance checker enforces it (ruleset 6.0.0); ``workload``: a ``MODEL_SIZE=tiny`` run keeps
+    config.env's value (:func:`applied_values`)."""
 
     key: str
     value: Any
@@ -180,9 +173,7 @@ def value_of(key: str) -> Any:
 
 
 def applied_values(tiny: bool) -> tuple[MlperfValue, ...]:
-    """The values a run takes: all of them, or with ``MODEL_SIZE=tiny`` all but the workload's.
-
-    A tiny model runs the rules' optimizer, schedule, evaluation size and target at config.env's sequence length,
-    batch and evaluation cadence, so that a cpu run checks the pipeline (MLLOG, the checker) in seconds.
-    """
+    """The values a run takes: all of them, or with ``MODEL_SIZE=tiny`` all but the workload's. A tiny model runs the
+    rules' optimizer, schedule, evaluation size and target at config.env's sequence length, batch and evaluation
+    cadence, so that a cpu run checks the pipeline (MLLOG, the checker) in seconds."""
     return tuple(v for v in VALUES if not (tiny and v.workload))

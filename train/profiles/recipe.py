@@ -81,10 +81,8 @@ class NotTaken:
 
 @dataclass(frozen=True)
 class Recipe:
-    """One vendor's published performance recipe for one model, for the frameworks that run it.
-
-    ``gpus`` is the GPU count the recipe was published for; ``env`` the environment variables.
-    """
+    """One vendor's published performance recipe for one model, for the frameworks that run it. ``gpus`` is the GPU
+    count the recipe was published for; ``env`` the environment variables."""
 
     id: str
     platform: str

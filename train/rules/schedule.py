@@ -13,10 +13,8 @@ from utils.config.model import Config
 
 def lr_at(step: int, cfg: Config) -> float:
     """LR after ``step`` completed optimizer steps: warm-up over WARMUP_STEPS, decay to MIN_LR at ``cfg.decay_iters``.
-
-    Megatron's ``OptimizerParamScheduler.get_lr`` advances *after* each optimizer step, so its iteration ``k``
-    (1-based) trains with ``lr_at(k - 1)`` and logs ``lr_at(k)``.
-    """
+    Megatron's ``OptimizerParamScheduler.get_lr`` advances *after* each optimizer step, so its iteration ``k`` (1-based)
+    trains with ``lr_at(k - 1)`` and logs ``lr_at(k)``."""
     if cfg.warmup_steps > 0 and step <= cfg.warmup_steps:
         return cfg.lr * step / cfg.warmup_steps
     if cfg.lr_decay == "constant" or cfg.decay_iters <= cfg.warmup_steps:

@@ -1,9 +1,7 @@
 """Shared by the probes (runs inside the framework's Python: standard library only, no tprimat imports).
 
-A probe reads one JSON request on stdin and prints one JSON answer on its last stdout
-line: ``{"ok": true, "raw": {...}, "framework": {...}}`` or ``{"ok": false, "error":
-"<the framework's own message>", "setting": "<the setting it concerns>"}``. Anything
-the framework prints itself goes to stderr, so the answer line is never mixed with it.
+A probe reads one JSON request on stdin and prints one JSON answer on its last stdout line; anything the framework
+prints itself goes to stderr, so the answer line is never mixed with it.
 """
 
 from __future__ import annotations
@@ -102,12 +100,8 @@ def have_transformer_engine() -> bool:
 
 
 def stand_in_fused_rope() -> list[str]:
-    """Let ``TransformerConfig`` accept ``apply_rope_fusion`` on a host without Transformer Engine or Apex.
-
-    Megatron's config refuses the setting when neither kernel is importable (a CPU host
-    running the conformance tests); the images have Transformer Engine, so there nothing
-    is replaced. The stand-in is never called: no model is built. Returned: what was stood in.
-    """
+    """Let ``TransformerConfig`` accept ``apply_rope_fusion`` on a host without Transformer Engine or Apex (a CPU
+    host); the stand-in is never called: no model is built. Returned: what was stood in."""
     try:
         # the framework's own code: importable only in its Python, where the probe runs
         from megatron.core.models.common.embeddings import rope_utils
@@ -124,12 +118,8 @@ def stand_in_fused_rope() -> list[str]:
 
 
 def stand_in_device_arch(major: int) -> list[str]:
-    """Give Megatron's argument validation the target GPU's architecture on a host without a GPU.
-
-    ``validate_args`` asks ``get_device_arch_version()`` when TP or CP > 1; on a CPU host the request names the
-    target's (9: H100, and MI300X as ROCm reports it). A tree whose validation asks none needs nothing, and torch is
-    not imported for it (the stand-in trees of tests/fakes/).
-    """
+    """Give Megatron's argument validation the target GPU's architecture on a host without a GPU. ``validate_args`` asks
+    ``get_device_arch_version()`` when TP or CP > 1 (9: H100, and MI300X as ROCm reports it)."""
     # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import arguments
 
@@ -144,13 +134,9 @@ def stand_in_device_arch(major: int) -> list[str]:
 
 
 def megatron_lr_by_step(args: Any) -> dict[str, float]:
-    """The LR Megatron's own scheduler gives optimizer steps 1, 2 and the last (``lr_step_*``).
-
-    ``get_optimizer_param_scheduler`` builds it from the validated args (as ``pretrain``
-    does) over a stand-in optimizer holding one parameter group; the training loop steps
-    it by the global batch size after every optimizer step, so step ``k`` uses the rate
-    set after ``k - 1`` increments.
-    """
+    """The LR Megatron's own scheduler gives optimizer steps 1, 2 and the last (``lr_step_*``). Built by
+    ``get_optimizer_param_scheduler`` over a stand-in optimizer; step ``k`` uses the rate set after ``k - 1`` increments
+    of the global batch size."""
     # the framework's own code: importable only in its Python, where the probe runs
     from megatron.training import global_vars
     from megatron.training.training import get_optimizer_param_scheduler
@@ -167,11 +153,8 @@ def megatron_lr_by_step(args: Any) -> dict[str, float]:
 
 
 def scaled_init_std(config: Any) -> float | str:
-    """The std of a built ``TransformerConfig``'s (or NeMo ``GPTConfig``'s) ``output_layer_init_method``.
-
-    Read back from the ``functools.partial`` megatron-core (0.12 to 0.16) sets, not recomputed; any other callable has
-    no std to read, and the answer is a string naming it, which the preflight reports as the effective value.
-    """
+    """The std of a built ``TransformerConfig``'s (or NeMo ``GPTConfig``'s) ``output_layer_init_method``. Read back from
+    the ``functools.partial`` megatron-core (0.12 to 0.16) sets, not recomputed; any other callable is named instead."""
     method = getattr(config, "output_layer_init_method", None)
     if isinstance(method, functools.partial):
         std = method.keywords.get("std")
@@ -190,12 +173,8 @@ class BuiltConfig:
 
 
 def build_transformer_config(args: Any) -> BuiltConfig:
-    """The one way both Megatron probes (mega, prim) build the ``TransformerConfig`` and read it back.
-
-    Both build it with ``core_transformer_config_from_args``; ``output_layer_init_method_std`` is read back
-    (:func:`scaled_init_std`). The fused-RoPE stand-in goes in first, here, so no probe builds the config without it
-    (Megatron refuses ``apply_rope_fusion`` on a host without the kernel).
-    """
+    """The one way both Megatron probes (mega, prim) build the ``TransformerConfig`` and read it back. The fused-RoPE
+    stand-in goes in first, here, so no probe builds the config without it."""
     stand_ins = stand_in_fused_rope()
     try:
         # the framework's own code: importable only in its Python, where the probe runs
@@ -274,14 +253,9 @@ def answer(payload: dict[str, Any]) -> None:
 
 
 def run(probe: Any) -> int:
-    """Call ``probe(request) -> dict``; print its answer, or the framework's rejection, on stdout.
-
-    The framework's own printing (argument tables, warnings) is sent to stderr. A
-    rejection is any exception raised while the framework resolves the configuration
-    (an assertion in ``validate_args``, an argparse error, a NeMo attribute error):
-    its message, not a traceback, is the answer; the traceback goes to stderr. A missing
-    module is no rejection but a broken environment: the answer says ``unavailable`` and names it.
-    """
+    """Call ``probe(request) -> dict``; print its answer, or the framework's rejection, on stdout. A rejection is any
+    exception raised while the framework resolves the configuration: its message, not a traceback, is the answer. A
+    missing module is no rejection but a broken environment (``unavailable``)."""
     parse_command_line()
     request = read_request()
     real_stdout, real_stderr = sys.stdout, sys.stderr

@@ -100,11 +100,8 @@ preflight = None
 
 
 def resolve(ctx: RunContext, plan: LaunchPlan) -> Resolution:
-    """tprimat is the framework: the record is the configuration, with what FSDP2 will do on top.
-
-    The worker reads them back from the model it built (train/tran/shard.py ``read_back``) and stops before step 1
-    when they differ.
-    """
+    """tprimat is the framework: the record is the configuration, with what FSDP2 will do on top (the worker reads
+    them back from the model it built and stops before step 1 when they differ)."""
     record = reference_record(ctx)
     # FSDP2 reduce-scatters fp32 gradients (MixedPrecisionPolicy reduce_dtype), overlapped with the backward
     # pass when there is more than one rank: unlike the fairness table.

@@ -50,9 +50,6 @@ from utils.spec.registry import model_names, platform_names
 if TYPE_CHECKING:
     from utils.measure.monitor import StepRecord
 
-# ---------------------------------------------------------------------------
-# training pieces
-
 
 def setup_distributed(cfg: Config, platform: str) -> Dist:
     """Join the torchrun job (or run alone), check the world size, pick the device."""
@@ -72,10 +69,6 @@ def setup_distributed(cfg: Config, platform: str) -> Dist:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ and not dist.is_initialized():  # under torchrun
         dist.init_process_group("gloo" if device.type == "cpu" else "nccl")
     return Dist(rank, local_rank, world, device)
-
-
-# ---------------------------------------------------------------------------
-# the measured run
 
 
 class StopRequest:
@@ -281,10 +274,8 @@ class Ledger:
 
 def train(cfg: Config, args: argparse.Namespace, info: Dist, stop: StopRequest, framework: str = "tran",
           make_trainer: Callable[[Config, str, Dist], Any] = Trainer) -> None:
-    """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends.
-
-    ``make_trainer`` builds :class:`train.tran.step.Trainer` (``tran``) or the DeepSpeed engine's (``deep``).
-    """
+    """Build, train TRAIN_ITERS steps under the monitor, and (rank 0) write the result however it ends;
+    ``make_trainer`` builds :class:`train.tran.step.Trainer` (``tran``) or the DeepSpeed engine's (``deep``)."""
     ledger = Ledger(cfg, args, info, framework)
     monitor = ledger.monitor
     path = args.result if info.rank == 0 else None
@@ -369,11 +360,9 @@ def run_worker(argv: list[str] | None, framework: str, description: str,
 
 
 def exit_worker(code: int) -> NoReturn:
-    """End a torchrun worker with ``code`` once its work is done, without the interpreter's finalization.
-
-    gloo has no shutdown: a gloo thread still releasing the last collective at finalization aborts the rank after
-    all is done (docs/PERFORMANCE.md, "The teardown abort"). Everything the job leaves is written before this.
-    """
+    """End a torchrun worker with ``code`` once its work is done, without the interpreter's finalization. gloo has no
+    shutdown: a gloo thread still releasing the last collective at finalization aborts the rank after all is done
+    (docs/PERFORMANCE.md, "The teardown abort"). Everything the job leaves is written before this."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe must not change the exit code
