@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,7 @@ class Child:
 
 
 def wait_child(proc: subprocess.Popen, command: str, started: float,
-               load_before: tuple[float, float, float]) -> tuple[Child, os.struct_rusage]:
+               load_before: tuple[float, float, float]) -> tuple[Child, resource.struct_rusage]:
     """Wait for ``proc`` (started at ``perf_counter`` ``started``): its :class:`Child` and ``wait4``'s usage of it."""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started

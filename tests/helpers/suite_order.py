@@ -21,7 +21,9 @@ from collections.abc import Sequence
 
 # Heaviest first: worker seconds per file (calls and set-ups) in the whole-suite runs of fbf5242 and 6a30842 on
 # the 2-core VM, three workers (the 60 slowest test durations of each; docs/PERFORMANCE.md, "The test suite").
-# Files of about 25 s and more; an order, not a budget, so rough figures suffice.
+# Files of about 25 s and more; an order, not a budget, so rough figures suffice. The files marked "alone" came
+# later: their calls' seconds each file alone, niced, on the 2-core VM at load 5-8 (2026-12-07), set-ups aside
+# (the sample data is built once per suite); a file of one or a few tests is the one xdist would leave last.
 SLOWEST_FILES: tuple[str, ...] = (
     "tests/unit/train/frameworks/test_deep.py",  # 250-280 s: the 2-rank ZeRO-2 comparison, ZeRO-3
     "tests/unit/train/rules/test_dataset_conformance.py",  # 200-210 s: three stacks' probe interpreters
@@ -34,6 +36,8 @@ SLOWEST_FILES: tuple[str, ...] = (
     "tests/unit/evaluate/history/test_history_train.py",  # 85 s, one test
     "tests/e2e/test_job_tree_signals.py",  # 75-80 s
     "tests/e2e/test_multinode.py",  # 60-80 s
+    "tests/golden/test_goldens.py",  # alone: 20-57 s, one test (every golden output produced)
+    "tests/e2e/test_probe_signals.py",  # alone: 45 s (an in-process tiny run, two train.sh under a signal)
     "tests/unit/evaluate/history/test_history_shell.py",  # 45-60 s
     "tests/unit/data/test_sample_tokenizers_slow.py",  # 55 s
     "tests/unit/train/launch/test_profile_launchers.py",  # 55 s
@@ -42,6 +46,7 @@ SLOWEST_FILES: tuple[str, ...] = (
     "tests/unit/evaluate/test_compare.py",  # 45 s
     "tests/e2e/test_untrusted_signals.py",  # 35-45 s
     "tests/e2e/test_shell_purge_wrap.py",  # 40-45 s
+    "tests/e2e/test_probe_platforms.py",  # alone: 34 s, six tests
     "tests/unit/data/test_data_encode_atomic.py",  # 40 s
     "tests/unit/bench/test_bench_load.py",  # 30-40 s, one test
     "tests/unit/train/logs/test_log_analysis_bad_input.py",  # 30-45 s
