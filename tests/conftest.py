@@ -42,6 +42,13 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+@pytest.fixture(autouse=True)
+def _host_memory_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cpu job is sized against this host's memory (utils/measure/memory.py): unknown in the tests that launch in
+    process, so a stand-in 8B job passes on a 16 GiB laptop as on a 512 GiB server. The tests of that check set it."""
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist, the slowest test files first (``tests/helpers/suite_order.py`` says why); xdist keeps
     this order where ``--no-loadscope-reorder`` is given, as ``shell/test.sh`` gives it. Every worker orders its

@@ -18,10 +18,10 @@ from train.launch.checks import Checked, Refusal
 from train.launch.contract import RunContext
 from train.launch.energy import Energy, apply_energy
 from train.launch.job_guard import Signals
-from utils.files.result_file import JobFacts, ResultFile, failure_result
+from utils.files.result_file import JobExit, JobFacts, ResultFile, Verdict, ended_result, failure_result
 from utils.machine.slurm import slurm_ending
-from utils.result.failures import cause_in_log, is_interrupted, log_tail
-from utils.result.file import ResultError, finalize_result, read_result
+from utils.result.failures import cause_in_log, is_interrupted
+from utils.result.file import ResultError, read_result
 from utils.result.step_log import recover_result, step_log_path
 from utils.schema.model import Result
 
@@ -79,12 +79,8 @@ class JobResult:
         """The job's :class:`Result` and the fields that complete it, composed once: how it ended, what the checks
         found, the profile, the signal (``ResultFile.finish`` applies them in one step, with the MLLOG block)."""
         ctx = self.ctx
-        outcome = (checked.status, checked.reason, False) if isinstance(checked, Refusal) else self._collected(ran)
-        if isinstance(outcome, Result):
-            result = outcome
-        else:
-            status, reason, from_log = outcome
-            result = failure_result(self.file.job, status, reason, from_log=from_log)
+        ending = (checked.status, checked.reason, False) if isinstance(checked, Refusal) else self._collected(ran)
+        result = ended_result(self.file.job, ending)
         fields: dict[str, Any] = {"profile": ctx.profile.name, "profile_settings": ctx.profile.block()}
         if checked.memory is not None:
             fields.update(memory_estimate=checked.memory.record,
@@ -111,9 +107,9 @@ class JobResult:
                 fields["error"] = f"{ending}: {fields.get('error', result.error)}"
         return result, fields
 
-    def _collected(self, ran: Ran | None) -> Result | tuple[str, str, bool]:
-        """The framework's own result, with the launcher's energy and the exit code's verdict; without one,
-        the launcher's (status, reason, whether the job's log is its source)."""
+    def _collected(self, ran: Ran | None) -> JobExit | Verdict:
+        """What the job left: the framework's own result with the launcher's energy (or none) and its exit code;
+        without a run or a usable result, the launcher's (status, reason, whether the job's log is its source)."""
         if ran is None or ran.returncode is None:
             return "failed", (ran.error if ran else None) or "the job did not start", False
         collected = ran.collected
@@ -122,18 +118,9 @@ class JobResult:
                 apply_energy(self.ctx, collected, *ran.energy)
             except Exception as exc:  # a collector bug must still leave a result
                 collected = exc
-            else:
-                if ran.returncode != 0 and collected.status == "ok":
-                    finalize_result(collected, "failed",
-                                    f"process exited with code {ran.returncode} after reporting success")
-                return collected
         if isinstance(collected, Exception):
             return "failed", f"collecting the result failed: {type(collected).__name__}: {collected}", True
-        reason = f"exit code {ran.returncode} and no result was produced; log tail:\n{log_tail(self.ctx.log_path)}"
-        if is_interrupted(ran.returncode) or ran.signal:
-            by = f" by {ran.signal}" if ran.signal else ""
-            return "incomplete", f"interrupted{by} ({reason})", True
-        return "failed", reason, True
+        return JobExit(collected, ran.returncode, ran.signal)
 
 
 # ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from utils.config.model import Config
 from utils.files.disk import OutputDirError
 from utils.io.output_path import LOCK_DIR
 from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
+from utils.result.failures import is_interrupted, log_tail
 from utils.result.file import ResultError, finalize_result, new_result, update_result, write_result
 from utils.result.mllog import mlperf_block
 from utils.result.step_log import step_log_path
@@ -34,6 +35,9 @@ PLACEHOLDER_REASON = ("the launcher started this job and has not recorded its en
 # Room kept for a result: twice the most it can take as written (utils/schema/model.py ``result_bytes``: a fixed
 # part, each step's array entries, each evaluation).
 RESERVE_MARGIN = 2
+# The launcher's own word on a job that left no result to stand as it is: (status, reason, whether its log is the
+# source), for a refusal, a job that did not start, a collector that failed.
+Verdict = tuple[str, str, bool]
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,34 @@ def failure_result(job: JobFacts, status: str, reason: str, *, from_log: bool = 
     )
     update_result(result, profile=job.profile, profile_settings=job.profile_settings)
     return finalize_result(result, status, reason)
+
+
+@dataclass(frozen=True)
+class JobExit:
+    """A job that ran to its exit: the result its plugin collected (None: it left none), its exit code, and the
+    signal that had arrived by then."""
+
+    result: Result | None
+    returncode: int
+    signal: str | None = None
+
+
+def ended_result(job: JobFacts, ending: JobExit | Verdict) -> Result:
+    """The result a launched job ends with, before the launcher's fields: its own, failed by its exit code when it
+    reported success but its process did not; else a :func:`failure_result` with the reason (for a job that exited
+    without one: its exit code and its log's tail, ``incomplete`` when a signal stopped it)."""
+    if isinstance(ending, JobExit):
+        own, code = ending.result, ending.returncode
+        if own is not None:
+            if code != 0 and own.status == "ok":
+                finalize_result(own, "failed", f"process exited with code {code} after reporting success")
+            return own
+        reason = f"exit code {code} and no result was produced; log tail:\n{log_tail(job.log_path)}"
+        by = f" by {ending.signal}" if ending.signal else ""
+        ending = ("incomplete", f"interrupted{by} ({reason})", True) if is_interrupted(code) or ending.signal else \
+            ("failed", reason, True)
+    status, reason, from_log = ending
+    return failure_result(job, status, reason, from_log=from_log)
 
 
 def reserve_bytes(cfg: Config) -> int:

@@ -144,6 +144,24 @@ class DeviceMemory:
     reason: str | None = None
 
 
+def host_memory_gib(meminfo: Path = Path("/proc/meminfo"),
+                    cgroup_limit: Path = Path("/sys/fs/cgroup/memory.max")) -> float | None:
+    """The memory a cpu job's processes share: MemTotal, or a container's cgroup limit when that is lower (a
+    docker ``--memory`` shows the host's MemTotal in /proc/meminfo); None when neither can be read."""
+    sizes: list[float] = []
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                sizes.append(int(line.split()[1]) * 1024 / 1024**3)
+                break
+        limit = cgroup_limit.read_text().strip() if cgroup_limit.is_file() else "max"
+        if limit.isdigit():
+            sizes.append(int(limit) / 1024**3)
+    except (OSError, ValueError, IndexError):
+        pass
+    return min(sizes) if sizes else None
+
+
 def device_memory(platform: str, device_name: str | None = None) -> DeviceMemory:
     """Memory of one GPU of ``platform``: the named device's table entry; else on nvd the GPU nvidia-smi reports;
     else the platform's reference GPU (:data:`REFERENCE_DEVICES`, said so in ``basis``); cpu has none."""

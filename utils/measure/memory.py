@@ -28,7 +28,7 @@ from typing import Any
 from utils.config.load import load_config
 from utils.config.model import Config
 from utils.config.rules import ConfigError
-from utils.machine.hardware import DeviceMemory, device_memory
+from utils.machine.hardware import DeviceMemory, device_memory, host_memory_gib
 from utils.schema.measures import MemoryEstimate
 from utils.spec.models import ModelShape, workload_shape
 from utils.spec.registry import framework_names, model_names, platform_names
@@ -201,6 +201,7 @@ class Estimate:
     phase: str  # "backward" or "optimizer step": where the peak is
     device: DeviceMemory | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    processes: int = 1  # the job's processes on one host (GPUS_PER_NODE): on cpu they share its memory
 
     @property
     def peak_bytes(self) -> int:
@@ -309,7 +310,7 @@ def estimate(shape: ModelShape, layout: Config, recipe: Recipe, device: DeviceMe
     return Estimate(framework=recipe.framework, sharding=recipe.sharding, param_dtype=recipe.param_dtype,
                     reduce_dtype=recipe.reduce_dtype, model_label=shape.display_name,
                     parameters=shape.parameter_count(), parameters_per_gpu=params, terms=terms, phase=phase,
-                    device=device, notes=recipe.notes)
+                    device=device, notes=recipe.notes, processes=getattr(layout, "gpus_per_node", 1))
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,7 @@ def verdict(result: Estimate, force: bool = False) -> Verdict:
     line = result.line()
     if result.fits is None:
         if result.device is not None and result.device.basis == "platform cpu":
-            return Verdict(None)  # nothing to fit on cpu; the record keeps the estimate and the reason
+            return _host_verdict(result, force)  # the record keeps the estimate and the reason
         return Verdict(None, (f"memory check not done: {line}",))
     if not result.fits:
         if force:
@@ -334,6 +335,18 @@ def verdict(result: Estimate, force: bool = False) -> Verdict:
     if result.tight:
         return Verdict(None, (f"{line}: within {100 - TIGHT_FRACTION * 100:.0f}% of the GPU's memory",))
     return Verdict(None)
+
+
+def _host_verdict(result: Estimate, force: bool) -> Verdict:
+    """cpu: no GPU to fit, but the job's processes share the host's memory; refuse what cannot fit in it (a huge
+    ``SL`` would otherwise start and be killed by the kernel's OOM killer, or swap for hours)."""
+    host = host_memory_gib()
+    need = result.peak_gib * result.processes
+    if host is None or need <= host:
+        return Verdict(None)
+    line = (f"estimated {need:.1f} GiB for {result.processes} process(es) > {host:.1f} GiB of host memory "
+            f"({result.what()})")
+    return Verdict(None, (f"--force: {line}; launched anyway",)) if force else Verdict(line)
 
 
 # ---------------------------------------------------------------------------

@@ -6,15 +6,25 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 import utils.files.result_file as result_file
+from tests.helpers.evaluate import make_result
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT
 from utils.files.disk import OutputDirError
-from utils.files.result_file import PLACEHOLDER_REASON, JobFacts, ResultFile, failure_result, reserve_bytes
+from utils.files.result_file import (
+    PLACEHOLDER_REASON,
+    JobExit,
+    JobFacts,
+    ResultFile,
+    ended_result,
+    failure_result,
+    reserve_bytes,
+)
 from utils.result.file import read_result, result_path
 from utils.result.step_log import step_log_path
 from utils.schema.model import result_bytes
@@ -44,6 +54,37 @@ def test_a_failure_result_names_the_job_its_profile_and_its_log_only_when_asked(
     assert result.error.startswith("the job did not start") and result.profile == "identical"
     assert result.source.log_path is None
     assert failure_result(job, "incomplete", "stopped", from_log=True).source.log_path == str(job.log_path)
+
+
+def test_a_job_that_exited_without_a_result_is_failed_with_its_exit_code_and_log_tail(tmp_path: Path) -> None:
+    job = facts(tmp_path)
+    job.log_path.parent.mkdir(parents=True)
+    job.log_path.write_text("starting\nTraceback: it broke\n")
+    result = ended_result(job, JobExit(None, 1))
+    assert result.status == "failed" and result.error.startswith("exit code 1 and no result was produced; log tail:\n")
+    assert "Traceback: it broke" in result.error and result.source.log_path == str(job.log_path)
+    stopped = ended_result(job, JobExit(None, 128 + signal.SIGTERM))
+    assert stopped.status == "incomplete" and stopped.error.startswith("interrupted (exit code")
+    named = ended_result(job, JobExit(None, 1, "SIGINT"))
+    assert named.status == "incomplete" and named.error.startswith("interrupted by SIGINT (exit code 1")
+
+
+def test_an_own_result_stands_unless_its_process_failed_after_reporting_success(tmp_path: Path) -> None:
+    job = facts(tmp_path)
+    own = failure_result(job, "incomplete", "stopped early")
+    assert ended_result(job, JobExit(own, 1)) is own and own.status == "incomplete"
+    ok = read_result(make_result(tmp_path / "own", "cpu", "tran"))
+    assert ok.status == "ok"
+    assert ended_result(job, JobExit(ok, 0)).status == "ok"
+    failed = ended_result(job, JobExit(ok, 2))
+    assert failed is ok and failed.status == "failed"
+    assert failed.error.startswith("process exited with code 2 after reporting success")
+
+
+def test_the_launchers_verdict_is_a_failure_result(tmp_path: Path) -> None:
+    result = ended_result(facts(tmp_path), ("failed", "memory check: does not fit", False))
+    assert result.status == "failed" and result.error.startswith("memory check: does not fit")
+    assert result.source.log_path is None
 
 
 def test_start_reserves_room_writes_the_placeholder_and_drops_old_steps(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from utils.config.model import Config
 from utils.machine.hardware import REFERENCE_DEVICES, device_memory, device_memory_gib
 from utils.measure.memory import (
     GIB,
+    Verdict,
     deep_recipe,
     estimate,
     megatron_recipe,
@@ -190,3 +191,33 @@ def test_cpu_has_nothing_to_fit_and_says_so_in_the_record():
 
     est = estimate(get_shape("llama", "tiny"), layout(), tran_recipe("fsdp2", 1), device_memory("cpu"))
     assert verdict(est).warnings == () and est.record().reason == "platform cpu: no GPU memory to check against"
+
+
+def test_the_host_memory_is_memtotal_or_a_lower_cgroup_limit(tmp_path):
+    from utils.machine.hardware import host_memory_gib
+
+    meminfo, limit = tmp_path / "meminfo", tmp_path / "memory.max"
+    meminfo.write_text("MemTotal:       24641536 kB\nMemFree:        1000 kB\n")
+    assert host_memory_gib(meminfo, limit) == pytest.approx(23.5, abs=0.01)  # no cgroup file
+    limit.write_text("max\n")
+    assert host_memory_gib(meminfo, limit) == pytest.approx(23.5, abs=0.01)
+    limit.write_text(f"{8 * 1024**3}\n")  # docker --memory 8g
+    assert host_memory_gib(meminfo, limit) == 8.0
+    assert host_memory_gib(tmp_path / "missing", tmp_path / "missing") is None
+
+
+def test_cpu_holds_all_its_processes_against_the_hosts_memory(monkeypatch):
+    from utils.measure.memory import verdict
+
+    job = estimate(get_shape("llama", "tiny"), layout(dp=4, gpus_per_node=4), tran_recipe("fsdp2", 4),
+                   device_memory("cpu"))
+    need = 4 * job.peak_gib
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: need * 0.99)
+    refused = verdict(job)
+    assert refused.refusal == (f"estimated {need:.1f} GiB for 4 process(es) > {need * 0.99:.1f} GiB of host memory "
+                               f"({job.what()})")
+    assert verdict(job, force=True) == Verdict(None, (f"--force: {refused.refusal}; launched anyway",))
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: need * 1.01)
+    assert verdict(job) == Verdict(None)
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: None)  # unreadable: the record's reason stays
+    assert verdict(job) == Verdict(None) and job.record().reason == "platform cpu: no GPU memory to check against"

@@ -77,3 +77,25 @@ def test_a_job_that_cannot_fit_is_refused_before_it_starts_and_force_records_the
     forced = read_result(path)
     assert "dataset not usable" in forced.error and forced.memory_estimate.forced
     assert f"--force: estimated {peak:.1f} {line}; launched anyway" in forced.warnings
+
+
+def test_a_cpu_job_larger_than_the_hosts_memory_is_refused_before_it_starts(proxy_config, monkeypatch, capsys):
+    """Issue 49's sweep: ``SL=1000000`` on cpu was accepted ("not checked: platform cpu"); the job's processes
+    share the host's memory, so the estimate of all of them is held against it (here a 500 GiB host)."""
+    from utils.result.file import read_result
+
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: 500.0)
+    monkeypatch.setenv("SL", "1000000")
+    args = ["--platform", "cpu", "--framework", "tran", "--model", "llama"]
+    assert launch_main([*args, "--dry-run"]) == 0
+    memory = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("# note: memory:"))
+    assert "GiB for 1 process(es) > 500.0 GiB of host memory (tran, FSDP2, Llama 3.1 8B [8 of 32 layers]" in memory
+    assert "a real run refuses it; --force runs it anyway" in memory
+    assert launch_main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GiB of host memory" in err[0]
+    refused = read_result(load_config(proxy_config, environ={}).output_dir / "train_cpu_tran_llama.json")
+    assert refused.status == "failed" and "> 500.0 GiB of host memory" in refused.error
+    monkeypatch.setenv("SL", "256")  # the same job at a size the host holds goes on to the next check
+    assert launch_main([*args, "--dry-run"]) == 0
+    assert "host memory" not in capsys.readouterr().out
