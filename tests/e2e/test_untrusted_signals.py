@@ -124,7 +124,7 @@ def test_the_job_dies_with_a_killed_launcher(tmp_path: Path) -> None:
     pid_file = tmp_path / "job.pid"
     job = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
     launcher = ("import os, sys\nfrom pathlib import Path\nfrom train.launch.job_guard import Signals, run_logged\n"
-                f"with Signals() as s:\n    run_logged([sys.executable, '-c', {job!r}], dict(os.environ), None, {{}}, "
+                f"with Signals() as s:\n    run_logged([sys.executable, '-c', {job!r}], dict(os.environ), None, "
                 f"Path({str(tmp_path / 'job.log')!r}), s)\n")
     proc = subprocess.Popen([sys.executable, "-c", launcher], cwd=REPO)
     try:

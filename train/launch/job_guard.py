@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from utils.io.atomic import atomic_write_text
 from utils.io.output_path import LOCK_DIR
 
 KILL_AFTER_SIGNALS = 3
@@ -82,16 +81,14 @@ class LineWatch(Protocol):
     def line(self, raw: str) -> None: ...
 
 
-def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, files: dict[Path, str], log_path: Path,
-               signals: Signals, header: str | None = None, watch: LineWatch | None = None) -> int:
-    """Write the generated files, run ``argv`` in its own process group with its output tee'd to ``log_path``.
+def run_logged(argv: list[str], env: dict[str, str], cwd: Path | None, log_path: Path, signals: Signals,
+               header: str | None = None, watch: LineWatch | None = None) -> int:
+    """Run ``argv`` in its own process group with its output tee'd to ``log_path``.
 
     ``header`` is written as the log's first line: it marks the log as a tprimat launch for
     log analysis (``train/logs/analyse.py``). ``watch`` sees each line on arrival. Returns the exit code
     (negative: killed by that signal; 127: could not start).
     """
-    for path, text in files.items():
-        atomic_write_text(path, text)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # Line-buffered: each line reaches the kernel at once (a killed launcher loses none, a full disk shows).
     log = open(log_path, "w", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed below, errors handled per line

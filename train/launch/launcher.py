@@ -39,6 +39,7 @@ from utils.config.load import load_config
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
 from utils.files.locks import LockError, LockHeld, hold, result_lock_path
+from utils.io.atomic import atomic_write_text
 from utils.machine.hardware import detect_platform, device_problem
 from utils.schema.model import Result
 from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platform_names
@@ -170,12 +171,14 @@ def _run(ctx: RunContext, plan: LaunchPlan, signals: Signals,
     header = launch_header(ctx.platform, ctx.framework, ctx.model, ctx.run_index, config_hash(ctx.cfg))
     env = {**os.environ, **plan.env, "PYTHONUNBUFFERED": "1"}
     watch = watcher_for(ctx.cfg, plan, ctx.log_path)  # Megatron-style jobs: evaluations stamped, the stop at the target
+    for path, text in plan.files.items():  # the generated files, before anything of the job runs
+        atomic_write_text(path, text)
     with job_scratch(ctx.cfg.output_dir, ctx.result_path.stem) as scratch, measured as energy:
         # torchrun's --log-dir, given as its PET_ variable (the planned command stays as the dry run shows it): its
         # per-rank folder goes in the job's scratch folder, removed after the job, not in TMPDIR for good.
         if scratch is not None:
             env.setdefault("PET_LOG_DIR", str(scratch))
-        return run_logged(plan.argv, env, plan.cwd, plan.files, ctx.log_path, signals, header, watch), energy
+        return run_logged(plan.argv, env, plan.cwd, ctx.log_path, signals, header, watch), energy
 
 
 @exits_on_config_error()

@@ -22,12 +22,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from utils.dataset.megatron_modules import import_dataset_modules
+from utils.dataset.sample_digest import FedSample
+
+if TYPE_CHECKING:
+    from utils.dataset.digest_cache import Window
+    from utils.dataset.paths import JobData
 
 SPLIT_ALL_TRAIN = "100,0,0"
 NO_PAD = -1  # never a token id: no sample token is treated as padding (docs/SAMPLE_ORDER.md)
@@ -141,3 +146,25 @@ class MegatronSamples:
         """``[MBS, SL+1]`` token ids for 0-based optimizer ``step`` and ``micro``-batch on DP ``rank``."""
         first = (step * ga + micro) * mbs * dp + rank * mbs
         return torch.from_numpy(np.stack([self.sample(first + b) for b in range(mbs)]))
+
+
+def reference_samples(data: JobData, window: Window, facts: tuple[int, int], work: Path) -> list[FedSample]:
+    """What tran and deep feed, for the preflight's digest (``train/settings/samples.py``): the first two global
+    batches of :class:`MegatronSamples`, every position in the loss, ids as encoded; where the job evaluates, then
+    the first EVAL_SAMPLES of the held-out set as Megatron builds ``--valid-data-path`` (the virtualenv's
+    megatron-core, the tokenizer's ``facts``, vocabulary size and EOD: no token rewritten). Index caches in ``work``."""
+    vocab, eod = facts
+    (dataset_samples, count), ones = window.train, np.ones(window.seq_len, dtype=np.float32)
+    samples = MegatronSamples(prefix=data.prefix, seq_len=window.seq_len, seed=window.seed,
+                              num_samples=dataset_samples, cache_dir=work / "tran_cache", vocab_size=vocab, eod=eod)
+    found = [FedSample(w[:-1], w[1:], ones)
+             for w in (samples.sample(index) for index in range(min(count, len(samples.dataset))))]
+    if data.valid is None or window.valid is None:
+        return found
+    (dataset_samples, count), cache_dir = window.valid, work / "tran_valid_cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    config = gpt_dataset_config(data.valid, window.seq_len, window.seed, cache_dir,
+                                TokenizerFacts(data.valid, vocab, eod), valid=True)
+    dataset = build_valid_dataset(config, dataset_samples)
+    return found + [FedSample(item["tokens"].numpy(), item["labels"].numpy(), ones)
+                    for item in (dataset[index] for index in range(min(count, len(dataset))))]

@@ -1,4 +1,4 @@
-"""Samples of a framework's own megatron-core ``GPTDataset``: run in the framework's Python.
+"""Samples of a framework's own megatron-core ``GPTDataset``: run in the framework's Python, asked from tprimat's.
 
 ``python -m train.settings.sample_probe REQUESTS.json`` (each request names its ``.npz`` output; ``"split":
 "valid"`` builds a held-out set as ``--valid-data-path`` does), with the framework's code first on ``PYTHONPATH``
@@ -13,6 +13,9 @@ The tokenizer handed to the dataset is built the way each stack builds it: ``meg
 (``MegatronTokenizer.from_pretrained``, or the legacy class for a 0.12 tree), ``megatron-legacy`` (Primus v0.5.0's
 ``_HuggingFaceTokenizer``), ``nemo`` (NeMo 2.3's ``AutoTokenizer``), ``nemo-roles`` where NeMo is not installed
 (:class:`NemoRoles` gives the three facts the dataset reads: pad, eod, vocab_size).
+
+The asking side (:func:`framework_samples`, in tprimat's Python) lives here too, so one module owns the probe's
+request, its run and its answer; what it needs of tprimat is imported where it runs, not at the top.
 """
 
 from __future__ import annotations
@@ -21,12 +24,118 @@ import argparse
 import importlib
 import json
 import os
+import re
+import subprocess
 import sys
 import sysconfig
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from utils.dataset.digest_cache import DigestPlan, Window
+    from utils.dataset.paths import JobData
+    from utils.dataset.sample_digest import FedSample
+
+# How each framework builds the tokenizer its dataset gets (dataset_tokenizer's kinds).
+TOKENIZER_KIND = {"mega": "megatron-core", "prim": "megatron-legacy", "nemo": "nemo"}
+# The folders of a Megatron tree (or megatron-core wheel) whose code builds a framework's samples and its tokenizer.
+FRAMEWORK_DATASET_CODE = ("megatron/core/datasets", "megatron/core/tokenizers", "megatron/training/tokenizer")
+PROBE_TIMEOUT_S = 900
+SAMPLE_PROBE = "train.settings.sample_probe"  # this module, as the framework's Python runs it
+
+
+class SamplesUnavailable(RuntimeError):
+    """The framework's own dataset or tokenizer code failed in its Python: its exception, in one line."""
+
+
+@dataclass(frozen=True)
+class SampleSource:
+    """Where a framework's own first samples come from (what its plugin's ``resolve`` answers beside the record)."""
+
+    python: str  # the Python whose own dataset code builds them
+    code: Path | None = None  # the code put first on its path (a Megatron tree); None: the Python's own
+    # Those samples where the settings probe built them in the same Python (pending_samples; the preflight
+    # removes their folder), or that build's exception in the framework's words.
+    built: Path | None = None
+    error: str | None = None
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+
+
+def framework_error(stderr: str) -> str:
+    """The framework's exception line from a probe's stderr (the last ``XxxError: ...``), else its last lines."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    found = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return found[-1] if found else " | ".join(lines[-2:]) or "no output"
+
+
+def unavailable(framework: str, python: str, stderr: str) -> SamplesUnavailable:
+    """The framework's own dataset or tokenizer code failed in its Python: its exception line, in one line."""
+    return SamplesUnavailable(f"{framework}'s own dataset or tokenizer code failed in {python}: "
+                              f"{framework_error(stderr)} (train/settings/sample_probe.py, tokenizer built as "
+                              f"{framework} builds it: {TOKENIZER_KIND.get(framework, 'none')})")
+
+
+def sample_request(data: JobData, window: Window, framework: str, given: Path, work: Path) -> dict[str, Any]:
+    """One request of this probe (its ``.npz`` in ``work``): ``framework``'s training samples, its dataset handed
+    the tokenizer in ``given``."""
+    return {"tokenizer": TOKENIZER_KIND[framework], "tokenizer_dir": str(given),
+            "prefix": str(data.prefix), "seq_len": window.seq_len, "seed": window.seed,
+            "num_samples": window.train[1], "dataset_samples": window.train[0],
+            "cache_dir": str(work / "index_cache"), "out": str(work / "samples.npz")}
+
+
+def read_samples(out: Path) -> list[FedSample]:
+    """The samples a probe wrote (its ``.npz``)."""
+    from utils.dataset.sample_digest import FedSample  # tprimat's side only
+
+    data = np.load(out)
+    return [FedSample(t, labels, m) for t, labels, m in zip(data["tokens"], data["labels"], data["loss_mask"],
+                                                             strict=True)]
+
+
+def framework_samples(plan: DigestPlan, source: SampleSource, work: Path) -> list[FedSample]:
+    """The framework's own samples of ``plan``: its settings probe's failure raised, what it built read, else built
+    here by this probe in its Python (``source.code`` first on the path), the validation samples after the
+    training ones where the job evaluates. :class:`SamplesUnavailable` when its code fails."""
+    from utils.config.model import REPO_ROOT  # tprimat's side only
+
+    assert plan.side is not None and plan.given is not None, "asked for a framework with the tokenizer it is handed"
+    framework, python, data, window = plan.side.framework, source.python, plan.data, plan.window
+    if source.error is not None:
+        raise unavailable(framework, python, source.error)
+    if source.built is not None and source.built.is_file():
+        return read_samples(source.built)
+    request = [sample_request(data, window, framework, plan.given, work)]
+    if data.valid is not None and window.valid is not None:  # the validation samples, after the training ones
+        request.append({**request[0], "prefix": str(data.valid), "split": "valid", "num_samples": window.valid[1],
+                        "dataset_samples": window.valid[0], "out": str(work / "valid_samples.npz")})
+    (work / "request.json").write_text(json.dumps(request), encoding="utf-8")
+    path = [str(source.code)] if source.code else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    try:
+        proc = subprocess.run([python, "-m", SAMPLE_PROBE, str(work / "request.json")], capture_output=True,
+                              text=True, cwd=REPO_ROOT, env=env, timeout=PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise SamplesUnavailable(f"{framework}'s own dataset code did not build its first samples in "
+                                 f"{PROBE_TIMEOUT_S} s in {python}") from None
+    except OSError as exc:
+        raise SamplesUnavailable(f"{framework}'s Python {python} cannot be started: {exc}") from None
+    if proc.returncode != 0:
+        raise unavailable(framework, python, proc.stderr)
+    found: list[FedSample] = []
+    for one in request:
+        written = Path(one["out"])
+        if not written.is_file():
+            raise SamplesUnavailable(f"{framework}'s dataset probe exited 0 in {python} but wrote no {written.name}")
+        found += read_samples(written)
+    return found
 
 
 class NemoRoles:

@@ -6,6 +6,10 @@ size and the code (and Python) that builds them; :func:`entry_key` is a sha256 o
 never stale, only unused. The large ``.bin``/``.idx`` enter by identity (as ``utils/io/hash_cache.py``), small
 things by content. One JSON file per key under ``<DATA_DIR>/.tprimat/samples/`` (else ``OUTPUT_DIR``'s), written
 atomically; a malformed entry is a miss, and only a successful digest is stored.
+
+A job's digest is planned here once (:func:`digest_plan`: the window, the keys, what the store holds, the tokenizer's
+facts where samples must be built) and what was computed is kept by one call (:func:`keep_digests`), so the
+preflight (``train/settings/samples.py``) hands plain values down instead of asking for each part in turn.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.dataset.paths import JobData
+from utils.config.model import Config
+from utils.dataset.framework_tokenizer import framework_tokenizer
+from utils.dataset.paths import JobData, eod_id, vocab_size
+from utils.dataset.sample_digest import FedSample, digest_samples, first_difference, global_sample_count
 from utils.io.atomic import atomic_write_text
 from utils.io.hashing import sha256_dir
 from utils.machine.environment import installed_versions
@@ -79,6 +86,18 @@ class Window:
     gbs: int
     train: tuple[int, int]
     valid: tuple[int, int] | None
+
+
+def job_window(cfg: Config, data: JobData) -> Window:
+    """The job's window. Validation (where ``data`` has its held-out set): Megatron's size
+    (``get_train_valid_test_num_samples``, ``megatron/training/training.py:2709-2726`` at 847781764f; NeMo's
+    ``PreTrainingDataModule.build`` the same: an evaluation every EVAL_INTERVAL_STEPS steps plus the one after
+    training), which decides the epochs its shuffle covers; the digest covers its first EVAL_SAMPLES, the fixed
+    held-out set every evaluation reads on tran, deep and nemo (issue 50)."""
+    valid = None
+    if data.valid is not None:
+        valid = ((cfg.train_iters // cfg.eval_interval_steps + 1) * cfg.eval_samples, cfg.eval_samples)
+    return Window(cfg.sl, cfg.seed, cfg.gbs, (cfg.train_iters * cfg.gbs, global_sample_count(cfg.gbs)), valid)
 
 
 def reference_key(data: JobData, window: Window, repo: Path) -> tuple[str, dict[str, Any]]:
@@ -174,3 +193,108 @@ class DigestStore:
         record = {"key": key, "digest": entry.digest, "how": entry.how, "fields": dict(fields)}
         with contextlib.suppress(OSError):
             atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True)
+class FrameworkSide:
+    """A framework whose own dataset code builds its samples: what keys them besides tran's (:func:`framework_key`)."""
+
+    framework: str
+    tokenizer_kind: str
+    python: str
+    code_path: Path | None
+    code_folders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """One digest's key, the fields it is made of, and its stored entry (None: to compute)."""
+
+    key: str
+    fields: dict[str, Any]
+    entry: Entry | None
+
+
+@dataclass(frozen=True)
+class DigestPlan:
+    """What a job's samples digest needs, resolved once from its config and data (:func:`digest_plan`).
+
+    ``answer``: the digest and its words where no samples need building (the data not here, or a stored entry
+    answers); else the samples are built with ``window`` and ``facts`` (vocabulary size, EOD), or ``unreadable``
+    says why tran's cannot be. ``given``: the tokenizer the framework is handed, or ``given_error`` why not.
+    """
+
+    data: JobData
+    window: Window
+    store: DigestStore
+    answer: tuple[str | None, str] | None
+    reference: Keyed | None = None
+    side: FrameworkSide | None = None
+    framework: Keyed | None = None
+    given: Path | None = None
+    given_error: Exception | None = None
+    facts: tuple[int, int] | None = None
+    unreadable: Exception | None = None
+
+
+def digest_plan(cfg: Config, data: JobData, side: FrameworkSide | None, repo: Path) -> DigestPlan:
+    """The plan of a job's digest: the data's presence, the window, the store and what it holds for tran's samples
+    and (``side``) the framework's own. The tokenizer is read only where samples must be built: a stored digest
+    costs no tokenizer load (nor the megatron-core import of building them)."""
+    window = job_window(cfg, data)
+    missing = data.missing()
+    if missing:  # nothing is created for data that is not here (no store folder either)
+        return DigestPlan(data, window, DigestStore(None),
+                          (None, f"no samples digest: {', '.join(map(str, missing))} not here"))
+    store = DigestStore(store_folder(cfg.data_dir, cfg.output_dir))
+    key, fields = reference_key(data, window, repo)
+    reference = Keyed(key, fields, store.get(key))
+    framework, given, given_error, answer = None, None, None, reference.entry
+    if side is not None:
+        try:
+            given, _ = framework_tokenizer(data.tokenizer_dir, cfg.output_dir)
+        except Exception as exc:  # a tokenizer tran cannot read either is said as tran's failure (samples_digest)
+            given_error = exc
+        else:
+            framework_digest, framework_fields = framework_key(side.framework, side.tokenizer_kind, key, given,
+                                                               side.python, side.code_path, side.code_folders)
+            framework = Keyed(framework_digest, framework_fields, store.get(framework_digest))
+        answer = framework.entry if framework is not None else None
+    facts, unreadable = None, None
+    if answer is None:
+        try:
+            tokenizer = data.tokenizer
+            facts = (vocab_size(tokenizer), eod_id(tokenizer))
+        except Exception as exc:  # unreadable tokenizer: data/ready.py reports it before a real launch
+            unreadable = exc
+    return DigestPlan(data, window, store, None if answer is None else (answer.digest, answer.how), reference, side,
+                      framework, given, given_error, facts, unreadable)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What :func:`keep_digests` answers: the job's entry, or how the framework's samples differ from tran's."""
+
+    entry: Entry
+    difference: str | None = None
+
+
+def keep_digests(plan: DigestPlan, ours: list[FedSample] | None, ours_how: str, theirs: list[FedSample] | None,
+                 theirs_entry: Entry | None) -> Kept:
+    """Store tran's digest where it was built here, then judge the framework's (``theirs_entry``, its digest and
+    words): equal, it is stored and answered; different, the first difference is named (tran's samples
+    ``ours`` where built, else only that the digests differ) and nothing of the framework's is kept."""
+    assert plan.reference is not None, "only a plan without an answer has samples to keep"
+    reference = plan.reference.entry
+    if reference is None:
+        assert ours is not None, "tran's samples are built where none are stored"
+        reference = Entry(digest_samples(ours), ours_how)
+        plan.store.put(plan.reference.key, reference, plan.reference.fields)
+    if theirs is None or theirs_entry is None or plan.framework is None:
+        return Kept(reference)
+    if theirs_entry.digest != reference.digest:
+        difference = first_difference(theirs, ours) if ours is not None else "their digest differs from tran's"
+        if difference is not None:
+            return Kept(theirs_entry, difference)
+    plan.store.put(plan.framework.key, theirs_entry, plan.framework.fields)
+    return Kept(theirs_entry)

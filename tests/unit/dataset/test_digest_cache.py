@@ -15,8 +15,8 @@ from tests.helpers.tokenizers import real_format_tokenizer
 from train.settings.samples import SampleSource
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT, Config
-from utils.dataset.digest_cache import DigestStore, Entry, entry_key, store_folder
-from utils.dataset.paths import dataset_prefix, job_data, load_tokenizer, tokenizer_dir
+from utils.dataset.digest_cache import DigestStore, Entry, entry_key, job_window, store_folder
+from utils.dataset.paths import JobData, dataset_prefix, eod_id, job_data, load_tokenizer, tokenizer_dir, vocab_size
 
 SEQ_LEN = 32
 
@@ -41,19 +41,28 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 @pytest.fixture
 def samples_module(monkeypatch: pytest.MonkeyPatch):
-    """train.settings.samples with reference_samples counted."""
+    """train.settings.samples with tran's samples (train/rules/samples.py: reference_samples) counted."""
+    from train.rules import samples as rules
     from train.settings import samples
 
     calls = []
-    real = samples.reference_samples
+    real = rules.reference_samples
 
     def counted(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(samples, "reference_samples", counted)
+    monkeypatch.setattr(rules, "reference_samples", counted)
     samples.calls = calls
     return samples
+
+
+def trans_samples(cfg: Config, data: JobData, work: Path) -> list:
+    """tran's samples of the job, as samples_digest builds them (not counted)."""
+    from train.rules.samples import reference_samples
+
+    tokenizer = load_tokenizer(data.tokenizer_dir)
+    return reference_samples(data, job_window(cfg, data), (vocab_size(tokenizer), eod_id(tokenizer)), work)
 
 
 def _entries(cfg: Config) -> list[Path]:
@@ -72,7 +81,9 @@ def test_the_stored_digest_is_the_fresh_one_word_for_word(prepared: Config, samp
     assert first[0].startswith("sha256:") and len(samples_module.calls) == 1 and len(_entries(prepared)) == 1
     again = samples_module.samples_digest(prepared, llama, "deep")  # another job, same dataset and workload
     assert again == first and len(samples_module.calls) == 1  # not built again
-    monkeypatch.setattr(samples_module, "store_folder", lambda data_dir, output_dir: None)  # no store: as before
+    from utils.dataset import digest_cache
+
+    monkeypatch.setattr(digest_cache, "store_folder", lambda data_dir, output_dir: None)  # no store: as before
     assert samples_module.samples_digest(prepared, llama, "tran") == first and len(samples_module.calls) == 2
     assert samples_module.dry_run_note(prepared, llama).startswith(f"samples_digest {first[0]}: ")
 
@@ -126,9 +137,9 @@ def test_a_frameworks_own_digest_is_kept_per_python_and_a_difference_still_stops
     _clear(prepared)
     probed = []
 
-    def fake_probe(data, window, framework, python, code_path, work, given):
-        probed.append(given)
-        return samples_module.reference_samples(data, window, work / "probe")
+    def fake_probe(plan, source, work):
+        probed.append(plan.given)
+        return trans_samples(prepared, plan.data, work / "probe")
 
     monkeypatch.setattr(samples_module, "framework_samples", fake_probe)
     tran = samples_module.samples_digest(prepared, llama, "tran")
@@ -140,8 +151,8 @@ def test_a_frameworks_own_digest_is_kept_per_python_and_a_difference_still_stops
     assert samples_module.samples_digest(prepared, llama, "mega", SampleSource(sys.executable)) == (digest, how)
     assert len(probed) == 2
 
-    def other_samples(data, window, framework, python, code_path, work, given):
-        found = samples_module.reference_samples(data, window, work / "probe")
+    def other_samples(plan, source, work):
+        found = trans_samples(prepared, plan.data, work / "probe")
         found[1].tokens[3] = 0
         return found
 
@@ -162,10 +173,12 @@ def test_the_settings_probe_builds_the_pending_samples_in_the_same_python(prepar
     _clear(prepared)
     pending = samples_module.pending_samples(prepared, llama, "mega", sys.executable, None)
     assert pending is not None and pending.request["tokenizer"] == "megatron-core" and pending.work.is_dir()
-    ours = samples_module.reference_samples(llama, samples_module.sample_window(prepared, llama), tmp_path / "tran")
+    ours = trans_samples(prepared, llama, tmp_path / "tran")
     np.savez(pending.out, tokens=np.stack([s.tokens for s in ours]), labels=np.stack([s.labels for s in ours]),
              loss_mask=np.stack([s.loss_mask for s in ours]))
-    monkeypatch.setattr(samples_module, "framework_samples", lambda *a, **k: pytest.fail("no second Python"))
+    from train.settings import sample_probe
+
+    monkeypatch.setattr(sample_probe.subprocess, "run", lambda *a, **k: pytest.fail("no second Python"))
     built = SampleSource(sys.executable, built=pending.out)
     digest, how = samples_module.samples_digest(prepared, llama, "mega", built)
     assert how == f"{len(ours)} samples of mega's own GPTDataset, equal to tran's"

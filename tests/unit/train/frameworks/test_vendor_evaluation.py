@@ -120,7 +120,7 @@ def test_a_stopped_mega_run_gives_an_ok_result_with_its_quality_block(tmp_path: 
            "TPRIMAT_FAKE_SIGNAL_WAIT_S": "5", "TPRIMAT_FAKE_SIGNAL_AT": "3",  # 5 <= TARGET_LOSS: the third
            "TPRIMAT_FAKE_WATCH_RECORD": str(record_path(ctx.log_path))}  # the others wait only for the watcher
     with Signals() as signals:
-        code = run_logged(argv, env, None, {}, ctx.log_path, signals, watch=watch)
+        code = run_logged(argv, env, None, ctx.log_path, signals, watch=watch)
     assert code == 0 and watch.stopped
     result = build_result(cfg, log_path=ctx.log_path, platform="nvd", framework="mega", model="llama",
                           returncode=code, shape=get_shape("llama", "full"))

@@ -38,7 +38,7 @@ def run_stand_in(tmp_path: Path, *flags: str, target: float | None, stop: bool =
     if stop_at:
         env.update(TPRIMAT_FAKE_SIGNAL_AT=str(stop_at), TPRIMAT_FAKE_WATCH_RECORD=str(record_path(log)))
     with Signals() as signals:
-        code = run_logged(argv, env, None, {}, log, signals, watch=watch)
+        code = run_logged(argv, env, None, log, signals, watch=watch)
     return code, watch, log
 
 

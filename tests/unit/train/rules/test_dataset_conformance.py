@@ -150,9 +150,12 @@ def stack_runs(prepared: Config, with_validation: Config, tmp_path_factory: pyte
     """Every stack's samples of every model, and its validation samples (issue 34): one probe process per stack;
     the mega stacks' processes also build the preflight's samples of :func:`preflight_builds`, keyed
     (what, model, image)."""
-    from train.settings.samples import sample_request, sample_window, valid_dataset_samples, valid_digest_count
+    from train.settings.sample_probe import sample_request
+    from utils.dataset.digest_cache import job_window
     from utils.dataset.framework_tokenizer import framework_tokenizer
     from utils.dataset.paths import valid_prefix
+
+    dataset_samples, digest_count = job_window(with_validation, job_data(with_validation, "llama")).valid
 
     found: dict[tuple[str, ...], ProbeResult] = {}
     built: dict[tuple[str, str, str], Build] = {}
@@ -161,12 +164,12 @@ def stack_runs(prepared: Config, with_validation: Config, tmp_path_factory: pyte
                                  dataset_prefix(prepared, model), SEQ_LEN, SEED, SAMPLES)
                     for model in REAL_FORMAT_MODELS]
         requests += [ProbeRequest(tokenizer_kind, launch_tokenizer_dir(prepared, model, launcher),
-                                  valid_prefix(prepared, model), SEQ_LEN, SEED, valid_digest_count(with_validation),
-                                  split="valid", dataset_samples=valid_dataset_samples(with_validation))
+                                  valid_prefix(prepared, model), SEQ_LEN, SEED, digest_count,
+                                  split="valid", dataset_samples=dataset_samples)
                      for model in REAL_FORMAT_MODELS]
         configs = preflight_builds(prepared, image, tmp_path_factory) if launcher == "mega" else {}
         # what samples_digest asks of the framework's Python: the tokenizer it is given, as the preflight gives it
-        groups = [[sample_request(job_data(cfg, model), sample_window(cfg, job_data(cfg, model)), "mega",
+        groups = [[sample_request(job_data(cfg, model), job_window(cfg, job_data(cfg, model)), "mega",
                                   framework_tokenizer(tokenizer_dir(cfg, model), cfg.output_dir)[0],
                                   tmp_path_factory.mktemp(f"{what}-{model}-{image}"))]
                   for (what, model), cfg in configs.items()]
@@ -236,7 +239,9 @@ def test_preflight_digest_equals_tran_and_a_difference_stops_the_job(
     digest, how = digest_of(built["digest", "qwen", "amd"], "qwen")
     reference, _ = samples.samples_digest(cfg, job_data(cfg, "qwen"), "tran")
     assert digest is not None and digest == reference and "equal to tran's" in how
-    monkeypatch.setattr(samples, "framework_tokenizer", lambda source, output_dir: (source, None))  # today's bug
+    from utils.dataset import digest_cache
+
+    monkeypatch.setattr(digest_cache, "framework_tokenizer", lambda source, output_dir: (source, None))  # the bug
     with pytest.raises(samples.SamplesDiffer, match=r"sample \d+, position \d+: (tokens|labels) \d+ against \d+"):
         samples.samples_digest(cfg, job_data(cfg, "qwen"), "mega", SampleSource(sys.executable, site))
 
@@ -347,11 +352,13 @@ def test_validation_samples_are_trans_on_each_stacks_own_dataset_code(
         model: str) -> None:
     """Issue 34: the validation split as each stack's own megatron-core builds --valid-data-path (NeMo: its data
     module's "validation" path) at Megatron's size, equal to tran's, so equal across stacks."""
-    from train.settings.samples import reference_samples, sample_window
+    from train.rules.samples import reference_samples
+    from utils.dataset.digest_cache import job_window
 
     data = job_data(with_validation, model)
-    window = sample_window(with_validation, data)
-    reference = reference_samples(data, window, tmp_path / "tran")[window.train[1]:]
+    window, tokenizer = job_window(with_validation, data), load_tokenizer(data.tokenizer_dir)
+    facts = vocab_size(tokenizer), eod_id(tokenizer)
+    reference = reference_samples(data, window, facts, tmp_path / "tran")[window.train[1]:]
     ours = Samples(*(np.stack([getattr(s, name) for s in reference]) for name in ("tokens", "labels", "loss_mask")))
     assert len(reference) == 16
     difference = first_difference(stack_samples[stack, model, "valid"].samples, ours)
