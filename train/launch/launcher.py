@@ -120,7 +120,7 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
         print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
         try:
             settings = before_launch(ctx, plugin, plan) if plugin.preflight is None else plugin.preflight(ctx, plan)
-        except (PreflightError, FrameworkUnavailable) as exc:  # a job whose framework is missing would only crash
+        except (PreflightError, FrameworkUnavailable) as exc:  # a framework missing here: refused, not a crash later
             reason = f"preflight: {exc}"
         if reason is None and signals is not None and signals.signum:
             reason, status = f"interrupted by {signals.name} before the job started", "incomplete"
