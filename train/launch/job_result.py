@@ -10,7 +10,9 @@ In-process plugins (``tran``, ``deep``, ``nemo``) collect with :func:`collect_ow
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,14 +54,14 @@ class JobResult:
         self.ctx = ctx
         self.file = ResultFile(ctx.result_path, job_facts(ctx))
 
-    def start(self) -> RunContext:
-        """Room and an ``incomplete`` placeholder (``OutputDirError``: one line); a previous run's steps removed.
-
-        Returns the context the job runs with: its plugin can tell the job's own result from the placeholder.
-        """
-        self.file.start()
-        self.ctx = replace(self.ctx, result_file=self.file)
-        return self.ctx
+    @contextlib.contextmanager
+    def on_record(self) -> Iterator[RunContext]:
+        """The block runs with the result file locked and on record (``ResultFile.on_record``: ``LockHeld`` or
+        ``OutputDirError``, one line), and with the context the job runs with: its plugin can tell the job's own
+        result from the placeholder."""
+        with self.file.on_record():
+            self.ctx = replace(self.ctx, result_file=self.file)
+            yield self.ctx
 
     def write(self, signals: Signals, checked: Checked | Refusal, ran: Ran | None = None) -> int:
         """Emit the result and write it; the launcher's exit code (0 ok, 128 + signal when stopped, else 1).
