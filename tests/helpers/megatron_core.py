@@ -170,7 +170,7 @@ def wheel_samples(version: str, requests: list[ProbeRequest], work: Path,
 def wheel_run(version: str, requests: list[ProbeRequest], work: Path, image: str | None = None,
               builds: list[list[dict[str, Any]]] | None = None) -> tuple[list[ProbeResult], list[dict[str, Any]]]:
     """:func:`wheel_samples`, and in the same interpreter (one start of torch, megatron-core and transformers
-    fewer each) ``builds``: groups of the preflight's own sample requests (``train/settings/samples.py:
+    fewer each) ``builds``: groups of the preflight's own sample requests (``train/settings/sample_probe.py:
     sample_request``), each built as the settings probe builds them (``train/settings/probe_common.py:
     build_samples``); its answer per group, ``samples_built`` or ``samples_error``. Without ``builds`` the probe
     runs as the preflight's sample probe runs, ``python -m train.settings.sample_probe REQUESTS.json``."""

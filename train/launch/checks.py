@@ -17,44 +17,19 @@ from data.ready import dataset_problem
 from train.launch.contract import LaunchPlan, Plugin, RunContext
 from train.launch.torchrun import binds_master_port
 from train.settings.samples import dry_run_note
-from utils.machine.hardware import device_memory
 from utils.machine.rendezvous import port_problem
-from utils.measure.memory import Estimate, Verdict, estimate, recipe_for, verdict
+from utils.measure.memory import MemoryCheck, memory_check
 from utils.measure.quality import evaluation_note, interval_warning
 from utils.schema.hardware import FrameworkVersions
-from utils.schema.measures import MemoryEstimate
 from utils.schema.run import EffectiveSettings
-from utils.spec.models import workload_shape
-
-
-@dataclass(frozen=True)
-class MemoryCheck:
-    """One job's estimate and what the launcher does with it."""
-
-    estimate: Estimate
-    verdict: Verdict
-    forced: bool
-
-    @property
-    def record(self) -> MemoryEstimate:
-        return self.estimate.record(forced=self.forced and self.verdict.refusal is None and self.estimate.fits is False)
-
-    def dry_run_note(self) -> str:
-        """The dry run's line: the estimate, and what a real run would do with it."""
-        if self.verdict.refusal:
-            return f"memory: {self.verdict.refusal} (a real run refuses it; --force runs it anyway)"
-        said = "; ".join(self.verdict.warnings) or self.estimate.line()
-        return f"memory: {said}"
 
 
 def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool = False) -> MemoryCheck:
     """The estimate of ``ctx``'s job on its platform's GPU, and the verdict (refuse, or go with warnings)."""
     # A plugin without memory() (the test suite's stand-ins) is sized as the framework it stands in for.
     own = getattr(plugin, "memory", None)
-    recipe = own(ctx, plan) if own is not None else recipe_for(ctx.framework, ctx.cfg)
-    shape = workload_shape(ctx.cfg, ctx.model)
-    result = estimate(shape, ctx.cfg, recipe, device_memory(ctx.platform))
-    return MemoryCheck(result, verdict(result, force=force), force)
+    return memory_check(ctx.framework, ctx.shape, ctx.cfg, ctx.platform, own(ctx, plan) if own is not None else None,
+                        force)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from train.launch.target_watch import watcher_for
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
 from train.settings.platform_env import cache_env
+from train.settings.runner import FrameworkUnavailable
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.dataset.fingerprint import config_hash
@@ -118,7 +119,7 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
         print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
         try:
             settings = before_launch(ctx, plugin, plan) if plugin.preflight is None else plugin.preflight(ctx, plan)
-        except PreflightError as exc:
+        except (PreflightError, FrameworkUnavailable) as exc:  # a job whose framework is missing would only crash
             reason = f"preflight: {exc}"
         if reason is None and signals is not None and signals.signum:
             reason, status = f"interrupted by {signals.name} before the job started", "incomplete"

@@ -30,8 +30,8 @@ from utils.measure.power import log_power_metrics, null_power_metrics
 from utils.result.failures import PROBLEM_PATTERNS, is_interrupted, shorten
 from utils.result.file import finalize_result, new_result, update_result
 from utils.result.step_log import record_steps
-from utils.schema.block import MAX_STEPS
 from utils.schema.hardware import Environment, FrameworkVersions, GpuInfo
+from utils.schema.limits import MAX_STEPS
 from utils.schema.measures import FrameworkReported, MemoryMetrics, PerformanceMetrics, PowerMetrics, Source, SourceFile
 from utils.schema.model import Result
 from utils.schema.run import Fingerprint

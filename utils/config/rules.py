@@ -17,7 +17,7 @@ from pathlib import PurePath
 from typing import Any
 
 from utils.io.sanitise import one_line, unsafe_character
-from utils.schema.block import MAX_STEPS
+from utils.schema.limits import MAX_STEPS
 from utils.spec.registry import framework_choices, model_names, platform_names
 
 
@@ -42,7 +42,7 @@ MEGATRON_IMPLS = ("transformer_engine", "local")
 # Upper bound of every count (steps, sizes, ranks, workers): these values reach C int fields (NCCL ranks and world
 # sizes, data-loader and dataset indices) and JSON readers, and 2**31 - 1 is the largest every one holds exactly.
 MAX_COUNT = 2**31 - 1
-# The most steps a run may have (TRAIN_ITERS): the most a result holds (utils/schema/block.py MAX_STEPS, which says
+# The most steps a run may have (TRAIN_ITERS): the most a result holds (utils/schema/limits.py MAX_STEPS, which says
 # why), so that every run's result can be read back.
 MAX_TRAIN_ITERS = MAX_STEPS
 # The longest text value (a path, a name, a word of a list): Linux's PATH_MAX, the longest path a file can have.

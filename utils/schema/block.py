@@ -19,10 +19,6 @@ NonNegative = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
 Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
-# The most steps a run may have, and so the most entries a per-step array (and the list of evaluations) may hold:
-# the longest schedule tprimat runs, MLPerf's reference (train/profiles/mlperf.py MAX_STEPS). It is TRAIN_ITERS's bound,
-# and what reading a result may cost in memory follows from it (utils/schema/model.py RESULT_LIMITS).
-MAX_STEPS = 1_200_000
 
 
 class Block(BaseModel):

@@ -14,8 +14,9 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from utils.io.sanitise import one_line
-from utils.schema.block import MAX_STEPS, Block, Figure, NonNegative, Positive
+from utils.schema.block import Block, Figure, NonNegative, Positive
 from utils.schema.hardware import Environment, FrameworkVersions, GpuInfo
+from utils.schema.limits import MAX_STEPS
 from utils.schema.measures import MemoryEstimate, MemoryMetrics, PerformanceMetrics, PowerMetrics, Profiling, Source
 from utils.schema.mlperf import Mlperf, Published
 from utils.schema.quality import Evaluation, Quality

@@ -7,7 +7,8 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
-from utils.schema.block import MAX_FIGURE, MAX_STEPS, Block, Count, Figure, NonNegative, Positive
+from utils.schema.block import MAX_FIGURE, Block, Count, Figure, NonNegative, Positive
+from utils.schema.limits import MAX_STEPS
 
 # The figures "to target" a quality block holds; each is null with its reason in ``null_reasons``.
 TO_TARGET_FIELDS = ("time_to_target_s", "samples_to_target", "tokens_to_target", "energy_to_target_kwh",

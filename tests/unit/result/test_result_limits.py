@@ -22,7 +22,8 @@ from utils.config.rules import MAX_TRAIN_ITERS, RULES, ConfigError
 from utils.io.json_input import JsonInputError, read_json
 from utils.measure.quality import non_finite_reason
 from utils.result.file import ResultError, read_result
-from utils.schema.block import MAX_INT, MAX_STEPS
+from utils.schema.block import MAX_INT
+from utils.schema.limits import MAX_STEPS
 from utils.schema.model import (
     PER_STEP_ARRAYS,
     RESULT_BASE_CONTAINERS,
