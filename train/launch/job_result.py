@@ -3,8 +3,8 @@
 :class:`JobResult` is the only place the launcher builds a job's result: the memory estimate, the preflight's
 settings and versions, the profile, the framework's own result (or why there is none), the energy
 (``train/launch/energy.py``) and the status a signal leaves, composed once in :meth:`JobResult.emit` for every
-ending. The result file's life (room reserved, the ``incomplete`` placeholder, the final update and write with its
-fallbacks) is ``utils/files/result_file.py``'s ``ResultFile``, started once and finished once from here.
+ending. The result file's life (its lock, room reserved, the ``incomplete`` placeholder, the final update and write
+with its fallbacks) is ``utils/files/result_file.py``'s ``ResultFile``, put on record once and finished once from here.
 In-process plugins (``tran``, ``deep``, ``nemo``) collect with :func:`collect_own_result`.
 """
 
