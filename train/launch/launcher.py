@@ -38,7 +38,7 @@ from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
-from utils.files.locks import LockError, LockHeld, hold, result_lock_path
+from utils.files.locks import LockError, LockHeld
 from utils.io.atomic import atomic_write_text
 from utils.machine.hardware import detect_platform, device_problem
 from utils.schema.model import Result
@@ -73,9 +73,8 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
             check_writable_dir(ctx.cfg.output_dir)
             if not writes_result(ctx):
                 return _run_unrecorded(ctx, plugin, signals)
-            with hold(result_lock_path(ctx.result_path), f"the result {ctx.result_path.name}"):
-                job = JobResult(ctx)  # on record before the checks: however the job ends, one result
-                ctx = job.start()
+            job = JobResult(ctx)
+            with job.on_record() as ctx:  # locked and on record before the checks: however the job ends, one result
                 checked = check_job(ctx, plugin, signals)
                 ran = None if isinstance(checked, Refusal) else _run_and_collect(ctx, plugin, checked.plan, signals)
                 return job.write(signals, checked, ran)
