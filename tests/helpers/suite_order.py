@@ -22,7 +22,7 @@ from collections.abc import Sequence
 # Heaviest first: worker seconds per file (calls and set-ups) in the whole-suite runs of fbf5242 and 6a30842 on
 # the 2-core VM, three workers (the 60 slowest test durations of each; docs/PERFORMANCE.md, "The test suite").
 # Files of about 25 s and more; an order, not a budget, so rough figures suffice. The files marked "alone" came
-# later: their calls' seconds each file alone, niced, on the 2-core VM at load 5-8 (2026-12-07), set-ups aside
+# later: their calls' seconds each file alone, niced, on the 2-core VM at load 3-8 (2026-12-07), set-ups aside
 # (the sample data is built once per suite); a file of one or a few tests is the one xdist would leave last.
 SLOWEST_FILES: tuple[str, ...] = (
     "tests/unit/train/frameworks/test_deep.py",  # 250-280 s: the 2-rank ZeRO-2 comparison, ZeRO-3

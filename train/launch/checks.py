@@ -15,46 +15,29 @@ from dataclasses import dataclass, field
 
 from data.ready import dataset_problem
 from train.launch.contract import LaunchPlan, Plugin, RunContext
-from train.launch.torchrun import binds_master_port
 from train.settings.samples import dry_run_note
-from utils.machine.hardware import device_memory
+from utils.config.model import Config
 from utils.machine.rendezvous import port_problem
-from utils.measure.memory import Estimate, Verdict, estimate, recipe_for, verdict
+from utils.measure.memory import MemoryCheck, memory_check
 from utils.measure.quality import evaluation_note, interval_warning
 from utils.schema.hardware import FrameworkVersions
-from utils.schema.measures import MemoryEstimate
 from utils.schema.run import EffectiveSettings
-from utils.spec.models import workload_shape
 
 
-@dataclass(frozen=True)
-class MemoryCheck:
-    """One job's estimate and what the launcher does with it."""
-
-    estimate: Estimate
-    verdict: Verdict
-    forced: bool
-
-    @property
-    def record(self) -> MemoryEstimate:
-        return self.estimate.record(forced=self.forced and self.verdict.refusal is None and self.estimate.fits is False)
-
-    def dry_run_note(self) -> str:
-        """The dry run's line: the estimate, and what a real run would do with it."""
-        if self.verdict.refusal:
-            return f"memory: {self.verdict.refusal} (a real run refuses it; --force runs it anyway)"
-        said = "; ".join(self.verdict.warnings) or self.estimate.line()
-        return f"memory: {said}"
+def binds_master_port(cfg: Config, argv: list[str], env: dict[str, str]) -> bool:
+    """Does this plan's node 0 bind MASTER_PORT, which must then be free before the start: torchrun's rendezvous
+    flag (``train/launch/torchrun.py`` ``torchrun_argv``), or a worker started by its ``worker_argv`` without torchrun
+    (its process group's store listens there)."""
+    return (f"--master-port={cfg.master_port}" in argv
+            or (env.get("ROLE_WORLD_SIZE") == "1" and env.get("MASTER_PORT") == str(cfg.master_port)))
 
 
 def check_memory(ctx: RunContext, plugin: Plugin, plan: LaunchPlan, force: bool = False) -> MemoryCheck:
     """The estimate of ``ctx``'s job on its platform's GPU, and the verdict (refuse, or go with warnings)."""
     # A plugin without memory() (the test suite's stand-ins) is sized as the framework it stands in for.
     own = getattr(plugin, "memory", None)
-    recipe = own(ctx, plan) if own is not None else recipe_for(ctx.framework, ctx.cfg)
-    shape = workload_shape(ctx.cfg, ctx.model)
-    result = estimate(shape, ctx.cfg, recipe, device_memory(ctx.platform))
-    return MemoryCheck(result, verdict(result, force=force), force)
+    return memory_check(ctx.framework, ctx.shape, ctx.cfg, ctx.platform, own(ctx, plan) if own is not None else None,
+                        force)
 
 
 @dataclass(frozen=True)
@@ -72,13 +55,11 @@ def check_start(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> Findings:
     """Every check of a planned job before it starts, each once: memory (first: ``--force`` passes it), the port
     node 0 binds and the dataset (each problem its own line, one refusal), the evaluation cadence (a warning); the
     dry run's notes besides: what a real run would do, the samples digest, the evaluation."""
+    binds_port = ctx.cfg.node_rank == 0 and binds_master_port(ctx.cfg, plan.argv, plan.env)  # which checks apply
     memory = check_memory(ctx, plugin, plan, ctx.force)
-    problems = []
-    if ctx.cfg.node_rank == 0 and binds_master_port(ctx.cfg, plan.argv, plan.env):
-        problems.append(port_problem(ctx.cfg.master_port))
-    if plan.reads_dataset:
-        problems.append(dataset_problem(ctx.cfg, ctx.model))
-    problems = [problem for problem in problems if problem]
+    found = [port_problem(ctx.cfg.master_port) if binds_port else None,
+             dataset_problem(ctx.cfg, ctx.model) if plan.reads_dataset else None]
+    problems = [problem for problem in found if problem]
     interval = [warning for warning in [interval_warning(ctx.cfg)] if warning]  # issue 34
     evaluation = evaluation_note(ctx.cfg)
     notes = []

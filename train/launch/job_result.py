@@ -3,14 +3,16 @@
 :class:`JobResult` is the only place the launcher builds a job's result: the memory estimate, the preflight's
 settings and versions, the profile, the framework's own result (or why there is none), the energy
 (``train/launch/energy.py``) and the status a signal leaves, composed once in :meth:`JobResult.emit` for every
-ending. The result file's life (room reserved, the ``incomplete`` placeholder, the final update and write with its
-fallbacks) is ``utils/files/result_file.py``'s ``ResultFile``, started once and finished once from here.
+ending. The result file's life (its lock, room reserved, the ``incomplete`` placeholder, the final update and write
+with its fallbacks) is ``utils/files/result_file.py``'s ``ResultFile``, put on record once and finished once from here.
 In-process plugins (``tran``, ``deep``, ``nemo``) collect with :func:`collect_own_result`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,14 +54,14 @@ class JobResult:
         self.ctx = ctx
         self.file = ResultFile(ctx.result_path, job_facts(ctx))
 
-    def start(self) -> RunContext:
-        """Room and an ``incomplete`` placeholder (``OutputDirError``: one line); a previous run's steps removed.
-
-        Returns the context the job runs with: its plugin can tell the job's own result from the placeholder.
-        """
-        self.file.start()
-        self.ctx = replace(self.ctx, result_file=self.file)
-        return self.ctx
+    @contextlib.contextmanager
+    def on_record(self) -> Iterator[RunContext]:
+        """The block runs with the result file locked and on record (``ResultFile.on_record``: ``LockHeld`` or
+        ``OutputDirError``, one line), and with the context the job runs with: its plugin can tell the job's own
+        result from the placeholder."""
+        with self.file.on_record():
+            self.ctx = replace(self.ctx, result_file=self.file)
+            yield self.ctx
 
     def write(self, signals: Signals, checked: Checked | Refusal, ran: Ran | None = None) -> int:
         """Emit the result and write it; the launcher's exit code (0 ok, 128 + signal when stopped, else 1).

@@ -33,11 +33,12 @@ from train.launch.target_watch import watcher_for
 from train.logs.patterns import launch_header
 from train.profiles import ProfileError
 from train.settings.platform_env import cache_env
+from train.settings.runner import FrameworkUnavailable
 from utils.config.cli import exits_on_config_error
 from utils.config.load import load_config
 from utils.dataset.fingerprint import config_hash
 from utils.files.disk import OutputDirError, check_writable_dir
-from utils.files.locks import LockError, LockHeld, hold, result_lock_path
+from utils.files.locks import LockError, LockHeld
 from utils.io.atomic import atomic_write_text
 from utils.machine.hardware import detect_platform, device_problem
 from utils.schema.model import Result
@@ -72,9 +73,8 @@ def launch(ctx: RunContext, plugin: Plugin, dry_run: bool = False) -> int:
             check_writable_dir(ctx.cfg.output_dir)
             if not writes_result(ctx):
                 return _run_unrecorded(ctx, plugin, signals)
-            with hold(result_lock_path(ctx.result_path), f"the result {ctx.result_path.name}"):
-                job = JobResult(ctx)  # on record before the checks: however the job ends, one result
-                ctx = job.start()
+            job = JobResult(ctx)
+            with job.on_record() as ctx:  # locked and on record before the checks: however the job ends, one result
                 checked = check_job(ctx, plugin, signals)
                 ran = None if isinstance(checked, Refusal) else _run_and_collect(ctx, plugin, checked.plan, signals)
                 return job.write(signals, checked, ran)
@@ -119,7 +119,7 @@ def check_job(ctx: RunContext, plugin: Plugin, signals: Signals | None = None) -
         print(f"tprimat: preflight of {ctx.platform}/{ctx.framework}/{ctx.model} ...", flush=True)
         try:
             settings = before_launch(ctx, plugin, plan) if plugin.preflight is None else plugin.preflight(ctx, plan)
-        except PreflightError as exc:
+        except (PreflightError, FrameworkUnavailable) as exc:  # a framework missing here: refused, not a crash later
             reason = f"preflight: {exc}"
         if reason is None and signals is not None and signals.signum:
             reason, status = f"interrupted by {signals.name} before the job started", "incomplete"

@@ -16,7 +16,7 @@ import shutil
 import sys
 
 from train.launch.context import job_context, load_plugin
-from train.launch.contract import LaunchPlan, Plugin, PreflightError, Resolution, RunContext
+from train.launch.contract import LaunchPlan, Plugin, PreflightError, RunContext
 from train.profiles import ProfileError
 from train.rules.cp_comm import cp_layout_problem
 from train.rules.versions import framework_versions
@@ -37,7 +37,8 @@ from utils.spec.registry import FRAMEWORKS, framework_names, model_names, platfo
 
 
 def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
-    """The check run on its own (``python -m train.launch.preflight``, the tests): the framework's plugin loaded here.
+    """The check run on its own (``python -m train.launch.preflight``, the tests): :func:`before_launch` with the
+    framework's plugin loaded here, its record.
 
     Raises :class:`PreflightError` (a difference or a rejection: setting and both values
     named) or :class:`train.settings.runner.FrameworkUnavailable` (framework Python or
@@ -45,43 +46,25 @@ def preflight(ctx: RunContext, plan: LaunchPlan) -> EffectiveSettings:
     """
     if ctx.framework not in FRAMEWORKS:
         raise PreflightError(f"framework {ctx.framework!r}: no resolver (known: {', '.join(FRAMEWORKS)})")
-    return checked_record(ctx, plan, resolved(ctx, load_plugin(ctx.framework), plan))
+    return before_launch(ctx, load_plugin(ctx.framework), plan)[0]
 
 
 def before_launch(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> tuple[EffectiveSettings, FrameworkVersions]:
     """What train/launch/launcher.py runs before every real job, with the plugin that planned it: the settings the
-    framework resolves, checked, and the versions of the trees it resolved them from.
+    framework's own code resolves, checked, the record to store, and the versions of the trees they came from.
 
-    Raises :class:`PreflightError` with one line; a framework that cannot be run here
-    (:class:`FrameworkUnavailable`) is folded into it, because a job whose framework is
-    missing would only crash later.
+    Checked in one order, the first finding raised as a :class:`PreflightError` in one line: the framework's
+    rejection; a CP layout Transformer Engine cannot run (issue 40); every setting against what the job must run
+    (:func:`train.settings.expected.required_settings`), the first difference named with both values and who
+    requires it; the samples the framework feeds against tran's (the digest, issue 40). The record keeps only JSON
+    scalars (the result model's ``EffectiveSettings.settings``), sorted. A framework that cannot be run here raises
+    :class:`FrameworkUnavailable` (the launcher refuses the job with it, the CLI exits 2).
     """
     try:
-        resolution = resolved(ctx, plugin, plan)
-        megatron_tree, primus_tree = plugin.framework_trees(ctx)
-        effective = checked_record(ctx, plan, resolution)
-    except FrameworkUnavailable as exc:
-        raise PreflightError(str(exc)) from None
-    return effective, framework_versions(ctx.framework, megatron_tree=megatron_tree, primus_tree=primus_tree)
-
-
-def resolved(ctx: RunContext, plugin: Plugin, plan: LaunchPlan) -> Resolution:
-    """The job's effective settings as the framework's own code resolves them; its rejection a :class:`PreflightError`
-    naming the setting."""
-    try:
-        return plugin.resolve(ctx, plan)
+        resolution = plugin.resolve(ctx, plan)
     except FrameworkRejected as exc:
         raise PreflightError(str(exc), setting=exc.setting) from None
-
-
-def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) -> EffectiveSettings:
-    """The resolution checked, the record to store (its samples removed once digested).
-
-    In one order, the first finding raised: a CP layout Transformer Engine cannot run (issue 40); every setting
-    against what the job must run (:func:`train.settings.expected.required_settings`), the first difference named
-    with both values and who requires it; the samples the framework feeds against tran's (the digest, issue 40).
-    The record keeps only JSON scalars (the result model's ``EffectiveSettings.settings``), sorted.
-    """
+    megatron_tree, primus_tree = plugin.framework_trees(ctx)
     record, built = resolution.record, resolution.samples.built if resolution.samples is not None else None
     try:
         layout = cp_layout_problem(record)
@@ -109,8 +92,9 @@ def checked_record(ctx: RunContext, plan: LaunchPlan, resolution: Resolution) ->
     stand_ins = "; stand-ins on this host: " + "; ".join(resolution.notes) if resolution.notes else ""
     scalars = {key: value for key, value in sorted({**record, DIGEST_KEY: digest}.items())
                if value is None or isinstance(value, (str, int, float, bool))}
-    return EffectiveSettings(settings=scalars, env=dict(plan.env),
-                             resolved_by=f"{resolution.resolved_by}; {DIGEST_KEY}: {how}{stand_ins}")
+    effective = EffectiveSettings(settings=scalars, env=dict(plan.env),
+                                  resolved_by=f"{resolution.resolved_by}; {DIGEST_KEY}: {how}{stand_ins}")
+    return effective, framework_versions(ctx.framework, megatron_tree=megatron_tree, primus_tree=primus_tree)
 
 
 # ---------------------------------------------------------------------------
@@ -142,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx = context_for(cfg, args.platform, args.framework, args.model)
         print(f"tprimat preflight: resolving {args.platform}/{args.framework}/{args.model} ...", file=sys.stderr)
         plugin = load_plugin(args.framework)
-        record = checked_record(ctx, plan := plugin.plan(ctx), resolved(ctx, plugin, plan))
+        record, _ = before_launch(ctx, plugin, plugin.plan(ctx))
     except ProfileError as exc:  # a profile is part of the configuration: said as a config error
         raise ConfigError(str(exc)) from exc
     except FrameworkUnavailable as exc:

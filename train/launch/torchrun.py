@@ -38,9 +38,3 @@ def worker_argv(cfg: Config, platform: str, module: str) -> tuple[list[str], dic
         return [sys.executable, "-m", module], env
     return [*torchrun_argv(cfg), "-m", module], {}
 
-
-def binds_master_port(cfg: Config, argv: list[str], env: dict[str, str]) -> bool:
-    """Does this plan's node 0 bind MASTER_PORT: torchrun's rendezvous flag, or a worker started by
-    :func:`worker_argv` without torchrun (its process group's store listens there)."""
-    return (f"--master-port={cfg.master_port}" in argv
-            or (env.get("ROLE_WORLD_SIZE") == "1" and env.get("MASTER_PORT") == str(cfg.master_port)))

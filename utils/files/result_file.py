@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from utils.config.model import Config
 from utils.files.disk import OutputDirError
+from utils.files.locks import hold, result_lock_path
 from utils.io.output_path import LOCK_DIR
 from utils.machine.hardware import collect_gpu_info, gpu_info_without_runtime
 from utils.result.failures import is_interrupted, log_tail
@@ -150,6 +152,14 @@ class ResultFile:
         self._placeholder = _identity(self.path)
         with contextlib.suppress(FileNotFoundError):
             step_log_path(self.path).unlink()
+
+    @contextlib.contextmanager
+    def on_record(self) -> Iterator[None]:
+        """The block runs holding the result's lock (``utils/files/locks.py``: one launcher per result file, a
+        second refused naming the holder) after :meth:`start`; the lock is released when it ends, however."""
+        with hold(result_lock_path(self.path), f"the result {self.path.name}"):
+            self.start()
+            yield
 
     def is_placeholder(self) -> bool:
         """True while the file is still the placeholder (the job itself wrote no result over it)."""

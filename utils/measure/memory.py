@@ -349,6 +349,35 @@ def _host_verdict(result: Estimate, force: bool) -> Verdict:
     return Verdict(None, (f"--force: {line}; launched anyway",)) if force else Verdict(line)
 
 
+@dataclass(frozen=True)
+class MemoryCheck:
+    """One job's estimate and what the launcher does with it: the dry run's note, the result's record."""
+
+    estimate: Estimate
+    verdict: Verdict
+    forced: bool
+
+    @property
+    def record(self) -> MemoryEstimate:
+        return self.estimate.record(forced=self.forced and self.verdict.refusal is None and self.estimate.fits is False)
+
+    def dry_run_note(self) -> str:
+        """The dry run's line: the estimate, and what a real run would do with it."""
+        if self.verdict.refusal:
+            return f"memory: {self.verdict.refusal} (a real run refuses it; --force runs it anyway)"
+        said = "; ".join(self.verdict.warnings) or self.estimate.line()
+        return f"memory: {said}"
+
+
+def memory_check(framework: str, shape: ModelShape, layout: Config, platform: str, recipe: Recipe | None = None,
+                 force: bool = False) -> MemoryCheck:
+    """The check before a job starts, in one call: ``recipe`` (the framework's plugin's; None: the framework's
+    default, :func:`recipe_for`) training ``shape`` in ``layout`` on one GPU of ``platform`` (the host on cpu), and the
+    verdict (refuse, or go with warnings; ``force``: run past a refusal, warned)."""
+    result = estimate(shape, layout, recipe or recipe_for(framework, layout), device_memory(platform))
+    return MemoryCheck(result, verdict(result, force=force), force)
+
+
 # ---------------------------------------------------------------------------
 # CLI: the estimate of a config without launching anything (docs/PERFORMANCE.md's tables come from it)
 

@@ -16,6 +16,7 @@ from tests.helpers.evaluate import make_result
 from utils.config.load import load_config
 from utils.config.model import REPO_ROOT
 from utils.files.disk import OutputDirError
+from utils.files.locks import locked_by, result_lock_path
 from utils.files.result_file import (
     PLACEHOLDER_REASON,
     JobExit,
@@ -101,6 +102,16 @@ def test_start_reserves_room_writes_the_placeholder_and_drops_old_steps(tmp_path
     assert file.is_placeholder()
     path.write_text(path.read_text())  # the job's own write replaces it
     assert not file.is_placeholder()
+
+
+def test_on_record_holds_the_results_lock_for_the_block(tmp_path: Path) -> None:
+    job = facts(tmp_path)
+    file = ResultFile(result_path(job.cfg.output_dir, "cpu", "tran", "llama"), job)
+    lock = result_lock_path(file.path)
+    with file.on_record():
+        assert file.is_placeholder()
+        assert f"pid {os.getpid()}" in (locked_by(lock) or ""), "a second launcher is refused naming this one"
+    assert locked_by(lock) is None and file.is_placeholder(), "released after the block, the placeholder kept"
 
 
 def test_start_refuses_in_one_line_when_the_placeholder_cannot_be_written(tmp_path: Path,

@@ -221,3 +221,22 @@ def test_cpu_holds_all_its_processes_against_the_hosts_memory(monkeypatch):
     assert verdict(job) == Verdict(None)
     monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: None)  # unreadable: the record's reason stays
     assert verdict(job) == Verdict(None) and job.record().reason == "platform cpu: no GPU memory to check against"
+
+
+def test_the_launchers_check_is_one_call_with_its_note_and_record():
+    """memory_check(): the recipe given (a plugin's) or the framework's own, sized on the platform's GPU, judged."""
+    from utils.measure.memory import memory_check
+
+    full, cfg = get_shape("llama"), layout(dp=1, mbs=1, sl=2048, ga=8)
+    refused = memory_check("tran", full, cfg, "nvd")
+    assert refused.estimate == estimate(full, cfg, recipe_for("tran", cfg), device_memory("nvd"))
+    assert refused.verdict.refusal == refused.estimate.line() and not refused.record.forced
+    line = refused.estimate.line()
+    assert refused.dry_run_note() == f"memory: {line} (a real run refuses it; --force runs it anyway)"
+    forced = memory_check("tran", full, cfg, "nvd", force=True)
+    assert forced.verdict.refusal is None and forced.record.forced and forced.record.fits is False
+    assert forced.dry_run_note() == f"memory: --force: {forced.estimate.line()}; launched anyway"
+    ddp = tran_recipe("ddp", world_size=1)
+    fits = memory_check("tran", get_shape("llama", "tiny"), cfg, "nvd", recipe=ddp)
+    assert fits.estimate.sharding == ddp.sharding and fits.verdict == Verdict(None)
+    assert fits.dry_run_note() == f"memory: {fits.estimate.line()}"
