@@ -41,6 +41,7 @@ from data.encoding.paths import (
     start_head,
 )
 from data.file_tokenizer import load_policy_tokenizer
+from data.manifest import bin_idx, encode_manifest_path
 from data.token_policy import TokenPolicy, record
 from utils.config.model import Config
 from utils.dataset.paths import (
@@ -95,14 +96,6 @@ def resolve_workers(requested: int) -> int:
 def plan_workers(requested: int, corpus_bytes: int) -> int:
     """The threads worth starting: at most ``requested``, one per ``BYTES_PER_WORKER`` of corpus, at least one."""
     return max(1, min(resolve_workers(requested), -(-corpus_bytes // BYTES_PER_WORKER)))
-
-
-def bin_idx(prefix: Path) -> tuple[Path, Path]:
-    return Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
-
-
-def encode_manifest_path(prefix: Path) -> Path:
-    return Path(f"{prefix}.manifest.json")
 
 
 @contextlib.contextmanager

@@ -19,7 +19,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import snapshot_download
 from tqdm import tqdm
 
 from data import manifest as mf
@@ -86,6 +85,10 @@ def open_hub_stream(source: HubDataset) -> Iterable[dict[str, Any]]:
 
 def download_tokenizer_files(repo: str, destination: Path, token: str | None) -> None:
     """Download only the tokenizer files of a model repository."""
+    # Local: huggingface_hub (and its HTTP client) is 0.15 s of every launcher start, which imports this module for
+    # the dataset check (python -X importtime -c "import data.ready", this host); only a tokenizer fetch needs it.
+    from huggingface_hub import snapshot_download
+
     snapshot_download(repo_id=repo, allow_patterns=list(TOKENIZER_FILES), local_dir=str(destination), token=token)
 
 

@@ -62,6 +62,16 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{where} {_PROBLEMS.get(error['type'], error['msg'])}"
 
 
+def bin_idx(prefix: Path) -> tuple[Path, Path]:
+    """The encoded dataset's two files. Here, not in data/encode.py, so the launcher's dataset check (data/ready.py)
+    does not import the encoder's numpy and tokenizers (0.1 s of every launcher start, -X importtime)."""
+    return Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
+
+
+def encode_manifest_path(prefix: Path) -> Path:
+    return Path(f"{prefix}.manifest.json")
+
+
 def load_manifest(path: Path) -> Manifest | None:
     """The typed manifest; ``None`` when missing, unreadable, not JSON or of another schema version."""
     try:

@@ -12,8 +12,8 @@ from pathlib import Path
 from data import manifest as mf
 from data.clean import RULES_VERSION, clean_manifest_path
 from data.common import DataError
-from data.encode import bin_idx, encode_manifest_path
 from data.fetch import _corpus_key, fetch_manifest_path, tokenizer_manifest_path
+from data.manifest import bin_idx, encode_manifest_path
 from data.token_policy import mismatch
 from utils.config.model import Config
 from utils.dataset.paths import clean_path, dataset_prefix, raw_path, tokenizer_dir, valid_clean_path, valid_prefix

@@ -19,8 +19,9 @@ import numpy as np
 
 from data import manifest as mf
 from data.common import DataError, base_parser, config_from_args, iter_jsonl_texts, run_stage
-from data.encode import bin_idx, encode_manifest_path, splits
+from data.encode import splits
 from data.encoding.idx_writer import INDEX_MAGIC
+from data.manifest import bin_idx, encode_manifest_path
 from data.ready import check_encoded_bytes, settings_problems, verify_report_path
 from utils.config.model import Config
 from utils.dataset.megatron_modules import import_dataset_modules
