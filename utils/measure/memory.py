@@ -319,6 +319,7 @@ class Verdict:
 
     refusal: str | None
     warnings: tuple[str, ...] = ()
+    forced: bool = False  # launched past a refusal by --force (the result's ``memory_estimate.forced``)
 
 
 def verdict(result: Estimate, force: bool = False) -> Verdict:
@@ -330,7 +331,7 @@ def verdict(result: Estimate, force: bool = False) -> Verdict:
         return Verdict(None, (f"memory check not done: {line}",))
     if not result.fits:
         if force:
-            return Verdict(None, (f"--force: {line}; launched anyway",))
+            return Verdict(None, (f"--force: {line}; launched anyway",), forced=True)
         return Verdict(line)
     if result.tight:
         return Verdict(None, (f"{line}: within {100 - TIGHT_FRACTION * 100:.0f}% of the GPU's memory",))
@@ -346,7 +347,7 @@ def _host_verdict(result: Estimate, force: bool) -> Verdict:
         return Verdict(None)
     line = (f"estimated {need:.1f} GiB for {result.processes} process(es) > {host:.1f} GiB of host memory "
             f"({result.what()})")
-    return Verdict(None, (f"--force: {line}; launched anyway",)) if force else Verdict(line)
+    return Verdict(None, (f"--force: {line}; launched anyway",), forced=True) if force else Verdict(line)
 
 
 @dataclass(frozen=True)
@@ -355,11 +356,10 @@ class MemoryCheck:
 
     estimate: Estimate
     verdict: Verdict
-    forced: bool
 
     @property
     def record(self) -> MemoryEstimate:
-        return self.estimate.record(forced=self.forced and self.verdict.refusal is None and self.estimate.fits is False)
+        return self.estimate.record(forced=self.verdict.forced)
 
     def dry_run_note(self) -> str:
         """The dry run's line: the estimate, and what a real run would do with it."""
@@ -375,7 +375,7 @@ def memory_check(framework: str, shape: ModelShape, layout: Config, platform: st
     default, :func:`recipe_for`) training ``shape`` in ``layout`` on one GPU of ``platform`` (the host on cpu), and the
     verdict (refuse, or go with warnings; ``force``: run past a refusal, warned)."""
     result = estimate(shape, layout, recipe or recipe_for(framework, layout), device_memory(platform))
-    return MemoryCheck(result, verdict(result, force=force), force)
+    return MemoryCheck(result, verdict(result, force=force))
 
 
 # ---------------------------------------------------------------------------

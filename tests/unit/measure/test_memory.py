@@ -216,7 +216,7 @@ def test_cpu_holds_all_its_processes_against_the_hosts_memory(monkeypatch):
     refused = verdict(job)
     assert refused.refusal == (f"estimated {need:.1f} GiB for 4 process(es) > {need * 0.99:.1f} GiB of host memory "
                                f"({job.what()})")
-    assert verdict(job, force=True) == Verdict(None, (f"--force: {refused.refusal}; launched anyway",))
+    assert verdict(job, force=True) == Verdict(None, (f"--force: {refused.refusal}; launched anyway",), forced=True)
     monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: need * 1.01)
     assert verdict(job) == Verdict(None)
     monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: None)  # unreadable: the record's reason stays

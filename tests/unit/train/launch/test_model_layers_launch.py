@@ -96,6 +96,10 @@ def test_a_cpu_job_larger_than_the_hosts_memory_is_refused_before_it_starts(prox
     assert len(err) == 1 and "GiB of host memory" in err[0]
     refused = read_result(load_config(proxy_config, environ={}).output_dir / "train_cpu_tran_llama.json")
     assert refused.status == "failed" and "> 500.0 GiB of host memory" in refused.error
+    assert launch_main([*args, "--force"]) == 1  # past the host check (this machine then stops at the dataset)
+    forced = read_result(load_config(proxy_config, environ={}).output_dir / "train_cpu_tran_llama.json")
+    assert "dataset not usable" in forced.error and forced.memory_estimate.forced
+    capsys.readouterr()
     monkeypatch.setenv("SL", "256")  # the same job at a size the host holds goes on to the next check
     assert launch_main([*args, "--dry-run"]) == 0
     assert "host memory" not in capsys.readouterr().out
