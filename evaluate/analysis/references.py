@@ -123,6 +123,10 @@ def match_references(result: Result, measured: float | None) -> list[ReferenceMa
     if measured is None:
         return []
     references, flag_fraction = load_references()
-    fractions = [(r, measured / r.tokens_per_second_per_gpu) for r in references if matches(r, result)]
-    return [ReferenceMatch(r, measured, fraction, result.profile == "tuned" and r.kind == "published"
-                           and fraction < flag_fraction, result.profile) for r, fraction in fractions]
+    found = []
+    for reference in (r for r in references if matches(r, result)):
+        fraction = measured / reference.tokens_per_second_per_gpu
+        # only a tuned run can be misconfigured against a vendor's published figure
+        flagged = result.profile == "tuned" and reference.kind == "published" and fraction < flag_fraction
+        found.append(ReferenceMatch(reference, measured, fraction, flagged, result.profile))
+    return found
