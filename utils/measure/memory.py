@@ -386,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utils.measure.memory",
         description="Estimated peak memory per GPU of a job of config.env (plus environment overrides: DP=8 "
-                    "MODEL_LAYERS=8 ...), against a GPU's memory. Exit 2 on bad input, 1 when a job does not fit.")
+                    "MODEL_LAYERS=8 ...), against a GPU's memory (on cpu, the host's). Exit 2 on bad input, 1 when "
+                    "a job does not fit.")
     parser.add_argument("--framework", nargs="+", choices=framework_names(), default=list(framework_names()))
     parser.add_argument("--model", choices=model_names(), default="llama")
     parser.add_argument("--platform", choices=platform_names(), default="nvd",
@@ -409,10 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     for framework in args.framework:
         recipe = recipe_for(framework, cfg, **options.get(framework, {"transformer_impl": args.transformer_impl}))
         result = estimate(shape, cfg, recipe, device)
+        refusal = verdict(result).refusal  # the launcher's own verdict: on cpu, the host's memory
         print(f"{shape.display_name}: {result.line()} [peak in the {result.phase}]")
+        if refusal and refusal != result.line():
+            print(f"  refused: {refusal}")
         if args.terms:
             print("  " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in result.terms.items() if v))
-        worst = max(worst, 1 if result.fits is False else 0)
+        worst = max(worst, 1 if refusal else 0)
     return worst
 
 

@@ -240,3 +240,18 @@ def test_the_launchers_check_is_one_call_with_its_note_and_record():
     fits = memory_check("tran", get_shape("llama", "tiny"), cfg, "nvd", recipe=ddp)
     assert fits.estimate.sharding == ddp.sharding and fits.verdict == Verdict(None)
     assert fits.dry_run_note() == f"memory: {fits.estimate.line()}"
+
+
+def test_the_cli_says_what_the_launcher_says_on_cpu(monkeypatch, capsys):
+    """``python -m utils.measure.memory --platform cpu`` answers as the launch would: over the host, exit 1."""
+    from utils.measure.memory import main
+
+    monkeypatch.delenv("TPRIMAT_CONFIG", raising=False)  # the repository's config.env
+    monkeypatch.setenv("MODEL_SIZE", "tiny")
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: 0.001)
+    assert main(["--platform", "cpu", "--framework", "tran"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "not checked: platform cpu" in out[0] and out[1].startswith("  refused: estimated ")
+    assert out[1].endswith("GiB of host memory (tran, FSDP2, Llama 3.1 8B (tiny), 0.03 B params)")
+    monkeypatch.setattr("utils.measure.memory.host_memory_gib", lambda: None)
+    assert main(["--platform", "cpu", "--framework", "tran"]) == 0
