@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import utils.files.purge as purge_module
 from evaluate.history.store import open_database
 from tests.helpers.proc import free_port
 from tests.helpers.shell import clean_env, copy_repo, run_script, without_comparison
@@ -60,10 +61,14 @@ def test_an_unusable_database_never_fails_the_run(repo: Path, tmp_path: Path) ->
 
 def _purge(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], history_db: str,
            *args: str) -> tuple[int, str, str]:
+    """In-process purge against an empty stand-in checkout: the real one's caches are other workers' bytecode, and
+    removing them under a parallel run made this purge fail (CI, stop 55)."""
     for key, value in {"OUTPUT_DIR": str(tmp_path / "out"), "DATA_DIR": str(tmp_path / "data"),
                        "HISTORY_DB": history_db}.items():
         monkeypatch.setenv(key, value)
     (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "checkout").mkdir(exist_ok=True)
+    monkeypatch.setattr(purge_module, "REPO_ROOT", tmp_path / "checkout")
     code = purge_main(list(args))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
