@@ -70,6 +70,10 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
 
 
+# What each command prints last, once its work is done.
+_CLOSING_LINE = {"evaluate.compare": "wrote: ", "evaluate.validate": "overall: "}
+
+
 @pytest.mark.parametrize(("module", "signum"), [("evaluate.compare", signal.SIGINT),
                                                 ("evaluate.validate", signal.SIGINT),
                                                 ("evaluate.compare", signal.SIGHUP)])
@@ -80,7 +84,9 @@ def test_an_evaluate_entry_point_answers_a_signal_in_one_line(tmp_path: Path, mo
     for k in range(3 if moment == "while working" else 1):
         make_result(out, "nvd", "tran", run_index=k + 1, seed=k)
     args = ["--results-dir", str(out)] if module == "evaluate.compare" else [str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=clean_env(tmp_path),
+    # Unbuffered, so that the closing line is in the pipe as soon as the work is done, not at the exit's flush.
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO,
+                            env=clean_env(tmp_path, PYTHONUNBUFFERED="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The project's first import installs the answer (SIGTERM caught: Python alone does not catch it); a signal
     # before that meets the bare interpreter, which no project code can answer.
@@ -90,9 +96,13 @@ def test_an_evaluate_entry_point_answers_a_signal_in_one_line(tmp_path: Path, mo
         proc.communicate()
         pytest.skip("the command finished before the signal was sent")  # a fast machine: nothing to answer
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
     if proc.returncode in (0, 1):
         pytest.skip("the command finished before the signal arrived")  # its own verdict: nothing to answer
+    if proc.returncode == -signum and _CLOSING_LINE[module] in out:
+        # The work was done and the interpreter was shutting down: Python gives the signals back to the system
+        # there (about the last 50 ms of a 2.6 s compare on a 2-core VM), so nothing was left to answer.
+        pytest.skip("the signal arrived during the interpreter's shutdown, after the command's closing line")
     assert proc.returncode == 128 + signum, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].endswith(f"stopped by {signal.Signals(signum).name}")
 
