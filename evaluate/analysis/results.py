@@ -152,10 +152,11 @@ def load_results(paths: list[Path]) -> LoadedDirectory:
             loaded.skipped.append((path, one_line(exc, 600)))
             continue
         key = identity(result)
-        if key in seen:
+        if key is not None and key in seen:
             loaded.duplicates.append((path, seen[key]))
             continue
-        seen[key] = path
+        if key is not None:
+            seen[key] = path
         loaded.results.append(LoadedResult(path, result))
     return loaded
 

@@ -13,11 +13,13 @@ from evaluate.analysis.validation import validate_paths
 from evaluate.compare import main as compare_main
 from evaluate.gpu_check.check import build_check
 from tests.helpers.devices import h100
-from tests.helpers.evaluate import gpu_info, make_result
+from tests.helpers.evaluate import gpu_info, make_result, workload_config, workload_shape
+from utils.files.run_owner import STARTED_REASON
 from utils.machine import prescreen as ps
 from utils.machine.device_facts import Fact
 from utils.measure.plausible import implausible
-from utils.result.file import read_result
+from utils.result.file import new_result, read_result, write_result
+from utils.schema.measures import Source
 
 FLOOR, CEILING = "below the physical floor", "more than the hardware can do"
 # Each breaks one bound of utils/measure/plausible.py alone (a forgery breaking both would pass with either bound gone):
@@ -71,6 +73,23 @@ def test_one_run_copied_to_repeats_counts_once(tmp_path: Path, capsys: pytest.Ca
     assert len(loaded.results) == 1 and len(loaded.duplicates) == 3
     assert compare_main(["--results-dir", str(out)]) == 0
     assert capsys.readouterr().err.count("is the same run as") == 3
+
+
+def test_two_jobs_stopped_before_their_first_step_are_two_jobs(tmp_path: Path) -> None:
+    """shell/train.sh's start records of tran and deep, written in the same second, differ only in their framework;
+    gpu_check counted them as one run and said tran 'did not start' (CI, stop 55). Nothing was measured: no copy."""
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = workload_config()
+    started = new_result(cfg, platform="nvd", framework="tran", model="llama", shape=workload_shape(cfg, "llama"),
+                         gpu_info=gpu_info("nvd"), source=Source(kind="callback"))
+    started.error = STARTED_REASON
+    for framework in ("tran", "deep"):
+        write_result(out / f"train_nvd_{framework}_llama.json", started.model_copy(update={"framework": framework}))
+    loaded = load_directory(out)
+    assert sorted(r.result.framework for r in loaded.results) == ["deep", "tran"] and loaded.duplicates == []
+    rows = {row.framework: row for row in build_check(out, "nvd", "llama", None, ("tran", "deep")).rows}
+    assert rows["tran"].status == rows["deep"].status == "incomplete" and rows["tran"].error == STARTED_REASON
 
 
 def test_one_cpu_run_relabelled_amd_and_nvd_makes_no_cross_vendor_headline(tmp_path: Path,

@@ -182,9 +182,13 @@ def implausible(result: Result) -> list[str]:
     return [*_speed(result), *_loss_problem("loss", "step", losses), *_quality(result), *_evidence(result)]
 
 
-def identity(result: Result) -> str:
+def identity(result: Result) -> str | None:
     """The same run however its file was copied, named or labelled: its start, its arrays and every figure but its
-    index, platform, framework and device (one run copied as amd and as nvd is one run)."""
+    index, platform, framework and device (one run copied as amd and as nvd is one run). None for a job that stopped
+    before its first step (not ok, no step, not published): it has no figure to copy, and two such jobs started in
+    the same second (a start is kept to the second) look alike but for their framework."""
+    if result.status != "ok" and not result.step_times and result.published is None:
+        return None
     labels = {"run_index", "platform", "framework", "gpu_info"}
     return hashlib.sha256(result.model_dump_json(exclude=labels).encode()).hexdigest()
 
